@@ -1,0 +1,3 @@
+module github.com/etherhost/ether/adapters/go
+
+go 1.24

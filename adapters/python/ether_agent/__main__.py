@@ -1,0 +1,59 @@
+"""``python -m ether_agent --module M [--function F] [--path DIR]``: serve user code.
+
+Without ``--function`` the module must define an ``Agent`` (the attribute ``agent``, or its
+only Agent instance). With it, ``F(payload) -> result`` (sync or async, no SDK import needed,
+the seeds' style) is served as a single action named F with an any-object schema.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+
+from ._hostlife import EXIT_FATAL
+from ._io import diag
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m ether_agent", description=__doc__.split("\n")[0])
+    p.add_argument("--module", "-m", required=True, help="module name or .py file to load")
+    p.add_argument("--function", "-f", help="serve this plain callback F(payload) -> result")
+    p.add_argument("--path", help="folder put first on sys.path (default: the working dir)")
+    p.add_argument(
+        "--describe",
+        action="store_true",
+        help="print the agent's actions and schemas as JSON and exit (no host needed)",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    from ._loader import LoadError, find_agent, import_module
+
+    if args.describe:
+        agent = find_agent(import_module(args.module, args.path), args.function)
+        json.dump({"name": agent.name, "actions": agent.hello_actions()}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+
+    from ._runtime import boot, fatal, serve
+
+    state = boot()  # cookie, host watch, fd hygiene, version: all before user code loads
+    try:
+        agent = find_agent(import_module(args.module, args.path), args.function)
+    except LoadError as exc:
+        fatal(state.channel, "agent_load_failed", str(exc))
+    except Exception as exc:
+        traceback.print_exc()
+        fatal(state.channel, "agent_load_failed", f"loading {args.module!r} failed: {exc!r}")
+    except SystemExit as exc:
+        diag(f"user module exited while loading ({exc.code}); not serving")
+        raise SystemExit(EXIT_FATAL if exc.code else 0) from None
+    serve(agent, state)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""What a handler sees of its task: ids, deadline, config, progress, logs, cost, host calls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+LEVELS = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40, "critical": 50}
+
+
+class Link(Protocol):
+    """The runtime side of a context: the frame writer and the host-call machinery."""
+
+    loop: asyncio.AbstractEventLoop
+
+    def send(self, frame: dict[str, Any]) -> bool: ...
+
+    def log_enabled(self, level: str) -> bool: ...
+
+    async def host_call(
+        self, task_id: str, method: str, params: dict[str, Any], timeout: float | None
+    ) -> Any: ...
+
+
+def _jsonable(fields: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(json.dumps(fields, default=repr))
+    return out
+
+
+class Logger:
+    """Structured logs as ``log`` frames (stderr before the runtime runs or when it is gone).
+
+    ``log.info("fetched", url=u, bytes=n)`` writes
+    ``{"type":"log","level":"info","msg":"fetched","fields":{"url":...,"bytes":...}}``.
+    """
+
+    def __init__(self, link: Callable[[], Link | None], task_id: str = "", name: str = "") -> None:
+        self._link = link
+        self._task_id = task_id
+        self._name = name
+
+    def log(self, level: str, msg: str, **fields: Any) -> None:
+        """Write one record at ``level`` (debug, info, warning, error)."""
+        link = self._link()
+        if link is None:
+            extra = f" {_jsonable(fields)}" if fields else ""
+            os.write(2, f"[{level.upper()}] {msg}{extra}\n".encode(errors="backslashreplace"))
+            return
+        if not link.log_enabled(level):
+            return
+        frame: dict[str, Any] = {"type": "log", "level": level, "msg": str(msg)}
+        if fields:
+            frame["fields"] = _jsonable(fields)
+        if self._task_id:
+            frame["task_id"] = self._task_id
+        if self._name:
+            frame["logger"] = self._name
+        link.send(frame)
+
+    def debug(self, msg: str, **fields: Any) -> None:
+        self.log("debug", msg, **fields)
+
+    def info(self, msg: str, **fields: Any) -> None:
+        self.log("info", msg, **fields)
+
+    def warning(self, msg: str, **fields: Any) -> None:
+        self.log("warning", msg, **fields)
+
+    def error(self, msg: str, **fields: Any) -> None:
+        self.log("error", msg, **fields)
+
+
+class TaskContext:
+    """The context of one task, passed to a handler that declares a ``ctx: TaskContext`` param.
+
+    Async handlers are cancelled as asyncio tasks (cancel frame, deadline, shutdown); sync
+    handlers run in a thread pool and should poll ``ctx.cancelled`` (a ``threading.Event``).
+    """
+
+    def __init__(
+        self,
+        link: Link,
+        frame: dict[str, Any],
+        action: str,
+        config: dict[str, Any],
+        agent_name: str,
+    ) -> None:
+        self._link = link
+        self.id: str = frame["id"]
+        """The host's id of this task request (``h-<n>``); results and calls refer to it."""
+        self.task_id: str = str(frame.get("task_id") or self.id)
+        """The public task id the client sees."""
+        self.action = action
+        self.attempt = int(frame.get("attempt") or 1)
+        trace = frame.get("trace")
+        self.trace: dict[str, Any] = trace if isinstance(trace, dict) else {}
+        self.session_id: str = str(frame.get("session_id") or "")
+        budget = frame.get("budget")
+        self.budget: dict[str, Any] = budget if isinstance(budget, dict) else {}
+        self.config = config
+        self.agent_name = agent_name
+        deadline_ms = frame.get("deadline_ms") or 0
+        self.deadline: float | None = (
+            time.monotonic() + float(deadline_ms) / 1000.0 if deadline_ms else None
+        )
+        """``time.monotonic()`` value of the deadline, or None when the task has none."""
+        self.cancelled = threading.Event()
+        """Set when the task is cancelled, timed out or the agent shuts down."""
+        self.log = Logger(lambda: link, task_id=self.id)
+        self._cost = 0.0
+        self._cost_set = False
+        self._model = ""
+        self._extra: dict[str, Any] = {}
+
+    # --- reporting ---------------------------------------------------------------------------
+
+    def remaining(self) -> float | None:
+        """Seconds left until the deadline (never negative), or None without a deadline."""
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - time.monotonic())
+
+    def progress(self, done: float, total: float = 0, message: str = "") -> None:
+        """Report progress; it extends no deadline. Safe from any thread."""
+        frame: dict[str, Any] = {"type": "progress", "id": self.id, "progress": done}
+        if total:
+            frame["total"] = total
+        if message:
+            frame["message"] = message
+        self._link.send(frame)
+
+    def cost(self, value: float, model: str | None = None, **extra: Any) -> None:
+        """Add ``value`` to the task's reported cost; name the model; record other facts."""
+        self._cost += float(value)
+        self._cost_set = True
+        if model:
+            self._model = model
+        self._extra.update(extra)
+
+    def metadata(self) -> dict[str, Any]:
+        """The result metadata reported so far (empty when nothing was reported)."""
+        meta: dict[str, Any] = {}
+        if self._cost_set:
+            meta["cost"] = self._cost
+        if self._model:
+            meta["model"] = self._model
+        if self._extra:
+            meta["extra"] = _jsonable(self._extra)
+        return meta
+
+    # --- host calls --------------------------------------------------------------------------
+
+    async def host_call(
+        self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None
+    ) -> Any:
+        """Ask the host for a service (``agent.call``, ``ctx.*``, ``term.*``, ``msg.*``,
+        ``net.fetch``) and return the reply's result; raise ``AgentError`` on an error reply.
+
+        The method must be listed in ``Agent(calls=...)``.
+        """
+        return await self._link.host_call(self.id, method, params or {}, timeout)
+
+    async def call_agent(
+        self,
+        agent: str,
+        action: str,
+        params: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Run ``action`` of another agent through the host; return its AgentOutput as a dict
+        (``status``, ``data``, ``error``, ``metadata``...)."""
+        reply = await self.host_call(
+            "agent.call", {"agent": agent, "action": action, "params": params or {}}, timeout=timeout
+        )
+        return reply if isinstance(reply, dict) else {"data": reply}
+
+    def host_call_sync(
+        self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None
+    ) -> Any:
+        """``host_call`` for sync handlers (they run in worker threads)."""
+        return self._from_thread(self.host_call(method, params, timeout=timeout))
+
+    def call_agent_sync(
+        self,
+        agent: str,
+        action: str,
+        params: dict[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """``call_agent`` for sync handlers (they run in worker threads)."""
+        out: dict[str, Any] = self._from_thread(
+            self.call_agent(agent, action, params, timeout=timeout)
+        )
+        return out
+
+    def _from_thread(self, coro: Any) -> Any:
+        loop = self._link.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            coro.close()
+            raise RuntimeError("use `await ctx.host_call(...)` in async handlers")
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()

@@ -1,0 +1,170 @@
+"""JSON schemas of action params: derived from type hints, and checked on arrival.
+
+The checker covers the basics a host and an agent must agree on (type, required, properties,
+additionalProperties, items, enum, const, anyOf/oneOf); other keywords are accepted and ignored.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import enum
+import types
+import typing
+from typing import Any, Literal, Union, get_args, get_origin
+
+Schema = dict[str, Any]
+
+_SCALARS: dict[Any, Schema] = {
+    str: {"type": "string"},
+    bool: {"type": "boolean"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    type(None): {"type": "null"},
+}
+_ARRAYS = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Set)
+_OBJECTS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
+
+
+def type_schema(tp: Any) -> Schema:
+    """The JSON schema of a Python type hint; ``{}`` (anything) when it has no JSON shape."""
+    if tp is Any:
+        return {}
+    if tp in _SCALARS:
+        return dict(_SCALARS[tp])
+    origin = get_origin(tp)
+    args = get_args(tp)
+    if origin is typing.Annotated:
+        schema = type_schema(args[0])
+        notes = [a for a in args[1:] if isinstance(a, str)]
+        if notes:
+            schema["description"] = notes[0]
+        return schema
+    if origin in (Union, types.UnionType):
+        options = [a for a in args if a is not type(None)]
+        nullable = len(options) < len(args)
+        schemas = [type_schema(a) for a in options]
+        if any(not s for s in schemas):
+            return {}
+        if nullable:
+            schemas.append({"type": "null"})
+        return schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
+    if origin is Literal:
+        return {"enum": list(args)}
+    if tp in _ARRAYS or origin in _ARRAYS:
+        schema = {"type": "array"}
+        if args and args[-1] is not Ellipsis:
+            items = type_schema(args[0])
+            if items:
+                schema["items"] = items
+        return schema
+    if tp in _OBJECTS or origin in _OBJECTS:
+        schema = {"type": "object"}
+        if len(args) == 2:
+            values = type_schema(args[1])
+            if values:
+                schema["additionalProperties"] = values
+        return schema
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return {"enum": [m.value for m in tp]}
+    if typing.is_typeddict(tp):
+        hints = typing.get_type_hints(tp)
+        required = sorted(getattr(tp, "__required_keys__", hints))
+        return {
+            "type": "object",
+            "properties": {k: type_schema(v) for k, v in hints.items()},
+            "required": required,
+        }
+    if dataclasses.is_dataclass(tp):
+        return {"type": "object"}
+    return {}
+
+
+# --- validation ------------------------------------------------------------------------------
+
+
+def _is_type(value: Any, name: str) -> bool:
+    if name == "string":
+        return isinstance(value, str)
+    if name == "boolean":
+        return isinstance(value, bool)
+    if name == "integer":
+        if isinstance(value, bool):
+            return False
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if name == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if name == "object":
+        return isinstance(value, dict)
+    if name == "array":
+        return isinstance(value, list)
+    if name == "null":
+        return value is None
+    return True
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def validate(schema: Schema, value: Any, path: str = "") -> list[dict[str, str]]:
+    """Field violations of ``value`` against ``schema``: ``[{"field", "description"}]``."""
+    out: list[dict[str, str]] = []
+    _check(schema, value, path, out)
+    return out
+
+
+def _check(schema: Any, value: Any, path: str, out: list[dict[str, str]]) -> None:
+    if not isinstance(schema, dict) or not schema:
+        return
+    field = path or "params"
+    expected = schema.get("type")
+    if expected is not None:
+        names = expected if isinstance(expected, list) else [expected]
+        if not any(_is_type(value, n) for n in names):
+            want = " or ".join(str(n) for n in names)
+            out.append({"field": field, "description": f"expected {want}, got {_describe(value)}"})
+            return
+    if "const" in schema and value != schema["const"]:
+        out.append({"field": field, "description": f"must be {schema['const']!r}"})
+    if "enum" in schema and value not in schema["enum"]:
+        out.append({"field": field, "description": f"must be one of {schema['enum']!r}"})
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(options, list) and options:
+        trials = [validate(o, value, path) for o in options]
+        if all(trials):
+            out.append({"field": field, "description": trials[0][0]["description"]})
+    if isinstance(value, dict):
+        _check_object(schema, value, path, out)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            _check(schema["items"], item, f"{path}[{i}]", out)
+
+
+def _check_object(schema: Schema, value: dict[str, Any], path: str, out: list[dict[str, str]]) -> None:
+    props = schema.get("properties")
+    props = props if isinstance(props, dict) else {}
+    prefix = f"{path}." if path else ""
+    for name in schema.get("required") or ():
+        if name not in value:
+            out.append({"field": prefix + name, "description": "required"})
+    extra = schema.get("additionalProperties", True)
+    for key, item in value.items():
+        if key in props:
+            _check(props[key], item, prefix + key, out)
+        elif extra is False:
+            out.append({"field": prefix + key, "description": "unexpected parameter"})
+        elif isinstance(extra, dict):
+            _check(extra, item, prefix + key, out)

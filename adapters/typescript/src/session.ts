@@ -1,0 +1,722 @@
+// One run of the stdio link (docs/protocol.md): handshake, task dispatch, host calls, shutdown.
+// Process concerns (fds, signals, host death) live in serve.ts; this file only sees a byte
+// stream in, a frame sink out and an environment, so it can be tested in one process.
+import type { CallOptions, Context, TaskLogger } from "./context.js";
+import { AgentError } from "./errors.js";
+import {
+  DEFAULT_MAX_FRAME,
+  EXIT_FATAL,
+  HOST_COOKIE,
+  SUPPORTED_PROTOCOLS,
+  isObject,
+  toInt,
+  type ErrorBody,
+  type HelloFrame,
+  type JsonObject,
+  type JsonValue,
+  type LogLevel,
+  type OutboundFrame,
+  type ResultFrame,
+  type ResultMetadata,
+} from "./frames.js";
+import { LineSplitter, decodeLine, recoverHead } from "./line-reader.js";
+import { Output } from "./output.js";
+import { validate } from "./schema.js";
+
+/** An action as the session runs it. */
+export interface ActionSpec {
+  name: string;
+  description: string;
+  schema: JsonObject | undefined;
+  idempotent: boolean;
+  handler: (params: any, ctx: Context) => unknown;
+}
+
+/** Everything the session needs to know about the agent. */
+export interface AgentSpec {
+  name: string;
+  version: string;
+  description: string;
+  kind: string;
+  tags: string[];
+  maxConcurrency: number;
+  calls: string[];
+  ping: boolean;
+  /** Largest frame the agent accepts; 0 = ETHER_MAX_FRAME or 16 MiB. */
+  maxFrame: number;
+  actions: Map<string, ActionSpec>;
+}
+
+/** Where frames go: one writer, whole lines. */
+export interface FrameSink {
+  writeLine(line: string): void;
+  flush(): Promise<void>;
+  readonly closed: boolean;
+}
+
+export interface SessionIO {
+  input: AsyncIterable<Buffer | string> & { destroy?: () => void };
+  sink: FrameSink;
+  env: Record<string, string | undefined>;
+  /** Free-form diagnostics (stderr). */
+  diag?: (line: string) => void;
+  pid?: number;
+  /** Grace after stdin EOF without a shutdown frame. */
+  eofGraceMs?: number;
+  /** How long aborted handlers get to settle before their results are written for them. */
+  abortWaitMs?: number;
+}
+
+type State = "handshake" | "running" | "draining" | "done";
+
+interface TaskState {
+  id: string;
+  action: ActionSpec | undefined;
+  frame: Record<string, unknown>;
+  controller: AbortController;
+  timer: NodeJS.Timeout | undefined;
+  deadline: number | undefined;
+  cancelled: boolean;
+  done: boolean;
+  metadata: ResultMetadata;
+}
+
+interface PendingCall {
+  taskId: string;
+  resolve: (value: JsonValue) => void;
+  reject: (reason: AgentError) => void;
+  cleanup: () => void;
+}
+
+const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warning: 30, error: 40 };
+const RUNTIME = `node ${process.versions.node}`;
+
+export class Session {
+  readonly #spec: AgentSpec;
+  readonly #io: SessionIO;
+  readonly #diag: (line: string) => void;
+  readonly #splitter: LineSplitter;
+  readonly #agentMaxFrame: number;
+  #maxFrame: number;
+  #state: State = "handshake";
+  #config: JsonObject = {};
+  #logLevel = LEVELS.info;
+  #agentName: string;
+  #tasks = new Map<string, TaskState>();
+  #queue: Record<string, unknown>[] = [];
+  #calls = new Map<string, PendingCall>();
+  #callSeq = 0;
+  #graceTimer: NodeJS.Timeout | undefined;
+  #abortTimer: NodeJS.Timeout | undefined;
+  #exitCode = 0;
+  #finished: Promise<number>;
+  #resolveFinished!: (code: number) => void;
+  /** Lines skipped because they were not frames. */
+  noise = 0;
+
+  constructor(spec: AgentSpec, io: SessionIO) {
+    this.#spec = spec;
+    this.#io = io;
+    this.#diag = io.diag ?? ((line) => process.stderr.write(`${line}\n`));
+    const envMax = toInt(io.env["ETHER_MAX_FRAME"], 0);
+    this.#agentMaxFrame = spec.maxFrame > 0 ? spec.maxFrame : envMax > 0 ? envMax : DEFAULT_MAX_FRAME;
+    this.#maxFrame = envMax > 0 ? Math.min(envMax, this.#agentMaxFrame) : this.#agentMaxFrame;
+    this.#splitter = new LineSplitter(this.#maxFrame);
+    this.#agentName = io.env["ETHER_AGENT_NAME"] || spec.name;
+    this.#finished = new Promise((resolve) => (this.#resolveFinished = resolve));
+  }
+
+  /** The link's max frame in bytes (after welcome: the smaller of the host's and the agent's). */
+  get maxFrame(): number {
+    return this.#maxFrame;
+  }
+
+  /** Runs the session to its end; resolves to the process exit code. */
+  async run(): Promise<number> {
+    const env = this.#io.env;
+    if (env["ETHER_HOST_COOKIE"] !== HOST_COOKIE) {
+      this.#diag(
+        `This program is an Ether agent (${this.#spec.name}); it talks to the Ether host over stdin/stdout ` +
+          "and is meant to be started by the host (for example `ether serve`), not by hand. " +
+          "(ETHER_HOST_COOKIE is not set.)",
+      );
+      return EXIT_FATAL;
+    }
+    const offered = (env["ETHER_PROTOCOL_VERSIONS"] ?? "1")
+      .split(",")
+      .map((v) => Number(v.trim()))
+      .filter((v) => Number.isInteger(v));
+    const chosen = Math.max(-1, ...offered.filter((v) => SUPPORTED_PROTOCOLS.includes(v)));
+    if (chosen < 0) {
+      const message =
+        `the host offers protocol versions [${env["ETHER_PROTOCOL_VERSIONS"] ?? ""}], ` +
+        `this adapter speaks [${SUPPORTED_PROTOCOLS.join(",")}]: upgrade one of them`;
+      this.#diag(`ether-agent: ${message}`);
+      this.#send({ type: "fatal", code: "protocol_version_unsupported", message });
+      await this.#io.sink.flush();
+      return EXIT_FATAL;
+    }
+    this.#send(this.#hello(chosen));
+    void this.#readLoop();
+    return this.#finished;
+  }
+
+  /** Stops taking tasks; in-flight ones get `graceMs` before their signals abort. */
+  shutdown(graceMs: number, reason = "shutdown"): void {
+    if (this.#state === "done") return;
+    if (this.#state === "handshake") {
+      this.#finish(0);
+      return;
+    }
+    const firstTime = this.#state !== "draining";
+    this.#state = "draining";
+    if (firstTime) {
+      for (const frame of this.#queue.splice(0)) {
+        this.#writeResult(String(frame["id"]), {
+          status: "error",
+          error: { code: "shutting_down", message: `agent is shutting down (${reason})`, retryable: true },
+        });
+      }
+    }
+    if (this.#tasks.size === 0) {
+      this.#finish(0);
+      return;
+    }
+    if (firstTime || graceMs === 0) {
+      if (this.#graceTimer !== undefined) clearTimeout(this.#graceTimer);
+      this.#graceTimer = setTimeout(() => this.#abortAll(reason), Math.max(0, graceMs));
+    }
+  }
+
+  // --- handshake ------------------------------------------------------------------------------
+
+  #hello(protocol: number): HelloFrame {
+    const spec = this.#spec;
+    const agent: HelloFrame["agent"] = {
+      name: this.#agentName,
+      version: spec.version,
+      language: "typescript",
+      runtime: RUNTIME,
+    };
+    if (spec.description) agent.description = spec.description;
+    if (spec.kind) agent.kind = spec.kind;
+    if (spec.tags.length > 0) agent.tags = spec.tags;
+    return {
+      type: "hello",
+      protocol,
+      agent,
+      actions: [...spec.actions.values()].map((a) => {
+        const d: HelloFrame["actions"][number] = { name: a.name, description: a.description };
+        if (a.schema !== undefined) d.params_schema = a.schema;
+        if (a.idempotent) d.idempotent = true;
+        return d;
+      }),
+      capabilities: {
+        max_concurrency: spec.maxConcurrency,
+        cancel: true,
+        progress: true,
+        ping: spec.ping,
+        calls: spec.calls,
+        max_frame: this.#agentMaxFrame,
+      },
+      pid: this.#io.pid ?? process.pid,
+    };
+  }
+
+  #onWelcome(frame: Record<string, unknown>): void {
+    if (this.#state !== "handshake") {
+      this.#diag("ether-agent: a second welcome was ignored");
+      return;
+    }
+    const error = frame["error"];
+    if (isObject(error) && (error["code"] || error["message"])) {
+      this.#diag(`ether-agent: the host refused this agent: ${String(error["code"])}: ${String(error["message"] ?? "")}`);
+      this.#finish(EXIT_FATAL);
+      return;
+    }
+    const hostMax = toInt(frame["max_frame"], 0);
+    if (hostMax > 0) this.#maxFrame = Math.min(hostMax, this.#agentMaxFrame);
+    this.#splitter.maxFrame = this.#maxFrame;
+    if (isObject(frame["config"])) this.#config = frame["config"] as JsonObject;
+    const level = frame["log_level"];
+    if (typeof level === "string") this.#logLevel = LEVELS[normalizeLevel(level)];
+    if (typeof frame["agent_name"] === "string" && frame["agent_name"]) this.#agentName = frame["agent_name"];
+    this.#state = "running";
+  }
+
+  // --- reading --------------------------------------------------------------------------------
+
+  async #readLoop(): Promise<void> {
+    try {
+      for await (const chunk of this.#io.input) {
+        const buf = typeof chunk === "string" ? Buffer.from(chunk, "utf8") : chunk;
+        for (const event of this.#splitter.push(buf)) {
+          if (event.kind === "line") this.#onLine(event.line);
+          else this.#onOversized(event.head, event.size);
+        }
+        if (this.#state === "done") return;
+      }
+      for (const event of this.#splitter.end()) {
+        if (event.kind === "line") this.#onLine(event.line);
+        else this.#onOversized(event.head, event.size);
+      }
+    } catch (err) {
+      if (this.#state === "done") return;
+      this.#diag(`ether-agent: stdin failed: ${(err as Error).message}`);
+    }
+    this.#onEof();
+  }
+
+  #onEof(): void {
+    if (this.#state === "done") return;
+    if (this.#state === "draining") return; // shutdown already runs with its own grace
+    this.shutdown(this.#io.eofGraceMs ?? 5000, "stdin closed");
+  }
+
+  #onLine(line: Buffer): void {
+    if (line.length === 0) return;
+    const decoded = decodeLine(line);
+    if (!decoded.ok) {
+      this.noise++;
+      this.#diag(`ether-agent: skipped a line that is not a frame (${decoded.reason}): ${decoded.sample}`);
+      return;
+    }
+    try {
+      this.#onFrame(decoded.frame);
+    } catch (err) {
+      this.#diag(`ether-agent: frame handling failed: ${(err as Error).stack ?? String(err)}`);
+    }
+  }
+
+  #onOversized(head: Buffer, size: number): void {
+    this.noise++;
+    const { id, type } = recoverHead(head);
+    this.#diag(`ether-agent: skipped a ${size}-byte line over the max frame of ${this.#maxFrame} bytes (id ${id ?? "?"})`);
+    if (type === "task" && id !== undefined && !this.#tasks.has(id)) {
+      this.#writeResult(id, {
+        status: "error",
+        error: {
+          code: "frame_too_large",
+          message: `task frame of ${size} bytes is over the max frame of ${this.#maxFrame} bytes`,
+          data: { size, max_frame: this.#maxFrame },
+        },
+      });
+    } else if (type === "reply" && id !== undefined) {
+      this.#settleCall(id, undefined, {
+        code: "frame_too_large",
+        message: `reply of ${size} bytes is over the max frame of ${this.#maxFrame} bytes`,
+      });
+    }
+  }
+
+  #onFrame(frame: Record<string, unknown>): void {
+    const type = frame["type"];
+    switch (type) {
+      case "welcome":
+        this.#onWelcome(frame);
+        return;
+      case "task":
+        this.#onTask(frame);
+        return;
+      case "cancel":
+        this.#onCancel(frame);
+        return;
+      case "reply":
+        this.#onReply(frame);
+        return;
+      case "ping":
+        this.#send({ type: "pong", id: String(frame["id"] ?? "") });
+        return;
+      case "shutdown":
+        this.shutdown(Math.max(0, toInt(frame["grace_ms"], 0)), String(frame["reason"] ?? "shutdown") || "shutdown");
+        return;
+      default:
+        this.#diag(`ether-agent: dropped a frame of unknown type ${JSON.stringify(type)}`);
+    }
+  }
+
+  // --- tasks ----------------------------------------------------------------------------------
+
+  #onTask(frame: Record<string, unknown>): void {
+    const id = frame["id"];
+    if (typeof id !== "string" || id === "") {
+      this.#diag("ether-agent: dropped a task without a string id");
+      return;
+    }
+    if (this.#tasks.has(id) || this.#queue.some((f) => f["id"] === id)) {
+      this.#diag(`ether-agent: dropped a task with the id ${id} already in flight`);
+      return;
+    }
+    if (this.#state === "draining" || this.#state === "done") {
+      this.#writeResult(id, {
+        status: "error",
+        error: { code: "shutting_down", message: "agent is shutting down", retryable: true },
+      });
+      return;
+    }
+    // A task before welcome (the seeds' envelope) runs too: the host has spoken.
+    if (this.#state === "handshake") this.#state = "running";
+    if (this.#tasks.size >= Math.max(1, this.#spec.maxConcurrency)) {
+      this.#queue.push(frame);
+      return;
+    }
+    this.#start(id, frame);
+  }
+
+  #resolveAction(frame: Record<string, unknown>): ActionSpec | undefined {
+    const name = frame["action"];
+    const actions = this.#spec.actions;
+    if (typeof name === "string" && name !== "") return actions.get(name);
+    // The seeds' envelope names no action: run `run`, or the only action there is.
+    if (actions.has("run")) return actions.get("run");
+    if (actions.size === 1) return actions.values().next().value;
+    return undefined;
+  }
+
+  #start(id: string, frame: Record<string, unknown>): void {
+    const action = this.#resolveAction(frame);
+    const deadlineMs = toInt(frame["deadline_ms"], 0);
+    const task: TaskState = {
+      id,
+      action,
+      frame,
+      controller: new AbortController(),
+      timer: undefined,
+      deadline: deadlineMs > 0 ? Date.now() + deadlineMs : undefined,
+      cancelled: false,
+      done: false,
+      metadata: {},
+    };
+    this.#tasks.set(id, task);
+    if (action === undefined) {
+      const name = typeof frame["action"] === "string" ? frame["action"] : "";
+      this.#complete(task, {
+        status: "error",
+        error: {
+          code: "unknown_action",
+          message: `unknown action ${JSON.stringify(name)}; this agent has ${[...this.#spec.actions.keys()].join(", ") || "none"}`,
+        },
+      });
+      return;
+    }
+    let params: unknown = "params" in frame ? frame["params"] : "payload" in frame ? frame["payload"] : {};
+    if (params === null || params === undefined) params = {};
+    const problems = validate(action.schema, params);
+    if (problems.length > 0) {
+      this.#complete(task, {
+        status: "error",
+        error: { code: "invalid_params", message: problems.join("; "), data: { problems } },
+      });
+      return;
+    }
+    if (task.deadline !== undefined) {
+      task.timer = setTimeout(() => {
+        task.controller.abort(new AgentError("timeout", `deadline of ${deadlineMs} ms exceeded`, { retryable: true }));
+      }, deadlineMs);
+    }
+    const ctx = this.#context(task, action);
+    let outcome: Promise<unknown>;
+    try {
+      outcome = Promise.resolve(action.handler(params, ctx));
+    } catch (err) {
+      outcome = Promise.reject(err);
+    }
+    outcome.then(
+      (value) => this.#complete(task, this.#okBody(task, value)),
+      (err: unknown) => this.#complete(task, this.#errorBody(task, err)),
+    );
+  }
+
+  #okBody(task: TaskState, value: unknown): Omit<ResultFrame, "type" | "id"> {
+    if (task.cancelled) return this.#errorBody(task, task.controller.signal.reason);
+    if (Output.is(value)) {
+      const body: Omit<ResultFrame, "type" | "id"> = {
+        status: value.error === undefined ? "ok" : "partial",
+        result: (value.result ?? null) as JsonValue,
+      };
+      if (value.error !== undefined) body.error = value.error;
+      const metadata = { ...task.metadata, ...value.metadata };
+      if (Object.keys(metadata).length > 0) body.metadata = metadata;
+      if (value.nextActions.length > 0) body.next_actions = value.nextActions;
+      return body;
+    }
+    const body: Omit<ResultFrame, "type" | "id"> = { status: "ok", result: (value ?? null) as JsonValue };
+    if (Object.keys(task.metadata).length > 0) body.metadata = task.metadata;
+    return body;
+  }
+
+  #errorBody(task: TaskState, err: unknown): Omit<ResultFrame, "type" | "id"> {
+    const signal = task.controller.signal;
+    let error: AgentError;
+    if (signal.aborted && (task.cancelled || !(err instanceof AgentError) || err === signal.reason)) {
+      // Aborted: whatever the handler threw (AbortError, the reason itself), report why.
+      error = AgentError.from(signal.reason);
+    } else {
+      error = AgentError.from(err);
+    }
+    const body: Omit<ResultFrame, "type" | "id"> = { status: "error", error: error.toBody() };
+    if (Object.keys(task.metadata).length > 0) body.metadata = task.metadata;
+    return body;
+  }
+
+  #complete(task: TaskState, body: Omit<ResultFrame, "type" | "id">): void {
+    if (task.done) return;
+    task.done = true;
+    if (task.timer !== undefined) clearTimeout(task.timer);
+    this.#tasks.delete(task.id);
+    // Calls the task left open are answered by the host as cancelled; stop waiting for them.
+    for (const [id, call] of this.#calls) {
+      if (call.taskId === task.id) {
+        this.#calls.delete(id);
+        call.cleanup();
+        call.reject(new AgentError("cancelled", "the task ended before the call's reply"));
+      }
+    }
+    this.#writeResult(task.id, body);
+    this.#afterTask();
+  }
+
+  #afterTask(): void {
+    if (this.#state === "running") {
+      while (this.#queue.length > 0 && this.#tasks.size < Math.max(1, this.#spec.maxConcurrency)) {
+        const next = this.#queue.shift()!;
+        this.#start(String(next["id"]), next);
+      }
+    }
+    if (this.#state === "draining" && this.#tasks.size === 0) this.#finish(0);
+  }
+
+  #writeResult(id: string, body: Omit<ResultFrame, "type" | "id">): void {
+    const frame: ResultFrame = { type: "result", id, ...body };
+    let line: string;
+    try {
+      line = JSON.stringify(frame);
+    } catch (err) {
+      line = JSON.stringify({
+        type: "result",
+        id,
+        status: "error",
+        error: { code: "internal", message: `result is not JSON: ${(err as Error).message}` },
+      } satisfies ResultFrame);
+    }
+    const size = Buffer.byteLength(line, "utf8");
+    if (size > this.#maxFrame) {
+      line = JSON.stringify({
+        type: "result",
+        id,
+        status: "error",
+        error: {
+          code: "frame_too_large",
+          message: `result frame of ${size} bytes is over the max frame of ${this.#maxFrame} bytes`,
+          data: { size, max_frame: this.#maxFrame },
+        },
+      } satisfies ResultFrame);
+    }
+    this.#io.sink.writeLine(line);
+  }
+
+  #onCancel(frame: Record<string, unknown>): void {
+    const id = String(frame["id"] ?? "");
+    const reason = typeof frame["reason"] === "string" && frame["reason"] ? frame["reason"] : "cancelled by the host";
+    const queued = this.#queue.findIndex((f) => f["id"] === id);
+    if (queued !== -1) {
+      this.#queue.splice(queued, 1);
+      this.#writeResult(id, { status: "error", error: { code: "cancelled", message: reason } });
+      this.#afterTask();
+      return;
+    }
+    const task = this.#tasks.get(id);
+    if (task === undefined) {
+      this.#diag(`ether-agent: cancel for unknown task ${id} dropped`);
+      return;
+    }
+    task.cancelled = true;
+    if (!task.controller.signal.aborted) task.controller.abort(new AgentError("cancelled", reason));
+  }
+
+  #abortAll(reason: string): void {
+    for (const task of this.#tasks.values()) {
+      if (!task.controller.signal.aborted) {
+        task.controller.abort(new AgentError("cancelled", `agent is shutting down (${reason})`, { retryable: true }));
+      }
+    }
+    // Handlers that ignore their signal get a moment, then their results are written for them.
+    this.#abortTimer = setTimeout(() => {
+      for (const task of [...this.#tasks.values()]) {
+        this.#complete(task, this.#errorBody(task, task.controller.signal.reason));
+      }
+      this.#finish(0);
+    }, this.#io.abortWaitMs ?? 1000);
+  }
+
+  // --- context and host calls -----------------------------------------------------------------
+
+  #context(task: TaskState, action: ActionSpec): Context {
+    const frame = task.frame;
+    const trace = isObject(frame["trace"]) ? frame["trace"] : {};
+    const publicId = typeof frame["task_id"] === "string" && frame["task_id"] ? frame["task_id"] : task.id;
+    const log = (level: LogLevel) => (msg: string, fields?: Record<string, unknown>) =>
+      this.#log(level, msg, fields, task.id);
+    const logger: TaskLogger = { debug: log("debug"), info: log("info"), warn: log("warning"), error: log("error") };
+    return {
+      id: task.id,
+      taskId: publicId,
+      action: action.name,
+      signal: task.controller.signal,
+      deadline: task.deadline === undefined ? undefined : new Date(task.deadline),
+      attempt: Math.max(1, toInt(frame["attempt"], 1)),
+      trace: {
+        rootId: typeof trace["root_id"] === "string" ? trace["root_id"] : publicId,
+        parentId: typeof trace["parent_id"] === "string" ? trace["parent_id"] : "",
+        depth: toInt(trace["depth"], 0),
+      },
+      sessionId: typeof frame["session_id"] === "string" && frame["session_id"] ? frame["session_id"] : undefined,
+      budget: isObject(frame["budget"]) ? (frame["budget"] as JsonObject) : {},
+      config: this.#config,
+      log: logger,
+      progress: (done, total, message) => {
+        if (task.done) return;
+        const p: OutboundFrame = { type: "progress", id: task.id, progress: done };
+        if (total !== undefined && total > 0) p.total = total;
+        if (message !== undefined && message !== "") p.message = message;
+        this.#send(p);
+      },
+      cost: (value, model) => {
+        task.metadata.cost = (task.metadata.cost ?? 0) + value;
+        if (model !== undefined) task.metadata.model = model;
+      },
+      callAgent: <T = JsonValue>(agent: string, name: string, params: JsonObject = {}, options?: CallOptions) =>
+        this.#hostCall<T>(task, "agent.call", { agent, action: name, params }, options),
+      hostCall: <T = JsonValue>(method: string, params: JsonObject = {}, options?: CallOptions) =>
+        this.#hostCall<T>(task, method, params, options),
+    };
+  }
+
+  #hostCall<T>(task: TaskState, method: string, params: JsonObject, options: CallOptions = {}): Promise<T> {
+    if (task.done) return Promise.reject(new AgentError("cancelled", "the task has ended"));
+    const signals = [task.controller.signal, ...(options.signal ? [options.signal] : [])];
+    const aborted = signals.find((s) => s.aborted);
+    if (aborted) return Promise.reject(AgentError.from(aborted.reason));
+    const id = `a-${++this.#callSeq}`;
+    const frame: OutboundFrame = { type: "call", id, method, params, task_id: task.id };
+    let waitMs = options.timeoutMs;
+    if (waitMs === undefined && task.deadline !== undefined) waitMs = Math.max(1, task.deadline - Date.now());
+    if (waitMs !== undefined) frame.deadline_ms = Math.max(1, Math.ceil(waitMs));
+    const line = JSON.stringify(frame);
+    const size = Buffer.byteLength(line, "utf8");
+    if (size > this.#maxFrame) {
+      return Promise.reject(
+        new AgentError("frame_too_large", `call frame of ${size} bytes is over the max frame of ${this.#maxFrame} bytes`),
+      );
+    }
+    return new Promise<T>((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
+      const onAbort = (event: Event) => {
+        const signal = event.target as AbortSignal;
+        if (!this.#calls.has(id)) return;
+        this.#send({ type: "cancel", id, reason: AgentError.from(signal.reason).message });
+        this.#settleCall(id, undefined, AgentError.from(signal.reason).toBody());
+      };
+      const cleanup = () => {
+        if (timer !== undefined) clearTimeout(timer);
+        for (const s of signals) s.removeEventListener("abort", onAbort);
+      };
+      for (const s of signals) s.addEventListener("abort", onAbort, { once: true });
+      if (options.timeoutMs !== undefined) {
+        timer = setTimeout(() => {
+          if (!this.#calls.has(id)) return;
+          this.#send({ type: "cancel", id, reason: "timeout" });
+          this.#settleCall(id, undefined, { code: "timeout", message: `no reply to ${method} in ${options.timeoutMs} ms` });
+        }, options.timeoutMs);
+      }
+      this.#calls.set(id, {
+        taskId: task.id,
+        resolve: (value) => resolve(value as T),
+        reject,
+        cleanup,
+      });
+      this.#io.sink.writeLine(line);
+    });
+  }
+
+  #onReply(frame: Record<string, unknown>): void {
+    const id = String(frame["id"] ?? "");
+    if (!this.#calls.has(id)) {
+      this.#diag(`ether-agent: reply for unknown call ${id} dropped`);
+      return;
+    }
+    if (frame["status"] === "ok") {
+      this.#settleCall(id, (frame["result"] ?? null) as JsonValue, undefined);
+    } else {
+      const error = isObject(frame["error"])
+        ? (frame["error"] as unknown as ErrorBody)
+        : { code: "internal", message: typeof frame["error"] === "string" ? frame["error"] : "call failed" };
+      this.#settleCall(id, undefined, error);
+    }
+  }
+
+  #settleCall(id: string, value: JsonValue | undefined, error: ErrorBody | undefined): void {
+    const call = this.#calls.get(id);
+    if (call === undefined) return;
+    this.#calls.delete(id);
+    call.cleanup();
+    if (error !== undefined) call.reject(AgentError.fromBody(error));
+    else call.resolve(value ?? null);
+  }
+
+  // --- output ---------------------------------------------------------------------------------
+
+  #log(level: LogLevel, msg: string, fields: Record<string, unknown> | undefined, taskId: string | undefined): void {
+    if (LEVELS[level] < this.#logLevel) return;
+    const frame: OutboundFrame = { type: "log", level, msg: String(msg), logger: this.#agentName };
+    if (fields !== undefined && Object.keys(fields).length > 0) frame.fields = toJsonObject(fields);
+    if (taskId !== undefined) frame.task_id = taskId;
+    this.#send(frame);
+  }
+
+  #send(frame: OutboundFrame): void {
+    let line: string;
+    try {
+      line = JSON.stringify(frame);
+    } catch (err) {
+      this.#diag(`ether-agent: dropped a ${frame.type} frame that is not JSON: ${(err as Error).message}`);
+      return;
+    }
+    if (Buffer.byteLength(line, "utf8") > this.#maxFrame) {
+      this.#diag(`ether-agent: dropped a ${frame.type} frame over the max frame of ${this.#maxFrame} bytes`);
+      return;
+    }
+    this.#io.sink.writeLine(line);
+  }
+
+  #finish(code: number): void {
+    if (this.#state === "done") return;
+    this.#state = "done";
+    this.#exitCode = code;
+    if (this.#graceTimer !== undefined) clearTimeout(this.#graceTimer);
+    if (this.#abortTimer !== undefined) clearTimeout(this.#abortTimer);
+    for (const task of this.#tasks.values()) {
+      if (task.timer !== undefined) clearTimeout(task.timer);
+      if (!task.controller.signal.aborted) task.controller.abort(new AgentError("cancelled", "agent stopped"));
+    }
+    for (const id of [...this.#calls.keys()]) this.#settleCall(id, undefined, { code: "cancelled", message: "agent stopped" });
+    this.#io.input.destroy?.();
+    void this.#io.sink.flush().then(() => this.#resolveFinished(this.#exitCode));
+  }
+}
+
+function normalizeLevel(level: string): LogLevel {
+  const l = level.toLowerCase();
+  if (l === "warn") return "warning";
+  return l === "debug" || l === "info" || l === "warning" || l === "error" ? l : "info";
+}
+
+function toJsonObject(fields: Record<string, unknown>): JsonObject {
+  try {
+    return JSON.parse(JSON.stringify(fields)) as JsonObject;
+  } catch {
+    const out: JsonObject = {};
+    for (const [k, v] of Object.entries(fields)) out[k] = String(v);
+    return out;
+  }
+}

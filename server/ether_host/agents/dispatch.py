@@ -1,0 +1,321 @@
+"""Run tasks on agents: slots, deadlines, cancellation, budgets, retries, host calls.
+
+A task waits for a slot on the least-loaded running replica, is sent as a
+``task`` frame and waits for its ``result``. When the caller goes away or
+CancelTask is called, the agent gets a ``cancel`` frame; a deadline does the
+same and then fails the task with DEADLINE_EXCEEDED. An agent that does not
+answer a cancel within ``cancel_grace`` is wedged: its process is restarted.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import structlog
+
+from ether_host.agents.model import ERROR, PARTIAL, SUCCESS, Metadata, TaskErrorInfo, TaskEvent, TaskInput, TaskResult
+from ether_host.agents.validation import check_budget, check_params, check_task_id, resolve_action
+from ether_host.errors import Cancelled, DeadlineExceeded, EtherError, InvalidArgument, NotFound, Unavailable
+from ether_host.link import AgentConnection, LinkClosed, TaskFailure
+from ether_host.link.connection import Pending
+from ether_host.supervisor import ActionInfo, ManagedAgent, Supervisor
+from ether_host.supervisor.replica import Replica
+
+log = structlog.get_logger("ether.agents")
+
+EventSink = Callable[[TaskEvent], None]
+# A feature's host-call handler: (the calling task, method, params) -> JSON result.
+CallHandler = Callable[["RunningTask", str, dict[str, Any]], Awaitable[Any]]
+MAX_DEPTH = 8
+RETRY_ATTEMPTS = 2
+
+
+@dataclass
+class RunningTask:
+    """A task in flight, findable by its public id and by its frame id."""
+
+    task: TaskInput
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    cancel_reason: str = ""
+    spent_cost: float = 0.0  # reported by finished child tasks
+    children: int = 0
+    agent: str = ""
+    deadline: float | None = None
+
+    def remaining_cost(self) -> float | None:
+        limit = self.task.budget.max_cost
+        return None if limit is None else max(0.0, limit - self.spent_cost)
+
+
+def new_task_id() -> str:
+    return f"t-{secrets.token_hex(8)}"
+
+
+class Dispatcher:
+    """Runs tasks on supervised agents and answers their host calls."""
+
+    def __init__(self, supervisor: Supervisor, *, cancel_grace: float = 5.0, max_depth: int = MAX_DEPTH) -> None:
+        self.supervisor = supervisor
+        self.cancel_grace = cancel_grace
+        self.max_depth = max_depth
+        self._running: dict[str, RunningTask] = {}
+        self._by_frame: dict[tuple[int, str], RunningTask] = {}
+        self._calls: dict[str, CallHandler] = {"agent.call": self._agent_call}
+        self._host = platform.node()
+        supervisor.serve_calls_with(self.handle_call)
+
+    def register_calls(self, method_or_prefix: str, handler: CallHandler) -> None:
+        """Serve ``method`` (or every ``prefix.*`` method) for agents that may call it."""
+        self._calls[method_or_prefix] = handler
+
+    # -- public use cases ----------------------------------------------------------------
+
+    async def execute(self, task: TaskInput, on_event: EventSink | None = None) -> TaskResult:
+        """Run a task to its end. A task that ran and failed is a TaskResult with status ERROR."""
+        agent = self.supervisor.get(task.agent)
+        check_budget(task.budget)
+        task.task_id = task.task_id or new_task_id()
+        check_task_id(task.task_id)
+        if task.task_id in self._running:
+            raise InvalidArgument(f"task_id {task.task_id!r} is already running; use another id",
+                                  reason="DUPLICATE_TASK_ID")
+        action = resolve_action(agent, task) if agent.actions else None
+        if action is not None:
+            check_params(agent, action, task.params)
+        deadline = task.deadline
+        if task.budget.max_time is not None:
+            deadline = min(deadline or math.inf, time.monotonic() + task.budget.max_time)
+        record = RunningTask(task, agent=agent.name, deadline=deadline)
+        task.root_task = task.root_task or task.task_id
+        self._running[task.task_id] = record
+        try:
+            with record.scope:
+                attempt = 1
+                while True:
+                    try:
+                        return await self._attempt(agent, record, action, attempt, on_event)
+                    except Unavailable:
+                        idempotent = task.idempotent if task.idempotent is not None else bool(action and action.idempotent)
+                        if not idempotent or attempt >= RETRY_ATTEMPTS:
+                            raise
+                        attempt += 1
+                        log.info("retrying idempotent task", task_id=task.task_id, attempt=attempt)
+            raise Cancelled(f"task {task.task_id} was cancelled: {record.cancel_reason}", reason="TASK_CANCELLED")
+        finally:
+            self._running.pop(task.task_id, None)
+
+    def cancel(self, task_id: str, reason: str) -> None:
+        record = self._running.get(task_id)
+        if record is None:
+            raise NotFound(f"no running task {task_id!r} (it may have finished already)", reason="TASK_NOT_FOUND",
+                           resource=("task", task_id))
+        record.cancel_reason = reason or "cancelled by CancelTask"
+        record.scope.cancel()
+
+    # -- one attempt ---------------------------------------------------------------------
+
+    async def _attempt(self, agent: ManagedAgent, record: RunningTask, action: ActionInfo | None, attempt: int,
+                       on_event: EventSink | None) -> TaskResult:
+        task = record.task
+        deadline = record.deadline
+        reentrant = agent.name in task.lineage
+        with anyio.move_on_after(_left(deadline)) as waiting:
+            replica = await agent.acquire(reentrant=reentrant)
+        if waiting.cancelled_caught:
+            raise DeadlineExceeded(
+                f"task {task.task_id} waited for a free slot on agent {agent.name} until its deadline",
+                reason="DEADLINE_WAITING_FOR_AGENT", resource=("agent", agent.name),
+            )
+        connection = replica.connection
+        frame_id = ""
+        try:
+            if connection is None:
+                raise Unavailable(f"agent {agent.name} replica {replica.index} stopped before the task was sent",
+                                  reason="AGENT_UNAVAILABLE", retry_after=1.0)
+            if action is None:
+                action = resolve_action(agent, task)
+                check_params(agent, action, task.params)
+            frame_id = connection.next_id()
+            self._by_frame[(id(connection), frame_id)] = record
+            started, clock = time.time(), time.monotonic()
+            if on_event is not None:
+                on_event(TaskEvent("started", {"pid": replica.pid, "attempt": attempt}))
+            pending = await connection.start_task(
+                self._task_frame(frame_id, task, action, deadline, attempt),
+                on_progress=_forward("progress", on_event),
+                on_log=_forward("log", on_event),
+            )
+            with anyio.move_on_after(_left(deadline)) as running:
+                try:
+                    await pending.done.wait()
+                except anyio.get_cancelled_exc_class():
+                    with anyio.CancelScope(shield=True):
+                        await self._abandon(connection, replica, pending, record.cancel_reason or "caller went away")
+                    raise
+            if running.cancelled_caught:
+                await self._abandon(connection, replica, pending, "deadline exceeded")
+                raise DeadlineExceeded(
+                    f"task {task.task_id} on agent {agent.name} did not finish before its deadline",
+                    reason="TASK_DEADLINE_EXCEEDED", resource=("task", task.task_id),
+                )
+            metadata = Metadata(duration=time.monotonic() - clock, started_at=started, host=self._host,
+                                pid=replica.pid, attempt=attempt)
+            return self._result(agent, record, action, pending, metadata)
+        except LinkClosed as closed:
+            raise Unavailable(
+                f"agent {agent.name} process {replica.pid or ''} died while running task {task.task_id} ({closed})",
+                reason="AGENT_DIED", resource=("agent", agent.name), retry_after=1.0,
+            ) from None
+        finally:
+            agent.release(replica)
+            if connection is not None and frame_id:
+                self._by_frame.pop((id(connection), frame_id), None)
+                connection.forget(frame_id)
+
+    def _task_frame(self, frame_id: str, task: TaskInput, action: ActionInfo, deadline: float | None,
+                    attempt: int) -> dict[str, Any]:
+        left = _left(deadline)
+        budget = {k: v for k, v in (("max_cost", task.budget.max_cost), ("max_iterations", task.budget.max_iterations))
+                  if v is not None}
+        return {
+            "type": "task",
+            "id": frame_id,
+            "action": action.name,
+            "params": task.params,
+            "deadline_ms": 0 if left == math.inf else max(1, int(left * 1000)),
+            "attempt": attempt,
+            "trace": {"root_id": task.root_task, "parent_id": task.parent_task, "depth": task.depth},
+            "task_id": task.task_id,
+            "session_id": task.session_id,
+            "budget": budget,
+        }
+
+    async def _abandon(self, connection: AgentConnection, replica: Replica, pending: Pending, reason: str) -> None:
+        """Cancel frame, then wait a grace for the agent's answer; a silent agent is restarted."""
+        if pending.done.is_set():
+            return
+        await connection.cancel(pending.frame_id, reason)
+        with anyio.move_on_after(self.cancel_grace):
+            await pending.done.wait()
+        if not pending.done.is_set() and replica.connection is connection:
+            replica.mark_wedged(f"task {pending.frame_id} ignored its cancel for {self.cancel_grace:g}s")
+
+    def _result(self, agent: ManagedAgent, record: RunningTask, action: ActionInfo, pending: Pending,
+                metadata: Metadata) -> TaskResult:
+        task = record.task
+        if pending.failure is not None:
+            if isinstance(pending.failure, LinkClosed):
+                raise pending.failure
+            code = getattr(pending.failure, "code", "internal")
+            message = getattr(pending.failure, "message", str(pending.failure))
+            return TaskResult(task.task_id, ERROR, agent.name, action.name,
+                              error=TaskErrorInfo(code, message), metadata=metadata)
+        frame = pending.result or {}
+        reported = frame.get("metadata") or {}
+        metadata.cost = float(reported.get("cost") or 0.0)
+        metadata.model = str(reported.get("model") or "")
+        metadata.extra = dict(reported.get("extra") or {})
+        metadata.cost += record.spent_cost
+        status = {"ok": SUCCESS, "partial": PARTIAL}.get(str(frame.get("status")), ERROR)
+        error = _error_of(frame.get("error")) if status != SUCCESS else None
+        if status == ERROR and error is None:
+            error = TaskErrorInfo("error", f"agent answered status {frame.get('status')!r}")
+        data = frame.get("result")
+        limit = task.budget.max_cost
+        if limit is not None and metadata.cost > limit:
+            status = PARTIAL if data is not None and status != ERROR else ERROR
+            error = TaskErrorInfo("budget_exceeded",
+                                  f"reported cost {metadata.cost:g} exceeds budget.max_cost {limit:g}")
+        return TaskResult(task.task_id, status, agent.name, action.name, data=data, error=error,
+                          metadata=metadata, next_actions=list(frame.get("next_actions") or []))
+
+    # -- host calls ----------------------------------------------------------------------
+
+    async def handle_call(self, connection: AgentConnection, frame: dict[str, Any]) -> Any:
+        """Answer an agent's ``call`` frame; raises TaskFailure for an error reply."""
+        method = str(frame.get("method") or "")
+        caller = self._by_frame.get((id(connection), str(frame.get("task_id") or "")))
+        if caller is None:
+            raise TaskFailure("invalid_request", f"call {method!r} names no running task of this agent")
+        agent = self.supervisor.get(caller.agent)
+        if method not in agent.allowed_calls:
+            raise TaskFailure("permission_denied",
+                              f"agent {agent.name} may not call {method!r}; allowed: {sorted(agent.allowed_calls)}")
+        handler = self._calls.get(method) or self._calls.get(method.split(".", 1)[0] + ".*")
+        if handler is None:
+            raise TaskFailure("method_not_found", f"this host serves no {method!r} calls yet")
+        params = frame.get("params") or {}
+        if not isinstance(params, dict):
+            raise TaskFailure("invalid_params", "call params must be a JSON object")
+        try:
+            return await handler(caller, method, params)
+        except EtherError as error:
+            raise TaskFailure(_code_of(error), error.message) from None
+
+    async def _agent_call(self, caller: RunningTask, method: str, params: dict[str, Any]) -> Any:
+        del method
+        parent = caller.task
+        if parent.depth + 1 > self.max_depth:
+            raise TaskFailure("depth_exceeded", f"agent.call deeper than {self.max_depth} levels refused")
+        if parent.budget.max_tasks is not None and caller.children >= parent.budget.max_tasks:
+            raise TaskFailure("budget_exceeded", f"budget.max_tasks {parent.budget.max_tasks} used up")
+        remaining_cost = caller.remaining_cost()
+        if remaining_cost is not None and remaining_cost <= 0:
+            raise TaskFailure("budget_exceeded", "budget.max_cost used up by earlier calls")
+        child_params = params.get("params") or {}
+        if not isinstance(child_params, dict):
+            raise TaskFailure("invalid_params", "agent.call params.params must be a JSON object")
+        child = TaskInput(
+            agent=str(params.get("agent") or ""),
+            action=str(params.get("action") or ""),
+            params=child_params,
+            parent_task=parent.task_id,
+            root_task=parent.root_task or parent.task_id,
+            depth=parent.depth + 1,
+            lineage=(*parent.lineage, caller.agent),
+            workflow=parent.workflow,
+            session_id=parent.session_id,
+            deadline=caller.deadline,
+            task_id=f"{parent.task_id}.{caller.children + 1}"[:128],
+        )
+        child.budget.max_cost = remaining_cost
+        caller.children += 1
+        result = await self.execute(child)
+        caller.spent_cost += result.metadata.cost
+        return result.as_json()
+
+
+def _left(deadline: float | None) -> float:
+    return math.inf if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def _forward(kind: str, sink: EventSink | None) -> Callable[[dict[str, Any]], None] | None:
+    if sink is None:
+        return None
+    return lambda frame: sink(TaskEvent(kind, frame))
+
+
+def _error_of(raw: Any) -> TaskErrorInfo | None:
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        return TaskErrorInfo("error", raw)
+    if isinstance(raw, dict):
+        details = raw.get("data") or raw.get("details") or {}
+        return TaskErrorInfo(str(raw.get("code") or "error"), str(raw.get("message") or ""),
+                             details if isinstance(details, dict) else {"data": details}, bool(raw.get("retryable")))
+    return TaskErrorInfo("error", str(raw))
+
+
+def _code_of(error: EtherError) -> str:
+    return {"NOT_FOUND": "not_found", "INVALID_ARGUMENT": "invalid_params", "DEADLINE_EXCEEDED": "timeout",
+            "UNAVAILABLE": "agent_crashed", "RESOURCE_EXHAUSTED": "overloaded", "CANCELLED": "cancelled",
+            "FAILED_PRECONDITION": "not_ready", "PERMISSION_DENIED": "permission_denied"}.get(error.code.value,
+                                                                                             "internal")

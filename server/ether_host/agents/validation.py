@@ -1,0 +1,95 @@
+"""Checks done before a task is dispatched: action, params schema, budget."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from ether_host.agents.model import Budget, TaskInput
+from ether_host.errors import FieldViolation, InvalidArgument
+from ether_host.supervisor import ActionInfo, ManagedAgent
+
+TASK_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_validators: dict[str, Draft202012Validator | None] = {}
+
+
+def check_task_id(task_id: str) -> None:
+    if not TASK_ID.match(task_id):
+        raise InvalidArgument(
+            f"task_id {task_id[:40]!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -",
+            reason="INVALID_TASK_ID",
+            violations=[FieldViolation("input.task_id", "1-128 characters of A-Z a-z 0-9 . _ : -")],
+        )
+
+
+def check_budget(budget: Budget) -> None:
+    violations = [
+        FieldViolation(f"input.context.budget.{name}", "must not be negative")
+        for name in ("max_cost", "max_time", "max_iterations", "max_tasks")
+        if (value := getattr(budget, name)) is not None and value < 0
+    ]
+    if violations:
+        raise InvalidArgument(
+            "budget limits must not be negative: " + ", ".join(v.field.rsplit(".", 1)[1] for v in violations),
+            reason="INVALID_BUDGET",
+            violations=violations,
+        )
+
+
+def resolve_action(agent: ManagedAgent, task: TaskInput) -> ActionInfo:
+    """The action the task names (or the only one); INVALID_ARGUMENT listing the choices."""
+    names = [a.name for a in agent.actions]
+    if not task.action and len(agent.actions) == 1:
+        return agent.actions[0]
+    for action in agent.actions:
+        if action.name == task.action:
+            return action
+    what = "names no action" if not task.action else f"has no action {task.action!r}"
+    raise InvalidArgument(
+        f"agent {agent.name} {what}; its actions are: {', '.join(names) or 'none'}",
+        reason="UNKNOWN_ACTION",
+        metadata={"agent": agent.name, "actions": ",".join(names)},
+        violations=[FieldViolation("input.action", f"one of: {', '.join(names)}")],
+    )
+
+
+def _validator(schema: dict[str, Any]) -> Draft202012Validator | None:
+    key = json.dumps(schema, sort_keys=True)
+    if key not in _validators:
+        try:
+            Draft202012Validator.check_schema(schema)
+            _validators[key] = Draft202012Validator(schema)
+        except SchemaError:
+            _validators[key] = None  # the agent declared a broken schema: do not block its callers
+    return _validators[key]
+
+
+def check_params(agent: ManagedAgent, action: ActionInfo, params: dict[str, Any]) -> None:
+    """INVALID_ARGUMENT with one field violation per schema error."""
+    if not action.params_schema:
+        return
+    validator = _validator(action.params_schema)
+    if validator is None:
+        return
+    errors = sorted(validator.iter_errors(params), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return
+    violations = [
+        FieldViolation(
+            "input.params" + "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in error.absolute_path),
+            error.message,
+        )
+        for error in errors[:20]
+    ]
+    first = violations[0]
+    raise InvalidArgument(
+        f"params of {agent.name}.{action.name} do not match its schema: {first.field}: {first.description}"
+        + (f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""),
+        reason="INVALID_PARAMS",
+        metadata={"agent": agent.name, "action": action.name},
+        violations=violations,
+    )

@@ -1,0 +1,78 @@
+"""A bounded, numbered history that many readers follow without per-reader queues.
+
+Writers append; each item gets the next sequence number (from 1). A reader
+asks for everything after a sequence number and then waits for more. Memory
+is bounded by ``capacity``: a reader that falls further behind than that
+skips ahead (it sees the gap in the sequence numbers). No writer ever waits
+for a reader.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from typing import Generic, TypeVar
+
+import anyio
+
+T = TypeVar("T")
+
+
+class History(Generic[T]):
+    """Append-only ring of (sequence, item) with async followers."""
+
+    def __init__(self, capacity: int = 1000) -> None:
+        self._items: deque[tuple[int, T]] = deque(maxlen=capacity)
+        self._last = 0
+        self._grown = anyio.Event()
+        self._closed = False
+
+    @property
+    def last_sequence(self) -> int:
+        return self._last
+
+    def append(self, item: T) -> int:
+        self._last += 1
+        self._items.append((self._last, item))
+        self._grown.set()
+        self._grown = anyio.Event()
+        return self._last
+
+    def close(self) -> None:
+        """Followers finish once they have read everything."""
+        self._closed = True
+        self._grown.set()
+
+    def since(self, after: int) -> list[tuple[int, T]]:
+        """Held items with a sequence above ``after``."""
+        if not self._items or after >= self._last:
+            return []
+        first = self._items[0][0]
+        start = max(0, after + 1 - first)
+        return [self._items[i] for i in range(start, len(self._items))]
+
+    def tail(self, count: int) -> list[tuple[int, T]]:
+        return list(self._items)[-count:] if count > 0 else []
+
+    async def follow(
+        self, after: int, *, until: Callable[[], bool] | None = None
+    ) -> AsyncIterator[tuple[int, T]]:
+        """Yield held items after ``after``, then new ones as they come.
+
+        Ends when the history is closed, or when ``until()`` turns true at a
+        wake-up (callers pass a stop check such as host shutdown).
+        """
+        cursor = after
+        while True:
+            grown = self._grown
+            for sequence, item in self.since(cursor):
+                cursor = sequence
+                yield sequence, item
+            if self._closed or (until is not None and until()):
+                return
+            await grown.wait()
+
+    def wake(self) -> None:
+        """Wake followers so they re-check their ``until`` condition."""
+        self._grown.set()
+        self._grown = anyio.Event()

@@ -1,0 +1,72 @@
+"""The ``ether`` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+import anyio
+
+from ether_host.auth import TokenFileError
+from ether_host.config import LOG_FORMATS, LOG_LEVELS, ConfigError, load_config
+from ether_host.logs import configure_logging
+from ether_host.transport.listen import ListenError
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error on one line and exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        options = ", ".join(sorted(o for a in self._actions for o in a.option_strings if o.startswith("--")))
+        hint = f" (allowed: {options})" if "unrecognized arguments" in message else ""
+        self.exit(EXIT_USAGE, f"{self.prog}: {message}{hint}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ether", description="Ether, a gRPC polyglot agent host.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    serve = commands.add_parser("serve", help="run the host")
+    serve.add_argument("--config", help="TOML config file (also ETHER_CONFIG)")
+    serve.add_argument("--listen", help="TCP HOST:PORT; '' disables TCP (default 127.0.0.1:50051)")
+    serve.add_argument("--unix-socket", dest="unix_socket", help="unix socket path; its directory is made 0700")
+    serve.add_argument("--state-dir", dest="state_dir", help="where runs, audit and caches live (default .ether)")
+    serve.add_argument("--log-format", dest="log_format", help=f"one of {', '.join(LOG_FORMATS)}")
+    serve.add_argument("--log-level", dest="log_level", help=f"one of {', '.join(LOG_LEVELS)}")
+    serve.add_argument("--auth-tokens-file", dest="auth_tokens_file", help="file of 'NAME TOKEN' lines")
+    serve.add_argument("--shutdown-grace", dest="shutdown_grace", help="seconds to drain RPCs on stop")
+    serve.add_argument("--agents-dir", dest="agents_dir", help="deploy every agent folder in this directory")
+    return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from ether_host.main import run_host  # imported late: it loads grpc
+
+    flags = {k: v for k, v in vars(args).items() if k not in ("command", "config")}
+    try:
+        config = load_config(flags, config_file=args.config)
+    except ConfigError as error:
+        print(f"ether: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    configure_logging(config.log_format, config.log_level)
+    try:
+        anyio.run(run_host, config, backend="asyncio")
+    except (ListenError, TokenFileError) as error:
+        print(f"ether: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``ether`` console script."""
+    args = _parser().parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""Host configuration: defaults < TOML file < ``ETHER_*`` environment < flags.
+
+Every key is declared once in ``SETTINGS`` with its parser, so a bad value
+anywhere produces the same one-line error naming the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(Exception):
+    """A bad configuration key or value. The CLI prints it and exits 2."""
+
+
+LOG_FORMATS = ("auto", "console", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """Settings of one host process."""
+
+    listen: str = "127.0.0.1:50051"
+    unix_socket: str = ""
+    state_dir: Path = Path(".ether")
+    log_format: str = "auto"
+    log_level: str = "info"
+    auth_tokens_file: str = ""
+    shutdown_grace: float = 5.0
+    agents_dir: str = ""
+    # Agents deployed at start, from the TOML file's [[agents]] tables.
+    agents: tuple[Mapping[str, Any], ...] = field(default=())
+    # Feature sections passed through to their core modules, validated there.
+    terminals: Mapping[str, Any] = field(default_factory=dict)
+    gateway: Mapping[str, Any] = field(default_factory=dict)
+    workflows: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _choice(key: str, allowed: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = str(value).strip().lower()
+        if text not in allowed:
+            raise ConfigError(f"{key}: {value!r} is not allowed; use one of {', '.join(allowed)}")
+        return text
+
+    return parse
+
+
+def _text(key: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return value
+
+    return parse
+
+
+def _path(key: str) -> Callable[[Any], Path]:
+    def parse(value: Any) -> Path:
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{key}: expected a non-empty path, got {value!r}")
+        return Path(value)
+
+    return parse
+
+
+def _seconds(key: str) -> Callable[[Any], float]:
+    def parse(value: Any) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: expected a number of seconds, got {value!r}") from None
+        if not 0 <= number <= 3600:
+            raise ConfigError(f"{key}: {number} is out of range; allowed 0 to 3600 seconds")
+        return number
+
+    return parse
+
+
+def _table(key: str) -> Callable[[Any], Mapping[str, Any]]:
+    def parse(value: Any) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}: expected a table, got {value!r}")
+        return dict(value)
+
+    return parse
+
+
+def _agents(value: Any) -> tuple[Mapping[str, Any], ...]:
+    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+        raise ConfigError("agents: expected an array of tables ([[agents]] with path = ...)")
+    for entry in value:
+        if "path" not in entry:
+            raise ConfigError("agents: every [[agents]] table needs a path")
+    return tuple(dict(v) for v in value)
+
+
+SETTINGS: dict[str, Callable[[Any], Any]] = {
+    "listen": _text("listen"),
+    "unix_socket": _text("unix_socket"),
+    "state_dir": _path("state_dir"),
+    "log_format": _choice("log_format", LOG_FORMATS),
+    "log_level": _choice("log_level", LOG_LEVELS),
+    "auth_tokens_file": _text("auth_tokens_file"),
+    "shutdown_grace": _seconds("shutdown_grace"),
+    "agents_dir": _text("agents_dir"),
+    "agents": _agents,
+    "terminals": _table("terminals"),
+    "gateway": _table("gateway"),
+    "workflows": _table("workflows"),
+}
+# Keys that only a TOML file can set (structured values).
+FILE_ONLY = {"agents", "terminals", "gateway", "workflows"}
+ENV_PREFIX = "ETHER_"
+
+
+def _apply(config: HostConfig, values: Mapping[str, Any], origin: str) -> HostConfig:
+    known = {f.name for f in fields(HostConfig)}
+    changes: dict[str, Any] = {}
+    for key, raw in values.items():
+        if key not in known:
+            allowed = ", ".join(sorted(SETTINGS))
+            raise ConfigError(f"{origin}: unknown key {key!r}; allowed keys are {allowed}")
+        try:
+            changes[key] = SETTINGS[key](raw)
+        except ConfigError as error:
+            raise ConfigError(f"{origin}: {error}") from None
+    return replace(config, **changes)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Read a TOML config file; a missing or malformed file is a ConfigError."""
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config file {path}: {error}") from None
+
+
+def env_values(environ: Mapping[str, str]) -> dict[str, str]:
+    """The ETHER_* variables that name settings, keyed by setting name."""
+    values = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX) or name == "ETHER_CONFIG":
+            continue
+        key = name[len(ENV_PREFIX) :].lower()
+        if key in SETTINGS and key not in FILE_ONLY:
+            values[key] = value
+    return values
+
+
+def load_config(
+    flags: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    config_file: str | None = None,
+) -> HostConfig:
+    """Merge defaults, the TOML file, the environment and flags, in that order."""
+    environ = os.environ if environ is None else environ
+    config = HostConfig()
+    path = config_file or environ.get("ETHER_CONFIG")
+    if path:
+        config = _apply(config, read_toml(Path(path)), f"config file {path}")
+    for key, value in env_values(environ).items():
+        config = _apply(config, {key: value}, f"{ENV_PREFIX}{key.upper()}")
+    return _apply(config, {k: v for k, v in flags.items() if v is not None}, "flag")

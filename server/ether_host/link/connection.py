@@ -1,0 +1,436 @@
+"""One agent process seen through its stdin/stdout: handshake, tasks, calls.
+
+The connection owns the frame protocol only. Spawning, restarting and
+stopping the process belong to the supervisor; deadlines, budgets and
+routing of host calls belong to the agents layer, which passes callbacks in.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
+
+from ether_host.link.lines import LineSplitter, Oversized
+
+log = structlog.get_logger("ether.link")
+
+PROTOCOL_VERSIONS = (1,)
+DEFAULT_MAX_FRAME = 16 * 1024 * 1024
+_ID_IN_HEAD = re.compile(rb'"id"\s*:\s*"([^"]{1,64})"')
+
+ProgressSink = Callable[[dict[str, Any]], None]
+CallHandler = Callable[["AgentConnection", dict[str, Any]], Awaitable[Any]]
+
+
+class LinkClosed(Exception):
+    """The process's stdout ended or the process died with the task in flight."""
+
+
+class HandshakeError(Exception):
+    """The agent did not complete the handshake; the message says how."""
+
+
+@dataclass
+class TaskFailure(Exception):
+    """The host failed a task itself (frame too large, bad frame)."""
+
+    code: str
+    message: str
+
+
+@dataclass
+class Pending:
+    """A task sent to the agent and not yet answered."""
+
+    frame_id: str
+    on_progress: ProgressSink | None
+    on_log: ProgressSink | None
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: dict[str, Any] | None = None
+    failure: Exception | None = None
+    calls: set[anyio.CancelScope] = field(default_factory=set)
+
+    def finish(self, result: dict[str, Any] | None = None, failure: Exception | None = None) -> None:
+        if self.done.is_set():
+            return
+        self.result, self.failure = result, failure
+        for scope in self.calls:
+            scope.cancel()
+        self.done.set()
+
+
+@dataclass
+class Counters:
+    """What went wrong on this link, for ListProcesses and logs."""
+
+    noise_lines: int = 0
+    protocol_errors: int = 0
+    noise_sample: str = ""
+
+
+class AgentConnection:
+    """Speaks the frame protocol to one process over its stdin/stdout."""
+
+    def __init__(
+        self,
+        stdin: ByteSendStream,
+        stdout: ByteReceiveStream,
+        *,
+        agent: str,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        on_call: CallHandler | None = None,
+        on_log: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.agent = agent
+        self.max_frame = max_frame
+        self.hello: dict[str, Any] | None = None
+        self.legacy = False
+        self.fatal: dict[str, Any] | None = None
+        self.counters = Counters()
+        self.closed = anyio.Event()
+        self._stdin = stdin
+        self._stdout = stdout
+        self._on_call = on_call
+        self._on_log = on_log
+        self._write_lock = anyio.Lock()
+        self._ids = itertools.count(1)
+        self._pending: dict[str, Pending] = {}
+        self._hello_seen = anyio.Event()
+        self._pongs: dict[str, anyio.Event] = {}
+        self._own_calls: dict[str, anyio.CancelScope] = {}
+        self._calls_group: TaskGroup | None = None
+        self._stdin_closed = False
+
+    # -- reading -------------------------------------------------------------------------
+
+    async def run_reader(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Read stdout to EOF, dispatching frames. Ends when the stream ends."""
+        splitter = LineSplitter(self.max_frame)
+        try:
+            async with anyio.create_task_group() as calls:
+                self._calls_group = calls
+                task_status.started()
+                try:
+                    async for chunk in self._stdout:
+                        for line in splitter.feed(chunk):
+                            self._dispatch_line(line)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    pass
+                for line in splitter.finish():
+                    self._dispatch_line(line)
+                self._fail_all(LinkClosed(f"agent {self.agent}: stdout closed"))
+                calls.cancel_scope.cancel()
+        finally:
+            self._calls_group = None
+            self._fail_all(LinkClosed(f"agent {self.agent}: stdout closed"))
+            self._hello_seen.set()
+            self.closed.set()
+
+    def _dispatch_line(self, line: bytes | Oversized) -> None:
+        if isinstance(line, Oversized):
+            self._oversized(line)
+            return
+        if not line.strip():
+            return
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            text = line.decode("utf-8", errors="replace")
+            self._violation("invalid UTF-8 on stdout (decoded with replacement)", text)
+        if not text.lstrip().startswith("{"):
+            self.counters.noise_lines += 1
+            if not self.counters.noise_sample:
+                self.counters.noise_sample = text[:200]
+            log.info("stdout noise", agent=self.agent, line=text[:200], noise_lines=self.counters.noise_lines)
+            return
+        try:
+            frame = json.loads(text)
+        except ValueError as error:
+            self._violation(f"unparsable JSON frame: {error}", text)
+            return
+        if not isinstance(frame, dict):
+            self._violation("frame is not a JSON object", text)
+            return
+        self._dispatch(frame)
+
+    def _violation(self, what: str, text: str) -> None:
+        self.counters.protocol_errors += 1
+        log.warning("protocol violation", agent=self.agent, problem=what, line=text[:200])
+
+    def _oversized(self, line: Oversized) -> None:
+        self.counters.protocol_errors += 1
+        match = _ID_IN_HEAD.search(line.head)
+        frame_id = match.group(1).decode("utf-8", errors="replace") if match else None
+        log.warning("frame too large", agent=self.agent, bytes=line.length, limit=self.max_frame, id=frame_id)
+        pending = self._pending.get(frame_id or "")
+        if pending is not None:
+            pending.finish(
+                failure=TaskFailure(
+                    "frame_too_large",
+                    f"agent {self.agent} sent a result of {line.length} bytes; the limit is {self.max_frame} bytes",
+                )
+            )
+
+    def _dispatch(self, frame: dict[str, Any]) -> None:
+        kind = frame.get("type")
+        if kind is None and "status" in frame:
+            kind = "result"
+        if kind == "result":
+            self._on_result(frame)
+        elif kind == "progress" or kind == "log":
+            self._on_task_event(kind, frame)
+        elif kind == "hello":
+            if self.hello is None:
+                self.hello = frame
+                self.legacy = False
+                self._hello_seen.set()
+            else:
+                self._violation("second hello", json.dumps(frame)[:200])
+        elif kind == "call":
+            self._start_call(frame)
+        elif kind == "cancel":
+            self._cancel_own_call(str(frame.get("id", "")))
+        elif kind == "pong":
+            waiter = self._pongs.pop(str(frame.get("id", "")), None)
+            if waiter is not None:
+                waiter.set()
+        elif kind == "ping":
+            self._spawn(self.send({"type": "pong", "id": frame.get("id", "")}))
+        elif kind == "fatal":
+            self.fatal = frame
+            log.error("agent fatal", agent=self.agent, code=frame.get("code"), message=frame.get("message"))
+            self._hello_seen.set()
+        else:
+            self._violation(f"unknown frame type {kind!r}", json.dumps(frame)[:200])
+
+    def _on_result(self, frame: dict[str, Any]) -> None:
+        frame_id = frame.get("id")
+        pending = self._pending.get(frame_id) if isinstance(frame_id, str) else None
+        if pending is None or pending.done.is_set():
+            log.warning("result for unknown or finished task dropped", agent=self.agent, id=frame_id)
+            return
+        pending.finish(result=frame)
+
+    def _on_task_event(self, kind: str, frame: dict[str, Any]) -> None:
+        task_id = frame.get("id") if kind == "progress" else frame.get("task_id")
+        pending = self._pending.get(task_id) if isinstance(task_id, str) else None
+        if kind == "log" and self._on_log is not None:
+            self._on_log(frame)
+        sink = None if pending is None else (pending.on_progress if kind == "progress" else pending.on_log)
+        if sink is not None:
+            sink(frame)
+
+    # -- host calls ----------------------------------------------------------------------
+
+    def _spawn(self, coroutine: Awaitable[Any]) -> None:
+        async def run() -> None:
+            await coroutine
+
+        if self._calls_group is not None:
+            self._calls_group.start_soon(run)
+
+    def _start_call(self, frame: dict[str, Any]) -> None:
+        call_id = str(frame.get("id", ""))
+        pending = self._pending.get(str(frame.get("task_id", "")))
+        scope = anyio.CancelScope()
+        self._own_calls[call_id] = scope
+        if pending is not None:
+            pending.calls.add(scope)
+
+        async def serve() -> None:
+            reply: dict[str, Any]
+            try:
+                with scope:
+                    if self._on_call is None:
+                        raise TaskFailure("permission_denied", "this host serves no calls")
+                    result = await self._on_call(self, frame)
+                    reply = {"type": "reply", "id": call_id, "status": "ok", "result": result}
+                if scope.cancelled_caught:
+                    reply = _error_reply(call_id, "cancelled", "the task that made this call ended")
+            except TaskFailure as failure:
+                reply = _error_reply(call_id, failure.code, failure.message)
+            except Exception as error:  # noqa: BLE001 - a bad call must not break the link
+                log.exception("host call crashed", agent=self.agent, method=frame.get("method"))
+                reply = _error_reply(call_id, "internal", f"host call failed: {type(error).__name__}")
+            finally:
+                self._own_calls.pop(call_id, None)
+                if pending is not None:
+                    pending.calls.discard(scope)
+            try:
+                await self.send(reply)
+            except LinkClosed:
+                pass
+
+        self._spawn(serve())
+
+    def _cancel_own_call(self, call_id: str) -> None:
+        scope = self._own_calls.get(call_id)
+        if scope is not None:
+            scope.cancel()
+
+    # -- writing -------------------------------------------------------------------------
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        """Write one frame as one line; one writer at a time."""
+        data = json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        if len(data) > self.max_frame:
+            raise TaskFailure("frame_too_large", f"frame of {len(data)} bytes exceeds the limit of {self.max_frame}")
+        async with self._write_lock:
+            if self._stdin_closed:
+                raise LinkClosed(f"agent {self.agent}: stdin closed")
+            try:
+                await self._stdin.send(data)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as error:
+                raise LinkClosed(f"agent {self.agent}: cannot write to stdin ({error})") from None
+
+    async def close_stdin(self) -> None:
+        async with self._write_lock:
+            if not self._stdin_closed:
+                self._stdin_closed = True
+                try:
+                    await self._stdin.aclose()
+                except (OSError, anyio.BrokenResourceError):
+                    pass
+
+    # -- handshake -----------------------------------------------------------------------
+
+    async def handshake(
+        self,
+        *,
+        timeout: float,
+        legacy_after: float | None,
+        welcome: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> dict[str, Any] | None:
+        """Wait for hello and answer welcome. Returns the hello, or None in legacy mode.
+
+        With ``legacy_after`` set, an agent silent for that long is taken as a
+        seeds-style agent that answers bare task envelopes; a hello that still
+        comes later (before any task) upgrades it.
+        """
+        wait_for = legacy_after if legacy_after is not None else timeout
+        with anyio.move_on_after(wait_for):
+            await self._hello_seen.wait()
+        if self.fatal is not None:
+            raise HandshakeError(f"agent sent fatal before hello: {self.fatal.get('message', '')}")
+        if self.hello is None:
+            if self.closed.is_set():
+                raise HandshakeError("the process exited before saying hello")
+            if legacy_after is None:
+                raise HandshakeError(f"no hello within {timeout:g}s")
+            self.legacy = True
+            return None
+        protocol = self.hello.get("protocol")
+        if protocol not in PROTOCOL_VERSIONS:
+            supported = list(PROTOCOL_VERSIONS)
+            await self.send(
+                {
+                    "type": "welcome",
+                    "protocol": 0,
+                    "error": {
+                        "code": "protocol_version_unsupported",
+                        "message": f"protocol {protocol!r} is not supported; this host speaks {supported}",
+                        "data": {"supported": supported},
+                    },
+                }
+            )
+            await self.close_stdin()
+            raise HandshakeError(f"agent chose protocol {protocol!r}; this host speaks {supported}")
+        capabilities = self.hello.get("capabilities") or {}
+        agent_max = int(capabilities.get("max_frame") or DEFAULT_MAX_FRAME)
+        self.max_frame = min(self.max_frame, agent_max)
+        await self.send(welcome(self.hello) | {"type": "welcome", "protocol": protocol, "max_frame": self.max_frame})
+        return self.hello
+
+    # -- tasks ---------------------------------------------------------------------------
+
+    def next_id(self) -> str:
+        return f"h-{next(self._ids)}"
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def pending(self, frame_id: str) -> Pending | None:
+        return self._pending.get(frame_id)
+
+    async def start_task(
+        self,
+        frame: dict[str, Any],
+        *,
+        on_progress: ProgressSink | None = None,
+        on_log: ProgressSink | None = None,
+    ) -> Pending:
+        """Register and send a task frame (its id must come from next_id)."""
+        pending = Pending(frame["id"], on_progress, on_log)
+        self._pending[pending.frame_id] = pending
+        if self.legacy and self.hello is None:
+            frame = {"id": frame["id"], "type": "task", "payload": frame.get("params") or {}}
+        try:
+            await self.send(frame)
+        except BaseException:
+            self._pending.pop(pending.frame_id, None)
+            raise
+        return pending
+
+    def forget(self, frame_id: str) -> None:
+        """Stop waiting for a task; a late result is then logged and dropped."""
+        pending = self._pending.pop(frame_id, None)
+        if pending is not None:
+            pending.finish(failure=TaskFailure("abandoned", "the host stopped waiting for this task"))
+
+    async def cancel(self, frame_id: str, reason: str) -> None:
+        if frame_id in self._pending and (self.hello is None or self._declares("cancel", True)):
+            try:
+                await self.send({"type": "cancel", "id": frame_id, "reason": reason})
+            except LinkClosed:
+                pass
+
+    def _declares(self, capability: str, default: bool = False) -> bool:
+        capabilities = (self.hello or {}).get("capabilities") or {}
+        return bool(capabilities.get(capability, default))
+
+    async def ping(self, timeout: float) -> bool:
+        """True when the agent answered a ping in time (or does not do pings)."""
+        if not self._declares("ping"):
+            return True
+        ping_id = f"h-ping-{next(self._ids)}"
+        waiter = anyio.Event()
+        self._pongs[ping_id] = waiter
+        try:
+            await self.send({"type": "ping", "id": ping_id})
+            with anyio.move_on_after(timeout):
+                await waiter.wait()
+            return waiter.is_set()
+        except LinkClosed:
+            return False
+        finally:
+            self._pongs.pop(ping_id, None)
+
+    async def shutdown(self, grace: float, reason: str) -> None:
+        """Send the shutdown frame (if the agent speaks the protocol) and close stdin."""
+        if self.hello is not None:
+            try:
+                await self.send({"type": "shutdown", "grace_ms": int(grace * 1000), "reason": reason})
+            except (LinkClosed, TaskFailure):
+                pass
+        await self.close_stdin()
+
+    def _fail_all(self, error: Exception) -> None:
+        for pending in list(self._pending.values()):
+            pending.finish(failure=error)
+
+    def fail_all(self, error: Exception) -> None:
+        """Fail every task in flight (the process died or is being replaced)."""
+        self._fail_all(error)
+
+
+def _error_reply(call_id: str, code: str, message: str) -> dict[str, Any]:
+    return {"type": "reply", "id": call_id, "status": "error", "error": {"code": code, "message": message}}

@@ -1,0 +1,150 @@
+"""The composition root: builds every part of the host and runs it in one task group."""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import grpc
+import structlog
+from anyio.abc import TaskStatus
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from ether.v1 import agent_io_pb2, gateway_pb2, supervisor_pb2, terminal_pb2, workflow_pb2
+from ether.v1 import agent_io_pb2_grpc, gateway_pb2_grpc, supervisor_pb2_grpc, terminal_pb2_grpc, workflow_pb2_grpc
+from ether_host.agents import Dispatcher
+from ether_host.auth import load_token_file
+from ether_host.config import HostConfig
+from ether_host.lifecycle import Lifecycle
+from ether_host.procs import ChildRegistry, become_subreaper
+from ether_host.supervisor import Supervisor
+from ether_host.transport.agent_io import AgentIOServicer
+from ether_host.transport.interceptors import AuthInterceptor, RpcInterceptor
+from ether_host.transport.listen import ListenError, bind_tcp, bind_unix, is_loopback, split_host_port
+from ether_host.transport.pending import pending_servicer
+from ether_host.transport.supervisor import SupervisorServicer
+
+log = structlog.get_logger("ether.host")
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+SERVER_OPTIONS = [
+    # grpc enables SO_REUSEPORT by default on Linux, which would let a second
+    # host silently share the port; we want "address in use" instead.
+    ("grpc.so_reuseport", 0),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+]
+
+
+def _check_exposure(config: HostConfig, auth_on: bool) -> None:
+    if config.listen and not auth_on:
+        host, _ = split_host_port(config.listen)
+        if not is_loopback(host):
+            raise ListenError(
+                f"refusing to listen on non-loopback address {config.listen} without auth: "
+                "set auth_tokens_file (--auth-tokens-file) or listen on 127.0.0.1"
+            )
+
+
+@dataclass
+class Core:
+    """Every core part of the host, built once here."""
+
+    lifecycle: Lifecycle
+    children: ChildRegistry
+    supervisor: Supervisor
+    dispatcher: Dispatcher
+
+
+def build_core(config: HostConfig) -> Core:
+    children = ChildRegistry()
+    supervisor = Supervisor(config.state_dir, children)
+    dispatcher = Dispatcher(supervisor)
+    return Core(Lifecycle(), children, supervisor, dispatcher)
+
+
+def _pending(module: Any, grpc_module: Any, service: str, missing: str) -> tuple[Any, Any, Any]:
+    descriptor = module.DESCRIPTOR.services_by_name[service]
+    base = getattr(grpc_module, f"{service}Servicer")
+    return descriptor, getattr(grpc_module, f"add_{service}Servicer_to_server"), pending_servicer(
+        base, descriptor, missing
+    )
+
+
+def _services(core: Core) -> list[tuple[Any, Any, Any]]:
+    """(service descriptor, add-to-server function, servicer) for every Ether service."""
+    return [
+        (
+            agent_io_pb2.DESCRIPTOR.services_by_name["AgentIOService"],
+            agent_io_pb2_grpc.add_AgentIOServiceServicer_to_server,
+            AgentIOServicer(core.supervisor, core.dispatcher),
+        ),
+        (
+            supervisor_pb2.DESCRIPTOR.services_by_name["SupervisorService"],
+            supervisor_pb2_grpc.add_SupervisorServiceServicer_to_server,
+            SupervisorServicer(core.supervisor, core.lifecycle),
+        ),
+        _pending(workflow_pb2, workflow_pb2_grpc, "WorkflowService", "workflow runs land with issue #6"),
+        _pending(terminal_pb2, terminal_pb2_grpc, "TerminalService", "terminal sessions land with issue #5"),
+        _pending(gateway_pb2, gateway_pb2_grpc, "GatewayService", "the gateway lands with issue #7"),
+    ]
+
+
+async def run_host(config: HostConfig, *, task_status: TaskStatus[list[str]] = anyio.TASK_STATUS_IGNORED) -> None:
+    """Serve until SIGINT or SIGTERM, then drain and stop everything."""
+    tokens = load_token_file(Path(config.auth_tokens_file)) if config.auth_tokens_file else None
+    _check_exposure(config, tokens is not None)
+    config.state_dir.mkdir(parents=True, exist_ok=True)
+
+    core = build_core(config)
+    interceptors: list[grpc.aio.ServerInterceptor] = [RpcInterceptor()]
+    if tokens is not None:
+        interceptors.append(AuthInterceptor(tokens))
+    server = grpc.aio.server(interceptors=interceptors, options=SERVER_OPTIONS)
+
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME]
+    services = _services(core)
+    for descriptor, add, servicer in services:
+        add(servicer, server)
+        names.append(descriptor.full_name)
+    reflection.enable_server_reflection(names, server)
+
+    addresses = []
+    if config.listen:
+        addresses.append(bind_tcp(server, config.listen))
+    if config.unix_socket:
+        addresses.append(bind_unix(server, config.unix_socket))
+    if not addresses:
+        raise ListenError("nothing to listen on: set listen or unix_socket")
+
+    if not become_subreaper():
+        log.warning("cannot become a child subreaper; orphans of agents re-parent to init")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(core.children.run_reaper)
+        await tg.start(core.supervisor.run)
+        core.supervisor.deploy_configured(list(config.agents), config.agents_dir)
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            await server.start()
+            for descriptor, _, _ in services:
+                await health_servicer.set(descriptor.full_name, health_pb2.HealthCheckResponse.SERVING)
+            await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+            log.info("serving", addresses=addresses, auth=tokens is not None, state_dir=str(config.state_dir))
+            task_status.started(addresses)
+            async for signum in signals:
+                log.info("stopping", signal=signal.Signals(signum).name, grace_s=config.shutdown_grace)
+                break
+        core.lifecycle.stopping.set()
+        core.supervisor.events.wake()
+        for agent in core.supervisor.agents.values():
+            agent.logs.wake()
+        await health_servicer.enter_graceful_shutdown()
+        await server.stop(config.shutdown_grace)
+        await core.supervisor.stop_all()
+        tg.cancel_scope.cancel()
+    log.info("stopped")

@@ -1,0 +1,151 @@
+"""Every child process the host starts, and the orphans they leave behind.
+
+The host is a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``): when an
+agent dies, its descendants are re-parented to the host instead of init. The
+registry knows the processes the host started itself (each gets an
+``ETHER_SPAWN_ID`` in its environment); any other child is an orphan of one
+of them. The reaper kills live orphans that carry a spawn id and collects
+zombies, so nothing an agent or a terminal started outlives it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import itertools
+import os
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import structlog
+
+log = structlog.get_logger("ether.procs")
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants re-parent to this process. False when unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+@dataclass(frozen=True)
+class ProcEntry:
+    """A process as /proc shows it."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    state: str
+
+
+def read_proc(pid: int) -> ProcEntry | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses: split after the last ')'.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return ProcEntry(pid, int(fields[1]), int(fields[2]), fields[0])
+
+
+def all_processes() -> Iterator[ProcEntry]:
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            entry = read_proc(int(name))
+            if entry is not None:
+                yield entry
+
+
+def group_members(pgid: int) -> list[ProcEntry]:
+    """Live (non-zombie) processes of a process group."""
+    return [p for p in all_processes() if p.pgid == pgid and p.state != "Z"]
+
+
+def spawn_id_of(pid: int) -> str | None:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    for item in environ.split(b"\0"):
+        if item.startswith(b"ETHER_SPAWN_ID="):
+            return item.split(b"=", 1)[1].decode(errors="replace")
+    return None
+
+
+class ChildRegistry:
+    """Spawn ids of the host's own children and the pids they got."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self._pids: dict[str, int | None] = {}
+        self._prefix = f"{os.getpid()}-"
+
+    @contextlib.contextmanager
+    def spawning(self) -> Iterator[str]:
+        """Reserve a spawn id for a process about to start; bind its pid inside."""
+        spawn_id = f"{self._prefix}{next(self._ids)}"
+        self._pids[spawn_id] = None
+        try:
+            yield spawn_id
+        except BaseException:
+            self._pids.pop(spawn_id, None)
+            raise
+
+    def bind(self, spawn_id: str, pid: int) -> None:
+        self._pids[spawn_id] = pid
+
+    def release(self, spawn_id: str) -> None:
+        """The process has been reaped; its leftovers are now orphans."""
+        self._pids.pop(spawn_id, None)
+
+    @property
+    def own_pids(self) -> set[int]:
+        return {pid for pid in self._pids.values() if pid is not None}
+
+    @property
+    def busy(self) -> bool:
+        return any(pid is None for pid in self._pids.values())
+
+    def sweep(self) -> int:
+        """Kill live orphans and reap zombie orphans. Returns how many were handled."""
+        me = os.getpid()
+        own = self.own_pids
+        handled = 0
+        for entry in all_processes():
+            if entry.ppid != me or entry.pid in own:
+                continue
+            if entry.state == "Z":
+                if self.busy:
+                    continue  # a just-spawned child may not have its pid bound yet
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(entry.pid, os.WNOHANG)
+                    handled += 1
+                continue
+            spawn_id = spawn_id_of(entry.pid)
+            if spawn_id is None or not spawn_id.startswith(self._prefix):
+                continue
+            if spawn_id in self._pids and self._pids[spawn_id] in (None, entry.pid):
+                continue
+            log.info("killing orphan", pid=entry.pid, pgid=entry.pgid, spawn_id=spawn_id)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(entry.pid, signal.SIGKILL)
+            handled += 1
+        return handled
+
+    async def run_reaper(self, interval: float = 1.0) -> None:
+        """Sweep forever; owned by the host's task group."""
+        while True:
+            await anyio.to_thread.run_sync(self.sweep)
+            await anyio.sleep(interval)
+
+
+def kill_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)

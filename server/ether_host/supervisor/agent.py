@@ -1,0 +1,294 @@
+"""A deployed agent: its install phase, its replicas, and slots for tasks."""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
+
+from ether_host import __version__
+from ether_host.bus import History
+from ether_host.errors import FailedPrecondition, ResourceExhausted
+from ether_host.supervisor.install import InstallError, LaunchPlan, prepare
+from ether_host.supervisor.manifest import AgentSpec
+from ether_host.supervisor.records import LifecycleEvent, LogLine, State
+from ether_host.supervisor.replica import Replica
+
+if TYPE_CHECKING:
+    from ether_host.supervisor.service import Supervisor
+
+log = structlog.get_logger("ether.supervisor")
+
+LOG_HISTORY = 5000
+LEGACY_ACTION = "run"
+# Agent-level state when replicas disagree: the most useful one wins.
+_PRECEDENCE = (State.RUNNING, State.STARTING, State.BACKOFF, State.STOPPING, State.FATAL, State.EXITED, State.STOPPED)
+
+
+@dataclass
+class ActionInfo:
+    """An action as the directory shows it."""
+
+    name: str
+    description: str = ""
+    params_schema: dict[str, Any] = field(default_factory=dict)
+    idempotent: bool = False
+
+
+class ManagedAgent:
+    """Owns the replicas of one deployment and hands out task slots."""
+
+    def __init__(self, supervisor: Supervisor, spec: AgentSpec) -> None:
+        self.supervisor = supervisor
+        self.spec = spec
+        self.replicas: list[Replica] = []
+        self.plan: LaunchPlan | None = None
+        self.version = ""
+        self.description = spec.description
+        self.actions: list[ActionInfo] = []
+        self.max_concurrency = 1
+        self.declared_calls: list[str] = []
+        self.reason = ""
+        self.logs: History[LogLine] = History(LOG_HISTORY)
+        self.queued = 0
+        self._installing = False
+        self._install_failed = False
+        self._active = False
+        self._changed = anyio.Event()
+        self._scope: anyio.CancelScope | None = None
+        self._done = anyio.Event()
+        self._done.set()
+        self._replica_group: anyio.abc.TaskGroup | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> State:
+        if self._install_failed:
+            return State.FATAL
+        if self._installing:
+            return State.INSTALLING
+        states = {r.state for r in self.replicas}
+        for state in _PRECEDENCE:
+            if state in states:
+                if state is State.FATAL and len(states) > 1 and self._active:
+                    continue
+                return state
+        return State.STOPPED
+
+    @property
+    def ready_replicas(self) -> int:
+        return sum(1 for r in self.replicas if r.ready)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(r.assigned for r in self.replicas)
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def publish_state(self, replica: Replica | None, previous: State, reason: str, **extra: Any) -> None:
+        index = -1 if replica is None else replica.index
+        state = self.state if replica is None else replica.state
+        event = LifecycleEvent(self.name, index, state, previous, reason, **extra)
+        self.supervisor.events.append(event)
+        log.info("agent state", agent=self.name, replica=index, state=state.value, previous=previous.value,
+                 reason=reason, pid=extra.get("pid", 0))
+        self._notify()
+
+    def log_line(self, replica: Replica | None, source: str, level: str, message: str,
+                 fields: dict[str, Any] | None = None) -> None:
+        self.logs.append(
+            LogLine(self.name, -1 if replica is None else replica.index, 0 if replica is None else replica.pid,
+                    source, level, message, fields or {})
+        )
+
+    def log_frame(self, replica: Replica, frame: dict[str, Any]) -> None:
+        fields = dict(frame.get("fields") or {})
+        if frame.get("task_id"):
+            fields["task_id"] = frame["task_id"]
+        self.log_line(replica, "log", str(frame.get("level") or "info"), str(frame.get("msg") or ""), fields)
+
+    # -- handshake -----------------------------------------------------------------------
+
+    def welcome_frame(self, hello: dict[str, Any]) -> dict[str, Any]:
+        capabilities = hello.get("capabilities") or {}
+        return {
+            "host_version": __version__,
+            "max_in_flight": max(1, int(capabilities.get("max_concurrency") or 1)),
+            "config": self.spec.config,
+            "log_level": "info",
+            "agent_name": self.name,
+        }
+
+    def accept_hello(self, hello: dict[str, Any] | None) -> None:
+        if hello is None:
+            self.actions = [ActionInfo(LEGACY_ACTION, "Runs the agent's single task handler (seeds' envelope).")]
+            self.max_concurrency = 1
+            return
+        identity = hello.get("agent") or {}
+        self.version = str(identity.get("version") or "")
+        self.description = self.spec.description or str(identity.get("description") or "")
+        self.actions = [
+            ActionInfo(
+                str(a.get("name")),
+                str(a.get("description") or ""),
+                dict(a.get("params_schema") or {}),
+                bool(a.get("idempotent")),
+            )
+            for a in hello.get("actions") or []
+            if a.get("name")
+        ]
+        capabilities = hello.get("capabilities") or {}
+        self.max_concurrency = max(1, int(capabilities.get("max_concurrency") or 1))
+        self.declared_calls = [str(c) for c in capabilities.get("calls") or []]
+        tags = identity.get("tags") or []
+        self.tags = [str(t) for t in tags]
+        if identity.get("kind") == "io_gateway" and self.spec.kind == "general":
+            self.spec.kind = "io_gateway"
+
+    @property
+    def capability_tags(self) -> list[str]:
+        return sorted(set(self.spec.capabilities) | set(getattr(self, "tags", [])))
+
+    @property
+    def allowed_calls(self) -> set[str]:
+        """Declared by the agent and granted by its deployment."""
+        granted = self.spec.allowed_calls
+        return {c for c in self.declared_calls if any(_matches(c, g) for g in granted)}
+
+    # -- running -------------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    async def run(self) -> None:
+        """Install, then keep the replicas running until stopped. Owned by the supervisor."""
+        self._active = True
+        self._done = anyio.Event()
+        self._install_failed = False
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if not await self._install():
+                    return
+                async with anyio.create_task_group() as tg:
+                    self._replica_group = tg
+                    self.replicas = [Replica(self, i) for i in range(self.spec.replicas)]
+                    for replica in self.replicas:
+                        tg.start_soon(replica.run)
+        finally:
+            self._replica_group = None
+            self._active = False
+            self._scope = None
+            self._done.set()
+            self._notify()
+
+    async def _install(self) -> bool:
+        self._installing = True
+        self.publish_state(None, State.STOPPED, f"installing {self.spec.language} agent from {self.spec.path}")
+        try:
+            self.plan = await prepare(
+                self.spec, self.supervisor.state_dir,
+                lambda line: self.log_line(None, "install", "info", line),
+            )
+        except InstallError as error:
+            self._installing = False
+            self._install_failed = True
+            self.reason = f"install failed: {error}"
+            self.log_line(None, "install", "error", self.reason)
+            self.publish_state(None, State.INSTALLING, self.reason)
+            return False
+        self._installing = False
+        self.reason = ""
+        return True
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop every replica (three-phase, shielded) and wait until they are down."""
+        with anyio.CancelScope(shield=True):
+            if self._installing and self._scope is not None:
+                self._scope.cancel()
+            for replica in self.replicas:
+                replica.request_stop(grace)
+            await self._done.wait()
+
+    def scale(self, replicas: int) -> None:
+        self.spec.replicas = replicas
+        if self._replica_group is None:
+            return
+        while len(self.replicas) < replicas:
+            replica = Replica(self, len(self.replicas))
+            self.replicas.append(replica)
+            self._replica_group.start_soon(replica.run)
+        for replica in self.replicas[replicas:]:
+            replica.request_stop()
+        self.replicas = self.replicas[:replicas] + [r for r in self.replicas[replicas:] if not r.done.is_set()]
+
+    # -- slots ---------------------------------------------------------------------------
+
+    async def acquire(self, *, reentrant: bool = False) -> Replica:
+        """A running replica with a free slot (least loaded); waits while none is free.
+
+        ``reentrant`` admits a task past the concurrency limit: it is a call
+        made, directly or not, by a task already running on this agent,
+        which would otherwise wait for its own ancestor until its deadline.
+        """
+        if self.queued >= self.spec.max_queue:
+            raise ResourceExhausted(
+                f"agent {self.name} has {self.queued} tasks queued (limit {self.spec.max_queue}); retry later",
+                reason="AGENT_QUEUE_FULL", retry_after=1.0, resource=("agent", self.name),
+            )
+        self.queued += 1
+        try:
+            while True:
+                state = self.state
+                if not self._active or state is State.FATAL:
+                    detail = f": {self.reason or self._replica_reason()}" if state in (State.FATAL, State.EXITED) else ""
+                    raise FailedPrecondition(
+                        f"agent {self.name} is {state.value}{detail}; start it with SupervisorService.StartAgent",
+                        reason="AGENT_NOT_RUNNING", resource=("agent", self.name),
+                        metadata={"state": state.value},
+                    )
+                free = [r for r in self.replicas if r.ready and (reentrant or r.assigned < r.max_concurrency)]
+                if free:
+                    replica = min(free, key=lambda r: r.assigned)
+                    replica.assigned += 1
+                    return replica
+                await self._changed.wait()
+        finally:
+            self.queued -= 1
+
+    def release(self, replica: Replica) -> None:
+        replica.assigned -= 1
+        self._notify()
+
+    def _replica_reason(self) -> str:
+        return next((r.reason for r in self.replicas if r.reason), "")
+
+    def status_reason(self) -> str:
+        if self.reason:
+            return self.reason
+        fatal = [r for r in self.replicas if r.state in (State.FATAL, State.EXITED, State.BACKOFF)]
+        if fatal:
+            replica = fatal[0]
+            tail = "\n".join(list(replica.stderr_tail)[-5:])
+            return f"{replica.reason}" + (f"\nstderr:\n{tail}" if tail else "")
+        return ""
+
+    def host_name(self) -> str:
+        return platform.node()
+
+
+def _matches(method: str, pattern: str) -> bool:
+    if pattern.endswith(".*"):
+        return method.startswith(pattern[:-1])
+    return method == pattern or pattern == "*"

@@ -1,0 +1,203 @@
+"""The INSTALLING phase: dependencies and builds, cached by a hash of their inputs.
+
+Python: ``pip install --target`` into ``deps/python/<hash>``, built in a temp
+folder and renamed, never reinstalled into an existing target. Go:
+``go build -mod=readonly`` into ``builds/go/<hash>/agent``. TypeScript:
+``npm ci`` (or ``npm install`` without a lockfile) and ``tsc`` in the folder,
+remembered by a stamp ``builds/ts/<hash>``. Every line the tools print goes to
+the agent's log; a failure raises InstallError with the tool's message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from anyio.streams.text import TextReceiveStream
+
+from ether_host.supervisor.environment import base_environment, python_path_of_adapter
+from ether_host.supervisor.manifest import AgentSpec
+
+LogSink = Callable[[str], None]
+INSTALL_TIMEOUT = 600.0
+_locks: dict[str, anyio.Lock] = {}
+
+
+class InstallError(Exception):
+    """The install or build failed; the message carries the tool's output tail."""
+
+
+@dataclass
+class LaunchPlan:
+    """How to start one process of the agent."""
+
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def _digest(parts: Iterable[bytes]) -> str:
+    hasher = hashlib.sha256()
+    for part in parts:
+        hasher.update(len(part).to_bytes(8, "big"))
+        hasher.update(part)
+    return hasher.hexdigest()[:20]
+
+
+def _files(root: Path, suffixes: tuple[str, ...], skip: tuple[str, ...] = ("node_modules", "dist", ".git")) -> list[Path]:
+    found = []
+    for path in sorted(root.rglob("*")):
+        if any(part in skip for part in path.relative_to(root).parts):
+            continue
+        if path.is_file() and path.name.endswith(suffixes):
+            found.append(path)
+    return found
+
+
+async def _run_tool(argv: list[str], cwd: Path, env: dict[str, str], log: LogSink, what: str) -> None:
+    """Run a tool, streaming its output to the log; raise InstallError on failure."""
+    tail: list[str] = []
+    with anyio.fail_after(INSTALL_TIMEOUT):
+        async with await anyio.open_process(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True
+        ) as process:
+            assert process.stdout is not None
+            async for text in TextReceiveStream(process.stdout, errors="replace"):
+                for line in text.splitlines():
+                    log(line)
+                    tail = (tail + [line])[-30:]
+            code = await process.wait()
+    if code != 0:
+        raise InstallError(f"{what} failed with exit code {code}:\n" + "\n".join(tail[-15:]))
+
+
+async def _python(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
+    manifests = [p for p in (spec.path / "requirements.txt", spec.path / "pyproject.toml") if p.exists()]
+    python_path = [str(spec.path), python_path_of_adapter()]
+    requirements = spec.path / "requirements.txt"
+    if requirements.exists() and requirements.read_text().strip():
+        key = _digest([p.read_bytes() for p in manifests] + [sys.version.encode()])
+        target = state_dir / "deps" / "python" / key
+        lock = _locks.setdefault(str(target), anyio.Lock())
+        async with lock:
+            if target.exists():
+                log(f"dependencies cached in {target}")
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                staging = target.parent / f".{key}.{os.getpid()}.tmp"
+                shutil.rmtree(staging, ignore_errors=True)
+                log(f"installing {requirements} into {target}")
+                env = base_environment() | {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+                try:
+                    await _run_tool(
+                        [sys.executable, "-m", "pip", "install", "--target", str(staging), "-r", str(requirements)],
+                        spec.path, env, log, "pip install",
+                    )
+                    staging.rename(target)
+                finally:
+                    shutil.rmtree(staging, ignore_errors=True)
+        python_path.insert(0, str(target))
+    if spec.command:
+        argv = list(spec.command)
+    else:
+        argv = [sys.executable, "-m", "ether_agent", "--path", str(spec.path), "--module", spec.module]
+        if spec.function:
+            argv += ["--function", spec.function]
+    return LaunchPlan(argv, spec.path, {"PYTHONPATH": os.pathsep.join(python_path), "PYTHONUNBUFFERED": "1"})
+
+
+def _go_env(state_dir: Path) -> dict[str, str]:
+    home = os.environ.get("HOME") or str(state_dir / "home")
+    env = base_environment() | {"HOME": home, "GOCACHE": str((state_dir / "cache" / "go-build").absolute())}
+    for name in ("GOPATH", "GOMODCACHE", "GOPROXY", "GOFLAGS", "GOTOOLCHAIN"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
+
+
+def _go_replaced_dirs(spec: AgentSpec) -> list[Path]:
+    """Local folders named by ``replace ... => ./path`` in go.mod (their sources count too)."""
+    dirs = []
+    for line in (spec.path / "go.mod").read_text().splitlines():
+        if "=>" in line:
+            target = line.split("=>", 1)[1].strip().split()[0]
+            if target.startswith("."):
+                dirs.append((spec.path / target).resolve())
+    return dirs
+
+
+async def _go(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
+    sources = _files(spec.path, (".go", "go.mod", "go.sum"))
+    for folder in _go_replaced_dirs(spec):
+        sources += _files(folder, (".go", "go.mod", "go.sum"))
+    key = _digest([str(p).encode() + p.read_bytes() for p in sources])
+    binary = (state_dir / "builds" / "go" / key / "agent").absolute()
+    env = _go_env(state_dir)
+    async with _locks.setdefault(str(binary), anyio.Lock()):
+        if binary.exists():
+            log(f"build cached: {binary}")
+        else:
+            staging = binary.parent.with_name(f".{key}.tmp")
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir(parents=True)
+            log(f"go build -mod=readonly in {spec.path}")
+            try:
+                await _run_tool(["go", "build", "-mod=readonly", "-o", str(staging / "agent"), "."],
+                                spec.path, env, log, "go build")
+                staging.rename(binary.parent)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    argv = [str(binary), *spec.command] if spec.command else [str(binary)]
+    return LaunchPlan(argv, spec.path, {"HOME": env["HOME"], "GOCACHE": env["GOCACHE"]})
+
+
+async def _typescript(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
+    lockfile = spec.path / "package-lock.json"
+    inputs = [spec.path / "package.json"] + ([lockfile] if lockfile.exists() else [])
+    inputs += _files(spec.path, (".ts", ".mts", "tsconfig.json"))
+    key = _digest([str(p).encode() + p.read_bytes() for p in inputs])
+    stamp = state_dir / "builds" / "ts" / key
+    env = base_environment() | {"HOME": os.environ.get("HOME") or str(state_dir / "home")}
+    env.pop("NODE_ENV", None)  # an inherited NODE_ENV=production would skip devDependencies (tsc)
+    main = spec.main or _package_main(spec.path) or "dist/agent.js"
+    async with _locks.setdefault(str(stamp), anyio.Lock()):
+        if stamp.exists() and (spec.path / main).exists():
+            log(f"build cached: {spec.path / main}")
+        else:
+            npm = ["npm", "ci"] if lockfile.exists() else ["npm", "install"]
+            log(" ".join(npm) + f" in {spec.path}")
+            await _run_tool([*npm, "--no-audit", "--no-fund"], spec.path, env, log, " ".join(npm))
+            tsc = spec.path / "node_modules" / ".bin" / "tsc"
+            if not tsc.exists():
+                raise InstallError(f"{tsc} not found: add typescript to devDependencies of {spec.path / 'package.json'}")
+            log("tsc -p .")
+            await _run_tool([str(tsc), "-p", "."], spec.path, env, log, "tsc")
+            stamp.parent.mkdir(parents=True, exist_ok=True)
+            stamp.write_text(main)
+    argv = ["node", str(spec.path / main), *spec.command]
+    return LaunchPlan(argv, spec.path, {})
+
+
+def _package_main(path: Path) -> str:
+    import json
+
+    try:
+        return str(json.loads((path / "package.json").read_text()).get("main") or "")
+    except (OSError, ValueError):
+        return ""
+
+
+async def prepare(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
+    """Install or build the agent (cached) and return how to launch it."""
+    if spec.language == "python":
+        return await _python(spec, state_dir, log)
+    if spec.language == "go":
+        return await _go(spec, state_dir, log)
+    return await _typescript(spec, state_dir, log)

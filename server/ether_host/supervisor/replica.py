@@ -1,0 +1,346 @@
+"""One replica of an agent: spawn, handshake, serve, exit, and restart by policy.
+
+The loop follows supervisor-anchors P1-P11: a death before the process said
+hello and stayed up ``stable_after`` is a start failure (``start_retries``
+then FATAL); later deaths back off exponentially with jitter, the counter
+resets after ``reset_after`` of health, and more than ``max_restarts`` in
+``restart_period`` is FATAL. Exit 78 and a ``fatal`` frame are FATAL at once.
+Stops run shielded: shutdown frame + stdin EOF, SIGTERM to the group, then
+SIGKILL to the group, then reap.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
+
+from ether_host.link import AgentConnection, HandshakeError, LinkClosed
+from ether_host.link.connection import PROTOCOL_VERSIONS
+from ether_host.link.lines import LineSplitter, Oversized
+from ether_host.link.stderr import MAX_STDERR_LINE, StderrParser
+from ether_host.procs import group_members, kill_group
+from ether_host.supervisor.environment import agent_environment
+from ether_host.supervisor.records import State
+
+if TYPE_CHECKING:
+    from ether_host.supervisor.agent import ManagedAgent
+
+log = structlog.get_logger("ether.supervisor")
+
+EXIT_FATAL = 78
+TERM_WAIT = 3.0
+STDERR_TAIL = 200
+PING_INTERVAL = 15.0
+PING_TIMEOUT = 10.0
+PINGS_MISSED_LIMIT = 3
+
+
+@dataclass
+class Exit:
+    """How one process ended."""
+
+    code: int | None
+    signal: int | None
+    reason: str
+    said_hello: bool
+    uptime: float
+    fatal: bool = False
+    stopped: bool = False  # ended by a stop the host asked for
+    wedged: bool = False
+    had_in_flight: bool = False
+
+
+def describe_exit(returncode: int | None) -> tuple[int | None, int | None, str]:
+    if returncode is None:
+        return None, None, "unknown exit"
+    if returncode < 0:
+        signum = -returncode
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        return None, signum, f"killed by {name}"
+    return returncode, None, f"exit code {returncode}"
+
+
+class Replica:
+    """One process slot of an agent, restarted according to its policy."""
+
+    def __init__(self, agent: ManagedAgent, index: int) -> None:
+        self.agent = agent
+        self.index = index
+        self.state = State.STOPPED
+        self.pid = 0
+        self.started_at: float | None = None
+        self.restarts = 0
+        self.last_exit_code: int | None = None
+        self.last_signal: int | None = None
+        self.reason = ""
+        self.connection: AgentConnection | None = None
+        self.assigned = 0  # tasks the dispatcher placed here and not yet finished
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
+        self._stop = anyio.Event()
+        self._stop_grace: float | None = None
+        self._wedged = anyio.Event()
+        self.done = anyio.Event()
+
+    # -- what the dispatcher sees --------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        return self.state is State.RUNNING and self.connection is not None and not self._stop.is_set()
+
+    @property
+    def max_concurrency(self) -> int:
+        hello = (self.connection.hello if self.connection else None) or {}
+        return max(1, int((hello.get("capabilities") or {}).get("max_concurrency") or 1))
+
+    def mark_wedged(self, why: str) -> None:
+        """A task ignored its cancel: restart this process (a failure by policy)."""
+        if not self._wedged.is_set():
+            log.warning("agent wedged; restarting it", agent=self.agent.name, replica=self.index, why=why)
+            self.reason = why
+            self._wedged.set()
+
+    def request_stop(self, grace: float | None = None) -> None:
+        self._stop_grace = grace
+        self._stop.set()
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def _enter(self, state: State, reason: str, **extra: Any) -> None:
+        previous, self.state = self.state, state
+        self.reason = reason
+        self.agent.publish_state(self, previous, reason, **extra)
+
+    async def run(self) -> None:
+        """Run processes until stopped, EXITED or FATAL."""
+        spec = self.agent.spec
+        start_failures = 0
+        backoff_step = 0
+        recent: deque[float] = deque()
+        try:
+            while not self._stop.is_set():
+                ended = await self._run_process()
+                self.last_exit_code, self.last_signal = ended.code, ended.signal
+                tail = tuple(list(self.stderr_tail)[-20:])
+                if ended.stopped or self._stop.is_set():
+                    self._enter(State.STOPPED, "stopped", exit_code=ended.code, signal=ended.signal)
+                    return
+                if ended.fatal:
+                    self._enter(State.FATAL, ended.reason, exit_code=ended.code, signal=ended.signal, stderr_tail=tail)
+                    return
+                failed = ended.wedged or ended.code != 0 or ended.had_in_flight
+                if spec.restart == "never" or (spec.restart == "on-failure" and not failed):
+                    self._enter(State.EXITED, ended.reason, exit_code=ended.code, signal=ended.signal, stderr_tail=tail)
+                    return
+                if not ended.said_hello or ended.uptime < spec.stable_after:
+                    start_failures += 1
+                    if start_failures > spec.start_retries:
+                        self._enter(
+                            State.FATAL,
+                            f"failed to start {start_failures} times; last: {ended.reason}",
+                            exit_code=ended.code, signal=ended.signal, stderr_tail=tail,
+                        )
+                        return
+                else:
+                    start_failures = 0
+                if ended.uptime >= spec.reset_after:
+                    backoff_step = 0
+                now = time.monotonic()
+                recent.append(now)
+                while recent and now - recent[0] > spec.restart_period:
+                    recent.popleft()
+                if len(recent) > spec.max_restarts:
+                    self._enter(
+                        State.FATAL,
+                        f"too many restarts: {len(recent)} in {spec.restart_period:g}s; last: {ended.reason}",
+                        exit_code=ended.code, signal=ended.signal, stderr_tail=tail,
+                    )
+                    return
+                backoff_step += 1
+                delay = min(spec.backoff_cap, spec.backoff_base * 2 ** (backoff_step - 1))
+                delay *= random.uniform(0.8, 1.2)
+                self._enter(
+                    State.BACKOFF, f"{ended.reason}; restarting in {delay:.1f}s",
+                    exit_code=ended.code, signal=ended.signal, stderr_tail=tail,
+                )
+                with anyio.move_on_after(delay):
+                    await self._stop.wait()
+                self.restarts += 1
+            self._enter(State.STOPPED, "stopped")
+        finally:
+            self.done.set()
+
+    async def _run_process(self) -> Exit:
+        spec = self.agent.spec
+        plan = self.agent.plan
+        assert plan is not None
+        self._wedged = anyio.Event()
+        self.stderr_tail.clear()
+        registry = self.agent.supervisor.children
+        with registry.spawning() as spawn_id:
+            env = agent_environment(
+                agent=spec.name,
+                spawn_id=spawn_id,
+                max_frame=self.agent.supervisor.max_frame,
+                extra=plan.env | spec.env,
+                versions=PROTOCOL_VERSIONS,
+            )
+            try:
+                process = await anyio.open_process(
+                    plan.argv, cwd=plan.cwd, env=env, start_new_session=True,
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                )
+            except OSError as error:
+                return Exit(None, None, f"cannot start {plan.argv[0]}: {error.strerror}", False, 0.0, fatal=True)
+            registry.bind(spawn_id, process.pid)
+        started = time.monotonic()
+        self.pid, self.started_at = process.pid, time.time()
+        pgid = process.pid  # recorded now: getpgid() fails once the leader is reaped
+        assert process.stdin and process.stdout and process.stderr
+        connection = AgentConnection(
+            process.stdin, process.stdout,
+            agent=spec.name,
+            max_frame=self.agent.supervisor.max_frame,
+            on_call=self.agent.supervisor.handle_call,
+            on_log=lambda frame: self.agent.log_frame(self, frame),
+        )
+        self._enter(State.STARTING, f"spawned {os.path.basename(plan.argv[0])}", pid=process.pid)
+        exited = anyio.Event()
+        outcome: dict[str, Any] = {"stopped": False, "wedged": False, "hello": False, "in_flight": False}
+        try:
+            async with anyio.create_task_group() as tg:
+                await tg.start(connection.run_reader)
+                tg.start_soon(self._drain_stderr, process.stderr)
+
+                async def wait_exit() -> None:
+                    await process.wait()
+                    outcome["in_flight"] = connection.in_flight > 0
+                    connection.fail_all(LinkClosed(f"agent {spec.name} process {process.pid} exited"))
+                    exited.set()
+
+                tg.start_soon(wait_exit)
+                try:
+                    hello = await connection.handshake(
+                        timeout=spec.start_timeout,
+                        legacy_after=0.0 if spec.protocol == "legacy" else spec.legacy_after,
+                        welcome=lambda hello: self.agent.welcome_frame(hello),
+                    )
+                    outcome["hello"] = True
+                    self.connection = connection
+                    self.agent.accept_hello(hello)
+                    self._enter(State.RUNNING, "hello received" if hello else "running with the seeds' envelope",
+                                pid=process.pid)
+                    tg.start_soon(self._keep_alive, connection)
+                    with anyio.CancelScope() as watch:
+                        async with anyio.create_task_group() as waits:
+                            for event, key in ((exited, None), (self._stop, "stopped"), (self._wedged, "wedged")):
+                                waits.start_soon(_set_and_cancel, event, outcome, key, watch)
+                except HandshakeError as error:
+                    self.reason = str(error)
+                    outcome["handshake_error"] = str(error)
+                self.connection = None
+                with anyio.CancelScope(shield=True):
+                    if not exited.is_set():
+                        if outcome["stopped"] and outcome["hello"]:
+                            self._enter(State.STOPPING, "stop requested", pid=process.pid)
+                        grace = self._stop_grace if self._stop_grace is not None else spec.stop_grace
+                        await self._stop_process(process, connection, grace if not outcome["wedged"] else 0.0)
+                    await exited.wait()
+                    kill_group(pgid, signal.SIGKILL)  # leftovers of the group, even if the leader is gone
+                    await self._reap_group(pgid)
+                    tg.cancel_scope.cancel()
+        finally:
+            self.connection = None
+            registry.release(spawn_id)
+            self.pid = 0
+        uptime = time.monotonic() - started
+        code, signum, reason = describe_exit(process.returncode)
+        if "handshake_error" in outcome:
+            reason = f"{outcome['handshake_error']} ({reason})"
+        fatal = code == EXIT_FATAL or connection.fatal is not None
+        if connection.fatal is not None:
+            reason = f"fatal: {connection.fatal.get('code', '')}: {connection.fatal.get('message', '')}"
+        elif code == EXIT_FATAL:
+            reason = f"exit code 78 (the agent asked never to be restarted); {self._last_error_line()}"
+        if outcome["wedged"]:
+            reason = f"restarted: {self.reason}"
+        return Exit(code, signum, reason, outcome["hello"], uptime, fatal=fatal,
+                    stopped=outcome["stopped"], wedged=outcome["wedged"], had_in_flight=outcome["in_flight"])
+
+    def _last_error_line(self) -> str:
+        return next((line for line in reversed(self.stderr_tail) if line.strip()), "no stderr output")
+
+    async def _stop_process(self, process: anyio.abc.Process, connection: AgentConnection, grace: float) -> None:
+        """Shutdown frame + stdin EOF, then SIGTERM to the group, then SIGKILL."""
+        with anyio.move_on_after(max(grace, 0.05)):
+            await connection.shutdown(grace, "stop requested")
+            await process.wait()
+        if process.returncode is None:
+            kill_group(process.pid, signal.SIGTERM)
+            with anyio.move_on_after(TERM_WAIT):
+                await process.wait()
+        if process.returncode is None:
+            kill_group(process.pid, signal.SIGKILL)
+
+    async def _reap_group(self, pgid: int) -> None:
+        """Wait (bounded) until no member of the group is alive; orphans get reaped by the sweeper."""
+        with anyio.move_on_after(TERM_WAIT):
+            while group_members(pgid):
+                kill_group(pgid, signal.SIGKILL)
+                await anyio.to_thread.run_sync(self.agent.supervisor.children.sweep)
+                await anyio.sleep(0.02)
+        await anyio.to_thread.run_sync(self.agent.supervisor.children.sweep)
+
+    async def _drain_stderr(self, stream: anyio.abc.ByteReceiveStream) -> None:
+        parser = StderrParser()
+        splitter = LineSplitter(MAX_STDERR_LINE)
+
+        def emit(line: bytes | Oversized) -> None:
+            raw = line.head + b"... [truncated]" if isinstance(line, Oversized) else line
+            record = parser.parse(raw)
+            self.stderr_tail.append(record.message)
+            self.agent.log_line(self, "stderr", record.level, record.message, record.fields)
+
+        try:
+            async for chunk in stream:
+                for line in splitter.feed(chunk):
+                    emit(line)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+        for line in splitter.finish():
+            emit(line)
+
+    async def _keep_alive(self, connection: AgentConnection) -> None:
+        """Ping agents that declared ping; three misses in a row -> restart."""
+        missed = 0
+        while True:
+            await anyio.sleep(PING_INTERVAL)
+            if await connection.ping(PING_TIMEOUT):
+                missed = 0
+                continue
+            missed += 1
+            if missed >= PINGS_MISSED_LIMIT:
+                self.mark_wedged(f"{missed} pings unanswered")
+                return
+
+
+async def _set_and_cancel(event: anyio.Event, outcome: dict[str, Any], key: str | None, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    if key is not None:
+        outcome[key] = True
+    scope.cancel()
+
+
+Callback = Callable[..., None]

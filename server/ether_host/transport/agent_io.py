@@ -1,0 +1,150 @@
+"""AgentIOService: decode, call the dispatcher, encode. No business logic here."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import grpc
+
+from ether.v1 import agent_io_pb2, agent_io_pb2_grpc
+from ether_host.agents import Dispatcher, TaskEvent
+from ether_host.errors import EtherError, InvalidArgument
+from ether_host.paging import paginate
+from ether_host.supervisor import Supervisor
+from ether_host.transport import convert
+from ether_host.transport.convert import dict_to_struct, timestamp
+
+PIPE_DEFAULT_IN_FLIGHT = 64
+PIPE_MAX_IN_FLIGHT = 1024
+
+
+class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
+    """The task contract and the agent directory."""
+
+    def __init__(self, supervisor: Supervisor, dispatcher: Dispatcher) -> None:
+        self._supervisor = supervisor
+        self._dispatcher = dispatcher
+
+    async def ListAgents(
+        self, request: agent_io_pb2.ListAgentsRequest, context: grpc.aio.ServicerContext
+    ) -> agent_io_pb2.ListAgentsResponse:
+        agents = [a for _, a in sorted(self._supervisor.agents.items())]
+        if request.capability:
+            agents = [a for a in agents if request.capability in a.capability_tags
+                      or any(x.name == request.capability for x in a.actions)]
+        if request.language:
+            agents = [a for a in agents if convert.LANGUAGES[a.spec.language] == request.language]
+        if request.type:
+            agents = [a for a in agents if convert.KINDS[a.spec.kind] == request.type]
+        scope = f"agents/{request.capability}/{request.language}/{request.type}"
+        page, token = paginate(agents, request.page_size, request.page_token, scope)
+        return agent_io_pb2.ListAgentsResponse(agents=[convert.agent_info(a) for a in page], next_page_token=token)
+
+    async def GetAgent(
+        self, request: agent_io_pb2.GetAgentRequest, context: grpc.aio.ServicerContext
+    ) -> agent_io_pb2.GetAgentResponse:
+        return agent_io_pb2.GetAgentResponse(agent=convert.agent_info(self._supervisor.get(request.name)))
+
+    async def Execute(
+        self, request: agent_io_pb2.ExecuteRequest, context: grpc.aio.ServicerContext
+    ) -> agent_io_pb2.ExecuteResponse:
+        task = convert.task_input(_required_input(request.input), convert.rpc_time_left(context.time_remaining()))
+        result = await self._dispatcher.execute(task)
+        return agent_io_pb2.ExecuteResponse(output=convert.agent_output(result))
+
+    async def ExecuteStream(
+        self, request: agent_io_pb2.ExecuteStreamRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[agent_io_pb2.ExecuteStreamResponse]:
+        task = convert.task_input(_required_input(request.input), convert.rpc_time_left(context.time_remaining()))
+        send, receive = anyio.create_memory_object_stream[Any](1000)
+        sequence = 0
+
+        async def run() -> None:
+            async with send:
+                try:
+                    result = await self._dispatcher.execute(task, on_event=send.send_nowait)
+                    await send.send(result)
+                except EtherError as error:
+                    await send.send(error)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            async with receive:
+                async for item in receive:
+                    if isinstance(item, EtherError):
+                        raise item
+                    sequence += 1
+                    yield _stream_event(sequence, task.task_id, item)
+
+    async def Pipe(
+        self, request_iterator: AsyncIterator[agent_io_pb2.PipeRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[agent_io_pb2.PipeResponse]:
+        send, receive = anyio.create_memory_object_stream[agent_io_pb2.AgentOutput](PIPE_MAX_IN_FLIGHT)
+
+        async def run_one(
+            message: agent_io_pb2.AgentInput,
+            slots: anyio.Semaphore,
+            sender: anyio.abc.ObjectSendStream[agent_io_pb2.AgentOutput],
+        ) -> None:
+            async with sender:
+                task = convert.task_input(message, convert.rpc_time_left(context.time_remaining()))
+                try:
+                    output = convert.agent_output(await self._dispatcher.execute(task))
+                except EtherError as error:
+                    output = convert.error_output(message, error.reason.lower(), error.message)
+                    output.task_id = task.task_id
+                slots.release()
+                await sender.send(output)
+
+        async def read_inputs(tg: anyio.abc.TaskGroup) -> None:
+            slots: anyio.Semaphore | None = None
+            async with send:
+                async for request in request_iterator:
+                    if slots is None:
+                        limit = request.max_in_flight or PIPE_DEFAULT_IN_FLIGHT
+                        slots = anyio.Semaphore(max(1, min(limit, PIPE_MAX_IN_FLIGHT)))
+                    # Holding the next read until a slot frees is the flow control:
+                    # unread requests back up in HTTP/2 windows, not in host memory.
+                    await slots.acquire()
+                    tg.start_soon(run_one, request.input, slots, send.clone(), name="pipe task")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_inputs, tg)
+            async with receive:
+                async for output in receive:
+                    yield agent_io_pb2.PipeResponse(output=output)
+
+    async def CancelTask(
+        self, request: agent_io_pb2.CancelTaskRequest, context: grpc.aio.ServicerContext
+    ) -> agent_io_pb2.CancelTaskResponse:
+        self._dispatcher.cancel(request.task_id, request.reason)
+        return agent_io_pb2.CancelTaskResponse(cancelled=True)
+
+
+def _required_input(message: agent_io_pb2.AgentInput) -> agent_io_pb2.AgentInput:
+    if not message.agent:
+        raise InvalidArgument("input.agent is required: name the agent to run (see ListAgents)",
+                              reason="MISSING_AGENT")
+    return message
+
+
+def _stream_event(sequence: int, task_id: str, item: Any) -> agent_io_pb2.ExecuteStreamResponse:
+    event = agent_io_pb2.ExecuteStreamResponse(sequence=sequence, task_id=task_id)
+    if isinstance(item, TaskEvent):
+        event.time.CopyFrom(timestamp(item.time))
+        payload = item.payload
+        if item.kind == "started":
+            event.started.CopyFrom(agent_io_pb2.TaskStarted(pid=payload["pid"], attempt=payload["attempt"]))
+        elif item.kind == "progress":
+            event.progress.CopyFrom(agent_io_pb2.TaskProgress(
+                progress=float(payload.get("progress") or 0), total=float(payload.get("total") or 0),
+                message=str(payload.get("message") or "")))
+        else:
+            event.log.CopyFrom(agent_io_pb2.TaskLog(
+                level=str(payload.get("level") or "info"), message=str(payload.get("msg") or ""),
+                fields=dict_to_struct(payload.get("fields") or {})))
+        return event
+    event.output.CopyFrom(convert.agent_output(item))
+    return event

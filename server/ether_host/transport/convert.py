@@ -1,0 +1,197 @@
+"""Protobuf <-> domain conversions shared by the servicers."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from google.protobuf import duration_pb2, json_format, struct_pb2, timestamp_pb2
+
+from ether.v1 import agent_io_pb2, common_pb2
+from ether_host.agents import Budget, TaskInput, TaskResult
+from ether_host.supervisor import ManagedAgent, State
+
+MAX_EXACT = 2**53
+
+
+def integral(value: Any) -> Any:
+    """JSON numbers arrive as doubles in Struct; give integral ones back as ints."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) < MAX_EXACT else value
+    if isinstance(value, dict):
+        return {k: integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [integral(v) for v in value]
+    return value
+
+
+def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
+    return integral(json_format.MessageToDict(message))  # type: ignore[no-any-return]
+
+
+def dict_to_struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    if value:
+        message.update(value)
+    return message
+
+
+def to_value(value: Any) -> struct_pb2.Value:
+    message = struct_pb2.Value()
+    json_format.ParseDict(value, message)
+    return message
+
+
+def value_to_python(message: struct_pb2.Value) -> Any:
+    return integral(json_format.MessageToDict(message))
+
+
+def seconds(duration: duration_pb2.Duration) -> float:
+    return duration.seconds + duration.nanos / 1e9
+
+
+def duration(value: float) -> duration_pb2.Duration:
+    message = duration_pb2.Duration()
+    message.FromNanoseconds(int(value * 1e9))
+    return message
+
+
+def timestamp(epoch: float) -> timestamp_pb2.Timestamp:
+    message = timestamp_pb2.Timestamp()
+    message.FromNanoseconds(int(epoch * 1e9))
+    return message
+
+
+def budget_from(message: common_pb2.Budget) -> Budget:
+    return Budget(
+        max_cost=message.max_cost if message.HasField("max_cost") else None,
+        max_time=seconds(message.max_time) if message.HasField("max_time") else None,
+        max_iterations=message.max_iterations if message.HasField("max_iterations") else None,
+        max_tasks=message.max_tasks if message.HasField("max_tasks") else None,
+    )
+
+
+def task_input(message: agent_io_pb2.AgentInput, rpc_deadline: float | None) -> TaskInput:
+    """An AgentInput as a TaskInput; ``rpc_deadline`` is time left on the call, in seconds."""
+    context = message.context
+    return TaskInput(
+        agent=message.agent,
+        action=message.action,
+        params=struct_to_dict(message.params),
+        task_id=message.task_id,
+        budget=budget_from(context.budget),
+        parent_task=context.parent_task,
+        workflow=context.workflow,
+        session_id=context.session_id,
+        permissions=list(context.permissions),
+        idempotent=message.idempotent if message.HasField("idempotent") else None,
+        deadline=None if rpc_deadline is None else time.monotonic() + rpc_deadline,
+    )
+
+
+_STATUS = {
+    "SUCCESS": agent_io_pb2.TASK_STATUS_SUCCESS,
+    "ERROR": agent_io_pb2.TASK_STATUS_ERROR,
+    "PARTIAL": agent_io_pb2.TASK_STATUS_PARTIAL,
+}
+
+
+def agent_output(result: TaskResult) -> agent_io_pb2.AgentOutput:
+    meta = result.metadata
+    output = agent_io_pb2.AgentOutput(
+        task_id=result.task_id,
+        status=_STATUS[result.status],
+        agent=result.agent,
+        action=result.action,
+        metadata=agent_io_pb2.OutputMetadata(
+            duration=duration(meta.duration),
+            cost=meta.cost,
+            model=meta.model,
+            started_at=timestamp(meta.started_at),
+            host=meta.host,
+            pid=meta.pid,
+            attempt=meta.attempt,
+            cached=meta.cached,
+            extra=dict_to_struct(meta.extra),
+        ),
+    )
+    if result.data is not None:
+        output.data.CopyFrom(to_value(result.data))
+    if result.error is not None:
+        output.error.CopyFrom(
+            agent_io_pb2.TaskError(
+                code=result.error.code,
+                message=result.error.message,
+                details=dict_to_struct(result.error.details),
+                retryable=result.error.retryable,
+            )
+        )
+    for proposal in result.next_actions:
+        output.next_actions.add(
+            agent=str(proposal.get("agent") or ""),
+            action=str(proposal.get("action") or ""),
+            params=dict_to_struct(proposal.get("params") or {}),
+            reason=str(proposal.get("reason") or ""),
+        )
+    return output
+
+
+def error_output(task: agent_io_pb2.AgentInput, code: str, message: str) -> agent_io_pb2.AgentOutput:
+    """An ERROR output for an input the host could not run (Pipe answers in-stream)."""
+    return agent_io_pb2.AgentOutput(
+        task_id=task.task_id,
+        status=agent_io_pb2.TASK_STATUS_ERROR,
+        agent=task.agent,
+        action=task.action,
+        error=agent_io_pb2.TaskError(code=code, message=message),
+    )
+
+
+LANGUAGES = {
+    "python": common_pb2.LANGUAGE_PYTHON,
+    "go": common_pb2.LANGUAGE_GO,
+    "typescript": common_pb2.LANGUAGE_TYPESCRIPT,
+}
+LANGUAGE_NAMES = {v: k for k, v in LANGUAGES.items()}
+KINDS = {"general": agent_io_pb2.AGENT_TYPE_GENERAL, "io_gateway": agent_io_pb2.AGENT_TYPE_IO_GATEWAY}
+KIND_NAMES = {v: k for k, v in KINDS.items()}
+
+
+def agent_state(state: State) -> int:
+    return int(agent_io_pb2.AgentState.Value(f"AGENT_STATE_{state.value}"))
+
+
+def agent_info(agent: ManagedAgent) -> agent_io_pb2.AgentInfo:
+    return agent_io_pb2.AgentInfo(
+        name=agent.name,
+        type=KINDS[agent.spec.kind],
+        language=LANGUAGES[agent.spec.language],
+        version=agent.version,
+        description=agent.description,
+        actions=[
+            agent_io_pb2.ActionSpec(
+                name=a.name,
+                description=a.description,
+                params_schema=dict_to_struct(a.params_schema),
+                idempotent=a.idempotent,
+            )
+            for a in agent.actions
+        ],
+        capabilities=agent.capability_tags,
+        state=agent_state(agent.state),  # type: ignore[arg-type]
+        replicas=agent.spec.replicas,
+        ready_replicas=agent.ready_replicas,
+        in_flight=agent.in_flight,
+        queued=agent.queued,
+        max_concurrency=agent.max_concurrency,
+    )
+
+
+def rpc_time_left(time_remaining: float | None) -> float | None:
+    """grpc's time_remaining() as seconds, None when the call has no deadline."""
+    if time_remaining is None or math.isinf(time_remaining) or time_remaining > 10**8:
+        return None
+    # Leave a little room so the host's own deadline handling (cancel frame,
+    # DEADLINE_EXCEEDED with a message) runs before grpc cancels the call.
+    return max(0.0, time_remaining - 0.05)

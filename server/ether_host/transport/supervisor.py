@@ -1,0 +1,208 @@
+"""SupervisorService: decode, call the supervisor, encode."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+
+from ether.v1 import supervisor_pb2, supervisor_pb2_grpc
+from ether_host.errors import FieldViolation, InvalidArgument
+from ether_host.lifecycle import Lifecycle
+from ether_host.paging import paginate
+from ether_host.supervisor import LifecycleEvent, LogLine, ManagedAgent, Supervisor
+from ether_host.supervisor.replica import Replica
+from ether_host.transport import convert
+
+MAX_TAIL = 10000
+_RESTART = {
+    supervisor_pb2.RESTART_POLICY_ALWAYS: "always",
+    supervisor_pb2.RESTART_POLICY_ON_FAILURE: "on-failure",
+    supervisor_pb2.RESTART_POLICY_NEVER: "never",
+}
+_RESTART_VALUES = {v: k for k, v in _RESTART.items()}
+
+
+class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
+    """Agent processes: deploy, start, stop, watch."""
+
+    def __init__(self, supervisor: Supervisor, lifecycle: Lifecycle) -> None:
+        self._supervisor = supervisor
+        self._lifecycle = lifecycle
+
+    async def DeployAgent(
+        self, request: supervisor_pb2.DeployAgentRequest, context: grpc.aio.ServicerContext
+    ) -> supervisor_pb2.DeployAgentResponse:
+        agent = self._supervisor.deploy(_spec_request(request.spec))
+        return supervisor_pb2.DeployAgentResponse(agent=agent_status(agent))
+
+    async def RemoveAgent(
+        self, request: supervisor_pb2.RemoveAgentRequest, context: grpc.aio.ServicerContext
+    ) -> supervisor_pb2.RemoveAgentResponse:
+        await self._supervisor.remove(request.name)
+        return supervisor_pb2.RemoveAgentResponse()
+
+    async def StartAgent(
+        self, request: supervisor_pb2.StartAgentRequest, context: grpc.aio.ServicerContext
+    ) -> supervisor_pb2.StartAgentResponse:
+        agent = await self._supervisor.start(request.name)
+        return supervisor_pb2.StartAgentResponse(agent=agent_status(agent))
+
+    async def StopAgent(
+        self, request: supervisor_pb2.StopAgentRequest, context: grpc.aio.ServicerContext
+    ) -> supervisor_pb2.StopAgentResponse:
+        grace = convert.seconds(request.grace) if request.HasField("grace") else None
+        agent = await self._supervisor.stop(request.name, grace)
+        return supervisor_pb2.StopAgentResponse(agent=agent_status(agent))
+
+    async def RestartAgent(
+        self, request: supervisor_pb2.RestartAgentRequest, context: grpc.aio.ServicerContext
+    ) -> supervisor_pb2.RestartAgentResponse:
+        agent = await self._supervisor.restart(request.name)
+        return supervisor_pb2.RestartAgentResponse(agent=agent_status(agent))
+
+    async def ScaleAgent(
+        self, request: supervisor_pb2.ScaleAgentRequest, context: grpc.aio.ServicerContext
+    ) -> supervisor_pb2.ScaleAgentResponse:
+        agent = self._supervisor.scale(request.name, request.replicas)
+        return supervisor_pb2.ScaleAgentResponse(agent=agent_status(agent))
+
+    async def ListProcesses(
+        self, request: supervisor_pb2.ListProcessesRequest, context: grpc.aio.ServicerContext
+    ) -> supervisor_pb2.ListProcessesResponse:
+        agents = [self._supervisor.get(request.agent)] if request.agent else [
+            a for _, a in sorted(self._supervisor.agents.items())
+        ]
+        replicas = [r for a in agents for r in a.replicas]
+        page, token = paginate(replicas, request.page_size, request.page_token, f"processes/{request.agent}")
+        return supervisor_pb2.ListProcessesResponse(processes=[process_info(r) for r in page], next_page_token=token)
+
+    async def WatchEvents(
+        self, request: supervisor_pb2.WatchEventsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[supervisor_pb2.WatchEventsResponse]:
+        if request.agent:
+            self._supervisor.get(request.agent)
+        history = self._supervisor.events
+        after = history.last_sequence if request.after_sequence < 0 else request.after_sequence
+        async for sequence, event in history.follow(after, until=lambda: self._lifecycle.is_stopping):
+            if not request.agent or event.agent == request.agent:
+                yield _event(sequence, event)
+
+    async def StreamLogs(
+        self, request: supervisor_pb2.StreamLogsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[supervisor_pb2.StreamLogsResponse]:
+        if not 0 <= request.tail_lines <= MAX_TAIL:
+            raise InvalidArgument(f"tail_lines {request.tail_lines} is out of range 0..{MAX_TAIL}",
+                                  reason="INVALID_TAIL", violations=[FieldViolation("tail_lines", "0 to 10000")])
+        agent = self._supervisor.get(request.agent)
+        tail = agent.logs.tail(request.tail_lines or 100)
+        for _, line in tail:
+            yield _log(line)
+        if not request.follow:
+            return
+        after = tail[-1][0] if tail else agent.logs.last_sequence
+        async for _, line in agent.logs.follow(after, until=lambda: self._lifecycle.is_stopping):
+            yield _log(line)
+
+
+def _spec_request(spec: supervisor_pb2.AgentSpec) -> dict[str, Any]:
+    """An AgentSpec message as the plain request the supervisor merges with agent.toml."""
+    request: dict[str, Any] = {
+        "name": spec.name,
+        "path": spec.path,
+        "language": convert.LANGUAGE_NAMES.get(spec.language, ""),
+        "type": convert.KIND_NAMES.get(spec.type, ""),
+        "replicas": spec.replicas,
+        "restart": _RESTART.get(spec.restart, ""),
+        "module": spec.module,
+        "function": spec.function,
+        "env": dict(spec.env),
+        "config": convert.struct_to_dict(spec.config),
+        "capabilities": list(spec.capabilities),
+        "calls": list(spec.allowed_calls),
+    }
+    if spec.HasField("start_timeout"):
+        request["start_timeout"] = convert.seconds(spec.start_timeout)
+    if spec.HasField("stop_grace"):
+        request["stop_grace"] = convert.seconds(spec.stop_grace)
+    return request
+
+
+def process_info(replica: Replica) -> supervisor_pb2.ProcessInfo:
+    info = supervisor_pb2.ProcessInfo(
+        agent=replica.agent.name,
+        replica=replica.index,
+        pid=replica.pid,
+        state=convert.agent_state(replica.state),  # type: ignore[arg-type]
+        restarts=replica.restarts,
+        in_flight=replica.assigned,
+        reason=replica.reason,
+    )
+    if replica.pid and replica.started_at:
+        info.started_at.CopyFrom(convert.timestamp(replica.started_at))
+    if replica.last_exit_code is not None:
+        info.last_exit_code = replica.last_exit_code
+    if replica.last_signal is not None:
+        info.last_signal = replica.last_signal
+    if replica.connection is not None:
+        info.noise_lines = replica.connection.counters.noise_lines
+        info.protocol_errors = replica.connection.counters.protocol_errors
+    return info
+
+
+def agent_status(agent: ManagedAgent) -> supervisor_pb2.AgentStatus:
+    spec = agent.spec
+    return supervisor_pb2.AgentStatus(
+        info=convert.agent_info(agent),
+        spec=supervisor_pb2.AgentSpec(
+            name=spec.name,
+            path=str(spec.path),
+            language=convert.LANGUAGES[spec.language],  # type: ignore[arg-type]
+            type=convert.KINDS[spec.kind],  # type: ignore[arg-type]
+            replicas=spec.replicas,
+            restart=_RESTART_VALUES[spec.restart],  # type: ignore[arg-type]
+            module=spec.module,
+            function=spec.function,
+            env=spec.env,
+            config=convert.dict_to_struct(spec.config),
+            capabilities=spec.capabilities,
+            allowed_calls=spec.allowed_calls,
+            start_timeout=convert.duration(spec.start_timeout),
+            stop_grace=convert.duration(spec.stop_grace),
+        ),
+        processes=[process_info(r) for r in agent.replicas],
+        reason=agent.status_reason(),
+    )
+
+
+def _event(sequence: int, event: LifecycleEvent) -> supervisor_pb2.WatchEventsResponse:
+    message = supervisor_pb2.WatchEventsResponse(
+        sequence=sequence,
+        time=convert.timestamp(event.time),
+        agent=event.agent,
+        replica=event.replica,
+        state=convert.agent_state(event.state),  # type: ignore[arg-type]
+        previous_state=convert.agent_state(event.previous),  # type: ignore[arg-type]
+        reason=event.reason,
+        pid=event.pid,
+        stderr_tail=list(event.stderr_tail),
+    )
+    if event.exit_code is not None:
+        message.exit_code = event.exit_code
+    if event.signal is not None:
+        message.signal = event.signal
+    return message
+
+
+def _log(line: LogLine) -> supervisor_pb2.StreamLogsResponse:
+    return supervisor_pb2.StreamLogsResponse(
+        time=convert.timestamp(line.time),
+        agent=line.agent,
+        replica=line.replica,
+        pid=line.pid,
+        source=line.source,
+        level=line.level,
+        message=line.message,
+        fields=convert.dict_to_struct(line.fields),
+    )

@@ -1,0 +1,1 @@
+"""Cross-language conformance suite for the stdio link (see README.md)."""

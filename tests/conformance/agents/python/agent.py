@@ -1,0 +1,62 @@
+"""The Python conformance agent: the contract in tests/conformance/README.md, with the SDK."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ether_agent import Agent, AgentError, TaskContext
+
+# A banner through the normal print at import time: it must land on stderr, not in the frames.
+print("conformance agent (python): loading")
+
+agent = Agent(
+    "conformance",
+    version="1.0.0",
+    description="Implements the cross-language conformance contract.",
+    max_concurrency=128,
+    max_frame=64 * 1024 * 1024,
+    calls=["agent.call"],
+)
+
+
+@agent.action(description="Return the params unchanged.")
+async def echo(params: dict[str, Any]) -> dict[str, Any]:
+    return params
+
+
+@agent.action(description="Sleep ms milliseconds (cancellable); return {slept: ms}.")
+async def sleep(ms: int) -> dict[str, Any]:
+    await asyncio.sleep(ms / 1000)
+    return {"slept": ms}
+
+
+@agent.action(description="Send `steps` progress frames, then return {steps}.")
+async def progress(steps: int, ctx: TaskContext) -> dict[str, Any]:
+    for i in range(1, steps + 1):
+        ctx.progress(i, steps, f"step {i} of {steps}")
+        await asyncio.sleep(0)
+    return {"steps": steps}
+
+
+@agent.action(description="Fail with the given error code and message.")
+async def fail(code: str, message: str) -> None:
+    raise AgentError(code, message)
+
+
+@agent.action(description="Return {data: 'x' * bytes}.")
+async def big(bytes: int) -> dict[str, Any]:  # noqa: A002 - the contract's param name
+    return {"data": "x" * bytes}
+
+
+@agent.action(name="print", description="print() the text to stdout; return {printed: true}.")
+def print_text(text: str) -> dict[str, Any]:
+    print(text)
+    return {"printed": True}
+
+
+@agent.action(description="Run `action` of `agent` through the host (agent.call).")
+async def call(
+    agent: str, action: str, ctx: TaskContext, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return await ctx.call_agent(agent, action, params or {})
