@@ -7,6 +7,7 @@ task that runs the servicer method.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 import uuid
@@ -120,6 +121,7 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self, error: BaseException, method: str, context: grpc.aio.ServicerContext, started: float
     ) -> NoReturn:
         """Log the ended call, then abort with the mapped status or re-raise."""
+        error = _unwrap(error)
         if isinstance(error, EtherError):
             self._end(method, context, started, error.code.value)
             await context.abort_with_status(status_of(error))
@@ -133,6 +135,16 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         log.error("rpc crashed", method=method, correlation_id=correlation_id, exc_info=error)
         self._end(method, context, started, "INTERNAL")
         await context.abort_with_status(internal_status(correlation_id))
+
+
+def _unwrap(error: BaseException) -> BaseException:
+    """The one real error inside task-group exception groups, when there is one."""
+    while isinstance(error, BaseExceptionGroup):
+        leaves = [e for e in error.exceptions if not isinstance(e, asyncio.CancelledError)]
+        if len(leaves) != 1:
+            return error
+        error = leaves[0]
+    return error
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]

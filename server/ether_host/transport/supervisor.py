@@ -173,6 +173,7 @@ def agent_status(agent: ManagedAgent) -> supervisor_pb2.AgentStatus:
         ),
         processes=[process_info(r) for r in agent.replicas],
         reason=agent.status_reason(),
+        event_sequence=agent.supervisor.events.last_sequence,
     )
 
 

@@ -410,7 +410,11 @@ type AgentStatus struct {
 	Processes []*ProcessInfo `protobuf:"bytes,3,rep,name=processes,proto3" json:"processes,omitempty"`
 	// Why the agent is in its state; for FATAL the cause (install error,
 	// exit 78, too many restarts) with the last stderr lines.
-	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Sequence number of the newest lifecycle event when this status was
+	// taken. Pass it as WatchEventsRequest.after_sequence to see exactly what
+	// happens next, with nothing missed and nothing replayed.
+	EventSequence int64 `protobuf:"varint,5,opt,name=event_sequence,json=eventSequence,proto3" json:"event_sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -471,6 +475,13 @@ func (x *AgentStatus) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *AgentStatus) GetEventSequence() int64 {
+	if x != nil {
+		return x.EventSequence
+	}
+	return 0
 }
 
 // DeployAgentRequest is the request of SupervisorService.DeployAgent.
@@ -1561,12 +1572,13 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"noiseLines\x12'\n" +
 	"\x0fprotocol_errors\x18\f \x01(\x03R\x0eprotocolErrorsB\x11\n" +
 	"\x0f_last_exit_codeB\x0e\n" +
-	"\f_last_signal\"\xac\x01\n" +
+	"\f_last_signal\"\xd3\x01\n" +
 	"\vAgentStatus\x12'\n" +
 	"\x04info\x18\x01 \x01(\v2\x13.ether.v1.AgentInfoR\x04info\x12'\n" +
 	"\x04spec\x18\x02 \x01(\v2\x13.ether.v1.AgentSpecR\x04spec\x123\n" +
 	"\tprocesses\x18\x03 \x03(\v2\x15.ether.v1.ProcessInfoR\tprocesses\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"=\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12%\n" +
+	"\x0eevent_sequence\x18\x05 \x01(\x03R\reventSequence\"=\n" +
 	"\x12DeployAgentRequest\x12'\n" +
 	"\x04spec\x18\x01 \x01(\v2\x13.ether.v1.AgentSpecR\x04spec\"B\n" +
 	"\x13DeployAgentResponse\x12+\n" +

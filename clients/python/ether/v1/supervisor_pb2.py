@@ -29,7 +29,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x65ther/v1/supervisor.proto\x12\x08\x65ther.v1\x1a\x17\x65ther/v1/agent_io.proto\x1a\x15\x65ther/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x04\n\tAgentSpec\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n\x04path\x18\x02 \x01(\tR\x04path\x12.\n\x08language\x18\x03 \x01(\x0e\x32\x12.ether.v1.LanguageR\x08language\x12\'\n\x04type\x18\x04 \x01(\x0e\x32\x13.ether.v1.AgentTypeR\x04type\x12\x1a\n\x08replicas\x18\x05 \x01(\x05R\x08replicas\x12\x31\n\x07restart\x18\x06 \x01(\x0e\x32\x17.ether.v1.RestartPolicyR\x07restart\x12\x16\n\x06module\x18\x07 \x01(\tR\x06module\x12\x1a\n\x08\x66unction\x18\x08 \x01(\tR\x08\x66unction\x12.\n\x03\x65nv\x18\t \x03(\x0b\x32\x1c.ether.v1.AgentSpec.EnvEntryR\x03\x65nv\x12/\n\x06\x63onfig\x18\n \x01(\x0b\x32\x17.google.protobuf.StructR\x06\x63onfig\x12\"\n\x0c\x63\x61pabilities\x18\x0b \x03(\tR\x0c\x63\x61pabilities\x12#\n\rallowed_calls\x18\x0c \x03(\tR\x0c\x61llowedCalls\x12>\n\rstart_timeout\x18\r \x01(\x0b\x32\x19.google.protobuf.DurationR\x0cstartTimeout\x12\x38\n\nstop_grace\x18\x0e \x01(\x0b\x32\x19.google.protobuf.DurationR\tstopGrace\x1a\x36\n\x08\x45nvEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\xc5\x03\n\x0bProcessInfo\x12\x14\n\x05\x61gent\x18\x01 \x01(\tR\x05\x61gent\x12\x18\n\x07replica\x18\x02 \x01(\x05R\x07replica\x12\x10\n\x03pid\x18\x03 \x01(\x05R\x03pid\x12*\n\x05state\x18\x04 \x01(\x0e\x32\x14.ether.v1.AgentStateR\x05state\x12\x39\n\nstarted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartedAt\x12\x1a\n\x08restarts\x18\x06 \x01(\x05R\x08restarts\x12\x1b\n\tin_flight\x18\x07 \x01(\x05R\x08inFlight\x12)\n\x0elast_exit_code\x18\x08 \x01(\x05H\x00R\x0clastExitCode\x88\x01\x01\x12$\n\x0blast_signal\x18\t \x01(\x05H\x01R\nlastSignal\x88\x01\x01\x12\x16\n\x06reason\x18\n \x01(\tR\x06reason\x12\x1f\n\x0bnoise_lines\x18\x0b \x01(\x03R\nnoiseLines\x12\'\n\x0fprotocol_errors\x18\x0c \x01(\x03R\x0eprotocolErrorsB\x11\n\x0f_last_exit_codeB\x0e\n\x0c_last_signal\"\xac\x01\n\x0b\x41gentStatus\x12\'\n\x04info\x18\x01 \x01(\x0b\x32\x13.ether.v1.AgentInfoR\x04info\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x13.ether.v1.AgentSpecR\x04spec\x12\x33\n\tprocesses\x18\x03 \x03(\x0b\x32\x15.ether.v1.ProcessInfoR\tprocesses\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\"=\n\x12\x44\x65ployAgentRequest\x12\'\n\x04spec\x18\x01 \x01(\x0b\x32\x13.ether.v1.AgentSpecR\x04spec\"B\n\x13\x44\x65ployAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\"(\n\x12RemoveAgentRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"\x15\n\x13RemoveAgentResponse\"\'\n\x11StartAgentRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"A\n\x12StartAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\"W\n\x10StopAgentRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12/\n\x05grace\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x05grace\"@\n\x11StopAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\")\n\x13RestartAgentRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"C\n\x14RestartAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\"C\n\x11ScaleAgentRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n\x08replicas\x18\x02 \x01(\x05R\x08replicas\"A\n\x12ScaleAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\"h\n\x14ListProcessesRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\x12\x14\n\x05\x61gent\x18\x03 \x01(\tR\x05\x61gent\"t\n\x15ListProcessesResponse\x12\x33\n\tprocesses\x18\x01 \x03(\x0b\x32\x15.ether.v1.ProcessInfoR\tprocesses\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Q\n\x12WatchEventsRequest\x12\x14\n\x05\x61gent\x18\x01 \x01(\tR\x05\x61gent\x12%\n\x0e\x61\x66ter_sequence\x18\x02 \x01(\x03R\rafterSequence\"\x9d\x03\n\x13WatchEventsResponse\x12\x1a\n\x08sequence\x18\x01 \x01(\x03R\x08sequence\x12.\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12\x14\n\x05\x61gent\x18\x03 \x01(\tR\x05\x61gent\x12\x18\n\x07replica\x18\x04 \x01(\x05R\x07replica\x12*\n\x05state\x18\x05 \x01(\x0e\x32\x14.ether.v1.AgentStateR\x05state\x12;\n\x0eprevious_state\x18\x06 \x01(\x0e\x32\x14.ether.v1.AgentStateR\rpreviousState\x12\x16\n\x06reason\x18\x07 \x01(\tR\x06reason\x12\x10\n\x03pid\x18\x08 \x01(\x05R\x03pid\x12 \n\texit_code\x18\t \x01(\x05H\x00R\x08\x65xitCode\x88\x01\x01\x12\x1b\n\x06signal\x18\n \x01(\x05H\x01R\x06signal\x88\x01\x01\x12\x1f\n\x0bstderr_tail\x18\x0b \x03(\tR\nstderrTailB\x0c\n\n_exit_codeB\t\n\x07_signal\"`\n\x11StreamLogsRequest\x12\x14\n\x05\x61gent\x18\x01 \x01(\tR\x05\x61gent\x12\x1d\n\ntail_lines\x18\x02 \x01(\x05R\ttailLines\x12\x16\n\x06\x66ollow\x18\x03 \x01(\x08R\x06\x66ollow\"\xff\x01\n\x12StreamLogsResponse\x12.\n\x04time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12\x14\n\x05\x61gent\x18\x02 \x01(\tR\x05\x61gent\x12\x18\n\x07replica\x18\x03 \x01(\x05R\x07replica\x12\x10\n\x03pid\x18\x04 \x01(\x05R\x03pid\x12\x16\n\x06source\x18\x05 \x01(\tR\x06source\x12\x14\n\x05level\x18\x06 \x01(\tR\x05level\x12\x18\n\x07message\x18\x07 \x01(\tR\x07message\x12/\n\x06\x66ields\x18\x08 \x01(\x0b\x32\x17.google.protobuf.StructR\x06\x66ields*\x83\x01\n\rRestartPolicy\x12\x1e\n\x1aRESTART_POLICY_UNSPECIFIED\x10\x00\x12\x19\n\x15RESTART_POLICY_ALWAYS\x10\x01\x12\x1d\n\x19RESTART_POLICY_ON_FAILURE\x10\x02\x12\x18\n\x14RESTART_POLICY_NEVER\x10\x03\x32\xbd\x05\n\x11SupervisorService\x12J\n\x0b\x44\x65ployAgent\x12\x1c.ether.v1.DeployAgentRequest\x1a\x1d.ether.v1.DeployAgentResponse\x12J\n\x0bRemoveAgent\x12\x1c.ether.v1.RemoveAgentRequest\x1a\x1d.ether.v1.RemoveAgentResponse\x12G\n\nStartAgent\x12\x1b.ether.v1.StartAgentRequest\x1a\x1c.ether.v1.StartAgentResponse\x12\x44\n\tStopAgent\x12\x1a.ether.v1.StopAgentRequest\x1a\x1b.ether.v1.StopAgentResponse\x12M\n\x0cRestartAgent\x12\x1d.ether.v1.RestartAgentRequest\x1a\x1e.ether.v1.RestartAgentResponse\x12G\n\nScaleAgent\x12\x1b.ether.v1.ScaleAgentRequest\x1a\x1c.ether.v1.ScaleAgentResponse\x12P\n\rListProcesses\x12\x1e.ether.v1.ListProcessesRequest\x1a\x1f.ether.v1.ListProcessesResponse\x12L\n\x0bWatchEvents\x12\x1c.ether.v1.WatchEventsRequest\x1a\x1d.ether.v1.WatchEventsResponse0\x01\x12I\n\nStreamLogs\x12\x1b.ether.v1.StreamLogsRequest\x1a\x1c.ether.v1.StreamLogsResponse0\x01\x42\x98\x01\n\x0c\x63om.ether.v1B\x0fSupervisorProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03\x45XX\xaa\x02\x08\x45ther.V1\xca\x02\x08\x45ther\\V1\xe2\x02\x14\x45ther\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x65ther/v1/supervisor.proto\x12\x08\x65ther.v1\x1a\x17\x65ther/v1/agent_io.proto\x1a\x15\x65ther/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x04\n\tAgentSpec\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n\x04path\x18\x02 \x01(\tR\x04path\x12.\n\x08language\x18\x03 \x01(\x0e\x32\x12.ether.v1.LanguageR\x08language\x12\'\n\x04type\x18\x04 \x01(\x0e\x32\x13.ether.v1.AgentTypeR\x04type\x12\x1a\n\x08replicas\x18\x05 \x01(\x05R\x08replicas\x12\x31\n\x07restart\x18\x06 \x01(\x0e\x32\x17.ether.v1.RestartPolicyR\x07restart\x12\x16\n\x06module\x18\x07 \x01(\tR\x06module\x12\x1a\n\x08\x66unction\x18\x08 \x01(\tR\x08\x66unction\x12.\n\x03\x65nv\x18\t \x03(\x0b\x32\x1c.ether.v1.AgentSpec.EnvEntryR\x03\x65nv\x12/\n\x06\x63onfig\x18\n \x01(\x0b\x32\x17.google.protobuf.StructR\x06\x63onfig\x12\"\n\x0c\x63\x61pabilities\x18\x0b \x03(\tR\x0c\x63\x61pabilities\x12#\n\rallowed_calls\x18\x0c \x03(\tR\x0c\x61llowedCalls\x12>\n\rstart_timeout\x18\r \x01(\x0b\x32\x19.google.protobuf.DurationR\x0cstartTimeout\x12\x38\n\nstop_grace\x18\x0e \x01(\x0b\x32\x19.google.protobuf.DurationR\tstopGrace\x1a\x36\n\x08\x45nvEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\xc5\x03\n\x0bProcessInfo\x12\x14\n\x05\x61gent\x18\x01 \x01(\tR\x05\x61gent\x12\x18\n\x07replica\x18\x02 \x01(\x05R\x07replica\x12\x10\n\x03pid\x18\x03 \x01(\x05R\x03pid\x12*\n\x05state\x18\x04 \x01(\x0e\x32\x14.ether.v1.AgentStateR\x05state\x12\x39\n\nstarted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartedAt\x12\x1a\n\x08restarts\x18\x06 \x01(\x05R\x08restarts\x12\x1b\n\tin_flight\x18\x07 \x01(\x05R\x08inFlight\x12)\n\x0elast_exit_code\x18\x08 \x01(\x05H\x00R\x0clastExitCode\x88\x01\x01\x12$\n\x0blast_signal\x18\t \x01(\x05H\x01R\nlastSignal\x88\x01\x01\x12\x16\n\x06reason\x18\n \x01(\tR\x06reason\x12\x1f\n\x0bnoise_lines\x18\x0b \x01(\x03R\nnoiseLines\x12\'\n\x0fprotocol_errors\x18\x0c \x01(\x03R\x0eprotocolErrorsB\x11\n\x0f_last_exit_codeB\x0e\n\x0c_last_signal\"\xd3\x01\n\x0b\x41gentStatus\x12\'\n\x04info\x18\x01 \x01(\x0b\x32\x13.ether.v1.AgentInfoR\x04info\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x13.ether.v1.AgentSpecR\x04spec\x12\x33\n\tprocesses\x18\x03 \x03(\x0b\x32\x15.ether.v1.ProcessInfoR\tprocesses\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\x12%\n\x0e\x65vent_sequence\x18\x05 \x01(\x03R\reventSequence\"=\n\x12\x44\x65ployAgentRequest\x12\'\n\x04spec\x18\x01 \x01(\x0b\x32\x13.ether.v1.AgentSpecR\x04spec\"B\n\x13\x44\x65ployAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\"(\n\x12RemoveAgentRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"\x15\n\x13RemoveAgentResponse\"\'\n\x11StartAgentRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"A\n\x12StartAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\"W\n\x10StopAgentRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12/\n\x05grace\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x05grace\"@\n\x11StopAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\")\n\x13RestartAgentRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"C\n\x14RestartAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\"C\n\x11ScaleAgentRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n\x08replicas\x18\x02 \x01(\x05R\x08replicas\"A\n\x12ScaleAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\"h\n\x14ListProcessesRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\x12\x14\n\x05\x61gent\x18\x03 \x01(\tR\x05\x61gent\"t\n\x15ListProcessesResponse\x12\x33\n\tprocesses\x18\x01 \x03(\x0b\x32\x15.ether.v1.ProcessInfoR\tprocesses\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Q\n\x12WatchEventsRequest\x12\x14\n\x05\x61gent\x18\x01 \x01(\tR\x05\x61gent\x12%\n\x0e\x61\x66ter_sequence\x18\x02 \x01(\x03R\rafterSequence\"\x9d\x03\n\x13WatchEventsResponse\x12\x1a\n\x08sequence\x18\x01 \x01(\x03R\x08sequence\x12.\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12\x14\n\x05\x61gent\x18\x03 \x01(\tR\x05\x61gent\x12\x18\n\x07replica\x18\x04 \x01(\x05R\x07replica\x12*\n\x05state\x18\x05 \x01(\x0e\x32\x14.ether.v1.AgentStateR\x05state\x12;\n\x0eprevious_state\x18\x06 \x01(\x0e\x32\x14.ether.v1.AgentStateR\rpreviousState\x12\x16\n\x06reason\x18\x07 \x01(\tR\x06reason\x12\x10\n\x03pid\x18\x08 \x01(\x05R\x03pid\x12 \n\texit_code\x18\t \x01(\x05H\x00R\x08\x65xitCode\x88\x01\x01\x12\x1b\n\x06signal\x18\n \x01(\x05H\x01R\x06signal\x88\x01\x01\x12\x1f\n\x0bstderr_tail\x18\x0b \x03(\tR\nstderrTailB\x0c\n\n_exit_codeB\t\n\x07_signal\"`\n\x11StreamLogsRequest\x12\x14\n\x05\x61gent\x18\x01 \x01(\tR\x05\x61gent\x12\x1d\n\ntail_lines\x18\x02 \x01(\x05R\ttailLines\x12\x16\n\x06\x66ollow\x18\x03 \x01(\x08R\x06\x66ollow\"\xff\x01\n\x12StreamLogsResponse\x12.\n\x04time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12\x14\n\x05\x61gent\x18\x02 \x01(\tR\x05\x61gent\x12\x18\n\x07replica\x18\x03 \x01(\x05R\x07replica\x12\x10\n\x03pid\x18\x04 \x01(\x05R\x03pid\x12\x16\n\x06source\x18\x05 \x01(\tR\x06source\x12\x14\n\x05level\x18\x06 \x01(\tR\x05level\x12\x18\n\x07message\x18\x07 \x01(\tR\x07message\x12/\n\x06\x66ields\x18\x08 \x01(\x0b\x32\x17.google.protobuf.StructR\x06\x66ields*\x83\x01\n\rRestartPolicy\x12\x1e\n\x1aRESTART_POLICY_UNSPECIFIED\x10\x00\x12\x19\n\x15RESTART_POLICY_ALWAYS\x10\x01\x12\x1d\n\x19RESTART_POLICY_ON_FAILURE\x10\x02\x12\x18\n\x14RESTART_POLICY_NEVER\x10\x03\x32\xbd\x05\n\x11SupervisorService\x12J\n\x0b\x44\x65ployAgent\x12\x1c.ether.v1.DeployAgentRequest\x1a\x1d.ether.v1.DeployAgentResponse\x12J\n\x0bRemoveAgent\x12\x1c.ether.v1.RemoveAgentRequest\x1a\x1d.ether.v1.RemoveAgentResponse\x12G\n\nStartAgent\x12\x1b.ether.v1.StartAgentRequest\x1a\x1c.ether.v1.StartAgentResponse\x12\x44\n\tStopAgent\x12\x1a.ether.v1.StopAgentRequest\x1a\x1b.ether.v1.StopAgentResponse\x12M\n\x0cRestartAgent\x12\x1d.ether.v1.RestartAgentRequest\x1a\x1e.ether.v1.RestartAgentResponse\x12G\n\nScaleAgent\x12\x1b.ether.v1.ScaleAgentRequest\x1a\x1c.ether.v1.ScaleAgentResponse\x12P\n\rListProcesses\x12\x1e.ether.v1.ListProcessesRequest\x1a\x1f.ether.v1.ListProcessesResponse\x12L\n\x0bWatchEvents\x12\x1c.ether.v1.WatchEventsRequest\x1a\x1d.ether.v1.WatchEventsResponse0\x01\x12I\n\nStreamLogs\x12\x1b.ether.v1.StreamLogsRequest\x1a\x1c.ether.v1.StreamLogsResponse0\x01\x42\x98\x01\n\x0c\x63om.ether.v1B\x0fSupervisorProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03\x45XX\xaa\x02\x08\x45ther.V1\xca\x02\x08\x45ther\\V1\xe2\x02\x14\x45ther\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,8 +39,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\n\014com.ether.v1B\017SupervisorProtoP\001Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\242\002\003EXX\252\002\010Ether.V1\312\002\010Ether\\V1\342\002\024Ether\\V1\\GPBMetadata\352\002\tEther::V1'
   _globals['_AGENTSPEC_ENVENTRY']._loaded_options = None
   _globals['_AGENTSPEC_ENVENTRY']._serialized_options = b'8\001'
-  _globals['_RESTARTPOLICY']._serialized_start=3222
-  _globals['_RESTARTPOLICY']._serialized_end=3353
+  _globals['_RESTARTPOLICY']._serialized_start=3261
+  _globals['_RESTARTPOLICY']._serialized_end=3392
   _globals['_AGENTSPEC']._serialized_start=183
   _globals['_AGENTSPEC']._serialized_end=802
   _globals['_AGENTSPEC_ENVENTRY']._serialized_start=748
@@ -48,43 +48,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PROCESSINFO']._serialized_start=805
   _globals['_PROCESSINFO']._serialized_end=1258
   _globals['_AGENTSTATUS']._serialized_start=1261
-  _globals['_AGENTSTATUS']._serialized_end=1433
-  _globals['_DEPLOYAGENTREQUEST']._serialized_start=1435
-  _globals['_DEPLOYAGENTREQUEST']._serialized_end=1496
-  _globals['_DEPLOYAGENTRESPONSE']._serialized_start=1498
-  _globals['_DEPLOYAGENTRESPONSE']._serialized_end=1564
-  _globals['_REMOVEAGENTREQUEST']._serialized_start=1566
-  _globals['_REMOVEAGENTREQUEST']._serialized_end=1606
-  _globals['_REMOVEAGENTRESPONSE']._serialized_start=1608
-  _globals['_REMOVEAGENTRESPONSE']._serialized_end=1629
-  _globals['_STARTAGENTREQUEST']._serialized_start=1631
-  _globals['_STARTAGENTREQUEST']._serialized_end=1670
-  _globals['_STARTAGENTRESPONSE']._serialized_start=1672
-  _globals['_STARTAGENTRESPONSE']._serialized_end=1737
-  _globals['_STOPAGENTREQUEST']._serialized_start=1739
-  _globals['_STOPAGENTREQUEST']._serialized_end=1826
-  _globals['_STOPAGENTRESPONSE']._serialized_start=1828
-  _globals['_STOPAGENTRESPONSE']._serialized_end=1892
-  _globals['_RESTARTAGENTREQUEST']._serialized_start=1894
-  _globals['_RESTARTAGENTREQUEST']._serialized_end=1935
-  _globals['_RESTARTAGENTRESPONSE']._serialized_start=1937
-  _globals['_RESTARTAGENTRESPONSE']._serialized_end=2004
-  _globals['_SCALEAGENTREQUEST']._serialized_start=2006
-  _globals['_SCALEAGENTREQUEST']._serialized_end=2073
-  _globals['_SCALEAGENTRESPONSE']._serialized_start=2075
-  _globals['_SCALEAGENTRESPONSE']._serialized_end=2140
-  _globals['_LISTPROCESSESREQUEST']._serialized_start=2142
-  _globals['_LISTPROCESSESREQUEST']._serialized_end=2246
-  _globals['_LISTPROCESSESRESPONSE']._serialized_start=2248
-  _globals['_LISTPROCESSESRESPONSE']._serialized_end=2364
-  _globals['_WATCHEVENTSREQUEST']._serialized_start=2366
-  _globals['_WATCHEVENTSREQUEST']._serialized_end=2447
-  _globals['_WATCHEVENTSRESPONSE']._serialized_start=2450
-  _globals['_WATCHEVENTSRESPONSE']._serialized_end=2863
-  _globals['_STREAMLOGSREQUEST']._serialized_start=2865
-  _globals['_STREAMLOGSREQUEST']._serialized_end=2961
-  _globals['_STREAMLOGSRESPONSE']._serialized_start=2964
-  _globals['_STREAMLOGSRESPONSE']._serialized_end=3219
-  _globals['_SUPERVISORSERVICE']._serialized_start=3356
-  _globals['_SUPERVISORSERVICE']._serialized_end=4057
+  _globals['_AGENTSTATUS']._serialized_end=1472
+  _globals['_DEPLOYAGENTREQUEST']._serialized_start=1474
+  _globals['_DEPLOYAGENTREQUEST']._serialized_end=1535
+  _globals['_DEPLOYAGENTRESPONSE']._serialized_start=1537
+  _globals['_DEPLOYAGENTRESPONSE']._serialized_end=1603
+  _globals['_REMOVEAGENTREQUEST']._serialized_start=1605
+  _globals['_REMOVEAGENTREQUEST']._serialized_end=1645
+  _globals['_REMOVEAGENTRESPONSE']._serialized_start=1647
+  _globals['_REMOVEAGENTRESPONSE']._serialized_end=1668
+  _globals['_STARTAGENTREQUEST']._serialized_start=1670
+  _globals['_STARTAGENTREQUEST']._serialized_end=1709
+  _globals['_STARTAGENTRESPONSE']._serialized_start=1711
+  _globals['_STARTAGENTRESPONSE']._serialized_end=1776
+  _globals['_STOPAGENTREQUEST']._serialized_start=1778
+  _globals['_STOPAGENTREQUEST']._serialized_end=1865
+  _globals['_STOPAGENTRESPONSE']._serialized_start=1867
+  _globals['_STOPAGENTRESPONSE']._serialized_end=1931
+  _globals['_RESTARTAGENTREQUEST']._serialized_start=1933
+  _globals['_RESTARTAGENTREQUEST']._serialized_end=1974
+  _globals['_RESTARTAGENTRESPONSE']._serialized_start=1976
+  _globals['_RESTARTAGENTRESPONSE']._serialized_end=2043
+  _globals['_SCALEAGENTREQUEST']._serialized_start=2045
+  _globals['_SCALEAGENTREQUEST']._serialized_end=2112
+  _globals['_SCALEAGENTRESPONSE']._serialized_start=2114
+  _globals['_SCALEAGENTRESPONSE']._serialized_end=2179
+  _globals['_LISTPROCESSESREQUEST']._serialized_start=2181
+  _globals['_LISTPROCESSESREQUEST']._serialized_end=2285
+  _globals['_LISTPROCESSESRESPONSE']._serialized_start=2287
+  _globals['_LISTPROCESSESRESPONSE']._serialized_end=2403
+  _globals['_WATCHEVENTSREQUEST']._serialized_start=2405
+  _globals['_WATCHEVENTSREQUEST']._serialized_end=2486
+  _globals['_WATCHEVENTSRESPONSE']._serialized_start=2489
+  _globals['_WATCHEVENTSRESPONSE']._serialized_end=2902
+  _globals['_STREAMLOGSREQUEST']._serialized_start=2904
+  _globals['_STREAMLOGSREQUEST']._serialized_end=3000
+  _globals['_STREAMLOGSRESPONSE']._serialized_start=3003
+  _globals['_STREAMLOGSRESPONSE']._serialized_end=3258
+  _globals['_SUPERVISORSERVICE']._serialized_start=3395
+  _globals['_SUPERVISORSERVICE']._serialized_end=4096
 # @@protoc_insertion_point(module_scope)

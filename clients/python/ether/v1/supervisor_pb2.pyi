@@ -93,16 +93,18 @@ class ProcessInfo(_message.Message):
     def __init__(self, agent: _Optional[str] = ..., replica: _Optional[int] = ..., pid: _Optional[int] = ..., state: _Optional[_Union[_agent_io_pb2.AgentState, str]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., restarts: _Optional[int] = ..., in_flight: _Optional[int] = ..., last_exit_code: _Optional[int] = ..., last_signal: _Optional[int] = ..., reason: _Optional[str] = ..., noise_lines: _Optional[int] = ..., protocol_errors: _Optional[int] = ...) -> None: ...
 
 class AgentStatus(_message.Message):
-    __slots__ = ("info", "spec", "processes", "reason")
+    __slots__ = ("info", "spec", "processes", "reason", "event_sequence")
     INFO_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     PROCESSES_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    EVENT_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     info: _agent_io_pb2.AgentInfo
     spec: AgentSpec
     processes: _containers.RepeatedCompositeFieldContainer[ProcessInfo]
     reason: str
-    def __init__(self, info: _Optional[_Union[_agent_io_pb2.AgentInfo, _Mapping]] = ..., spec: _Optional[_Union[AgentSpec, _Mapping]] = ..., processes: _Optional[_Iterable[_Union[ProcessInfo, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
+    event_sequence: int
+    def __init__(self, info: _Optional[_Union[_agent_io_pb2.AgentInfo, _Mapping]] = ..., spec: _Optional[_Union[AgentSpec, _Mapping]] = ..., processes: _Optional[_Iterable[_Union[ProcessInfo, _Mapping]]] = ..., reason: _Optional[str] = ..., event_sequence: _Optional[int] = ...) -> None: ...
 
 class DeployAgentRequest(_message.Message):
     __slots__ = ("spec",)

@@ -1,0 +1,96 @@
+"""A deliberately badly behaved agent for the host's robustness tests.
+
+Start-up behaviour (environment): ROGUE_BANNER=1 prints garbage before hello,
+ROGUE_IGNORE_TERM=1 ignores SIGTERM, ROGUE_EXIT=N exits with N at once,
+ROGUE_NO_HELLO=1 never says hello, ROGUE_FATAL=1 sends a fatal frame.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+out = sys.stdout.buffer
+lock = threading.Lock()
+
+
+def write_raw(data: bytes, chunk: int = 0) -> None:
+    with lock:
+        if chunk:
+            for i in range(0, len(data), chunk):
+                out.write(data[i : i + chunk])
+                out.flush()
+        else:
+            out.write(data)
+            out.flush()
+
+
+def send(frame: dict, chunk: int = 0) -> None:
+    write_raw(json.dumps(frame, separators=(",", ":")).encode() + b"\n", chunk)
+
+
+def result(frame_id: str, value: object, chunk: int = 0) -> None:
+    send({"type": "result", "id": frame_id, "status": "ok", "result": value}, chunk)
+
+
+def handle(task: dict) -> None:
+    action, params, frame_id = task["action"], task.get("params") or {}, task["id"]
+    if action == "echo":
+        result(frame_id, params)
+    elif action == "sized":
+        # A result whose whole frame is exactly `bytes` long, written `chunk` bytes at a time.
+        frame = {"type": "result", "id": frame_id, "status": "ok", "result": {"data": ""}}
+        overhead = len(json.dumps(frame, separators=(",", ":")).encode()) + 1
+        frame["result"]["data"] = "x" * (int(params["bytes"]) - overhead)
+        send(frame, int(params.get("chunk", 0)))
+    elif action == "garbage":
+        write_raw(b"not json at all\n42\n[1,2]\n\xff\xfe invalid utf-8 \xc3\x28\n{\"id\":\n{\"type\":\"result\",\"id\":\"h-999999\",\"status\":\"ok\"}\n")
+        result(frame_id, {"survived": True})
+    elif action == "hang":
+        pass  # never answers, ignores cancel
+    elif action == "crash":
+        os._exit(3)
+    elif action == "grandchild":
+        child = subprocess.Popen(["sh", "-c", "trap '' TERM HUP; while true; do sleep 1; done"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        result(frame_id, {"pid": child.pid, "pgid": os.getpgid(child.pid)})
+    elif action == "print":
+        print("hello from print() on stdout", flush=True)
+        result(frame_id, {"printed": True})
+    else:
+        send({"type": "result", "id": frame_id, "status": "error",
+              "error": {"code": "unknown_action", "message": action}})
+
+
+def main() -> None:
+    if os.environ.get("ROGUE_IGNORE_TERM"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if os.environ.get("ROGUE_EXIT"):
+        print("rogue: exiting as asked", file=sys.stderr, flush=True)
+        sys.exit(int(os.environ["ROGUE_EXIT"]))
+    if os.environ.get("ROGUE_BANNER"):
+        write_raw(b"*** ROGUE AGENT v0 ***\nloading...\n\xff\xfe\n")
+    if os.environ.get("ROGUE_FATAL"):
+        send({"type": "fatal", "code": "fatal_config", "message": "missing API key ROGUE_KEY"})
+        sys.exit(1)
+    if not os.environ.get("ROGUE_NO_HELLO"):
+        actions = ["echo", "sized", "garbage", "hang", "crash", "grandchild", "print"]
+        send({"type": "hello", "protocol": 1, "agent": {"name": "rogue", "version": "0", "language": "python"},
+              "actions": [{"name": a} for a in actions],
+              "capabilities": {"max_concurrency": 16, "cancel": True}, "pid": os.getpid()})
+    if os.environ.get("ROGUE_BANNER"):
+        write_raw(b"banner after hello\n")
+    for line in sys.stdin.buffer:
+        try:
+            frame = json.loads(line)
+        except ValueError:
+            continue
+        if frame.get("type") == "task":
+            threading.Thread(target=handle, args=(frame,), daemon=True).start()
+        elif frame.get("type") == "shutdown":
+            break
+
+
+main()

@@ -1,0 +1,25 @@
+"""The scout example agent deployed into a real host and called over gRPC."""
+
+from __future__ import annotations
+
+from google.protobuf import struct_pb2
+
+from ether.v1 import agent_io_pb2
+from tests.support.agents import EXAMPLES, deploy
+from tests.support.host import ROOT, HostProcess
+
+
+def test_scout_analyzes_a_real_file(host: HostProcess) -> None:
+    """Execute runs analyze_file on this repository's README and returns real counts."""
+    deploy(host, EXAMPLES / "scout")
+    params = struct_pb2.Struct()
+    params.update({"path": str(ROOT / "proto" / "ether" / "v1" / "agent_io.proto")})
+    response = host.agents.Execute(
+        agent_io_pb2.ExecuteRequest(input=agent_io_pb2.AgentInput(agent="scout", action="analyze_file", params=params)),
+        timeout=30,
+    )
+    output = response.output
+    assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
+    assert output.data.struct_value["lines"] > 100
+    assert output.metadata.pid > 0
+    assert output.metadata.attempt == 1

@@ -1,0 +1,1 @@
+"""Helpers shared by the test suites: a real host process and real clients."""

@@ -1,0 +1,134 @@
+"""Start the real `ether serve` as a child process and talk to it over gRPC.
+
+The host listens on port 0; its JSON log on stderr announces the bound
+address (event "serving"), which is what the fixture waits for, followed by
+a health check. No fixed ports, no sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from ether.v1 import agent_io_pb2_grpc, gateway_pb2_grpc, supervisor_pb2_grpc, terminal_pb2_grpc, workflow_pb2_grpc
+
+ROOT = Path(__file__).resolve().parents[2]
+ETHER = ROOT / ".venv" / "bin" / "ether"
+TOOLS = ROOT / ".tools" / "bin"
+
+
+class HostProcess:
+    """A running `ether serve` with its log lines captured."""
+
+    def __init__(self, state_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.state_dir = state_dir
+        command = [str(ETHER), "serve", "--listen", "127.0.0.1:0", "--state-dir", str(state_dir),
+                   "--log-format", "json", *args]
+        environment = os.environ | {"PYTHONUNBUFFERED": "1"} | (env or {})
+        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, env=environment)
+        self.records: list[dict[str, Any]] = []
+        self.raw_lines: list[str] = []
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read_log, daemon=True)
+        self._reader.start()
+        self.address = ""
+        self._channel: grpc.Channel | None = None
+
+    def _read_log(self) -> None:
+        assert self.process.stderr is not None
+        for raw in self.process.stderr:
+            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            with self._changed:
+                self.raw_lines.append(line)
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    record = {"event": line}
+                self.records.append(record if isinstance(record, dict) else {"event": line})
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_for_log(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30.0) -> dict[str, Any]:
+        """The first log record matching ``predicate``, waiting for it to be written."""
+        deadline = time.monotonic() + timeout
+        seen = 0
+        with self._changed:
+            while True:
+                for record in self.records[seen:]:
+                    if predicate(record):
+                        return record
+                seen = len(self.records)
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.process.poll() is not None and not self._reader.is_alive()):
+                    raise AssertionError(
+                        f"no matching log record within {timeout}s; host exit={self.process.poll()}; last lines:\n"
+                        + "\n".join(self.raw_lines[-30:])
+                    )
+                self._changed.wait(left)
+
+    def wait_serving(self, timeout: float = 60.0) -> str:
+        record = self.wait_for_log(lambda r: r.get("event") == "serving", timeout)
+        self.address = record["addresses"][0]
+        health = health_pb2_grpc.HealthStub(self.channel)
+        response = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout, wait_for_ready=True)
+        assert response.status == health_pb2.HealthCheckResponse.SERVING
+        return self.address
+
+    @property
+    def channel(self) -> grpc.Channel:
+        if self._channel is None:
+            options = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
+                       ("grpc.max_send_message_length", 64 * 1024 * 1024)]
+            self._channel = grpc.insecure_channel(self.address, options=options)
+        return self._channel
+
+    @property
+    def agents(self) -> agent_io_pb2_grpc.AgentIOServiceStub:
+        return agent_io_pb2_grpc.AgentIOServiceStub(self.channel)
+
+    @property
+    def supervisor(self) -> supervisor_pb2_grpc.SupervisorServiceStub:
+        return supervisor_pb2_grpc.SupervisorServiceStub(self.channel)
+
+    @property
+    def workflows(self) -> workflow_pb2_grpc.WorkflowServiceStub:
+        return workflow_pb2_grpc.WorkflowServiceStub(self.channel)
+
+    @property
+    def terminals(self) -> terminal_pb2_grpc.TerminalServiceStub:
+        return terminal_pb2_grpc.TerminalServiceStub(self.channel)
+
+    @property
+    def gateway(self) -> gateway_pb2_grpc.GatewayServiceStub:
+        return gateway_pb2_grpc.GatewayServiceStub(self.channel)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM, then wait for a clean exit; returns the exit code."""
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError("host did not exit within its shutdown deadline") from None
+
+
+def python() -> str:
+    return sys.executable
