@@ -25,6 +25,7 @@ class ErrorCode(Enum):
     RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
     FAILED_PRECONDITION = "FAILED_PRECONDITION"
     ABORTED = "ABORTED"
+    OUT_OF_RANGE = "OUT_OF_RANGE"
     UNAVAILABLE = "UNAVAILABLE"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
     CANCELLED = "CANCELLED"
@@ -91,6 +92,10 @@ class FailedPrecondition(EtherError):
 
 class Aborted(EtherError):
     code = ErrorCode.ABORTED
+
+
+class OutOfRange(EtherError):
+    code = ErrorCode.OUT_OF_RANGE
 
 
 class Unavailable(EtherError):
