@@ -150,8 +150,8 @@ test: setup ## Run the test suite (pytest over tests/; TEST_TIMEOUT=seconds per 
 		$(PY) -m pytest -p no:cacheprovider --timeout=$(TEST_TIMEOUT) tests $(PYTEST_ARGS); \
 	fi
 
-run: setup ## Start the host (ARGS=... are passed to `ether serve`)
-	$(VENV)/bin/ether serve $(ARGS)
+run: setup ## Start the host with the example agents (ARGS=... are passed to `ether serve`)
+	$(VENV)/bin/ether serve --config examples/ether.toml $(ARGS)
 
 bench: setup ## Run the benchmarks under bench/
 	@if [ -f bench/__main__.py ]; then $(PY) -m bench $(ARGS); \

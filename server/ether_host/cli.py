@@ -30,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ether", description="Ether, a gRPC polyglot agent host.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     serve = commands.add_parser("serve", help="run the host")
+    serve.set_defaults(command_parser=serve)
     serve.add_argument("--config", help="TOML config file (also ETHER_CONFIG)")
     serve.add_argument("--listen", help="TCP HOST:PORT; '' disables TCP (default 127.0.0.1:50051)")
     serve.add_argument("--unix-socket", dest="unix_socket", help="unix socket path; its directory is made 0700")
@@ -45,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
 def _serve(args: argparse.Namespace) -> int:
     from ether_host.main import run_host  # imported late: it loads grpc
 
-    flags = {k: v for k, v in vars(args).items() if k not in ("command", "config")}
+    skip = ("command", "command_parser", "config")
+    flags = {k: v for k, v in vars(args).items() if k not in skip}
     try:
         config = load_config(flags, config_file=args.config)
     except ConfigError as error:
@@ -62,7 +64,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ether`` console script."""
-    args = _parser().parse_args(argv)
+    args, unknown = _parser().parse_known_args(argv)
+    if unknown:
+        # Reported by the subcommand's parser, so the hint lists its flags (not just --help).
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "serve":
         return _serve(args)
     return EXIT_USAGE

@@ -61,6 +61,17 @@ def _text(key: str) -> Callable[[Any], str]:
     return parse
 
 
+def _listen(value: Any) -> str:
+    text = _text("listen")(value)
+    host, sep, port = text.rpartition(":")
+    if text and (not sep or not host or not port.isdigit() or int(port) > 65535):
+        raise ConfigError(
+            f"listen: {value!r} is not allowed; use HOST:PORT with a port 0 to 65535 "
+            "(for example 127.0.0.1:50051), or '' to disable TCP"
+        )
+    return text
+
+
 def _path(key: str) -> Callable[[Any], Path]:
     def parse(value: Any) -> Path:
         if not isinstance(value, str) or not value:
@@ -102,7 +113,7 @@ def _agents(value: Any) -> tuple[Mapping[str, Any], ...]:
 
 
 SETTINGS: dict[str, Callable[[Any], Any]] = {
-    "listen": _text("listen"),
+    "listen": _listen,
     "unix_socket": _text("unix_socket"),
     "state_dir": _path("state_dir"),
     "log_format": _choice("log_format", LOG_FORMATS),

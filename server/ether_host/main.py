@@ -128,6 +128,7 @@ async def run_host(config: HostConfig, *, task_status: TaskStatus[list[str]] = a
     async with anyio.create_task_group() as tg:
         tg.start_soon(core.children.run_reaper)
         await tg.start(core.supervisor.run)
+        await tg.start(core.dispatcher.run)
         core.supervisor.deploy_configured(list(config.agents), config.agents_dir)
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             await server.start()

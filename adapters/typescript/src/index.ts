@@ -1,10 +1,11 @@
 // @ether/agent: write Ether agents in TypeScript. See README.md.
 import { takeChannel } from "./channel.js";
-import { HOST_COOKIE } from "./frames.js";
 
-// Under a host, take fd 1 away as soon as the SDK loads, before the rest of the user's modules
-// run: whatever they print lands on stderr (docs/protocol.md rule 11).
-if (process.env["ETHER_HOST_COOKIE"] === HOST_COOKIE) takeChannel();
+// Started by something that speaks the host's env contract (even a host that forgot the cookie):
+// take fd 1 away as soon as the SDK loads, before the rest of the user's modules run, so whatever
+// they print lands on stderr (docs/protocol.md rule 11).
+const CONTRACT = ["ETHER_HOST_COOKIE", "ETHER_HOST_PPID", "ETHER_PROTOCOL_VERSIONS", "ETHER_SPAWN_ID"];
+if (CONTRACT.some((name) => process.env[name] !== undefined)) takeChannel();
 
 export { Agent, type ActionOptions, type AgentOptions, type Handler } from "./agent.js";
 export type { CallOptions, Context, TaskLogger, Trace } from "./context.js";

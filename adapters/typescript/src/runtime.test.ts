@@ -87,8 +87,8 @@ describe("runtime", () => {
   });
 
   it("kills its process group, grandchildren included, when the host is gone", async () => {
-    // A stand-in host that dies: the agent's ETHER_HOST_PPID names a process that exits.
-    const fakeHost = spawn(process.execPath, ["-e", "setTimeout(() => {}, 800)"]);
+    // A stand-in host: the agent's ETHER_HOST_PPID names it; it is killed once the agent runs.
+    const fakeHost = spawn(process.execPath, ["-e", "setInterval(() => {}, 1000)"]);
     const agent = new AgentProcess(
       [
         "--input-type=module",
@@ -100,13 +100,17 @@ describe("runtime", () => {
       ],
       { ETHER_HOST_PPID: String(fakeHost.pid) },
     );
-    // Run the agent as a group leader, as the host does.
     await agent.next((f) => f["type"] === "hello");
+    let grandchild = 0;
+    for (let i = 0; i < 100 && grandchild === 0; i++) {
+      grandchild = Number(/grandchild (\d+)/.exec(agent.stderr)?.[1] ?? 0);
+      if (grandchild === 0) await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(grandchild > 0, "the grandchild started");
+    fakeHost.kill("SIGKILL");
     await once(fakeHost, "exit");
     const { signal } = await agent.exited;
     assert.equal(signal, "SIGKILL");
-    const grandchild = Number(/grandchild (\d+)/.exec(agent.stderr)?.[1]);
-    assert.ok(grandchild > 0);
     let alive = true;
     for (let i = 0; i < 20 && alive; i++) {
       try {

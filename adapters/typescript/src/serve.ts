@@ -3,12 +3,12 @@ import { takeChannel } from "./channel.js";
 import { FrameWriter } from "./frame-writer.js";
 import { toInt } from "./frames.js";
 import { killOwnGroup, watchHost } from "./host-watch.js";
-import { Session, type AgentSpec } from "./session.js";
+import { EOF_GRACE_MS, SIGTERM_GRACE_MS, Session, type AgentSpec } from "./session.js";
 
 export interface ServeOptions {
   /** Environment to read ETHER_* from. Default process.env. */
   env?: Record<string, string | undefined>;
-  /** Grace in ms after stdin EOF without a shutdown frame. Default 5000. */
+  /** Grace in ms after stdin EOF without a shutdown frame. Default 3000. */
   eofGraceMs?: number;
   /** Milliseconds after the session ended before a process still held open by user handles exits. Default 1000. */
   exitAfterMs?: number;
@@ -50,9 +50,9 @@ async function run(spec: AgentSpec, options: ServeOptions): Promise<void> {
     sink: writer,
     env,
     diag,
-    eofGraceMs: options.eofGraceMs ?? 5000,
+    eofGraceMs: options.eofGraceMs ?? EOF_GRACE_MS,
   });
-  const onTerm = () => session.shutdown(0, "SIGTERM");
+  const onTerm = () => session.shutdown(SIGTERM_GRACE_MS, "SIGTERM");
   const onInt = () => diag("ether-agent: SIGINT ignored (the host owns Ctrl-C; it sends shutdown)");
   process.on("SIGTERM", onTerm);
   process.on("SIGINT", onInt);
@@ -72,7 +72,7 @@ async function run(spec: AgentSpec, options: ServeOptions): Promise<void> {
     process.off("SIGTERM", onTerm);
     process.off("SIGINT", onInt);
   }
-  await writer.flush();
+  // The session flushed its frames already (bounded); whatever is left is lost with the reader.
   process.exitCode = code;
   stdin.destroy();
   // Every frame is written: exiting now loses nothing. Give the event loop a moment to drain on

@@ -49,6 +49,7 @@ function testAgent(): Agent {
   });
   agent.action("big", ({ bytes }: { bytes: number }) => ({ data: "x".repeat(bytes) }));
   agent.action("call", (p: { agent: string; action: string }, ctx) => ctx.callAgent(p.agent, p.action, { q: 1 }));
+  agent.action("undeclared", (_p, ctx) => ctx.hostCall("net.fetch", { url: "http://x" }));
   agent.action("progress", (_p, ctx) => {
     ctx.progress(1, 2, "half");
     ctx.log.debug("hidden at info");
@@ -107,6 +108,7 @@ describe("Session handshake", () => {
         { name: "fail", description: "" },
         { name: "big", description: "" },
         { name: "call", description: "" },
+        { name: "undeclared", description: "" },
         { name: "progress", description: "" },
         { name: "ctx", description: "" },
       ],
@@ -242,6 +244,14 @@ describe("Session tasks", () => {
     assert.deepEqual((await sink.result("h-2"))["error"], { code: "permission_denied", message: "not allowed" });
   });
 
+  it("refuses a host call the agent did not declare, without asking the host", async () => {
+    const { send, welcome, sink } = start();
+    welcome();
+    send({ type: "task", id: "h-1", action: "undeclared" });
+    assert.equal((await sink.result("h-1"))["error"]["code"], "permission_denied");
+    assert.ok(!sink.frames.some((f) => f["type"] === "call"));
+  });
+
   it("cancels its open call when the task is cancelled", async () => {
     const { send, welcome, sink } = start();
     welcome();
@@ -293,6 +303,18 @@ describe("Session shutdown", () => {
     input.end();
     assert.equal(await done, 0);
     assert.equal((await sink.result("h-1"))["status"], "ok");
+  });
+
+  it("lets a second shutdown shorten the grace", async () => {
+    const { send, welcome, sink, done } = start(ENV, testAgent(), { abortWaitMs: 100 });
+    welcome();
+    send({ type: "task", id: "h-1", action: "sleep", params: { ms: 10_000 } });
+    send({ type: "shutdown", grace_ms: 60_000 });
+    send({ type: "shutdown", grace_ms: 10 });
+    const t0 = Date.now();
+    assert.equal(await done, 0);
+    assert.ok(Date.now() - t0 < 2000);
+    assert.equal((await sink.result("h-1"))["error"]["code"], "cancelled");
   });
 
   it("keeps the shutdown grace when stdin closes right after the shutdown frame", async () => {

@@ -88,6 +88,15 @@ interface PendingCall {
   cleanup: () => void;
 }
 
+/** Grace after stdin EOF without a shutdown frame (the same in every adapter). */
+export const EOF_GRACE_MS = 3000;
+/** Grace after SIGTERM: the host sends it when a shutdown's grace is over. */
+export const SIGTERM_GRACE_MS = 1000;
+/** How long aborted handlers get to settle before their results are written for them. */
+export const ABORT_WAIT_MS = 1000;
+/** How long the last frames may take to be written at exit. */
+export const FLUSH_TIMEOUT_MS = 10_000;
+
 const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warning: 30, error: 40 };
 const RUNTIME = `node ${process.versions.node}`;
 
@@ -107,6 +116,7 @@ export class Session {
   #calls = new Map<string, PendingCall>();
   #callSeq = 0;
   #graceTimer: NodeJS.Timeout | undefined;
+  #shutdownAt: number | undefined;
   #abortTimer: NodeJS.Timeout | undefined;
   #exitCode = 0;
   #finished: Promise<number>;
@@ -161,31 +171,36 @@ export class Session {
     return this.#finished;
   }
 
-  /** Stops taking tasks; in-flight ones get `graceMs` before their signals abort. */
+  /**
+   * Stops taking tasks; in-flight ones get `graceMs` before their signals abort. A second call
+   * may shorten the grace, never lengthen it.
+   */
   shutdown(graceMs: number, reason = "shutdown"): void {
     if (this.#state === "done") return;
     if (this.#state === "handshake") {
       this.#finish(0);
       return;
     }
-    const firstTime = this.#state !== "draining";
-    this.#state = "draining";
-    if (firstTime) {
+    const at = Date.now() + Math.max(0, graceMs);
+    if (this.#state !== "draining") {
+      this.#state = "draining";
       for (const frame of this.#queue.splice(0)) {
         this.#writeResult(String(frame["id"]), {
           status: "error",
           error: { code: "shutting_down", message: `agent is shutting down (${reason})`, retryable: true },
         });
       }
+    } else if (this.#shutdownAt !== undefined && at >= this.#shutdownAt) {
+      return;
     }
     if (this.#tasks.size === 0) {
       this.#finish(0);
       return;
     }
-    if (firstTime || graceMs === 0) {
-      if (this.#graceTimer !== undefined) clearTimeout(this.#graceTimer);
-      this.#graceTimer = setTimeout(() => this.#abortAll(reason), Math.max(0, graceMs));
-    }
+    if (this.#abortTimer !== undefined) return; // already aborting
+    this.#shutdownAt = at;
+    if (this.#graceTimer !== undefined) clearTimeout(this.#graceTimer);
+    this.#graceTimer = setTimeout(() => this.#abortAll(reason), Math.max(0, graceMs));
   }
 
   // --- handshake ------------------------------------------------------------------------------
@@ -193,7 +208,7 @@ export class Session {
   #hello(protocol: number): HelloFrame {
     const spec = this.#spec;
     const agent: HelloFrame["agent"] = {
-      name: this.#agentName,
+      name: spec.name,
       version: spec.version,
       language: "typescript",
       runtime: RUNTIME,
@@ -270,7 +285,7 @@ export class Session {
   #onEof(): void {
     if (this.#state === "done") return;
     if (this.#state === "draining") return; // shutdown already runs with its own grace
-    this.shutdown(this.#io.eofGraceMs ?? 5000, "stdin closed");
+    this.shutdown(this.#io.eofGraceMs ?? EOF_GRACE_MS, "stdin closed");
   }
 
   #onLine(line: Buffer): void {
@@ -310,7 +325,8 @@ export class Session {
   }
 
   #onFrame(frame: Record<string, unknown>): void {
-    const type = frame["type"];
+    // A frame with a payload and no type is the seeds' task envelope.
+    const type = frame["type"] ?? ("payload" in frame ? "task" : undefined);
     switch (type) {
       case "welcome":
         this.#onWelcome(frame);
@@ -390,11 +406,13 @@ export class Session {
     this.#tasks.set(id, task);
     if (action === undefined) {
       const name = typeof frame["action"] === "string" ? frame["action"] : "";
+      const actions = [...this.#spec.actions.keys()];
       this.#complete(task, {
         status: "error",
         error: {
           code: "unknown_action",
-          message: `unknown action ${JSON.stringify(name)}; this agent has ${[...this.#spec.actions.keys()].join(", ") || "none"}`,
+          message: `unknown action ${JSON.stringify(name)}; this agent has ${actions.join(", ") || "none"}`,
+          data: { actions },
         },
       });
       return;
@@ -546,7 +564,7 @@ export class Session {
         this.#complete(task, this.#errorBody(task, task.controller.signal.reason));
       }
       this.#finish(0);
-    }, this.#io.abortWaitMs ?? 1000);
+    }, this.#io.abortWaitMs ?? ABORT_WAIT_MS);
   }
 
   // --- context and host calls -----------------------------------------------------------------
@@ -594,6 +612,14 @@ export class Session {
 
   #hostCall<T>(task: TaskState, method: string, params: JsonObject, options: CallOptions = {}): Promise<T> {
     if (task.done) return Promise.reject(new AgentError("cancelled", "the task has ended"));
+    if (!this.#spec.calls.includes(method)) {
+      return Promise.reject(
+        new AgentError(
+          "permission_denied",
+          `host call ${JSON.stringify(method)} is not declared in new Agent({ calls }): [${this.#spec.calls.join(", ")}]`,
+        ),
+      );
+    }
     const signals = [task.controller.signal, ...(options.signal ? [options.signal] : [])];
     const aborted = signals.find((s) => s.aborted);
     if (aborted) return Promise.reject(AgentError.from(aborted.reason));
@@ -701,7 +727,18 @@ export class Session {
     }
     for (const id of [...this.#calls.keys()]) this.#settleCall(id, undefined, { code: "cancelled", message: "agent stopped" });
     this.#io.input.destroy?.();
-    void this.#io.sink.flush().then(() => this.#resolveFinished(this.#exitCode));
+    // Bounded: a host that stopped reading must not keep the agent alive forever.
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        this.#diag(`ether-agent: frames still unwritten after ${FLUSH_TIMEOUT_MS} ms; exiting anyway`);
+        resolve();
+      }, FLUSH_TIMEOUT_MS);
+    });
+    void Promise.race([this.#io.sink.flush(), bound]).then(() => {
+      clearTimeout(timer);
+      this.#resolveFinished(this.#exitCode);
+    });
   }
 }
 

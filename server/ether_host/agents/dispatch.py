@@ -61,15 +61,22 @@ def new_task_id() -> str:
 class Dispatcher:
     """Runs tasks on supervised agents and answers their host calls."""
 
-    def __init__(self, supervisor: Supervisor, *, cancel_grace: float = 5.0, max_depth: int = MAX_DEPTH) -> None:
+    def __init__(self, supervisor: Supervisor, *, max_depth: int = MAX_DEPTH) -> None:
         self.supervisor = supervisor
-        self.cancel_grace = cancel_grace
         self.max_depth = max_depth
         self._running: dict[str, RunningTask] = {}
         self._by_frame: dict[tuple[int, str], RunningTask] = {}
         self._calls: dict[str, CallHandler] = {"agent.call": self._agent_call}
         self._host = platform.node()
+        self._tg: anyio.abc.TaskGroup | None = None
         supervisor.serve_calls_with(self.handle_call)
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Own the background work of tasks (cancel watchers) until cancelled."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            await anyio.sleep_forever()
 
     def register_calls(self, method_or_prefix: str, handler: CallHandler) -> None:
         """Serve ``method`` (or every ``prefix.*`` method) for agents that may call it."""
@@ -135,6 +142,7 @@ class Dispatcher:
             )
         connection = replica.connection
         frame_id = ""
+        handed_over = False  # an abandoned task's slot is released by its cancel watcher
         try:
             if connection is None:
                 raise Unavailable(f"agent {agent.name} replica {replica.index} stopped before the task was sent",
@@ -156,11 +164,10 @@ class Dispatcher:
                 try:
                     await pending.done.wait()
                 except anyio.get_cancelled_exc_class():
-                    with anyio.CancelScope(shield=True):
-                        await self._abandon(connection, replica, pending, record.cancel_reason or "caller went away")
+                    handed_over = self._abandon(connection, replica, pending, record.cancel_reason or "caller went away")
                     raise
             if running.cancelled_caught:
-                await self._abandon(connection, replica, pending, "deadline exceeded")
+                handed_over = self._abandon(connection, replica, pending, "deadline exceeded")
                 raise DeadlineExceeded(
                     f"task {task.task_id} on agent {agent.name} did not finish before its deadline",
                     reason="TASK_DEADLINE_EXCEEDED", resource=("task", task.task_id),
@@ -174,10 +181,12 @@ class Dispatcher:
                 reason="AGENT_DIED", resource=("agent", agent.name), retry_after=1.0,
             ) from None
         finally:
-            agent.release(replica)
             if connection is not None and frame_id:
                 self._by_frame.pop((id(connection), frame_id), None)
-                connection.forget(frame_id)
+            if not handed_over:
+                agent.release(replica)
+                if connection is not None and frame_id:
+                    connection.forget(frame_id)
 
     def _task_frame(self, frame_id: str, task: TaskInput, action: ActionInfo, deadline: float | None,
                     attempt: int) -> dict[str, Any]:
@@ -197,15 +206,30 @@ class Dispatcher:
             "budget": budget,
         }
 
-    async def _abandon(self, connection: AgentConnection, replica: Replica, pending: Pending, reason: str) -> None:
-        """Cancel frame, then wait a grace for the agent's answer; a silent agent is restarted."""
-        if pending.done.is_set():
-            return
-        await connection.cancel(pending.frame_id, reason)
-        with anyio.move_on_after(self.cancel_grace):
-            await pending.done.wait()
-        if not pending.done.is_set() and replica.connection is connection:
-            replica.mark_wedged(f"task {pending.frame_id} ignored its cancel for {self.cancel_grace:g}s")
+    def _abandon(self, connection: AgentConnection, replica: Replica, pending: Pending, reason: str) -> bool:
+        """Send a cancel frame and hand the task's slot to a watcher; True when handed over.
+
+        The watcher runs in the dispatcher's own task group, not in the RPC's
+        task: the caller may be gone (gRPC cancels the handler at the client's
+        deadline), yet a task that ignores its cancel must still be noticed.
+        """
+        if pending.done.is_set() or self._tg is None:
+            return False
+        self._tg.start_soon(self._watch_cancelled, connection, replica, pending, reason)
+        return True
+
+    async def _watch_cancelled(self, connection: AgentConnection, replica: Replica, pending: Pending,
+                               reason: str) -> None:
+        grace = replica.agent.spec.cancel_grace
+        try:
+            await connection.cancel(pending.frame_id, reason)
+            with anyio.move_on_after(grace):
+                await pending.done.wait()
+            if not pending.done.is_set() and replica.connection is connection:
+                replica.mark_wedged(f"task {pending.frame_id} ignored its cancel for {grace:g}s")
+        finally:
+            connection.forget(pending.frame_id)
+            replica.agent.release(replica)
 
     def _result(self, agent: ManagedAgent, record: RunningTask, action: ActionInfo, pending: Pending,
                 metadata: Metadata) -> TaskResult:

@@ -51,7 +51,9 @@ class AgentSpec:
     allowed_calls: list[str] = field(default_factory=lambda: ["agent.call"])
     start_timeout: float = 30.0
     stop_grace: float = 5.0
+    cancel_grace: float = 5.0  # after a cancel frame, how long a task may take to answer
     max_queue: int = 1000
+    max_frame: int = 16 * 1024 * 1024
     # Restart policy tunables (supervisor-anchors P5-P7); agent.toml may set them.
     backoff_base: float = 1.0
     backoff_cap: float = 60.0
@@ -159,7 +161,9 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
         allowed_calls=[str(c) for c in merged.get("calls") or merged.get("allowed_calls") or ["agent.call"]],
         start_timeout=_number(merged, "start_timeout", 0.1, 600) or 30.0,
         stop_grace=_number(merged, "stop_grace", 0, 600) or 5.0,
+        cancel_grace=_number(merged, "cancel_grace", 0.01, 600) or 5.0,
         max_queue=int(_number(merged, "max_queue", 1, 100000) or 1000),
+        max_frame=int(_number(merged, "max_frame", 1024, 256 * 1024 * 1024) or 16 * 1024 * 1024),
         backoff_base=_number(merged, "backoff_base", 0.05, 60) or 1.0,
         backoff_cap=_number(merged, "backoff_cap", 0.05, 3600) or 60.0,
         start_retries=_int_or(_number(merged, "start_retries", 0, 100), 3),

@@ -193,7 +193,7 @@ class Replica:
             env = agent_environment(
                 agent=spec.name,
                 spawn_id=spawn_id,
-                max_frame=self.agent.supervisor.max_frame,
+                max_frame=spec.max_frame,
                 extra=plan.env | spec.env,
                 versions=PROTOCOL_VERSIONS,
             )
@@ -212,7 +212,7 @@ class Replica:
         connection = AgentConnection(
             process.stdin, process.stdout,
             agent=spec.name,
-            max_frame=self.agent.supervisor.max_frame,
+            max_frame=spec.max_frame,
             on_call=self.agent.supervisor.handle_call,
             on_log=lambda frame: self.agent.log_frame(self, frame),
         )

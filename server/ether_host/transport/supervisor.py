@@ -126,6 +126,8 @@ def _spec_request(spec: supervisor_pb2.AgentSpec) -> dict[str, Any]:
         request["start_timeout"] = convert.seconds(spec.start_timeout)
     if spec.HasField("stop_grace"):
         request["stop_grace"] = convert.seconds(spec.stop_grace)
+    if spec.max_frame:
+        request["max_frame"] = spec.max_frame
     return request
 
 
@@ -170,6 +172,7 @@ def agent_status(agent: ManagedAgent) -> supervisor_pb2.AgentStatus:
             allowed_calls=spec.allowed_calls,
             start_timeout=convert.duration(spec.start_timeout),
             stop_grace=convert.duration(spec.stop_grace),
+            max_frame=spec.max_frame,
         ),
         processes=[process_info(r) for r in agent.replicas],
         reason=agent.status_reason(),

@@ -120,7 +120,11 @@ type AgentSpec struct {
 	StartTimeout *durationpb.Duration `protobuf:"bytes,13,opt,name=start_timeout,json=startTimeout,proto3" json:"start_timeout,omitempty"`
 	// Grace period of a stop between the shutdown frame and SIGTERM.
 	// Unset: 5 s.
-	StopGrace     *durationpb.Duration `protobuf:"bytes,14,opt,name=stop_grace,json=stopGrace,proto3" json:"stop_grace,omitempty"`
+	StopGrace *durationpb.Duration `protobuf:"bytes,14,opt,name=stop_grace,json=stopGrace,proto3" json:"stop_grace,omitempty"`
+	// Largest frame, in bytes, on this agent's stdio link (a task's params or
+	// a result is one frame); the agent may lower it in hello. 0 means
+	// agent.toml's `max_frame`, then 16 MiB; at most 256 MiB.
+	MaxFrame      int64 `protobuf:"varint,15,opt,name=max_frame,json=maxFrame,proto3" json:"max_frame,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -251,6 +255,13 @@ func (x *AgentSpec) GetStopGrace() *durationpb.Duration {
 		return x.StopGrace
 	}
 	return nil
+}
+
+func (x *AgentSpec) GetMaxFrame() int64 {
+	if x != nil {
+		return x.MaxFrame
+	}
+	return 0
 }
 
 // ProcessInfo describes one agent process (one replica).
@@ -1533,7 +1544,7 @@ var File_ether_v1_supervisor_proto protoreflect.FileDescriptor
 
 const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\n" +
-	"\x19ether/v1/supervisor.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x15ether/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x04\n" +
+	"\x19ether/v1/supervisor.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x15ether/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\x05\n" +
 	"\tAgentSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12.\n" +
@@ -1550,7 +1561,8 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\rallowed_calls\x18\f \x03(\tR\fallowedCalls\x12>\n" +
 	"\rstart_timeout\x18\r \x01(\v2\x19.google.protobuf.DurationR\fstartTimeout\x128\n" +
 	"\n" +
-	"stop_grace\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\tstopGrace\x1a6\n" +
+	"stop_grace\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\tstopGrace\x12\x1b\n" +
+	"\tmax_frame\x18\x0f \x01(\x03R\bmaxFrame\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc5\x03\n" +

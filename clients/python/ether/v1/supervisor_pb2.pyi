@@ -26,7 +26,7 @@ RESTART_POLICY_ON_FAILURE: RestartPolicy
 RESTART_POLICY_NEVER: RestartPolicy
 
 class AgentSpec(_message.Message):
-    __slots__ = ("name", "path", "language", "type", "replicas", "restart", "module", "function", "env", "config", "capabilities", "allowed_calls", "start_timeout", "stop_grace")
+    __slots__ = ("name", "path", "language", "type", "replicas", "restart", "module", "function", "env", "config", "capabilities", "allowed_calls", "start_timeout", "stop_grace", "max_frame")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -48,6 +48,7 @@ class AgentSpec(_message.Message):
     ALLOWED_CALLS_FIELD_NUMBER: _ClassVar[int]
     START_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     STOP_GRACE_FIELD_NUMBER: _ClassVar[int]
+    MAX_FRAME_FIELD_NUMBER: _ClassVar[int]
     name: str
     path: str
     language: _common_pb2.Language
@@ -62,7 +63,8 @@ class AgentSpec(_message.Message):
     allowed_calls: _containers.RepeatedScalarFieldContainer[str]
     start_timeout: _duration_pb2.Duration
     stop_grace: _duration_pb2.Duration
-    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ..., language: _Optional[_Union[_common_pb2.Language, str]] = ..., type: _Optional[_Union[_agent_io_pb2.AgentType, str]] = ..., replicas: _Optional[int] = ..., restart: _Optional[_Union[RestartPolicy, str]] = ..., module: _Optional[str] = ..., function: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., capabilities: _Optional[_Iterable[str]] = ..., allowed_calls: _Optional[_Iterable[str]] = ..., start_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., stop_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    max_frame: int
+    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ..., language: _Optional[_Union[_common_pb2.Language, str]] = ..., type: _Optional[_Union[_agent_io_pb2.AgentType, str]] = ..., replicas: _Optional[int] = ..., restart: _Optional[_Union[RestartPolicy, str]] = ..., module: _Optional[str] = ..., function: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., capabilities: _Optional[_Iterable[str]] = ..., allowed_calls: _Optional[_Iterable[str]] = ..., start_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., stop_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_frame: _Optional[int] = ...) -> None: ...
 
 class ProcessInfo(_message.Message):
     __slots__ = ("agent", "replica", "pid", "state", "started_at", "restarts", "in_flight", "last_exit_code", "last_signal", "reason", "noise_lines", "protocol_errors")

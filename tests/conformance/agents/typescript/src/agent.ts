@@ -1,13 +1,18 @@
 // The conformance agent in TypeScript: the same actions as the Python and Go ones
 // (tests/conformance/README.md). Run as `node dist/agent.js` under the driver or the host.
+import { spawn } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Agent, AgentError, type JsonObject } from "@ether/agent";
+
+// A banner through the normal console.log at import time: it must land on stderr, not in the frames.
+console.log("conformance agent (typescript): loading");
 
 const agent = new Agent({
   name: "conformance",
   version: "1.0.0",
   description: "Conformance agent for the stdio link (TypeScript adapter).",
   maxConcurrency: 128,
+  maxFrame: 64 * 1024 * 1024,
   ping: true,
   calls: ["agent.call"],
 });
@@ -46,6 +51,13 @@ agent.action<{ agent: string; action: string; params?: JsonObject }>(
   { description: "agent.call through the host; returns the reply's result." },
   ({ agent: target, action, params = {} }, ctx) => ctx.callAgent(target, action, params),
 );
+
+agent.action("spawn", { description: "Start a child process `sleep 300` without waiting; return {pid}." }, () => {
+  const child = spawn("sleep", ["300"], { stdio: ["ignore", "inherit", "inherit"] });
+  child.on("error", () => {});
+  child.unref();
+  return { pid: child.pid ?? -1 };
+});
 
 export default agent;
 

@@ -1,0 +1,38 @@
+"""What a session's Converse stream carries, in domain terms (the transport encodes it)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+# Event kinds; each names the ConverseResponse field it becomes.
+ACCEPTED = "accepted"
+REPLY = "reply"
+CONTEXT_CHANGED = "context_changed"
+PROGRESS = "progress"
+ERROR = "error"
+FAILOVER = "agent_failover"
+CUSTOM = "custom"
+STEP_COMPLETED = "step_completed"
+TURN_COMPLETED = "turn_completed"
+SESSION_CLOSED = "session_closed"
+
+
+@dataclass(frozen=True)
+class SessionEvent:
+    """One event of a session; ``data`` holds the fields of the matching proto message.
+
+    For ``context_changed`` it is the :class:`~ether_host.gateway.context.Change`.
+    """
+
+    kind: str
+    turn: int
+    data: Any
+    time: float = field(default_factory=time.time)
+
+
+def error_data(step: str, code: str, message: str, details: dict[str, Any] | None = None,
+               retryable: bool = False) -> dict[str, Any]:
+    """The data of an ``error`` event: the step (empty for the whole turn) and a TaskError."""
+    return {"step": step, "code": code, "message": message, "details": details or {}, "retryable": retryable}

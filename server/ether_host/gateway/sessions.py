@@ -1,0 +1,350 @@
+"""User sessions: who owns them, which gateway agent serves them, their turns and events.
+
+A session is served by one agent of kind ``io_gateway``, chosen when it
+opens: the one named, or the least loaded healthy one (fewest open sessions
+per ready replica, then fewest tasks in flight) among those offering the
+capability asked for. When the serving agent is not healthy at the start of
+a turn, or dies during one, another healthy candidate takes over and the
+session's stream says so (``agent_failover``).
+
+Sessions belong to the identity that opened them; to anyone else they do
+not exist (NOT_FOUND). Events are numbered per session and kept in a
+bounded history, so a client that reconnects resumes after the last one it
+saw.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ether_host.bus import History
+from ether_host.errors import (
+    FailedPrecondition,
+    FieldViolation,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+    ResourceExhausted,
+    Unavailable,
+)
+from ether_host.gateway import events as ev
+from ether_host.gateway.context import Change, Context, json_size
+from ether_host.gateway.events import SessionEvent
+from ether_host.gateway.pipeline import Pipeline, build_pipeline
+from ether_host.gateway.settings import GatewaySettings
+from ether_host.supervisor import ManagedAgent, State, Supervisor
+
+log = structlog.get_logger("ether.gateway")
+
+OPEN, CLOSED = "OPEN", "CLOSED"
+MAX_CLIENT_MESSAGE_ID = 128
+REMEMBERED_MESSAGE_IDS = 1000
+REMEMBERED_REQUEST_IDS = 10000
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A user message accepted as a turn."""
+
+    number: int
+    text: str
+    data: dict[str, Any]
+    client_message_id: str = ""
+    accepted_at: float = field(default_factory=time.monotonic)
+
+
+class Session:
+    """One user session: owner, serving agent, context, pipeline, turns and events."""
+
+    def __init__(self, session_id: str, owner: str, agent: str, capability: str, pipeline: Pipeline,
+                 metadata: dict[str, Any], initial: dict[str, Any], idle_timeout: float,
+                 settings: GatewaySettings) -> None:
+        self.id = session_id
+        self.owner = owner
+        self.agent = agent
+        self.capability = capability
+        self.pipeline = pipeline
+        self.metadata = metadata
+        self.idle_timeout = idle_timeout
+        self.state = OPEN
+        self.created_at = self.last_activity_at = time.time()
+        self.closed_at: float | None = None
+        self.close_reason = ""
+        self.turns = 0  # accepted
+        self.completed = 0  # turns whose events are all out
+        self.current_turn = 0
+        self.events: History[SessionEvent] = History(settings.event_history)
+        self.context = Context(initial, max_bytes=settings.max_context_bytes, history=settings.context_history,
+                               on_change=self._context_changed)
+        self.task_roots: set[str] = set()  # root tasks allowed to use ctx.* on this session
+        self.message_ids: OrderedDict[str, int] = OrderedDict()
+        self.queue: MemoryObjectSendStream[Turn]
+        self.inbox: MemoryObjectReceiveStream[Turn]
+        self.queue, self.inbox = anyio.create_memory_object_stream[Turn](settings.turn_queue)
+        self.worker: anyio.CancelScope | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.state == OPEN
+
+    def emit(self, kind: str, turn: int, data: Any) -> int:
+        """Append an event to the session's stream; returns its sequence number."""
+        self.last_activity_at = time.time()
+        return self.events.append(SessionEvent(kind, turn, data))
+
+    def _context_changed(self, change: Change) -> None:
+        self.emit(ev.CONTEXT_CHANGED, self.current_turn, change)
+
+    def first_sequence(self) -> int:
+        """The oldest event sequence still held (last + 1 when none is)."""
+        held = self.events.since(0)
+        return held[0][0] if held else self.events.last_sequence + 1
+
+    @property
+    def queued(self) -> int:
+        return self.queue.statistics().current_buffer_used
+
+
+def healthy(agent: ManagedAgent) -> bool:
+    return agent.state is State.RUNNING and agent.ready_replicas > 0
+
+
+def _why(agent: ManagedAgent | None) -> str:
+    return "agent_removed" if agent is None else f"agent_{agent.state.value.lower()}"
+
+
+class SessionStore:
+    """Every session of this host, by id, and the agents serving them."""
+
+    def __init__(self, supervisor: Supervisor, settings: GatewaySettings) -> None:
+        self.supervisor = supervisor
+        self.settings = settings
+        self.sessions: dict[str, Session] = {}
+        self._request_ids: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._changed = anyio.Event()
+        self.on_open: Callable[[Session], None] | None = None  # starts the turn worker
+
+    # -- choosing agents -----------------------------------------------------------------
+
+    def gateway_agents(self, capability: str = "") -> list[ManagedAgent]:
+        return [a for a in self.supervisor.agents.values()
+                if a.spec.kind == "io_gateway" and (not capability or capability in a.capability_tags)]
+
+    def load(self, agent: ManagedAgent) -> tuple[float, int, str]:
+        serving = sum(1 for s in self.sessions.values() if s.is_open and s.agent == agent.name)
+        return serving / max(1, agent.ready_replicas), agent.in_flight + agent.queued, agent.name
+
+    def pick(self, capability: str, exclude: set[str] | None = None) -> ManagedAgent | None:
+        """The least loaded healthy gateway agent offering ``capability`` (any when empty)."""
+        candidates = [a for a in self.gateway_agents(capability) if healthy(a) and a.name not in (exclude or set())]
+        return min(candidates, key=self.load) if candidates else None
+
+    def _assign(self, agent_name: str, capability: str) -> ManagedAgent:
+        if agent_name:
+            agent = self.supervisor.get(agent_name)
+            if agent.spec.kind != "io_gateway":
+                raise InvalidArgument(
+                    f"agent {agent_name} is of type {agent.spec.kind.upper()}, not IO_GATEWAY; "
+                    "only gateway agents serve sessions (set type = \"io_gateway\" in its agent.toml)",
+                    reason="NOT_A_GATEWAY_AGENT", resource=("agent", agent_name),
+                    violations=[FieldViolation("agent", "an agent of type AGENT_TYPE_IO_GATEWAY")],
+                )
+            if not healthy(agent):
+                raise Unavailable(f"gateway agent {agent_name} is {agent.state.value}, not RUNNING; retry shortly",
+                                  reason="NO_HEALTHY_AGENT", resource=("agent", agent_name), retry_after=1.0)
+            return agent
+        if not self.gateway_agents(capability):
+            what = f"offering capability {capability!r}" if capability else "at all"
+            raise NotFound(f"no agent of type IO_GATEWAY is deployed {what}", reason="NO_GATEWAY_AGENT",
+                           resource=("capability", capability))
+        agent = self.pick(capability)
+        if agent is None:
+            raise Unavailable("no gateway agent " + (f"offering {capability!r} " if capability else "")
+                              + "is healthy right now; retry shortly", reason="NO_HEALTHY_AGENT", retry_after=1.0)
+        return agent
+
+    # -- use cases -----------------------------------------------------------------------
+
+    def open(self, owner: str, *, agent: str = "", capability: str = "", pipeline: dict[str, Any] | None = None,
+             context: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None,
+             idle_timeout: float | None = None, request_id: str = "") -> Session:
+        if request_id:
+            earlier = self._request_ids.get((owner, request_id))
+            if earlier is not None and earlier in self.sessions:
+                return self.sessions[earlier]
+        open_sessions = [s for s in self.sessions.values() if s.is_open]
+        if len(open_sessions) >= self.settings.max_sessions:
+            raise ResourceExhausted(f"the host has {len(open_sessions)} open sessions, its limit; close some first",
+                                    reason="TOO_MANY_SESSIONS", retry_after=5.0)
+        mine = sum(1 for s in open_sessions if s.owner == owner)
+        if mine >= self.settings.max_sessions_per_owner:
+            raise ResourceExhausted(f"{owner} has {mine} open sessions, the limit per caller; close some first",
+                                    reason="TOO_MANY_SESSIONS_FOR_CALLER", retry_after=5.0)
+        built = build_pipeline(pipeline, self.supervisor)
+        chosen = self._assign(agent, capability)
+        timeout = self.settings.idle_timeout if idle_timeout is None else idle_timeout
+        if timeout <= 0:
+            raise InvalidArgument("idle_timeout must be positive", reason="INVALID_IDLE_TIMEOUT",
+                                  violations=[FieldViolation("idle_timeout", "more than 0 seconds")])
+        session = Session(f"ses-{secrets.token_hex(8)}", owner, chosen.name, capability, built, metadata or {},
+                          context or {}, min(timeout, self.settings.max_idle_timeout), self.settings)
+        self.sessions[session.id] = session
+        if request_id:
+            self._request_ids[(owner, request_id)] = session.id
+            while len(self._request_ids) > REMEMBERED_REQUEST_IDS:
+                self._request_ids.popitem(last=False)
+        if self.on_open is not None:
+            self.on_open(session)
+        self.wake()
+        log.info("session opened", session=session.id, owner=owner, agent=chosen.name, capability=capability)
+        return session
+
+    def get(self, owner: str, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None or session.owner != owner:
+            raise NotFound(f"no session {session_id[:64]!r} (it may have expired, or belong to someone else)",
+                           reason="SESSION_NOT_FOUND", resource=("session", session_id[:64]))
+        return session
+
+    def get_open(self, owner: str, session_id: str) -> Session:
+        session = self.get(owner, session_id)
+        if not session.is_open:
+            raise FailedPrecondition(f"session {session.id} is closed ({session.close_reason}); open a new one",
+                                     reason="SESSION_CLOSED", resource=("session", session.id))
+        return session
+
+    def list(self, owner: str, state: str = "") -> list[Session]:
+        mine = [s for s in self.sessions.values() if s.owner == owner and (not state or s.state == state)]
+        return sorted(mine, key=lambda s: (s.created_at, s.id), reverse=True)
+
+    def close(self, session: Session, reason: str) -> Session:
+        """Close (idempotent): cancel the running turn, end every stream with session_closed."""
+        if not session.is_open:
+            return session
+        session.state = CLOSED
+        session.closed_at = time.time()
+        session.close_reason = reason or "closed"
+        if session.worker is not None:
+            session.worker.cancel()
+        session.queue.close()
+        session.emit(ev.SESSION_CLOSED, 0, {"reason": session.close_reason})
+        session.events.close()
+        session.context.close()
+        self.wake()
+        log.info("session closed", session=session.id, reason=session.close_reason)
+        return session
+
+    def submit(self, session: Session, text: str, data: dict[str, Any], client_message_id: str) -> Turn:
+        """Accept a user message as the next turn (or again, when its client id was seen)."""
+        if not session.is_open:
+            raise FailedPrecondition(f"session {session.id} is closed", reason="SESSION_CLOSED",
+                                     resource=("session", session.id))
+        if not text and not data:
+            raise InvalidArgument("a message needs text or data", reason="EMPTY_MESSAGE",
+                                  violations=[FieldViolation("message.text", "required unless data is set")])
+        if len(client_message_id) > MAX_CLIENT_MESSAGE_ID:
+            raise InvalidArgument(f"client_message_id is longer than {MAX_CLIENT_MESSAGE_ID} characters",
+                                  reason="INVALID_CLIENT_MESSAGE_ID",
+                                  violations=[FieldViolation("message.client_message_id", "at most 128 characters")])
+        size = json_size({"text": text, "data": data})
+        if size > self.settings.max_message_bytes:
+            raise ResourceExhausted(
+                f"the message is {size} bytes, over the limit of {self.settings.max_message_bytes}",
+                reason="MESSAGE_TOO_LARGE", metadata={"size": str(size), "limit": str(self.settings.max_message_bytes)},
+            )
+        if client_message_id and client_message_id in session.message_ids:
+            number = session.message_ids[client_message_id]
+            session.emit(ev.ACCEPTED, number, {"client_message_id": client_message_id, "queued_ahead": 0})
+            return Turn(number, text, data, client_message_id)
+        ahead = session.queued + (1 if session.current_turn else 0)
+        turn = Turn(session.turns + 1, text, data, client_message_id)
+        try:
+            session.queue.send_nowait(turn)
+        except anyio.WouldBlock:
+            raise ResourceExhausted(
+                f"session {session.id} has {session.queued} turns queued, the limit; wait for replies",
+                reason="TURN_QUEUE_FULL", retry_after=1.0, resource=("session", session.id),
+            ) from None
+        session.turns = turn.number
+        if client_message_id:
+            session.message_ids[client_message_id] = turn.number
+            while len(session.message_ids) > REMEMBERED_MESSAGE_IDS:
+                session.message_ids.popitem(last=False)
+        session.emit(ev.ACCEPTED, turn.number, {"client_message_id": client_message_id, "queued_ahead": ahead})
+        return turn
+
+    def check_resume(self, session: Session, after: int) -> None:
+        """OUT_OF_RANGE when events after ``after`` are no longer all held."""
+        first = session.first_sequence()
+        if after + 1 < first:
+            raise OutOfRange(
+                f"events after {after} are no longer retained; the oldest retained is {first}: "
+                "resume from there or read GetContext for the current state",
+                reason="EVENTS_EXPIRED", metadata={"first_sequence": str(first)},
+            )
+
+    async def follow(self, session: Session, after: int, until: Callable[[], bool]
+                     ) -> AsyncIterator[tuple[int, SessionEvent]]:
+        async for sequence, event in session.events.follow(after, until=until):
+            yield sequence, event
+
+    # -- failover ------------------------------------------------------------------------
+
+    def serving_agent(self, session: Session, turn: int) -> str | None:
+        """The healthy agent to serve this turn: the current one, or a replacement (with an event)."""
+        current = self.supervisor.agents.get(session.agent)
+        if current is not None and healthy(current):
+            return session.agent
+        return self.fail_over(session, turn, _why(current), exclude={session.agent})
+
+    def fail_over(self, session: Session, turn: int, reason: str, exclude: set[str]) -> str | None:
+        replacement = self.pick(session.capability, exclude)
+        if replacement is None:
+            return None
+        previous, session.agent = session.agent, replacement.name
+        session.emit(ev.FAILOVER, turn, {"from_agent": previous, "to_agent": replacement.name, "reason": reason})
+        log.warning("session failed over", session=session.id, from_agent=previous, to_agent=replacement.name,
+                    reason=reason)
+        return replacement.name
+
+    # -- housekeeping --------------------------------------------------------------------
+
+    def wake(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def reap(self) -> None:
+        """Close idle sessions and forget closed ones after the retention; runs until cancelled."""
+        while True:
+            changed = self._changed
+            now = time.time()
+            next_due = now + 3600.0
+            for session in list(self.sessions.values()):
+                if session.is_open:
+                    due = session.last_activity_at + session.idle_timeout
+                    if due <= now and session.current_turn:
+                        due = now + 1.0  # a turn is running: not idle, look again soon
+                    elif due <= now:
+                        self.close(session, "idle_timeout")
+                        due = now + self.settings.retention
+                else:
+                    due = (session.closed_at or now) + self.settings.retention
+                    if due <= now:
+                        self.sessions.pop(session.id, None)
+                        continue
+                next_due = min(next_due, due)
+            with anyio.move_on_after(max(0.05, next_due - time.time())):
+                await changed.wait()
+
+    def close_all(self, reason: str) -> None:
+        for session in list(self.sessions.values()):
+            self.close(session, reason)

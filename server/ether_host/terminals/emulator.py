@@ -1,0 +1,133 @@
+"""The screen of one terminal, fed from its output buffer on demand, off the event loop.
+
+An Emulator knows the output offset up to which it has been fed. A reader
+asks it to catch up with a slice of the buffer (taken on the event loop, so
+the worker thread never touches the buffer) and the resizes made meanwhile;
+large backlogs go through the fast-forward rules first. All methods run in a
+worker thread, one call at a time (the session holds a lock around them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ether_host.terminals import fastforward
+from ether_host.terminals.model import ExitInfo, ScreenRequest, ScreenView
+from ether_host.terminals.screen import (
+    Sanitizer,
+    SafeStream,
+    TermScreen,
+    autowrap,
+    cursor_of,
+    lines_of,
+    styled_lines,
+)
+
+CLEAR_RULE_MIN = 256 * 1024
+
+
+@dataclass(frozen=True)
+class ResizeMark:
+    """The terminal was resized when its output reached ``offset``."""
+
+    offset: int
+    rows: int
+    cols: int
+
+
+@dataclass
+class FeedStats:
+    fed: int = 0
+    skipped: int = 0
+    gaps: int = 0
+
+
+class Emulator:
+    """A TermScreen plus the output offset it reflects."""
+
+    def __init__(self, rows: int, cols: int, scrollback_lines: int) -> None:
+        self.screen = TermScreen(cols, rows, scrollback_lines)
+        self.stream = SafeStream(self.screen)
+        self.sanitizer = Sanitizer()
+        self.offset = 0
+        self.stats = FeedStats()
+
+    def advance(self, data: bytes, start: int, resizes: list[ResizeMark]) -> None:
+        """Feed ``data`` (the output from offset ``start``), applying resizes at their offsets."""
+        gap = start > self.offset
+        if gap:
+            self.stats.gaps += 1
+            self._reset_parsing()
+            self.offset = start
+        position = 0
+        for mark in resizes:
+            if mark.offset <= self.offset:  # made at the current position, or in a gap
+                self.screen.resize(mark.rows, mark.cols)
+                continue
+            cut = min(len(data), mark.offset - start)
+            if cut > position:
+                self._feed(data[position:cut], gap)
+                gap = False
+                position = cut
+            if mark.offset <= start + len(data):
+                self.screen.resize(mark.rows, mark.cols)
+        if position < len(data):
+            self._feed(data[position:], gap)
+        self.offset = start + len(data)
+
+    def _reset_parsing(self) -> None:
+        self.sanitizer.reset()
+        self.stream.reset_decoder()
+        self.stream._initialize_parser()
+
+    def _feed(self, chunk: bytes, after_gap: bool) -> None:
+        plan = None
+        screen = self.screen
+        full_margins = screen.margins is None or (
+            screen.margins.top == 0 and screen.margins.bottom == screen.lines - 1
+        )
+        ground = self.stream.in_ground_state and not self.sanitizer.holding
+        if full_margins and (ground or after_gap):
+            history = 0 if screen.alternate else (screen.scrollback.maxlen or 0)
+            plan = fastforward.line_rule(chunk, screen.lines, screen.columns, history, autowrap(screen))
+        if plan is None and after_gap and len(chunk) >= CLEAR_RULE_MIN:
+            plan = fastforward.clear_rule(chunk)
+        if plan is None:
+            self.stream.feed(self.sanitizer.clean(chunk))
+            self.stats.fed += len(chunk)
+            return
+        self._reset_parsing()
+        if plan.clear_screen:
+            screen.buffer.clear()
+            screen.cursor.x = screen.cursor.y = 0
+        self.stream.feed(self.sanitizer.clean(plan.prelude))
+        if plan.history_rows is not None:
+            screen.scrollback.extend(plan.history_rows)
+        self.stream.feed(self.sanitizer.clean(plan.feed))
+        self.stats.fed += len(plan.feed)
+        self.stats.skipped += plan.skipped
+
+    def render(self, request: ScreenRequest, exit_info: ExitInfo | None) -> ScreenView:
+        screen = self.screen
+        lines = lines_of(screen, request.keep_trailing_spaces)
+        scrollback: list[str] = []
+        if request.scrollback:
+            held = list(screen.scrollback)
+            scrollback = held[-request.scrollback_limit :] if request.scrollback_limit else held
+        return ScreenView(
+            rows=screen.lines,
+            cols=screen.columns,
+            lines=lines,
+            cursor=cursor_of(screen),
+            title=screen.title,
+            alternate=screen.alternate,
+            output_offset=self.offset,
+            scrollback=scrollback,
+            styled=styled_lines(screen, lines) if request.styles else None,
+            exit=exit_info,
+        )
+
+    def cursor_report(self) -> bytes:
+        """The reply to a cursor position query (CPR), 1-based."""
+        cursor = cursor_of(self.screen)
+        return f"\x1b[{cursor.row + 1};{cursor.col + 1}R".encode()

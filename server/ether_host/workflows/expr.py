@@ -1,0 +1,296 @@
+"""The ``when`` expressions of stages: a small, safe language over earlier stages.
+
+::
+
+    scan.status == "SUCCEEDED" and len(scan.data.matches) > 0
+    not (review.data.score < 3) or triage.status in ["PARTIAL", "FAILED"]
+
+Operands: ``<stage>.status`` (SUCCEEDED, PARTIAL, FAILED, SKIPPED, CANCELLED),
+``<stage>.data[.path]`` (a missing path is null), numbers, "strings" or
+'strings', true, false, null, [lists], and the bare status names.
+Operators: ``== != < <= > >=``, ``in``, ``not in``, ``and``, ``or``, ``not``,
+``len(...)`` and parentheses. Comparing values of different kinds is false,
+never an error, so a condition cannot crash a run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ether_host.workflows.paths import Missing, resolve
+
+STATUS_NAMES = ("SUCCEEDED", "PARTIAL", "FAILED", "SKIPPED", "CANCELLED")
+_TOKEN = re.compile(
+    r"""\s*(?:
+      (?P<number>-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)
+    | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
+    | (?P<op>==|!=|<=|>=|<|>|\(|\)|\[|\]|,)
+    | (?P<name>[A-Za-z_][\w-]*(?:\.(?:[\w-]+|\*))*)
+    )""",
+    re.VERBOSE,
+)
+_KEYWORDS = {"and", "or", "not", "in", "true", "false", "null", "len"}
+
+
+class ExprError(ValueError):
+    """A ``when`` expression that does not parse or names what it may not."""
+
+
+@dataclass(frozen=True)
+class Ref:
+    """``<stage>.status`` or ``<stage>.data.<keys>``."""
+
+    stage: str
+    field: str
+    keys: tuple[str, ...] = ()
+
+
+Env = Callable[[Ref], Any]
+Node = tuple[Any, ...]
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    position = 0
+    text = text.rstrip()
+    while position < len(text):
+        match = _TOKEN.match(text, position)
+        if match is None or match.end() == position:
+            raise ExprError(
+                f"unexpected {text[position:].lstrip()[:12]!r} at character {position + 1}"
+            )
+        kind = match.lastgroup or ""
+        value = match.group(kind)
+        if kind == "name" and value in _KEYWORDS:
+            kind = value
+        out.append((kind, value))
+        position = match.end()
+    return out
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.tokens = _tokens(text)
+        self.at = 0
+        self.refs: list[Ref] = []
+
+    def peek(self, offset: int = 0) -> tuple[str, str]:
+        index = self.at + offset
+        return self.tokens[index] if index < len(self.tokens) else ("end", "")
+
+    def take(self, kind: str, value: str | None = None) -> str:
+        found_kind, found = self.peek()
+        if found_kind != kind or (value is not None and found != value):
+            wanted = value or kind
+            raise ExprError(f"expected {wanted!r} but found {found or 'the end'!r}")
+        self.at += 1
+        return found
+
+    def parse(self) -> Node:
+        node = self.or_()
+        if self.peek()[0] != "end":
+            raise ExprError(f"unexpected {self.peek()[1]!r} after a complete expression")
+        return node
+
+    def or_(self) -> Node:
+        node = self.and_()
+        while self.peek()[0] == "or":
+            self.at += 1
+            node = ("or", node, self.and_())
+        return node
+
+    def and_(self) -> Node:
+        node = self.not_()
+        while self.peek()[0] == "and":
+            self.at += 1
+            node = ("and", node, self.not_())
+        return node
+
+    def not_(self) -> Node:
+        if self.peek()[0] == "not":
+            self.at += 1
+            return ("not", self.not_())
+        return self.compare()
+
+    def compare(self) -> Node:
+        left = self.operand()
+        kind, value = self.peek()
+        if kind == "op" and value in ("==", "!=", "<", "<=", ">", ">="):
+            self.at += 1
+            return ("cmp", value, left, self.operand())
+        if kind == "in":
+            self.at += 1
+            return ("in", left, self.operand())
+        if kind == "not" and self.peek(1)[0] == "in":
+            self.at += 2
+            return ("not", ("in", left, self.operand()))
+        return left
+
+    def operand(self) -> Node:
+        kind, value = self.peek()
+        self.at += 1
+        if kind == "number":
+            number = float(value)
+            return (
+                "lit",
+                int(number)
+                if number.is_integer() and "." not in value and "e" not in value.lower()
+                else number,
+            )
+        if kind == "string":
+            return ("lit", _unquote(value))
+        if kind in ("true", "false", "null"):
+            return ("lit", {"true": True, "false": False, "null": None}[kind])
+        if kind == "len":
+            self.take("op", "(")
+            inner = self.or_()
+            self.take("op", ")")
+            return ("len", inner)
+        if kind == "op" and value == "(":
+            inner = self.or_()
+            self.take("op", ")")
+            return inner
+        if kind == "op" and value == "[":
+            items: list[Node] = []
+            while self.peek() != ("op", "]"):
+                items.append(self.operand())
+                if self.peek() == ("op", ","):
+                    self.at += 1
+                elif self.peek() != ("op", "]"):
+                    raise ExprError(
+                        f"expected ',' or ']' in a list but found {self.peek()[1] or 'the end'!r}"
+                    )
+            self.at += 1
+            return ("list", *items)
+        if kind == "name":
+            return self.reference(value)
+        raise ExprError(f"expected a value but found {value or 'the end'!r}")
+
+    def reference(self, name: str) -> Node:
+        parts = name.split(".")
+        if len(parts) == 1:
+            if name in STATUS_NAMES:
+                return ("lit", name)
+            raise ExprError(f"unknown name {name!r}: write <stage>.status or <stage>.data[.path]")
+        stage, field, keys = parts[0], parts[1], tuple(parts[2:])
+        if field == "status" and not keys:
+            ref = Ref(stage, "status")
+        elif field == "data":
+            ref = Ref(stage, "data", keys)
+        else:
+            raise ExprError(f"{name!r} names nothing: write {stage}.status or {stage}.data[.path]")
+        self.refs.append(ref)
+        return ("ref", ref)
+
+
+def _unquote(text: str) -> str:
+    if text.startswith("'"):
+        text = '"' + text[1:-1].replace('\\"', '"').replace('"', '\\"') + '"'
+    try:
+        value: str = json.loads(text)
+    except ValueError as error:
+        raise ExprError(f"bad string literal {text}: {error}") from None
+    return value
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A parsed ``when`` expression."""
+
+    text: str
+    tree: Node
+    refs: tuple[Ref, ...]
+
+    def evaluate(self, env: Env) -> bool:
+        return _truthy(_eval(self.tree, env))
+
+
+def parse_condition(text: str) -> Condition:
+    """Parse ``text``; ExprError with a message a person can act on."""
+    parser = _Parser(text)
+    if not parser.tokens:
+        raise ExprError("empty expression")
+    tree = parser.parse()
+    return Condition(text, tree, tuple(parser.refs))
+
+
+def _truthy(value: Any) -> bool:
+    return value not in (None, False, 0, "", [], {}) if not isinstance(value, Missing) else False
+
+
+def _eval(node: Node, env: Env) -> Any:
+    kind = node[0]
+    if kind == "lit":
+        return node[1]
+    if kind == "list":
+        return [_eval(child, env) for child in node[1:]]
+    if kind == "ref":
+        value = env(node[1])
+        return None if isinstance(value, Missing) else value
+    if kind == "len":
+        value = _eval(node[1], env)
+        return len(value) if isinstance(value, (list, dict, str)) else 0
+    if kind == "not":
+        return not _truthy(_eval(node[1], env))
+    if kind == "and":
+        return _truthy(_eval(node[1], env)) and _truthy(_eval(node[2], env))
+    if kind == "or":
+        return _truthy(_eval(node[1], env)) or _truthy(_eval(node[2], env))
+    if kind == "in":
+        item, container = _eval(node[1], env), _eval(node[2], env)
+        if isinstance(container, str):
+            return isinstance(item, str) and item in container
+        if isinstance(container, (list, dict)):
+            try:
+                return item in container
+            except TypeError:
+                return False
+        return False
+    if kind == "cmp":
+        return _compare(node[1], _eval(node[2], env), _eval(node[3], env))
+    raise AssertionError(f"unknown node {kind}")
+
+
+def _compare(op: str, left: Any, right: Any) -> bool:
+    if op == "==":
+        return bool(left == right)
+    if op == "!=":
+        return bool(left != right)
+    numbers = (int, float)
+    comparable = (
+        isinstance(left, numbers)
+        and isinstance(right, numbers)
+        and not isinstance(left, bool)
+        and not isinstance(right, bool)
+    ) or (isinstance(left, str) and isinstance(right, str))
+    if not comparable:
+        return False
+    return bool(
+        {"<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right}[op]
+    )
+
+
+def data_env(status: Callable[[str], str], data: Callable[[str], Any]) -> Env:
+    """An Env over stage statuses and stage data (paths resolved with ``resolve``)."""
+
+    def lookup(ref: Ref) -> Any:
+        if ref.field == "status":
+            return status(ref.stage)
+        return resolve(data(ref.stage), ref.keys)
+
+    return lookup
+
+
+__all__ = [
+    "STATUS_NAMES",
+    "Condition",
+    "ExprError",
+    "Missing",
+    "Ref",
+    "data_env",
+    "parse_condition",
+]
