@@ -29,7 +29,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -96,11 +96,15 @@ def _npm_up_to_date(folder: Path) -> bool:
     return stamp.stat().st_mtime >= newest
 
 
-def _default_recipe(language: str, folder: Path) -> dict[str, object] | str:
+def _default_recipe(language: str, folder: Path) -> dict[str, Any] | str:
     """The built-in recipe, or a string saying why the folder cannot be built."""
     if language == "python":
         base = ["{python}", "-m", "ether_agent", "--path", "{dir}"]
-        return {"build": [], "agent": [*base, "--module", "agent"], "plain": [*base, "--module", "plain", "--function", "run"]}
+        return {
+            "build": [],
+            "agent": [*base, "--module", "agent"],
+            "plain": [*base, "--module", "plain", "--function", "run"],
+        }
     if language == "go":
         if not (folder / "go.mod").exists():
             return "agents/go has no go.mod (and no conformance.json)"
@@ -114,22 +118,37 @@ def _default_recipe(language: str, folder: Path) -> dict[str, object] | str:
     build: list[list[str]] = []
     if not _npm_up_to_date(folder):
         lock = (folder / "package-lock.json").exists()
-        build.append(["npm", "ci" if lock else "install", "--no-audit", "--no-fund", "--loglevel=error"])
+        build.append(
+            ["npm", "ci" if lock else "install", "--no-audit", "--no-fund", "--loglevel=error"]
+        )
     build.append(["{dir}/node_modules/.bin/tsc", "-p", "tsconfig.json"])
-    return {"build": build, "agent": ["node", "{dir}/dist/agent.js"], "plain": ["node", "{dir}/dist/plain.js"]}
+    return {
+        "build": build,
+        "agent": ["node", "{dir}/dist/agent.js"],
+        "plain": ["node", "{dir}/dist/plain.js"],
+    }
 
 
 def prepare(language: str, out_root: Path) -> Prepared:
     """Build ``language``'s conformance agent into a folder under ``out_root``."""
     folder = AGENTS / language
     if not folder.is_dir():
-        return Prepared(language, "absent", detail=f"tests/conformance/agents/{language} does not exist yet")
+        return Prepared(
+            language, "absent", detail=f"tests/conformance/agents/{language} does not exist yet"
+        )
     manifest = folder / "conformance.json"
     if manifest.exists():
         try:
-            recipe: dict[str, object] | str = json.loads(manifest.read_text())
+            recipe: dict[str, Any] | str = json.loads(manifest.read_text())
         except ValueError as exc:
             return Prepared(language, "build_failed", detail=f"{manifest}: {exc}")
+        if not _valid_recipe(recipe):
+            return Prepared(
+                language,
+                "build_failed",
+                detail=f"{manifest}: expected {{build: [[argv...]...], agent: [argv...], "
+                "plain: [argv...]}} (see tests/conformance/README.md)",
+            )
     else:
         recipe = _default_recipe(language, folder)
     if isinstance(recipe, str):
@@ -138,18 +157,30 @@ def prepare(language: str, out_root: Path) -> Prepared:
     out.mkdir(parents=True, exist_ok=True)
     values = {"dir": str(folder), "out": str(out), "repo": str(REPO), "python": sys.executable}
     log: list[str] = []
-    steps = [_fill(list(s), values) for s in recipe.get("build", [])]  # type: ignore[union-attr]
+    steps = [_fill(step, values) for step in recipe.get("build", [])]
     if not _run_steps(steps, folder, log):
         return Prepared(language, "build_failed", detail="\n".join(log)[-6000:])
-    agent = recipe.get("agent")
-    plain = recipe.get("plain")
+    agent, plain = recipe.get("agent"), recipe.get("plain")
     return Prepared(
         language,
         "ready",
-        agent=_fill(list(agent), values) if agent else None,  # type: ignore[call-overload]
-        plain=_fill(list(plain), values) if plain else None,  # type: ignore[call-overload]
+        agent=_fill(agent, values) if agent else None,
+        plain=_fill(plain, values) if plain else None,
         cwd=str(folder),
         detail="\n".join(log)[-2000:],
+    )
+
+
+def _valid_recipe(recipe: Any) -> bool:
+    def argv(value: Any) -> bool:
+        return isinstance(value, list) and bool(value) and all(isinstance(a, str) for a in value)
+
+    return (
+        isinstance(recipe, dict)
+        and argv(recipe.get("agent"))
+        and (recipe.get("plain") is None or argv(recipe["plain"]))
+        and isinstance(recipe.get("build", []), list)
+        and all(argv(step) for step in recipe.get("build", []))
     )
 
 

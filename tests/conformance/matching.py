@@ -15,8 +15,10 @@ Bindings = dict[str, Any]
 _TYPES: dict[str, Any] = {
     "$string": lambda v: isinstance(v, str),
     "$number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    "$int": lambda v: (isinstance(v, int) and not isinstance(v, bool))
-    or (isinstance(v, float) and v.is_integer()),
+    "$int": lambda v: (
+        (isinstance(v, int) and not isinstance(v, bool))
+        or (isinstance(v, float) and v.is_integer())
+    ),
     "$bool": lambda v: isinstance(v, bool),
     "$object": lambda v: isinstance(v, dict),
     "$array": lambda v: isinstance(v, list),
@@ -61,7 +63,9 @@ def match(pattern: Any, value: Any, bindings: Bindings, path: str = "$") -> list
     """Mismatches of ``value`` against ``pattern`` (empty: it matches). ``$capture`` binds into
     ``bindings`` only when the whole pattern matches; callers pass a copy while trying."""
     if isinstance(pattern, str) and pattern in _TYPES:
-        return [] if _TYPES[pattern](value) else [f"{path}: expected {pattern}, got {_short(value)}"]
+        return (
+            [] if _TYPES[pattern](value) else [f"{path}: expected {pattern}, got {_short(value)}"]
+        )
     if isinstance(pattern, str) and pattern[:1] == "$" and pattern != "$absent":
         raise VectorError(f"unknown placeholder {pattern!r} at {path}")
     if is_operator(pattern):
@@ -88,7 +92,11 @@ def match(pattern: Any, value: Any, bindings: Bindings, path: str = "$") -> list
         for i, (p, v) in enumerate(zip(pattern, value, strict=True)):
             errors += match(p, v, bindings, f"{path}[{i}]")
         return errors
-    return [] if _equal(pattern, value) else [f"{path}: expected {_short(pattern)}, got {_short(value)}"]
+    return (
+        []
+        if _equal(pattern, value)
+        else [f"{path}: expected {_short(pattern)}, got {_short(value)}"]
+    )
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -116,10 +124,18 @@ def _operator(op: dict[str, Any], value: Any, bindings: Bindings, path: str) -> 
         if name not in bindings:
             raise VectorError(f"$var {name!r} is not bound at {path} (bound: {sorted(bindings)})")
         want = bindings[name]
-        return [] if _equal(want, value) else [f"{path}: expected {_short(want)} (${name}), got {_short(value)}"]
+        return (
+            []
+            if _equal(want, value)
+            else [f"{path}: expected {_short(want)} (${name}), got {_short(value)}"]
+        )
     if "$exact" in op:
         want = expand(op["$exact"], bindings)
-        return [] if _equal(want, value) else [f"{path}: expected exactly {_short(want)}, got {_short(value)}"]
+        return (
+            []
+            if _equal(want, value)
+            else [f"{path}: expected exactly {_short(want)}, got {_short(value)}"]
+        )
     if "$repeat" in op:
         want = expand(op, bindings)
         if _equal(want, value):
@@ -170,5 +186,7 @@ def _operator(op: dict[str, Any], value: Any, bindings: Bindings, path: str) -> 
         return [f"{path}: expected length {op['$len']}, got {_short(value)}"]
     if "$literal" in op:
         want = op["$literal"]
-        return [] if _equal(want, value) else [f"{path}: expected {_short(want)}, got {_short(value)}"]
+        return (
+            [] if _equal(want, value) else [f"{path}: expected {_short(want)}, got {_short(value)}"]
+        )
     raise VectorError(f"unknown operator {sorted(op)} at {path}")

@@ -10,6 +10,7 @@ and one that dies during the reply is replaced for the next turn.
 
 from __future__ import annotations
 
+import secrets
 import time
 from typing import Any
 
@@ -49,6 +50,15 @@ class TurnRunner:
                     session.current_turn = turn.number
                     try:
                         await self.run(session, turn)
+                    except Exception:  # noqa: BLE001 - one broken turn must not end the session
+                        correlation_id = secrets.token_hex(6)
+                        log.exception("turn crashed", session=session.id, turn=turn.number,
+                                      correlation_id=correlation_id)
+                        session.emit(ev.ERROR, turn.number, error_data(
+                            "", "internal", f"internal error; the host log has it under {correlation_id}"))
+                        session.completed = turn.number
+                        session.emit(ev.TURN_COMPLETED, turn.number,
+                                     {"latency": time.monotonic() - turn.accepted_at, "steps_run": []})
                     finally:
                         session.current_turn = 0
 

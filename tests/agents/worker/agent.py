@@ -61,3 +61,14 @@ async def recurse(depth: int, ctx: TaskContext) -> Any:
     if depth <= 0:
         return {"bottom": True}
     return await ctx.call_agent("worker", "recurse", {"depth": depth - 1})
+
+
+@agent.action(description="Start a grandchild that ignores SIGTERM and SIGHUP; return its pid.")
+def grandchild() -> dict[str, Any]:
+    import subprocess
+
+    child = subprocess.Popen(
+        ["sh", "-c", "trap '' TERM HUP; while true; do sleep 1; done"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    return {"pid": child.pid}

@@ -1,7 +1,8 @@
 // Command conformance is the conformance agent written with the Go adapter:
-// the same actions as the Python and TypeScript ones (see
-// tests/conformance/README.md). With the argument --plain it serves the
-// seeds' plain-function style instead: one action, run, echoing its payload.
+// the contract of tests/conformance/README.md, the same actions as the
+// Python and TypeScript agents. With the argument --plain it serves the
+// seeds' plain-function style instead: one action, run, that returns its
+// payload.
 package main
 
 import (
@@ -9,11 +10,39 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
 	agent "github.com/etherhost/ether/adapters/go"
 )
+
+type sleepParams struct {
+	MS int64 `json:"ms" agent:"required"`
+}
+
+type progressParams struct {
+	Steps int `json:"steps" agent:"required"`
+}
+
+type failParams struct {
+	Code    string `json:"code" agent:"required"`
+	Message string `json:"message" agent:"required"`
+}
+
+type bigParams struct {
+	Bytes int `json:"bytes" agent:"required"`
+}
+
+type printParams struct {
+	Text string `json:"text" agent:"required"`
+}
+
+type callParams struct {
+	Agent  string         `json:"agent" agent:"required"`
+	Action string         `json:"action" agent:"required"`
+	Params map[string]any `json:"params,omitempty"`
+}
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "--plain" {
@@ -22,20 +51,19 @@ func main() {
 
 	a := agent.New("conformance",
 		agent.WithVersion("1.0.0"),
-		agent.WithDescription("Conformance agent for the stdio link (Go adapter)."),
+		agent.WithDescription("Implements the cross-language conformance contract (Go adapter)."),
 		agent.WithMaxConcurrency(128),
+		agent.WithMaxFrame(64<<20),
 		agent.WithPing(true),
 		agent.WithCalls("agent.call"),
 	)
 
 	a.Action("echo", func(_ context.Context, t *agent.Task) (any, error) {
 		return t.Params, nil
-	}, agent.WithActionDescription("Returns its params unchanged."))
+	}, agent.WithActionDescription("Return the params unchanged."), agent.WithSchema(`{"type":"object"}`))
 
-	a.Action("sleep", agent.Typed(func(ctx context.Context, _ *agent.Task, p struct {
-		MS float64 `json:"ms"`
-	}) (any, error) {
-		timer := time.NewTimer(time.Duration(p.MS * float64(time.Millisecond)))
+	a.Action("sleep", agent.Typed(func(ctx context.Context, _ *agent.Task, p sleepParams) (any, error) {
+		timer := time.NewTimer(time.Duration(p.MS) * time.Millisecond)
 		defer timer.Stop()
 		select {
 		case <-timer.C:
@@ -43,52 +71,45 @@ func main() {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-	}), agent.WithActionDescription("Sleeps ms milliseconds; cancellable."),
-		agent.WithSchema(`{"type":"object","properties":{"ms":{"type":"number","minimum":0}}}`))
+	}), agent.WithActionDescription("Sleep ms milliseconds (cancellable); return {slept: ms}."),
+		agent.SchemaOf[sleepParams]())
 
-	a.Action("progress", agent.Typed(func(_ context.Context, t *agent.Task, p struct {
-		Steps int `json:"steps"`
-	}) (any, error) {
+	a.Action("progress", agent.Typed(func(_ context.Context, t *agent.Task, p progressParams) (any, error) {
 		for i := 1; i <= p.Steps; i++ {
 			t.Progress(float64(i), float64(p.Steps), fmt.Sprintf("step %d of %d", i, p.Steps))
 		}
 		return map[string]any{"steps": p.Steps}, nil
-	}), agent.WithActionDescription("Sends steps progress frames, then {steps}."))
+	}), agent.WithActionDescription("Send `steps` progress frames, then return {steps}."),
+		agent.SchemaOf[progressParams]())
 
-	a.Action("fail", agent.Typed(func(_ context.Context, _ *agent.Task, p struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}) (any, error) {
-		if p.Code == "" {
-			p.Code = agent.CodeInternal
-		}
+	a.Action("fail", agent.Typed(func(_ context.Context, _ *agent.Task, p failParams) (any, error) {
 		return nil, &agent.Error{Code: p.Code, Message: p.Message}
-	}), agent.WithActionDescription("Fails with the given code and message."))
+	}), agent.WithActionDescription("Fail with the given error code and message."),
+		agent.SchemaOf[failParams]())
 
-	a.Action("big", agent.Typed(func(_ context.Context, _ *agent.Task, p struct {
-		Bytes int `json:"bytes"`
-	}) (any, error) {
+	a.Action("big", agent.Typed(func(_ context.Context, _ *agent.Task, p bigParams) (any, error) {
 		return map[string]any{"data": strings.Repeat("x", max(0, p.Bytes))}, nil
-	}), agent.WithActionDescription("Returns {data} of bytes 'x' characters."))
+	}), agent.WithActionDescription("Return {data: 'x' * bytes}."),
+		agent.SchemaOf[bigParams]())
 
-	a.Action("print", agent.Typed(func(_ context.Context, _ *agent.Task, p struct {
-		Text string `json:"text"`
-	}) (any, error) {
+	a.Action("print", agent.Typed(func(_ context.Context, _ *agent.Task, p printParams) (any, error) {
 		fmt.Println(p.Text)
 		return map[string]any{"printed": true}, nil
-	}), agent.WithActionDescription("fmt.Println(text) from user code; the link must survive."))
+	}), agent.WithActionDescription("fmt.Println the text to stdout; return {printed: true}."),
+		agent.SchemaOf[printParams]())
 
-	a.Action("call", agent.Typed(func(ctx context.Context, t *agent.Task, p struct {
-		Agent  string          `json:"agent"`
-		Action string          `json:"action"`
-		Params json.RawMessage `json:"params"`
-	}) (any, error) {
-		var params any = map[string]any{}
-		if len(p.Params) > 0 && string(p.Params) != "null" {
-			params = p.Params
+	a.Action("call", agent.Typed(func(ctx context.Context, t *agent.Task, p callParams) (json.RawMessage, error) {
+		return t.CallAgent(ctx, p.Agent, p.Action, p.Params)
+	}), agent.WithActionDescription("Run `action` of `agent` through the host (agent.call)."),
+		agent.SchemaOf[callParams]())
+
+	a.Action("spawn", func(context.Context, *agent.Task) (any, error) {
+		child := exec.Command("sleep", "300")
+		if err := child.Start(); err != nil {
+			return nil, err
 		}
-		return t.CallAgent(ctx, p.Agent, p.Action, params)
-	}), agent.WithActionDescription("agent.call through the host; returns the reply's result."))
+		return map[string]any{"pid": child.Process.Pid}, nil
+	}, agent.WithActionDescription("Start a child process `sleep 300` without waiting; return {pid}."))
 
 	a.Serve()
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 from typing import Any
 
 from ether_agent import Agent, AgentError, TaskContext
@@ -45,7 +46,7 @@ async def fail(code: str, message: str) -> None:
 
 
 @agent.action(description="Return {data: 'x' * bytes}.")
-async def big(bytes: int) -> dict[str, Any]:  # noqa: A002 - the contract's param name
+async def big(bytes: int) -> dict[str, Any]:
     return {"data": "x" * bytes}
 
 
@@ -60,3 +61,9 @@ async def call(
     agent: str, action: str, ctx: TaskContext, params: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     return await ctx.call_agent(agent, action, params or {})
+
+
+@agent.action(description="Start a child process `sleep 300` without waiting; return {pid}.")
+def spawn() -> dict[str, Any]:
+    child = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL)
+    return {"pid": child.pid}

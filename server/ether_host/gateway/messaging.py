@@ -1,0 +1,301 @@
+"""Messages between agents by name, and topics.
+
+Every agent has a bounded mailbox (RESOURCE_EXHAUSTED when full: a send
+never silently drops). An agent takes messages out with the ``msg.receive``
+host call, or the host hands them to its ``on_message`` action one at a time
+and in order (the Python SDK's ``ether_agent.gateway.on_message``). A
+message handed to a handler that crashes or is not running goes back to the
+head of the mailbox and is delivered again (at least once); one taken with
+``msg.receive`` is gone from the mailbox (at most once).
+
+Topics need no creation: a message published on one goes to every current
+subscriber (client streams, and agents that subscribed with
+``msg.subscribe``, into their mailboxes), and the last ones are retained so a
+subscriber can resume after a sequence number. A subscriber reads at its own
+pace from that retained window; one that falls further behind is told how
+many messages it missed.
+
+The sender of a message is always who the transport says: the caller's
+identity, or ``agent:<name>`` for an agent's host call.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import TaskStatus
+
+from ether_host.agents import Dispatcher, TaskInput
+from ether_host.agents.model import ERROR
+from ether_host.bus import History
+from ether_host.errors import EtherError, FieldViolation, InvalidArgument, ResourceExhausted
+from ether_host.gateway.context import json_size
+from ether_host.gateway.sessions import healthy
+from ether_host.gateway.settings import GatewaySettings
+from ether_host.supervisor import ManagedAgent, Supervisor
+
+log = structlog.get_logger("ether.gateway")
+
+HANDLER_ACTION = "on_message"
+TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,127}$")
+TOPIC_PATTERN = re.compile(r"^[a-z0-9._-]{1,128}$")
+REMEMBERED_REQUEST_IDS = 10000
+REDELIVERY_PAUSE = 1.0  # seconds before handing a message back to a handler that failed to take it
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message in a mailbox (``agent`` set) or on a topic (``topic`` set)."""
+
+    id: str
+    sequence: int
+    sender: str
+    type: str
+    data: Any
+    agent: str = ""
+    topic: str = ""
+    correlation_id: str = ""
+    session_id: str = ""
+    sent_at: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {"id": self.id, "sequence": self.sequence, "sender": self.sender, "agent": self.agent,
+                "topic": self.topic, "type": self.type, "data": self.data, "correlation_id": self.correlation_id,
+                "session_id": self.session_id, "sent_at": self.sent_at}
+
+
+@dataclass(frozen=True)
+class Lagged:
+    """A subscriber fell behind the retained window and missed messages."""
+
+    dropped: int
+    first_dropped_sequence: int
+
+
+class Mailbox:
+    """One agent's waiting messages, plus a retained copy of each for observers."""
+
+    def __init__(self, agent: str, retention: int) -> None:
+        self.agent = agent
+        self.queue: deque[Message] = deque()
+        self.copies: History[Message] = History(retention)
+        self._wake = anyio.Event()
+
+    def wake(self) -> None:
+        self._wake.set()
+        self._wake = anyio.Event()
+
+    async def wait(self, timeout: float | None = None) -> None:
+        with anyio.move_on_after(timeout):
+            await self._wake.wait()
+
+
+class Topic:
+    """A named stream of published messages."""
+
+    def __init__(self, name: str, retention: int) -> None:
+        self.name = name
+        self.history: History[Message] = History(retention)
+        self.readers = 0
+        self.agents: set[str] = set()
+
+
+class Messaging:
+    """Mailboxes by agent name, topics by name, and delivery to on_message handlers."""
+
+    def __init__(self, supervisor: Supervisor, dispatcher: Dispatcher, settings: GatewaySettings) -> None:
+        self.supervisor = supervisor
+        self.dispatcher = dispatcher
+        self.settings = settings
+        self.mailboxes: dict[str, Mailbox] = {}
+        self.topics: dict[str, Topic] = {}
+        self._sent: OrderedDict[tuple[str, str], tuple[Message, int]] = OrderedDict()
+        self._tg: anyio.abc.TaskGroup | None = None
+        # Set by the gateway: lets a delivery task on a session use ctx.* (root task id, session id).
+        self.authorize: Callable[[str, str], None] = lambda task_id, session_id: None
+        self.revoke: Callable[[str, str], None] = lambda task_id, session_id: None
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Own the delivery tasks; wake mailboxes when their agent changes state."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            for mailbox in self.mailboxes.values():
+                tg.start_soon(self._deliver, mailbox)
+            task_status.started()
+            events = self.supervisor.events
+            async for _, event in events.follow(events.last_sequence):
+                mailbox = self.mailboxes.get(event.agent)
+                if mailbox is not None:
+                    mailbox.wake()
+
+    # -- mailboxes -----------------------------------------------------------------------
+
+    def mailbox(self, agent: str) -> Mailbox:
+        """The agent's mailbox (NOT_FOUND for an agent that is not deployed)."""
+        self.supervisor.get(agent)
+        box = self.mailboxes.get(agent)
+        if box is None:
+            box = self.mailboxes[agent] = Mailbox(agent, self.settings.topic_retention)
+            if self._tg is not None:
+                self._tg.start_soon(self._deliver, box)
+        return box
+
+    def capacity(self, agent: ManagedAgent) -> int:
+        configured = agent.spec.config.get("mailbox_size")
+        if isinstance(configured, int) and not isinstance(configured, bool) and configured > 0:
+            return configured
+        return self.settings.mailbox_size
+
+    def send(self, sender: str, agent: str, kind: str, data: Any, *, correlation_id: str = "",
+             session_id: str = "", request_id: str = "") -> tuple[Message, int]:
+        """Put a message in ``agent``'s mailbox; returns it and the mailbox depth after it."""
+        target = self.supervisor.get(agent)
+        if request_id and (sender, request_id) in self._sent:
+            return self._sent[(sender, request_id)]
+        self._check(kind, data)
+        box = self.mailbox(agent)
+        limit = self.capacity(target)
+        if len(box.queue) >= limit:
+            raise ResourceExhausted(
+                f"the mailbox of {agent} is full ({limit} messages waiting); retry later",
+                reason="MAILBOX_FULL", retry_after=1.0, resource=("agent", agent),
+                metadata={"capacity": str(limit)},
+            )
+        message = Message(_message_id(), box.copies.last_sequence + 1, sender, kind, data, agent=agent,
+                          correlation_id=correlation_id, session_id=session_id, sent_at=time.time())
+        box.copies.append(message)
+        box.queue.append(message)
+        box.wake()
+        outcome = (message, len(box.queue))
+        if request_id:
+            self._sent[(sender, request_id)] = outcome
+            while len(self._sent) > REMEMBERED_REQUEST_IDS:
+                self._sent.popitem(last=False)
+        return outcome
+
+    async def receive(self, agent: str, max_count: int, wait: float) -> list[Message]:
+        """Take up to ``max_count`` messages, waiting up to ``wait`` seconds for the first."""
+        box = self.mailbox(agent)
+        with anyio.move_on_after(wait):
+            while not box.queue:
+                await box.wait()
+        return [box.queue.popleft() for _ in range(min(max_count, len(box.queue)))]
+
+    async def _deliver(self, box: Mailbox) -> None:
+        """Hand messages to the agent's on_message action, in order, one at a time."""
+        while True:
+            agent = self.supervisor.agents.get(box.agent)
+            if not box.queue or agent is None or not healthy(agent) or not _has_handler(agent):
+                await box.wait()
+                continue
+            message = box.queue.popleft()
+            task = TaskInput(agent=box.agent, action=HANDLER_ACTION, params={"message": message.as_json()},
+                             task_id=f"{message.id}.{secrets.token_hex(2)}", session_id=message.session_id)
+            if message.session_id:
+                self.authorize(task.task_id, message.session_id)
+            try:
+                result = await self.dispatcher.execute(task)
+            except EtherError as error:
+                box.queue.appendleft(message)  # not taken: it stays first in line
+                log.warning("message not delivered; will retry", agent=box.agent, message=message.id,
+                            error=error.message)
+                await box.wait(REDELIVERY_PAUSE)
+                continue
+            finally:
+                if message.session_id:
+                    self.revoke(task.task_id, message.session_id)
+            if result.status == ERROR and result.error is not None:
+                log.warning("on_message handler failed", agent=box.agent, message=message.id,
+                            code=result.error.code, error=result.error.message)
+
+    # -- topics --------------------------------------------------------------------------
+
+    def topic(self, name: str) -> Topic:
+        check_topic(name)
+        found = self.topics.get(name)
+        if found is None:
+            found = self.topics[name] = Topic(name, self.settings.topic_retention)
+        return found
+
+    def publish(self, sender: str, topic: str, kind: str, data: Any, *, correlation_id: str = "",
+                session_id: str = "") -> tuple[Message, int]:
+        """Publish to a topic; returns the message and how many subscribers it reached."""
+        channel = self.topic(topic)
+        self._check(kind, data)
+        message = Message(_message_id(), channel.history.last_sequence + 1, sender, kind, data, topic=topic,
+                          correlation_id=correlation_id, session_id=session_id, sent_at=time.time())
+        channel.history.append(message)
+        reached = channel.readers
+        for agent in sorted(channel.agents):
+            try:
+                self.send(sender, agent, kind, data, correlation_id=correlation_id, session_id=session_id)
+            except EtherError as error:
+                log.warning("topic message not copied to an agent's mailbox", topic=topic, agent=agent,
+                            error=error.message)
+            else:
+                reached += 1
+        return message, reached
+
+    def subscribe_agent(self, agent: str, topic: str, on: bool = True) -> list[str]:
+        """Copy a topic's messages into the agent's mailbox (or stop); returns its topics."""
+        channel = self.topic(topic)
+        self.mailbox(agent)
+        if on:
+            channel.agents.add(agent)
+        else:
+            channel.agents.discard(agent)
+        return sorted(t.name for t in self.topics.values() if agent in t.agents)
+
+    async def follow(self, history: History[Message], after: int | None,
+                     until: Callable[[], bool]) -> AsyncIterator[Message | Lagged]:
+        """Retained messages after ``after`` (None: only new ones), then new ones; gaps as Lagged."""
+        cursor = history.last_sequence if after is None else max(0, after)
+        async for sequence, message in history.follow(cursor, until=until):
+            if sequence > cursor + 1:
+                yield Lagged(sequence - cursor - 1, cursor + 1)
+            cursor = sequence
+            yield message
+
+    async def follow_topic(self, topic: str, after: int | None, until: Callable[[], bool]
+                           ) -> AsyncIterator[Message | Lagged]:
+        channel = self.topic(topic)
+        channel.readers += 1
+        try:
+            async for item in self.follow(channel.history, after, until):
+                yield item
+        finally:
+            channel.readers -= 1
+
+    def _check(self, kind: str, data: Any) -> None:
+        if not TYPE_PATTERN.match(kind):
+            raise InvalidArgument(f"message type {kind[:64]!r} must be lower_snake: a-z, 0-9 and _, from a letter",
+                                  reason="INVALID_MESSAGE_TYPE", violations=[FieldViolation("type", "lower_snake")])
+        size = json_size(data)
+        if size > self.settings.max_message_bytes:
+            raise ResourceExhausted(
+                f"the message is {size} bytes as JSON, over the limit of {self.settings.max_message_bytes}",
+                reason="MESSAGE_TOO_LARGE",
+                metadata={"size": str(size), "limit": str(self.settings.max_message_bytes)},
+            )
+
+
+def check_topic(name: str) -> None:
+    if not TOPIC_PATTERN.match(name):
+        raise InvalidArgument(f"topic {name[:64]!r} must be 1-128 characters of a-z 0-9 . _ -",
+                              reason="INVALID_TOPIC", violations=[FieldViolation("topic", "[a-z0-9._-]{1,128}")])
+
+
+def _has_handler(agent: ManagedAgent) -> bool:
+    return any(a.name == HANDLER_ACTION for a in agent.actions)
+
+
+def _message_id() -> str:
+    return f"msg-{secrets.token_hex(8)}"

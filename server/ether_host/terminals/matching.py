@@ -1,0 +1,190 @@
+"""Regular expressions on terminal output: compiling them, and searching output as it comes.
+
+Output is turned into text incrementally: escape sequences and control
+characters other than TAB and LF are removed (so ``\\r\\n`` reads as ``\\n``),
+and the bytes are decoded as UTF-8 with invalid bytes shown as U+FFFD. Every
+character keeps the byte offset it came from, so a match reports the output
+offsets it spans. Each search covers the new text plus the last
+``OVERLAP`` characters before it: a match may be up to 64 KiB long.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+
+from ether_host.errors import FieldViolation, InvalidArgument
+
+OVERLAP = 64 * 1024
+WINDOW = 1024 * 1024
+MAX_HELD = 4096
+
+_STRIP = re.compile(
+    rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[PX^_].*?\x1b\\|\x1b[ -/]*[0-~]"
+    rb"|[\x00-\x08\x0b-\x1f\x7f]",
+    re.S,
+)
+_INCOMPLETE_ESC = re.compile(
+    rb"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]*\x1b?|[PX^_](?:[^\x1b]|\x1b(?!\\))*\x1b?|[ -/]*)\Z", re.S
+)
+_SURROGATES = {c: "\ufffd" for c in range(0xDC80, 0xDD00)}
+
+
+def compile_regex(pattern: str, field: str) -> re.Pattern[str]:
+    """Compile with MULTILINE; a bad pattern is INVALID_ARGUMENT naming the position."""
+    if not pattern:
+        raise InvalidArgument(f"{field}: the regex is empty", reason="EMPTY_REGEX",
+                              violations=[FieldViolation(field, "required")])
+    try:
+        return re.compile(pattern, re.MULTILINE)
+    except re.error as error:
+        position = error.pos if error.pos is not None else 0
+        raise InvalidArgument(
+            f"{field}: regex {pattern!r} does not compile: {error.msg} at position {position}",
+            reason="INVALID_REGEX", metadata={"position": str(position)},
+            violations=[FieldViolation(field, f"{error.msg} at position {position}")],
+        ) from None
+
+
+def _utf8_cut(data: bytes) -> int:
+    """Length of ``data`` without an incomplete UTF-8 sequence at its end."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte < 0x80:
+            return len(data)
+        if byte >= 0xC0:
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return len(data) if back >= need else len(data) - back
+    return len(data)
+
+
+class OutputText:
+    """Output bytes -> searchable text, with the byte offset of every character."""
+
+    def __init__(self, offset: int, raw: bool = False) -> None:
+        self.raw = raw
+        self.text = ""
+        self._starts: list[int] = []  # text index where each piece starts
+        self._pieces: list[tuple[int, str]] = []  # (byte offset, text with surrogate escapes)
+        self._held = b""
+        self._next = offset  # offset of the next byte to come (held bytes excluded)
+
+    @property
+    def next_offset(self) -> int:
+        return self._next + len(self._held)
+
+    def feed(self, data: bytes) -> str:
+        """Add output; returns the new text."""
+        offset = self._next
+        data = self._held + data
+        keep = _utf8_cut(data)
+        if not self.raw:
+            incomplete = _INCOMPLETE_ESC.search(data, max(0, len(data) - MAX_HELD))
+            if incomplete:
+                keep = min(keep, incomplete.start())
+        self._held = data[keep:]
+        data = data[:keep]
+        self._next = offset + keep
+        added: list[str] = []
+        position = 0
+        matches = () if self.raw else _STRIP.finditer(data)
+        for match in matches:
+            if match.start() > position:
+                added.append(self._add(offset + position, data[position : match.start()]))
+            position = match.end()
+        if position < len(data):
+            added.append(self._add(offset + position, data[position:]))
+        return "".join(added)
+
+    def _add(self, offset: int, data: bytes) -> str:
+        piece = data.decode("utf-8", errors="surrogateescape")
+        self._starts.append(len(self.text))
+        self._pieces.append((offset, piece))
+        shown = piece.translate(_SURROGATES)
+        self.text += shown
+        return shown
+
+    def offset_of(self, index: int) -> int:
+        """Byte offset of text[index] (or just after the text when index == len(text))."""
+        if index >= len(self.text):
+            return self._next
+        piece = bisect.bisect_right(self._starts, index) - 1
+        start, text = self._pieces[piece]
+        return start + len(text[: index - self._starts[piece]].encode("utf-8", errors="surrogateescape"))
+
+    def clear(self) -> None:
+        """Forget the text (offsets of later output stay right)."""
+        self.text = ""
+        self._starts.clear()
+        self._pieces.clear()
+
+    def trim(self, keep: int) -> int:
+        """Forget all but the last ``keep`` characters (whole pieces); returns how many went."""
+        drop_to = len(self.text) - keep
+        if drop_to <= 0:
+            return 0
+        piece = bisect.bisect_right(self._starts, drop_to) - 1
+        cut = self._starts[piece]
+        if cut <= 0:
+            return 0
+        self.text = self.text[cut:]
+        self._pieces = self._pieces[piece:]
+        self._starts = [s - cut for s in self._starts[piece:]]
+        return cut
+
+
+@dataclass(frozen=True)
+class OutputMatch:
+    text: str
+    groups: tuple[str, ...]
+    start_offset: int
+    end_offset: int
+
+
+class OutputMatcher:
+    """Searches a regex in output from an offset on, incrementally."""
+
+    def __init__(self, regex: re.Pattern[str], offset: int, raw: bool) -> None:
+        self.regex = regex
+        self.output = OutputText(offset, raw)
+        self._searched = 0  # text before this index had no match starting in it
+
+    def feed(self, data: bytes) -> OutputMatch | None:
+        self.output.feed(data)
+        text = self.output.text
+        match = self.regex.search(text, max(0, self._searched - OVERLAP))
+        if match is None:
+            self._searched = len(text)
+            if len(text) > WINDOW:
+                self._searched -= self.output.trim(OVERLAP)
+            return None
+        return OutputMatch(
+            match.group(0),
+            tuple(g or "" for g in match.groups()),
+            self.output.offset_of(match.start()),
+            self.output.offset_of(match.end()),
+        )
+
+
+class HeadTail:
+    """The first and last ``limit`` characters of output text, and its total length."""
+
+    def __init__(self, offset: int, limit: int) -> None:
+        self._text = OutputText(offset)
+        self.limit = limit
+        self.head = ""
+        self.tail = ""
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        added = self._text.feed(data)
+        self._text.clear()
+        self.total += len(added)
+        if len(self.head) < self.limit:
+            self.head += added[: self.limit - len(self.head)]
+        self.tail = (self.tail + added)[-self.limit :]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > 2 * self.limit

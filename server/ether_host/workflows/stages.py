@@ -1,0 +1,109 @@
+"""What a stage reads and what it yields: input expansion, stage data, ``when`` lookups."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ether_host.workflows.expr import data_env
+from ether_host.workflows.model import RunRecord, StageRecord, StageState, TaskRecord, TaskState, output_json
+from ether_host.workflows.paths import Missing, resolve
+from ether_host.workflows.spec import StageSpec
+
+NO_INPUT = object()
+
+
+class InputError(Exception):
+    """A stage's input_from names nothing in the data the earlier stage produced."""
+
+
+def stage_data(record: StageRecord, fanned: bool) -> Any:
+    """The data a stage passes on: its single task's data, or its tasks' data in order.
+
+    Only succeeded tasks count (under a CONTINUE policy the failed ones are left
+    out); tasks run because an agent proposed them are not part of it.
+    """
+    regular = [t for t in record.tasks if not t.proposed_by]
+    if not fanned:
+        task = regular[0] if regular else None
+        return task.result.data if task is not None and task.succeeded and task.result is not None else None
+    return [t.result.data for t in regular if t.succeeded and t.result is not None]
+
+
+class StageInputs:
+    """Reads earlier stages for one run: their data, their status, and a stage's inputs."""
+
+    def __init__(self, run: RunRecord, fanned: dict[str, bool]) -> None:
+        self.run = run
+        self.fanned = fanned  # stage name -> its data is a list (one element per task)
+        self._cache: dict[str, Any] = {}
+
+    def data(self, name: str) -> Any:
+        if name in self._cache:
+            return self._cache[name]
+        record = self.run.stage(name)
+        value = stage_data(record, self.fanned.get(name, False))
+        if record.state in StageState.DONE:
+            self._cache[name] = value
+        return value
+
+    def status(self, name: str) -> str:
+        return self.run.stage(name).state
+
+    def when(self, spec: StageSpec) -> bool:
+        return spec.when is None or spec.when.evaluate(data_env(self.status, self.data))
+
+    def expand(self, spec: StageSpec) -> tuple[list[tuple[int, int, str, str, dict[str, Any]]], bool]:
+        """(input index, action index, agent, action, params) of every task, and whether the stage fans out."""
+        inputs, fanned = self._inputs(spec)
+        tasks = []
+        for input_index, element in enumerate(inputs):
+            for action_index, action in enumerate(spec.actions):
+                params = copy.deepcopy(spec.params)
+                params.update(copy.deepcopy(action.params))
+                if element is not NO_INPUT:
+                    params[spec.input_param] = copy.deepcopy(element)
+                tasks.append((input_index, action_index, action.agent, action.action, params))
+        return tasks, fanned or bool(spec.map)
+
+    def _inputs(self, spec: StageSpec) -> tuple[list[Any], bool]:
+        if spec.inputs:
+            return list(spec.inputs), True
+        source = spec.input_from
+        if source is None:
+            return [NO_INPUT], False
+        if spec.reduce:
+            return [self._gather(spec)], False
+        value = resolve(self.data(source.stage), source.keys, f"{source.stage}.data")
+        if isinstance(value, Missing):
+            raise InputError(f"input_from {source}: {value.where}")
+        if isinstance(value, list):
+            return value, True
+        return [value], False
+
+    def _gather(self, spec: StageSpec) -> list[Any]:
+        """The list a reduce task receives."""
+        source = spec.input_from
+        assert source is not None
+        record = self.run.stage(source.stage)
+        if not source.keys and self.fanned.get(source.stage, False):
+            items: list[Any] = []
+            for task in (t for t in record.tasks if not t.proposed_by):
+                if task.succeeded and task.result is not None:
+                    items.append(task.result.data)
+                elif spec.reduce_include_failed and task.result is not None and task.state == TaskState.FAILED:
+                    items.append(output_json(task.result))
+            return items
+        value = resolve(self.data(source.stage), source.keys, f"{source.stage}.data")
+        if isinstance(value, Missing):
+            raise InputError(f"input_from {source}: {value.where}")
+        if value is None and not source.keys:
+            return []
+        return value if isinstance(value, list) else [value]
+
+
+def new_task(run: RunRecord, stage: str, input_index: int, action_index: int, agent: str, action: str,
+             params: dict[str, Any], proposed_by: str = "", depth: int = 0) -> TaskRecord:
+    run.next_task += 1
+    return TaskRecord(run.next_task, f"{run.id}-{run.next_task}", stage, input_index, action_index, agent, action,
+                      params, proposed_by=proposed_by, depth=depth)

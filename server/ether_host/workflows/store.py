@@ -1,0 +1,252 @@
+"""The run store: runs, their tasks and events in SQLite under the state directory.
+
+Writes never block the event loop: they are queued to one writer thread that
+commits them in batches (later writes of the same run or task replace earlier
+ones in a batch). Reads run in worker threads on their own connection (WAL
+mode, so they never wait for the writer). ``flush()`` waits until everything
+queued so far is committed.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sqlite3
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from ether_host.workflows.model import RunEvent, parse_rfc3339
+
+log = structlog.get_logger("ether.workflows")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    name TEXT NOT NULL,
+    state TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_time ON runs (created_at DESC);
+CREATE TABLE IF NOT EXISTS tasks (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    task_id TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    state TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS events (
+    run_id TEXT NOT NULL,
+    sequence INTEGER NOT NULL,
+    time REAL NOT NULL,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (run_id, sequence)
+);
+"""
+BATCH = 5000
+
+
+class _Barrier:
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
+class RunStore:
+    """SQLite persistence of runs, tasks and events."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._queue: queue.SimpleQueue[tuple[str, Any] | None] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._read: sqlite3.Connection | None = None
+        self._read_lock = threading.Lock()
+        self.failed: BaseException | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Create the schema and start the writer (blocking; call from a worker thread)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        connection = self._connect()
+        with connection:
+            connection.executescript(SCHEMA)
+        self._read = self._connect()
+        self._writer = threading.Thread(target=self._write_loop, args=(connection,), name="run-store-writer",
+                                        daemon=True)
+        self._writer.start()
+
+    def close(self) -> None:
+        """Commit what is queued, then stop the writer (blocking)."""
+        if self._writer is not None:
+            self._queue.put(None)
+            self._writer.join()
+            self._writer = None
+        if self._read is not None:
+            self._read.close()
+            self._read = None
+
+    def _connect(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.execute("PRAGMA busy_timeout=5000")
+        return connection
+
+    # -- writes (queued) ------------------------------------------------------------------
+
+    def put_run(self, body: dict[str, Any]) -> None:
+        self._queue.put(("run", body))
+
+    def put_task(self, run_id: str, body: dict[str, Any]) -> None:
+        self._queue.put(("task", (run_id, body)))
+
+    def add_event(self, run_id: str, event: RunEvent) -> None:
+        self._queue.put(("event", (run_id, event)))
+
+    async def flush(self) -> None:
+        """Wait until every write queued before this call is committed."""
+        barrier = _Barrier()
+        self._queue.put(("barrier", barrier))
+        if not barrier.done.is_set():
+            await anyio.to_thread.run_sync(barrier.done.wait, abandon_on_cancel=True)
+
+    def _write_loop(self, connection: sqlite3.Connection) -> None:
+        stopping = False
+        while not stopping:
+            item = self._queue.get()
+            batch: list[tuple[str, Any] | None] = [item]
+            while len(batch) < BATCH:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            runs: dict[str, dict[str, Any]] = {}
+            tasks: dict[tuple[str, int], dict[str, Any]] = {}
+            events: list[tuple[str, RunEvent]] = []
+            barriers: list[_Barrier] = []
+            for entry in batch:
+                if entry is None:
+                    stopping = True
+                    continue
+                kind, payload = entry
+                if kind == "run":
+                    runs[payload["id"]] = payload
+                elif kind == "task":
+                    tasks[(payload[0], int(payload[1]["seq"]))] = payload
+                elif kind == "event":
+                    events.append(payload)
+                else:
+                    barriers.append(payload)
+            try:
+                self._commit(connection, runs.values(), tasks.values(), events)
+            except Exception as error:  # noqa: BLE001 - a broken store must not kill the host
+                self.failed = error
+                log.error("run store write failed", error=str(error), path=str(self.path))
+            for barrier in barriers:
+                barrier.done.set()
+        connection.close()
+
+    @staticmethod
+    def _commit(connection: sqlite3.Connection, runs: Iterable[dict[str, Any]],
+                tasks: Iterable[tuple[str, dict[str, Any]]], events: list[tuple[str, RunEvent]]) -> None:
+        run_rows = [
+            (r["id"], _epoch(r), r.get("name", ""), r["state"], r.get("request_id", ""), json.dumps(r))
+            for r in runs
+        ]
+        task_rows = [(run_id, int(t["seq"]), t["task_id"], t["stage"], t["state"], json.dumps(t))
+                     for run_id, t in tasks]
+        event_rows = [(run_id, e.sequence, e.time, e.kind, json.dumps(e.body)) for run_id, e in events]
+        if not (run_rows or task_rows or event_rows):
+            return
+        connection.execute("BEGIN")
+        try:
+            connection.executemany("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?)", run_rows)
+            connection.executemany("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?)", task_rows)
+            connection.executemany("INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?, ?)", event_rows)
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+
+    # -- reads (blocking; run them with anyio.to_thread.run_sync) --------------------------
+
+    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        assert self._read is not None, "run store is not open"
+        with self._read_lock:
+            return self._read.execute(sql, args).fetchall()
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        rows = self._query("SELECT body FROM runs WHERE id = ?", (run_id,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def run_ids(self, states: list[str], name: str) -> list[str]:
+        """Ids of the runs matching the filters, newest first."""
+        sql, args = "SELECT id FROM runs WHERE 1=1", []
+        if states:
+            sql += f" AND state IN ({', '.join('?' for _ in states)})"
+            args.extend(states)
+        if name:
+            sql += " AND name = ?"
+            args.append(name)
+        sql += " ORDER BY created_at DESC, rowid DESC"
+        return [row[0] for row in self._query(sql, tuple(args))]
+
+    def runs(self, ids: list[str]) -> list[dict[str, Any]]:
+        if not ids:
+            return []
+        rows = self._query(f"SELECT id, body FROM runs WHERE id IN ({', '.join('?' for _ in ids)})", tuple(ids))
+        found = {row[0]: json.loads(row[1]) for row in rows}
+        return [found[i] for i in ids if i in found]
+
+    def runs_in_states(self, states: list[str]) -> list[dict[str, Any]]:
+        rows = self._query(f"SELECT body FROM runs WHERE state IN ({', '.join('?' for _ in states)})",
+                           tuple(states))
+        return [json.loads(row[0]) for row in rows]
+
+    def request_ids(self) -> dict[str, str]:
+        return {row[0]: row[1] for row in self._query("SELECT request_id, id FROM runs WHERE request_id != ''")}
+
+    def task_seqs(self, run_id: str, stage: str, state: str) -> list[int]:
+        sql, args = "SELECT seq FROM tasks WHERE run_id = ?", [run_id]
+        if stage:
+            sql += " AND stage = ?"
+            args.append(stage)
+        if state:
+            sql += " AND state = ?"
+            args.append(state)
+        return [row[0] for row in self._query(sql + " ORDER BY seq", tuple(args))]
+
+    def tasks(self, run_id: str, seqs: list[int] | None = None) -> list[dict[str, Any]]:
+        """Task bodies of a run in creation order (all of them, or the given ones)."""
+        if seqs is None:
+            rows = self._query("SELECT body FROM tasks WHERE run_id = ? ORDER BY seq", (run_id,))
+        elif not seqs:
+            return []
+        else:
+            rows = self._query(
+                f"SELECT body FROM tasks WHERE run_id = ? AND seq IN ({', '.join('?' for _ in seqs)}) ORDER BY seq",
+                (run_id, *seqs),
+            )
+        return [json.loads(row[0]) for row in rows]
+
+    def events(self, run_id: str, after: int, upto: int | None = None, limit: int = 1000) -> list[RunEvent]:
+        """Events of a run with after < sequence (<= upto), in order, at most ``limit``."""
+        sql, args = "SELECT sequence, time, kind, body FROM events WHERE run_id = ? AND sequence > ?", [run_id, after]
+        if upto is not None:
+            sql += " AND sequence <= ?"
+            args.append(upto)
+        rows = self._query(sql + " ORDER BY sequence LIMIT ?", (*args, limit))
+        return [RunEvent(row[0], row[1], row[2], json.loads(row[3])) for row in rows]
+
+
+def _epoch(body: dict[str, Any]) -> float:
+    return parse_rfc3339(body["created_at"]) if body.get("created_at") else 0.0

@@ -1,0 +1,137 @@
+"""The README's commands, run verbatim against a real host (only the address changes).
+
+The grpcurl walk-through (between the `walkthrough` markers) must print what the README
+promises; the agent calls (between the `agents` markers) must succeed with the scout example
+deployed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.agents import EXAMPLES, deploy
+from tests.support.host import ROOT, TOOLS
+
+from ._support import ETHER_SERVICES, HEALTH, REFLECTION, Host
+
+README = ROOT / "README.md"
+README_ADDRESS = "127.0.0.1:50051"
+
+
+def readme_commands(block: str) -> list[str]:
+    """The shell commands of the fenced block between ``<!-- BLOCK:start -->`` and
+    ``<!-- BLOCK:end -->``, one per command (backslash continuations joined)."""
+    text = README.read_text(encoding="utf-8")
+    found = re.search(rf"<!-- {block}:start -->\n(.*?)<!-- {block}:end -->", text, flags=re.DOTALL)
+    assert found, f"README.md has no {block} block"
+    fence = re.fullmatch(r"\s*```sh\n(.*?)```\s*", found.group(1), flags=re.DOTALL)
+    assert fence, f"the {block} block of README.md is not one ```sh fence"
+    joined = fence.group(1).replace("\\\n", " ")
+    commands = [
+        line.strip() for line in joined.splitlines() if line.strip() and not line.startswith("#")
+    ]
+    assert commands, f"the {block} block of README.md is empty"
+    return commands
+
+
+def run_shell(command: str, address: str) -> subprocess.CompletedProcess[str]:
+    """Run a README command as a user would in the repository, with grpcurl on PATH and the
+    test host's address instead of the default one."""
+    assert README_ADDRESS in command, f"README command does not name {README_ADDRESS}: {command}"
+    env = os.environ | {"PATH": f"{TOOLS}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(
+        ["bash", "-c", command.replace(README_ADDRESS, address)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def readme_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
+    """A host run from the repository root, like `make run` (the scout reads relative paths)."""
+    state = tmp_path_factory.mktemp("readme-state")
+    process = Host(
+        "--listen", "127.0.0.1:0", "--state-dir", str(state), "--log-format", "json", cwd=ROOT
+    )
+    try:
+        process.wait_serving()
+        yield process
+    finally:
+        assert process.stop() == 0
+
+
+def test_walkthrough_runs_verbatim(readme_host: Host) -> None:
+    """list shows the services, describe shows AgentIOService, the health check says SERVING."""
+    commands = readme_commands("walkthrough")
+    outputs = []
+    for command in commands:
+        result = run_shell(command, readme_host.address)
+        assert result.returncode == 0, f"{command}\n{result.stderr}"
+        outputs.append((command, result.stdout))
+
+    kinds = {"list": False, "describe": False, "health": False}
+    for command, stdout in outputs:
+        if re.search(r"\blist\b", command):
+            kinds["list"] = True
+            assert {*ETHER_SERVICES, HEALTH, REFLECTION} <= set(stdout.split()), stdout
+        elif "describe" in command:
+            kinds["describe"] = True
+            service = command.split()[-1]
+            assert f"{service} is a service:" in stdout
+            assert re.search(r"^\s*rpc \w+ \(", stdout, flags=re.MULTILINE), stdout
+        elif "grpc.health.v1.Health/Check" in command:
+            kinds["health"] = True
+            assert json.loads(stdout) == {"status": "SERVING"}
+    assert all(kinds.values()), f"the walk-through should list, describe and check health: {kinds}"
+
+
+@pytest.fixture(scope="module")
+def agent_calls(readme_host: Host) -> list[tuple[str, subprocess.CompletedProcess[str]]]:
+    """The README's agent calls, run once against the host with the scout example deployed."""
+    deploy(readme_host, EXAMPLES / "scout")
+    return [
+        (command, run_shell(command, readme_host.address)) for command in readme_commands("agents")
+    ]
+
+
+def test_agent_calls_run_verbatim(
+    agent_calls: list[tuple[str, subprocess.CompletedProcess[str]]],
+) -> None:
+    """With the scout example deployed every agent call of the README exits 0 and answers."""
+    for command, result in agent_calls:
+        assert result.returncode == 0, f"{command}\n{result.stderr}"
+        if "ListAgents" in command:
+            assert '"name": "scout"' in result.stdout
+        else:
+            assert '"agent": "scout"' in result.stdout, f"{command}\n{result.stdout}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="README agent calls pass paths relative to the repository root (README.md, proto, "
+    "server), but agents run with their own folder as working directory "
+    "(LaunchPlan cwd = spec.path), so scout answers TASK_STATUS_ERROR 'README.md is not a file'",
+)
+def test_agent_tasks_succeed(
+    agent_calls: list[tuple[str, subprocess.CompletedProcess[str]]],
+) -> None:
+    """The README's tasks succeed (a failed task is not an RPC error: grpcurl still exits 0)."""
+    for command, result in agent_calls:
+        assert "TASK_STATUS_ERROR" not in result.stdout, f"{command}\n{result.stdout}"
+        if "/Execute" in command:
+            assert "TASK_STATUS_SUCCESS" in result.stdout, f"{command}\n{result.stdout}"
+
+
+def test_readme_points_here() -> None:
+    """The README says which test runs its commands; keep the pointer true."""
+    assert f"tests/host/{Path(__file__).name}" in README.read_text(encoding="utf-8")
