@@ -57,7 +57,7 @@ def test_runaway_recursion_stops_at_the_depth_limit(host: HostProcess) -> None:
     assert level["error"]["code"] == "depth_exceeded"
     assert "deeper than 8" in level["error"]["message"]
     assert depth == 8  # the task at depth 8 failed: its call to depth 9 was refused
-    assert data(execute(host, "worker", "recurse", {"depth": 3}))["data"]["data"]["data"]["data"] == {"bottom": True}
+    assert data(execute(host, "worker", "recurse", {"depth": 3}))["data"]["data"]["data"] == {"bottom": True}
 
 
 def test_child_inherits_the_remaining_budget(host: HostProcess) -> None:

@@ -111,3 +111,25 @@ def host_died(why: str) -> NoReturn:
 
 def host_is_dead() -> bool:
     return _host_dead.is_set()
+
+
+def kill_group_members() -> None:
+    """SIGKILL every other process of the group this agent leads.
+
+    Called on the way out, so nothing the agent started outlives it, also when
+    the host is gone and cannot clean up after it (kill -9 of the host: stdin
+    EOF usually arrives before the parent-death signal).
+    """
+    me = os.getpid()
+    if os.getpgrp() != me:
+        return
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as handle:
+                stat = handle.read()
+            if int(stat[stat.rindex(")") + 2 :].split()[2]) == me:
+                os.kill(int(name), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue

@@ -8,6 +8,7 @@ ping, reply and shutdown frames are handled while tasks run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -21,91 +22,34 @@ from typing import Any, NoReturn
 
 from . import _errors as codes
 from ._agent import Agent, Output
-from ._context import LEVELS, TaskContext
+from ._boot import Boot, boot, fatal
+from ._context import LEVELS, TaskContext, int64
 from ._errors import AgentError, FatalError
-from ._hostlife import EXIT_FATAL, HostWatch, check_cookie, host_died, host_is_dead
-from ._io import Channel, FrameReader, FrameWriter, Oversize, diag, encode, take_stdio
+from ._hostlife import EXIT_FATAL, host_died, host_is_dead, kill_group_members
+from ._io import FrameReader, FrameWriter, Oversize, diag, encode
 from ._schema import validate
 
-SUPPORTED_PROTOCOLS = (1,)
-HOST_MAX_FRAME_DEFAULT = 16 * 1024 * 1024
 EOF_GRACE_S = 3.0  # stdin closed without a shutdown frame: in-flight tasks get this long
 SIGTERM_GRACE_S = 1.0
 CANCEL_WAIT_S = 1.0  # after cancelling, how long handlers get to unwind
 FLUSH_TIMEOUT_S = 10.0
 
 
-@dataclasses.dataclass
-class Boot:
-    """What start-up settled before user code loaded."""
-
-    channel: Channel
-    protocol: int
-    host_max_frame: int
-    watch: HostWatch
-
-
-_boot: Boot | None = None
-
-
-def boot() -> Boot:
-    """Cookie, host watch, fd hygiene and version choice; once per process, before user code."""
-    global _boot
-    if _boot is not None:
-        return _boot
-    check_cookie()
-    watch = HostWatch()
-    watch.arm()
-    channel = take_stdio()
-    offered = _parse_versions(os.environ.get("ETHER_PROTOCOL_VERSIONS", "1"))
-    common = sorted(set(offered) & set(SUPPORTED_PROTOCOLS))
-    if not common:
-        fatal(
-            channel,
-            codes.PROTOCOL_VERSION_UNSUPPORTED,
-            f"the host offers protocol versions {offered or '(none)'}; "
-            f"this adapter speaks {list(SUPPORTED_PROTOCOLS)}",
-        )
-    try:
-        host_max = int(os.environ.get("ETHER_MAX_FRAME") or HOST_MAX_FRAME_DEFAULT)
-    except ValueError:
-        host_max = HOST_MAX_FRAME_DEFAULT
-    _boot = Boot(channel, common[-1], host_max, watch)
-    return _boot
-
-
-def _parse_versions(text: str) -> list[int]:
-    out = []
-    for part in text.split(","):
-        try:
-            out.append(int(part.strip()))
-        except ValueError:
-            continue
-    return out
-
-
-def fatal(channel: Channel, code: str, message: str) -> NoReturn:
-    """Write a ``fatal`` frame ("never restart me") and exit 78."""
-    diag(f"fatal: {code}: {message}")
-    try:
-        os.write(channel.out_fd, encode({"type": "fatal", "code": code, "message": message}))
-    except OSError:
-        pass
-    os._exit(EXIT_FATAL)
-
-
 def serve(agent: Agent, boot_state: Boot | None = None) -> NoReturn:
     """Run ``agent`` on the stdio link until shutdown, then exit the process."""
     state = boot_state or boot()
     runtime = Runtime(agent, state)
-    code = asyncio.run(runtime.main())
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    # Not asyncio.run: it would await every leftover task, and a handler that swallows its
+    # cancellation would hold the exit forever. Its result is already written; exit instead.
+    code = loop.run_until_complete(runtime.main())
     if not runtime.writer.close(FLUSH_TIMEOUT_S):
         diag("the host did not read the last frames in time")
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass
+    kill_group_members()
     os._exit(code)
 
 
@@ -219,10 +163,8 @@ class Runtime:
         return self._exit_code
 
     def _post(self, kind: str, payload: Any) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # a closed loop: the session is over
             self.loop.call_soon_threadsafe(self._inbox.put_nowait, (kind, payload))
-        except RuntimeError:  # the loop is closed: the session is over
-            pass
 
     def _hello(self) -> dict[str, Any]:
         agent = self.agent
@@ -276,11 +218,12 @@ class Runtime:
                 return None
             else:
                 self._welcome(payload)
-                return payload
+                welcome: dict[str, Any] = payload
+                return welcome
 
     def _welcome(self, welcome: dict[str, Any]) -> None:
-        host_max = welcome.get("max_frame")
-        if isinstance(host_max, int) and host_max > 0:
+        host_max = int64(welcome.get("max_frame"))
+        if host_max > 0:
             self.max_frame = min(self.agent.max_frame, host_max)
         config = welcome.get("config")
         self.agent.config = config if isinstance(config, dict) else {}
@@ -291,7 +234,10 @@ class Runtime:
         while True:
             kind, payload = await self._inbox.get()
             if kind == "frame":
-                self._dispatch(payload)
+                try:
+                    self._dispatch(payload)
+                except Exception as exc:  # a malformed frame must not stop the session
+                    self._malformed(payload, exc)
             elif kind == "oversize":
                 self._oversize(payload)
             elif kind == "eof":
@@ -325,11 +271,18 @@ class Runtime:
         elif ftype == "ping":
             self.send({"type": "pong", "id": frame.get("id", "")})
         elif ftype == "shutdown":
-            grace = frame.get("grace_ms")
-            grace_s = float(grace) / 1000 if isinstance(grace, int | float) else 0.0
+            grace_s = max(0, int64(frame.get("grace_ms"))) / 1000
             self._begin_shutdown(grace_s, str(frame.get("reason") or "shutdown"), shorten=True)
         else:
             diag(f"dropped a frame of unknown type {ftype!r}")
+
+    def _malformed(self, frame: dict[str, Any], exc: Exception) -> None:
+        diag(f"dropped a malformed {frame.get('type')!r} frame: {exc!r}")
+        tid = frame.get("id")
+        is_task = frame.get("type") == "task" or (frame.get("type") is None and "payload" in frame)
+        if is_task and isinstance(tid, str) and tid and tid not in self._runs:
+            err = AgentError(codes.INVALID_PARAMS, f"malformed task frame: {exc}")
+            self._send_result(_error_frame(tid, err))
 
     def _oversize(self, info: Oversize) -> None:
         diag(f"discarded an incoming line of {info.size} bytes (max frame {self.max_frame})")
@@ -431,7 +384,7 @@ class Runtime:
     # --- host calls --------------------------------------------------------------------------
 
     async def host_call(
-        self, task_id: str, method: str, params: dict[str, Any], timeout: float | None
+        self, task_id: str, method: str, params: dict[str, Any], deadline_ms: int
     ) -> Any:
         if method not in self.agent.calls:
             raise AgentError(
@@ -446,8 +399,9 @@ class Runtime:
             "task_id": task_id,
             "params": params,
         }
-        if timeout:
-            frame["deadline_ms"] = max(1, int(timeout * 1000))
+        wait_s = deadline_ms / 1000 if deadline_ms > 0 else None
+        if wait_s is not None:
+            frame["deadline_ms"] = int(deadline_ms)
         fut: asyncio.Future[dict[str, Any]] = self.loop.create_future()
         self._calls[cid] = fut
         try:
@@ -456,11 +410,13 @@ class Runtime:
                     codes.FRAME_TOO_LARGE, f"the {method} call does not fit in a frame"
                 )
             try:
-                async with asyncio.timeout(timeout):
+                async with asyncio.timeout(wait_s):
                     reply = await fut
             except TimeoutError:
                 self.send({"type": "cancel", "id": cid, "reason": "timeout"})
-                raise AgentError(codes.TIMEOUT, f"no reply to {method} in {timeout} s") from None
+                raise AgentError(
+                    codes.TIMEOUT, f"no reply to {method} in {deadline_ms} ms"
+                ) from None
             except asyncio.CancelledError:
                 self.send({"type": "cancel", "id": cid, "reason": "task cancelled"})
                 raise
