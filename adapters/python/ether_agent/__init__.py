@@ -16,7 +16,7 @@ callbacks needs no SDK import: ``python -m ether_agent --module seeds --function
 The wire protocol is described in docs/protocol.md.
 """
 
-from ._agent import Agent, ActionSpec, NextAction, Output, Partial
+from ._agent import ActionSpec, Agent, NextAction, Output, Partial
 from ._context import Logger, TaskContext
 from ._errors import AgentError, FatalError
 from ._runtime import serve

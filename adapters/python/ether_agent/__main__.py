@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.write("\n")
         return
 
-    from ._runtime import boot, fatal, serve
+    from ._boot import boot, fatal
+    from ._runtime import serve
 
     state = boot()  # cookie, host watch, fd hygiene, version: all before user code loads
     try:

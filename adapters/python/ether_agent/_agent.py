@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import dataclasses
 import functools
@@ -52,7 +53,7 @@ class Output:
     error: AgentError | None = None
 
 
-def Partial(  # noqa: N802 - reads as a result type at the call site
+def Partial(
     data: Any,
     error: AgentError | str,
     *,
@@ -142,10 +143,8 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
         namespace = getattr(fn, "__globals__", {})
         for name, ann in getattr(fn, "__annotations__", {}).items():
             if isinstance(ann, str):
-                try:
-                    ann = eval(ann, namespace, {})  # noqa: S307 - the handler's own annotations
-                except Exception:
-                    pass
+                with contextlib.suppress(Exception):
+                    ann = eval(ann, namespace, {})
             hints[name] = ann
         return hints
 
@@ -186,7 +185,7 @@ def make_action(
     """
     sig = inspect.signature(fn)
     hints = _hints(fn)
-    action_name = name or getattr(fn, "__name__", "run")
+    action_name: str = name or str(getattr(fn, "__name__", "run"))
     doc = inspect.getdoc(fn) or ""
     desc = description if description is not None else doc.split("\n\n", 1)[0].strip()
     ctx_param: str | None = None
@@ -202,38 +201,42 @@ def make_action(
             ctx_param = p.name
         else:
             fields.append((p, ann))
-    common = {
-        "name": action_name,
-        "description": desc,
-        "fn": fn,
-        "idempotent": idempotent,
-        "is_async": _is_async(fn),
-        "ctx_param": ctx_param,
-        "var_keyword": var_keyword,
-    }
+
+    def build(
+        params_schema: Schema,
+        style: Style,
+        names: tuple[str, ...],
+        integers: frozenset[str] = frozenset(),
+        ctx: str | None = ctx_param,
+    ) -> ActionSpec:
+        return ActionSpec(
+            name=action_name,
+            description=desc,
+            fn=fn,
+            params_schema=schema if schema is not None else params_schema,
+            idempotent=idempotent,
+            is_async=_is_async(fn),
+            style=style,
+            ctx_param=ctx,
+            param_names=names,
+            integer_params=integers,
+            var_keyword=var_keyword,
+        )
+
     if payload:
         if len(fields) > 2 or not fields:
             raise TypeError(f"{action_name!r}: a plain callback takes (payload) or (payload, ctx)")
-        if len(fields) == 2:
-            common["ctx_param"] = fields[1][0].name
-        return ActionSpec(
-            params_schema=schema if schema is not None else {"type": "object"},
-            style="payload",
-            param_names=(fields[0][0].name,),
-            integer_params=frozenset(),
-            **common,
-        )
+        ctx = fields[1][0].name if len(fields) == 2 else ctx_param
+        return build({"type": "object"}, "payload", (fields[0][0].name,), ctx=ctx)
     for p, _ in fields:
         if p.kind is p.POSITIONAL_ONLY:
             raise TypeError(f"action {action_name!r}: positional-only {p.name!r} is not supported")
-    if len(fields) == 1 and fields[0][0].name in ("params", "payload") and _is_mapping(fields[0][1]):
-        return ActionSpec(
-            params_schema=schema if schema is not None else {"type": "object"},
-            style="params",
-            param_names=(fields[0][0].name,),
-            integer_params=frozenset(),
-            **common,
-        )
+    if (
+        len(fields) == 1
+        and fields[0][0].name in ("params", "payload")
+        and _is_mapping(fields[0][1])
+    ):
+        return build({"type": "object"}, "params", (fields[0][0].name,))
     props: dict[str, Any] = {}
     required: list[str] = []
     integers: set[str] = set()
@@ -251,13 +254,7 @@ def make_action(
         derived["required"] = required
     if not var_keyword:
         derived["additionalProperties"] = False
-    return ActionSpec(
-        params_schema=schema if schema is not None else derived,
-        style="kwargs",
-        param_names=tuple(p.name for p, _ in fields),
-        integer_params=frozenset(integers),
-        **common,
-    )
+    return build(derived, "kwargs", tuple(p.name for p, _ in fields), frozenset(integers))
 
 
 # --- the agent -------------------------------------------------------------------------------

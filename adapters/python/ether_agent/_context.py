@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import threading
@@ -10,7 +11,26 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ._errors import CANCELLED, AgentError
+
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40, "critical": 50}
+
+
+def int64(value: Any, default: int = 0) -> int:
+    """An int64 field of a frame: proto3 JSON writes int64 as a decimal string, and readers
+    accept numbers too."""
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return default
+    return default
 
 
 class Link(Protocol):
@@ -23,7 +43,7 @@ class Link(Protocol):
     def log_enabled(self, level: str) -> bool: ...
 
     async def host_call(
-        self, task_id: str, method: str, params: dict[str, Any], timeout: float | None
+        self, task_id: str, method: str, params: dict[str, Any], deadline_ms: int
     ) -> Any: ...
 
 
@@ -96,7 +116,8 @@ class TaskContext:
         self.task_id: str = str(frame.get("task_id") or self.id)
         """The public task id the client sees."""
         self.action = action
-        self.attempt = int(frame.get("attempt") or 1)
+        attempt = frame.get("attempt")
+        self.attempt = attempt if isinstance(attempt, int) and attempt > 0 else 1
         trace = frame.get("trace")
         self.trace: dict[str, Any] = trace if isinstance(trace, dict) else {}
         self.session_id: str = str(frame.get("session_id") or "")
@@ -104,9 +125,9 @@ class TaskContext:
         self.budget: dict[str, Any] = budget if isinstance(budget, dict) else {}
         self.config = config
         self.agent_name = agent_name
-        deadline_ms = frame.get("deadline_ms") or 0
+        deadline_ms = int64(frame.get("deadline_ms"))
         self.deadline: float | None = (
-            time.monotonic() + float(deadline_ms) / 1000.0 if deadline_ms else None
+            time.monotonic() + float(deadline_ms) / 1000.0 if deadline_ms > 0 else None
         )
         """``time.monotonic()`` value of the deadline, or None when the task has none."""
         self.cancelled = threading.Event()
@@ -156,14 +177,16 @@ class TaskContext:
     # --- host calls --------------------------------------------------------------------------
 
     async def host_call(
-        self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None
+        self, method: str, params: dict[str, Any] | None = None, *, deadline_ms: int = 0
     ) -> Any:
         """Ask the host for a service (``agent.call``, ``ctx.*``, ``term.*``, ``msg.*``,
         ``net.fetch``) and return the reply's result; raise ``AgentError`` on an error reply.
 
-        The method must be listed in ``Agent(calls=...)``.
+        The method must be listed in ``Agent(calls=...)``. ``deadline_ms`` bounds the wait
+        (0: the task's own deadline); past it the call is cancelled and ``AgentError("timeout")``
+        raised.
         """
-        return await self._link.host_call(self.id, method, params or {}, timeout)
+        return await self._link.host_call(self.id, method, params or {}, deadline_ms)
 
     async def call_agent(
         self,
@@ -171,20 +194,22 @@ class TaskContext:
         action: str,
         params: dict[str, Any] | None = None,
         *,
-        timeout: float | None = None,
+        deadline_ms: int = 0,
     ) -> dict[str, Any]:
         """Run ``action`` of another agent through the host; return its AgentOutput as a dict
         (``status``, ``data``, ``error``, ``metadata``...)."""
         reply = await self.host_call(
-            "agent.call", {"agent": agent, "action": action, "params": params or {}}, timeout=timeout
+            "agent.call",
+            {"agent": agent, "action": action, "params": params or {}},
+            deadline_ms=deadline_ms,
         )
         return reply if isinstance(reply, dict) else {"data": reply}
 
     def host_call_sync(
-        self, method: str, params: dict[str, Any] | None = None, *, timeout: float | None = None
+        self, method: str, params: dict[str, Any] | None = None, *, deadline_ms: int = 0
     ) -> Any:
         """``host_call`` for sync handlers (they run in worker threads)."""
-        return self._from_thread(self.host_call(method, params, timeout=timeout))
+        return self._from_thread(self.host_call(method, params, deadline_ms=deadline_ms))
 
     def call_agent_sync(
         self,
@@ -192,11 +217,11 @@ class TaskContext:
         action: str,
         params: dict[str, Any] | None = None,
         *,
-        timeout: float | None = None,
+        deadline_ms: int = 0,
     ) -> dict[str, Any]:
         """``call_agent`` for sync handlers (they run in worker threads)."""
         out: dict[str, Any] = self._from_thread(
-            self.call_agent(agent, action, params, timeout=timeout)
+            self.call_agent(agent, action, params, deadline_ms=deadline_ms)
         )
         return out
 
@@ -208,5 +233,12 @@ class TaskContext:
             running = None
         if running is loop:
             coro.close()
-            raise RuntimeError("use `await ctx.host_call(...)` in async handlers")
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+            raise RuntimeError("in async handlers use `await ctx.host_call(...)`")
+        fut = asyncio.run_coroutine_threadsafe(coro, loop)
+        while True:
+            try:
+                return fut.result(timeout=0.2)
+            except concurrent.futures.TimeoutError:
+                if self.cancelled.is_set():
+                    fut.cancel()
+                    raise AgentError(CANCELLED, "the task was cancelled") from None

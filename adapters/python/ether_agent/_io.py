@@ -7,6 +7,7 @@ a private (close-on-exec) duplicate of fd 1, fd 1 becomes a copy of stderr, and 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -25,10 +26,8 @@ _TYPE_RE = re.compile(rb'"type"\s*:\s*"([a-z_]{1,32})"')
 def diag(message: str) -> None:
     """One line to stderr, the agent's free-form log (never through sys.stderr: user code may
     have replaced it)."""
-    try:
+    with contextlib.suppress(OSError):
         os.write(2, f"ether_agent: {message}\n".encode(errors="backslashreplace"))
-    except OSError:
-        pass
 
 
 @dataclasses.dataclass(frozen=True)

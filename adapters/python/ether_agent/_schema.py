@@ -153,7 +153,9 @@ def _check(schema: Any, value: Any, path: str, out: list[dict[str, str]]) -> Non
             _check(schema["items"], item, f"{path}[{i}]", out)
 
 
-def _check_object(schema: Schema, value: dict[str, Any], path: str, out: list[dict[str, str]]) -> None:
+def _check_object(
+    schema: Schema, value: dict[str, Any], path: str, out: list[dict[str, str]]
+) -> None:
     props = schema.get("properties")
     props = props if isinstance(props, dict) else {}
     prefix = f"{path}." if path else ""
