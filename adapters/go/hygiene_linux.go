@@ -115,7 +115,6 @@ func killGroupMembers() {
 		return pids
 	}
 	pids := members()
-	println("DEBUG members", len(pids))
 	if len(pids) == 0 {
 		return
 	}

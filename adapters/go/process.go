@@ -39,7 +39,9 @@ func (a *Agent) serveProcess() int {
 		return exitFatal
 	}
 	in, out := takeOverStdio()
-	signal.Ignore(os.Interrupt)
+	// Catch SIGINT and drop it (the host owns Ctrl-C). Caught, not
+	// ignored, so the children of user code get the default disposition.
+	signal.Notify(make(chan os.Signal, 1), os.Interrupt)
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM)
 
@@ -76,8 +78,9 @@ func (a *Agent) serveProcess() int {
 		hostGone()
 	}
 	if !s.orderlyStop() {
-		// The link ended without a shutdown: the host may be dying (its
-		// pid changes only after our stdin closes). Leave no grandchild.
+		// The link ended without a shutdown frame: the host may be dying
+		// (its pid changes only after our stdin closes, and the
+		// parent-death signal may come first). Leave no grandchild.
 		killGroupMembers()
 	}
 	return exitCode(err)

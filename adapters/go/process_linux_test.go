@@ -21,6 +21,7 @@ import (
 func TestMain(m *testing.M) {
 	switch os.Getenv("AGENT_TEST_ROLE") {
 	case "agent":
+		fmt.Println("banner from user code before Serve")
 		helperAgent().Serve()
 	case "host":
 		os.Exit(helperHost())
@@ -70,6 +71,9 @@ func helperHost() int {
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
+	if f := os.Getenv("AGENT_TEST_STDERR"); f != "" {
+		cmd.Stderr, _ = os.Create(f)
+	}
 	if err := cmd.Start(); err != nil {
 		return 1
 	}
@@ -107,7 +111,7 @@ func TestProcessStdoutOfUserCodeGoesToStderr(t *testing.T) {
 	if len(lines) != 2 || !strings.Contains(lines[0], `"type":"hello"`) || lines[1] != `{"type":"result","id":"h-1","status":"ok","result":"printed"}` {
 		t.Fatalf("stdout = %q", out)
 	}
-	if !strings.Contains(stderr.String(), "user output on stdout") || !strings.Contains(stderr.String(), "forged") {
+	if !strings.Contains(stderr.String(), "banner from user code") || !strings.Contains(stderr.String(), "user output on stdout") || !strings.Contains(stderr.String(), "forged") {
 		t.Fatalf("stderr = %q", stderr.String())
 	}
 }
@@ -137,9 +141,15 @@ func TestProcessSIGTERMIsAGracefulShutdownAndSIGINTIsIgnored(t *testing.T) {
 }
 
 func TestProcessKillsItsGroupWhenTheHostDies(t *testing.T) {
+	// Orphans reparent to this test process, which reaps them and sees
+	// how the agent ended.
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+		t.Skipf("PR_SET_CHILD_SUBREAPER: %v", errno)
+	}
+	defer syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 0, 0)
+	errFile := t.TempDir() + "/agent.stderr"
 	host := exec.Command(os.Args[0])
-	host.Env = []string{"AGENT_TEST_ROLE=host", "PATH=" + os.Getenv("PATH")}
-	host.Stderr = os.Stderr
+	host.Env = []string{"AGENT_TEST_ROLE=host", "PATH=" + os.Getenv("PATH"), "AGENT_TEST_STDERR=" + errFile}
 	out, _ := host.StdoutPipe()
 	if err := host.Start(); err != nil {
 		t.Fatal(err)
@@ -152,14 +162,23 @@ func TestProcessKillsItsGroupWhenTheHostDies(t *testing.T) {
 	host.Process.Kill()
 	host.Wait()
 	deadline := time.Now().Add(5 * time.Second)
-	for alive(agentPID) || alive(grandchild) {
+	for {
+		var ws syscall.WaitStatus
+		syscall.Wait4(agentPID, &ws, syscall.WNOHANG, nil) // ours once orphaned
+		if !alive(agentPID) && !alive(grandchild) {
+			return
+		}
 		if time.Now().After(deadline) {
 			syscall.Kill(-agentPID, syscall.SIGKILL)
-			t.Fatalf("agent %d alive=%v, grandchild %d alive=%v 5 s after the host died", agentPID, alive(agentPID), grandchild, alive(grandchild))
+			b, _ := os.ReadFile(errFile)
+			t.Fatalf("5 s after the host died: agent %d alive=%v, grandchild %d alive=%v\nagent stderr:\n%s",
+				agentPID, alive(agentPID), grandchild, alive(grandchild), b)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+const prSetChildSubreaper = 36
 
 // alive reports whether pid runs (a zombie counts as dead).
 func alive(pid int) bool {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,7 +72,7 @@ type session struct {
 
 	mu            sync.Mutex
 	gotWelcome    bool
-	orderly       bool // a shutdown frame or SIGTERM came
+	orderly       bool // a shutdown frame came
 	linkClosed    bool // stdin reached EOF
 	draining      bool
 	drainDeadline time.Time
@@ -177,7 +176,7 @@ func (s *session) run(in io.Reader) error {
 	select {
 	case <-s.idle:
 	case <-s.hard:
-		s.warn("giving up on handlers that ignored their cancelled context")
+		s.abandonStuck()
 	}
 	return nil
 }
@@ -346,7 +345,7 @@ func (s *session) onTask(f rawFrame) {
 	t := &Task{
 		ID: id, Action: name, Params: params, Attempt: int(f.num("attempt")),
 		TaskID: f.str("task_id"), SessionID: f.str("session_id"), Budget: f.raw("budget"),
-		s: s, legacy: legacy,
+		s: s,
 	}
 	if tr := f.raw("trace"); tr != nil {
 		_ = json.Unmarshal(tr, &t.Trace)
@@ -413,8 +412,7 @@ func (s *session) onOversized(head []byte) {
 	busy := s.tasks[id] != nil
 	s.mu.Unlock()
 	if !busy {
-		legacy := bytes.Contains(head, []byte(`"payload"`)) && !bytes.Contains(head, []byte(`"action"`))
-		s.reject(&Task{ID: id, s: s, legacy: legacy}, tooLarge)
+		s.reject(&Task{ID: id, s: s}, tooLarge)
 	}
 }
 
@@ -446,7 +444,7 @@ func (s *session) drain(grace time.Duration, reason string) {
 	dl := time.Now().Add(grace)
 	if !s.draining || dl.Before(s.drainDeadline) {
 		if !s.draining && s.inflight > 0 {
-			s.warn("shutting down (%s) with %d task(s) in flight, grace %s", reason, s.inflight, grace)
+			s.logf("INFO", "shutting down (%s) with %d task(s) in flight, grace %s", reason, s.inflight, grace)
 		}
 		s.draining = true
 		s.drainDeadline = dl
@@ -463,7 +461,6 @@ func (s *session) drain(grace time.Duration, reason string) {
 func (s *session) sigterm() {
 	s.mu.Lock()
 	draining := s.draining
-	s.orderly = true
 	s.mu.Unlock()
 	if draining {
 		s.drain(0, "SIGTERM")
@@ -509,6 +506,10 @@ func (s *session) runTask(t *Task, ac *action) {
 		v   any
 		err error
 	)
+	if problems := validateParams(ac.schema, t.Params); len(problems) > 0 {
+		s.finish(t, nil, Errorf(CodeInvalidParams, "%s", strings.Join(problems, "; ")).WithData("problems", problems))
+		return
+	}
 	select {
 	case <-s.ready:
 		select {
@@ -524,121 +525,10 @@ func (s *session) runTask(t *Task, ac *action) {
 	s.finish(t, v, err)
 }
 
-// invoke runs the handler; a panic becomes an "internal" error with the
-// stack in data.traceback.
-func (s *session) invoke(ac *action, t *Task) (v any, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			stack := string(debug.Stack())
-			s.warn("panic in action %s (task %s): %v\n%s", ac.name, t.ID, p, stack)
-			err = &Error{
-				Code:    CodeInternal,
-				Message: fmt.Sprintf("panic: %v", p),
-				Data:    map[string]any{"traceback": stack},
-			}
-		}
-	}()
-	return ac.handler(t.ctx, t)
-}
+func (s *session) warn(format string, args ...any) { s.logf("WARN", format, args...) }
 
-// finish writes the task's one result and releases its slot.
-func (s *session) finish(t *Task, v any, err error) {
-	t.done.Store(true)
-	s.writeResult(t, s.resultFrame(t, v, err))
-	s.mu.Lock()
-	delete(s.tasks, t.ID)
-	s.inflight--
-	s.checkIdleLocked()
-	s.mu.Unlock()
-	t.cancel(nil)
-}
-
-func (s *session) resultFrame(t *Task, v any, err error) resultFrame {
-	var out *Output
-	switch o := v.(type) {
-	case Output:
-		out = &o
-	case *Output:
-		out = o
-	}
-	r := resultFrame{Type: "result", ID: t.ID, Metadata: t.metadata()}
-	if out != nil {
-		r.NextActions = out.NextActions
-		v = out.Data
-		if err == nil && out.Err != nil && !out.Partial {
-			err = out.Err
-		}
-	}
-	if err != nil {
-		r.Status, r.Error = "error", s.errorBody(t, err)
-		return r
-	}
-	raw, merr := marshalValue(v)
-	if merr != nil {
-		r.Status, r.Error = "error", &errorBody{Code: CodeInternal, Message: "the result does not encode as JSON: " + merr.Error()}
-		return r
-	}
-	r.Status, r.Result = "ok", raw
-	if out != nil && out.Partial {
-		r.Status = "partial"
-		if out.Err != nil {
-			r.Error = s.errorBody(t, out.Err)
-		}
-	}
-	return r
-}
-
-func (s *session) errorBody(t *Task, err error) *errorBody {
-	var e *Error
-	if errors.As(err, &e) {
-		return bodyOf(e)
-	}
-	if t.ctx != nil && t.ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		cause := context.Cause(t.ctx)
-		var cc *cancelCause
-		switch {
-		case errors.Is(cause, errDeadline):
-			return &errorBody{Code: CodeTimeout, Message: cause.Error()}
-		case errors.As(cause, &cc):
-			return &errorBody{Code: CodeCancelled, Message: cc.Error()}
-		default:
-			return &errorBody{Code: CodeCancelled, Message: cause.Error()}
-		}
-	}
-	return &errorBody{Code: CodeInternal, Message: err.Error()}
-}
-
-// reject answers a task that never ran.
-func (s *session) reject(t *Task, e *Error) {
-	s.writeResult(t, resultFrame{Type: "result", ID: t.ID, Status: "error", Error: bodyOf(e)})
-}
-
-// writeResult writes r, or a frame_too_large error in its place.
-func (s *session) writeResult(t *Task, r resultFrame) {
-	var frame any = r
-	if t.legacy {
-		l := legacyResultFrame{ID: r.ID, Status: r.Status, Result: r.Result}
-		if r.Error != nil {
-			l.Status, l.Result, l.Error = "error", nil, r.Error.Message
-		}
-		frame = l
-	}
-	err := s.w.send(frame)
-	var tl *tooLargeError
-	if errors.As(err, &tl) {
-		s.warn("the result of task %s is too large (%v)", t.ID, err)
-		e := &errorBody{Code: CodeFrameTooLarge, Message: tl.Error(), Data: map[string]any{"size": tl.size, "max_frame": tl.max}}
-		if t.legacy {
-			err = s.w.send(legacyResultFrame{ID: r.ID, Status: "error", Error: e.Code + ": " + e.Message})
-		} else {
-			err = s.w.send(resultFrame{Type: "result", ID: r.ID, Status: "error", Error: e})
-		}
-	}
-	if err != nil && !s.w.broken.Load() {
-		s.warn("cannot write the result of task %s: %v", t.ID, err)
-	}
-}
-
-func (s *session) warn(format string, args ...any) {
-	fmt.Fprintf(s.stderr, "[WARN] ether-agent: "+format+"\n", args...)
+// logf writes a diagnostic line to stderr, with a level prefix the host
+// parses.
+func (s *session) logf(level, format string, args ...any) {
+	fmt.Fprintf(s.stderr, "["+level+"] ether-agent: "+format+"\n", args...)
 }

@@ -347,6 +347,7 @@ func TestStubbornHandlerStillGetsOneResult(t *testing.T) {
 	h := startSession(t, testAgent())
 	h.handshake()
 	h.task("h-1", "stubborn", nil)
+	time.Sleep(50 * time.Millisecond) // let it start: a task cancelled before it starts never runs
 	h.send(map[string]any{"type": "cancel", "id": "h-1"})
 	if r := h.recv(); r["status"] != "ok" || r["result"] != "done anyway" {
 		t.Fatalf("result = %v", r)
@@ -378,5 +379,49 @@ func TestSetupErrorIsFatal(t *testing.T) {
 	}
 	if err := h.wait(); CodeOf(err) != "missing_secret" || got.Load() != `{"k":"v"}` {
 		t.Fatalf("err = %v, config = %v", err, got.Load())
+	}
+}
+
+func TestSchemaValidationRefusesBadParamsBeforeTheHandler(t *testing.T) {
+	type P struct {
+		MS   int      `json:"ms" agent:"required"`
+		Tags []string `json:"tags,omitempty"`
+	}
+	ran := false
+	a := New("v")
+	a.Action("sleep", Typed(func(_ context.Context, _ *Task, p P) (any, error) { ran = true; return p.MS, nil }), SchemaOf[P]())
+	h := startSession(t, a)
+	hello := h.handshake()
+	schema, _ := json.Marshal(hello["actions"].([]any)[0].(map[string]any)["params_schema"])
+	if string(schema) != `{"properties":{"ms":{"type":"integer"},"tags":{"items":{"type":"string"},"type":"array"}},"required":["ms"],"type":"object"}` {
+		t.Fatalf("schema = %s", schema)
+	}
+	for i, params := range []any{map[string]any{"ms": "soon"}, map[string]any{}, map[string]any{"ms": 1.5}, map[string]any{"ms": 1, "tags": []any{2}}} {
+		h.task(fmt.Sprint("h-", i), "sleep", params)
+		if r := h.recv(); errCode(r) != CodeInvalidParams {
+			t.Fatalf("params %v: result = %v", params, r)
+		}
+	}
+	h.task("h-ok", "sleep", map[string]any{"ms": 2.0})
+	if r := h.recv(); r["status"] != "ok" || r["result"] != 2.0 || !ran {
+		t.Fatalf("result = %v", r)
+	}
+}
+
+func TestHandlersIgnoringShutdownStillGetOneResult(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	a := New("deaf")
+	a.Action("deaf", func(context.Context, *Task) (any, error) { <-release; return "late", nil })
+	h := startSession(t, a)
+	h.handshake()
+	h.task("h-1", "deaf", nil)
+	time.Sleep(50 * time.Millisecond)
+	h.send(map[string]any{"type": "shutdown", "grace_ms": 100})
+	if r := h.recv(); r["id"] != "h-1" || errCode(r) != CodeCancelled {
+		t.Fatalf("result = %v", r)
+	}
+	if err := h.wait(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -34,7 +34,6 @@ type Task struct {
 	s      *session
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	legacy bool
 	done   atomic.Bool
 
 	mu    sync.Mutex
@@ -83,7 +82,7 @@ func (t *Task) Config() json.RawMessage { return t.s.config }
 // unknown) and what is happening now. Progress never extends the deadline.
 // Reports after the task ended are dropped.
 func (t *Task) Progress(done, total float64, msg string) {
-	if t.done.Load() || t.legacy {
+	if t.done.Load() {
 		return
 	}
 	_ = t.s.w.send(progressFrame{Type: "progress", ID: t.ID, Progress: done, Total: total, Message: msg})

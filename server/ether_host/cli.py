@@ -55,7 +55,8 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     configure_logging(config.log_format, config.log_level)
     try:
-        anyio.run(run_host, config, backend="asyncio")
+        # grpc.aio runs on asyncio only; uvloop makes that loop ~15-30% cheaper per call.
+        anyio.run(run_host, config, backend="asyncio", backend_options={"use_uvloop": True})
     except (ListenError, TokenFileError) as error:
         print(f"ether: {error}", file=sys.stderr)
         return 1

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import orjson
 import structlog
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
@@ -138,6 +139,15 @@ class AgentConnection:
         if isinstance(line, Oversized):
             self._oversized(line)
             return
+        if line[:1] == b"{":
+            try:
+                frame = orjson.loads(line)  # the fast path: one well-formed frame
+            except orjson.JSONDecodeError:
+                pass
+            else:
+                if isinstance(frame, dict):
+                    self._dispatch(frame)
+                    return
         if not line.strip():
             return
         try:
@@ -280,7 +290,7 @@ class AgentConnection:
 
     async def send(self, frame: dict[str, Any]) -> None:
         """Write one frame as one line; one writer at a time."""
-        data = json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        data = orjson.dumps(frame, option=orjson.OPT_APPEND_NEWLINE)
         if len(data) > self.max_frame:
             raise TaskFailure("frame_too_large", f"frame of {len(data)} bytes exceeds the limit of {self.max_frame}")
         async with self._write_lock:

@@ -218,11 +218,12 @@ class Replica:
         )
         self._enter(State.STARTING, f"spawned {os.path.basename(plan.argv[0])}", pid=process.pid)
         exited = anyio.Event()
+        stderr_done = anyio.Event()
         outcome: dict[str, Any] = {"stopped": False, "wedged": False, "hello": False, "in_flight": False}
         try:
             async with anyio.create_task_group() as tg:
                 await tg.start(connection.run_reader)
-                tg.start_soon(self._drain_stderr, process.stderr)
+                tg.start_soon(self._drain_stderr, process.stderr, stderr_done)
 
                 async def wait_exit() -> None:
                     await process.wait()
@@ -258,6 +259,12 @@ class Replica:
                         grace = self._stop_grace if self._stop_grace is not None else spec.stop_grace
                         await self._stop_process(process, connection, grace if not outcome["wedged"] else 0.0)
                     await exited.wait()
+                    # Read what the process wrote before it died (its last stderr lines
+                    # explain the exit), but never wait long on pipes that a leftover
+                    # grandchild may hold open.
+                    with anyio.move_on_after(1.0):
+                        await stderr_done.wait()
+                        await connection.closed.wait()
                     kill_group(pgid, signal.SIGKILL)  # leftovers of the group, even if the leader is gone
                     await self._reap_group(pgid)
                     tg.cancel_scope.cancel()
@@ -303,7 +310,7 @@ class Replica:
                 await anyio.sleep(0.02)
         await anyio.to_thread.run_sync(self.agent.supervisor.children.sweep)
 
-    async def _drain_stderr(self, stream: anyio.abc.ByteReceiveStream) -> None:
+    async def _drain_stderr(self, stream: anyio.abc.ByteReceiveStream, done: anyio.Event) -> None:
         parser = StderrParser()
         splitter = LineSplitter(MAX_STDERR_LINE)
 
@@ -321,6 +328,7 @@ class Replica:
             pass
         for line in splitter.finish():
             emit(line)
+        done.set()
 
     async def _keep_alive(self, connection: AgentConnection) -> None:
         """Ping agents that declared ping; three misses in a row -> restart."""

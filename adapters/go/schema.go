@@ -1,0 +1,318 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"unicode/utf8"
+)
+
+// validateParams checks params against an action's JSON Schema and returns
+// the problems found. It covers the keywords a host and an agent must agree
+// on: type, enum, const, minimum, maximum, exclusiveMinimum,
+// exclusiveMaximum, minLength, maxLength, required, properties,
+// additionalProperties, items, minItems, maxItems, allOf, anyOf and oneOf;
+// other keywords are accepted and ignored.
+func validateParams(schema, params json.RawMessage) []string {
+	if len(schema) == 0 {
+		return nil
+	}
+	var s map[string]any
+	if err := json.Unmarshal(schema, &s); err != nil {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(params))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return []string{"params: not valid JSON: " + err.Error()}
+	}
+	return validate(s, v, "params")
+}
+
+func validate(s map[string]any, v any, path string) []string {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, path+": "+fmt.Sprintf(format, args...)) }
+
+	if t, ok := s["type"]; ok {
+		var types []string
+		switch t := t.(type) {
+		case string:
+			types = []string{t}
+		case []any:
+			for _, x := range t {
+				if s, ok := x.(string); ok {
+					types = append(types, s)
+				}
+			}
+		}
+		if len(types) > 0 && !anyType(v, types) {
+			add("expected %s, got %s", strings.Join(types, " or "), typeName(v))
+			return problems
+		}
+	}
+	if enum, ok := s["enum"].([]any); ok {
+		found := false
+		for _, e := range enum {
+			found = found || jsonEqual(e, v)
+		}
+		if !found {
+			b, _ := json.Marshal(enum)
+			add("must be one of %s", b)
+		}
+	}
+	if c, ok := s["const"]; ok && !jsonEqual(c, v) {
+		b, _ := json.Marshal(c)
+		add("must be %s", b)
+	}
+	switch v := v.(type) {
+	case json.Number:
+		x, _ := v.Float64()
+		if m, ok := num(s["minimum"]); ok && x < m {
+			add("must be >= %v", m)
+		}
+		if m, ok := num(s["maximum"]); ok && x > m {
+			add("must be <= %v", m)
+		}
+		if m, ok := num(s["exclusiveMinimum"]); ok && x <= m {
+			add("must be > %v", m)
+		}
+		if m, ok := num(s["exclusiveMaximum"]); ok && x >= m {
+			add("must be < %v", m)
+		}
+	case string:
+		n := float64(utf8.RuneCountInString(v))
+		if m, ok := num(s["minLength"]); ok && n < m {
+			add("must have at least %v characters", m)
+		}
+		if m, ok := num(s["maxLength"]); ok && n > m {
+			add("must have at most %v characters", m)
+		}
+	case map[string]any:
+		if req, ok := s["required"].([]any); ok {
+			for _, k := range req {
+				if k, ok := k.(string); ok {
+					if _, present := v[k]; !present {
+						problems = append(problems, path+"."+k+": is required")
+					}
+				}
+			}
+		}
+		props, _ := s["properties"].(map[string]any)
+		for k, sub := range props {
+			if sub, ok := sub.(map[string]any); ok {
+				if x, present := v[k]; present {
+					problems = append(problems, validate(sub, x, path+"."+k)...)
+				}
+			}
+		}
+		switch ap := s["additionalProperties"].(type) {
+		case bool:
+			if !ap {
+				for k := range v {
+					if _, declared := props[k]; !declared {
+						problems = append(problems, path+"."+k+": is not allowed")
+					}
+				}
+			}
+		case map[string]any:
+			for k, x := range v {
+				if _, declared := props[k]; !declared {
+					problems = append(problems, validate(ap, x, path+"."+k)...)
+				}
+			}
+		}
+	case []any:
+		n := float64(len(v))
+		if m, ok := num(s["minItems"]); ok && n < m {
+			add("must have at least %v items", m)
+		}
+		if m, ok := num(s["maxItems"]); ok && n > m {
+			add("must have at most %v items", m)
+		}
+		if items, ok := s["items"].(map[string]any); ok {
+			for i, x := range v {
+				problems = append(problems, validate(items, x, fmt.Sprintf("%s[%d]", path, i))...)
+			}
+		}
+	}
+	if all, ok := s["allOf"].([]any); ok {
+		for _, sub := range all {
+			if sub, ok := sub.(map[string]any); ok {
+				problems = append(problems, validate(sub, v, path)...)
+			}
+		}
+	}
+	for _, kw := range []string{"anyOf", "oneOf"} {
+		subs, ok := s[kw].([]any)
+		if !ok {
+			continue
+		}
+		matches := 0
+		for _, sub := range subs {
+			if sub, ok := sub.(map[string]any); ok && len(validate(sub, v, path)) == 0 {
+				matches++
+			}
+		}
+		if matches == 0 || (kw == "oneOf" && matches > 1) {
+			add("does not match %s", kw)
+		}
+	}
+	return problems
+}
+
+func anyType(v any, types []string) bool {
+	for _, t := range types {
+		switch t {
+		case "object":
+			if _, ok := v.(map[string]any); ok {
+				return true
+			}
+		case "array":
+			if _, ok := v.([]any); ok {
+				return true
+			}
+		case "string":
+			if _, ok := v.(string); ok {
+				return true
+			}
+		case "number":
+			if _, ok := v.(json.Number); ok {
+				return true
+			}
+		case "integer":
+			if n, ok := v.(json.Number); ok {
+				if x, err := n.Float64(); err == nil && x == math.Trunc(x) {
+					return true
+				}
+			}
+		case "boolean":
+			if _, ok := v.(bool); ok {
+				return true
+			}
+		case "null":
+			if v == nil {
+				return true
+			}
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+func typeName(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case json.Number:
+		if x, err := v.Float64(); err == nil && x == math.Trunc(x) {
+			return "integer"
+		}
+		return "number"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func num(v any) (float64, bool) {
+	switch v := v.(type) {
+	case float64:
+		return v, true
+	case json.Number:
+		x, err := v.Float64()
+		return x, err == nil
+	}
+	return 0, false
+}
+
+// jsonEqual compares a schema value (float64 numbers) with a params value
+// (json.Number numbers).
+func jsonEqual(a, b any) bool {
+	norm := func(x any) any {
+		var out any
+		raw, _ := json.Marshal(x)
+		_ = json.Unmarshal(raw, &out)
+		return out
+	}
+	return reflect.DeepEqual(norm(a), norm(b))
+}
+
+// SchemaOf returns an action option that declares the JSON Schema of P as
+// the action's params schema: a struct becomes an object whose properties
+// follow its json tags (fields tagged `agent:"required"` are required),
+// integers "integer", floats "number", slices "array", maps "object".
+// Use it with Typed:
+//
+//	a.Action("sleep", agent.Typed(sleep), agent.SchemaOf[SleepParams]())
+func SchemaOf[P any]() ActionOption {
+	s := typeSchema(reflect.TypeFor[P](), map[reflect.Type]bool{})
+	if s["type"] == nil {
+		s["type"] = "object"
+	}
+	return WithSchema(s)
+}
+
+var rawMessageType = reflect.TypeFor[json.RawMessage]()
+
+func typeSchema(t reflect.Type, seen map[reflect.Type]bool) map[string]any {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == rawMessageType || seen[t] {
+		return map[string]any{}
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return map[string]any{"type": "integer"}
+	case reflect.Float32, reflect.Float64:
+		return map[string]any{"type": "number"}
+	case reflect.String:
+		return map[string]any{"type": "string"}
+	case reflect.Slice, reflect.Array:
+		return map[string]any{"type": "array", "items": typeSchema(t.Elem(), seen)}
+	case reflect.Map:
+		return map[string]any{"type": "object", "additionalProperties": typeSchema(t.Elem(), seen)}
+	case reflect.Struct:
+		seen[t] = true
+		defer delete(seen, t)
+		props := map[string]any{}
+		var required []string
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			props[name] = typeSchema(f.Type, seen)
+			if f.Tag.Get("agent") == "required" {
+				required = append(required, name)
+			}
+		}
+		s := map[string]any{"type": "object", "properties": props}
+		if len(required) > 0 {
+			s["required"] = required
+		}
+		return s
+	}
+	return map[string]any{}
+}
