@@ -27,6 +27,8 @@ from ether_host.transport.interceptors import AuthInterceptor, RpcInterceptor
 from ether_host.transport.listen import ListenError, bind_tcp, bind_unix, is_loopback, split_host_port
 from ether_host.transport.pending import pending_servicer
 from ether_host.transport.supervisor import SupervisorServicer
+from ether_host.transport.workflow import WorkflowServicer
+from ether_host.workflows import Workflows
 
 log = structlog.get_logger("ether.host")
 
@@ -58,13 +60,15 @@ class Core:
     children: ChildRegistry
     supervisor: Supervisor
     dispatcher: Dispatcher
+    workflows: Workflows
 
 
 def build_core(config: HostConfig) -> Core:
     children = ChildRegistry()
     supervisor = Supervisor(config.state_dir, children)
     dispatcher = Dispatcher(supervisor)
-    return Core(Lifecycle(), children, supervisor, dispatcher)
+    workflows = Workflows(config.state_dir, supervisor, dispatcher, config.workflows)
+    return Core(Lifecycle(), children, supervisor, dispatcher, workflows)
 
 
 def _pending(module: Any, grpc_module: Any, service: str, missing: str) -> tuple[Any, Any, Any]:
@@ -88,7 +92,11 @@ def _services(core: Core) -> list[tuple[Any, Any, Any]]:
             supervisor_pb2_grpc.add_SupervisorServiceServicer_to_server,
             SupervisorServicer(core.supervisor, core.lifecycle),
         ),
-        _pending(workflow_pb2, workflow_pb2_grpc, "WorkflowService", "workflow runs land with issue #6"),
+        (
+            workflow_pb2.DESCRIPTOR.services_by_name["WorkflowService"],
+            workflow_pb2_grpc.add_WorkflowServiceServicer_to_server,
+            WorkflowServicer(core.workflows, core.lifecycle),
+        ),
         _pending(terminal_pb2, terminal_pb2_grpc, "TerminalService", "terminal sessions land with issue #5"),
         _pending(gateway_pb2, gateway_pb2_grpc, "GatewayService", "the gateway lands with issue #7"),
     ]
@@ -129,6 +137,7 @@ async def run_host(config: HostConfig, *, task_status: TaskStatus[list[str]] = a
         tg.start_soon(core.children.run_reaper)
         await tg.start(core.supervisor.run)
         await tg.start(core.dispatcher.run)
+        await tg.start(core.workflows.run)
         core.supervisor.deploy_configured(list(config.agents), config.agents_dir)
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             await server.start()
@@ -141,6 +150,7 @@ async def run_host(config: HostConfig, *, task_status: TaskStatus[list[str]] = a
                 log.info("stopping", signal=signal.Signals(signum).name, grace_s=config.shutdown_grace)
                 break
         core.lifecycle.stopping.set()
+        await core.workflows.shutdown()  # runs end INTERRUPTED before their agents stop
         core.supervisor.events.wake()
         for agent in core.supervisor.agents.values():
             agent.logs.wake()

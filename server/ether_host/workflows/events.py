@@ -23,7 +23,9 @@ PAGE = 1000
 class EventLog:
     """Numbered events of one run, continuing after ``last_sequence``."""
 
-    def __init__(self, run_id: str, store: RunStore, last_sequence: int, capacity: int = MEMORY) -> None:
+    def __init__(
+        self, run_id: str, store: RunStore, last_sequence: int, capacity: int = MEMORY
+    ) -> None:
         self.run_id = run_id
         self._store = store
         self._items: deque[RunEvent] = deque(maxlen=capacity)
@@ -61,7 +63,9 @@ class EventLog:
             oldest = held[0].sequence if held else self.last + 1
             if cursor + 1 < oldest:  # fell behind the ring: read the gap from the store
                 await self._store.flush()
-                older = await anyio.to_thread.run_sync(self._store.events, self.run_id, cursor, oldest - 1, PAGE)
+                older = await anyio.to_thread.run_sync(
+                    self._store.events, self.run_id, cursor, oldest - 1, PAGE
+                )
                 if not older:
                     cursor = oldest - 1  # never written (a store failure): skip, the gap shows
                 for event in older:

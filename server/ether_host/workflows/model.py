@@ -51,7 +51,9 @@ _BUCKET = {
 
 def rfc3339(epoch: float) -> str:
     """An epoch time as proto3 JSON Timestamp text."""
-    return datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC).isoformat().replace("+00:00", "Z")
+    return (
+        datetime.datetime.fromtimestamp(epoch, tz=datetime.UTC).isoformat().replace("+00:00", "Z")
+    )
 
 
 def parse_rfc3339(text: str) -> float:
@@ -108,7 +110,9 @@ class Usage:
 
     @property
     def elapsed(self) -> float:
-        return self.elapsed_before + (time.monotonic() - self.since if self.since is not None else 0.0)
+        return self.elapsed_before + (
+            time.monotonic() - self.since if self.since is not None else 0.0
+        )
 
     def api(self) -> dict[str, Any]:
         return {"cost": self.cost, "elapsed": duration_json(self.elapsed), "tasks": self.tasks}
@@ -116,8 +120,11 @@ class Usage:
     @classmethod
     def from_api(cls, raw: dict[str, Any] | None) -> Usage:
         raw = raw or {}
-        return cls(float(raw.get("cost") or 0.0), int(raw.get("tasks") or 0),
-                   parse_duration(str(raw.get("elapsed") or "0s")))
+        return cls(
+            float(raw.get("cost") or 0.0),
+            int(raw.get("tasks") or 0),
+            parse_duration(str(raw.get("elapsed") or "0s")),
+        )
 
 
 @dataclass
@@ -158,14 +165,21 @@ def output_json(result: TaskResult) -> dict[str, Any]:
     if result.data is not None:
         out["data"] = result.data
     if result.error is not None:
-        out["error"] = {"code": result.error.code, "message": result.error.message,
-                        "details": result.error.details, "retryable": result.error.retryable}
+        out["error"] = {
+            "code": result.error.code,
+            "message": result.error.message,
+            "details": result.error.details,
+            "retryable": result.error.retryable,
+        }
     if result.next_actions:
         out["next_actions"] = [
-            {"agent": str(p.get("agent") or ""), "action": str(p.get("action") or ""),
-             "params": p.get("params") if isinstance(p.get("params"), dict) else {},
-             "reason": str(p.get("reason") or "")}
-            for p in result.next_actions if isinstance(p, dict)
+            {
+                "agent": str(p.get("agent") or ""),
+                "action": str(p.get("action") or ""),
+                "params": p.get("params") if isinstance(p.get("params"), dict) else {},
+                "reason": str(p.get("reason") or ""),
+            }
+            for p in result.next_actions
         ]
     return out
 
@@ -179,9 +193,14 @@ def output_from_json(raw: dict[str, Any]) -> TaskResult:
         agent=str(raw.get("agent") or ""),
         action=str(raw.get("action") or ""),
         data=raw.get("data"),
-        error=TaskErrorInfo(str(error.get("code") or ""), str(error.get("message") or ""),
-                            dict(error.get("details") or {}), bool(error.get("retryable")))
-        if error else None,
+        error=TaskErrorInfo(
+            str(error.get("code") or ""),
+            str(error.get("message") or ""),
+            dict(error.get("details") or {}),
+            bool(error.get("retryable")),
+        )
+        if error
+        else None,
         metadata=Metadata(
             duration=parse_duration(str(meta.get("duration") or "0s")),
             cost=float(meta.get("cost") or 0.0),
@@ -197,10 +216,17 @@ def output_from_json(raw: dict[str, Any]) -> TaskResult:
     )
 
 
-def error_result(task_id: str, agent: str, action: str, code: str, message: str, *,
-                 retryable: bool = False) -> TaskResult:
-    return TaskResult(task_id, ERROR, agent, action, error=TaskErrorInfo(code, message, retryable=retryable),
-                      metadata=Metadata(started_at=time.time()))
+def error_result(
+    task_id: str, agent: str, action: str, code: str, message: str, *, retryable: bool = False
+) -> TaskResult:
+    return TaskResult(
+        task_id,
+        ERROR,
+        agent,
+        action,
+        error=TaskErrorInfo(code, message, retryable=retryable),
+        metadata=Metadata(started_at=time.time()),
+    )
 
 
 @dataclass
@@ -226,7 +252,11 @@ class TaskRecord:
 
     @property
     def succeeded(self) -> bool:
-        return self.state == TaskState.SUCCEEDED and self.result is not None and self.result.status == SUCCESS
+        return (
+            self.state == TaskState.SUCCEEDED
+            and self.result is not None
+            and self.result.status == SUCCESS
+        )
 
     def api(self, *, with_output: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -289,8 +319,12 @@ class StageRecord:
     tasks: list[TaskRecord] = field(default_factory=list)
 
     def api(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "state": f"STAGE_STATE_{self.state}",
-                               "tasks": self.counts.api(), "usage": self.usage.api()}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "state": f"STAGE_STATE_{self.state}",
+            "tasks": self.counts.api(),
+            "usage": self.usage.api(),
+        }
         if self.started_at is not None:
             out["started_at"] = rfc3339(self.started_at)
         if self.ended_at is not None:
@@ -377,7 +411,12 @@ class RunEvent:
     body: dict[str, Any]
 
     def api(self, run_id: str) -> dict[str, Any]:
-        return {"sequence": str(self.sequence), "run_id": run_id, "time": rfc3339(self.time), self.kind: self.body}
+        return {
+            "sequence": str(self.sequence),
+            "run_id": run_id,
+            "time": rfc3339(self.time),
+            self.kind: self.body,
+        }
 
 
 DETAIL_KINDS = frozenset({"task_progress"})

@@ -6,7 +6,14 @@ import copy
 from typing import Any
 
 from ether_host.workflows.expr import data_env
-from ether_host.workflows.model import RunRecord, StageRecord, StageState, TaskRecord, TaskState, output_json
+from ether_host.workflows.model import (
+    RunRecord,
+    StageRecord,
+    StageState,
+    TaskRecord,
+    TaskState,
+    output_json,
+)
 from ether_host.workflows.paths import Missing, resolve
 from ether_host.workflows.spec import StageSpec
 
@@ -26,7 +33,11 @@ def stage_data(record: StageRecord, fanned: bool) -> Any:
     regular = [t for t in record.tasks if not t.proposed_by]
     if not fanned:
         task = regular[0] if regular else None
-        return task.result.data if task is not None and task.succeeded and task.result is not None else None
+        return (
+            task.result.data
+            if task is not None and task.succeeded and task.result is not None
+            else None
+        )
     return [t.result.data for t in regular if t.succeeded and t.result is not None]
 
 
@@ -53,7 +64,9 @@ class StageInputs:
     def when(self, spec: StageSpec) -> bool:
         return spec.when is None or spec.when.evaluate(data_env(self.status, self.data))
 
-    def expand(self, spec: StageSpec) -> tuple[list[tuple[int, int, str, str, dict[str, Any]]], bool]:
+    def expand(
+        self, spec: StageSpec
+    ) -> tuple[list[tuple[int, int, str, str, dict[str, Any]]], bool]:
         """(input index, action index, agent, action, params) of every task, and whether the stage fans out."""
         inputs, fanned = self._inputs(spec)
         tasks = []
@@ -91,7 +104,11 @@ class StageInputs:
             for task in (t for t in record.tasks if not t.proposed_by):
                 if task.succeeded and task.result is not None:
                     items.append(task.result.data)
-                elif spec.reduce_include_failed and task.result is not None and task.state == TaskState.FAILED:
+                elif (
+                    spec.reduce_include_failed
+                    and task.result is not None
+                    and task.state == TaskState.FAILED
+                ):
                     items.append(output_json(task.result))
             return items
         value = resolve(self.data(source.stage), source.keys, f"{source.stage}.data")
@@ -102,8 +119,27 @@ class StageInputs:
         return value if isinstance(value, list) else [value]
 
 
-def new_task(run: RunRecord, stage: str, input_index: int, action_index: int, agent: str, action: str,
-             params: dict[str, Any], proposed_by: str = "", depth: int = 0) -> TaskRecord:
+def new_task(
+    run: RunRecord,
+    stage: str,
+    input_index: int,
+    action_index: int,
+    agent: str,
+    action: str,
+    params: dict[str, Any],
+    proposed_by: str = "",
+    depth: int = 0,
+) -> TaskRecord:
     run.next_task += 1
-    return TaskRecord(run.next_task, f"{run.id}-{run.next_task}", stage, input_index, action_index, agent, action,
-                      params, proposed_by=proposed_by, depth=depth)
+    return TaskRecord(
+        run.next_task,
+        f"{run.id}-{run.next_task}",
+        stage,
+        input_index,
+        action_index,
+        agent,
+        action,
+        params,
+        proposed_by=proposed_by,
+        depth=depth,
+    )

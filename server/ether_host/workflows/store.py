@@ -80,8 +80,9 @@ class RunStore:
         with connection:
             connection.executescript(SCHEMA)
         self._read = self._connect()
-        self._writer = threading.Thread(target=self._write_loop, args=(connection,), name="run-store-writer",
-                                        daemon=True)
+        self._writer = threading.Thread(
+            target=self._write_loop, args=(connection,), name="run-store-writer", daemon=True
+        )
         self._writer.start()
 
     def close(self) -> None:
@@ -130,7 +131,7 @@ class RunStore:
                 except queue.Empty:
                     break
             runs: dict[str, dict[str, Any]] = {}
-            tasks: dict[tuple[str, int], dict[str, Any]] = {}
+            tasks: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
             events: list[tuple[str, RunEvent]] = []
             barriers: list[_Barrier] = []
             for entry in batch:
@@ -148,7 +149,7 @@ class RunStore:
                     barriers.append(payload)
             try:
                 self._commit(connection, runs.values(), tasks.values(), events)
-            except Exception as error:  # noqa: BLE001 - a broken store must not kill the host
+            except Exception as error:
                 self.failed = error
                 log.error("run store write failed", error=str(error), path=str(self.path))
             for barrier in barriers:
@@ -156,22 +157,43 @@ class RunStore:
         connection.close()
 
     @staticmethod
-    def _commit(connection: sqlite3.Connection, runs: Iterable[dict[str, Any]],
-                tasks: Iterable[tuple[str, dict[str, Any]]], events: list[tuple[str, RunEvent]]) -> None:
+    def _commit(
+        connection: sqlite3.Connection,
+        runs: Iterable[dict[str, Any]],
+        tasks: Iterable[tuple[str, dict[str, Any]]],
+        events: list[tuple[str, RunEvent]],
+    ) -> None:
         run_rows = [
-            (r["id"], _epoch(r), r.get("name", ""), r["state"], r.get("request_id", ""), json.dumps(r))
+            (
+                r["id"],
+                _epoch(r),
+                r.get("name", ""),
+                r["state"],
+                r.get("request_id", ""),
+                json.dumps(r),
+            )
             for r in runs
         ]
-        task_rows = [(run_id, int(t["seq"]), t["task_id"], t["stage"], t["state"], json.dumps(t))
-                     for run_id, t in tasks]
-        event_rows = [(run_id, e.sequence, e.time, e.kind, json.dumps(e.body)) for run_id, e in events]
+        task_rows = [
+            (run_id, int(t["seq"]), t["task_id"], t["stage"], t["state"], json.dumps(t))
+            for run_id, t in tasks
+        ]
+        event_rows = [
+            (run_id, e.sequence, e.time, e.kind, json.dumps(e.body)) for run_id, e in events
+        ]
         if not (run_rows or task_rows or event_rows):
             return
         connection.execute("BEGIN")
         try:
-            connection.executemany("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?)", run_rows)
-            connection.executemany("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?)", task_rows)
-            connection.executemany("INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?, ?)", event_rows)
+            connection.executemany(
+                "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?)", run_rows
+            )
+            connection.executemany(
+                "INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?)", task_rows
+            )
+            connection.executemany(
+                "INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?, ?)", event_rows
+            )
         except BaseException:
             connection.execute("ROLLBACK")
             raise
@@ -203,17 +225,24 @@ class RunStore:
     def runs(self, ids: list[str]) -> list[dict[str, Any]]:
         if not ids:
             return []
-        rows = self._query(f"SELECT id, body FROM runs WHERE id IN ({', '.join('?' for _ in ids)})", tuple(ids))
+        rows = self._query(
+            f"SELECT id, body FROM runs WHERE id IN ({', '.join('?' for _ in ids)})", tuple(ids)
+        )
         found = {row[0]: json.loads(row[1]) for row in rows}
         return [found[i] for i in ids if i in found]
 
     def runs_in_states(self, states: list[str]) -> list[dict[str, Any]]:
-        rows = self._query(f"SELECT body FROM runs WHERE state IN ({', '.join('?' for _ in states)})",
-                           tuple(states))
+        rows = self._query(
+            f"SELECT body FROM runs WHERE state IN ({', '.join('?' for _ in states)})",
+            tuple(states),
+        )
         return [json.loads(row[0]) for row in rows]
 
     def request_ids(self) -> dict[str, str]:
-        return {row[0]: row[1] for row in self._query("SELECT request_id, id FROM runs WHERE request_id != ''")}
+        return {
+            row[0]: row[1]
+            for row in self._query("SELECT request_id, id FROM runs WHERE request_id != ''")
+        }
 
     def task_seqs(self, run_id: str, stage: str, state: str) -> list[int]:
         sql, args = "SELECT seq FROM tasks WHERE run_id = ?", [run_id]
@@ -238,9 +267,14 @@ class RunStore:
             )
         return [json.loads(row[0]) for row in rows]
 
-    def events(self, run_id: str, after: int, upto: int | None = None, limit: int = 1000) -> list[RunEvent]:
+    def events(
+        self, run_id: str, after: int, upto: int | None = None, limit: int = 1000
+    ) -> list[RunEvent]:
         """Events of a run with after < sequence (<= upto), in order, at most ``limit``."""
-        sql, args = "SELECT sequence, time, kind, body FROM events WHERE run_id = ? AND sequence > ?", [run_id, after]
+        sql, args = (
+            "SELECT sequence, time, kind, body FROM events WHERE run_id = ? AND sequence > ?",
+            [run_id, after],
+        )
         if upto is not None:
             sql += " AND sequence <= ?"
             args.append(upto)

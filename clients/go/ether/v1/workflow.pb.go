@@ -179,7 +179,8 @@ type RunTaskState int32
 const (
 	// Not set. In a filter it means "any state".
 	RunTaskState_RUN_TASK_STATE_UNSPECIFIED RunTaskState = 0
-	// Waiting for a concurrency slot or for its stage to start.
+	// Waiting for a concurrency slot or for its stage to start; also a task
+	// of an interrupted run that had not finished (ResumeRun decides).
 	RunTaskState_RUN_TASK_STATE_PENDING RunTaskState = 1
 	// Dispatched to an agent.
 	RunTaskState_RUN_TASK_STATE_RUNNING RunTaskState = 2
@@ -437,7 +438,11 @@ func (x *RetryPolicy) GetRetryableOnly() bool {
 }
 
 // FollowNextActions lets a stage run the next_actions its agents propose,
-// within bounds. Unset: proposals are recorded but not run.
+// within bounds. Unset: proposals are recorded but not run. A followed
+// proposal runs in the same stage with the params it proposed, under the
+// stage's policies and budgets; its output is in reports and ListRunTasks
+// but not part of the stage's data. Proposals beyond the bounds, or to
+// agents not allowed, are recorded in the proposing task's output only.
 type FollowNextActions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Maximum proposed tasks run for the whole stage, 1 to 1000; 0 means 10.
@@ -621,8 +626,11 @@ func (x *ReduceSpec) GetIncludeFailed() bool {
 // one task per element (per element and per action with `map`);
 // otherwise one task. Each task's params are the stage's `params` with the
 // element set under `input_param`. The stage's data, for later stages, is
-// the single task's data, or the list of its tasks' data in input order
-// (for map: input-major, then action order).
+// the single task's data, or (with `inputs`, a list from `input_from`, or
+// `map`) the list of its tasks' data in input order (for map:
+// input-major, then action order). Only succeeded tasks contribute: under
+// a CONTINUE policy the failed ones are left out of the list, and a failed
+// single task leaves the data null.
 type Stage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Stage name, unique in the workflow, [a-z0-9_-]{1,64}. Later stages
@@ -638,13 +646,17 @@ type Stage struct {
 	Action string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
 	// Params for every task of the stage.
 	Params *structpb.Struct `protobuf:"bytes,5,opt,name=params,proto3" json:"params,omitempty"`
-	// Literal inputs: one task per element. Exclusive with input_from.
+	// Literal inputs: one task per element. Exclusive with input_from. In
+	// spec_text an explicitly empty list is rejected (leave it out instead).
 	Inputs []*structpb.Value `protobuf:"bytes,6,rep,name=inputs,proto3" json:"inputs,omitempty"`
 	// Where the inputs come from: "<stage>.data" or "<stage>.data.<path>"
 	// with dotted keys and list indexes ("explore.data.files",
-	// "scan.data.results.0"). A list expands into one task per element. Only
-	// earlier stages may be named. Empty: no input (or, for a reduce, the
-	// previous stage's outputs).
+	// "scan.data.results.0"); a `*` key maps the rest of the path over every
+	// element of a list ("explore.data.*.path" is the list of each element's
+	// path). A list expands into one task per element. Only earlier stages
+	// may be named. Empty: no input (or, for a reduce, the previous stage's
+	// outputs). A path that names nothing in the data at run time fails the
+	// stage with code "invalid_input" and ends the run RUN_STATE_FAILED.
 	InputFrom string `protobuf:"bytes,7,opt,name=input_from,json=inputFrom,proto3" json:"input_from,omitempty"`
 	// Params key each input element is set under. Empty: "input".
 	InputParam string `protobuf:"bytes,8,opt,name=input_param,json=inputParam,proto3" json:"input_param,omitempty"`
@@ -662,8 +674,11 @@ type Stage struct {
 	Reduce *ReduceSpec `protobuf:"bytes,12,opt,name=reduce,proto3" json:"reduce,omitempty"`
 	// Condition on earlier stages; the stage is skipped when it is false.
 	// A small expression language: `<stage>.status` (SUCCEEDED, PARTIAL,
-	// FAILED, SKIPPED), `<stage>.data.<path>`, literals, == != < <= > >=,
-	// `in`, `len(...)`, and/or/not. Empty: always run.
+	// FAILED, SKIPPED, CANCELLED; compare with "SUCCEEDED" or the bare
+	// name), `<stage>.data.<path>` (null when the path names nothing),
+	// literals (numbers, strings, true, false, null, [lists]), == != < <= >
+	// >=, `in`, `not in`, `len(...)`, and/or/not, parentheses. Comparing
+	// values of different kinds is false. Empty: always run.
 	When string `protobuf:"bytes,13,opt,name=when,proto3" json:"when,omitempty"`
 	// What a failed task does to the stage and the run. Unspecified: STOP.
 	OnFailure FailurePolicy `protobuf:"varint,14,opt,name=on_failure,json=onFailure,proto3,enum=ether.v1.FailurePolicy" json:"on_failure,omitempty"`
@@ -845,8 +860,17 @@ type WorkflowSpec struct {
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// The stages, run in this order. At least one.
 	Stages []*Stage `protobuf:"bytes,3,rep,name=stages,proto3" json:"stages,omitempty"`
-	// Limits for the whole run. When one is exhausted, the remaining tasks
-	// are cancelled and the run ends PARTIAL or FAILED with the reason.
+	// Limits for the whole run. When one is exhausted, the run stops: tasks
+	// not started are cancelled, running tasks get a cancel frame, and the
+	// run ends PARTIAL (some task succeeded) or FAILED with code
+	// "budget_exceeded" and a message naming the budget. max_tasks counts
+	// task starts, retries included: a task that would start past it stops
+	// the run. max_cost sums the costs the agents report: each task gets what
+	// is left as its own max_cost, and the run stops once the sum reaches the
+	// limit with work remaining (tasks running in parallel may together
+	// overshoot it by what they report). max_time runs from the run's start
+	// (time before a host restart counts); tasks get the time left as their
+	// deadline. max_iterations is passed to every task.
 	Budget *Budget `protobuf:"bytes,4,opt,name=budget,proto3" json:"budget,omitempty"`
 	// Default retry policy for stages that set none. Unset: no retries.
 	DefaultRetry *RetryPolicy `protobuf:"bytes,5,opt,name=default_retry,json=defaultRetry,proto3" json:"default_retry,omitempty"`
@@ -1404,7 +1428,8 @@ type RunTask struct {
 	Attempts int32 `protobuf:"varint,9,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	// The output of the last attempt, once it ended.
 	Output *AgentOutput `protobuf:"bytes,10,opt,name=output,proto3" json:"output,omitempty"`
-	// For a followed next action: id of the task that proposed it.
+	// For a followed next action: id of the task that proposed it (the task
+	// keeps its proposer's input_index and action_index).
 	ProposedBy string `protobuf:"bytes,11,opt,name=proposed_by,json=proposedBy,proto3" json:"proposed_by,omitempty"`
 	// When the task was first dispatched.
 	StartedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
@@ -1545,9 +1570,9 @@ type CreateRunRequest struct {
 	//	*CreateRunRequest_Spec
 	//	*CreateRunRequest_SpecText
 	SpecSource isCreateRunRequest_SpecSource `protobuf_oneof:"spec_source"`
-	// Optional idempotency key (AIP-155), a UUID: repeating a request with
-	// the same request_id returns the run the first request created,
-	// whatever the spec says.
+	// Optional idempotency key (AIP-155), such as a UUID, at most 128
+	// characters: repeating a request with the same request_id returns the
+	// run the first request created, whatever the spec says.
 	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Validate the spec and return the run that would be created, in
 	// RUN_STATE_PENDING with an empty id, without starting it.
@@ -1637,6 +1662,8 @@ type CreateRunRequest_Spec struct {
 type CreateRunRequest_SpecText struct {
 	// The spec as YAML or JSON text (JSON is read as YAML), with the same
 	// field names as WorkflowSpec in lower_snake (examples/workflows/).
+	// Durations may be written as "30s", "1.5s", "500ms", "2m", "1h30m" or
+	// a number of seconds; on_failure as stop or continue; reduce as true.
 	SpecText string `protobuf:"bytes,2,opt,name=spec_text,json=specText,proto3,oneof"`
 }
 

@@ -59,9 +59,10 @@ type WorkflowServiceClient interface {
 	// nothing, a bad `when` expression, a YAML or JSON syntax error (with
 	// line and column), a negative budget -- each as BadRequest field
 	// violations naming the field (such as "stages[2].input_from");
-	// RESOURCE_EXHAUSTED (too many active runs; QuotaFailure attached);
-	// PERMISSION_DENIED (the caller may not run one of the named agents). A
-	// repeated request_id returns the run the first request created.
+	// RESOURCE_EXHAUSTED when too many runs are active (the host setting
+	// workflows.max_active_runs, default 100; RetryInfo attached);
+	// FAILED_PRECONDITION while the host is shutting down. A repeated
+	// request_id returns the run the first request created.
 	CreateRun(ctx context.Context, in *CreateRunRequest, opts ...grpc.CallOption) (*CreateRunResponse, error)
 	// GetRun returns a run with its state, per-stage progress, usage and
 	// result.
@@ -79,10 +80,10 @@ type WorkflowServiceClient interface {
 	// Errors: NOT_FOUND (unknown run, or unknown stage name in the filter);
 	// INVALID_ARGUMENT for a negative page_size or a foreign page_token.
 	ListRunTasks(ctx context.Context, in *ListRunTasksRequest, opts ...grpc.CallOption) (*ListRunTasksResponse, error)
-	// CancelRun cancels a pending or running run: no new task starts,
-	// running tasks get a cancel frame, and the run ends RUN_STATE_CANCELLED
-	// with what had finished. It returns at once; use WaitRun to see the
-	// end. Cancelling a cancelled run is a no-op.
+	// CancelRun cancels a pending, running or interrupted run: no new task
+	// starts, running tasks get a cancel frame, and the run ends
+	// RUN_STATE_CANCELLED with what had finished. It returns at once; use
+	// WaitRun to see the end. Cancelling a cancelled run is a no-op.
 	//
 	// Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run has
 	// already ended in another state.
@@ -98,8 +99,9 @@ type WorkflowServiceClient interface {
 	// happen. The stream ends OK after the run's final event
 	// (`run_completed`), so on a finished run it replays and ends.
 	//
-	// Errors: NOT_FOUND (unknown run); OUT_OF_RANGE when after_sequence is
-	// beyond the run's last event and the run has ended.
+	// Errors: NOT_FOUND (unknown run); INVALID_ARGUMENT for a negative
+	// after_sequence; OUT_OF_RANGE when after_sequence is beyond the run's
+	// last event and the run has ended.
 	StreamRunEvents(ctx context.Context, in *StreamRunEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamRunEventsResponse], error)
 	// ResumeRun continues a run in RUN_STATE_INTERRUPTED (cut short by a
 	// host restart). Finished tasks keep their outputs; unfinished tasks of
@@ -258,9 +260,10 @@ type WorkflowServiceServer interface {
 	// nothing, a bad `when` expression, a YAML or JSON syntax error (with
 	// line and column), a negative budget -- each as BadRequest field
 	// violations naming the field (such as "stages[2].input_from");
-	// RESOURCE_EXHAUSTED (too many active runs; QuotaFailure attached);
-	// PERMISSION_DENIED (the caller may not run one of the named agents). A
-	// repeated request_id returns the run the first request created.
+	// RESOURCE_EXHAUSTED when too many runs are active (the host setting
+	// workflows.max_active_runs, default 100; RetryInfo attached);
+	// FAILED_PRECONDITION while the host is shutting down. A repeated
+	// request_id returns the run the first request created.
 	CreateRun(context.Context, *CreateRunRequest) (*CreateRunResponse, error)
 	// GetRun returns a run with its state, per-stage progress, usage and
 	// result.
@@ -278,10 +281,10 @@ type WorkflowServiceServer interface {
 	// Errors: NOT_FOUND (unknown run, or unknown stage name in the filter);
 	// INVALID_ARGUMENT for a negative page_size or a foreign page_token.
 	ListRunTasks(context.Context, *ListRunTasksRequest) (*ListRunTasksResponse, error)
-	// CancelRun cancels a pending or running run: no new task starts,
-	// running tasks get a cancel frame, and the run ends RUN_STATE_CANCELLED
-	// with what had finished. It returns at once; use WaitRun to see the
-	// end. Cancelling a cancelled run is a no-op.
+	// CancelRun cancels a pending, running or interrupted run: no new task
+	// starts, running tasks get a cancel frame, and the run ends
+	// RUN_STATE_CANCELLED with what had finished. It returns at once; use
+	// WaitRun to see the end. Cancelling a cancelled run is a no-op.
 	//
 	// Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run has
 	// already ended in another state.
@@ -297,8 +300,9 @@ type WorkflowServiceServer interface {
 	// happen. The stream ends OK after the run's final event
 	// (`run_completed`), so on a finished run it replays and ends.
 	//
-	// Errors: NOT_FOUND (unknown run); OUT_OF_RANGE when after_sequence is
-	// beyond the run's last event and the run has ended.
+	// Errors: NOT_FOUND (unknown run); INVALID_ARGUMENT for a negative
+	// after_sequence; OUT_OF_RANGE when after_sequence is beyond the run's
+	// last event and the run has ended.
 	StreamRunEvents(*StreamRunEventsRequest, grpc.ServerStreamingServer[StreamRunEventsResponse]) error
 	// ResumeRun continues a run in RUN_STATE_INTERRUPTED (cut short by a
 	// host restart). Finished tasks keep their outputs; unfinished tasks of

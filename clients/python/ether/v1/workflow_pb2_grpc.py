@@ -126,9 +126,10 @@ class WorkflowServiceServicer:
         nothing, a bad `when` expression, a YAML or JSON syntax error (with
         line and column), a negative budget -- each as BadRequest field
         violations naming the field (such as "stages[2].input_from");
-        RESOURCE_EXHAUSTED (too many active runs; QuotaFailure attached);
-        PERMISSION_DENIED (the caller may not run one of the named agents). A
-        repeated request_id returns the run the first request created.
+        RESOURCE_EXHAUSTED when too many runs are active (the host setting
+        workflows.max_active_runs, default 100; RetryInfo attached);
+        FAILED_PRECONDITION while the host is shutting down. A repeated
+        request_id returns the run the first request created.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -166,10 +167,10 @@ class WorkflowServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CancelRun(self, request, context):
-        """CancelRun cancels a pending or running run: no new task starts,
-        running tasks get a cancel frame, and the run ends RUN_STATE_CANCELLED
-        with what had finished. It returns at once; use WaitRun to see the
-        end. Cancelling a cancelled run is a no-op.
+        """CancelRun cancels a pending, running or interrupted run: no new task
+        starts, running tasks get a cancel frame, and the run ends
+        RUN_STATE_CANCELLED with what had finished. It returns at once; use
+        WaitRun to see the end. Cancelling a cancelled run is a no-op.
 
         Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run has
         already ended in another state.
@@ -195,8 +196,9 @@ class WorkflowServiceServicer:
         happen. The stream ends OK after the run's final event
         (`run_completed`), so on a finished run it replays and ends.
 
-        Errors: NOT_FOUND (unknown run); OUT_OF_RANGE when after_sequence is
-        beyond the run's last event and the run has ended.
+        Errors: NOT_FOUND (unknown run); INVALID_ARGUMENT for a negative
+        after_sequence; OUT_OF_RANGE when after_sequence is beyond the run's
+        last event and the run has ended.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -58,9 +58,10 @@ class WorkflowServiceStub:
     nothing, a bad `when` expression, a YAML or JSON syntax error (with
     line and column), a negative budget -- each as BadRequest field
     violations naming the field (such as "stages[2].input_from");
-    RESOURCE_EXHAUSTED (too many active runs; QuotaFailure attached);
-    PERMISSION_DENIED (the caller may not run one of the named agents). A
-    repeated request_id returns the run the first request created.
+    RESOURCE_EXHAUSTED when too many runs are active (the host setting
+    workflows.max_active_runs, default 100; RetryInfo attached);
+    FAILED_PRECONDITION while the host is shutting down. A repeated
+    request_id returns the run the first request created.
     """
     GetRun: _grpc.UnaryUnaryMultiCallable[_workflow_pb2.GetRunRequest, _workflow_pb2.GetRunResponse]
     """GetRun returns a run with its state, per-stage progress, usage and
@@ -82,10 +83,10 @@ class WorkflowServiceStub:
     INVALID_ARGUMENT for a negative page_size or a foreign page_token.
     """
     CancelRun: _grpc.UnaryUnaryMultiCallable[_workflow_pb2.CancelRunRequest, _workflow_pb2.CancelRunResponse]
-    """CancelRun cancels a pending or running run: no new task starts,
-    running tasks get a cancel frame, and the run ends RUN_STATE_CANCELLED
-    with what had finished. It returns at once; use WaitRun to see the
-    end. Cancelling a cancelled run is a no-op.
+    """CancelRun cancels a pending, running or interrupted run: no new task
+    starts, running tasks get a cancel frame, and the run ends
+    RUN_STATE_CANCELLED with what had finished. It returns at once; use
+    WaitRun to see the end. Cancelling a cancelled run is a no-op.
 
     Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run has
     already ended in another state.
@@ -103,8 +104,9 @@ class WorkflowServiceStub:
     happen. The stream ends OK after the run's final event
     (`run_completed`), so on a finished run it replays and ends.
 
-    Errors: NOT_FOUND (unknown run); OUT_OF_RANGE when after_sequence is
-    beyond the run's last event and the run has ended.
+    Errors: NOT_FOUND (unknown run); INVALID_ARGUMENT for a negative
+    after_sequence; OUT_OF_RANGE when after_sequence is beyond the run's
+    last event and the run has ended.
     """
     ResumeRun: _grpc.UnaryUnaryMultiCallable[_workflow_pb2.ResumeRunRequest, _workflow_pb2.ResumeRunResponse]
     """ResumeRun continues a run in RUN_STATE_INTERRUPTED (cut short by a
@@ -158,9 +160,10 @@ class WorkflowServiceAsyncStub(WorkflowServiceStub):
     nothing, a bad `when` expression, a YAML or JSON syntax error (with
     line and column), a negative budget -- each as BadRequest field
     violations naming the field (such as "stages[2].input_from");
-    RESOURCE_EXHAUSTED (too many active runs; QuotaFailure attached);
-    PERMISSION_DENIED (the caller may not run one of the named agents). A
-    repeated request_id returns the run the first request created.
+    RESOURCE_EXHAUSTED when too many runs are active (the host setting
+    workflows.max_active_runs, default 100; RetryInfo attached);
+    FAILED_PRECONDITION while the host is shutting down. A repeated
+    request_id returns the run the first request created.
     """
     GetRun: _aio.UnaryUnaryMultiCallable[_workflow_pb2.GetRunRequest, _workflow_pb2.GetRunResponse]  # type: ignore[assignment]
     """GetRun returns a run with its state, per-stage progress, usage and
@@ -182,10 +185,10 @@ class WorkflowServiceAsyncStub(WorkflowServiceStub):
     INVALID_ARGUMENT for a negative page_size or a foreign page_token.
     """
     CancelRun: _aio.UnaryUnaryMultiCallable[_workflow_pb2.CancelRunRequest, _workflow_pb2.CancelRunResponse]  # type: ignore[assignment]
-    """CancelRun cancels a pending or running run: no new task starts,
-    running tasks get a cancel frame, and the run ends RUN_STATE_CANCELLED
-    with what had finished. It returns at once; use WaitRun to see the
-    end. Cancelling a cancelled run is a no-op.
+    """CancelRun cancels a pending, running or interrupted run: no new task
+    starts, running tasks get a cancel frame, and the run ends
+    RUN_STATE_CANCELLED with what had finished. It returns at once; use
+    WaitRun to see the end. Cancelling a cancelled run is a no-op.
 
     Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run has
     already ended in another state.
@@ -203,8 +206,9 @@ class WorkflowServiceAsyncStub(WorkflowServiceStub):
     happen. The stream ends OK after the run's final event
     (`run_completed`), so on a finished run it replays and ends.
 
-    Errors: NOT_FOUND (unknown run); OUT_OF_RANGE when after_sequence is
-    beyond the run's last event and the run has ended.
+    Errors: NOT_FOUND (unknown run); INVALID_ARGUMENT for a negative
+    after_sequence; OUT_OF_RANGE when after_sequence is beyond the run's
+    last event and the run has ended.
     """
     ResumeRun: _aio.UnaryUnaryMultiCallable[_workflow_pb2.ResumeRunRequest, _workflow_pb2.ResumeRunResponse]  # type: ignore[assignment]
     """ResumeRun continues a run in RUN_STATE_INTERRUPTED (cut short by a
@@ -261,9 +265,10 @@ class WorkflowServiceServicer(metaclass=_abc_1.ABCMeta):
         nothing, a bad `when` expression, a YAML or JSON syntax error (with
         line and column), a negative budget -- each as BadRequest field
         violations naming the field (such as "stages[2].input_from");
-        RESOURCE_EXHAUSTED (too many active runs; QuotaFailure attached);
-        PERMISSION_DENIED (the caller may not run one of the named agents). A
-        repeated request_id returns the run the first request created.
+        RESOURCE_EXHAUSTED when too many runs are active (the host setting
+        workflows.max_active_runs, default 100; RetryInfo attached);
+        FAILED_PRECONDITION while the host is shutting down. A repeated
+        request_id returns the run the first request created.
         """
 
     @_abc_1.abstractmethod
@@ -309,10 +314,10 @@ class WorkflowServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _workflow_pb2.CancelRunRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_workflow_pb2.CancelRunResponse, _abc.Awaitable[_workflow_pb2.CancelRunResponse]]:
-        """CancelRun cancels a pending or running run: no new task starts,
-        running tasks get a cancel frame, and the run ends RUN_STATE_CANCELLED
-        with what had finished. It returns at once; use WaitRun to see the
-        end. Cancelling a cancelled run is a no-op.
+        """CancelRun cancels a pending, running or interrupted run: no new task
+        starts, running tasks get a cancel frame, and the run ends
+        RUN_STATE_CANCELLED with what had finished. It returns at once; use
+        WaitRun to see the end. Cancelling a cancelled run is a no-op.
 
         Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run has
         already ended in another state.
@@ -342,8 +347,9 @@ class WorkflowServiceServicer(metaclass=_abc_1.ABCMeta):
         happen. The stream ends OK after the run's final event
         (`run_completed`), so on a finished run it replays and ends.
 
-        Errors: NOT_FOUND (unknown run); OUT_OF_RANGE when after_sequence is
-        beyond the run's last event and the run has ended.
+        Errors: NOT_FOUND (unknown run); INVALID_ARGUMENT for a negative
+        after_sequence; OUT_OF_RANGE when after_sequence is beyond the run's
+        last event and the run has ended.
         """
 
     @_abc_1.abstractmethod

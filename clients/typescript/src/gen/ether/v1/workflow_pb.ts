@@ -71,7 +71,11 @@ export const RetryPolicySchema: GenMessage<RetryPolicy> = /*@__PURE__*/
 
 /**
  * FollowNextActions lets a stage run the next_actions its agents propose,
- * within bounds. Unset: proposals are recorded but not run.
+ * within bounds. Unset: proposals are recorded but not run. A followed
+ * proposal runs in the same stage with the params it proposed, under the
+ * stage's policies and budgets; its output is in reports and ListRunTasks
+ * but not part of the stage's data. Proposals beyond the bounds, or to
+ * agents not allowed, are recorded in the proposing task's output only.
  *
  * @generated from message ether.v1.FollowNextActions
  */
@@ -172,8 +176,11 @@ export const ReduceSpecSchema: GenMessage<ReduceSpec> = /*@__PURE__*/
  * one task per element (per element and per action with `map`);
  * otherwise one task. Each task's params are the stage's `params` with the
  * element set under `input_param`. The stage's data, for later stages, is
- * the single task's data, or the list of its tasks' data in input order
- * (for map: input-major, then action order).
+ * the single task's data, or (with `inputs`, a list from `input_from`, or
+ * `map`) the list of its tasks' data in input order (for map:
+ * input-major, then action order). Only succeeded tasks contribute: under
+ * a CONTINUE policy the failed ones are left out of the list, and a failed
+ * single task leaves the data null.
  *
  * @generated from message ether.v1.Stage
  */
@@ -217,7 +224,8 @@ export type Stage = Message<"ether.v1.Stage"> & {
   params?: JsonObject | undefined;
 
   /**
-   * Literal inputs: one task per element. Exclusive with input_from.
+   * Literal inputs: one task per element. Exclusive with input_from. In
+   * spec_text an explicitly empty list is rejected (leave it out instead).
    *
    * @generated from field: repeated google.protobuf.Value inputs = 6;
    */
@@ -226,9 +234,12 @@ export type Stage = Message<"ether.v1.Stage"> & {
   /**
    * Where the inputs come from: "<stage>.data" or "<stage>.data.<path>"
    * with dotted keys and list indexes ("explore.data.files",
-   * "scan.data.results.0"). A list expands into one task per element. Only
-   * earlier stages may be named. Empty: no input (or, for a reduce, the
-   * previous stage's outputs).
+   * "scan.data.results.0"); a `*` key maps the rest of the path over every
+   * element of a list ("explore.data.*.path" is the list of each element's
+   * path). A list expands into one task per element. Only earlier stages
+   * may be named. Empty: no input (or, for a reduce, the previous stage's
+   * outputs). A path that names nothing in the data at run time fails the
+   * stage with code "invalid_input" and ends the run RUN_STATE_FAILED.
    *
    * @generated from field: string input_from = 7;
    */
@@ -276,8 +287,11 @@ export type Stage = Message<"ether.v1.Stage"> & {
   /**
    * Condition on earlier stages; the stage is skipped when it is false.
    * A small expression language: `<stage>.status` (SUCCEEDED, PARTIAL,
-   * FAILED, SKIPPED), `<stage>.data.<path>`, literals, == != < <= > >=,
-   * `in`, `len(...)`, and/or/not. Empty: always run.
+   * FAILED, SKIPPED, CANCELLED; compare with "SUCCEEDED" or the bare
+   * name), `<stage>.data.<path>` (null when the path names nothing),
+   * literals (numbers, strings, true, false, null, [lists]), == != < <= >
+   * >=, `in`, `not in`, `len(...)`, and/or/not, parentheses. Comparing
+   * values of different kinds is false. Empty: always run.
    *
    * @generated from field: string when = 13;
    */
@@ -355,8 +369,17 @@ export type WorkflowSpec = Message<"ether.v1.WorkflowSpec"> & {
   stages: Stage[];
 
   /**
-   * Limits for the whole run. When one is exhausted, the remaining tasks
-   * are cancelled and the run ends PARTIAL or FAILED with the reason.
+   * Limits for the whole run. When one is exhausted, the run stops: tasks
+   * not started are cancelled, running tasks get a cancel frame, and the
+   * run ends PARTIAL (some task succeeded) or FAILED with code
+   * "budget_exceeded" and a message naming the budget. max_tasks counts
+   * task starts, retries included: a task that would start past it stops
+   * the run. max_cost sums the costs the agents report: each task gets what
+   * is left as its own max_cost, and the run stops once the sum reaches the
+   * limit with work remaining (tasks running in parallel may together
+   * overshoot it by what they report). max_time runs from the run's start
+   * (time before a host restart counts); tasks get the time left as their
+   * deadline. max_iterations is passed to every task.
    *
    * @generated from field: ether.v1.Budget budget = 4;
    */
@@ -756,7 +779,8 @@ export type RunTask = Message<"ether.v1.RunTask"> & {
   output?: AgentOutput | undefined;
 
   /**
-   * For a followed next action: id of the task that proposed it.
+   * For a followed next action: id of the task that proposed it (the task
+   * keeps its proposer's input_index and action_index).
    *
    * @generated from field: string proposed_by = 11;
    */
@@ -807,6 +831,8 @@ export type CreateRunRequest = Message<"ether.v1.CreateRunRequest"> & {
     /**
      * The spec as YAML or JSON text (JSON is read as YAML), with the same
      * field names as WorkflowSpec in lower_snake (examples/workflows/).
+     * Durations may be written as "30s", "1.5s", "500ms", "2m", "1h30m" or
+     * a number of seconds; on_failure as stop or continue; reduce as true.
      *
      * @generated from field: string spec_text = 2;
      */
@@ -815,9 +841,9 @@ export type CreateRunRequest = Message<"ether.v1.CreateRunRequest"> & {
   } | { case: undefined; value?: undefined };
 
   /**
-   * Optional idempotency key (AIP-155), a UUID: repeating a request with
-   * the same request_id returns the run the first request created,
-   * whatever the spec says.
+   * Optional idempotency key (AIP-155), such as a UUID, at most 128
+   * characters: repeating a request with the same request_id returns the
+   * run the first request created, whatever the spec says.
    *
    * @generated from field: string request_id = 3;
    */
@@ -1870,7 +1896,8 @@ export enum RunTaskState {
   UNSPECIFIED = 0,
 
   /**
-   * Waiting for a concurrency slot or for its stage to start.
+   * Waiting for a concurrency slot or for its stage to start; also a task
+   * of an interrupted run that had not finished (ResumeRun decides).
    *
    * @generated from enum value: RUN_TASK_STATE_PENDING = 1;
    */
@@ -2020,9 +2047,10 @@ export const WorkflowService: GenService<{
    * nothing, a bad `when` expression, a YAML or JSON syntax error (with
    * line and column), a negative budget -- each as BadRequest field
    * violations naming the field (such as "stages[2].input_from");
-   * RESOURCE_EXHAUSTED (too many active runs; QuotaFailure attached);
-   * PERMISSION_DENIED (the caller may not run one of the named agents). A
-   * repeated request_id returns the run the first request created.
+   * RESOURCE_EXHAUSTED when too many runs are active (the host setting
+   * workflows.max_active_runs, default 100; RetryInfo attached);
+   * FAILED_PRECONDITION while the host is shutting down. A repeated
+   * request_id returns the run the first request created.
    *
    * @generated from rpc ether.v1.WorkflowService.CreateRun
    */
@@ -2072,10 +2100,10 @@ export const WorkflowService: GenService<{
     output: typeof ListRunTasksResponseSchema;
   },
   /**
-   * CancelRun cancels a pending or running run: no new task starts,
-   * running tasks get a cancel frame, and the run ends RUN_STATE_CANCELLED
-   * with what had finished. It returns at once; use WaitRun to see the
-   * end. Cancelling a cancelled run is a no-op.
+   * CancelRun cancels a pending, running or interrupted run: no new task
+   * starts, running tasks get a cancel frame, and the run ends
+   * RUN_STATE_CANCELLED with what had finished. It returns at once; use
+   * WaitRun to see the end. Cancelling a cancelled run is a no-op.
    *
    * Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run has
    * already ended in another state.
@@ -2107,8 +2135,9 @@ export const WorkflowService: GenService<{
    * happen. The stream ends OK after the run's final event
    * (`run_completed`), so on a finished run it replays and ends.
    *
-   * Errors: NOT_FOUND (unknown run); OUT_OF_RANGE when after_sequence is
-   * beyond the run's last event and the run has ended.
+   * Errors: NOT_FOUND (unknown run); INVALID_ARGUMENT for a negative
+   * after_sequence; OUT_OF_RANGE when after_sequence is beyond the run's
+   * last event and the run has ended.
    *
    * @generated from rpc ether.v1.WorkflowService.StreamRunEvents
    */

@@ -1,0 +1,153 @@
+"""WorkflowService: decode, call the workflow use cases, encode. No business logic here.
+
+The core speaks the API's JSON shapes (proto3 JSON mapping), so encoding is
+``ParseDict`` and decoding a spec message is ``MessageToDict``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from ether.v1 import workflow_pb2, workflow_pb2_grpc
+from ether_host.errors import FieldViolation, InvalidArgument
+from ether_host.lifecycle import Lifecycle
+from ether_host.transport.convert import seconds
+from ether_host.transport.interceptors import current_identity
+from ether_host.workflows import Workflows
+
+M = TypeVar("M", bound=Message)
+FORMATS = {workflow_pb2.REPORT_FORMAT_JSON: "json", workflow_pb2.REPORT_FORMAT_MARKDOWN: "markdown"}
+
+
+def _message(body: dict[str, Any], message: M) -> M:
+    json_format.ParseDict(body, message, ignore_unknown_fields=True)
+    return message
+
+
+def _run(body: dict[str, Any]) -> workflow_pb2.Run:
+    return _message(body, workflow_pb2.Run())
+
+
+class WorkflowServicer(workflow_pb2_grpc.WorkflowServiceServicer):
+    """Runs of declarative workflows."""
+
+    def __init__(self, workflows: Workflows, lifecycle: Lifecycle) -> None:
+        self._workflows = workflows
+        self._lifecycle = lifecycle
+
+    async def CreateRun(
+        self, request: workflow_pb2.CreateRunRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> workflow_pb2.CreateRunResponse:
+        source = request.WhichOneof("spec_source")
+        spec = (
+            json_format.MessageToDict(request.spec, preserving_proto_field_name=True)
+            if source == "spec"
+            else None
+        )
+        run = await self._workflows.create(
+            spec,
+            request.spec_text if source == "spec_text" else None,
+            request_id=request.request_id,
+            validate_only=request.validate_only,
+            creator=current_identity.get().name,
+        )
+        return workflow_pb2.CreateRunResponse(run=_run(run))
+
+    async def GetRun(
+        self, request: workflow_pb2.GetRunRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> workflow_pb2.GetRunResponse:
+        return workflow_pb2.GetRunResponse(run=_run(await self._workflows.get(request.run_id)))
+
+    async def ListRuns(
+        self, request: workflow_pb2.ListRunsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> workflow_pb2.ListRunsResponse:
+        states = [
+            workflow_pb2.RunState.Name(s).removeprefix("RUN_STATE_") for s in request.states if s
+        ]
+        runs, token = await self._workflows.list_runs(
+            request.page_size, request.page_token, states, request.name
+        )
+        return workflow_pb2.ListRunsResponse(runs=[_run(r) for r in runs], next_page_token=token)
+
+    async def ListRunTasks(
+        self, request: workflow_pb2.ListRunTasksRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> workflow_pb2.ListRunTasksResponse:
+        state = (
+            workflow_pb2.RunTaskState.Name(request.state).removeprefix("RUN_TASK_STATE_")
+            if request.state
+            else ""
+        )
+        tasks, token = await self._workflows.list_tasks(
+            request.run_id, request.page_size, request.page_token, request.stage, state
+        )
+        return workflow_pb2.ListRunTasksResponse(
+            tasks=[_message(t, workflow_pb2.RunTask()) for t in tasks], next_page_token=token
+        )
+
+    async def CancelRun(
+        self, request: workflow_pb2.CancelRunRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> workflow_pb2.CancelRunResponse:
+        return workflow_pb2.CancelRunResponse(
+            run=_run(await self._workflows.cancel(request.run_id, request.reason))
+        )
+
+    async def WaitRun(
+        self, request: workflow_pb2.WaitRunRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> workflow_pb2.WaitRunResponse:
+        limit = seconds(request.timeout) if request.HasField("timeout") else None
+        if limit is not None and limit < 0:
+            raise InvalidArgument(
+                "timeout must not be negative",
+                reason="INVALID_TIMEOUT",
+                violations=[FieldViolation("timeout", "must not be negative")],
+            )
+        return workflow_pb2.WaitRunResponse(
+            run=_run(await self._workflows.wait(request.run_id, limit))
+        )
+
+    async def StreamRunEvents(
+        self,
+        request: workflow_pb2.StreamRunEventsRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncIterator[workflow_pb2.StreamRunEventsResponse]:
+        events = self._workflows.events(
+            request.run_id,
+            request.after_sequence,
+            request.exclude_task_details,
+            lambda: self._lifecycle.is_stopping,
+        )
+        async for event in events:
+            yield _message(event, workflow_pb2.StreamRunEventsResponse())
+
+    async def ResumeRun(
+        self, request: workflow_pb2.ResumeRunRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> workflow_pb2.ResumeRunResponse:
+        run = await self._workflows.resume(
+            request.run_id, request.include_non_idempotent, request.request_id
+        )
+        return workflow_pb2.ResumeRunResponse(run=_run(run))
+
+    async def GetRunReport(
+        self, request: workflow_pb2.GetRunReportRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> workflow_pb2.GetRunReportResponse:
+        fmt = FORMATS.get(request.format)
+        if fmt is None:
+            raise InvalidArgument(
+                "format is required: REPORT_FORMAT_JSON or REPORT_FORMAT_MARKDOWN",
+                reason="INVALID_FORMAT",
+                violations=[
+                    FieldViolation("format", "REPORT_FORMAT_JSON or REPORT_FORMAT_MARKDOWN")
+                ],
+            )
+        content, content_type, state = await self._workflows.report(request.run_id, fmt)
+        return workflow_pb2.GetRunReportResponse(
+            content=content,
+            content_type=content_type,
+            format=request.format,
+            run_state=f"RUN_STATE_{state}",
+        )

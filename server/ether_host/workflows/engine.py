@@ -1,0 +1,630 @@
+"""Execute one run: stages in order, tasks under concurrency caps, budgets, policies, retries.
+
+A run halts for one of four reasons: CancelRun, an exhausted budget, a failed
+task under a STOP policy, or the host stopping. Halting is the same every
+time: no new task starts, every running task gets a cancel frame (through
+the dispatcher, with the reason), tasks waiting for a slot or a retry are
+dropped, and the run ends in the state the reason implies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import structlog
+
+from ether_host.agents import Budget, Dispatcher, TaskEvent, TaskInput, TaskResult
+from ether_host.agents.model import SUCCESS
+from ether_host.errors import Cancelled, EtherError, NotFound
+from ether_host.supervisor import Supervisor
+from ether_host.workflows.events import EventLog
+from ether_host.workflows.model import (
+    Problem,
+    RunEvent,
+    RunRecord,
+    RunState,
+    StageRecord,
+    StageState,
+    TaskRecord,
+    TaskState,
+    error_result,
+)
+from ether_host.workflows.spec import STOP, RetrySpec, StageSpec
+from ether_host.workflows.stages import InputError, StageInputs, new_task
+from ether_host.workflows.store import RunStore
+
+log = structlog.get_logger("ether.workflows")
+
+PROGRESS_EVERY = 0.1  # seconds between stage_progress events of one stage
+RETRYABLE_CODES = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"}
+CANCELLED, BUDGET, FAILED, INTERRUPTED = "cancelled", "budget", "failed", "interrupted"
+
+
+@dataclass
+class Halt:
+    """Why a run stopped early."""
+
+    kind: str  # CANCELLED | BUDGET | FAILED | INTERRUPTED
+    code: str
+    message: str
+
+
+@dataclass
+class _Stage:
+    """A stage while it runs."""
+
+    index: int
+    spec: StageSpec
+    record: StageRecord
+    slots: anyio.Semaphore
+    deadline: float = math.inf
+    group: anyio.abc.TaskGroup | None = None
+    last_progress: float = 0.0
+    followed: int = 0
+    waiting: set[str] = field(default_factory=set)
+
+
+class RunExecution:
+    """Runs (or resumes) one run to its end and records everything it does."""
+
+    def __init__(
+        self,
+        record: RunRecord,
+        store: RunStore,
+        dispatcher: Dispatcher,
+        supervisor: Supervisor,
+        fanned: dict[str, bool],
+        *,
+        resumed: dict[str, int] | None = None,
+    ) -> None:
+        self.record = record
+        self.store = store
+        self.dispatcher = dispatcher
+        self.supervisor = supervisor
+        self.fanned = fanned
+        self.resumed = resumed
+        self.events = EventLog(record.id, store, record.last_sequence)
+        self.done = anyio.Event()
+        self.halt: Halt | None = None
+        self.inputs = StageInputs(record, fanned)
+        self._active: dict[str, TaskRecord] = {}
+        self._producer: anyio.CancelScope | None = None
+        self._deadline = math.inf
+        self.failed_on_resume: list[
+            TaskRecord
+        ] = []  # unfinished non-idempotent tasks a resume gave up
+
+    # -- recording -----------------------------------------------------------------------
+
+    def emit(self, kind: str, body: dict[str, Any]) -> None:
+        self.record.last_sequence += 1
+        self.events.append(RunEvent(self.record.last_sequence, time.time(), kind, body))
+
+    def save_run(self) -> None:
+        self.store.put_run({**self.record.stored(), "fanned": self.fanned})
+
+    def save_task(self, task: TaskRecord) -> None:
+        self.store.put_task(self.record.id, task.stored())
+
+    def _move(self, stage: StageRecord, task: TaskRecord, state: str, *, new: bool = False) -> None:
+        old = None if new else task.state
+        task.state = state
+        stage.counts.move(old, state)
+        self.record.counts.move(old, state)
+        self.save_task(task)
+
+    # -- control -------------------------------------------------------------------------
+
+    def stop(self, kind: str, code: str, message: str) -> None:
+        """Halt the run (the first reason wins): cancel running tasks, start no more."""
+        if self.halt is not None or self.done.is_set():
+            return
+        self.halt = Halt(kind, code, message)
+        log.info("run halting", run_id=self.record.id, kind=kind, code=code, message=message)
+        for task in list(self._active.values()):
+            if task.state == TaskState.RUNNING:
+                with contextlib.suppress(NotFound):
+                    self.dispatcher.cancel(task.task_id, message)
+            if task.scope is not None:
+                task.scope.cancel()
+        if self._producer is not None:
+            self._producer.cancel()
+
+    def halted(self) -> bool:
+        return self.halt is not None
+
+    # -- the run -------------------------------------------------------------------------
+
+    async def execute(self) -> None:
+        record = self.record
+        try:
+            record.state = RunState.RUNNING
+            record.started_at = record.started_at or time.time()
+            record.usage.start()
+            budget = record.spec.budget
+            if budget.max_time is not None:
+                self._deadline = time.monotonic() + max(
+                    0.0, budget.max_time - record.usage.elapsed_before
+                )
+            if self.resumed is not None:
+                self.emit("run_resumed", self.resumed)
+                for task in self.failed_on_resume:
+                    self.emit("task_completed", {"task": task.api()})
+            else:
+                self.emit("run_started", {})
+            self.save_run()
+            async with anyio.create_task_group() as timers:
+                if budget.max_time is not None:
+                    timers.start_soon(
+                        self._timer, self._deadline, f"run budget max_time={budget.max_time:g}s"
+                    )
+                for index, spec in enumerate(record.spec.stages):
+                    await self._stage(index, spec)
+                timers.cancel_scope.cancel()
+        except BaseException:
+            if self.halt is None:
+                self.halt = Halt(
+                    INTERRUPTED, "interrupted", "the run's execution was cut short by the host"
+                )
+            raise
+        finally:
+            self._finish()
+
+    async def _timer(self, deadline: float, what: str) -> None:
+        await anyio.sleep(max(0.0, deadline - time.monotonic()))
+        self.stop(BUDGET, "budget_exceeded", f"{what} used up")
+
+    def _finish(self) -> None:
+        record = self.record
+        record.usage.stop()
+        halt = self.halt
+        if halt is None:
+            partial = [s.name for s in record.stages if s.state == StageState.PARTIAL]
+            if partial:
+                record.state = RunState.PARTIAL
+                record.error = Problem(
+                    "tasks_failed",
+                    f"{record.counts.failed} task(s) failed in stage(s) "
+                    f"{', '.join(partial)} (policy CONTINUE)",
+                )
+            else:
+                record.state = RunState.SUCCEEDED
+        elif halt.kind == BUDGET:
+            record.state = RunState.PARTIAL if record.counts.succeeded else RunState.FAILED
+            record.error = Problem(halt.code, halt.message)
+        else:
+            record.state = {
+                CANCELLED: RunState.CANCELLED,
+                FAILED: RunState.FAILED,
+                INTERRUPTED: RunState.INTERRUPTED,
+            }[halt.kind]
+            record.error = Problem(halt.code, halt.message)
+        if record.state in (RunState.SUCCEEDED, RunState.PARTIAL):
+            ran = [
+                s for s in record.stages if s.state in (StageState.SUCCEEDED, StageState.PARTIAL)
+            ]
+            if ran:
+                record.result = self.inputs.data(ran[-1].name)
+                record.has_result = True
+        record.ended_at = time.time()
+        body: dict[str, Any] = {
+            "state": f"RUN_STATE_{record.state}",
+            "usage": record.usage.api(),
+            "tasks": record.counts.api(),
+        }
+        if record.error is not None:
+            body["error"] = record.error.api()
+        self.emit("run_completed", body)
+        self.save_run()
+        self.events.close()
+        self.done.set()
+        log.info(
+            "run ended",
+            run_id=record.id,
+            state=record.state,
+            tasks=record.counts.total,
+            elapsed_s=round(record.usage.elapsed, 3),
+            cost=record.usage.cost,
+        )
+
+    # -- stages --------------------------------------------------------------------------
+
+    async def _stage(self, index: int, spec: StageSpec) -> None:
+        record = self.record.stages[index]
+        if record.state in StageState.DONE:
+            return
+        if self.halt is not None:
+            self._close_stage(
+                record,
+                StageState.CANCELLED,
+                Problem(self.halt.code, f"not run: {self.halt.message}"),
+            )
+            return
+        if not record.tasks:
+            if not self.inputs.when(spec):
+                assert spec.when is not None
+                self._close_stage(
+                    record,
+                    StageState.SKIPPED,
+                    Problem("skipped", f"when {spec.when.text!r} was false"),
+                )
+                return
+            try:
+                planned, fanned = self.inputs.expand(spec)
+            except InputError as error:
+                self._close_stage(record, StageState.FAILED, Problem("invalid_input", str(error)))
+                self.stop(FAILED, "invalid_input", f"stage {spec.name!r}: {error}")
+                return
+            self.fanned[spec.name] = fanned
+            for input_index, action_index, agent, action, params in planned:
+                task = new_task(
+                    self.record, spec.name, input_index, action_index, agent, action, params
+                )
+                record.tasks.append(task)
+                self._move(record, task, TaskState.PENDING, new=True)
+        stage = _Stage(
+            index, spec, record, anyio.Semaphore(spec.concurrency(self.record.spec.max_concurrency))
+        )
+        stage.followed = sum(1 for t in record.tasks if t.proposed_by)
+        record.state = StageState.RUNNING
+        record.started_at = record.started_at or time.time()
+        record.usage.start()
+        stage.deadline = self._deadline
+        if spec.budget.max_time is not None:
+            own = time.monotonic() + max(0.0, spec.budget.max_time - record.usage.elapsed_before)
+            stage.deadline = min(stage.deadline, own)
+        self.emit("stage_started", {"stage": spec.name, "tasks": record.counts.total})
+        self.save_run()
+        async with anyio.create_task_group() as timers:
+            if spec.budget.max_time is not None:
+                timers.start_soon(
+                    self._timer,
+                    stage.deadline,
+                    f"stage {spec.name!r} budget max_time={spec.budget.max_time:g}s",
+                )
+            async with anyio.create_task_group() as group:
+                stage.group = group
+                with anyio.CancelScope() as producer:
+                    self._producer = producer
+                    for task in [t for t in record.tasks if t.state not in TaskState.FINISHED]:
+                        await stage.slots.acquire()
+                        if self.halted():
+                            stage.slots.release()
+                            break
+                        group.start_soon(self._run_task, stage, task, True)
+                self._producer = None
+            timers.cancel_scope.cancel()
+        for task in record.tasks:
+            if task.state not in TaskState.FINISHED:
+                self._settle(stage, task)
+        if not self.halted() and spec.on_failure == STOP and record.counts.failed:
+            failed = next(t for t in record.tasks if t.state == TaskState.FAILED)
+            self.stop(FAILED, "stage_failed", f"stage {spec.name!r}: task {failed.task_id} failed")
+        self._end_stage(stage)
+
+    def _end_stage(self, stage: _Stage) -> None:
+        record, halt = stage.record, self.halt
+        if halt is None:
+            failed = record.counts.failed
+            state = StageState.PARTIAL if failed else StageState.SUCCEEDED
+            error = (
+                Problem("tasks_failed", f"{failed} of {record.counts.total} task(s) failed")
+                if failed
+                else None
+            )
+        elif halt.kind in (CANCELLED, INTERRUPTED):
+            state, error = StageState.CANCELLED, Problem(halt.code, halt.message)
+        else:
+            state, error = StageState.FAILED, Problem(halt.code, halt.message)
+        self._close_stage(record, state, error)
+
+    def _close_stage(self, record: StageRecord, state: str, error: Problem | None) -> None:
+        record.usage.stop()
+        record.state = state
+        record.error = error
+        if state != StageState.CANCELLED or record.started_at is not None:
+            record.ended_at = time.time()
+        body: dict[str, Any] = {
+            "stage": record.name,
+            "state": f"STAGE_STATE_{state}",
+            "tasks": record.counts.api(),
+            "usage": record.usage.api(),
+        }
+        if error is not None:
+            body["error"] = error.api()
+        self.emit("stage_completed", body)
+        self.save_run()
+
+    def _settle(self, stage: _Stage, task: TaskRecord) -> None:
+        """A task that will not run (further): cancelled, or left pending for a resume."""
+        if self.halt is not None and self.halt.kind == INTERRUPTED:
+            if task.state != TaskState.PENDING:
+                self._move(stage.record, task, TaskState.PENDING)
+            return
+        started = task.attempts > 0
+        task.ended_at = time.time() if started else None
+        self._move(stage.record, task, TaskState.CANCELLED)
+        if started:
+            self.emit("task_completed", {"task": task.api()})
+
+    # -- tasks ---------------------------------------------------------------------------
+
+    async def _run_task(self, stage: _Stage, task: TaskRecord, holding: bool) -> None:
+        self._active[task.task_id] = task
+        try:
+            with anyio.CancelScope() as scope:
+                task.scope = scope
+                if not holding:
+                    await stage.slots.acquire()
+                    holding = True
+                if not self.halted():
+                    await self._attempts(stage, task)
+        finally:
+            task.scope = None
+            self._active.pop(task.task_id, None)
+            if holding:
+                stage.slots.release()
+        if task.state not in TaskState.FINISHED:
+            self._settle(stage, task)
+        elif stage.spec.follow is not None and task.result is not None and not self.halted():
+            self._follow(stage, task)
+
+    async def _attempts(self, stage: _Stage, task: TaskRecord) -> None:
+        spec = stage.spec
+        retry = spec.retry or self.record.spec.default_retry or RetrySpec()
+        attempts = retry.max_attempts if self._idempotent(task) else 1
+        while not self.halted():
+            if not self._charge(stage):
+                return
+            task.attempts += 1
+            result = await self._dispatch(stage, task)
+            self._spend(stage, result)
+            if result.status == SUCCESS:
+                self._complete(stage, task, result, TaskState.SUCCEEDED)
+                self._check_cost(stage, task)
+                return
+            code = result.error.code if result.error is not None else ""
+            if self.halted() or code == "cancelled":
+                task.result = result
+                return  # settled as cancelled (or pending, for a resume) by the caller
+            if (
+                code in ("task_deadline_exceeded", "deadline_waiting_for_agent")
+                and time.monotonic() >= stage.deadline
+            ):
+                task.result = result
+                self.stop(BUDGET, "budget_exceeded", self._time_budget_message(stage))
+                return
+            if code == "budget_exceeded":
+                self._complete(stage, task, result, TaskState.FAILED)
+                self.stop(
+                    BUDGET,
+                    "budget_exceeded",
+                    f"task {task.task_id} went over what was left of the budget: "
+                    f"{result.error.message if result.error else ''}",
+                )
+                return
+            if task.attempts < attempts and self._retryable(result, retry):
+                self._complete(stage, task, result, TaskState.RETRYING)
+                await anyio.sleep(retry.delay(task.attempts))
+                continue
+            self._complete(stage, task, result, TaskState.FAILED)
+            self._check_cost(stage, task)
+            if spec.on_failure == STOP:
+                error = result.error
+                detail = (
+                    f"{error.code}: {error.message}"
+                    if error is not None
+                    else f"status {result.status}"
+                )
+                self.stop(
+                    FAILED,
+                    "stage_failed",
+                    f"stage {spec.name!r}: task {task.task_id} "
+                    f"({task.agent}.{task.action}) failed: {detail}",
+                )
+            return
+
+    def _time_budget_message(self, stage: _Stage) -> str:
+        if stage.deadline < self._deadline and stage.spec.budget.max_time is not None:
+            return (
+                f"stage {stage.spec.name!r} budget max_time={stage.spec.budget.max_time:g}s used up"
+            )
+        return f"run budget max_time={self.record.spec.budget.max_time or 0:g}s used up"
+
+    def _idempotent(self, task: TaskRecord) -> bool:
+        try:
+            agent = self.supervisor.get(task.agent)
+        except NotFound:
+            return False
+        return any(a.name == task.action and a.idempotent for a in agent.actions)
+
+    @staticmethod
+    def _retryable(result: TaskResult, retry: RetrySpec) -> bool:
+        error = result.error
+        if error is None:
+            return not retry.retryable_only
+        if error.code in ("cancelled", "budget_exceeded"):
+            return False
+        return error.retryable or not retry.retryable_only
+
+    def _charge(self, stage: _Stage) -> bool:
+        """Count a task start against max_tasks (and refuse it once max_cost is spent)."""
+        checks = (
+            ("run", self.record.spec.budget, self.record.usage),
+            (f"stage {stage.spec.name!r}", stage.spec.budget, stage.record.usage),
+        )
+        for what, budget, usage in checks:
+            if budget.max_tasks is not None and usage.tasks >= budget.max_tasks:
+                self.stop(
+                    BUDGET,
+                    "budget_exceeded",
+                    f"{what} budget max_tasks={budget.max_tasks} used up: {usage.tasks} task(s) started",
+                )
+                return False
+            if budget.max_cost is not None and usage.cost >= budget.max_cost:
+                self.stop(
+                    BUDGET,
+                    "budget_exceeded",
+                    f"{what} budget max_cost={budget.max_cost:g} used up: spent {usage.cost:g}",
+                )
+                return False
+        self.record.usage.tasks += 1
+        stage.record.usage.tasks += 1
+        return True
+
+    def _spend(self, stage: _Stage, result: TaskResult) -> None:
+        self.record.usage.cost += result.metadata.cost
+        stage.record.usage.cost += result.metadata.cost
+
+    def _check_cost(self, stage: _Stage, task: TaskRecord) -> None:
+        """Halt once a max_cost is spent and work remains (tasks running or to come)."""
+        more = any(
+            t is not task and t.state not in TaskState.FINISHED for t in stage.record.tasks
+        ) or any(s.state == StageState.PENDING for s in self.record.stages[stage.index + 1 :])
+        if not more:
+            return
+        for what, budget, usage in (
+            ("run", self.record.spec.budget, self.record.usage),
+            (f"stage {stage.spec.name!r}", stage.spec.budget, stage.record.usage),
+        ):
+            if budget.max_cost is not None and usage.cost >= budget.max_cost:
+                self.stop(
+                    BUDGET,
+                    "budget_exceeded",
+                    f"{what} budget max_cost={budget.max_cost:g} used up: spent {usage.cost:g}",
+                )
+                return
+
+    def _task_budget(self, stage: _Stage) -> Budget:
+        """What is left of the run's and the stage's budgets, for one task."""
+        run_budget, stage_budget = self.record.spec.budget, stage.spec.budget
+        costs = [
+            b.max_cost - u.cost
+            for b, u in ((run_budget, self.record.usage), (stage_budget, stage.record.usage))
+            if b.max_cost is not None
+        ]
+        tasks = [
+            b.max_tasks - u.tasks
+            for b, u in ((run_budget, self.record.usage), (stage_budget, stage.record.usage))
+            if b.max_tasks is not None
+        ]
+        iterations = [
+            b.max_iterations for b in (run_budget, stage_budget) if b.max_iterations is not None
+        ]
+        return Budget(
+            max_cost=max(0.0, min(costs)) if costs else None,
+            max_iterations=min(iterations) if iterations else None,
+            max_tasks=max(0, min(tasks)) if tasks else None,
+        )
+
+    async def _dispatch(self, stage: _Stage, task: TaskRecord) -> TaskResult:
+        deadline = stage.deadline
+        if stage.spec.task_timeout is not None:
+            deadline = min(deadline, time.monotonic() + stage.spec.task_timeout)
+        task_input = TaskInput(
+            agent=task.agent,
+            action=task.action,
+            params=task.params,
+            task_id=task.task_id,
+            budget=self._task_budget(stage),
+            workflow=self.record.id,
+            deadline=None if deadline == math.inf else deadline,
+        )
+
+        def on_event(event: TaskEvent) -> None:
+            self._on_event(stage, task, event)
+
+        try:
+            return await self.dispatcher.execute(task_input, on_event)
+        except Cancelled as error:
+            return error_result(task.task_id, task.agent, task.action, "cancelled", error.message)
+        except EtherError as error:
+            return error_result(
+                task.task_id,
+                task.agent,
+                task.action,
+                error.reason.lower(),
+                error.message,
+                retryable=error.code.value in RETRYABLE_CODES,
+            )
+
+    def _on_event(self, stage: _Stage, task: TaskRecord, event: TaskEvent) -> None:
+        if event.kind == "started":
+            task.started_at = task.started_at or event.time
+            if task.state != TaskState.RUNNING:
+                self._move(stage.record, task, TaskState.RUNNING)
+            self.emit("task_started", {"task": task.api(with_output=False)})
+            return
+        payload = event.payload
+        body: dict[str, Any] = {"task_id": task.task_id, "stage": task.stage}
+        if event.kind == "progress":
+            body["progress"] = {
+                "progress": float(payload.get("progress") or 0),
+                "total": float(payload.get("total") or 0),
+                "message": str(payload.get("message") or ""),
+            }
+        else:
+            body["log"] = {
+                "level": str(payload.get("level") or "info"),
+                "message": str(payload.get("msg") or ""),
+                "fields": payload.get("fields") if isinstance(payload.get("fields"), dict) else {},
+            }
+        self.emit("task_progress", body)
+
+    def _complete(self, stage: _Stage, task: TaskRecord, result: TaskResult, state: str) -> None:
+        task.result = result
+        if state in TaskState.FINISHED:
+            task.ended_at = time.time()
+        self._move(stage.record, task, state)
+        self.emit("task_completed", {"task": task.api()})
+        now = time.monotonic()
+        if now - stage.last_progress >= PROGRESS_EVERY:
+            stage.last_progress = now
+            self.emit(
+                "stage_progress",
+                {
+                    "stage": stage.spec.name,
+                    "tasks": stage.record.counts.api(),
+                    "usage": stage.record.usage.api(),
+                },
+            )
+
+    def _follow(self, stage: _Stage, task: TaskRecord) -> None:
+        """Run the next actions the task proposed, within the stage's bounds."""
+        follow = stage.spec.follow
+        assert follow is not None and task.result is not None and stage.group is not None
+        if task.depth >= follow.max_depth:
+            return
+        for proposal in task.result.next_actions:
+            if stage.followed >= follow.max_actions:
+                log.info(
+                    "next actions not followed: max_actions reached",
+                    run_id=self.record.id,
+                    stage=stage.spec.name,
+                    max_actions=follow.max_actions,
+                )
+                return
+            agent = str(proposal.get("agent") or "")
+            if not agent or (follow.allowed_agents and agent not in follow.allowed_agents):
+                continue
+            params = proposal.get("params")
+            child = new_task(
+                self.record,
+                stage.spec.name,
+                task.input_index,
+                task.action_index,
+                agent,
+                str(proposal.get("action") or ""),
+                params if isinstance(params, dict) else {},
+                proposed_by=task.task_id,
+                depth=task.depth + 1,
+            )
+            stage.followed += 1
+            stage.record.tasks.append(child)
+            self._move(stage.record, child, TaskState.PENDING, new=True)
+            stage.group.start_soon(self._run_task, stage, child, False)

@@ -1,0 +1,583 @@
+"""WorkflowService's use cases: create, read, list, cancel, wait, watch, resume, report.
+
+Live runs are held in memory (``RunExecution``); every change goes to the
+store as it happens, and a finished run is read back from the store once
+its last writes are committed. At start, runs a crashed host left running
+are marked INTERRUPTED; at stop, running runs are interrupted the same way.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import TaskStatus
+
+from ether_host.agents import Dispatcher, TaskResult
+from ether_host.errors import (
+    FailedPrecondition,
+    FieldViolation,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+    ResourceExhausted,
+)
+from ether_host.paging import paginate
+from ether_host.supervisor import State, Supervisor
+from ether_host.workflows import report
+from ether_host.workflows.engine import CANCELLED, INTERRUPTED, RunExecution
+from ether_host.workflows.model import (
+    DETAIL_KINDS,
+    Counts,
+    Problem,
+    RunEvent,
+    RunRecord,
+    RunState,
+    StageRecord,
+    StageState,
+    TaskRecord,
+    TaskState,
+    Usage,
+    error_result,
+    parse_rfc3339,
+    rfc3339,
+)
+from ether_host.workflows.source import Source, load_text
+from ether_host.workflows.spec import parse_spec
+from ether_host.workflows.store import RunStore
+
+log = structlog.get_logger("ether.workflows")
+
+DEFAULT_MAX_ACTIVE_RUNS = 100
+SHUTDOWN_GRACE = 10.0
+MAX_REPORT_BYTES = 60 * 1024 * 1024
+PRIVATE_KEYS = ("resume_requests", "next_task", "fanned", "seq", "depth")
+
+
+def _public(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k not in PRIVATE_KEYS}
+
+
+def _required(value: str, name: str) -> str:
+    if not value:
+        raise InvalidArgument(
+            f"{name} is required",
+            reason="MISSING_FIELD",
+            violations=[FieldViolation(name, "required")],
+        )
+    return value
+
+
+def _check_request_id(request_id: str) -> None:
+    if len(request_id) > 128 or not request_id.isprintable():
+        raise InvalidArgument(
+            "request_id must be at most 128 printable characters (such as a UUID)",
+            reason="INVALID_REQUEST_ID",
+            violations=[FieldViolation("request_id", "at most 128 printable characters")],
+        )
+
+
+class Workflows:
+    """The workflow runs of one host."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        supervisor: Supervisor,
+        dispatcher: Dispatcher,
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        settings = settings or {}
+        self.store = RunStore(Path(state_dir) / "workflows" / "runs.sqlite3")
+        self.supervisor = supervisor
+        self.dispatcher = dispatcher
+        self.max_active_runs = int(settings.get("max_active_runs", DEFAULT_MAX_ACTIVE_RUNS))
+        self._live: dict[str, RunExecution] = {}
+        self._requests: dict[str, str] = {}
+        self._lock = anyio.Lock()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._stopping = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Open the store, recover from a crash, then own the live runs until cancelled."""
+        await anyio.to_thread.run_sync(self.store.open)
+        try:
+            await self._recover()
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                task_status.started()
+                await anyio.sleep_forever()
+        finally:
+            self._tg = None
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.store.close)
+
+    async def _recover(self) -> None:
+        """Mark the runs a stopped host left pending or running as INTERRUPTED."""
+        stale = await anyio.to_thread.run_sync(
+            self.store.runs_in_states, ["RUN_STATE_PENDING", "RUN_STATE_RUNNING"]
+        )
+        for body in stale:
+            tasks = await anyio.to_thread.run_sync(self.store.tasks, body["id"])
+            for task in tasks:
+                if task["state"] in ("RUN_TASK_STATE_RUNNING", "RUN_TASK_STATE_RETRYING"):
+                    task["state"] = "RUN_TASK_STATE_PENDING"
+                    self.store.put_task(body["id"], task)
+            for stage in body.get("stages") or []:
+                if stage.get("state") == "STAGE_STATE_RUNNING":
+                    stage["state"] = "STAGE_STATE_CANCELLED"
+                    stage["error"] = {
+                        "code": "interrupted",
+                        "message": "cut short by a host restart",
+                    }
+            now = time.time()
+            error = {
+                "code": "interrupted",
+                "message": "the host stopped while the run was running; ResumeRun continues it",
+            }
+            body.update(state="RUN_STATE_INTERRUPTED", error=error, ended_at=rfc3339(now))
+            sequence = int(body.get("last_sequence") or 0) + 1
+            body["last_sequence"] = str(sequence)
+            event = RunEvent(
+                sequence,
+                now,
+                "run_completed",
+                {
+                    "state": "RUN_STATE_INTERRUPTED",
+                    "error": error,
+                    "usage": body.get("usage") or {},
+                    "tasks": body.get("tasks") or {},
+                },
+            )
+            self.store.add_event(body["id"], event)
+            self.store.put_run(body)
+            log.warning("run interrupted by a host restart", run_id=body["id"])
+        await self.store.flush()
+        self._requests = await anyio.to_thread.run_sync(self.store.request_ids)
+
+    async def shutdown(self) -> None:
+        """Interrupt every live run (cancel frames to their tasks), then commit the store."""
+        self._stopping = True
+        live = list(self._live.values())
+        for execution in live:
+            execution.stop(
+                INTERRUPTED,
+                "interrupted",
+                "the host is shutting down; ResumeRun continues the run after a restart",
+            )
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(SHUTDOWN_GRACE):
+                for execution in live:
+                    await execution.done.wait()
+            await self.store.flush()
+
+    # -- create ----------------------------------------------------------------------------
+
+    def _catalog(self, name: str) -> list[str] | None:
+        agent = self.supervisor.agents.get(name)
+        return None if agent is None else [a.name for a in agent.actions]
+
+    async def create(
+        self,
+        spec: dict[str, Any] | None,
+        spec_text: str | None,
+        *,
+        request_id: str = "",
+        validate_only: bool = False,
+        creator: str = "",
+    ) -> dict[str, Any]:
+        """Validate a spec and start a run of it; the run is returned at once, PENDING."""
+        if request_id:
+            _check_request_id(request_id)
+            if request_id in self._requests and not validate_only:
+                return await self.get(self._requests[request_id])
+        if spec_text is not None:
+            source = load_text(spec_text)
+        elif spec is not None:
+            source = Source(spec)
+        else:
+            raise InvalidArgument(
+                "give the workflow as spec or spec_text",
+                reason="MISSING_SPEC",
+                violations=[FieldViolation("spec", "required (or spec_text)")],
+            )
+        parsed = parse_spec(source, self._catalog)
+        record = RunRecord(
+            "",
+            parsed,
+            spec_text or "",
+            creator=creator,
+            request_id=request_id,
+            stages=[StageRecord(s.name) for s in parsed.stages],
+        )
+        if validate_only:
+            return record.api()
+        if self._stopping:
+            raise FailedPrecondition(
+                "the host is shutting down; create the run after it restarts",
+                reason="HOST_STOPPING",
+            )
+        if len(self._live) >= self.max_active_runs:
+            raise ResourceExhausted(
+                f"{len(self._live)} runs are active (limit {self.max_active_runs}); wait for one to end",
+                reason="TOO_MANY_RUNS",
+                retry_after=5.0,
+                metadata={"limit": str(self.max_active_runs)},
+            )
+        if request_id and request_id in self._requests:  # created while this request was validating
+            return await self.get(self._requests[request_id])
+        record.id = f"run-{secrets.token_hex(8)}"
+        if request_id:
+            self._requests[request_id] = record.id
+        self._start(RunExecution(record, self.store, self.dispatcher, self.supervisor, {}))
+        log.info(
+            "run created",
+            run_id=record.id,
+            name=record.name,
+            stages=len(record.stages),
+            creator=creator,
+        )
+        return record.api()
+
+    def _start(self, execution: RunExecution) -> None:
+        assert self._tg is not None, "workflow service is not running"
+        execution.save_run()
+        self._live[execution.record.id] = execution
+        self._tg.start_soon(self._drive, execution, name=f"run {execution.record.id}")
+
+    async def _drive(self, execution: RunExecution) -> None:
+        try:
+            await execution.execute()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.store.flush()
+            self._live.pop(execution.record.id, None)
+
+    # -- read ------------------------------------------------------------------------------
+
+    async def _stored(self, run_id: str) -> dict[str, Any]:
+        body = await anyio.to_thread.run_sync(self.store.get_run, _required(run_id, "run_id"))
+        if body is None:
+            raise NotFound(
+                f"no run {run_id!r}; ListRuns shows the runs of this host",
+                reason="RUN_NOT_FOUND",
+                resource=("run", run_id),
+            )
+        return body
+
+    async def get(self, run_id: str) -> dict[str, Any]:
+        live = self._live.get(run_id)
+        if live is not None:
+            return live.record.api()
+        return _public(await self._stored(run_id))
+
+    async def list_runs(
+        self, page_size: int, page_token: str, states: list[str], name: str
+    ) -> tuple[list[dict[str, Any]], str]:
+        await self.store.flush()
+        wanted = [f"RUN_STATE_{s}" for s in states]
+        ids = await anyio.to_thread.run_sync(self.store.run_ids, wanted, name)
+        page, token = paginate(
+            ids, page_size, page_token, f"runs/{','.join(sorted(states))}/{name}"
+        )
+        bodies = await anyio.to_thread.run_sync(self.store.runs, page)
+        runs = []
+        for body in bodies:
+            live = self._live.get(body["id"])
+            runs.append(live.record.api() if live is not None else _public(body))
+        return runs, token
+
+    async def list_tasks(
+        self, run_id: str, page_size: int, page_token: str, stage: str, state: str
+    ) -> tuple[list[dict[str, Any]], str]:
+        live = self._live.get(_required(run_id, "run_id"))
+        scope = f"tasks/{run_id}/{stage}/{state}"
+        if live is not None:
+            if stage and live.record.spec.stage(stage) is None:
+                raise self._no_stage(run_id, stage, [s.name for s in live.record.spec.stages])
+            tasks = [
+                t
+                for t in live.record.tasks()
+                if (not stage or t.stage == stage) and (not state or t.state == state)
+            ]
+            page, token = paginate(tasks, page_size, page_token, scope)
+            return [t.api() for t in page], token
+        body = await self._stored(run_id)
+        names = [s["name"] for s in body["spec"]["stages"]]
+        if stage and stage not in names:
+            raise self._no_stage(run_id, stage, names)
+        seqs = await anyio.to_thread.run_sync(
+            self.store.task_seqs, run_id, stage, f"RUN_TASK_STATE_{state}" if state else ""
+        )
+        page_seqs, token = paginate(seqs, page_size, page_token, scope)
+        bodies = await anyio.to_thread.run_sync(self.store.tasks, run_id, page_seqs)
+        return [_public(b) for b in bodies], token
+
+    @staticmethod
+    def _no_stage(run_id: str, stage: str, names: list[str]) -> NotFound:
+        return NotFound(
+            f"run {run_id} has no stage {stage!r}; its stages: {', '.join(names)}",
+            reason="STAGE_NOT_FOUND",
+            resource=("stage", stage),
+        )
+
+    # -- control ---------------------------------------------------------------------------
+
+    async def cancel(self, run_id: str, reason: str) -> dict[str, Any]:
+        async with self._lock:
+            live = self._live.get(_required(run_id, "run_id"))
+            if live is not None and live.record.state not in RunState.ENDED:
+                live.stop(CANCELLED, "cancelled", reason or "cancelled with CancelRun")
+                return live.record.api()
+            body = live.record.stored() if live is not None else await self._stored(run_id)
+            state = str(body["state"]).removeprefix("RUN_STATE_")
+            if state == RunState.CANCELLED:
+                return _public(body)
+            if state != RunState.INTERRUPTED:
+                raise FailedPrecondition(
+                    f"run {run_id} already ended {state}; only pending, running or "
+                    "interrupted runs can be cancelled",
+                    reason="RUN_ENDED",
+                    metadata={"state": state},
+                )
+            now = time.time()
+            error = {"code": "cancelled", "message": reason or "cancelled with CancelRun"}
+            sequence = int(body.get("last_sequence") or 0) + 1
+            body.update(
+                state="RUN_STATE_CANCELLED",
+                error=error,
+                ended_at=rfc3339(now),
+                last_sequence=str(sequence),
+            )
+            self.store.add_event(
+                run_id,
+                RunEvent(
+                    sequence,
+                    now,
+                    "run_completed",
+                    {
+                        "state": "RUN_STATE_CANCELLED",
+                        "error": error,
+                        "usage": body.get("usage") or {},
+                        "tasks": body.get("tasks") or {},
+                    },
+                ),
+            )
+            self.store.put_run(body)
+            await self.store.flush()
+            return _public(body)
+
+    async def wait(self, run_id: str, limit: float | None) -> dict[str, Any]:
+        """The run once it ended, or as it is after ``limit`` seconds."""
+        live = self._live.get(_required(run_id, "run_id"))
+        if live is not None:
+            with anyio.move_on_after(limit if limit is not None else float("inf")):
+                await live.done.wait()
+            return live.record.api()
+        return await self.get(run_id)
+
+    async def events(
+        self, run_id: str, after: int, exclude_details: bool, stop: Callable[[], bool]
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The run's events after ``after``, as API JSON; follows a live run to its end."""
+        if after < 0:
+            raise InvalidArgument(
+                "after_sequence must not be negative",
+                reason="INVALID_SEQUENCE",
+                violations=[FieldViolation("after_sequence", "0 or more")],
+            )
+        live = self._live.get(_required(run_id, "run_id"))
+        if live is not None:
+            async for event in live.events.follow(after, stop):
+                if not (exclude_details and event.kind in DETAIL_KINDS):
+                    yield event.api(run_id)
+            return
+        body = await self._stored(run_id)
+        last = int(body.get("last_sequence") or 0)
+        if after > last:
+            raise OutOfRange(
+                f"after_sequence {after} is beyond the last event ({last}) of run {run_id}, "
+                "which has ended",
+                reason="SEQUENCE_OUT_OF_RANGE",
+                metadata={"last_sequence": str(last)},
+            )
+        await self.store.flush()
+        cursor = after
+        while cursor < last and not stop():
+            page = await anyio.to_thread.run_sync(self.store.events, run_id, cursor, last)
+            if not page:
+                return
+            for event in page:
+                cursor = event.sequence
+                if not (exclude_details and event.kind in DETAIL_KINDS):
+                    yield event.api(run_id)
+
+    async def resume(
+        self, run_id: str, include_non_idempotent: bool, request_id: str
+    ) -> dict[str, Any]:
+        if request_id:
+            _check_request_id(request_id)
+        async with self._lock:
+            live = self._live.get(_required(run_id, "run_id"))
+            if live is not None:
+                if request_id and request_id in live.record.resume_requests:
+                    return live.record.api()
+                raise FailedPrecondition(
+                    f"run {run_id} is {live.record.state}, not interrupted",
+                    reason="RUN_NOT_INTERRUPTED",
+                    metadata={"state": live.record.state},
+                )
+            body = await self._stored(run_id)
+            if request_id and request_id in (body.get("resume_requests") or []):
+                return _public(body)
+            state = str(body["state"]).removeprefix("RUN_STATE_")
+            if state != RunState.INTERRUPTED:
+                raise FailedPrecondition(
+                    f"run {run_id} is {state}; only interrupted runs can be resumed",
+                    reason="RUN_NOT_INTERRUPTED",
+                    metadata={"state": state},
+                )
+            if self._stopping:
+                raise FailedPrecondition("the host is shutting down", reason="HOST_STOPPING")
+            tasks = await anyio.to_thread.run_sync(self.store.tasks, run_id)
+            execution = self._rebuild(body, tasks, include_non_idempotent, request_id)
+            self._start(execution)
+            log.info("run resumed", run_id=run_id, **execution.resumed or {})
+            return execution.record.api()
+
+    def _rebuild(
+        self,
+        body: dict[str, Any],
+        stored_tasks: list[dict[str, Any]],
+        include_non_idempotent: bool,
+        request_id: str,
+    ) -> RunExecution:
+        """An interrupted run from the store, ready to continue."""
+        spec = parse_spec(Source(body["spec"]), lambda name: [])
+        record = RunRecord(
+            body["id"],
+            spec,
+            str(body.get("spec_text") or ""),
+            creator=str(body.get("creator") or ""),
+            request_id=str(body.get("request_id") or ""),
+            created_at=parse_rfc3339(body["created_at"]),
+            started_at=parse_rfc3339(body["started_at"]) if body.get("started_at") else None,
+            last_sequence=int(body.get("last_sequence") or 0),
+            resume_count=int(body.get("resume_count") or 0) + 1,
+            resume_requests=[
+                *(body.get("resume_requests") or []),
+                *([request_id] if request_id else []),
+            ],
+            next_task=int(body.get("next_task") or 0),
+        )
+        record.usage = Usage.from_api(body.get("usage"))
+        by_stage: dict[str, list[TaskRecord]] = {}
+        for raw in stored_tasks:
+            task = TaskRecord.from_stored(raw)
+            by_stage.setdefault(task.stage, []).append(task)
+        stored_stages = {s["name"]: s for s in body.get("stages") or []}
+        needed: set[str] = set()
+        rerun, failed_now = 0, []
+        for stage_spec in spec.stages:
+            raw_stage = stored_stages.get(stage_spec.name, {})
+            stage = StageRecord(stage_spec.name, tasks=by_stage.get(stage_spec.name, []))
+            stage.state = (
+                str(raw_stage.get("state") or "").removeprefix("STAGE_STATE_") or StageState.PENDING
+            )
+            stage.usage = Usage.from_api(raw_stage.get("usage"))
+            stage.started_at = (
+                parse_rfc3339(raw_stage["started_at"]) if raw_stage.get("started_at") else None
+            )
+            if stage.state not in StageState.DONE:
+                stage.state, stage.ended_at, stage.error = StageState.PENDING, None, None
+                needed.update(a.agent for a in stage_spec.actions)
+                for task in stage.tasks:
+                    if task.state in TaskState.FINISHED:
+                        continue
+                    if task.attempts and not include_non_idempotent and not self._idempotent(task):
+                        task.state, task.ended_at = TaskState.FAILED, time.time()
+                        task.result = _interrupted_result(task)
+                        failed_now.append(task)
+                    else:
+                        task.state, task.result = TaskState.PENDING, None
+                        needed.add(task.agent)
+                        rerun += task.attempts > 0
+            else:
+                stage.ended_at = (
+                    parse_rfc3339(raw_stage["ended_at"]) if raw_stage.get("ended_at") else None
+                )
+                stage.error = Problem.from_api(raw_stage.get("error"))
+            stage.counts = Counts()
+            for task in stage.tasks:
+                stage.counts.move(None, task.state)
+                record.counts.move(None, task.state)
+            record.stages.append(stage)
+        for name in sorted(needed):
+            agent = self.supervisor.agents.get(name)
+            if agent is None or agent.state is not State.RUNNING:
+                what = "is not deployed" if agent is None else f"is {agent.state.value}"
+                raise FailedPrecondition(
+                    f"run {record.id} needs agent {name!r}, which {what}; deploy or start it, "
+                    "then resume",
+                    reason="AGENT_NOT_RUNNING",
+                    resource=("agent", name),
+                )
+        execution = RunExecution(
+            record,
+            self.store,
+            self.dispatcher,
+            self.supervisor,
+            dict(body.get("fanned") or {}),
+            resumed={"tasks_rerun": rerun, "tasks_failed": len(failed_now)},
+        )
+        execution.failed_on_resume = failed_now
+        for stage in record.stages:
+            for task in stage.tasks:
+                execution.save_task(task)
+        return execution
+
+    def _idempotent(self, task: TaskRecord) -> bool:
+        agent = self.supervisor.agents.get(task.agent)
+        return agent is not None and any(
+            a.name == task.action and a.idempotent for a in agent.actions
+        )
+
+    # -- report ----------------------------------------------------------------------------
+
+    async def report(self, run_id: str, fmt: str) -> tuple[str, str, str]:
+        """(content, content type, run state) of the run's report in ``fmt`` ('json' or 'markdown')."""
+        live = self._live.get(_required(run_id, "run_id"))
+        if live is not None:
+            run = live.record.api()
+            tasks = [t.api() for t in live.record.tasks()]
+        else:
+            run = _public(await self._stored(run_id))
+            tasks = [_public(t) for t in await anyio.to_thread.run_sync(self.store.tasks, run_id)]
+        content, content_type = (
+            report.render_json(run, tasks) if fmt == "json" else report.render_markdown(run, tasks)
+        )
+        if len(content.encode()) > MAX_REPORT_BYTES:
+            raise ResourceExhausted(
+                f"the report of run {run_id} is larger than {MAX_REPORT_BYTES} bytes; page "
+                "through ListRunTasks instead",
+                reason="REPORT_TOO_LARGE",
+            )
+        return content, content_type, str(run["state"]).removeprefix("RUN_STATE_")
+
+
+def _interrupted_result(task: TaskRecord) -> TaskResult:
+    return error_result(
+        task.task_id,
+        task.agent,
+        task.action,
+        "interrupted",
+        "the host stopped while this task ran; it is not idempotent, so it was not run again "
+        "(ResumeRun include_non_idempotent runs such tasks again)",
+    )

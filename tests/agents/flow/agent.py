@@ -1,0 +1,118 @@
+"""A Python SDK agent whose actions exercise workflow runs.
+
+Every action that waits does so until it is cancelled (never for a fixed
+time), and says so in its log, so a test can see that the cancel frame
+reached the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from ether_agent import Agent, AgentError, NextAction, Output, TaskContext
+
+agent = Agent(
+    "flow", version="1.0.0", description="Test agent for workflow runs.", max_concurrency=64
+)
+_failures: dict[str, int] = {}
+
+
+@agent.action(description="Return the params.", idempotent=True)
+def echo(params: dict[str, Any]) -> dict[str, Any]:
+    return params
+
+
+@agent.action(description="Double a number.", idempotent=True)
+def double(input: float) -> dict[str, Any]:
+    return {"value": input * 2}
+
+
+@agent.action(description="Sum a list of numbers, or of {value} objects.", idempotent=True)
+def total(input: list[Any]) -> dict[str, Any]:
+    values = [item["value"] if isinstance(item, dict) else item for item in input]
+    return {"total": sum(values), "count": len(values)}
+
+
+@agent.action(description="List the numbers 1..n.", idempotent=True)
+def numbers(n: int) -> dict[str, Any]:
+    return {"items": list(range(1, n + 1))}
+
+
+@agent.action(description="Return data and report a cost.", idempotent=True)
+def charge(cost: float, input: Any = None) -> Output:
+    return Output({"charged": cost, "input": input}, cost=cost, model="flow-model")
+
+
+@agent.action(description="Fail with a code; retryable when asked.", idempotent=True)
+def fail(
+    code: str = "broken", message: str = "it broke", retryable: bool = False, input: Any = None
+) -> None:
+    raise AgentError(code, f"{message} (input {input!r})", retryable=retryable)
+
+
+@agent.action(description="Raise an uncaught exception (its traceback lands in the report).")
+def explode(input: Any = None) -> None:
+    raise ZeroDivisionError(f"division by zero while handling {input!r}")
+
+
+@agent.action(
+    description="Fail the first `failures` attempts for `key`, then succeed.", idempotent=True
+)
+def flaky(key: str, failures: int) -> dict[str, Any]:
+    seen = _failures.get(key, 0)
+    if seen < failures:
+        _failures[key] = seen + 1
+        raise AgentError("flaky", f"attempt {seen + 1} of {key} fails", retryable=True)
+    return {"key": key, "attempts": seen + 1}
+
+
+@agent.action(
+    description="Wait until cancelled; log 'saw cancel' with the tag when it comes.",
+    idempotent=True,
+)
+async def hold(tag: str, ctx: TaskContext, input: Any = None) -> dict[str, Any]:
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        ctx.log.info("saw cancel", tag=tag, task_id=ctx.task_id, input=input)
+        raise
+    return {}
+
+
+@agent.action(
+    description="Wait until cancelled, unless the marker file exists (then return at once)."
+)
+async def gate(marker: str, ctx: TaskContext, input: Any = None) -> dict[str, Any]:
+    path = Path(marker)
+    if path.exists():
+        return {"passed": input}
+    path.write_text("waiting\n")
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        ctx.log.info("saw cancel", tag="gate", task_id=ctx.task_id, input=input)
+        raise
+    return {}
+
+
+@agent.action(description="Like gate, but not idempotent.")
+async def gate_once(marker: str, ctx: TaskContext, input: Any = None) -> dict[str, Any]:
+    return await gate(marker, ctx, input)
+
+
+@agent.action(
+    description="Propose `count` echo next actions, each proposing one more while depth allows."
+)
+def propose(count: int, depth: int = 1) -> Output:
+    proposals = [
+        NextAction(
+            "flow",
+            "propose",
+            {"count": 1 if depth > 1 else 0, "depth": depth - 1, "from": i},
+            reason="follow up",
+        )
+        for i in range(count)
+    ]
+    return Output({"proposed": count, "depth": depth}, next_actions=proposals)
