@@ -32,9 +32,10 @@ export npm_config_update_notifier := false
 
 # Pieces that exist only once other parts of the repo land are picked up when present.
 PY_LINT_PATHS := $(wildcard server adapters/python tests bench) tools/protoc-gen-grpcio-python
-NPM_DIRS      := clients/typescript $(patsubst %/package.json,%,$(wildcard adapters/typescript/package.json))
-TS_DIRS       := $(patsubst %/tsconfig.json,%,$(wildcard clients/typescript/tsconfig.json adapters/typescript/tsconfig.json))
-GO_MODULES    := $(patsubst %/go.mod,%,$(wildcard clients/go/go.mod adapters/go/go.mod examples/go/go.mod))
+TS_PACKAGES   := adapters/typescript examples/agents/report tests/conformance/agents/typescript
+NPM_DIRS      := clients/typescript $(patsubst %/package.json,%,$(wildcard $(addsuffix /package.json,$(TS_PACKAGES))))
+TS_DIRS       := $(patsubst %/tsconfig.json,%,$(wildcard clients/typescript/tsconfig.json $(addsuffix /tsconfig.json,$(TS_PACKAGES))))
+GO_MODULES    := $(patsubst %/go.mod,%,$(wildcard clients/go/go.mod adapters/go/go.mod examples/agents/*/go.mod tests/conformance/agents/go/go.mod))
 TEST_TIMEOUT  ?= 120
 
 GO_TOOL_STAMPS := \
@@ -147,7 +148,7 @@ test: setup ## Run the test suite (pytest over tests/; TEST_TIMEOUT=seconds per 
 	@if ! find tests -name 'test_*.py' 2>/dev/null | grep -q .; then \
 		echo "test: no test files under tests/ yet (nothing run)"; \
 	else \
-		$(PY) -m pytest -p no:cacheprovider --timeout=$(TEST_TIMEOUT) tests $(PYTEST_ARGS); \
+		$(PY) -m pytest -p no:cacheprovider --timeout=$(TEST_TIMEOUT) tests adapters/python/tests $(PYTEST_ARGS); \
 	fi
 
 run: setup ## Start the host with the example agents (ARGS=... are passed to `ether serve`)

@@ -65,7 +65,9 @@ def load_token_file(path: Path) -> TokenTable:
             raise TokenFileError(f"token file {path} line {number}: expected 'NAME TOKEN [RIGHTS]'")
         name, token = parts[0], parts[1]
         if len(token) < 16:
-            raise TokenFileError(f"token file {path} line {number}: token of {name!r} is shorter than 16 characters")
+            raise TokenFileError(
+                f"token file {path} line {number}: token of {name!r} is shorter than 16 characters"
+            )
         rights = frozenset(parts[2].split(",")) if len(parts) == 3 else frozenset({"*"})
         identities[token] = Identity(name, rights)
     if not identities:

@@ -19,10 +19,12 @@ from ether.v1 import agent_io_pb2_grpc, gateway_pb2_grpc, supervisor_pb2_grpc, t
 from ether_host.agents import Dispatcher
 from ether_host.auth import load_token_file
 from ether_host.config import HostConfig
+from ether_host.gateway import Gateway
 from ether_host.lifecycle import Lifecycle
 from ether_host.procs import ChildRegistry, become_subreaper
 from ether_host.supervisor import Supervisor
 from ether_host.transport.agent_io import AgentIOServicer
+from ether_host.transport.gateway import GatewayServicer
 from ether_host.transport.interceptors import AuthInterceptor, RpcInterceptor
 from ether_host.transport.listen import ListenError, bind_tcp, bind_unix, is_loopback, split_host_port
 from ether_host.transport.pending import pending_servicer
@@ -61,6 +63,7 @@ class Core:
     supervisor: Supervisor
     dispatcher: Dispatcher
     workflows: Workflows
+    gateway: Gateway
 
 
 def build_core(config: HostConfig) -> Core:
@@ -68,7 +71,8 @@ def build_core(config: HostConfig) -> Core:
     supervisor = Supervisor(config.state_dir, children)
     dispatcher = Dispatcher(supervisor)
     workflows = Workflows(config.state_dir, supervisor, dispatcher, config.workflows)
-    return Core(Lifecycle(), children, supervisor, dispatcher, workflows)
+    gateway = Gateway(supervisor, dispatcher, config.state_dir, config.gateway)
+    return Core(Lifecycle(), children, supervisor, dispatcher, workflows, gateway)
 
 
 def _pending(module: Any, grpc_module: Any, service: str, missing: str) -> tuple[Any, Any, Any]:
@@ -98,7 +102,11 @@ def _services(core: Core) -> list[tuple[Any, Any, Any]]:
             WorkflowServicer(core.workflows, core.lifecycle),
         ),
         _pending(terminal_pb2, terminal_pb2_grpc, "TerminalService", "terminal sessions land with issue #5"),
-        _pending(gateway_pb2, gateway_pb2_grpc, "GatewayService", "the gateway lands with issue #7"),
+        (
+            gateway_pb2.DESCRIPTOR.services_by_name["GatewayService"],
+            gateway_pb2_grpc.add_GatewayServiceServicer_to_server,
+            GatewayServicer(core.gateway),
+        ),
     ]
 
 
@@ -138,7 +146,8 @@ async def run_host(config: HostConfig, *, task_status: TaskStatus[list[str]] = a
         await tg.start(core.supervisor.run)
         await tg.start(core.dispatcher.run)
         await tg.start(core.workflows.run)
-        core.supervisor.deploy_configured(list(config.agents), config.agents_dir)
+        await tg.start(core.gateway.run)
+        core.supervisor.deploy_configured([dict(entry) for entry in config.agents], config.agents_dir)
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             await server.start()
             for descriptor, _, _ in services:
@@ -151,6 +160,7 @@ async def run_host(config: HostConfig, *, task_status: TaskStatus[list[str]] = a
                 break
         core.lifecycle.stopping.set()
         await core.workflows.shutdown()  # runs end INTERRUPTED before their agents stop
+        core.gateway.shutdown()  # sessions close, so their streams end with session_closed
         core.supervisor.events.wake()
         for agent in core.supervisor.agents.values():
             agent.logs.wake()

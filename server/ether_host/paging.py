@@ -33,7 +33,9 @@ def _offset(token: str, scope: str) -> int:
     return offset
 
 
-def paginate(items: Sequence[T], page_size: int, page_token: str, scope: str) -> tuple[list[T], str]:
+def paginate(
+    items: Sequence[T], page_size: int, page_token: str, scope: str
+) -> tuple[list[T], str]:
     """One page of ``items`` and the token of the next page ('' on the last one).
 
     ``scope`` names the list and its filters, so a token is not reused across lists.

@@ -19,9 +19,16 @@ def agents(host: HostProcess) -> None:
 
 def test_agent_calls_another_agent(host: HostProcess) -> None:
     """worker.relay -> scout.analyze_file: the child's AgentOutput comes back to the parent."""
-    output = execute(host, "worker", "relay", {
-        "agent": "scout", "action": "analyze_file", "params": {"path": str(ROOT / "README.md")},
-    })
+    output = execute(
+        host,
+        "worker",
+        "relay",
+        {
+            "agent": "scout",
+            "action": "analyze_file",
+            "params": {"path": str(ROOT / "README.md")},
+        },
+    )
     assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
     child = data(output)
     assert child["status"] == "SUCCESS"
@@ -40,9 +47,17 @@ def test_child_errors_come_back_as_outputs(host: HostProcess) -> None:
 def test_cycle_back_into_a_busy_agent_is_admitted(host: HostProcess) -> None:
     """worker -> partner -> worker completes at once even when every slot of worker is taken
     by its own ancestors: a call from a task's descendants is admitted re-entrantly."""
-    output = execute(host, "worker", "relay", {
-        "agent": "partner", "action": "relay", "params": {"agent": "worker", "action": "add", "params": {"a": 1, "b": 2}},
-    }, timeout=20)
+    output = execute(
+        host,
+        "worker",
+        "relay",
+        {
+            "agent": "partner",
+            "action": "relay",
+            "params": {"agent": "worker", "action": "add", "params": {"a": 1, "b": 2}},
+        },
+        timeout=20,
+    )
     assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
     assert data(output)["data"]["data"] == {"sum": 3}
 
@@ -57,14 +72,26 @@ def test_runaway_recursion_stops_at_the_depth_limit(host: HostProcess) -> None:
     assert level["error"]["code"] == "depth_exceeded"
     assert "deeper than 8" in level["error"]["message"]
     assert depth == 8  # the task at depth 8 failed: its call to depth 9 was refused
-    assert data(execute(host, "worker", "recurse", {"depth": 3}))["data"]["data"]["data"] == {"bottom": True}
+    assert data(execute(host, "worker", "recurse", {"depth": 3}))["data"]["data"]["data"] == {
+        "bottom": True
+    }
 
 
 def test_child_inherits_the_remaining_budget(host: HostProcess) -> None:
     """A child call reports its cost to the parent; the parent's max_cost bounds the children."""
-    output = execute(host, "worker", "relay", {"agent": "partner", "action": "costly", "params": {"cost": 0.5}},
-                     context=agent_io_pb2.TaskContext(budget=budget(max_cost=1.0)))
+    output = execute(
+        host,
+        "worker",
+        "relay",
+        {"agent": "partner", "action": "costly", "params": {"cost": 0.5}},
+        context=agent_io_pb2.TaskContext(budget=budget(max_cost=1.0)),
+    )
     assert output.metadata.cost == pytest.approx(0.5)
-    over = execute(host, "worker", "relay", {"agent": "partner", "action": "costly", "params": {"cost": 2.0}},
-                   context=agent_io_pb2.TaskContext(budget=budget(max_cost=1.0)))
+    over = execute(
+        host,
+        "worker",
+        "relay",
+        {"agent": "partner", "action": "costly", "params": {"cost": 2.0}},
+        context=agent_io_pb2.TaskContext(budget=budget(max_cost=1.0)),
+    )
     assert data(over)["error"]["code"] == "budget_exceeded"

@@ -37,9 +37,13 @@ def test_directory_lists_actions_with_schemas(host: HostProcess) -> None:
 
 def test_list_agents_filters_and_paginates(host: HostProcess) -> None:
     """ListAgents filters by capability and language and pages with tokens."""
-    listed = host.agents.ListAgents(agent_io_pb2.ListAgentsRequest(capability="testing"), timeout=10)
+    listed = host.agents.ListAgents(
+        agent_io_pb2.ListAgentsRequest(capability="testing"), timeout=10
+    )
     assert [a.name for a in listed.agents] == ["worker"]
-    none = host.agents.ListAgents(agent_io_pb2.ListAgentsRequest(capability="no-such-tag"), timeout=10)
+    none = host.agents.ListAgents(
+        agent_io_pb2.ListAgentsRequest(capability="no-such-tag"), timeout=10
+    )
     assert list(none.agents) == []
     first = host.agents.ListAgents(agent_io_pb2.ListAgentsRequest(page_size=1), timeout=10)
     assert len(first.agents) == 1
@@ -63,8 +67,13 @@ def test_agent_reported_cost_and_model(host: HostProcess) -> None:
     output = execute(host, "worker", "costly", {"cost": 0.25})
     assert output.metadata.cost == pytest.approx(0.25)
     assert output.metadata.model == "test-model-1"
-    over = execute(host, "worker", "costly", {"cost": 0.25},
-                   context=agent_io_pb2.TaskContext(budget=budget(max_cost=0.1)))
+    over = execute(
+        host,
+        "worker",
+        "costly",
+        {"cost": 0.25},
+        context=agent_io_pb2.TaskContext(budget=budget(max_cost=0.1)),
+    )
     assert over.status == agent_io_pb2.TASK_STATUS_PARTIAL
     assert over.error.code == "budget_exceeded"
 
@@ -101,19 +110,33 @@ def test_params_failing_the_schema_get_field_violations(host: HostProcess) -> No
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     violations = {v.field for v in details(error.value)["BadRequest"].field_violations}
     assert "input.params.a" in violations
-    assert any("required" in v.description for v in details(error.value)["BadRequest"].field_violations)
+    assert any(
+        "required" in v.description for v in details(error.value)["BadRequest"].field_violations
+    )
 
 
 def test_negative_budget_is_invalid(host: HostProcess) -> None:
     with pytest.raises(grpc.RpcError) as error:
-        execute(host, "worker", "echo", {}, context=agent_io_pb2.TaskContext(budget=budget(max_cost=-1.0)))
+        execute(
+            host,
+            "worker",
+            "echo",
+            {},
+            context=agent_io_pb2.TaskContext(budget=budget(max_cost=-1.0)),
+        )
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
 def test_deadline_reaches_the_agent_and_is_enforced(host: HostProcess) -> None:
     """budget.max_time becomes the task deadline: DEADLINE_EXCEEDED, and the agent keeps serving."""
     with pytest.raises(grpc.RpcError) as error:
-        execute(host, "worker", "nap", {"ms": 60000}, context=agent_io_pb2.TaskContext(budget=budget(max_time=0.5)))
+        execute(
+            host,
+            "worker",
+            "nap",
+            {"ms": 60000},
+            context=agent_io_pb2.TaskContext(budget=budget(max_time=0.5)),
+        )
     assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     with pytest.raises(grpc.RpcError) as error:
         execute(host, "worker", "nap", {"ms": 60000}, timeout=0.5)
@@ -135,10 +158,13 @@ def test_pipe_runs_many_tasks_in_completion_order(host: HostProcess) -> None:
     """Pipe answers every input, matched by task id, including in-stream errors for bad inputs."""
 
     def requests() -> Iterator[agent_io_pb2.PipeRequest]:
-        yield agent_io_pb2.PipeRequest(input=agent_input("worker", "nap", {"ms": 300}, task_id="slow"),
-                                       max_in_flight=8)
+        yield agent_io_pb2.PipeRequest(
+            input=agent_input("worker", "nap", {"ms": 300}, task_id="slow"), max_in_flight=8
+        )
         for i in range(20):
-            yield agent_io_pb2.PipeRequest(input=agent_input("worker", "add", {"a": i, "b": 1}, task_id=f"add-{i}"))
+            yield agent_io_pb2.PipeRequest(
+                input=agent_input("worker", "add", {"a": i, "b": 1}, task_id=f"add-{i}")
+            )
         yield agent_io_pb2.PipeRequest(input=agent_input("ghost", "echo", {}, task_id="bad"))
 
     outputs = [response.output for response in host.agents.Pipe(requests(), timeout=60)]
@@ -153,11 +179,15 @@ def test_pipe_runs_many_tasks_in_completion_order(host: HostProcess) -> None:
 
 def test_cancel_task_reaches_the_agent(host: HostProcess) -> None:
     """CancelTask ends a running task: its caller gets CANCELLED and the agent keeps working."""
-    request = agent_io_pb2.ExecuteStreamRequest(input=agent_input("worker", "nap", {"ms": 60000}, task_id="to-cancel"))
+    request = agent_io_pb2.ExecuteStreamRequest(
+        input=agent_input("worker", "nap", {"ms": 60000}, task_id="to-cancel")
+    )
     stream = host.agents.ExecuteStream(request, timeout=30)
     first = next(stream)
     assert first.WhichOneof("event") == "started"
-    reply = host.agents.CancelTask(agent_io_pb2.CancelTaskRequest(task_id="to-cancel", reason="test"), timeout=10)
+    reply = host.agents.CancelTask(
+        agent_io_pb2.CancelTaskRequest(task_id="to-cancel", reason="test"), timeout=10
+    )
     assert reply.cancelled
     with pytest.raises(grpc.RpcError) as error:
         list(stream)
@@ -170,12 +200,15 @@ def test_cancel_task_reaches_the_agent(host: HostProcess) -> None:
 def test_client_disconnect_cancels_the_task(host: HostProcess) -> None:
     """A caller that goes away frees the agent's slot: max_concurrency tasks can run afterwards."""
     futures = [
-        host.agents.Execute.future(agent_io_pb2.ExecuteRequest(input=agent_input("worker", "nap", {"ms": 60000})))
+        host.agents.Execute.future(
+            agent_io_pb2.ExecuteRequest(input=agent_input("worker", "nap", {"ms": 60000}))
+        )
         for _ in range(4)
     ]
     started = threading.Event()
-    stream = host.agents.ExecuteStream(agent_io_pb2.ExecuteStreamRequest(input=agent_input("worker", "echo", {})),
-                                       timeout=30)
+    stream = host.agents.ExecuteStream(
+        agent_io_pb2.ExecuteStreamRequest(input=agent_input("worker", "echo", {})), timeout=30
+    )
     for event in stream:
         if event.WhichOneof("event") == "output":
             started.set()

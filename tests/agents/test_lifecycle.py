@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -48,8 +47,14 @@ def processes(host: HostProcess, agent: str) -> list[supervisor_pb2.ProcessInfo]
 
 def test_crash_loop_ends_fatal_with_the_stderr_tail(host: HostProcess) -> None:
     """An agent that exits 1 at once is retried start_retries times, then FATAL (sticky)."""
-    response = host.supervisor.DeployAgent(supervisor_pb2.DeployAgentRequest(spec=supervisor_pb2.AgentSpec(
-        name="crashloop", path=str(AGENTS / "lifecycle"), env={"ROGUE_EXIT": "1"})), timeout=10)
+    response = host.supervisor.DeployAgent(
+        supervisor_pb2.DeployAgentRequest(
+            spec=supervisor_pb2.AgentSpec(
+                name="crashloop", path=str(AGENTS / "lifecycle"), env={"ROGUE_EXIT": "1"}
+            )
+        ),
+        timeout=10,
+    )
     event = watch_until(host, "crashloop", {"FATAL"}, after=response.agent.event_sequence)
     assert "failed to start 3 times" in event.reason
     assert any("exiting as asked" in line for line in event.stderr_tail)
@@ -60,8 +65,14 @@ def test_crash_loop_ends_fatal_with_the_stderr_tail(host: HostProcess) -> None:
 
 
 def test_exit_78_is_fatal_without_retry(host: HostProcess) -> None:
-    response = host.supervisor.DeployAgent(supervisor_pb2.DeployAgentRequest(spec=supervisor_pb2.AgentSpec(
-        name="exit78", path=str(AGENTS / "lifecycle"), env={"ROGUE_EXIT": "78"})), timeout=10)
+    response = host.supervisor.DeployAgent(
+        supervisor_pb2.DeployAgentRequest(
+            spec=supervisor_pb2.AgentSpec(
+                name="exit78", path=str(AGENTS / "lifecycle"), env={"ROGUE_EXIT": "78"}
+            )
+        ),
+        timeout=10,
+    )
     event = watch_until(host, "exit78", {"FATAL", "BACKOFF"}, after=response.agent.event_sequence)
     assert state_name(event.state) == "FATAL"
     assert event.exit_code == 78
@@ -69,19 +80,35 @@ def test_exit_78_is_fatal_without_retry(host: HostProcess) -> None:
 
 
 def test_fatal_frame_is_fatal_without_retry(host: HostProcess) -> None:
-    response = host.supervisor.DeployAgent(supervisor_pb2.DeployAgentRequest(spec=supervisor_pb2.AgentSpec(
-        name="fatalframe", path=str(AGENTS / "lifecycle"), env={"ROGUE_FATAL": "1"})), timeout=10)
-    event = watch_until(host, "fatalframe", {"FATAL", "BACKOFF"}, after=response.agent.event_sequence)
+    response = host.supervisor.DeployAgent(
+        supervisor_pb2.DeployAgentRequest(
+            spec=supervisor_pb2.AgentSpec(
+                name="fatalframe", path=str(AGENTS / "lifecycle"), env={"ROGUE_FATAL": "1"}
+            )
+        ),
+        timeout=10,
+    )
+    event = watch_until(
+        host, "fatalframe", {"FATAL", "BACKOFF"}, after=response.agent.event_sequence
+    )
     assert state_name(event.state) == "FATAL"
     assert "missing API key" in event.reason
 
 
 def test_operator_restart_leaves_fatal(host: HostProcess) -> None:
     """FATAL is sticky until StartAgent/RestartAgent, which reset the counters."""
-    response = host.supervisor.DeployAgent(supervisor_pb2.DeployAgentRequest(spec=supervisor_pb2.AgentSpec(
-        name="revive", path=str(AGENTS / "lifecycle"), env={"ROGUE_EXIT": "78"})), timeout=10)
+    response = host.supervisor.DeployAgent(
+        supervisor_pb2.DeployAgentRequest(
+            spec=supervisor_pb2.AgentSpec(
+                name="revive", path=str(AGENTS / "lifecycle"), env={"ROGUE_EXIT": "78"}
+            )
+        ),
+        timeout=10,
+    )
     watch_until(host, "revive", {"FATAL"}, after=response.agent.event_sequence)
-    restarted = host.supervisor.RestartAgent(supervisor_pb2.RestartAgentRequest(name="revive"), timeout=30)
+    restarted = host.supervisor.RestartAgent(
+        supervisor_pb2.RestartAgentRequest(name="revive"), timeout=30
+    )
     event = watch_until(host, "revive", {"FATAL", "RUNNING"}, after=restarted.agent.event_sequence)
     assert state_name(event.state) == "FATAL"  # still exits 78: FATAL again, once
 
@@ -94,7 +121,9 @@ def test_stop_kills_a_child_ignoring_sigterm_and_its_grandchild(host: HostProces
     grandchild = data(execute(host, "stubborn", "grandchild", {}))
     assert grandchild["pgid"] == pid
     assert alive(int(grandchild["pid"]))
-    stopped = host.supervisor.StopAgent(supervisor_pb2.StopAgentRequest(name="stubborn"), timeout=60)
+    stopped = host.supervisor.StopAgent(
+        supervisor_pb2.StopAgentRequest(name="stubborn"), timeout=60
+    )
     assert stopped.agent.info.state == agent_io_pb2.AGENT_STATE_STOPPED
     assert group_alive(pid) == []
     assert not alive(pid) and not alive(int(grandchild["pid"]))
@@ -105,7 +134,9 @@ def test_crashed_agent_leaves_no_grandchild(host: HostProcess) -> None:
     deploy(host, AGENTS / "lifecycle", name="orphaner")
     pid = processes(host, "orphaner")[0].pid
     grandchild = int(data(execute(host, "orphaner", "grandchild", {}))["pid"])
-    after = host.supervisor.StartAgent(supervisor_pb2.StartAgentRequest(name="orphaner"), timeout=10)
+    after = host.supervisor.StartAgent(
+        supervisor_pb2.StartAgentRequest(name="orphaner"), timeout=10
+    )
     with pytest.raises(grpc.RpcError) as error:
         execute(host, "orphaner", "crash", {})
     assert error.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -118,26 +149,44 @@ def test_stream_logs_tail_and_follow(host: HostProcess) -> None:
     """StreamLogs shows an agent's stderr with levels; follow delivers new lines."""
     deploy(host, AGENTS / "lifecycle", name="talker", env={"ROGUE_BANNER": "1"})
     execute(host, "talker", "print", {})
-    lines = list(host.supervisor.StreamLogs(supervisor_pb2.StreamLogsRequest(agent="talker", tail_lines=50),
-                                            timeout=10))
+    lines = list(
+        host.supervisor.StreamLogs(
+            supervisor_pb2.StreamLogsRequest(agent="talker", tail_lines=50), timeout=10
+        )
+    )
     assert all(line.agent == "talker" for line in lines)
     with pytest.raises(grpc.RpcError) as error:
-        list(host.supervisor.StreamLogs(supervisor_pb2.StreamLogsRequest(agent="nobody"), timeout=10))
+        list(
+            host.supervisor.StreamLogs(supervisor_pb2.StreamLogsRequest(agent="nobody"), timeout=10)
+        )
     assert error.value.code() == grpc.StatusCode.NOT_FOUND
 
 
 def test_replicas_share_the_load(host: HostProcess) -> None:
     """ScaleAgent to 3 replicas: three processes, tasks spread across them."""
     deploy(host, AGENTS / "worker", name="scaled")
-    scaled = host.supervisor.ScaleAgent(supervisor_pb2.ScaleAgentRequest(name="scaled", replicas=3), timeout=10)
+    scaled = host.supervisor.ScaleAgent(
+        supervisor_pb2.ScaleAgentRequest(name="scaled", replicas=3), timeout=10
+    )
     for replica in (1, 2):
         watch_until(host, "scaled", {"RUNNING"}, after=scaled.agent.event_sequence, replica=replica)
-    outputs = [host.agents.Execute.future(agent_io_pb2.ExecuteRequest(input=agent_io_pb2.AgentInput(
-        agent="scaled", action="nap", params=struct({"ms": 300}))), timeout=60) for _ in range(9)]
+    outputs = [
+        host.agents.Execute.future(
+            agent_io_pb2.ExecuteRequest(
+                input=agent_io_pb2.AgentInput(
+                    agent="scaled", action="nap", params=struct({"ms": 300})
+                )
+            ),
+            timeout=60,
+        )
+        for _ in range(9)
+    ]
     pids = {future.result().output.metadata.pid for future in outputs}
     assert len(pids) == 3
     with pytest.raises(grpc.RpcError) as error:
-        host.supervisor.ScaleAgent(supervisor_pb2.ScaleAgentRequest(name="scaled", replicas=0), timeout=10)
+        host.supervisor.ScaleAgent(
+            supervisor_pb2.ScaleAgentRequest(name="scaled", replicas=0), timeout=10
+        )
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
@@ -146,9 +195,13 @@ def test_install_failure_is_fatal_with_pips_message(host: HostProcess, tmp_path:
     folder.mkdir()
     (folder / "requirements.txt").write_text(f"{tmp_path}/missing_pkg-1.0-py3-none-any.whl\n")
     (folder / "agent.py").write_text("from ether_agent import Agent\nagent = Agent('badinstall')\n")
-    response = host.supervisor.DeployAgent(supervisor_pb2.DeployAgentRequest(spec=supervisor_pb2.AgentSpec(
-        path=str(folder))), timeout=10)
-    event = watch_until(host, "badinstall", {"FATAL", "RUNNING"}, after=response.agent.event_sequence)
+    response = host.supervisor.DeployAgent(
+        supervisor_pb2.DeployAgentRequest(spec=supervisor_pb2.AgentSpec(path=str(folder))),
+        timeout=10,
+    )
+    event = watch_until(
+        host, "badinstall", {"FATAL", "RUNNING"}, after=response.agent.event_sequence
+    )
     assert state_name(event.state) == "FATAL"
     assert "pip install failed" in event.reason
     assert "missing_pkg" in event.reason
@@ -173,8 +226,9 @@ def test_two_agents_sharing_a_manifest_install_once(host: HostProcess, tmp_path:
     assert data(execute(host, "dep-two", "answer", {})) == {"answer": 42}
     installs = 0
     for name in ("dep-one", "dep-two"):
-        for line in host.supervisor.StreamLogs(supervisor_pb2.StreamLogsRequest(agent=name, tail_lines=1000),
-                                               timeout=10):
+        for line in host.supervisor.StreamLogs(
+            supervisor_pb2.StreamLogsRequest(agent=name, tail_lines=1000), timeout=10
+        ):
             if line.source == "install" and line.message.startswith("installing "):
                 installs += 1
     assert installs == 1
@@ -186,8 +240,10 @@ def test_two_languages_and_no_manifest_is_refused(host: HostProcess, tmp_path: P
     (tmp_path / "go.mod").write_text("module x\n")
     (tmp_path / "package.json").write_text("{}")
     with pytest.raises(grpc.RpcError) as error:
-        host.supervisor.DeployAgent(supervisor_pb2.DeployAgentRequest(spec=supervisor_pb2.AgentSpec(
-            path=str(tmp_path))), timeout=10)
+        host.supervisor.DeployAgent(
+            supervisor_pb2.DeployAgentRequest(spec=supervisor_pb2.AgentSpec(path=str(tmp_path))),
+            timeout=10,
+        )
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "go.mod" in error.value.details() and "package.json" in error.value.details()
 

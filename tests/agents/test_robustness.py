@@ -26,11 +26,15 @@ def agents(host: HostProcess) -> None:
 def test_banners_and_garbage_on_stdout_do_not_break_the_link(host: HostProcess) -> None:
     """Non-JSON lines, invalid UTF-8, bare numbers and truncated JSON before and after hello are
     counted and logged; tasks still work and the process is not restarted."""
-    before = host.supervisor.ListProcesses(supervisor_pb2.ListProcessesRequest(agent="rogue"), timeout=10)
+    before = host.supervisor.ListProcesses(
+        supervisor_pb2.ListProcessesRequest(agent="rogue"), timeout=10
+    )
     output = execute(host, "rogue", "garbage", {})
     assert data(output) == {"survived": True}
     assert data(execute(host, "rogue", "echo", {"after": "garbage"})) == {"after": "garbage"}
-    after = host.supervisor.ListProcesses(supervisor_pb2.ListProcessesRequest(agent="rogue"), timeout=10)
+    after = host.supervisor.ListProcesses(
+        supervisor_pb2.ListProcessesRequest(agent="rogue"), timeout=10
+    )
     assert after.processes[0].pid == before.processes[0].pid
     assert after.processes[0].noise_lines >= 3
     assert after.processes[0].protocol_errors >= 2
@@ -41,7 +45,9 @@ def test_print_in_user_code_goes_to_the_log(host: HostProcess) -> None:
     deploy(host, AGENTS.parent / "conformance" / "agents" / "python", name="printer")
     output = execute(host, "printer", "print", {"text": "hello from user code"})
     assert data(output) == {"printed": True}
-    logs = host.supervisor.StreamLogs(supervisor_pb2.StreamLogsRequest(agent="printer", tail_lines=100), timeout=10)
+    logs = host.supervisor.StreamLogs(
+        supervisor_pb2.StreamLogsRequest(agent="printer", tail_lines=100), timeout=10
+    )
     assert any("hello from user code" in line.message for line in logs)
 
 
@@ -64,7 +70,12 @@ def test_oversized_result_fails_only_its_task(host: HostProcess) -> None:
 
 def test_twenty_megabyte_result(host: HostProcess) -> None:
     """A 20 MB result arrives whole from an SDK agent that raised its max frame."""
-    deploy(host, AGENTS.parent / "conformance" / "agents" / "python", name="bigdata", max_frame=64 * 1024 * 1024)
+    deploy(
+        host,
+        AGENTS.parent / "conformance" / "agents" / "python",
+        name="bigdata",
+        max_frame=64 * 1024 * 1024,
+    )
     output = execute(host, "bigdata", "big", {"bytes": 20 * 1000 * 1000}, timeout=120)
     assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
     assert len(data(output)["data"]) == 20 * 1000 * 1000
@@ -87,16 +98,29 @@ def test_a_child_that_never_answers_hits_the_deadline(host: HostProcess) -> None
 def test_kill_minus_nine_mid_task_is_unavailable_and_restarts(host: HostProcess) -> None:
     """kill -9 of a busy child: its tasks fail UNAVAILABLE at once, the agent restarts by policy,
     and other agents are untouched."""
-    worker_pid = host.supervisor.ListProcesses(supervisor_pb2.ListProcessesRequest(agent="worker"),
-                                               timeout=10).processes[0].pid
-    status = host.supervisor.ListProcesses(supervisor_pb2.ListProcessesRequest(agent="rogue"), timeout=10)
+    worker_pid = (
+        host.supervisor.ListProcesses(
+            supervisor_pb2.ListProcessesRequest(agent="worker"), timeout=10
+        )
+        .processes[0]
+        .pid
+    )
+    status = host.supervisor.ListProcesses(
+        supervisor_pb2.ListProcessesRequest(agent="rogue"), timeout=10
+    )
     pid = status.processes[0].pid
-    after = host.supervisor.StartAgent(supervisor_pb2.StartAgentRequest(name="rogue"), timeout=10).agent.event_sequence
+    after = host.supervisor.StartAgent(
+        supervisor_pb2.StartAgentRequest(name="rogue"), timeout=10
+    ).agent.event_sequence
     future = host.agents.Execute.future(
-        agent_io_pb2.ExecuteRequest(input=agent_io_pb2.AgentInput(agent="rogue", action="hang")), timeout=30
+        agent_io_pb2.ExecuteRequest(input=agent_io_pb2.AgentInput(agent="rogue", action="hang")),
+        timeout=30,
     )
     stream = host.agents.ExecuteStream(
-        agent_io_pb2.ExecuteStreamRequest(input=agent_io_pb2.AgentInput(agent="rogue", action="hang")), timeout=30
+        agent_io_pb2.ExecuteStreamRequest(
+            input=agent_io_pb2.AgentInput(agent="rogue", action="hang")
+        ),
+        timeout=30,
     )
     assert next(stream).WhichOneof("event") == "started"
     killed_at = time.monotonic()
@@ -110,7 +134,9 @@ def test_kill_minus_nine_mid_task_is_unavailable_and_restarts(host: HostProcess)
     event = watch_until(host, "rogue", {"RUNNING"}, after=after + 1)
     assert event.pid != pid
     assert data(execute(host, "rogue", "echo", {"back": True})) == {"back": True}
-    same = host.supervisor.ListProcesses(supervisor_pb2.ListProcessesRequest(agent="worker"), timeout=10)
+    same = host.supervisor.ListProcesses(
+        supervisor_pb2.ListProcessesRequest(agent="worker"), timeout=10
+    )
     assert same.processes[0].pid == worker_pid
 
 
@@ -118,9 +144,16 @@ def test_handler_ignoring_cancel_gets_its_process_restarted(host: HostProcess) -
     """A handler that ignores cancel: the caller gets its deadline, and after the cancel grace the
     wedged process is replaced so its slot is not lost forever."""
     deploy(host, AGENTS / "rogue", name="wedged")
-    pid = host.supervisor.ListProcesses(supervisor_pb2.ListProcessesRequest(agent="wedged"),
-                                        timeout=10).processes[0].pid
-    after = host.supervisor.StartAgent(supervisor_pb2.StartAgentRequest(name="wedged"), timeout=10).agent.event_sequence
+    pid = (
+        host.supervisor.ListProcesses(
+            supervisor_pb2.ListProcessesRequest(agent="wedged"), timeout=10
+        )
+        .processes[0]
+        .pid
+    )
+    after = host.supervisor.StartAgent(
+        supervisor_pb2.StartAgentRequest(name="wedged"), timeout=10
+    ).agent.event_sequence
     with pytest.raises(grpc.RpcError) as error:
         execute(host, "wedged", "hang", {}, timeout=0.5)
     assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED

@@ -15,7 +15,9 @@ def test_scout_analyzes_a_real_file(host: HostProcess) -> None:
     params = struct_pb2.Struct()
     params.update({"path": str(ROOT / "proto" / "ether" / "v1" / "agent_io.proto")})
     response = host.agents.Execute(
-        agent_io_pb2.ExecuteRequest(input=agent_io_pb2.AgentInput(agent="scout", action="analyze_file", params=params)),
+        agent_io_pb2.ExecuteRequest(
+            input=agent_io_pb2.AgentInput(agent="scout", action="analyze_file", params=params)
+        ),
         timeout=30,
     )
     output = response.output

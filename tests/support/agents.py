@@ -16,8 +16,15 @@ def state_name(value: int) -> str:
     return agent_io_pb2.AgentState.Name(value).removeprefix("AGENT_STATE_")
 
 
-def watch_until(host: HostProcess, agent: str, states: set[str], *, after: int = 0, timeout: float = 120.0,
-                replica: int | None = None) -> supervisor_pb2.WatchEventsResponse:
+def watch_until(
+    host: HostProcess,
+    agent: str,
+    states: set[str],
+    *,
+    after: int = 0,
+    timeout: float = 120.0,
+    replica: int | None = None,
+) -> supervisor_pb2.WatchEventsResponse:
     """Follow WatchEvents until ``agent`` (or one replica) enters one of ``states``."""
     stream = host.supervisor.WatchEvents(
         supervisor_pb2.WatchEventsRequest(agent=agent, after_sequence=after), timeout=timeout
@@ -34,7 +41,9 @@ def watch_until(host: HostProcess, agent: str, states: set[str], *, after: int =
 def deploy(host: HostProcess, path: Path, *, name: str = "", wait: bool = True, **spec: Any) -> str:
     """Deploy a folder and (by default) wait until its first replica runs."""
     response = host.supervisor.DeployAgent(
-        supervisor_pb2.DeployAgentRequest(spec=supervisor_pb2.AgentSpec(name=name, path=str(path), **spec)),
+        supervisor_pb2.DeployAgentRequest(
+            spec=supervisor_pb2.AgentSpec(name=name, path=str(path), **spec)
+        ),
         timeout=30,
     )
     agent = response.agent.info.name
@@ -42,5 +51,7 @@ def deploy(host: HostProcess, path: Path, *, name: str = "", wait: bool = True, 
         # The status was taken right after registration: events from before
         # the deploy call are skipped, the install and start are not.
         event = watch_until(host, agent, {"RUNNING", "FATAL"}, after=response.agent.event_sequence)
-        assert state_name(event.state) == "RUNNING", f"{agent}: {event.reason}\n" + "\n".join(event.stderr_tail)
+        assert state_name(event.state) == "RUNNING", f"{agent}: {event.reason}\n" + "\n".join(
+            event.stderr_tail
+        )
     return agent

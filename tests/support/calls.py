@@ -19,13 +19,22 @@ def struct(value: dict[str, Any]) -> struct_pb2.Struct:
     return message
 
 
-def agent_input(agent: str, action: str = "", params: dict[str, Any] | None = None, **fields: Any
-                ) -> agent_io_pb2.AgentInput:
-    return agent_io_pb2.AgentInput(agent=agent, action=action, params=struct(params or {}), **fields)
+def agent_input(
+    agent: str, action: str = "", params: dict[str, Any] | None = None, **fields: Any
+) -> agent_io_pb2.AgentInput:
+    return agent_io_pb2.AgentInput(
+        agent=agent, action=action, params=struct(params or {}), **fields
+    )
 
 
-def execute(host: HostProcess, agent: str, action: str = "", params: dict[str, Any] | None = None,
-            timeout: float = 30, **fields: Any) -> agent_io_pb2.AgentOutput:
+def execute(
+    host: HostProcess,
+    agent: str,
+    action: str = "",
+    params: dict[str, Any] | None = None,
+    timeout: float = 30,
+    **fields: Any,
+) -> agent_io_pb2.AgentOutput:
     request = agent_io_pb2.ExecuteRequest(input=agent_input(agent, action, params, **fields))
     return host.agents.Execute(request, timeout=timeout).output  # type: ignore[no-any-return]
 
@@ -51,8 +60,12 @@ def details(error: grpc.RpcError) -> dict[str, Any]:
     if status is None:
         return found
     for detail in status.details:
-        for kind in (error_details_pb2.ErrorInfo, error_details_pb2.BadRequest, error_details_pb2.ResourceInfo,
-                     error_details_pb2.RetryInfo):
+        for kind in (
+            error_details_pb2.ErrorInfo,
+            error_details_pb2.BadRequest,
+            error_details_pb2.ResourceInfo,
+            error_details_pb2.RetryInfo,
+        ):
             if detail.Is(kind.DESCRIPTOR):
                 message = kind()
                 detail.Unpack(message)

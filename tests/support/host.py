@@ -21,7 +21,13 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from ether.v1 import agent_io_pb2_grpc, gateway_pb2_grpc, supervisor_pb2_grpc, terminal_pb2_grpc, workflow_pb2_grpc
+from ether.v1 import (
+    agent_io_pb2_grpc,
+    gateway_pb2_grpc,
+    supervisor_pb2_grpc,
+    terminal_pb2_grpc,
+    workflow_pb2_grpc,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ETHER = ROOT / ".venv" / "bin" / "ether"
@@ -33,11 +39,25 @@ class HostProcess:
 
     def __init__(self, state_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.state_dir = state_dir
-        command = [str(ETHER), "serve", "--listen", "127.0.0.1:0", "--state-dir", str(state_dir),
-                   "--log-format", "json", *args]
+        command = [
+            str(ETHER),
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--state-dir",
+            str(state_dir),
+            "--log-format",
+            "json",
+            *args,
+        ]
         environment = os.environ | {"PYTHONUNBUFFERED": "1"} | (env or {})
-        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, env=environment)
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=environment,
+        )
         self.records: list[dict[str, Any]] = []
         self.raw_lines: list[str] = []
         self._changed = threading.Condition()
@@ -61,7 +81,9 @@ class HostProcess:
         with self._changed:
             self._changed.notify_all()
 
-    def wait_for_log(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30.0) -> dict[str, Any]:
+    def wait_for_log(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30.0
+    ) -> dict[str, Any]:
         """The first log record matching ``predicate``, waiting for it to be written."""
         deadline = time.monotonic() + timeout
         seen = 0
@@ -83,15 +105,19 @@ class HostProcess:
         record = self.wait_for_log(lambda r: r.get("event") == "serving", timeout)
         self.address = record["addresses"][0]
         health = health_pb2_grpc.HealthStub(self.channel)
-        response = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout, wait_for_ready=True)
+        response = health.Check(
+            health_pb2.HealthCheckRequest(service=""), timeout=timeout, wait_for_ready=True
+        )
         assert response.status == health_pb2.HealthCheckResponse.SERVING
         return self.address
 
     @property
     def channel(self) -> grpc.Channel:
         if self._channel is None:
-            options = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
-                       ("grpc.max_send_message_length", 64 * 1024 * 1024)]
+            options = [
+                ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+                ("grpc.max_send_message_length", 64 * 1024 * 1024),
+            ]
             self._channel = grpc.insecure_channel(self.address, options=options)
         return self._channel
 

@@ -24,11 +24,25 @@ agent = Agent(
 
 SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", "dist", ".mypy_cache", ".ruff_cache"}
 LANGUAGES = {
-    ".py": "python", ".go": "go", ".ts": "typescript", ".js": "javascript", ".md": "markdown",
-    ".proto": "protobuf", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml", ".json": "json",
-    ".sh": "shell", ".c": "c", ".h": "c", ".rs": "rust", ".txt": "text",
+    ".py": "python",
+    ".go": "go",
+    ".ts": "typescript",
+    ".js": "javascript",
+    ".md": "markdown",
+    ".proto": "protobuf",
+    ".toml": "toml",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".json": "json",
+    ".sh": "shell",
+    ".c": "c",
+    ".h": "c",
+    ".rs": "rust",
+    ".txt": "text",
 }
-DEFINITION = re.compile(r"^\s*(def |async def |class |func |function |export function |export class )")
+DEFINITION = re.compile(
+    r"^\s*(def |async def |class |func |function |export function |export class )"
+)
 
 
 def _folder(path: str) -> Path:
@@ -42,10 +56,14 @@ def _walk(root: Path, max_depth: int, include_hidden: bool) -> list[Path]:
     files: list[Path] = []
     for current, dirs, names in os.walk(root):
         depth = len(Path(current).relative_to(root).parts)
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and (include_hidden or not d.startswith(".")))
+        dirs[:] = sorted(
+            d for d in dirs if d not in SKIP_DIRS and (include_hidden or not d.startswith("."))
+        )
         if depth >= max_depth:
             dirs[:] = []
-        files.extend(Path(current) / n for n in sorted(names) if include_hidden or not n.startswith("."))
+        files.extend(
+            Path(current) / n for n in sorted(names) if include_hidden or not n.startswith(".")
+        )
     return files
 
 
@@ -56,8 +74,13 @@ def _text(path: Path) -> str | None:
     return data.decode("utf-8", errors="replace")
 
 
-@agent.action(description="List the files under a directory with sizes, languages and totals.", idempotent=True)
-def explore_directory(path: str, max_depth: int = 4, include_hidden: bool = False) -> dict[str, Any]:
+@agent.action(
+    description="List the files under a directory with sizes, languages and totals.",
+    idempotent=True,
+)
+def explore_directory(
+    path: str, max_depth: int = 4, include_hidden: bool = False
+) -> dict[str, Any]:
     root = _folder(path)
     files = _walk(root, max_depth, include_hidden)
     by_language: Counter[str] = Counter()
@@ -76,7 +99,10 @@ def explore_directory(path: str, max_depth: int = 4, include_hidden: bool = Fals
     }
 
 
-@agent.action(description="Count lines, words, definitions, TODOs and imports of one text file.", idempotent=True)
+@agent.action(
+    description="Count lines, words, definitions, TODOs and imports of one text file.",
+    idempotent=True,
+)
 def analyze_file(path: str) -> dict[str, Any]:
     file = Path(path).expanduser()
     if not file.is_file():
@@ -96,11 +122,15 @@ def analyze_file(path: str) -> dict[str, Any]:
         "longest_line": max((len(line) for line in lines), default=0),
         "definitions": sum(1 for line in lines if DEFINITION.match(line)),
         "todos": sum(1 for line in lines if re.search(r"\b(TODO|FIXME|XXX)\b", line)),
-        "imports": sum(1 for line in lines if re.match(r"^\s*(import |from \S+ import |#include )", line)),
+        "imports": sum(
+            1 for line in lines if re.match(r"^\s*(import |from \S+ import |#include )", line)
+        ),
     }
 
 
-@agent.action(description="Search the files under a directory for a regular expression.", idempotent=True)
+@agent.action(
+    description="Search the files under a directory for a regular expression.", idempotent=True
+)
 def search_content(
     path: str, pattern: str, max_results: int = 100, glob: str = "*", ctx: TaskContext | None = None
 ) -> dict[str, Any]:
@@ -108,7 +138,9 @@ def search_content(
     try:
         regex = re.compile(pattern)
     except re.error as error:
-        raise AgentError("invalid_params", f"pattern does not compile at position {error.pos}: {error.msg}") from None
+        raise AgentError(
+            "invalid_params", f"pattern does not compile at position {error.pos}: {error.msg}"
+        ) from None
     matches: list[dict[str, Any]] = []
     files = [f for f in _walk(root, 32, False) if f.match(glob)]
     for index, file in enumerate(files):
@@ -119,13 +151,21 @@ def search_content(
             continue
         for number, line in enumerate(text.splitlines(), start=1):
             if regex.search(line):
-                matches.append({"file": str(file.relative_to(root)), "line": number, "text": line.strip()[:200]})
+                matches.append(
+                    {
+                        "file": str(file.relative_to(root)),
+                        "line": number,
+                        "text": line.strip()[:200],
+                    }
+                )
                 if len(matches) >= max_results:
                     return {"matches": matches, "count": len(matches), "truncated": True}
     return {"matches": matches, "count": len(matches), "truncated": False}
 
 
-@agent.action(description="Summarize a list of findings (outputs of the other actions) into counts and text.")
+@agent.action(
+    description="Summarize a list of findings (outputs of the other actions) into counts and text."
+)
 def summarize_findings(findings: list[dict[str, Any]]) -> dict[str, Any]:
     files = sum(int(f.get("total_files", 0)) for f in findings)
     lines = sum(int(f.get("lines", 0)) for f in findings)

@@ -1,6 +1,22 @@
 """The task contract: the directory of agents and the dispatch of tasks to them."""
 
 from ether_host.agents.dispatch import Dispatcher, RunningTask
-from ether_host.agents.model import Budget, Metadata, TaskErrorInfo, TaskEvent, TaskInput, TaskResult
+from ether_host.agents.model import (
+    Budget,
+    Metadata,
+    TaskErrorInfo,
+    TaskEvent,
+    TaskInput,
+    TaskResult,
+)
 
-__all__ = ["Budget", "Dispatcher", "Metadata", "RunningTask", "TaskErrorInfo", "TaskEvent", "TaskInput", "TaskResult"]
+__all__ = [
+    "Budget",
+    "Dispatcher",
+    "Metadata",
+    "RunningTask",
+    "TaskErrorInfo",
+    "TaskEvent",
+    "TaskInput",
+    "TaskResult",
+]

@@ -20,9 +20,25 @@ from typing import Any
 import anyio
 import structlog
 
-from ether_host.agents.model import ERROR, PARTIAL, SUCCESS, Metadata, TaskErrorInfo, TaskEvent, TaskInput, TaskResult
+from ether_host.agents.model import (
+    ERROR,
+    PARTIAL,
+    SUCCESS,
+    Metadata,
+    TaskErrorInfo,
+    TaskEvent,
+    TaskInput,
+    TaskResult,
+)
 from ether_host.agents.validation import check_budget, check_params, check_task_id, resolve_action
-from ether_host.errors import Cancelled, DeadlineExceeded, EtherError, InvalidArgument, NotFound, Unavailable
+from ether_host.errors import (
+    Cancelled,
+    DeadlineExceeded,
+    EtherError,
+    InvalidArgument,
+    NotFound,
+    Unavailable,
+)
 from ether_host.link import AgentConnection, LinkClosed, TaskFailure
 from ether_host.link.connection import Pending
 from ether_host.supervisor import ActionInfo, ManagedAgent, Supervisor
@@ -71,7 +87,9 @@ class Dispatcher:
         self._tg: anyio.abc.TaskGroup | None = None
         supervisor.serve_calls_with(self.handle_call)
 
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         """Own the background work of tasks (cancel watchers) until cancelled."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
@@ -91,8 +109,10 @@ class Dispatcher:
         task.task_id = task.task_id or new_task_id()
         check_task_id(task.task_id)
         if task.task_id in self._running:
-            raise InvalidArgument(f"task_id {task.task_id!r} is already running; use another id",
-                                  reason="DUPLICATE_TASK_ID")
+            raise InvalidArgument(
+                f"task_id {task.task_id!r} is already running; use another id",
+                reason="DUPLICATE_TASK_ID",
+            )
         action = resolve_action(agent, task) if agent.actions else None
         if action is not None:
             check_params(agent, action, task.params)
@@ -109,27 +129,43 @@ class Dispatcher:
                     try:
                         return await self._attempt(agent, record, action, attempt, on_event)
                     except Unavailable:
-                        idempotent = task.idempotent if task.idempotent is not None else bool(action and action.idempotent)
+                        idempotent = (
+                            task.idempotent
+                            if task.idempotent is not None
+                            else bool(action and action.idempotent)
+                        )
                         if not idempotent or attempt >= RETRY_ATTEMPTS:
                             raise
                         attempt += 1
                         log.info("retrying idempotent task", task_id=task.task_id, attempt=attempt)
-            raise Cancelled(f"task {task.task_id} was cancelled: {record.cancel_reason}", reason="TASK_CANCELLED")
+            raise Cancelled(
+                f"task {task.task_id} was cancelled: {record.cancel_reason}",
+                reason="TASK_CANCELLED",
+            )
         finally:
             self._running.pop(task.task_id, None)
 
     def cancel(self, task_id: str, reason: str) -> None:
         record = self._running.get(task_id)
         if record is None:
-            raise NotFound(f"no running task {task_id!r} (it may have finished already)", reason="TASK_NOT_FOUND",
-                           resource=("task", task_id))
+            raise NotFound(
+                f"no running task {task_id!r} (it may have finished already)",
+                reason="TASK_NOT_FOUND",
+                resource=("task", task_id),
+            )
         record.cancel_reason = reason or "cancelled by CancelTask"
         record.scope.cancel()
 
     # -- one attempt ---------------------------------------------------------------------
 
-    async def _attempt(self, agent: ManagedAgent, record: RunningTask, action: ActionInfo | None, attempt: int,
-                       on_event: EventSink | None) -> TaskResult:
+    async def _attempt(
+        self,
+        agent: ManagedAgent,
+        record: RunningTask,
+        action: ActionInfo | None,
+        attempt: int,
+        on_event: EventSink | None,
+    ) -> TaskResult:
         task = record.task
         deadline = record.deadline
         reentrant = agent.name in task.lineage
@@ -138,15 +174,19 @@ class Dispatcher:
         if waiting.cancelled_caught:
             raise DeadlineExceeded(
                 f"task {task.task_id} waited for a free slot on agent {agent.name} until its deadline",
-                reason="DEADLINE_WAITING_FOR_AGENT", resource=("agent", agent.name),
+                reason="DEADLINE_WAITING_FOR_AGENT",
+                resource=("agent", agent.name),
             )
         connection = replica.connection
         frame_id = ""
         handed_over = False  # an abandoned task's slot is released by its cancel watcher
         try:
             if connection is None:
-                raise Unavailable(f"agent {agent.name} replica {replica.index} stopped before the task was sent",
-                                  reason="AGENT_UNAVAILABLE", retry_after=1.0)
+                raise Unavailable(
+                    f"agent {agent.name} replica {replica.index} stopped before the task was sent",
+                    reason="AGENT_UNAVAILABLE",
+                    retry_after=1.0,
+                )
             if action is None:
                 action = resolve_action(agent, task)
                 check_params(agent, action, task.params)
@@ -164,21 +204,31 @@ class Dispatcher:
                 try:
                     await pending.done.wait()
                 except anyio.get_cancelled_exc_class():
-                    handed_over = self._abandon(connection, replica, pending, record.cancel_reason or "caller went away")
+                    handed_over = self._abandon(
+                        connection, replica, pending, record.cancel_reason or "caller went away"
+                    )
                     raise
             if running.cancelled_caught:
                 handed_over = self._abandon(connection, replica, pending, "deadline exceeded")
                 raise DeadlineExceeded(
                     f"task {task.task_id} on agent {agent.name} did not finish before its deadline",
-                    reason="TASK_DEADLINE_EXCEEDED", resource=("task", task.task_id),
+                    reason="TASK_DEADLINE_EXCEEDED",
+                    resource=("task", task.task_id),
                 )
-            metadata = Metadata(duration=time.monotonic() - clock, started_at=started, host=self._host,
-                                pid=replica.pid, attempt=attempt)
+            metadata = Metadata(
+                duration=time.monotonic() - clock,
+                started_at=started,
+                host=self._host,
+                pid=replica.pid,
+                attempt=attempt,
+            )
             return self._result(agent, record, action, pending, metadata)
         except LinkClosed as closed:
             raise Unavailable(
                 f"agent {agent.name} process {replica.pid or ''} died while running task {task.task_id} ({closed})",
-                reason="AGENT_DIED", resource=("agent", agent.name), retry_after=1.0,
+                reason="AGENT_DIED",
+                resource=("agent", agent.name),
+                retry_after=1.0,
             ) from None
         finally:
             if connection is not None and frame_id:
@@ -188,11 +238,23 @@ class Dispatcher:
                 if connection is not None and frame_id:
                     connection.forget(frame_id)
 
-    def _task_frame(self, frame_id: str, task: TaskInput, action: ActionInfo, deadline: float | None,
-                    attempt: int) -> dict[str, Any]:
+    def _task_frame(
+        self,
+        frame_id: str,
+        task: TaskInput,
+        action: ActionInfo,
+        deadline: float | None,
+        attempt: int,
+    ) -> dict[str, Any]:
         left = _left(deadline)
-        budget = {k: v for k, v in (("max_cost", task.budget.max_cost), ("max_iterations", task.budget.max_iterations))
-                  if v is not None}
+        budget = {
+            k: v
+            for k, v in (
+                ("max_cost", task.budget.max_cost),
+                ("max_iterations", task.budget.max_iterations),
+            )
+            if v is not None
+        }
         return {
             "type": "task",
             "id": frame_id,
@@ -200,13 +262,19 @@ class Dispatcher:
             "params": task.params,
             "deadline_ms": 0 if left == math.inf else max(1, int(left * 1000)),
             "attempt": attempt,
-            "trace": {"root_id": task.root_task, "parent_id": task.parent_task, "depth": task.depth},
+            "trace": {
+                "root_id": task.root_task,
+                "parent_id": task.parent_task,
+                "depth": task.depth,
+            },
             "task_id": task.task_id,
             "session_id": task.session_id,
             "budget": budget,
         }
 
-    def _abandon(self, connection: AgentConnection, replica: Replica, pending: Pending, reason: str) -> bool:
+    def _abandon(
+        self, connection: AgentConnection, replica: Replica, pending: Pending, reason: str
+    ) -> bool:
         """Send a cancel frame and hand the task's slot to a watcher; True when handed over.
 
         The watcher runs in the dispatcher's own task group, not in the RPC's
@@ -218,8 +286,9 @@ class Dispatcher:
         self._tg.start_soon(self._watch_cancelled, connection, replica, pending, reason)
         return True
 
-    async def _watch_cancelled(self, connection: AgentConnection, replica: Replica, pending: Pending,
-                               reason: str) -> None:
+    async def _watch_cancelled(
+        self, connection: AgentConnection, replica: Replica, pending: Pending, reason: str
+    ) -> None:
         grace = replica.agent.spec.cancel_grace
         try:
             await connection.cancel(pending.frame_id, reason)
@@ -231,16 +300,28 @@ class Dispatcher:
             connection.forget(pending.frame_id)
             replica.agent.release(replica)
 
-    def _result(self, agent: ManagedAgent, record: RunningTask, action: ActionInfo, pending: Pending,
-                metadata: Metadata) -> TaskResult:
+    def _result(
+        self,
+        agent: ManagedAgent,
+        record: RunningTask,
+        action: ActionInfo,
+        pending: Pending,
+        metadata: Metadata,
+    ) -> TaskResult:
         task = record.task
         if pending.failure is not None:
             if isinstance(pending.failure, LinkClosed):
                 raise pending.failure
             code = getattr(pending.failure, "code", "internal")
             message = getattr(pending.failure, "message", str(pending.failure))
-            return TaskResult(task.task_id, ERROR, agent.name, action.name,
-                              error=TaskErrorInfo(code, message), metadata=metadata)
+            return TaskResult(
+                task.task_id,
+                ERROR,
+                agent.name,
+                action.name,
+                error=TaskErrorInfo(code, message),
+                metadata=metadata,
+            )
         frame = pending.result or {}
         reported = frame.get("metadata") or {}
         metadata.cost = float(reported.get("cost") or 0.0)
@@ -255,10 +336,20 @@ class Dispatcher:
         limit = task.budget.max_cost
         if limit is not None and metadata.cost > limit:
             status = PARTIAL if data is not None and status != ERROR else ERROR
-            error = TaskErrorInfo("budget_exceeded",
-                                  f"reported cost {metadata.cost:g} exceeds budget.max_cost {limit:g}")
-        return TaskResult(task.task_id, status, agent.name, action.name, data=data, error=error,
-                          metadata=metadata, next_actions=list(frame.get("next_actions") or []))
+            error = TaskErrorInfo(
+                "budget_exceeded",
+                f"reported cost {metadata.cost:g} exceeds budget.max_cost {limit:g}",
+            )
+        return TaskResult(
+            task.task_id,
+            status,
+            agent.name,
+            action.name,
+            data=data,
+            error=error,
+            metadata=metadata,
+            next_actions=list(frame.get("next_actions") or []),
+        )
 
     # -- host calls ----------------------------------------------------------------------
 
@@ -267,11 +358,15 @@ class Dispatcher:
         method = str(frame.get("method") or "")
         caller = self._by_frame.get((id(connection), str(frame.get("task_id") or "")))
         if caller is None:
-            raise TaskFailure("invalid_request", f"call {method!r} names no running task of this agent")
+            raise TaskFailure(
+                "invalid_request", f"call {method!r} names no running task of this agent"
+            )
         agent = self.supervisor.get(caller.agent)
         if method not in agent.allowed_calls:
-            raise TaskFailure("permission_denied",
-                              f"agent {agent.name} may not call {method!r}; allowed: {sorted(agent.allowed_calls)}")
+            raise TaskFailure(
+                "permission_denied",
+                f"agent {agent.name} may not call {method!r}; allowed: {sorted(agent.allowed_calls)}",
+            )
         handler = self._calls.get(method) or self._calls.get(method.split(".", 1)[0] + ".*")
         if handler is None:
             raise TaskFailure("method_not_found", f"this host serves no {method!r} calls yet")
@@ -287,9 +382,13 @@ class Dispatcher:
         del method
         parent = caller.task
         if parent.depth + 1 > self.max_depth:
-            raise TaskFailure("depth_exceeded", f"agent.call deeper than {self.max_depth} levels refused")
+            raise TaskFailure(
+                "depth_exceeded", f"agent.call deeper than {self.max_depth} levels refused"
+            )
         if parent.budget.max_tasks is not None and caller.children >= parent.budget.max_tasks:
-            raise TaskFailure("budget_exceeded", f"budget.max_tasks {parent.budget.max_tasks} used up")
+            raise TaskFailure(
+                "budget_exceeded", f"budget.max_tasks {parent.budget.max_tasks} used up"
+            )
         remaining_cost = caller.remaining_cost()
         if remaining_cost is not None and remaining_cost <= 0:
             raise TaskFailure("budget_exceeded", "budget.max_cost used up by earlier calls")
@@ -333,13 +432,23 @@ def _error_of(raw: Any) -> TaskErrorInfo | None:
         return TaskErrorInfo("error", raw)
     if isinstance(raw, dict):
         details = raw.get("data") or raw.get("details") or {}
-        return TaskErrorInfo(str(raw.get("code") or "error"), str(raw.get("message") or ""),
-                             details if isinstance(details, dict) else {"data": details}, bool(raw.get("retryable")))
+        return TaskErrorInfo(
+            str(raw.get("code") or "error"),
+            str(raw.get("message") or ""),
+            details if isinstance(details, dict) else {"data": details},
+            bool(raw.get("retryable")),
+        )
     return TaskErrorInfo("error", str(raw))
 
 
 def _code_of(error: EtherError) -> str:
-    return {"NOT_FOUND": "not_found", "INVALID_ARGUMENT": "invalid_params", "DEADLINE_EXCEEDED": "timeout",
-            "UNAVAILABLE": "agent_crashed", "RESOURCE_EXHAUSTED": "overloaded", "CANCELLED": "cancelled",
-            "FAILED_PRECONDITION": "not_ready", "PERMISSION_DENIED": "permission_denied"}.get(error.code.value,
-                                                                                             "internal")
+    return {
+        "NOT_FOUND": "not_found",
+        "INVALID_ARGUMENT": "invalid_params",
+        "DEADLINE_EXCEEDED": "timeout",
+        "UNAVAILABLE": "agent_crashed",
+        "RESOURCE_EXHAUSTED": "overloaded",
+        "CANCELLED": "cancelled",
+        "FAILED_PRECONDITION": "not_ready",
+        "PERMISSION_DENIED": "permission_denied",
+    }.get(error.code.value, "internal")

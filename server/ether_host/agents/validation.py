@@ -34,7 +34,8 @@ def check_budget(budget: Budget) -> None:
     ]
     if violations:
         raise InvalidArgument(
-            "budget limits must not be negative: " + ", ".join(v.field.rsplit(".", 1)[1] for v in violations),
+            "budget limits must not be negative: "
+            + ", ".join(v.field.rsplit(".", 1)[1] for v in violations),
             reason="INVALID_BUDGET",
             violations=violations,
         )
@@ -80,7 +81,8 @@ def check_params(agent: ManagedAgent, action: ActionInfo, params: dict[str, Any]
         return
     violations = [
         FieldViolation(
-            "input.params" + "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in error.absolute_path),
+            "input.params"
+            + "".join(f".{p}" if isinstance(p, str) else f"[{p}]" for p in error.absolute_path),
             error.message,
         )
         for error in errors[:20]

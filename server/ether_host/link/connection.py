@@ -7,6 +7,7 @@ routing of host calls belong to the agents layer, which passes callbacks in.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
@@ -59,7 +60,9 @@ class Pending:
     failure: Exception | None = None
     calls: set[anyio.CancelScope] = field(default_factory=set)
 
-    def finish(self, result: dict[str, Any] | None = None, failure: Exception | None = None) -> None:
+    def finish(
+        self, result: dict[str, Any] | None = None, failure: Exception | None = None
+    ) -> None:
         if self.done.is_set():
             return
         self.result, self.failure = result, failure
@@ -112,7 +115,9 @@ class AgentConnection:
 
     # -- reading -------------------------------------------------------------------------
 
-    async def run_reader(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    async def run_reader(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         """Read stdout to EOF, dispatching frames. Ends when the stream ends."""
         splitter = LineSplitter(self.max_frame)
         try:
@@ -159,7 +164,12 @@ class AgentConnection:
             self.counters.noise_lines += 1
             if not self.counters.noise_sample:
                 self.counters.noise_sample = text[:200]
-            log.info("stdout noise", agent=self.agent, line=text[:200], noise_lines=self.counters.noise_lines)
+            log.info(
+                "stdout noise",
+                agent=self.agent,
+                line=text[:200],
+                noise_lines=self.counters.noise_lines,
+            )
             return
         try:
             frame = json.loads(text)
@@ -179,7 +189,13 @@ class AgentConnection:
         self.counters.protocol_errors += 1
         match = _ID_IN_HEAD.search(line.head)
         frame_id = match.group(1).decode("utf-8", errors="replace") if match else None
-        log.warning("frame too large", agent=self.agent, bytes=line.length, limit=self.max_frame, id=frame_id)
+        log.warning(
+            "frame too large",
+            agent=self.agent,
+            bytes=line.length,
+            limit=self.max_frame,
+            id=frame_id,
+        )
         pending = self._pending.get(frame_id or "")
         if pending is not None:
             pending.finish(
@@ -216,7 +232,12 @@ class AgentConnection:
             self._spawn(self.send({"type": "pong", "id": frame.get("id", "")}))
         elif kind == "fatal":
             self.fatal = frame
-            log.error("agent fatal", agent=self.agent, code=frame.get("code"), message=frame.get("message"))
+            log.error(
+                "agent fatal",
+                agent=self.agent,
+                code=frame.get("code"),
+                message=frame.get("message"),
+            )
             self._hello_seen.set()
         else:
             self._violation(f"unknown frame type {kind!r}", json.dumps(frame)[:200])
@@ -225,7 +246,9 @@ class AgentConnection:
         frame_id = frame.get("id")
         pending = self._pending.get(frame_id) if isinstance(frame_id, str) else None
         if pending is None or pending.done.is_set():
-            log.warning("result for unknown or finished task dropped", agent=self.agent, id=frame_id)
+            log.warning(
+                "result for unknown or finished task dropped", agent=self.agent, id=frame_id
+            )
             return
         pending.finish(result=frame)
 
@@ -234,7 +257,11 @@ class AgentConnection:
         pending = self._pending.get(task_id) if isinstance(task_id, str) else None
         if kind == "log" and self._on_log is not None:
             self._on_log(frame)
-        sink = None if pending is None else (pending.on_progress if kind == "progress" else pending.on_log)
+        sink = (
+            None
+            if pending is None
+            else (pending.on_progress if kind == "progress" else pending.on_log)
+        )
         if sink is not None:
             sink(frame)
 
@@ -267,17 +294,17 @@ class AgentConnection:
                     reply = _error_reply(call_id, "cancelled", "the task that made this call ended")
             except TaskFailure as failure:
                 reply = _error_reply(call_id, failure.code, failure.message)
-            except Exception as error:  # noqa: BLE001 - a bad call must not break the link
+            except Exception as error:
                 log.exception("host call crashed", agent=self.agent, method=frame.get("method"))
-                reply = _error_reply(call_id, "internal", f"host call failed: {type(error).__name__}")
+                reply = _error_reply(
+                    call_id, "internal", f"host call failed: {type(error).__name__}"
+                )
             finally:
                 self._own_calls.pop(call_id, None)
                 if pending is not None:
                     pending.calls.discard(scope)
-            try:
+            with contextlib.suppress(LinkClosed):
                 await self.send(reply)
-            except LinkClosed:
-                pass
 
         self._spawn(serve())
 
@@ -292,7 +319,10 @@ class AgentConnection:
         """Write one frame as one line; one writer at a time."""
         data = orjson.dumps(frame, option=orjson.OPT_APPEND_NEWLINE)
         if len(data) > self.max_frame:
-            raise TaskFailure("frame_too_large", f"frame of {len(data)} bytes exceeds the limit of {self.max_frame}")
+            raise TaskFailure(
+                "frame_too_large",
+                f"frame of {len(data)} bytes exceeds the limit of {self.max_frame}",
+            )
         async with self._write_lock:
             if self._stdin_closed:
                 raise LinkClosed(f"agent {self.agent}: stdin closed")
@@ -305,17 +335,15 @@ class AgentConnection:
         async with self._write_lock:
             if not self._stdin_closed:
                 self._stdin_closed = True
-                try:
+                with contextlib.suppress(OSError, anyio.BrokenResourceError):
                     await self._stdin.aclose()
-                except (OSError, anyio.BrokenResourceError):
-                    pass
 
     # -- handshake -----------------------------------------------------------------------
 
     async def handshake(
         self,
         *,
-        timeout: float,
+        hello_timeout: float,
         legacy_after: float | None,
         welcome: Callable[[dict[str, Any]], dict[str, Any]],
     ) -> dict[str, Any] | None:
@@ -325,7 +353,7 @@ class AgentConnection:
         seeds-style agent that answers bare task envelopes; a hello that still
         comes later (before any task) upgrades it.
         """
-        wait_for = legacy_after if legacy_after is not None else timeout
+        wait_for = legacy_after if legacy_after is not None else hello_timeout
         with anyio.move_on_after(wait_for):
             await self._hello_seen.wait()
         if self.fatal is not None:
@@ -334,7 +362,7 @@ class AgentConnection:
             if self.closed.is_set():
                 raise HandshakeError("the process exited before saying hello")
             if legacy_after is None:
-                raise HandshakeError(f"no hello within {timeout:g}s")
+                raise HandshakeError(f"no hello within {hello_timeout:g}s")
             self.legacy = True
             return None
         protocol = self.hello.get("protocol")
@@ -356,7 +384,10 @@ class AgentConnection:
         capabilities = self.hello.get("capabilities") or {}
         agent_max = int(capabilities.get("max_frame") or DEFAULT_MAX_FRAME)
         self.max_frame = min(self.max_frame, agent_max)
-        await self.send(welcome(self.hello) | {"type": "welcome", "protocol": protocol, "max_frame": self.max_frame})
+        await self.send(
+            welcome(self.hello)
+            | {"type": "welcome", "protocol": protocol, "max_frame": self.max_frame}
+        )
         return self.hello
 
     # -- tasks ---------------------------------------------------------------------------
@@ -394,20 +425,20 @@ class AgentConnection:
         """Stop waiting for a task; a late result is then logged and dropped."""
         pending = self._pending.pop(frame_id, None)
         if pending is not None:
-            pending.finish(failure=TaskFailure("abandoned", "the host stopped waiting for this task"))
+            pending.finish(
+                failure=TaskFailure("abandoned", "the host stopped waiting for this task")
+            )
 
     async def cancel(self, frame_id: str, reason: str) -> None:
         if frame_id in self._pending and (self.hello is None or self._declares("cancel", True)):
-            try:
+            with contextlib.suppress(LinkClosed):
                 await self.send({"type": "cancel", "id": frame_id, "reason": reason})
-            except LinkClosed:
-                pass
 
     def _declares(self, capability: str, default: bool = False) -> bool:
         capabilities = (self.hello or {}).get("capabilities") or {}
         return bool(capabilities.get(capability, default))
 
-    async def ping(self, timeout: float) -> bool:
+    async def ping(self, within: float) -> bool:
         """True when the agent answered a ping in time (or does not do pings)."""
         if not self._declares("ping"):
             return True
@@ -416,7 +447,7 @@ class AgentConnection:
         self._pongs[ping_id] = waiter
         try:
             await self.send({"type": "ping", "id": ping_id})
-            with anyio.move_on_after(timeout):
+            with anyio.move_on_after(within):
                 await waiter.wait()
             return waiter.is_set()
         except LinkClosed:
@@ -427,10 +458,10 @@ class AgentConnection:
     async def shutdown(self, grace: float, reason: str) -> None:
         """Send the shutdown frame (if the agent speaks the protocol) and close stdin."""
         if self.hello is not None:
-            try:
-                await self.send({"type": "shutdown", "grace_ms": int(grace * 1000), "reason": reason})
-            except (LinkClosed, TaskFailure):
-                pass
+            with contextlib.suppress(LinkClosed, TaskFailure):
+                await self.send(
+                    {"type": "shutdown", "grace_ms": int(grace * 1000), "reason": reason}
+                )
         await self.close_stdin()
 
     def _fail_all(self, error: Exception) -> None:
@@ -443,4 +474,9 @@ class AgentConnection:
 
 
 def _error_reply(call_id: str, code: str, message: str) -> dict[str, Any]:
-    return {"type": "reply", "id": call_id, "status": "error", "error": {"code": code, "message": message}}
+    return {
+        "type": "reply",
+        "id": call_id,
+        "status": "error",
+        "error": {"code": code, "message": message},
+    }

@@ -37,9 +37,13 @@ class LineSplitter:
             end = len(chunk) if newline < 0 else newline
             piece = chunk[start:end]
             if self._discarding is not None:
-                self._discarding = Oversized(self._discarding.head, self._discarding.length + len(piece))
+                self._discarding = Oversized(
+                    self._discarding.head, self._discarding.length + len(piece)
+                )
             elif len(self._buffer) + len(piece) > self.max_line:
-                head = bytes(self._buffer[:HEAD_BYTES] + piece[: max(0, HEAD_BYTES - len(self._buffer))])
+                head = bytes(
+                    self._buffer[:HEAD_BYTES] + piece[: max(0, HEAD_BYTES - len(self._buffer))]
+                )
                 self._discarding = Oversized(head, len(self._buffer) + len(piece))
                 self._buffer.clear()
             else:

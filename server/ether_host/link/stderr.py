@@ -27,9 +27,16 @@ _LEVEL_NAMES = {
     "fatal": "error",
     "panic": "error",
 }
-_PREFIX = re.compile(r"^\s*\[?(?P<level>trace|debug|info|notice|warn|warning|error|err|critical|fatal)\]?[:\s]\s*(?P<rest>.*)$", re.I)
-_ERROR_START = re.compile(r"^(Traceback \(most recent call last\):|panic: |goroutine \d+ \[|\S*Error: |Uncaught )")
-_CONTINUATION = re.compile(r"^(\s+|During handling|The above exception|goroutine |\S+\.go:\d+|created by )")
+_PREFIX = re.compile(
+    r"^\s*\[?(?P<level>trace|debug|info|notice|warn|warning|error|err|critical|fatal)\]?[:\s]\s*(?P<rest>.*)$",
+    re.I,
+)
+_ERROR_START = re.compile(
+    r"^(Traceback \(most recent call last\):|panic: |goroutine \d+ \[|\S*Error: |Uncaught )"
+)
+_CONTINUATION = re.compile(
+    r"^(\s+|During handling|The above exception|goroutine |\S+\.go:\d+|created by )"
+)
 
 
 @dataclass
@@ -75,6 +82,11 @@ class StderrParser:
             return None
         if not isinstance(value, dict):
             return None
-        level = next((str(value.pop(k)) for k in ("level", "@level", "levelname", "severity") if k in value), "info")
-        message = next((str(value.pop(k)) for k in ("msg", "message", "@message", "event") if k in value), "")
+        level = next(
+            (str(value.pop(k)) for k in ("level", "@level", "levelname", "severity") if k in value),
+            "info",
+        )
+        message = next(
+            (str(value.pop(k)) for k in ("msg", "message", "@message", "event") if k in value), ""
+        )
         return StderrRecord(_LEVEL_NAMES.get(level.lower(), "info"), message, value)

@@ -5,4 +5,12 @@ from ether_host.supervisor.manifest import AgentSpec
 from ether_host.supervisor.records import LifecycleEvent, LogLine, State
 from ether_host.supervisor.service import Supervisor
 
-__all__ = ["ActionInfo", "AgentSpec", "LifecycleEvent", "LogLine", "ManagedAgent", "State", "Supervisor"]
+__all__ = [
+    "ActionInfo",
+    "AgentSpec",
+    "LifecycleEvent",
+    "LogLine",
+    "ManagedAgent",
+    "State",
+    "Supervisor",
+]

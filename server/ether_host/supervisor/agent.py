@@ -25,7 +25,15 @@ log = structlog.get_logger("ether.supervisor")
 LOG_HISTORY = 5000
 LEGACY_ACTION = "run"
 # Agent-level state when replicas disagree: the most useful one wins.
-_PRECEDENCE = (State.RUNNING, State.STARTING, State.BACKOFF, State.STOPPING, State.FATAL, State.EXITED, State.STOPPED)
+_PRECEDENCE = (
+    State.RUNNING,
+    State.STARTING,
+    State.BACKOFF,
+    State.STOPPING,
+    State.FATAL,
+    State.EXITED,
+    State.STOPPED,
+)
 
 
 @dataclass
@@ -95,27 +103,51 @@ class ManagedAgent:
         self._changed.set()
         self._changed = anyio.Event()
 
-    def publish_state(self, replica: Replica | None, previous: State, reason: str, **extra: Any) -> None:
+    def publish_state(
+        self, replica: Replica | None, previous: State, reason: str, **extra: Any
+    ) -> None:
         index = -1 if replica is None else replica.index
         state = self.state if replica is None else replica.state
         event = LifecycleEvent(self.name, index, state, previous, reason, **extra)
         self.supervisor.events.append(event)
-        log.info("agent state", agent=self.name, replica=index, state=state.value, previous=previous.value,
-                 reason=reason, pid=extra.get("pid", 0))
+        log.info(
+            "agent state",
+            agent=self.name,
+            replica=index,
+            state=state.value,
+            previous=previous.value,
+            reason=reason,
+            pid=extra.get("pid", 0),
+        )
         self._notify()
 
-    def log_line(self, replica: Replica | None, source: str, level: str, message: str,
-                 fields: dict[str, Any] | None = None) -> None:
+    def log_line(
+        self,
+        replica: Replica | None,
+        source: str,
+        level: str,
+        message: str,
+        fields: dict[str, Any] | None = None,
+    ) -> None:
         self.logs.append(
-            LogLine(self.name, -1 if replica is None else replica.index, 0 if replica is None else replica.pid,
-                    source, level, message, fields or {})
+            LogLine(
+                self.name,
+                -1 if replica is None else replica.index,
+                0 if replica is None else replica.pid,
+                source,
+                level,
+                message,
+                fields or {},
+            )
         )
 
     def log_frame(self, replica: Replica, frame: dict[str, Any]) -> None:
         fields = dict(frame.get("fields") or {})
         if frame.get("task_id"):
             fields["task_id"] = frame["task_id"]
-        self.log_line(replica, "log", str(frame.get("level") or "info"), str(frame.get("msg") or ""), fields)
+        self.log_line(
+            replica, "log", str(frame.get("level") or "info"), str(frame.get("msg") or ""), fields
+        )
 
     # -- handshake -----------------------------------------------------------------------
 
@@ -131,7 +163,9 @@ class ManagedAgent:
 
     def accept_hello(self, hello: dict[str, Any] | None) -> None:
         if hello is None:
-            self.actions = [ActionInfo(LEGACY_ACTION, "Runs the agent's single task handler (seeds' envelope).")]
+            self.actions = [
+                ActionInfo(LEGACY_ACTION, "Runs the agent's single task handler (seeds' envelope).")
+            ]
             self.max_concurrency = 1
             return
         identity = hello.get("agent") or {}
@@ -195,10 +229,13 @@ class ManagedAgent:
 
     async def _install(self) -> bool:
         self._installing = True
-        self.publish_state(None, State.STOPPED, f"installing {self.spec.language} agent from {self.spec.path}")
+        self.publish_state(
+            None, State.STOPPED, f"installing {self.spec.language} agent from {self.spec.path}"
+        )
         try:
             self.plan = await prepare(
-                self.spec, self.supervisor.state_dir,
+                self.spec,
+                self.supervisor.state_dir,
                 lambda line: self.log_line(None, "install", "info", line),
             )
         except InstallError as error:
@@ -231,7 +268,9 @@ class ManagedAgent:
             self._replica_group.start_soon(replica.run)
         for replica in self.replicas[replicas:]:
             replica.request_stop()
-        self.replicas = self.replicas[:replicas] + [r for r in self.replicas[replicas:] if not r.done.is_set()]
+        self.replicas = self.replicas[:replicas] + [
+            r for r in self.replicas[replicas:] if not r.done.is_set()
+        ]
 
     # -- slots ---------------------------------------------------------------------------
 
@@ -245,20 +284,31 @@ class ManagedAgent:
         if self.queued >= self.spec.max_queue:
             raise ResourceExhausted(
                 f"agent {self.name} has {self.queued} tasks queued (limit {self.spec.max_queue}); retry later",
-                reason="AGENT_QUEUE_FULL", retry_after=1.0, resource=("agent", self.name),
+                reason="AGENT_QUEUE_FULL",
+                retry_after=1.0,
+                resource=("agent", self.name),
             )
         self.queued += 1
         try:
             while True:
                 state = self.state
                 if not self._active or state is State.FATAL:
-                    detail = f": {self.reason or self._replica_reason()}" if state in (State.FATAL, State.EXITED) else ""
+                    detail = (
+                        f": {self.reason or self._replica_reason()}"
+                        if state in (State.FATAL, State.EXITED)
+                        else ""
+                    )
                     raise FailedPrecondition(
                         f"agent {self.name} is {state.value}{detail}; start it with SupervisorService.StartAgent",
-                        reason="AGENT_NOT_RUNNING", resource=("agent", self.name),
+                        reason="AGENT_NOT_RUNNING",
+                        resource=("agent", self.name),
                         metadata={"state": state.value},
                     )
-                free = [r for r in self.replicas if r.ready and (reentrant or r.assigned < r.max_concurrency)]
+                free = [
+                    r
+                    for r in self.replicas
+                    if r.ready and (reentrant or r.assigned < r.max_concurrency)
+                ]
                 if free:
                     replica = min(free, key=lambda r: r.assigned)
                     replica.assigned += 1

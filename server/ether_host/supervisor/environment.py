@@ -8,7 +8,18 @@ from pathlib import Path
 
 # Variables passed through from the host when set. Secrets, NODE_ENV,
 # PYTHONPATH and the like are not: each agent gets what it is given.
-ALLOWED = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "HOME", "TMPDIR", "USER", "LOGNAME", "SSL_CERT_FILE")
+ALLOWED = (
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TERM",
+    "HOME",
+    "TMPDIR",
+    "USER",
+    "LOGNAME",
+    "SSL_CERT_FILE",
+)
 ALLOWED_PREFIXES = ("LC_",)
 COOKIE = "ether-agent-v1"
 

@@ -51,7 +51,9 @@ def _digest(parts: Iterable[bytes]) -> str:
     return hasher.hexdigest()[:20]
 
 
-def _files(root: Path, suffixes: tuple[str, ...], skip: tuple[str, ...] = ("node_modules", "dist", ".git")) -> list[Path]:
+def _files(
+    root: Path, suffixes: tuple[str, ...], skip: tuple[str, ...] = ("node_modules", "dist", ".git")
+) -> list[Path]:
     found = []
     for path in sorted(root.rglob("*")):
         if any(part in skip for part in path.relative_to(root).parts):
@@ -61,25 +63,34 @@ def _files(root: Path, suffixes: tuple[str, ...], skip: tuple[str, ...] = ("node
     return found
 
 
-async def _run_tool(argv: list[str], cwd: Path, env: dict[str, str], log: LogSink, what: str) -> None:
+async def _run_tool(
+    argv: list[str], cwd: Path, env: dict[str, str], log: LogSink, what: str
+) -> None:
     """Run a tool, streaming its output to the log; raise InstallError on failure."""
     tail: list[str] = []
     with anyio.fail_after(INSTALL_TIMEOUT):
         async with await anyio.open_process(
-            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         ) as process:
             assert process.stdout is not None
             async for text in TextReceiveStream(process.stdout, errors="replace"):
                 for line in text.splitlines():
                     log(line)
-                    tail = (tail + [line])[-30:]
+                    tail = ([*tail, line])[-30:]
             code = await process.wait()
     if code != 0:
         raise InstallError(f"{what} failed with exit code {code}:\n" + "\n".join(tail[-15:]))
 
 
 async def _python(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
-    manifests = [p for p in (spec.path / "requirements.txt", spec.path / "pyproject.toml") if p.exists()]
+    manifests = [
+        p for p in (spec.path / "requirements.txt", spec.path / "pyproject.toml") if p.exists()
+    ]
     python_path = [str(spec.path), python_path_of_adapter()]
     requirements = spec.path / "requirements.txt"
     if requirements.exists() and requirements.read_text().strip():
@@ -94,11 +105,26 @@ async def _python(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
                 staging = target.parent / f".{key}.{os.getpid()}.tmp"
                 shutil.rmtree(staging, ignore_errors=True)
                 log(f"installing {requirements} into {target}")
-                env = base_environment() | {"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+                env = base_environment() | {
+                    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+                    "PIP_NO_INPUT": "1",
+                }
                 try:
                     await _run_tool(
-                        [sys.executable, "-m", "pip", "install", "--target", str(staging), "-r", str(requirements)],
-                        spec.path, env, log, "pip install",
+                        [
+                            sys.executable,
+                            "-m",
+                            "pip",
+                            "install",
+                            "--target",
+                            str(staging),
+                            "-r",
+                            str(requirements),
+                        ],
+                        spec.path,
+                        env,
+                        log,
+                        "pip install",
                     )
                     staging.rename(target)
                 finally:
@@ -107,15 +133,28 @@ async def _python(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
     if spec.command:
         argv = list(spec.command)
     else:
-        argv = [sys.executable, "-m", "ether_agent", "--path", str(spec.path), "--module", spec.module]
+        argv = [
+            sys.executable,
+            "-m",
+            "ether_agent",
+            "--path",
+            str(spec.path),
+            "--module",
+            spec.module,
+        ]
         if spec.function:
             argv += ["--function", spec.function]
-    return LaunchPlan(argv, spec.path, {"PYTHONPATH": os.pathsep.join(python_path), "PYTHONUNBUFFERED": "1"})
+    return LaunchPlan(
+        argv, spec.path, {"PYTHONPATH": os.pathsep.join(python_path), "PYTHONUNBUFFERED": "1"}
+    )
 
 
 def _go_env(state_dir: Path) -> dict[str, str]:
     home = os.environ.get("HOME") or str(state_dir / "home")
-    env = base_environment() | {"HOME": home, "GOCACHE": str((state_dir / "cache" / "go-build").absolute())}
+    env = base_environment() | {
+        "HOME": home,
+        "GOCACHE": str((state_dir / "cache" / "go-build").absolute()),
+    }
     for name in ("GOPATH", "GOMODCACHE", "GOPROXY", "GOFLAGS", "GOTOOLCHAIN"):
         if name in os.environ:
             env[name] = os.environ[name]
@@ -149,8 +188,13 @@ async def _go(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
             staging.mkdir(parents=True)
             log(f"go build -mod=readonly in {spec.path}")
             try:
-                await _run_tool(["go", "build", "-mod=readonly", "-o", str(staging / "agent"), "."],
-                                spec.path, env, log, "go build")
+                await _run_tool(
+                    ["go", "build", "-mod=readonly", "-o", str(staging / "agent"), "."],
+                    spec.path,
+                    env,
+                    log,
+                    "go build",
+                )
                 staging.rename(binary.parent)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -176,7 +220,9 @@ async def _typescript(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchP
             await _run_tool([*npm, "--no-audit", "--no-fund"], spec.path, env, log, " ".join(npm))
             tsc = spec.path / "node_modules" / ".bin" / "tsc"
             if not tsc.exists():
-                raise InstallError(f"{tsc} not found: add typescript to devDependencies of {spec.path / 'package.json'}")
+                raise InstallError(
+                    f"{tsc} not found: add typescript to devDependencies of {spec.path / 'package.json'}"
+                )
             log("tsc -p .")
             await _run_tool([str(tsc), "-p", "."], spec.path, env, log, "tsc")
             stamp.parent.mkdir(parents=True, exist_ok=True)

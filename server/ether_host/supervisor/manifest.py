@@ -82,10 +82,15 @@ def detect_language(path: Path) -> str:
     if len(found) == 1:
         return next(iter(found))
     if not found:
-        raise _bad("spec.path", f"cannot tell the language of {path}: no pyproject.toml, requirements.txt, "
-                    "agent.py, go.mod or package.json; set language in agent.toml")
+        raise _bad(
+            "spec.path",
+            f"cannot tell the language of {path}: no pyproject.toml, requirements.txt, "
+            "agent.py, go.mod or package.json; set language in agent.toml",
+        )
     named = " and ".join(f"{files[0]} ({lang})" for lang, files in found.items())
-    raise _bad("spec.path", f"{path} has {named}; name the language in agent.toml (language = \"...\")")
+    raise _bad(
+        "spec.path", f'{path} has {named}; name the language in agent.toml (language = "...")'
+    )
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
@@ -121,11 +126,15 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
     if not path.is_dir():
         raise _bad("spec.path", f"{path} is not a directory")
     manifest = read_manifest(path)
-    merged = {k: v for k, v in manifest.items()} | {k: v for k, v in request.items() if v not in (None, "", 0, [], {})}
+    merged = {k: v for k, v in manifest.items()} | {
+        k: v for k, v in request.items() if v not in (None, "", 0, [], {})
+    }
 
     name = str(merged.get("name") or path.name).lower().replace(".", "-")
     if not NAME_PATTERN.match(name):
-        raise _bad("spec.name", f"{name!r} must be 1-64 characters of a-z 0-9 _ -, starting with a letter")
+        raise _bad(
+            "spec.name", f"{name!r} must be 1-64 characters of a-z 0-9 _ -, starting with a letter"
+        )
     language = str(merged.get("language") or "").lower() or detect_language(path)
     if language not in LANGUAGES:
         raise _bad("spec.language", f"{language!r} is not one of {', '.join(LANGUAGES)}")
@@ -158,7 +167,9 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
         env={str(k): str(v) for k, v in dict(merged.get("env") or {}).items()},
         config=dict(merged.get("config") or {}),
         capabilities=[str(c) for c in merged.get("capabilities") or []],
-        allowed_calls=[str(c) for c in merged.get("calls") or merged.get("allowed_calls") or ["agent.call"]],
+        allowed_calls=[
+            str(c) for c in merged.get("calls") or merged.get("allowed_calls") or ["agent.call"]
+        ],
         start_timeout=_number(merged, "start_timeout", 0.1, 600) or 30.0,
         stop_grace=_number(merged, "stop_grace", 0, 600) or 5.0,
         cancel_grace=_number(merged, "cancel_grace", 0.01, 600) or 5.0,

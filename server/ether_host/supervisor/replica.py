@@ -98,7 +98,9 @@ class Replica:
 
     @property
     def ready(self) -> bool:
-        return self.state is State.RUNNING and self.connection is not None and not self._stop.is_set()
+        return (
+            self.state is State.RUNNING and self.connection is not None and not self._stop.is_set()
+        )
 
     @property
     def max_concurrency(self) -> int:
@@ -108,7 +110,9 @@ class Replica:
     def mark_wedged(self, why: str) -> None:
         """A task ignored its cancel: restart this process (a failure by policy)."""
         if not self._wedged.is_set():
-            log.warning("agent wedged; restarting it", agent=self.agent.name, replica=self.index, why=why)
+            log.warning(
+                "agent wedged; restarting it", agent=self.agent.name, replica=self.index, why=why
+            )
             self.reason = why
             self._wedged.set()
 
@@ -138,11 +142,23 @@ class Replica:
                     self._enter(State.STOPPED, "stopped", exit_code=ended.code, signal=ended.signal)
                     return
                 if ended.fatal:
-                    self._enter(State.FATAL, ended.reason, exit_code=ended.code, signal=ended.signal, stderr_tail=tail)
+                    self._enter(
+                        State.FATAL,
+                        ended.reason,
+                        exit_code=ended.code,
+                        signal=ended.signal,
+                        stderr_tail=tail,
+                    )
                     return
                 failed = ended.wedged or ended.code != 0 or ended.had_in_flight
                 if spec.restart == "never" or (spec.restart == "on-failure" and not failed):
-                    self._enter(State.EXITED, ended.reason, exit_code=ended.code, signal=ended.signal, stderr_tail=tail)
+                    self._enter(
+                        State.EXITED,
+                        ended.reason,
+                        exit_code=ended.code,
+                        signal=ended.signal,
+                        stderr_tail=tail,
+                    )
                     return
                 if not ended.said_hello or ended.uptime < spec.stable_after:
                     start_failures += 1
@@ -150,7 +166,9 @@ class Replica:
                         self._enter(
                             State.FATAL,
                             f"failed to start {start_failures} times; last: {ended.reason}",
-                            exit_code=ended.code, signal=ended.signal, stderr_tail=tail,
+                            exit_code=ended.code,
+                            signal=ended.signal,
+                            stderr_tail=tail,
                         )
                         return
                 else:
@@ -165,15 +183,20 @@ class Replica:
                     self._enter(
                         State.FATAL,
                         f"too many restarts: {len(recent)} in {spec.restart_period:g}s; last: {ended.reason}",
-                        exit_code=ended.code, signal=ended.signal, stderr_tail=tail,
+                        exit_code=ended.code,
+                        signal=ended.signal,
+                        stderr_tail=tail,
                     )
                     return
                 backoff_step += 1
                 delay = min(spec.backoff_cap, spec.backoff_base * 2 ** (backoff_step - 1))
                 delay *= random.uniform(0.8, 1.2)
                 self._enter(
-                    State.BACKOFF, f"{ended.reason}; restarting in {delay:.1f}s",
-                    exit_code=ended.code, signal=ended.signal, stderr_tail=tail,
+                    State.BACKOFF,
+                    f"{ended.reason}; restarting in {delay:.1f}s",
+                    exit_code=ended.code,
+                    signal=ended.signal,
+                    stderr_tail=tail,
                 )
                 with anyio.move_on_after(delay):
                     await self._stop.wait()
@@ -199,18 +222,31 @@ class Replica:
             )
             try:
                 process = await anyio.open_process(
-                    plan.argv, cwd=plan.cwd, env=env, start_new_session=True,
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    plan.argv,
+                    cwd=plan.cwd,
+                    env=env,
+                    start_new_session=True,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
                 )
             except OSError as error:
-                return Exit(None, None, f"cannot start {plan.argv[0]}: {error.strerror}", False, 0.0, fatal=True)
+                return Exit(
+                    None,
+                    None,
+                    f"cannot start {plan.argv[0]}: {error.strerror}",
+                    False,
+                    0.0,
+                    fatal=True,
+                )
             registry.bind(spawn_id, process.pid)
         started = time.monotonic()
         self.pid, self.started_at = process.pid, time.time()
         pgid = process.pid  # recorded now: getpgid() fails once the leader is reaped
         assert process.stdin and process.stdout and process.stderr
         connection = AgentConnection(
-            process.stdin, process.stdout,
+            process.stdin,
+            process.stdout,
             agent=spec.name,
             max_frame=spec.max_frame,
             on_call=self.agent.supervisor.handle_call,
@@ -219,7 +255,12 @@ class Replica:
         self._enter(State.STARTING, f"spawned {os.path.basename(plan.argv[0])}", pid=process.pid)
         exited = anyio.Event()
         stderr_done = anyio.Event()
-        outcome: dict[str, Any] = {"stopped": False, "wedged": False, "hello": False, "in_flight": False}
+        outcome: dict[str, Any] = {
+            "stopped": False,
+            "wedged": False,
+            "hello": False,
+            "in_flight": False,
+        }
         try:
             async with anyio.create_task_group() as tg:
                 await tg.start(connection.run_reader)
@@ -228,25 +269,34 @@ class Replica:
                 async def wait_exit() -> None:
                     await process.wait()
                     outcome["in_flight"] = connection.in_flight > 0
-                    connection.fail_all(LinkClosed(f"agent {spec.name} process {process.pid} exited"))
+                    connection.fail_all(
+                        LinkClosed(f"agent {spec.name} process {process.pid} exited")
+                    )
                     exited.set()
 
                 tg.start_soon(wait_exit)
                 try:
                     hello = await connection.handshake(
-                        timeout=spec.start_timeout,
-                        legacy_after=0.0 if spec.protocol == "legacy" else spec.legacy_after,
+                        hello_timeout=spec.start_timeout,
+                        legacy_after=self._legacy_after(),
                         welcome=lambda hello: self.agent.welcome_frame(hello),
                     )
                     outcome["hello"] = True
                     self.connection = connection
                     self.agent.accept_hello(hello)
-                    self._enter(State.RUNNING, "hello received" if hello else "running with the seeds' envelope",
-                                pid=process.pid)
+                    self._enter(
+                        State.RUNNING,
+                        "hello received" if hello else "running with the seeds' envelope",
+                        pid=process.pid,
+                    )
                     tg.start_soon(self._keep_alive, connection)
                     with anyio.CancelScope() as watch:
                         async with anyio.create_task_group() as waits:
-                            for event, key in ((exited, None), (self._stop, "stopped"), (self._wedged, "wedged")):
+                            for event, key in (
+                                (exited, None),
+                                (self._stop, "stopped"),
+                                (self._wedged, "wedged"),
+                            ):
                                 waits.start_soon(_set_and_cancel, event, outcome, key, watch)
                 except HandshakeError as error:
                     self.reason = str(error)
@@ -256,8 +306,12 @@ class Replica:
                     if not exited.is_set():
                         if outcome["stopped"] and outcome["hello"]:
                             self._enter(State.STOPPING, "stop requested", pid=process.pid)
-                        grace = self._stop_grace if self._stop_grace is not None else spec.stop_grace
-                        await self._stop_process(process, connection, grace if not outcome["wedged"] else 0.0)
+                        grace = (
+                            self._stop_grace if self._stop_grace is not None else spec.stop_grace
+                        )
+                        await self._stop_process(
+                            process, connection, grace if not outcome["wedged"] else 0.0
+                        )
                     await exited.wait()
                     # Read what the process wrote before it died (its last stderr lines
                     # explain the exit), but never wait long on pipes that a leftover
@@ -265,7 +319,9 @@ class Replica:
                     with anyio.move_on_after(1.0):
                         await stderr_done.wait()
                         await connection.closed.wait()
-                    kill_group(pgid, signal.SIGKILL)  # leftovers of the group, even if the leader is gone
+                    kill_group(
+                        pgid, signal.SIGKILL
+                    )  # leftovers of the group, even if the leader is gone
                     await self._reap_group(pgid)
                     tg.cancel_scope.cancel()
         finally:
@@ -278,18 +334,47 @@ class Replica:
             reason = f"{outcome['handshake_error']} ({reason})"
         fatal = code == EXIT_FATAL or connection.fatal is not None
         if connection.fatal is not None:
-            reason = f"fatal: {connection.fatal.get('code', '')}: {connection.fatal.get('message', '')}"
+            reason = (
+                f"fatal: {connection.fatal.get('code', '')}: {connection.fatal.get('message', '')}"
+            )
         elif code == EXIT_FATAL:
-            reason = f"exit code 78 (the agent asked never to be restarted); {self._last_error_line()}"
+            reason = (
+                f"exit code 78 (the agent asked never to be restarted); {self._last_error_line()}"
+            )
         if outcome["wedged"]:
             reason = f"restarted: {self.reason}"
-        return Exit(code, signum, reason, outcome["hello"], uptime, fatal=fatal,
-                    stopped=outcome["stopped"], wedged=outcome["wedged"], had_in_flight=outcome["in_flight"])
+        return Exit(
+            code,
+            signum,
+            reason,
+            outcome["hello"],
+            uptime,
+            fatal=fatal,
+            stopped=outcome["stopped"],
+            wedged=outcome["wedged"],
+            had_in_flight=outcome["in_flight"],
+        )
+
+    def _legacy_after(self) -> float | None:
+        """How long a silent child may take before it is run with the seeds' envelope.
+
+        Only a custom command can be a seeds-style child: the runtimes the host
+        launches itself (python -m ether_agent, built Go/TypeScript agents)
+        always say hello, so they get the whole start timeout.
+        """
+        spec = self.agent.spec
+        if spec.protocol == "legacy":
+            return 0.0
+        return spec.legacy_after if spec.command and spec.language == "python" else None
 
     def _last_error_line(self) -> str:
-        return next((line for line in reversed(self.stderr_tail) if line.strip()), "no stderr output")
+        return next(
+            (line for line in reversed(self.stderr_tail) if line.strip()), "no stderr output"
+        )
 
-    async def _stop_process(self, process: anyio.abc.Process, connection: AgentConnection, grace: float) -> None:
+    async def _stop_process(
+        self, process: anyio.abc.Process, connection: AgentConnection, grace: float
+    ) -> None:
         """Shutdown frame + stdin EOF, then SIGTERM to the group, then SIGKILL."""
         with anyio.move_on_after(max(grace, 0.05)):
             await connection.shutdown(grace, "stop requested")
@@ -344,7 +429,9 @@ class Replica:
                 return
 
 
-async def _set_and_cancel(event: anyio.Event, outcome: dict[str, Any], key: str | None, scope: anyio.CancelScope) -> None:
+async def _set_and_cancel(
+    event: anyio.Event, outcome: dict[str, Any], key: str | None, scope: anyio.CancelScope
+) -> None:
     await event.wait()
     if key is not None:
         outcome[key] = True

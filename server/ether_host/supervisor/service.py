@@ -31,7 +31,9 @@ CallHandler = Callable[["AgentConnection", dict[str, Any]], Awaitable[Any]]
 class Supervisor:
     """Deploy, start, stop and watch agents."""
 
-    def __init__(self, state_dir: Path, children: ChildRegistry, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+    def __init__(
+        self, state_dir: Path, children: ChildRegistry, max_frame: int = DEFAULT_MAX_FRAME
+    ) -> None:
         self.state_dir = state_dir.absolute()
         self.children = children
         self.max_frame = max_frame
@@ -65,15 +67,21 @@ class Supervisor:
         agent = self.agents.get(name)
         if agent is None:
             known = ", ".join(sorted(self.agents)) or "none"
-            raise NotFound(f"no agent named {name!r} (deployed: {known})", reason="AGENT_NOT_FOUND",
-                           resource=("agent", name))
+            raise NotFound(
+                f"no agent named {name!r} (deployed: {known})",
+                reason="AGENT_NOT_FOUND",
+                resource=("agent", name),
+            )
         return agent
 
     def deploy(self, request: dict[str, Any]) -> ManagedAgent:
         spec = build_spec(request)
         if spec.name in self.agents:
-            raise AlreadyExists(f"an agent named {spec.name!r} is already deployed; remove it first",
-                                reason="AGENT_EXISTS", resource=("agent", spec.name))
+            raise AlreadyExists(
+                f"an agent named {spec.name!r} is already deployed; remove it first",
+                reason="AGENT_EXISTS",
+                resource=("agent", spec.name),
+            )
         agent = ManagedAgent(self, spec)
         self.agents[spec.name] = agent
         self._start(agent)
@@ -105,7 +113,9 @@ class Supervisor:
 
     def scale(self, name: str, replicas: int) -> ManagedAgent:
         if not 1 <= replicas <= 64:
-            raise InvalidArgument(f"replicas: {replicas} is out of range 1..64", reason="INVALID_REPLICAS")
+            raise InvalidArgument(
+                f"replicas: {replicas} is out of range 1..64", reason="INVALID_REPLICAS"
+            )
         agent = self.get(name)
         agent.scale(replicas)
         return agent
@@ -123,7 +133,9 @@ class Supervisor:
         if agents_dir:
             root = Path(agents_dir)
             if not root.is_dir():
-                raise InvalidArgument(f"agents_dir: {root} is not a directory", reason="INVALID_CONFIG")
+                raise InvalidArgument(
+                    f"agents_dir: {root} is not a directory", reason="INVALID_CONFIG"
+                )
             markers = {MANIFEST, *(m for files in MARKERS.values() for m in files)}
             for folder in sorted(p for p in root.iterdir() if p.is_dir()):
                 if any((folder / m).exists() for m in markers):

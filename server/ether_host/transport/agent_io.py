@@ -32,32 +32,44 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
     ) -> agent_io_pb2.ListAgentsResponse:
         agents = [a for _, a in sorted(self._supervisor.agents.items())]
         if request.capability:
-            agents = [a for a in agents if request.capability in a.capability_tags
-                      or any(x.name == request.capability for x in a.actions)]
+            agents = [
+                a
+                for a in agents
+                if request.capability in a.capability_tags
+                or any(x.name == request.capability for x in a.actions)
+            ]
         if request.language:
             agents = [a for a in agents if convert.LANGUAGES[a.spec.language] == request.language]
         if request.type:
             agents = [a for a in agents if convert.KINDS[a.spec.kind] == request.type]
         scope = f"agents/{request.capability}/{request.language}/{request.type}"
         page, token = paginate(agents, request.page_size, request.page_token, scope)
-        return agent_io_pb2.ListAgentsResponse(agents=[convert.agent_info(a) for a in page], next_page_token=token)
+        return agent_io_pb2.ListAgentsResponse(
+            agents=[convert.agent_info(a) for a in page], next_page_token=token
+        )
 
     async def GetAgent(
         self, request: agent_io_pb2.GetAgentRequest, context: grpc.aio.ServicerContext
     ) -> agent_io_pb2.GetAgentResponse:
-        return agent_io_pb2.GetAgentResponse(agent=convert.agent_info(self._supervisor.get(request.name)))
+        return agent_io_pb2.GetAgentResponse(
+            agent=convert.agent_info(self._supervisor.get(request.name))
+        )
 
     async def Execute(
         self, request: agent_io_pb2.ExecuteRequest, context: grpc.aio.ServicerContext
     ) -> agent_io_pb2.ExecuteResponse:
-        task = convert.task_input(_required_input(request.input), convert.rpc_time_left(context.time_remaining()))
+        task = convert.task_input(
+            _required_input(request.input), convert.rpc_time_left(context.time_remaining())
+        )
         result = await self._dispatcher.execute(task)
         return agent_io_pb2.ExecuteResponse(output=convert.agent_output(result))
 
     async def ExecuteStream(
         self, request: agent_io_pb2.ExecuteStreamRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[agent_io_pb2.ExecuteStreamResponse]:
-        task = convert.task_input(_required_input(request.input), convert.rpc_time_left(context.time_remaining()))
+        task = convert.task_input(
+            _required_input(request.input), convert.rpc_time_left(context.time_remaining())
+        )
         send, receive = anyio.create_memory_object_stream[Any](1000)
         sequence = 0
 
@@ -79,9 +91,13 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
                     yield _stream_event(sequence, task.task_id, item)
 
     async def Pipe(
-        self, request_iterator: AsyncIterator[agent_io_pb2.PipeRequest], context: grpc.aio.ServicerContext
+        self,
+        request_iterator: AsyncIterator[agent_io_pb2.PipeRequest],
+        context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[agent_io_pb2.PipeResponse]:
-        send, receive = anyio.create_memory_object_stream[agent_io_pb2.AgentOutput](PIPE_MAX_IN_FLIGHT)
+        send, receive = anyio.create_memory_object_stream[agent_io_pb2.AgentOutput](
+            PIPE_MAX_IN_FLIGHT
+        )
 
         async def run_one(
             message: agent_io_pb2.AgentInput,
@@ -125,8 +141,10 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
 
 def _required_input(message: agent_io_pb2.AgentInput) -> agent_io_pb2.AgentInput:
     if not message.agent:
-        raise InvalidArgument("input.agent is required: name the agent to run (see ListAgents)",
-                              reason="MISSING_AGENT")
+        raise InvalidArgument(
+            "input.agent is required: name the agent to run (see ListAgents)",
+            reason="MISSING_AGENT",
+        )
     return message
 
 
@@ -136,15 +154,25 @@ def _stream_event(sequence: int, task_id: str, item: Any) -> agent_io_pb2.Execut
         event.time.CopyFrom(timestamp(item.time))
         payload = item.payload
         if item.kind == "started":
-            event.started.CopyFrom(agent_io_pb2.TaskStarted(pid=payload["pid"], attempt=payload["attempt"]))
+            event.started.CopyFrom(
+                agent_io_pb2.TaskStarted(pid=payload["pid"], attempt=payload["attempt"])
+            )
         elif item.kind == "progress":
-            event.progress.CopyFrom(agent_io_pb2.TaskProgress(
-                progress=float(payload.get("progress") or 0), total=float(payload.get("total") or 0),
-                message=str(payload.get("message") or "")))
+            event.progress.CopyFrom(
+                agent_io_pb2.TaskProgress(
+                    progress=float(payload.get("progress") or 0),
+                    total=float(payload.get("total") or 0),
+                    message=str(payload.get("message") or ""),
+                )
+            )
         else:
-            event.log.CopyFrom(agent_io_pb2.TaskLog(
-                level=str(payload.get("level") or "info"), message=str(payload.get("msg") or ""),
-                fields=dict_to_struct(payload.get("fields") or {})))
+            event.log.CopyFrom(
+                agent_io_pb2.TaskLog(
+                    level=str(payload.get("level") or "info"),
+                    message=str(payload.get("msg") or ""),
+                    fields=dict_to_struct(payload.get("fields") or {}),
+                )
+            )
         return event
     event.output.CopyFrom(convert.agent_output(item))
     return event

@@ -178,7 +178,9 @@ def agent_output(result: TaskResult) -> agent_io_pb2.AgentOutput:
     return output
 
 
-def error_output(task: agent_io_pb2.AgentInput, code: str, message: str) -> agent_io_pb2.AgentOutput:
+def error_output(
+    task: agent_io_pb2.AgentInput, code: str, message: str
+) -> agent_io_pb2.AgentOutput:
     """An ERROR output for an input the host could not run (Pipe answers in-stream)."""
     return agent_io_pb2.AgentOutput(
         task_id=task.task_id,
@@ -195,7 +197,10 @@ LANGUAGES = {
     "typescript": common_pb2.LANGUAGE_TYPESCRIPT,
 }
 LANGUAGE_NAMES = {v: k for k, v in LANGUAGES.items()}
-KINDS = {"general": agent_io_pb2.AGENT_TYPE_GENERAL, "io_gateway": agent_io_pb2.AGENT_TYPE_IO_GATEWAY}
+KINDS = {
+    "general": agent_io_pb2.AGENT_TYPE_GENERAL,
+    "io_gateway": agent_io_pb2.AGENT_TYPE_IO_GATEWAY,
+}
 KIND_NAMES = {v: k for k, v in KINDS.items()}
 
 

@@ -33,7 +33,9 @@ Decorator = Callable[[Behavior, str, bool], Behavior]
 OPEN_METHODS_PREFIX = "/grpc.health.v1.Health/"
 
 
-def _rewrap(handler: grpc.RpcMethodHandler, method: str, decorate: Decorator) -> grpc.RpcMethodHandler:
+def _rewrap(
+    handler: grpc.RpcMethodHandler, method: str, decorate: Decorator
+) -> grpc.RpcMethodHandler:
     kinds = (
         ("unary_unary", grpc.unary_unary_rpc_method_handler, False),
         ("unary_stream", grpc.unary_stream_rpc_method_handler, True),
@@ -43,7 +45,7 @@ def _rewrap(handler: grpc.RpcMethodHandler, method: str, decorate: Decorator) ->
     for attribute, factory, streaming in kinds:
         behavior = getattr(handler, attribute)
         if behavior is not None:
-            return factory(  # type: ignore[no-any-return,operator]
+            return factory(
                 decorate(behavior, method, streaming),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
@@ -51,7 +53,9 @@ def _rewrap(handler: grpc.RpcMethodHandler, method: str, decorate: Decorator) ->
     return handler
 
 
-async def _stream(behavior: Behavior, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+async def _stream(
+    behavior: Behavior, request: Any, context: grpc.aio.ServicerContext
+) -> AsyncIterator[Any]:
     """Run a response-streaming behaviour whether it is a generator or a coroutine."""
     result = behavior(request, context)
     if inspect.isasyncgen(result):
@@ -61,14 +65,14 @@ async def _stream(behavior: Behavior, request: Any, context: grpc.aio.ServicerCo
         await result
 
 
-class RpcInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class RpcInterceptor(grpc.aio.ServerInterceptor):
     """Logs one line per RPC and maps domain errors to statuses."""
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler | None:
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
@@ -77,12 +81,14 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     def _decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
         if streaming:
 
-            async def stream_behavior(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            async def stream_behavior(
+                request: Any, context: grpc.aio.ServicerContext
+            ) -> AsyncIterator[Any]:
                 started = self._begin(method, context)
                 try:
                     async for item in _stream(behavior, request, context):
                         yield item
-                except BaseException as error:  # noqa: BLE001 - re-raised or mapped below
+                except BaseException as error:
                     await self._fail(error, method, context, started)
                 self._end(method, context, started, None)
 
@@ -92,7 +98,7 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             started = self._begin(method, context)
             try:
                 response = await behavior(request, context)
-            except BaseException as error:  # noqa: BLE001 - re-raised or mapped below
+            except BaseException as error:
                 await self._fail(error, method, context, started)
             self._end(method, context, started, None)
             return response
@@ -105,14 +111,17 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         return time.perf_counter()
 
     @staticmethod
-    def _end(method: str, context: grpc.aio.ServicerContext, started: float, code: str | None) -> None:
+    def _end(
+        method: str, context: grpc.aio.ServicerContext, started: float, code: str | None
+    ) -> None:
         if code is None:
-            found = context.code()
-            code = found.name if isinstance(found, grpc.StatusCode) else "OK"
+            code = _code_name(context, "OK")
+        # The peer as bound in _begin: context.peer() on a call the client has cancelled
+        # reads a released grpc call and crashes the host (SIGSEGV).
         log.info(
             "rpc",
             method=method,
-            peer=context.peer(),
+            peer=structlog.contextvars.get_contextvars().get("peer", ""),
             code=code,
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
@@ -127,14 +136,19 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             await context.abort_with_status(status_of(error))
         if isinstance(error, grpc.aio.AbortError) or not isinstance(error, Exception):
             # An abort the servicer chose, or a cancellation of the call.
-            found = context.code()
-            code = found.name if isinstance(found, grpc.StatusCode) else "CANCELLED"
+            code = _code_name(context, "CANCELLED")
             self._end(method, context, started, code)
             raise error
         correlation_id = uuid.uuid4().hex[:12]
         log.error("rpc crashed", method=method, correlation_id=correlation_id, exc_info=error)
         self._end(method, context, started, "INTERNAL")
         await context.abort_with_status(internal_status(correlation_id))
+
+
+def _code_name(context: grpc.aio.ServicerContext, default: str) -> str:
+    """The status code set on the call so far (None before one is set)."""
+    found: object = context.code()
+    return found.name if isinstance(found, grpc.StatusCode) else default
 
 
 def _unwrap(error: BaseException) -> BaseException:
@@ -147,7 +161,7 @@ def _unwrap(error: BaseException) -> BaseException:
     return error
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class AuthInterceptor(grpc.aio.ServerInterceptor):
     """Requires a valid bearer token on every method but health."""
 
     def __init__(self, tokens: TokenTable) -> None:
@@ -155,9 +169,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler | None:
         handler = await continuation(handler_call_details)
         if handler is None or handler_call_details.method.startswith(OPEN_METHODS_PREFIX):
             return handler
@@ -179,11 +193,12 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     def _decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
         if streaming:
 
-            async def stream_behavior(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            async def stream_behavior(
+                request: Any, context: grpc.aio.ServicerContext
+            ) -> AsyncIterator[Any]:
                 identity = self._identify(context)
                 if isinstance(identity, str):
                     await context.abort(grpc.StatusCode.UNAUTHENTICATED, identity)
-                    return
                 current_identity.set(identity)
                 async for item in _stream(behavior, request, context):
                     yield item

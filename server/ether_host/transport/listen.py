@@ -61,7 +61,9 @@ def bind_tcp(server: grpc.aio.Server, address: str) -> str:
         bound = 0
     if not bound:
         if port and _port_in_use(host, port):
-            raise ListenError(f"{address}: address in use (another process listens there; choose another --listen)")
+            raise ListenError(
+                f"{address}: address in use (another process listens there; choose another --listen)"
+            )
         raise ListenError(f"{address}: cannot listen there (is {host} an address of this machine?)")
     shown = f"[{host}]" if ":" in host else host
     return f"{shown}:{bound}"
@@ -74,7 +76,9 @@ def prepare_unix_socket(path_text: str) -> Path:
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = directory.stat()
     if info.st_uid != os.getuid():
-        raise ListenError(f"unix_socket: directory {directory} belongs to another user; use a private directory")
+        raise ListenError(
+            f"unix_socket: directory {directory} belongs to another user; use a private directory"
+        )
     if stat.S_IMODE(info.st_mode) != 0o700:
         os.chmod(directory, 0o700)
     if path.exists():
@@ -84,7 +88,9 @@ def prepare_unix_socket(path_text: str) -> Path:
             except OSError:
                 path.unlink()  # a stale socket of a host that is gone
             else:
-                raise ListenError(f"unix_socket: {path}: address in use (another host serves this socket)")
+                raise ListenError(
+                    f"unix_socket: {path}: address in use (another host serves this socket)"
+                )
     return path
 
 

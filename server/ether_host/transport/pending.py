@@ -18,7 +18,9 @@ def pending_servicer(base: type, service: ServiceDescriptor, missing: str) -> An
     for method in service.methods:
         message = f"{service.name}.{method.name} is not implemented yet: {missing}"
 
-        async def answer(self: Any, request: Any, context: grpc.aio.ServicerContext, _msg: str = message) -> None:
+        async def answer(
+            self: Any, request: Any, context: grpc.aio.ServicerContext, _msg: str = message
+        ) -> None:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, _msg)
 
         namespace[method.name] = answer

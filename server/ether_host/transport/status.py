@@ -22,7 +22,9 @@ def status_of(error: EtherError) -> grpc.Status:
         details.append(
             error_details_pb2.BadRequest(
                 field_violations=[
-                    error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description)
+                    error_details_pb2.BadRequest.FieldViolation(
+                        field=v.field, description=v.description
+                    )
                     for v in error.violations
                 ]
             )
@@ -34,10 +36,27 @@ def status_of(error: EtherError) -> grpc.Status:
         delay = duration_pb2.Duration()
         delay.FromNanoseconds(int(error.retry_after * 1e9))
         details.append(error_details_pb2.RetryInfo(retry_delay=delay))
+    # extra["quota_violations"]: (subject, description) pairs -> QuotaFailure.
+    quota = error.extra.get("quota_violations")
+    if quota:
+        details.append(
+            error_details_pb2.QuotaFailure(
+                violations=[
+                    error_details_pb2.QuotaFailure.Violation(
+                        subject=subject, description=description
+                    )
+                    for subject, description in quota
+                ]
+            )
+        )
+    # extra["details"]: further protobuf messages a servicer attached (such as
+    # ether.v1.WaitForFailure); the core never builds these itself.
+    details.extend(error.extra.get("details", ()))
     status = status_pb2.Status(code=code, message=error.message)
     for detail in details:
         status.details.add().Pack(detail)
-    return rpc_status.to_status(status)
+    result: grpc.Status = rpc_status.to_status(status)
+    return result
 
 
 def internal_status(correlation_id: str) -> grpc.Status:
@@ -47,6 +66,9 @@ def internal_status(correlation_id: str) -> grpc.Status:
         message=f"internal error; the host log has the details under correlation id {correlation_id}",
     )
     status.details.add().Pack(
-        error_details_pb2.ErrorInfo(reason="INTERNAL", domain=DOMAIN, metadata={"correlation_id": correlation_id})
+        error_details_pb2.ErrorInfo(
+            reason="INTERNAL", domain=DOMAIN, metadata={"correlation_id": correlation_id}
+        )
     )
-    return rpc_status.to_status(status)
+    result: grpc.Status = rpc_status.to_status(status)
+    return result

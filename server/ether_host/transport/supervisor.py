@@ -71,12 +71,18 @@ class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
     async def ListProcesses(
         self, request: supervisor_pb2.ListProcessesRequest, context: grpc.aio.ServicerContext
     ) -> supervisor_pb2.ListProcessesResponse:
-        agents = [self._supervisor.get(request.agent)] if request.agent else [
-            a for _, a in sorted(self._supervisor.agents.items())
-        ]
+        agents = (
+            [self._supervisor.get(request.agent)]
+            if request.agent
+            else [a for _, a in sorted(self._supervisor.agents.items())]
+        )
         replicas = [r for a in agents for r in a.replicas]
-        page, token = paginate(replicas, request.page_size, request.page_token, f"processes/{request.agent}")
-        return supervisor_pb2.ListProcessesResponse(processes=[process_info(r) for r in page], next_page_token=token)
+        page, token = paginate(
+            replicas, request.page_size, request.page_token, f"processes/{request.agent}"
+        )
+        return supervisor_pb2.ListProcessesResponse(
+            processes=[process_info(r) for r in page], next_page_token=token
+        )
 
     async def WatchEvents(
         self, request: supervisor_pb2.WatchEventsRequest, context: grpc.aio.ServicerContext
@@ -85,7 +91,9 @@ class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
             self._supervisor.get(request.agent)
         history = self._supervisor.events
         after = history.last_sequence if request.after_sequence < 0 else request.after_sequence
-        async for sequence, event in history.follow(after, until=lambda: self._lifecycle.is_stopping):
+        async for sequence, event in history.follow(
+            after, until=lambda: self._lifecycle.is_stopping
+        ):
             if not request.agent or event.agent == request.agent:
                 yield _event(sequence, event)
 
@@ -93,8 +101,11 @@ class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
         self, request: supervisor_pb2.StreamLogsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[supervisor_pb2.StreamLogsResponse]:
         if not 0 <= request.tail_lines <= MAX_TAIL:
-            raise InvalidArgument(f"tail_lines {request.tail_lines} is out of range 0..{MAX_TAIL}",
-                                  reason="INVALID_TAIL", violations=[FieldViolation("tail_lines", "0 to 10000")])
+            raise InvalidArgument(
+                f"tail_lines {request.tail_lines} is out of range 0..{MAX_TAIL}",
+                reason="INVALID_TAIL",
+                violations=[FieldViolation("tail_lines", "0 to 10000")],
+            )
         agent = self._supervisor.get(request.agent)
         tail = agent.logs.tail(request.tail_lines or 100)
         for _, line in tail:
@@ -160,10 +171,10 @@ def agent_status(agent: ManagedAgent) -> supervisor_pb2.AgentStatus:
         spec=supervisor_pb2.AgentSpec(
             name=spec.name,
             path=str(spec.path),
-            language=convert.LANGUAGES[spec.language],  # type: ignore[arg-type]
-            type=convert.KINDS[spec.kind],  # type: ignore[arg-type]
+            language=convert.LANGUAGES[spec.language],
+            type=convert.KINDS[spec.kind],
             replicas=spec.replicas,
-            restart=_RESTART_VALUES[spec.restart],  # type: ignore[arg-type]
+            restart=_RESTART_VALUES[spec.restart],
             module=spec.module,
             function=spec.function,
             env=spec.env,

@@ -46,22 +46,34 @@ def handle(task: dict) -> None:
         frame["result"]["data"] = "x" * (int(params["bytes"]) - overhead)
         send(frame, int(params.get("chunk", 0)))
     elif action == "garbage":
-        write_raw(b"not json at all\n42\n[1,2]\n\xff\xfe invalid utf-8 \xc3\x28\n{\"id\":\n{\"type\":\"result\",\"id\":\"h-999999\",\"status\":\"ok\"}\n")
+        write_raw(
+            b'not json at all\n42\n[1,2]\n\xff\xfe invalid utf-8 \xc3\x28\n{"id":\n{"type":"result","id":"h-999999","status":"ok"}\n'
+        )
         result(frame_id, {"survived": True})
     elif action == "hang":
         pass  # never answers, ignores cancel
     elif action == "crash":
         os._exit(3)
     elif action == "grandchild":
-        child = subprocess.Popen(["sh", "-c", "trap '' TERM HUP; while true; do sleep 1; done"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            ["sh", "-c", "trap '' TERM HUP; while true; do sleep 1; done"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+        )
         result(frame_id, {"pid": child.pid, "pgid": os.getpgid(child.pid)})
     elif action == "print":
         print("hello from print() on stdout", flush=True)
         result(frame_id, {"printed": True})
     else:
-        send({"type": "result", "id": frame_id, "status": "error",
-              "error": {"code": "unknown_action", "message": action}})
+        send(
+            {
+                "type": "result",
+                "id": frame_id,
+                "status": "error",
+                "error": {"code": "unknown_action", "message": action},
+            }
+        )
 
 
 def main() -> None:
@@ -77,9 +89,16 @@ def main() -> None:
         sys.exit(1)
     if not os.environ.get("ROGUE_NO_HELLO"):
         actions = ["echo", "sized", "garbage", "hang", "crash", "grandchild", "print"]
-        send({"type": "hello", "protocol": 1, "agent": {"name": "rogue", "version": "0", "language": "python"},
-              "actions": [{"name": a} for a in actions],
-              "capabilities": {"max_concurrency": 16, "cancel": True}, "pid": os.getpid()})
+        send(
+            {
+                "type": "hello",
+                "protocol": 1,
+                "agent": {"name": "rogue", "version": "0", "language": "python"},
+                "actions": [{"name": a} for a in actions],
+                "capabilities": {"max_concurrency": 16, "cancel": True},
+                "pid": os.getpid(),
+            }
+        )
     if os.environ.get("ROGUE_BANNER"):
         write_raw(b"banner after hello\n")
     for line in sys.stdin.buffer:

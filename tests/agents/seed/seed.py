@@ -9,6 +9,10 @@ for line in sys.stdin:
     if payload.get("fail"):
         reply = {"id": request["id"], "status": "error", "error": "asked to fail"}
     else:
-        reply = {"id": request["id"], "status": "ok", "result": {"upper": str(payload.get("text", "")).upper()}}
+        reply = {
+            "id": request["id"],
+            "status": "ok",
+            "result": {"upper": str(payload.get("text", "")).upper()},
+        }
     sys.stdout.write(json.dumps(reply) + "\n")
     sys.stdout.flush()

@@ -8,8 +8,13 @@ from typing import Any
 
 from ether_agent import Agent, AgentError, Output, TaskContext
 
-agent = Agent("worker", version="2.0.0", description="Test agent for the task contract.", max_concurrency=4,
-              calls=["agent.call"])
+agent = Agent(
+    "worker",
+    version="2.0.0",
+    description="Test agent for the task contract.",
+    max_concurrency=4,
+    calls=["agent.call"],
+)
 
 
 @agent.action(description="Return the params.", idempotent=True)
@@ -52,7 +57,9 @@ def explode() -> None:
 
 
 @agent.action(description="Call another agent's action through the host.")
-async def relay(agent: str, action: str, ctx: TaskContext, params: dict[str, Any] | None = None) -> Any:
+async def relay(
+    agent: str, action: str, ctx: TaskContext, params: dict[str, Any] | None = None
+) -> Any:
     return await ctx.call_agent(agent, action, params or {})
 
 
@@ -69,6 +76,8 @@ def grandchild() -> dict[str, Any]:
 
     child = subprocess.Popen(
         ["sh", "-c", "trap '' TERM HUP; while true; do sleep 1; done"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     return {"pid": child.pid}
