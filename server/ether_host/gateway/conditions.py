@@ -24,9 +24,14 @@ MAX_LENGTH = 1000
 ROOTS = ("context", "turn", "message")
 CONSTANTS = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
 _COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
-    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-    ast.Gt: operator.gt, ast.GtE: operator.ge,
-    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
 }
 
 
@@ -43,7 +48,9 @@ class Condition:
         try:
             tree = ast.parse(text.strip(), mode="eval")
         except SyntaxError as error:
-            raise ConditionError(f"does not parse at column {error.offset or 0}: {error.msg}") from None
+            raise ConditionError(
+                f"does not parse at column {error.offset or 0}: {error.msg}"
+            ) from None
         _check(tree.body)
         self.text = text
         self._tree = tree.body
@@ -68,8 +75,12 @@ def _check(node: ast.AST) -> None:
         for comparator in node.comparators:
             _check(comparator)
     elif isinstance(node, ast.Call):
-        if not (isinstance(node.func, ast.Name) and node.func.id == "len" and len(node.args) == 1
-                and not node.keywords):
+        if not (
+            isinstance(node.func, ast.Name)
+            and node.func.id == "len"
+            and len(node.args) == 1
+            and not node.keywords
+        ):
             raise ConditionError("the only function is len(x)")
         _check(node.args[0])
     elif isinstance(node, ast.Constant):
@@ -80,7 +91,9 @@ def _check(node: ast.AST) -> None:
             _check(element)
     elif isinstance(node, ast.Name):
         if node.id not in ROOTS and node.id not in CONSTANTS:
-            raise ConditionError(f"unknown name {node.id!r}; use context.<key>, turn or message.text")
+            raise ConditionError(
+                f"unknown name {node.id!r}; use context.<key>, turn or message.text"
+            )
     elif isinstance(node, ast.Attribute):
         _check(node.value)
     elif isinstance(node, ast.Subscript):
@@ -119,7 +132,7 @@ def _eval(node: ast.AST, scope: dict[str, Any]) -> Any:
     if isinstance(node, ast.Attribute):
         return _step(_eval(node.value, scope), node.attr)
     if isinstance(node, ast.Subscript):
-        assert isinstance(node.slice, ast.Constant)
+        assert isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str | int)
         return _step(_eval(node.value, scope), node.slice.value)
     raise TypeError(type(node).__name__)
 

@@ -58,8 +58,14 @@ def merge_patch(target: Any, patch: Any) -> Any:
 class Context:
     """The blackboard of one session."""
 
-    def __init__(self, initial: dict[str, Any], *, max_bytes: int, history: int,
-                 on_change: Callable[[Change], None] | None = None) -> None:
+    def __init__(
+        self,
+        initial: dict[str, Any],
+        *,
+        max_bytes: int,
+        history: int,
+        on_change: Callable[[Change], None] | None = None,
+    ) -> None:
         if json_size(initial) > max_bytes:
             raise _too_large(json_size(initial), max_bytes)
         self._document = copy.deepcopy(initial)
@@ -76,19 +82,27 @@ class Context:
             return {k: copy.deepcopy(self._document[k]) for k in keys if k in self._document}
         return copy.deepcopy(self._document)
 
-    def update(self, kind: str, value: Any, author: str, expected_version: int | None = None) -> Change:
+    def update(
+        self, kind: str, value: Any, author: str, expected_version: int | None = None
+    ) -> Change:
         """Apply one change atomically; ABORTED on a stale expected_version, nothing changed."""
         if expected_version is not None and expected_version != self.version:
             raise Aborted(
                 f"the context is at version {self.version}, not {expected_version}; nothing was changed: "
                 "read it again and retry",
                 reason="VERSION_CONFLICT",
-                metadata={"current_version": str(self.version), "expected_version": str(expected_version)},
+                metadata={
+                    "current_version": str(self.version),
+                    "expected_version": str(expected_version),
+                },
             )
         new = self._apply(kind, value)
         changed = sorted(
-            k for k in set(self._document) | set(new)
-            if k not in self._document or k not in new or canonical(self._document[k]) != canonical(new[k])
+            k
+            for k in set(self._document) | set(new)
+            if k not in self._document
+            or k not in new
+            or canonical(self._document[k]) != canonical(new[k])
         )
         if not changed:
             return Change(self.version, (), {}, author)
@@ -98,7 +112,12 @@ class Context:
         self._document = new
         self.version += 1
         self.updated_at = time.time()
-        change = Change(self.version, tuple(changed), {k: copy.deepcopy(new[k]) for k in changed if k in new}, author)
+        change = Change(
+            self.version,
+            tuple(changed),
+            {k: copy.deepcopy(new[k]) for k in changed if k in new},
+            author,
+        )
         self.changes.append(change)
         if self._on_change is not None:
             self._on_change(change)
@@ -110,22 +129,31 @@ class Context:
             return {**self._document, **copy.deepcopy(value)}
         if kind == MERGE_PATCH:
             if not isinstance(value, dict):
-                raise InvalidArgument("merge_patch must be a JSON object", reason="INVALID_UPDATE",
-                                      violations=[FieldViolation("merge_patch", "a JSON object")])
+                raise InvalidArgument(
+                    "merge_patch must be a JSON object",
+                    reason="INVALID_UPDATE",
+                    violations=[FieldViolation("merge_patch", "a JSON object")],
+                )
             _check_keys(value, "merge_patch")
             patched = merge_patch(self._document, value)
             assert isinstance(patched, dict)
             return patched
         if kind == REMOVE:
             if not isinstance(value, list) or not all(isinstance(k, str) and k for k in value):
-                raise InvalidArgument("remove needs a list of non-empty keys", reason="INVALID_UPDATE",
-                                      violations=[FieldViolation("remove.keys", "non-empty strings")])
+                raise InvalidArgument(
+                    "remove needs a list of non-empty keys",
+                    reason="INVALID_UPDATE",
+                    violations=[FieldViolation("remove.keys", "non-empty strings")],
+                )
             return {k: v for k, v in self._document.items() if k not in set(value)}
         if kind == REPLACE:
             _check_keys(value, "replace")
-            return copy.deepcopy(value)  # type: ignore[no-any-return]
-        raise InvalidArgument("no update: set one of set, merge_patch, remove or replace", reason="MISSING_UPDATE",
-                              violations=[FieldViolation("update", "required")])
+            return copy.deepcopy(value)
+        raise InvalidArgument(
+            "no update: set one of set, merge_patch, remove or replace",
+            reason="MISSING_UPDATE",
+            violations=[FieldViolation("update", "required")],
+        )
 
     def first_retained_version(self) -> int:
         """The oldest version a watcher can resume after and still see every change."""
@@ -146,15 +174,22 @@ class Context:
 
 def _check_keys(value: Any, what: str) -> None:
     if not isinstance(value, dict):
-        raise InvalidArgument(f"{what} must be a JSON object", reason="INVALID_UPDATE",
-                              violations=[FieldViolation(what, "a JSON object")])
+        raise InvalidArgument(
+            f"{what} must be a JSON object",
+            reason="INVALID_UPDATE",
+            violations=[FieldViolation(what, "a JSON object")],
+        )
     if any(not key for key in value):
-        raise InvalidArgument("context keys must not be empty", reason="EMPTY_KEY",
-                              violations=[FieldViolation(what, "an empty key")])
+        raise InvalidArgument(
+            "context keys must not be empty",
+            reason="EMPTY_KEY",
+            violations=[FieldViolation(what, "an empty key")],
+        )
 
 
 def _too_large(size: int, limit: int) -> ResourceExhausted:
     return ResourceExhausted(
         f"the context would be {size} bytes as JSON, over the limit of {limit} bytes; nothing was changed",
-        reason="CONTEXT_TOO_LARGE", metadata={"size": str(size), "limit": str(limit)},
+        reason="CONTEXT_TOO_LARGE",
+        metadata={"size": str(size), "limit": str(limit)},
     )

@@ -32,7 +32,18 @@ class SessionEvent:
     time: float = field(default_factory=time.time)
 
 
-def error_data(step: str, code: str, message: str, details: dict[str, Any] | None = None,
-               retryable: bool = False) -> dict[str, Any]:
+def error_data(
+    step: str,
+    code: str,
+    message: str,
+    details: dict[str, Any] | None = None,
+    retryable: bool = False,
+) -> dict[str, Any]:
     """The data of an ``error`` event: the step (empty for the whole turn) and a TaskError."""
-    return {"step": step, "code": code, "message": message, "details": details or {}, "retryable": retryable}
+    return {
+        "step": step,
+        "code": code,
+        "message": message,
+        "details": details or {},
+        "retryable": retryable,
+    }

@@ -67,9 +67,18 @@ class Message:
     sent_at: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
-        return {"id": self.id, "sequence": self.sequence, "sender": self.sender, "agent": self.agent,
-                "topic": self.topic, "type": self.type, "data": self.data, "correlation_id": self.correlation_id,
-                "session_id": self.session_id, "sent_at": self.sent_at}
+        return {
+            "id": self.id,
+            "sequence": self.sequence,
+            "sender": self.sender,
+            "agent": self.agent,
+            "topic": self.topic,
+            "type": self.type,
+            "data": self.data,
+            "correlation_id": self.correlation_id,
+            "session_id": self.session_id,
+            "sent_at": self.sent_at,
+        }
 
 
 @dataclass(frozen=True)
@@ -93,8 +102,8 @@ class Mailbox:
         self._wake.set()
         self._wake = anyio.Event()
 
-    async def wait(self, timeout: float | None = None) -> None:
-        with anyio.move_on_after(timeout):
+    async def wait(self, at_most: float | None = None) -> None:
+        with anyio.move_on_after(at_most):
             await self._wake.wait()
 
 
@@ -111,7 +120,9 @@ class Topic:
 class Messaging:
     """Mailboxes by agent name, topics by name, and delivery to on_message handlers."""
 
-    def __init__(self, supervisor: Supervisor, dispatcher: Dispatcher, settings: GatewaySettings) -> None:
+    def __init__(
+        self, supervisor: Supervisor, dispatcher: Dispatcher, settings: GatewaySettings
+    ) -> None:
         self.supervisor = supervisor
         self.dispatcher = dispatcher
         self.settings = settings
@@ -127,8 +138,8 @@ class Messaging:
         """Own the delivery tasks; wake mailboxes when their agent changes state."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            for mailbox in self.mailboxes.values():
-                tg.start_soon(self._deliver, mailbox)
+            for box in self.mailboxes.values():
+                tg.start_soon(self._deliver, box)
             task_status.started()
             events = self.supervisor.events
             async for _, event in events.follow(events.last_sequence):
@@ -141,11 +152,11 @@ class Messaging:
     def mailbox(self, agent: str) -> Mailbox:
         """The agent's mailbox (NOT_FOUND for an agent that is not deployed)."""
         self.supervisor.get(agent)
-        box = self.mailboxes.get(agent)
-        if box is None:
-            box = self.mailboxes[agent] = Mailbox(agent, self.settings.topic_retention)
-            if self._tg is not None:
-                self._tg.start_soon(self._deliver, box)
+        if agent in self.mailboxes:
+            return self.mailboxes[agent]
+        box = self.mailboxes[agent] = Mailbox(agent, self.settings.topic_retention)
+        if self._tg is not None:
+            self._tg.start_soon(self._deliver, box)
         return box
 
     def capacity(self, agent: ManagedAgent) -> int:
@@ -154,8 +165,17 @@ class Messaging:
             return configured
         return self.settings.mailbox_size
 
-    def send(self, sender: str, agent: str, kind: str, data: Any, *, correlation_id: str = "",
-             session_id: str = "", request_id: str = "") -> tuple[Message, int]:
+    def send(
+        self,
+        sender: str,
+        agent: str,
+        kind: str,
+        data: Any,
+        *,
+        correlation_id: str = "",
+        session_id: str = "",
+        request_id: str = "",
+    ) -> tuple[Message, int]:
         """Put a message in ``agent``'s mailbox; returns it and the mailbox depth after it."""
         target = self.supervisor.get(agent)
         if request_id and (sender, request_id) in self._sent:
@@ -166,11 +186,22 @@ class Messaging:
         if len(box.queue) >= limit:
             raise ResourceExhausted(
                 f"the mailbox of {agent} is full ({limit} messages waiting); retry later",
-                reason="MAILBOX_FULL", retry_after=1.0, resource=("agent", agent),
+                reason="MAILBOX_FULL",
+                retry_after=1.0,
+                resource=("agent", agent),
                 metadata={"capacity": str(limit)},
             )
-        message = Message(_message_id(), box.copies.last_sequence + 1, sender, kind, data, agent=agent,
-                          correlation_id=correlation_id, session_id=session_id, sent_at=time.time())
+        message = Message(
+            _message_id(),
+            box.copies.last_sequence + 1,
+            sender,
+            kind,
+            data,
+            agent=agent,
+            correlation_id=correlation_id,
+            session_id=session_id,
+            sent_at=time.time(),
+        )
         box.copies.append(message)
         box.queue.append(message)
         box.wake()
@@ -197,24 +228,38 @@ class Messaging:
                 await box.wait()
                 continue
             message = box.queue.popleft()
-            task = TaskInput(agent=box.agent, action=HANDLER_ACTION, params={"message": message.as_json()},
-                             task_id=f"{message.id}.{secrets.token_hex(2)}", session_id=message.session_id)
+            task = TaskInput(
+                agent=box.agent,
+                action=HANDLER_ACTION,
+                params={"message": message.as_json()},
+                task_id=f"{message.id}.{secrets.token_hex(2)}",
+                session_id=message.session_id,
+            )
             if message.session_id:
                 self.authorize(task.task_id, message.session_id)
             try:
                 result = await self.dispatcher.execute(task)
             except EtherError as error:
                 box.queue.appendleft(message)  # not taken: it stays first in line
-                log.warning("message not delivered; will retry", agent=box.agent, message=message.id,
-                            error=error.message)
+                log.warning(
+                    "message not delivered; will retry",
+                    agent=box.agent,
+                    message=message.id,
+                    error=error.message,
+                )
                 await box.wait(REDELIVERY_PAUSE)
                 continue
             finally:
                 if message.session_id:
                     self.revoke(task.task_id, message.session_id)
             if result.status == ERROR and result.error is not None:
-                log.warning("on_message handler failed", agent=box.agent, message=message.id,
-                            code=result.error.code, error=result.error.message)
+                log.warning(
+                    "on_message handler failed",
+                    agent=box.agent,
+                    message=message.id,
+                    code=result.error.code,
+                    error=result.error.message,
+                )
 
     # -- topics --------------------------------------------------------------------------
 
@@ -225,21 +270,44 @@ class Messaging:
             found = self.topics[name] = Topic(name, self.settings.topic_retention)
         return found
 
-    def publish(self, sender: str, topic: str, kind: str, data: Any, *, correlation_id: str = "",
-                session_id: str = "") -> tuple[Message, int]:
+    def publish(
+        self,
+        sender: str,
+        topic: str,
+        kind: str,
+        data: Any,
+        *,
+        correlation_id: str = "",
+        session_id: str = "",
+    ) -> tuple[Message, int]:
         """Publish to a topic; returns the message and how many subscribers it reached."""
         channel = self.topic(topic)
         self._check(kind, data)
-        message = Message(_message_id(), channel.history.last_sequence + 1, sender, kind, data, topic=topic,
-                          correlation_id=correlation_id, session_id=session_id, sent_at=time.time())
+        message = Message(
+            _message_id(),
+            channel.history.last_sequence + 1,
+            sender,
+            kind,
+            data,
+            topic=topic,
+            correlation_id=correlation_id,
+            session_id=session_id,
+            sent_at=time.time(),
+        )
         channel.history.append(message)
         reached = channel.readers
         for agent in sorted(channel.agents):
             try:
-                self.send(sender, agent, kind, data, correlation_id=correlation_id, session_id=session_id)
+                self.send(
+                    sender, agent, kind, data, correlation_id=correlation_id, session_id=session_id
+                )
             except EtherError as error:
-                log.warning("topic message not copied to an agent's mailbox", topic=topic, agent=agent,
-                            error=error.message)
+                log.warning(
+                    "topic message not copied to an agent's mailbox",
+                    topic=topic,
+                    agent=agent,
+                    error=error.message,
+                )
             else:
                 reached += 1
         return message, reached
@@ -254,8 +322,9 @@ class Messaging:
             channel.agents.discard(agent)
         return sorted(t.name for t in self.topics.values() if agent in t.agents)
 
-    async def follow(self, history: History[Message], after: int | None,
-                     until: Callable[[], bool]) -> AsyncIterator[Message | Lagged]:
+    async def follow(
+        self, history: History[Message], after: int | None, until: Callable[[], bool]
+    ) -> AsyncIterator[Message | Lagged]:
         """Retained messages after ``after`` (None: only new ones), then new ones; gaps as Lagged."""
         cursor = history.last_sequence if after is None else max(0, after)
         async for sequence, message in history.follow(cursor, until=until):
@@ -264,8 +333,9 @@ class Messaging:
             cursor = sequence
             yield message
 
-    async def follow_topic(self, topic: str, after: int | None, until: Callable[[], bool]
-                           ) -> AsyncIterator[Message | Lagged]:
+    async def follow_topic(
+        self, topic: str, after: int | None, until: Callable[[], bool]
+    ) -> AsyncIterator[Message | Lagged]:
         channel = self.topic(topic)
         channel.readers += 1
         try:
@@ -276,8 +346,11 @@ class Messaging:
 
     def _check(self, kind: str, data: Any) -> None:
         if not TYPE_PATTERN.match(kind):
-            raise InvalidArgument(f"message type {kind[:64]!r} must be lower_snake: a-z, 0-9 and _, from a letter",
-                                  reason="INVALID_MESSAGE_TYPE", violations=[FieldViolation("type", "lower_snake")])
+            raise InvalidArgument(
+                f"message type {kind[:64]!r} must be lower_snake: a-z, 0-9 and _, from a letter",
+                reason="INVALID_MESSAGE_TYPE",
+                violations=[FieldViolation("type", "lower_snake")],
+            )
         size = json_size(data)
         if size > self.settings.max_message_bytes:
             raise ResourceExhausted(
@@ -289,8 +362,11 @@ class Messaging:
 
 def check_topic(name: str) -> None:
     if not TOPIC_PATTERN.match(name):
-        raise InvalidArgument(f"topic {name[:64]!r} must be 1-128 characters of a-z 0-9 . _ -",
-                              reason="INVALID_TOPIC", violations=[FieldViolation("topic", "[a-z0-9._-]{1,128}")])
+        raise InvalidArgument(
+            f"topic {name[:64]!r} must be 1-128 characters of a-z 0-9 . _ -",
+            reason="INVALID_TOPIC",
+            violations=[FieldViolation("topic", "[a-z0-9._-]{1,128}")],
+        )
 
 
 def _has_handler(agent: ManagedAgent) -> bool:

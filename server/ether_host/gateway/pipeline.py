@@ -40,7 +40,11 @@ class Trigger:
         return self.when is None or self.when.holds(scope)
 
     def describe(self) -> dict[str, Any]:
-        return {"every": self.every, "at_turns": list(self.at_turns), "when": self.when.text if self.when else ""}
+        return {
+            "every": self.every,
+            "at_turns": list(self.at_turns),
+            "when": self.when.text if self.when else "",
+        }
 
 
 @dataclass(frozen=True)
@@ -102,9 +106,15 @@ def build_pipeline(raw: dict[str, Any] | None, supervisor: Supervisor) -> Pipeli
     steps = []
     replies = [i for i, s in enumerate(raw_steps) if s.get("reply")]
     if len(replies) > 1:
-        problems.append(FieldViolation("pipeline.steps", f"{len(replies)} steps set reply; at most one may"))
+        problems.append(
+            FieldViolation("pipeline.steps", f"{len(replies)} steps set reply; at most one may")
+        )
     elif replies and replies[0] != len(raw_steps) - 1:
-        problems.append(FieldViolation(f"pipeline.steps[{replies[0]}].reply", "the reply step must be the last step"))
+        problems.append(
+            FieldViolation(
+                f"pipeline.steps[{replies[0]}].reply", "the reply step must be the last step"
+            )
+        )
     for index, item in enumerate(raw_steps):
         steps.append(_step(index, item, supervisor, seen, problems))
     timeout = _timeout(raw.get("turn_timeout"), "pipeline.turn_timeout", MAX_TURN_TIMEOUT, problems)
@@ -112,8 +122,13 @@ def build_pipeline(raw: dict[str, Any] | None, supervisor: Supervisor) -> Pipeli
     return Pipeline(tuple(steps), timeout, implicit_reply=not replies)
 
 
-def _step(index: int, item: dict[str, Any], supervisor: Supervisor, seen: set[str],
-          problems: list[FieldViolation]) -> Step:
+def _step(
+    index: int,
+    item: dict[str, Any],
+    supervisor: Supervisor,
+    seen: set[str],
+    problems: list[FieldViolation],
+) -> Step:
     where = f"pipeline.steps[{index}]"
     name = str(item.get("name") or "")
     reply = bool(item.get("reply"))
@@ -122,26 +137,42 @@ def _step(index: int, item: dict[str, Any], supervisor: Supervisor, seen: set[st
     elif name in seen:
         problems.append(FieldViolation(f"{where}.name", f"{name!r} is used by an earlier step"))
     elif name == REPLY_STEP and not reply:
-        problems.append(FieldViolation(f"{where}.name", f"{REPLY_STEP!r} is reserved for the reply step"))
+        problems.append(
+            FieldViolation(f"{where}.name", f"{REPLY_STEP!r} is reserved for the reply step")
+        )
     seen.add(name)
     agent_name = str(item.get("agent") or "")
     action = str(item.get("action") or "")
     if not agent_name and not reply:
-        problems.append(FieldViolation(f"{where}.agent", "required (only the reply step may leave it empty)"))
+        problems.append(
+            FieldViolation(f"{where}.agent", "required (only the reply step may leave it empty)")
+        )
     elif agent_name:
         try:
             agent = supervisor.get(agent_name)
         except NotFound:
             known = ", ".join(sorted(supervisor.agents)) or "none"
-            problems.append(FieldViolation(f"{where}.agent", f"no agent named {agent_name!r} (deployed: {known})"))
+            problems.append(
+                FieldViolation(
+                    f"{where}.agent", f"no agent named {agent_name!r} (deployed: {known})"
+                )
+            )
         else:
             names = [a.name for a in agent.actions]
             if names and action and action not in names:
-                problems.append(FieldViolation(f"{where}.action",
-                                               f"{agent_name} has no action {action!r}; its actions: {', '.join(names)}"))
+                problems.append(
+                    FieldViolation(
+                        f"{where}.action",
+                        f"{agent_name} has no action {action!r}; its actions: {', '.join(names)}",
+                    )
+                )
             elif len(names) > 1 and not action:
-                problems.append(FieldViolation(f"{where}.action",
-                                               f"required: {agent_name} has several actions ({', '.join(names)})"))
+                problems.append(
+                    FieldViolation(
+                        f"{where}.action",
+                        f"required: {agent_name} has several actions ({', '.join(names)})",
+                    )
+                )
     trigger = _trigger(where, item.get("trigger"), problems)
     group = str(item.get("parallel_group") or "")
     if reply and group:
@@ -153,18 +184,28 @@ def _step(index: int, item: dict[str, Any], supervisor: Supervisor, seen: set[st
         problems.append(FieldViolation(f"{where}.params", "a JSON object"))
         params = {}
     return Step(
-        name=name, agent=agent_name, action=action, params=params, parallel_group=group, trigger=trigger,
-        reply=reply, output_key=str(item.get("output_key") or ""),
+        name=name,
+        agent=agent_name,
+        action=action,
+        params=params,
+        parallel_group=group,
+        trigger=trigger,
+        reply=reply,
+        output_key=str(item.get("output_key") or ""),
         timeout=_timeout(item.get("timeout"), f"{where}.timeout", MAX_TURN_TIMEOUT, problems),
     )
 
 
-def _trigger(where: str, raw: dict[str, Any] | None, problems: list[FieldViolation]) -> Trigger | None:
+def _trigger(
+    where: str, raw: dict[str, Any] | None, problems: list[FieldViolation]
+) -> Trigger | None:
     if not raw:
         return None
     every = int(raw.get("every") or 0)
     if every < 0:
-        problems.append(FieldViolation(f"{where}.trigger.every", "0 (no cadence) or a positive number of turns"))
+        problems.append(
+            FieldViolation(f"{where}.trigger.every", "0 (no cadence) or a positive number of turns")
+        )
     at_turns = tuple(int(t) for t in raw.get("at_turns") or ())
     if any(t < 1 for t in at_turns):
         problems.append(FieldViolation(f"{where}.trigger.at_turns", "turn numbers start at 1"))
@@ -194,17 +235,28 @@ def _raise(problems: list[FieldViolation]) -> None:
     if problems:
         first = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise InvalidArgument(f"the pipeline is not valid: {first.field}: {first.description}{more}",
-                              reason="INVALID_PIPELINE", violations=problems)
+        raise InvalidArgument(
+            f"the pipeline is not valid: {first.field}: {first.description}{more}",
+            reason="INVALID_PIPELINE",
+            violations=problems,
+        )
 
 
 def describe(pipeline: Pipeline) -> dict[str, Any]:
     """The pipeline as plain values again (for GetSession)."""
     return {
         "steps": [
-            {"name": s.name, "agent": s.agent, "action": s.action, "params": s.params,
-             "parallel_group": s.parallel_group, "trigger": s.trigger.describe() if s.trigger else None,
-             "reply": s.reply, "output_key": s.output_key, "timeout": s.timeout}
+            {
+                "name": s.name,
+                "agent": s.agent,
+                "action": s.action,
+                "params": s.params,
+                "parallel_group": s.parallel_group,
+                "trigger": s.trigger.describe() if s.trigger else None,
+                "reply": s.reply,
+                "output_key": s.output_key,
+                "timeout": s.timeout,
+            }
             for s in pipeline.steps
         ],
         "turn_timeout": pipeline.turn_timeout,

@@ -65,9 +65,18 @@ class Turn:
 class Session:
     """One user session: owner, serving agent, context, pipeline, turns and events."""
 
-    def __init__(self, session_id: str, owner: str, agent: str, capability: str, pipeline: Pipeline,
-                 metadata: dict[str, Any], initial: dict[str, Any], idle_timeout: float,
-                 settings: GatewaySettings) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        owner: str,
+        agent: str,
+        capability: str,
+        pipeline: Pipeline,
+        metadata: dict[str, Any],
+        initial: dict[str, Any],
+        idle_timeout: float,
+        settings: GatewaySettings,
+    ) -> None:
         self.id = session_id
         self.owner = owner
         self.agent = agent
@@ -83,8 +92,12 @@ class Session:
         self.completed = 0  # turns whose events are all out
         self.current_turn = 0
         self.events: History[SessionEvent] = History(settings.event_history)
-        self.context = Context(initial, max_bytes=settings.max_context_bytes, history=settings.context_history,
-                               on_change=self._context_changed)
+        self.context = Context(
+            initial,
+            max_bytes=settings.max_context_bytes,
+            history=settings.context_history,
+            on_change=self._context_changed,
+        )
         self.task_roots: set[str] = set()  # root tasks allowed to use ctx.* on this session
         self.message_ids: OrderedDict[str, int] = OrderedDict()
         self.queue: MemoryObjectSendStream[Turn]
@@ -136,8 +149,11 @@ class SessionStore:
     # -- choosing agents -----------------------------------------------------------------
 
     def gateway_agents(self, capability: str = "") -> list[ManagedAgent]:
-        return [a for a in self.supervisor.agents.values()
-                if a.spec.kind == "io_gateway" and (not capability or capability in a.capability_tags)]
+        return [
+            a
+            for a in self.supervisor.agents.values()
+            if a.spec.kind == "io_gateway" and (not capability or capability in a.capability_tags)
+        ]
 
     def load(self, agent: ManagedAgent) -> tuple[float, int, str]:
         serving = sum(1 for s in self.sessions.values() if s.is_open and s.agent == agent.name)
@@ -145,7 +161,11 @@ class SessionStore:
 
     def pick(self, capability: str, exclude: set[str] | None = None) -> ManagedAgent | None:
         """The least loaded healthy gateway agent offering ``capability`` (any when empty)."""
-        candidates = [a for a in self.gateway_agents(capability) if healthy(a) and a.name not in (exclude or set())]
+        candidates = [
+            a
+            for a in self.gateway_agents(capability)
+            if healthy(a) and a.name not in (exclude or set())
+        ]
         return min(candidates, key=self.load) if candidates else None
 
     def _assign(self, agent_name: str, capability: str) -> ManagedAgent:
@@ -154,49 +174,89 @@ class SessionStore:
             if agent.spec.kind != "io_gateway":
                 raise InvalidArgument(
                     f"agent {agent_name} is of type {agent.spec.kind.upper()}, not IO_GATEWAY; "
-                    "only gateway agents serve sessions (set type = \"io_gateway\" in its agent.toml)",
-                    reason="NOT_A_GATEWAY_AGENT", resource=("agent", agent_name),
+                    'only gateway agents serve sessions (set type = "io_gateway" in its agent.toml)',
+                    reason="NOT_A_GATEWAY_AGENT",
+                    resource=("agent", agent_name),
                     violations=[FieldViolation("agent", "an agent of type AGENT_TYPE_IO_GATEWAY")],
                 )
             if not healthy(agent):
-                raise Unavailable(f"gateway agent {agent_name} is {agent.state.value}, not RUNNING; retry shortly",
-                                  reason="NO_HEALTHY_AGENT", resource=("agent", agent_name), retry_after=1.0)
+                raise Unavailable(
+                    f"gateway agent {agent_name} is {agent.state.value}, not RUNNING; retry shortly",
+                    reason="NO_HEALTHY_AGENT",
+                    resource=("agent", agent_name),
+                    retry_after=1.0,
+                )
             return agent
         if not self.gateway_agents(capability):
             what = f"offering capability {capability!r}" if capability else "at all"
-            raise NotFound(f"no agent of type IO_GATEWAY is deployed {what}", reason="NO_GATEWAY_AGENT",
-                           resource=("capability", capability))
-        agent = self.pick(capability)
-        if agent is None:
-            raise Unavailable("no gateway agent " + (f"offering {capability!r} " if capability else "")
-                              + "is healthy right now; retry shortly", reason="NO_HEALTHY_AGENT", retry_after=1.0)
-        return agent
+            raise NotFound(
+                f"no agent of type IO_GATEWAY is deployed {what}",
+                reason="NO_GATEWAY_AGENT",
+                resource=("capability", capability),
+            )
+        picked = self.pick(capability)
+        if picked is None:
+            raise Unavailable(
+                "no gateway agent "
+                + (f"offering {capability!r} " if capability else "")
+                + "is healthy right now; retry shortly",
+                reason="NO_HEALTHY_AGENT",
+                retry_after=1.0,
+            )
+        return picked
 
     # -- use cases -----------------------------------------------------------------------
 
-    def open(self, owner: str, *, agent: str = "", capability: str = "", pipeline: dict[str, Any] | None = None,
-             context: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None,
-             idle_timeout: float | None = None, request_id: str = "") -> Session:
+    def open(
+        self,
+        owner: str,
+        *,
+        agent: str = "",
+        capability: str = "",
+        pipeline: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+        idle_timeout: float | None = None,
+        request_id: str = "",
+    ) -> Session:
         if request_id:
             earlier = self._request_ids.get((owner, request_id))
             if earlier is not None and earlier in self.sessions:
                 return self.sessions[earlier]
         open_sessions = [s for s in self.sessions.values() if s.is_open]
         if len(open_sessions) >= self.settings.max_sessions:
-            raise ResourceExhausted(f"the host has {len(open_sessions)} open sessions, its limit; close some first",
-                                    reason="TOO_MANY_SESSIONS", retry_after=5.0)
+            raise ResourceExhausted(
+                f"the host has {len(open_sessions)} open sessions, its limit; close some first",
+                reason="TOO_MANY_SESSIONS",
+                retry_after=5.0,
+            )
         mine = sum(1 for s in open_sessions if s.owner == owner)
         if mine >= self.settings.max_sessions_per_owner:
-            raise ResourceExhausted(f"{owner} has {mine} open sessions, the limit per caller; close some first",
-                                    reason="TOO_MANY_SESSIONS_FOR_CALLER", retry_after=5.0)
+            raise ResourceExhausted(
+                f"{owner} has {mine} open sessions, the limit per caller; close some first",
+                reason="TOO_MANY_SESSIONS_FOR_CALLER",
+                retry_after=5.0,
+            )
         built = build_pipeline(pipeline, self.supervisor)
         chosen = self._assign(agent, capability)
         timeout = self.settings.idle_timeout if idle_timeout is None else idle_timeout
         if timeout <= 0:
-            raise InvalidArgument("idle_timeout must be positive", reason="INVALID_IDLE_TIMEOUT",
-                                  violations=[FieldViolation("idle_timeout", "more than 0 seconds")])
-        session = Session(f"ses-{secrets.token_hex(8)}", owner, chosen.name, capability, built, metadata or {},
-                          context or {}, min(timeout, self.settings.max_idle_timeout), self.settings)
+            raise InvalidArgument(
+                "idle_timeout must be positive",
+                reason="INVALID_IDLE_TIMEOUT",
+                violations=[FieldViolation("idle_timeout", "more than 0 seconds")],
+            )
+        session = Session(
+            f"ses-{secrets.token_hex(8)}",
+            owner,
+            chosen.name,
+            capability,
+            built,
+            metadata or {},
+            context or {},
+            min(timeout, self.settings.max_idle_timeout),
+            self.settings,
+        )
         self.sessions[session.id] = session
         if request_id:
             self._request_ids[(owner, request_id)] = session.id
@@ -205,25 +265,41 @@ class SessionStore:
         if self.on_open is not None:
             self.on_open(session)
         self.wake()
-        log.info("session opened", session=session.id, owner=owner, agent=chosen.name, capability=capability)
+        log.info(
+            "session opened",
+            session=session.id,
+            owner=owner,
+            agent=chosen.name,
+            capability=capability,
+        )
         return session
 
     def get(self, owner: str, session_id: str) -> Session:
         session = self.sessions.get(session_id)
         if session is None or session.owner != owner:
-            raise NotFound(f"no session {session_id[:64]!r} (it may have expired, or belong to someone else)",
-                           reason="SESSION_NOT_FOUND", resource=("session", session_id[:64]))
+            raise NotFound(
+                f"no session {session_id[:64]!r} (it may have expired, or belong to someone else)",
+                reason="SESSION_NOT_FOUND",
+                resource=("session", session_id[:64]),
+            )
         return session
 
     def get_open(self, owner: str, session_id: str) -> Session:
         session = self.get(owner, session_id)
         if not session.is_open:
-            raise FailedPrecondition(f"session {session.id} is closed ({session.close_reason}); open a new one",
-                                     reason="SESSION_CLOSED", resource=("session", session.id))
+            raise FailedPrecondition(
+                f"session {session.id} is closed ({session.close_reason}); open a new one",
+                reason="SESSION_CLOSED",
+                resource=("session", session.id),
+            )
         return session
 
     def list(self, owner: str, state: str = "") -> list[Session]:
-        mine = [s for s in self.sessions.values() if s.owner == owner and (not state or s.state == state)]
+        mine = [
+            s
+            for s in self.sessions.values()
+            if s.owner == owner and (not state or s.state == state)
+        ]
         return sorted(mine, key=lambda s: (s.created_at, s.id), reverse=True)
 
     def close(self, session: Session, reason: str) -> Session:
@@ -243,27 +319,40 @@ class SessionStore:
         log.info("session closed", session=session.id, reason=session.close_reason)
         return session
 
-    def submit(self, session: Session, text: str, data: dict[str, Any], client_message_id: str) -> Turn:
+    def submit(
+        self, session: Session, text: str, data: dict[str, Any], client_message_id: str
+    ) -> Turn:
         """Accept a user message as the next turn (or again, when its client id was seen)."""
         if not session.is_open:
-            raise FailedPrecondition(f"session {session.id} is closed", reason="SESSION_CLOSED",
-                                     resource=("session", session.id))
+            raise FailedPrecondition(
+                f"session {session.id} is closed",
+                reason="SESSION_CLOSED",
+                resource=("session", session.id),
+            )
         if not text and not data:
-            raise InvalidArgument("a message needs text or data", reason="EMPTY_MESSAGE",
-                                  violations=[FieldViolation("message.text", "required unless data is set")])
+            raise InvalidArgument(
+                "a message needs text or data",
+                reason="EMPTY_MESSAGE",
+                violations=[FieldViolation("message.text", "required unless data is set")],
+            )
         if len(client_message_id) > MAX_CLIENT_MESSAGE_ID:
-            raise InvalidArgument(f"client_message_id is longer than {MAX_CLIENT_MESSAGE_ID} characters",
-                                  reason="INVALID_CLIENT_MESSAGE_ID",
-                                  violations=[FieldViolation("message.client_message_id", "at most 128 characters")])
+            raise InvalidArgument(
+                f"client_message_id is longer than {MAX_CLIENT_MESSAGE_ID} characters",
+                reason="INVALID_CLIENT_MESSAGE_ID",
+                violations=[FieldViolation("message.client_message_id", "at most 128 characters")],
+            )
         size = json_size({"text": text, "data": data})
         if size > self.settings.max_message_bytes:
             raise ResourceExhausted(
                 f"the message is {size} bytes, over the limit of {self.settings.max_message_bytes}",
-                reason="MESSAGE_TOO_LARGE", metadata={"size": str(size), "limit": str(self.settings.max_message_bytes)},
+                reason="MESSAGE_TOO_LARGE",
+                metadata={"size": str(size), "limit": str(self.settings.max_message_bytes)},
             )
         if client_message_id and client_message_id in session.message_ids:
             number = session.message_ids[client_message_id]
-            session.emit(ev.ACCEPTED, number, {"client_message_id": client_message_id, "queued_ahead": 0})
+            session.emit(
+                ev.ACCEPTED, number, {"client_message_id": client_message_id, "queued_ahead": 0}
+            )
             return Turn(number, text, data, client_message_id)
         ahead = session.queued + (1 if session.current_turn else 0)
         turn = Turn(session.turns + 1, text, data, client_message_id)
@@ -272,14 +361,20 @@ class SessionStore:
         except anyio.WouldBlock:
             raise ResourceExhausted(
                 f"session {session.id} has {session.queued} turns queued, the limit; wait for replies",
-                reason="TURN_QUEUE_FULL", retry_after=1.0, resource=("session", session.id),
+                reason="TURN_QUEUE_FULL",
+                retry_after=1.0,
+                resource=("session", session.id),
             ) from None
         session.turns = turn.number
         if client_message_id:
             session.message_ids[client_message_id] = turn.number
             while len(session.message_ids) > REMEMBERED_MESSAGE_IDS:
                 session.message_ids.popitem(last=False)
-        session.emit(ev.ACCEPTED, turn.number, {"client_message_id": client_message_id, "queued_ahead": ahead})
+        session.emit(
+            ev.ACCEPTED,
+            turn.number,
+            {"client_message_id": client_message_id, "queued_ahead": ahead},
+        )
         return turn
 
     def check_resume(self, session: Session, after: int) -> None:
@@ -289,11 +384,13 @@ class SessionStore:
             raise OutOfRange(
                 f"events after {after} are no longer retained; the oldest retained is {first}: "
                 "resume from there or read GetContext for the current state",
-                reason="EVENTS_EXPIRED", metadata={"first_sequence": str(first)},
+                reason="EVENTS_EXPIRED",
+                metadata={"first_sequence": str(first)},
             )
 
-    async def follow(self, session: Session, after: int, until: Callable[[], bool]
-                     ) -> AsyncIterator[tuple[int, SessionEvent]]:
+    async def follow(
+        self, session: Session, after: int, until: Callable[[], bool]
+    ) -> AsyncIterator[tuple[int, SessionEvent]]:
         async for sequence, event in session.events.follow(after, until=until):
             yield sequence, event
 
@@ -311,9 +408,18 @@ class SessionStore:
         if replacement is None:
             return None
         previous, session.agent = session.agent, replacement.name
-        session.emit(ev.FAILOVER, turn, {"from_agent": previous, "to_agent": replacement.name, "reason": reason})
-        log.warning("session failed over", session=session.id, from_agent=previous, to_agent=replacement.name,
-                    reason=reason)
+        session.emit(
+            ev.FAILOVER,
+            turn,
+            {"from_agent": previous, "to_agent": replacement.name, "reason": reason},
+        )
+        log.warning(
+            "session failed over",
+            session=session.id,
+            from_agent=previous,
+            to_agent=replacement.name,
+            reason=reason,
+        )
         return replacement.name
 
     # -- housekeeping --------------------------------------------------------------------

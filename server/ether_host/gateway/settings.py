@@ -25,11 +25,15 @@ class GatewaySettings:
     retention: float = 3600.0  # seconds a closed session stays readable
     event_history: int = 1000  # Converse events kept per session for resuming
     context_history: int = 1000  # context changes kept per session for WatchContext resumes
-    max_message_bytes: int = 256 * 1024  # a user message, a mailbox message, a published message (JSON)
+    max_message_bytes: int = (
+        256 * 1024
+    )  # a user message, a mailbox message, a published message (JSON)
     max_context_bytes: int = 1024 * 1024  # a session's context document (JSON)
     turn_queue: int = 16  # turns queued behind the running one
     turn_timeout: float = 60.0  # default time limit of a whole turn
-    mailbox_size: int = 100  # messages waiting in one agent's mailbox (deployment config may change it)
+    mailbox_size: int = (
+        100  # messages waiting in one agent's mailbox (deployment config may change it)
+    )
     topic_retention: int = 1000  # messages kept per topic for subscribers that resume
 
     @classmethod

@@ -19,7 +19,13 @@ import structlog
 
 from ether_host.agents import Dispatcher, TaskEvent, TaskInput, TaskResult
 from ether_host.agents.model import ERROR
-from ether_host.errors import DeadlineExceeded, EtherError, FailedPrecondition, NotFound, Unavailable
+from ether_host.errors import (
+    DeadlineExceeded,
+    EtherError,
+    FailedPrecondition,
+    NotFound,
+    Unavailable,
+)
 from ether_host.gateway import events as ev
 from ether_host.gateway.context import SET
 from ether_host.gateway.events import error_data
@@ -36,7 +42,9 @@ HOST_PARAMS = ("message", "turn", "steps", "session")
 class TurnRunner:
     """Runs the turns of sessions on the dispatcher."""
 
-    def __init__(self, dispatcher: Dispatcher, store: SessionStore, settings: GatewaySettings) -> None:
+    def __init__(
+        self, dispatcher: Dispatcher, store: SessionStore, settings: GatewaySettings
+    ) -> None:
         self.dispatcher = dispatcher
         self.store = store
         self.settings = settings
@@ -50,15 +58,29 @@ class TurnRunner:
                     session.current_turn = turn.number
                     try:
                         await self.run(session, turn)
-                    except Exception:  # noqa: BLE001 - one broken turn must not end the session
+                    except Exception:  # one broken turn must not end the session
                         correlation_id = secrets.token_hex(6)
-                        log.exception("turn crashed", session=session.id, turn=turn.number,
-                                      correlation_id=correlation_id)
-                        session.emit(ev.ERROR, turn.number, error_data(
-                            "", "internal", f"internal error; the host log has it under {correlation_id}"))
+                        log.exception(
+                            "turn crashed",
+                            session=session.id,
+                            turn=turn.number,
+                            correlation_id=correlation_id,
+                        )
+                        session.emit(
+                            ev.ERROR,
+                            turn.number,
+                            error_data(
+                                "",
+                                "internal",
+                                f"internal error; the host log has it under {correlation_id}",
+                            ),
+                        )
                         session.completed = turn.number
-                        session.emit(ev.TURN_COMPLETED, turn.number,
-                                     {"latency": time.monotonic() - turn.accepted_at, "steps_run": []})
+                        session.emit(
+                            ev.TURN_COMPLETED,
+                            turn.number,
+                            {"latency": time.monotonic() - turn.accepted_at, "steps_run": []},
+                        )
                     finally:
                         session.current_turn = 0
 
@@ -69,9 +91,14 @@ class TurnRunner:
         steps_run: list[str] = []
         with anyio.move_on_after(timeout) as limit:
             for group in session.pipeline.groups():
-                scope = {"context": session.context.snapshot(), "turn": turn.number,
-                         "message": {"text": turn.text, "data": turn.data}}
-                chosen = [s for s in group if s.trigger is None or s.trigger.holds(turn.number, scope)]
+                scope = {
+                    "context": session.context.snapshot(),
+                    "turn": turn.number,
+                    "message": {"text": turn.text, "data": turn.data},
+                }
+                chosen = [
+                    s for s in group if s.trigger is None or s.trigger.holds(turn.number, scope)
+                ]
                 steps_run.extend(s.name for s in chosen)
                 if len(chosen) == 1:
                     await self._step(session, turn, chosen[0], outputs, deadline)
@@ -80,61 +107,109 @@ class TurnRunner:
                         for step in chosen:
                             tg.start_soon(self._step, session, turn, step, outputs, deadline)
         if limit.cancelled_caught:
-            session.emit(ev.ERROR, turn.number,
-                         error_data("", "timeout", f"the turn did not finish within its limit of {timeout:g}s"))
+            session.emit(
+                ev.ERROR,
+                turn.number,
+                error_data(
+                    "", "timeout", f"the turn did not finish within its limit of {timeout:g}s"
+                ),
+            )
         session.completed = turn.number
-        session.emit(ev.TURN_COMPLETED, turn.number,
-                     {"latency": time.monotonic() - turn.accepted_at, "steps_run": steps_run})
+        session.emit(
+            ev.TURN_COMPLETED,
+            turn.number,
+            {"latency": time.monotonic() - turn.accepted_at, "steps_run": steps_run},
+        )
 
-    async def _step(self, session: Session, turn: Turn, step: Step, outputs: dict[str, Any], deadline: float) -> None:
+    async def _step(
+        self, session: Session, turn: Turn, step: Step, outputs: dict[str, Any], deadline: float
+    ) -> None:
         gateway_step = step.reply and not step.agent
         agent = self.store.serving_agent(session, turn.number) if gateway_step else step.agent
         label = step.name
         if agent is None:
-            session.emit(ev.ERROR, turn.number, error_data(
-                label, "no_agent_available",
-                "no healthy gateway agent can serve this session right now; send the message again shortly",
-                retryable=True))
+            session.emit(
+                ev.ERROR,
+                turn.number,
+                error_data(
+                    label,
+                    "no_agent_available",
+                    "no healthy gateway agent can serve this session right now; send the message again shortly",
+                    retryable=True,
+                ),
+            )
             return
         action = step.action
         if gateway_step and not action:
             action = self._gateway_action(agent)
         if step.timeout is not None:
             deadline = min(deadline, time.monotonic() + step.timeout)
-        task = TaskInput(agent=agent, action=action, params=self._params(agent, action, step, turn, outputs, session),
-                         task_id=f"{session.id}.{turn.number}.{step.name}", session_id=session.id, deadline=deadline)
+        task = TaskInput(
+            agent=agent,
+            action=action,
+            params=self._params(agent, action, step, turn, outputs, session),
+            task_id=f"{session.id}.{turn.number}.{step.name}",
+            session_id=session.id,
+            deadline=deadline,
+        )
         session.task_roots.add(task.task_id)
         started = time.monotonic()
         try:
-            result = await self.dispatcher.execute(task, on_event=self._progress(session, turn, step, gateway_step))
+            result = await self.dispatcher.execute(
+                task, on_event=self._progress(session, turn, step, gateway_step)
+            )
         except EtherError as error:
             latency = time.monotonic() - started
-            session.emit(ev.STEP_COMPLETED, turn.number, _completed(step, agent, action, task.task_id, ERROR, latency))
-            session.emit(ev.ERROR, turn.number, error_data(label, _code(error), error.message,
-                                                           retryable=isinstance(error, Unavailable)))
+            session.emit(
+                ev.STEP_COMPLETED,
+                turn.number,
+                _completed(step, agent, action, task.task_id, ERROR, latency),
+            )
+            session.emit(
+                ev.ERROR,
+                turn.number,
+                error_data(
+                    label, _code(error), error.message, retryable=isinstance(error, Unavailable)
+                ),
+            )
             if gateway_step and isinstance(error, Unavailable):
                 self.store.fail_over(session, turn.number, "agent_died", exclude={agent})
             return
         finally:
             session.task_roots.discard(task.task_id)
         latency = time.monotonic() - started
-        session.emit(ev.STEP_COMPLETED, turn.number,
-                     _completed(step, agent, result.action, task.task_id, result.status, latency))
+        session.emit(
+            ev.STEP_COMPLETED,
+            turn.number,
+            _completed(step, agent, result.action, task.task_id, result.status, latency),
+        )
         self._outcome(session, turn, step, result, outputs)
 
-    def _outcome(self, session: Session, turn: Turn, step: Step, result: TaskResult, outputs: dict[str, Any]) -> None:
+    def _outcome(
+        self, session: Session, turn: Turn, step: Step, result: TaskResult, outputs: dict[str, Any]
+    ) -> None:
         if result.status == ERROR:
             error = result.error
-            session.emit(ev.ERROR, turn.number, error_data(
-                step.name, error.code if error else "error", error.message if error else "the step failed",
-                error.details if error else {}, error.retryable if error else False))
+            session.emit(
+                ev.ERROR,
+                turn.number,
+                error_data(
+                    step.name,
+                    error.code if error else "error",
+                    error.message if error else "the step failed",
+                    error.details if error else {},
+                    error.retryable if error else False,
+                ),
+            )
             return
         outputs[step.name] = result.data
         if step.output_key:
             try:
                 session.context.update(SET, {step.output_key: result.data}, f"agent:{result.agent}")
             except EtherError as error:
-                session.emit(ev.ERROR, turn.number, error_data(step.name, _code(error), error.message))
+                session.emit(
+                    ev.ERROR, turn.number, error_data(step.name, _code(error), error.message)
+                )
         if step.reply:
             session.emit(ev.REPLY, turn.number, _reply(result))
 
@@ -143,8 +218,15 @@ class TurnRunner:
         names = [a.name for a in agent.actions] if agent else []
         return GATEWAY_ACTION if GATEWAY_ACTION in names or len(names) != 1 else ""
 
-    def _params(self, agent_name: str, action: str, step: Step, turn: Turn, outputs: dict[str, Any],
-                session: Session) -> dict[str, Any]:
+    def _params(
+        self,
+        agent_name: str,
+        action: str,
+        step: Step,
+        turn: Turn,
+        outputs: dict[str, Any],
+        session: Session,
+    ) -> dict[str, Any]:
         """The step's params plus the host's keys that the action's params schema accepts."""
         offered = {
             "message": {"text": turn.text, "data": turn.data},
@@ -175,10 +257,16 @@ class TurnRunner:
             if event.kind != "progress":
                 return
             payload = event.payload
-            session.emit(ev.PROGRESS, turn.number, {
-                "step": name, "progress": float(payload.get("progress") or 0),
-                "total": float(payload.get("total") or 0), "message": str(payload.get("message") or ""),
-            })
+            session.emit(
+                ev.PROGRESS,
+                turn.number,
+                {
+                    "step": name,
+                    "progress": float(payload.get("progress") or 0),
+                    "total": float(payload.get("total") or 0),
+                    "message": str(payload.get("message") or ""),
+                },
+            )
 
         return sink
 
@@ -191,9 +279,17 @@ def _accepts(schema: dict[str, Any], key: str) -> bool:
     return schema.get("additionalProperties", True) is not False
 
 
-def _completed(step: Step, agent: str, action: str, task_id: str, status: str, latency: float) -> dict[str, Any]:
-    return {"step": step.name, "agent": agent, "action": action, "task_id": task_id, "status": status,
-            "latency": latency}
+def _completed(
+    step: Step, agent: str, action: str, task_id: str, status: str, latency: float
+) -> dict[str, Any]:
+    return {
+        "step": step.name,
+        "agent": agent,
+        "action": action,
+        "task_id": task_id,
+        "status": status,
+        "latency": latency,
+    }
 
 
 def _reply(result: TaskResult) -> dict[str, Any]:

@@ -89,11 +89,13 @@ class AuditFilter:
     end_time: float | None = None
 
     def matches(self, record: AuditRecord) -> bool:
-        return ((not self.agent or record.agent == self.agent)
-                and (not self.decision or record.decision == self.decision)
-                and (not self.host or record.host == self.host)
-                and (self.start_time is None or record.time >= self.start_time)
-                and (self.end_time is None or record.time < self.end_time))
+        return (
+            (not self.agent or record.agent == self.agent)
+            and (not self.decision or record.decision == self.decision)
+            and (not self.host or record.host == self.host)
+            and (self.start_time is None or record.time >= self.start_time)
+            and (self.end_time is None or record.time < self.end_time)
+        )
 
     def where(self) -> tuple[str, list[Any]]:
         clauses, args = [], []
@@ -171,14 +173,26 @@ class AuditLog:
             rows = self._db.execute(sql, args).fetchall()
         return [AuditRecord(**dict(zip(["id", *_COLUMNS], row, strict=True))) for row in rows]
 
-    async def page(self, where: AuditFilter, page_size: int, page_token: str) -> tuple[list[AuditRecord], str]:
+    async def page(
+        self, where: AuditFilter, page_size: int, page_token: str
+    ) -> tuple[list[AuditRecord], str]:
         """Newest first; the token carries the last id seen and the filters it belongs to."""
         if page_size < 0:
-            raise InvalidArgument(f"page_size {page_size} is negative; use 0 for the default of {DEFAULT_PAGE_SIZE}",
-                                  reason="INVALID_PAGE_SIZE", violations=[FieldViolation("page_size", "0 to 1000")])
-        if where.start_time is not None and where.end_time is not None and where.start_time > where.end_time:
-            raise InvalidArgument("start_time is after end_time", reason="INVALID_TIME_RANGE",
-                                  violations=[FieldViolation("start_time", "at or before end_time")])
+            raise InvalidArgument(
+                f"page_size {page_size} is negative; use 0 for the default of {DEFAULT_PAGE_SIZE}",
+                reason="INVALID_PAGE_SIZE",
+                violations=[FieldViolation("page_size", "0 to 1000")],
+            )
+        if (
+            where.start_time is not None
+            and where.end_time is not None
+            and where.start_time > where.end_time
+        ):
+            raise InvalidArgument(
+                "start_time is after end_time",
+                reason="INVALID_TIME_RANGE",
+                violations=[FieldViolation("start_time", "at or before end_time")],
+            )
         size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         before = _cursor(page_token, where.scope()) if page_token else None
         clause, args = where.where()
@@ -192,8 +206,9 @@ class AuditLog:
             return rows, _token(rows[-1].id, where.scope())
         return rows, ""
 
-    async def follow(self, where: AuditFilter, after_id: int | None,
-                     until: Callable[[], bool]) -> AsyncIterator[AuditRecord]:
+    async def follow(
+        self, where: AuditFilter, after_id: int | None, until: Callable[[], bool]
+    ) -> AsyncIterator[AuditRecord]:
         """Stored records after ``after_id`` (None: only new ones), then new ones as written."""
         if after_id is None:
             after_id = await anyio.to_thread.run_sync(self._max_id)
@@ -224,7 +239,10 @@ def _cursor(token: str, scope: str) -> int:
     except (binascii.Error, UnicodeDecodeError, ValueError):
         found, value = "", -1
     if found != scope or value < 0:
-        raise InvalidArgument("page_token was not issued by this list call with these filters; "
-                              "pass the next_page_token of the previous page", reason="INVALID_PAGE_TOKEN",
-                              violations=[FieldViolation("page_token", "not a token of this list")])
+        raise InvalidArgument(
+            "page_token was not issued by this list call with these filters; "
+            "pass the next_page_token of the previous page",
+            reason="INVALID_PAGE_TOKEN",
+            violations=[FieldViolation("page_token", "not a token of this list")],
+        )
     return value

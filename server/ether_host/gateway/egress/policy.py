@@ -34,8 +34,19 @@ METADATA = {
 }
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
 V4_COMPATIBLE = ipaddress.ip_network("::/96")
-KEYS = ("allow_hosts", "allow_methods", "allow_ports", "allow_addresses", "rate", "burst", "max_response_bytes",
-        "max_request_bytes", "timeout", "max_redirects", "resolve")
+KEYS = (
+    "allow_hosts",
+    "allow_methods",
+    "allow_ports",
+    "allow_addresses",
+    "rate",
+    "burst",
+    "max_response_bytes",
+    "max_request_bytes",
+    "timeout",
+    "max_redirects",
+    "resolve",
+)
 
 
 @dataclass(frozen=True)
@@ -62,7 +73,11 @@ class Policy:
         for pattern in self.allow_hosts:
             if pattern == "*" or pattern == name:
                 return pattern
-            if pattern.startswith("*.") and name.endswith(pattern[1:]) and len(name) > len(pattern) - 1:
+            if (
+                pattern.startswith("*.")
+                and name.endswith(pattern[1:])
+                and len(name) > len(pattern) - 1
+            ):
                 return pattern
         return None
 
@@ -85,7 +100,9 @@ def classify(address: IPAddress) -> str | None:
     """The reason an address is refused by default ("loopback_address", ...), or None if public."""
     if isinstance(address, ipaddress.IPv6Address):
         embedded = address.ipv4_mapped
-        if embedded is None and (address in NAT64 or (address in V4_COMPATIBLE and int(address) > 1)):
+        if embedded is None and (
+            address in NAT64 or (address in V4_COMPATIBLE and int(address) > 1)
+        ):
             embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
         if embedded is not None:
             return classify(embedded)
@@ -95,8 +112,13 @@ def classify(address: IPAddress) -> str | None:
         return "loopback_address"
     if address.is_link_local:
         return "link_local_address"
-    if address.is_private or address.is_reserved or address.is_multicast or address.is_unspecified \
-            or not address.is_global:
+    if (
+        address.is_private
+        or address.is_reserved
+        or address.is_multicast
+        or address.is_unspecified
+        or not address.is_global
+    ):
         return "private_address"
     return None
 
@@ -116,7 +138,9 @@ def build_policy(agent: str, host_table: Mapping[str, Any], deployment: Any) -> 
     for origin, layer in layers:
         for key, value in layer.items():
             if key not in KEYS:
-                raise ConfigError(f"{origin}: unknown egress key {key!r}; allowed keys are {', '.join(KEYS)}")
+                raise ConfigError(
+                    f"{origin}: unknown egress key {key!r}; allowed keys are {', '.join(KEYS)}"
+                )
             merged[key] = value
     try:
         return _policy(agent, merged, tuple(origin for origin, _ in layers))
@@ -127,24 +151,37 @@ def build_policy(agent: str, host_table: Mapping[str, Any], deployment: Any) -> 
 def _policy(agent: str, values: Mapping[str, Any], sources: tuple[str, ...]) -> Policy:
     base = Policy(agent)
     hosts = tuple(_normal_host(str(h)) for h in _list(values, "allow_hosts"))
-    methods = frozenset(str(m).upper() for m in _list(values, "allow_methods")) if "allow_methods" in values \
+    methods = (
+        frozenset(str(m).upper() for m in _list(values, "allow_methods"))
+        if "allow_methods" in values
         else base.allow_methods
+    )
     ports = frozenset(int(p) for p in _list(values, "allow_ports"))
-    networks = tuple(ipaddress.ip_network(str(n).removeprefix("[").replace("]", ""), strict=False)
-                     for n in _list(values, "allow_addresses"))
+    networks = tuple(
+        ipaddress.ip_network(str(n).removeprefix("[").replace("]", ""), strict=False)
+        for n in _list(values, "allow_addresses")
+    )
     resolve = {
-        _normal_host(str(name)): tuple(str(ipaddress.ip_address(str(a))) for a in (addrs if isinstance(addrs, list)
-                                                                                  else [addrs]))
+        _normal_host(str(name)): tuple(
+            str(ipaddress.ip_address(str(a)))
+            for a in (addrs if isinstance(addrs, list) else [addrs])
+        )
         for name, addrs in dict(values.get("resolve") or {}).items()
     }
     return Policy(
-        agent=agent, allow_hosts=hosts, allow_methods=methods, allow_ports=ports, allow_addresses=networks,
-        rate=_positive(values, "rate", base.rate), burst=int(_positive(values, "burst", base.burst)),
+        agent=agent,
+        allow_hosts=hosts,
+        allow_methods=methods,
+        allow_ports=ports,
+        allow_addresses=networks,
+        rate=_positive(values, "rate", base.rate),
+        burst=int(_positive(values, "burst", base.burst)),
         max_response_bytes=int(_positive(values, "max_response_bytes", base.max_response_bytes)),
         max_request_bytes=int(_positive(values, "max_request_bytes", base.max_request_bytes)),
         timeout=_positive(values, "timeout", base.timeout),
         max_redirects=int(values.get("max_redirects", base.max_redirects)),
-        resolve=resolve, sources=sources,
+        resolve=resolve,
+        sources=sources,
     )
 
 

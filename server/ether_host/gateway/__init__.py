@@ -1,0 +1,32 @@
+"""The gateway: user sessions through I/O gateway agents, their shared context, turn
+pipelines, messages between agents, and agents' controlled network egress with an audit log."""
+
+from ether_host.gateway.context import MERGE_PATCH, REMOVE, REPLACE, SET, Change
+from ether_host.gateway.egress.audit import ALLOWED, DENIED, AuditFilter, AuditRecord
+from ether_host.gateway.events import SessionEvent
+from ether_host.gateway.messaging import Lagged, Message
+from ether_host.gateway.pipeline import Pipeline, Step, Trigger
+from ether_host.gateway.service import Gateway
+from ether_host.gateway.sessions import CLOSED, OPEN, Session
+
+__all__ = [
+    "ALLOWED",
+    "CLOSED",
+    "DENIED",
+    "MERGE_PATCH",
+    "OPEN",
+    "REMOVE",
+    "REPLACE",
+    "SET",
+    "AuditFilter",
+    "AuditRecord",
+    "Change",
+    "Gateway",
+    "Lagged",
+    "Message",
+    "Pipeline",
+    "Session",
+    "SessionEvent",
+    "Step",
+    "Trigger",
+]

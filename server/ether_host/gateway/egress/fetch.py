@@ -1,0 +1,503 @@
+"""``net.fetch``: an agent's HTTP request, checked against its policy, sent by the host.
+
+Each hop (the request, then every redirect) is checked again from the top:
+scheme, method, host, port, then the addresses the name resolves to. The
+check on addresses happens inside the connection itself: the host resolves
+the name once, refuses if any address is in a refused class, and connects to
+exactly the address it checked (TLS still verifies the name), so a name that
+resolves differently a moment later (DNS rebinding) or an odd spelling of an
+address (``127.1``, ``0x7f000001``, ``[::ffff:127.0.0.1]``) gains nothing.
+Every hop leaves one audit record, allowed or denied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import socket
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, NoReturn
+
+import anyio
+import httpcore
+import httpx
+import structlog
+
+from ether_host.config import ConfigError
+from ether_host.gateway.egress.audit import ALLOWED, DENIED, AuditLog, AuditRecord
+from ether_host.gateway.egress.policy import IPAddress, Policy, TokenBucket, build_policy, classify
+
+log = structlog.get_logger("ether.egress")
+
+REDIRECTS = {301, 302, 303, 307, 308}
+DROPPED_HEADERS = {
+    "host",
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "content-length",
+    "proxy-authorization",
+    "proxy-connection",
+}
+MAX_HEADER_BYTES = 8 * 1024
+USER_AGENT = "ether-egress/0.1"
+
+
+class FetchRefused(Exception):
+    """The fetch did not deliver a response: ``code`` says why (the audit reason for denials)."""
+
+    def __init__(self, code: str, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retry_after = retry_after
+
+
+class _AddressRefused(Exception):
+    def __init__(self, reason: str, address: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.address = address
+
+
+@dataclass
+class FetchRequest:
+    """What an agent asked for."""
+
+    agent: str
+    url: str
+    method: str = "GET"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    timeout: float | None = None  # seconds; capped by the policy
+    max_bytes: int | None = None  # capped by the policy
+    task_id: str = ""
+    session_id: str = ""
+
+
+@dataclass
+class FetchResponse:
+    """What came back from the last hop."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    url: str
+    redirects: int
+    audit_ids: list[int]
+
+
+class _PinnedBackend(httpcore.AsyncNetworkBackend):
+    """Resolves once, refuses refused address classes, connects to the address it checked."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.inner = httpcore.AnyIOBackend()
+        self.address = ""
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        addresses = await resolve(host, port, self.policy.resolve)
+        for address in addresses:
+            reason = None if self.policy.address_exempt(address) else classify(address)
+            if reason is not None:
+                self.address = str(address)
+                raise _AddressRefused(reason, str(address))
+        self.address = str(addresses[0])
+        return await self.inner.connect_tcp(
+            self.address, port, timeout, local_address, socket_options
+        )
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise _AddressRefused("invalid_url", path)
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+async def resolve(host: str, port: int, fixed: Mapping[str, tuple[str, ...]]) -> list[IPAddress]:
+    """Every address ``host`` stands for: a literal, a fixed mapping, or the system resolver's answers."""
+    name = host.strip("[]").lower().rstrip(".")
+    try:
+        return [ipaddress.ip_address(name)]
+    except ValueError:
+        pass
+    if name in fixed:
+        return [ipaddress.ip_address(a) for a in fixed[name]]
+    try:
+        infos = await anyio.getaddrinfo(name, port, type=socket.SOCK_STREAM)
+    except OSError as error:
+        raise httpcore.ConnectError(f"cannot resolve {name}: {error}") from None
+    found: list[IPAddress] = []
+    for *_, sockaddr in infos:
+        address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
+        if address not in found:
+            found.append(address)
+    if not found:
+        raise httpcore.ConnectError(f"cannot resolve {name}: no addresses")
+    return found
+
+
+class Egress:
+    """Policies per agent, their rate limits, the fetches and their audit records."""
+
+    def __init__(self, host_table: Mapping[str, Any], audit: AuditLog, deployment_of: Any) -> None:
+        self.host_table = host_table
+        self.audit = audit
+        self._deployment_of = deployment_of  # agent name -> its deployment's egress table (or None)
+        self._buckets: dict[str, TokenBucket] = {}
+        build_policy("*", host_table, None)  # a bad host table stops the host at start
+
+    def policy(self, agent: str) -> Policy:
+        return build_policy(agent, self.host_table, self._deployment_of(agent))
+
+    def _bucket(self, policy: Policy) -> TokenBucket:
+        bucket = self._buckets.get(policy.agent)
+        if bucket is None or (bucket.rate, bucket.burst) != (policy.rate, policy.burst):
+            bucket = self._buckets[policy.agent] = TokenBucket(policy.rate, policy.burst)
+        return bucket
+
+    async def fetch(self, request: FetchRequest) -> FetchResponse:
+        method = request.method.upper() or "GET"
+        base = AuditRecord(
+            agent=request.agent,
+            method=method,
+            url=request.url[:2048],
+            host="",
+            port=0,
+            decision=DENIED,
+            reason="",
+            task_id=request.task_id,
+            session_id=request.session_id,
+            request_bytes=len(request.body),
+        )
+        try:
+            policy = self.policy(request.agent)
+        except ConfigError as error:
+            await self._deny(base, "policy_error", str(error))
+        try:
+            url = httpx.URL(request.url)
+        except (httpx.InvalidURL, TypeError) as error:
+            await self._deny(base, "invalid_url", f"not a valid URL: {error}")
+        limit = min(policy.max_response_bytes, request.max_bytes or policy.max_response_bytes)
+        timeout = min(policy.timeout, request.timeout or policy.timeout)
+        deadline = time.monotonic() + timeout
+        headers = _headers(request.headers)
+        body = request.body
+        audit_ids: list[int] = []
+        depth = 0
+        while True:
+            record = replace(
+                base,
+                method=method,
+                url=_redacted(url),
+                host=url.host,
+                port=_port(url),
+                redirect_depth=depth,
+                request_bytes=len(body),
+            )
+            await self._precheck(policy, url, method, body, headers, record, first=depth == 0)
+            response, record = await self._send(
+                policy, url, method, headers, body, record, limit, deadline
+            )
+            audit_ids.append(record.id)
+            location = response.headers.get("location")
+            if response.status not in REDIRECTS or not location:
+                return FetchResponse(
+                    response.status, response.headers, response.body, str(url), depth, audit_ids
+                )
+            target = url.join(location)
+            depth += 1
+            if depth > policy.max_redirects:
+                await self._deny(
+                    replace(
+                        base,
+                        method=method,
+                        url=_redacted(target),
+                        host=target.host,
+                        port=_port(target),
+                        redirect_depth=depth,
+                    ),
+                    "too_many_redirects",
+                    f"more than {policy.max_redirects} redirects",
+                    rule="max_redirects",
+                )
+            if response.status == 303 or (response.status in (301, 302) and method == "POST"):
+                method, body = ("HEAD" if method == "HEAD" else "GET"), b""
+            if (target.scheme, target.host, _port(target)) != (url.scheme, url.host, _port(url)):
+                headers = [
+                    (k, v) for k, v in headers if k.lower() not in (b"authorization", b"cookie")
+                ]
+            url = target
+
+    async def _precheck(
+        self,
+        policy: Policy,
+        url: httpx.URL,
+        method: str,
+        body: bytes,
+        headers: list[tuple[bytes, bytes]],
+        record: AuditRecord,
+        *,
+        first: bool,
+    ) -> None:
+        if url.scheme not in ("http", "https"):
+            await self._deny(
+                record, "scheme_not_allowed", f"scheme {url.scheme!r} is not http or https"
+            )
+        if url.userinfo:
+            await self._deny(
+                record, "invalid_url", "credentials in the URL are never sent; use a header"
+            )
+        if method not in policy.allow_methods:
+            await self._deny(
+                record,
+                "method_not_allowed",
+                f"method {method} is not allowed (allowed: {', '.join(sorted(policy.allow_methods))})",
+                rule="allow_methods",
+            )
+        rule = policy.host_rule(url.host)
+        if rule is None:
+            what = (
+                "no host is allowed (deny by default)"
+                if not policy.allow_hosts
+                else f"allowed hosts: {', '.join(policy.allow_hosts)}"
+            )
+            await self._deny(
+                record,
+                "host_not_allowed",
+                f"host {url.host!r} is not allowed; {what}",
+                rule=f"allow_hosts ({policy.origin})",
+            )
+        if policy.allow_ports and _port(url) not in policy.allow_ports:
+            await self._deny(
+                record, "port_not_allowed", f"port {_port(url)} is not allowed", rule="allow_ports"
+            )
+        if len(body) > policy.max_request_bytes:
+            await self._deny(
+                record,
+                "request_too_large",
+                f"the request body is {len(body)} bytes, over {policy.max_request_bytes}",
+                rule="max_request_bytes",
+            )
+        if sum(len(k) + len(v) for k, v in headers) > MAX_HEADER_BYTES:
+            await self._deny(
+                record, "headers_too_large", f"request headers exceed {MAX_HEADER_BYTES} bytes"
+            )
+        if first:
+            wait = self._bucket(policy).take()
+            if wait:
+                await self._deny(
+                    record,
+                    "rate_limited",
+                    f"rate limit of {policy.rate:g}/s (burst {policy.burst}) reached; "
+                    f"retry in {wait:.1f}s",
+                    rule="rate",
+                    retry_after=wait,
+                )
+
+    async def _send(
+        self,
+        policy: Policy,
+        url: httpx.URL,
+        method: str,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        record: AuditRecord,
+        limit: int,
+        deadline: float,
+    ) -> tuple[Any, AuditRecord]:
+        backend = _PinnedBackend(policy)
+        started = time.monotonic()
+        left = max(0.0, deadline - started)
+        rule = f"allow_hosts {policy.host_rule(url.host)!r} ({policy.origin})"
+        request_headers = [(b"host", url.netloc), (b"user-agent", USER_AGENT.encode()), *headers]
+        if body:
+            request_headers.append((b"content-length", str(len(body)).encode()))
+        status, received = 0, bytearray()
+        response_headers: dict[str, str] = {}
+        try:
+            with anyio.fail_after(left):
+                async with httpcore.AsyncConnectionPool(
+                    network_backend=backend, max_connections=1, retries=0
+                ) as pool:
+                    extensions = {
+                        "timeout": {"connect": left, "read": left, "write": left, "pool": left}
+                    }
+                    async with pool.stream(
+                        method,
+                        str(url).encode(),
+                        headers=request_headers,
+                        content=body,
+                        extensions=extensions,
+                    ) as response:
+                        status = response.status
+                        response_headers = _response_headers(response.headers)
+                        async for chunk in response.aiter_stream():
+                            received.extend(chunk)
+                            if len(received) > limit:
+                                raise _TooLarge
+        except _AddressRefused as refused:
+            await self._deny(
+                replace(record, resolved_address=refused.address),
+                refused.reason,
+                f"{url.host} resolves to {refused.address}, a {refused.reason.replace('_', ' ')}; "
+                "only addresses in allow_addresses may be reached that way",
+                rule="allow_addresses",
+            )
+        except _TooLarge:
+            await self._deny(
+                replace(
+                    record,
+                    resolved_address=backend.address,
+                    status_code=status,
+                    response_bytes=len(received),
+                    duration=time.monotonic() - started,
+                ),
+                "response_too_large",
+                f"the response exceeds {limit} bytes",
+                rule="max_response_bytes",
+            )
+        except TimeoutError:
+            await self._deny(
+                replace(
+                    record,
+                    resolved_address=backend.address,
+                    status_code=status,
+                    response_bytes=len(received),
+                    duration=time.monotonic() - started,
+                ),
+                "timeout",
+                f"no complete response within {left:.1f}s",
+                rule="timeout",
+            )
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), contextlib.suppress(FetchRefused):
+                await self._write(
+                    replace(
+                        record,
+                        decision=ALLOWED,
+                        reason="allowed",
+                        rule=rule,
+                        resolved_address=backend.address,
+                        status_code=status,
+                        response_bytes=len(received),
+                        duration=time.monotonic() - started,
+                        error="cancelled: the task that asked ended",
+                    )
+                )
+            raise
+        except (
+            httpcore.TimeoutException,
+            httpcore.NetworkError,
+            httpcore.ProtocolError,
+            httpcore.UnsupportedProtocol,
+            OSError,
+        ) as error:
+            text = str(error) or type(error).__name__
+            failed = replace(
+                record,
+                decision=ALLOWED,
+                reason="allowed",
+                rule=rule,
+                resolved_address=backend.address,
+                duration=time.monotonic() - started,
+                error=text[:500],
+            )
+            await self._write(failed)
+            raise FetchRefused("fetch_failed", f"{method} {url.host}: {text}") from None
+        done = replace(
+            record,
+            decision=ALLOWED,
+            reason="allowed",
+            rule=rule,
+            resolved_address=backend.address,
+            status_code=status,
+            response_bytes=len(received),
+            duration=time.monotonic() - started,
+        )
+        stored = await self._write(done)
+        return _Response(status, response_headers, bytes(received)), stored
+
+    async def _deny(
+        self,
+        record: AuditRecord,
+        reason: str,
+        message: str,
+        rule: str = "",
+        retry_after: float | None = None,
+    ) -> NoReturn:
+        """Write the denial, then refuse the fetch (always raises)."""
+        await self._write(
+            replace(record, decision=DENIED, reason=reason, rule=rule or record.rule, error="")
+        )
+        log.info("egress denied", agent=record.agent, url=record.url, reason=reason)
+        raise FetchRefused(reason, f"net.fetch refused ({reason}): {message}", retry_after)
+
+    async def _write(self, record: AuditRecord) -> AuditRecord:
+        try:
+            return await self.audit.write(record)
+        except Exception as error:  # fail closed whatever the store says
+            log.error(
+                "audit write failed; refusing the fetch", agent=record.agent, error=str(error)
+            )
+            raise FetchRefused(
+                "audit_unavailable", "the egress audit log cannot be written; nothing was fetched"
+            ) from None
+
+
+class _TooLarge(Exception):
+    pass
+
+
+@dataclass
+class _Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+def _port(url: httpx.URL) -> int:
+    return url.port or (443 if url.scheme == "https" else 80)
+
+
+def _redacted(url: httpx.URL) -> str:
+    return str(url.copy_with(username=None, password=None))[:2048]
+
+
+def _headers(raw: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    out = []
+    for key, value in raw.items():
+        name = str(key).strip()
+        if not name or name.lower() in DROPPED_HEADERS or "\n" in name or "\r" in name:
+            continue
+        text = str(value)
+        if "\n" in text or "\r" in text:
+            continue
+        out.append((name.encode("latin-1", "replace"), text.encode("latin-1", "replace")))
+    return out
+
+
+def _response_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in raw:
+        name = key.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        out[name] = f"{out[name]}, {text}" if name in out else text
+    return out

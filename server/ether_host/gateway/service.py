@@ -1,0 +1,243 @@
+"""The gateway's use cases, one method per thing a client or the host asks for.
+
+The transport calls these with the caller's identity; the identity decides
+whose sessions exist (owners) and what is allowed (rights):
+``gateway.message`` to send and publish, ``gateway.admin`` to watch an
+agent's mailbox, ``gateway.audit`` to read the egress audit log. Tokens
+without a rights column hold every right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import TaskStatus
+
+from ether_host.agents import Dispatcher
+from ether_host.auth import Identity
+from ether_host.errors import PermissionDenied
+from ether_host.gateway.calls import HostCalls
+from ether_host.gateway.context import Change
+from ether_host.gateway.egress.audit import AuditFilter, AuditLog, AuditRecord
+from ether_host.gateway.egress.fetch import Egress
+from ether_host.gateway.messaging import Lagged, Message, Messaging
+from ether_host.gateway.sessions import Session, SessionStore, Turn
+from ether_host.gateway.settings import GatewaySettings
+from ether_host.gateway.turns import TurnRunner
+from ether_host.supervisor import Supervisor
+
+log = structlog.get_logger("ether.gateway")
+
+RIGHT_MESSAGE = "gateway.message"
+RIGHT_ADMIN = "gateway.admin"
+RIGHT_AUDIT = "gateway.audit"
+
+
+class Gateway:
+    """Sessions, their context and turns, messaging and egress: the whole feature."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        dispatcher: Dispatcher,
+        state_dir: Path,
+        table: Mapping[str, Any],
+    ) -> None:
+        self.settings = GatewaySettings.from_table(table)
+        self.supervisor = supervisor
+        self.sessions = SessionStore(supervisor, self.settings)
+        self.turns = TurnRunner(dispatcher, self.sessions, self.settings)
+        self.messaging = Messaging(supervisor, dispatcher, self.settings)
+        self.audit = AuditLog(state_dir.absolute() / "gateway" / "audit.sqlite3")
+        self.egress = Egress(dict(table.get("egress") or {}), self.audit, self._deployment_egress)
+        self.stopping = False
+        self._tg: anyio.abc.TaskGroup | None = None
+        self.sessions.on_open = self._start_worker
+        self.messaging.authorize = self._authorize
+        self.messaging.revoke = self._revoke
+        calls = HostCalls(self)
+        dispatcher.register_calls("ctx.*", calls.ctx)
+        dispatcher.register_calls("msg.*", calls.msg)
+        dispatcher.register_calls("net.fetch", calls.fetch)
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Own the session workers, the reaper and message delivery until cancelled."""
+        self.audit.open()
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                await tg.start(self.messaging.run)
+                tg.start_soon(self.sessions.reap)
+                task_status.started()
+                await anyio.sleep_forever()
+        finally:
+            self._tg = None
+            self.sessions.close_all("shutdown")
+            self.audit.close()
+
+    def shutdown(self) -> None:
+        """The host is stopping: close every session so streams end with session_closed."""
+        self.stopping = True
+        self.sessions.close_all("shutdown")
+        self.audit.wake()
+
+    def until_stopping(self) -> bool:
+        return self.stopping
+
+    def _start_worker(self, session: Session) -> None:
+        assert self._tg is not None, "the gateway is not running"
+        self._tg.start_soon(self.turns.serve, session, name=f"session {session.id}")
+
+    def _deployment_egress(self, agent: str) -> Any:
+        found = self.supervisor.agents.get(agent)
+        return None if found is None else found.spec.config.get("egress")
+
+    def _authorize(self, task_id: str, session_id: str) -> None:
+        session = self.sessions.sessions.get(session_id)
+        if session is not None:
+            session.task_roots.add(task_id)
+
+    def _revoke(self, task_id: str, session_id: str) -> None:
+        session = self.sessions.sessions.get(session_id)
+        if session is not None:
+            session.task_roots.discard(task_id)
+
+    # -- sessions ------------------------------------------------------------------------
+
+    def open_session(self, caller: Identity, **options: Any) -> Session:
+        return self.sessions.open(caller.name, **options)
+
+    def get_session(self, caller: Identity, session_id: str) -> Session:
+        return self.sessions.get(caller.name, session_id)
+
+    def list_sessions(self, caller: Identity, state: str) -> list[Session]:
+        return self.sessions.list(caller.name, state)
+
+    def close_session(self, caller: Identity, session_id: str, reason: str) -> Session:
+        return self.sessions.close(
+            self.sessions.get(caller.name, session_id), reason or "closed by the client"
+        )
+
+    def start_conversation(
+        self, caller: Identity, session_id: str, after: int | None
+    ) -> tuple[Session, int]:
+        """The open session and the sequence to follow after (OUT_OF_RANGE when expired)."""
+        session = self.sessions.get_open(caller.name, session_id)
+        if after is None:
+            return session, session.events.last_sequence
+        self.sessions.check_resume(session, after)
+        return session, after
+
+    def submit(
+        self, session: Session, text: str, data: dict[str, Any], client_message_id: str
+    ) -> Turn:
+        return self.sessions.submit(session, text, data, client_message_id)
+
+    # -- context -------------------------------------------------------------------------
+
+    def get_context(
+        self, caller: Identity, session_id: str, keys: list[str]
+    ) -> tuple[Session, dict[str, Any]]:
+        session = self.sessions.get(caller.name, session_id)
+        return session, session.context.snapshot(keys)
+
+    def update_context(
+        self, caller: Identity, session_id: str, kind: str, value: Any, expected_version: int | None
+    ) -> Change:
+        session = self.sessions.get_open(caller.name, session_id)
+        return session.context.update(kind, value, caller.name, expected_version)
+
+    async def watch_context(
+        self, caller: Identity, session_id: str, after_version: int | None
+    ) -> AsyncIterator[tuple[str, Any]]:
+        """("snapshot", (doc, version)), then ("change", Change)..., then ("closed", reason)."""
+        session = self.sessions.get(caller.name, session_id)
+        context = session.context
+        if after_version is None or after_version < context.first_retained_version():
+            after_version = context.version
+            yield "snapshot", (context.snapshot(), after_version)
+        async for change in context.follow(after_version, self.until_stopping):
+            yield "change", change
+        if not session.is_open:
+            yield "closed", session.close_reason
+
+    # -- messaging -----------------------------------------------------------------------
+
+    def send_message(
+        self,
+        caller: Identity,
+        agent: str,
+        kind: str,
+        data: Any,
+        *,
+        correlation_id: str,
+        session_id: str,
+        request_id: str,
+    ) -> tuple[Message, int]:
+        _require(caller, RIGHT_MESSAGE, "send messages")
+        if session_id:
+            self.sessions.get(caller.name, session_id)
+        return self.messaging.send(
+            caller.name,
+            agent,
+            kind,
+            data,
+            correlation_id=correlation_id,
+            session_id=session_id,
+            request_id=request_id,
+        )
+
+    def publish(
+        self,
+        caller: Identity,
+        topic: str,
+        kind: str,
+        data: Any,
+        *,
+        correlation_id: str,
+        session_id: str,
+    ) -> tuple[Message, int]:
+        _require(caller, RIGHT_MESSAGE, "publish")
+        if session_id:
+            self.sessions.get(caller.name, session_id)
+        return self.messaging.publish(
+            caller.name, topic, kind, data, correlation_id=correlation_id, session_id=session_id
+        )
+
+    def subscribe(
+        self, caller: Identity, *, agent: str = "", topic: str = "", after: int | None = None
+    ) -> AsyncIterator[Message | Lagged]:
+        """Follow a topic, or copies of an agent's mailbox (admin only)."""
+        if agent:
+            _require(caller, RIGHT_ADMIN, "watch an agent's mailbox")
+            box = self.messaging.mailbox(agent)
+            return self.messaging.follow(box.copies, after, self.until_stopping)
+        self.messaging.topic(topic)
+        return self.messaging.follow_topic(topic, after, self.until_stopping)
+
+    # -- audit ---------------------------------------------------------------------------
+
+    async def list_audit(
+        self, caller: Identity, where: AuditFilter, page_size: int, page_token: str
+    ) -> tuple[list[AuditRecord], str]:
+        _require(caller, RIGHT_AUDIT, "read the egress audit log")
+        return await self.audit.page(where, page_size, page_token)
+
+    def watch_audit(
+        self, caller: Identity, where: AuditFilter, after_id: int | None
+    ) -> AsyncIterator[AuditRecord]:
+        _require(caller, RIGHT_AUDIT, "read the egress audit log")
+        return self.audit.follow(where, after_id, self.until_stopping)
+
+
+def _require(caller: Identity, right: str, what: str) -> None:
+    if not caller.may(right):
+        raise PermissionDenied(
+            f"{caller.name} may not {what}: the token lacks the {right} right",
+            reason="MISSING_RIGHT",
+            metadata={"right": right},
+        )

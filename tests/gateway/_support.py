@@ -1,0 +1,187 @@
+"""Helpers of the gateway tests: a Converse stream driven from the test thread, and
+loopback HTTP servers that record what reached them."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import grpc
+
+from ether.v1 import gateway_pb2
+from tests.support.calls import struct
+from tests.support.host import HostProcess
+
+AGENTS_TIMEOUT = 60.0
+
+
+def open_session(
+    host: HostProcess, metadata: list[tuple[str, str]] | None = None, **fields: Any
+) -> gateway_pb2.Session:
+    if "context" in fields and isinstance(fields["context"], dict):
+        fields["context"] = struct(fields["context"])
+    request = gateway_pb2.OpenSessionRequest(**fields)
+    return host.gateway.OpenSession(request, timeout=30, metadata=metadata).session  # type: ignore[no-any-return]
+
+
+class Conversation:
+    """One Converse stream: requests are queued from the test, events read as they come."""
+
+    def __init__(
+        self,
+        host: HostProcess,
+        session_id: str,
+        after: int | None = None,
+        metadata: list[tuple[str, str]] | None = None,
+        timeout: float = AGENTS_TIMEOUT,
+    ) -> None:
+        self._requests: queue.Queue[gateway_pb2.ConverseRequest | None] = queue.Queue()
+        start = gateway_pb2.ConverseStart(session_id=session_id)
+        if after is not None:
+            start.after_sequence = after
+        self._requests.put(gateway_pb2.ConverseRequest(start=start))
+        self.call = host.gateway.Converse(self._outgoing(), timeout=timeout, metadata=metadata)
+        self.events: list[gateway_pb2.ConverseResponse] = []
+
+    def _outgoing(self) -> Iterator[gateway_pb2.ConverseRequest]:
+        while True:
+            request = self._requests.get()
+            if request is None:
+                return
+            yield request
+
+    def say(self, text: str = "", **fields: Any) -> None:
+        if "data" in fields and isinstance(fields["data"], dict):
+            fields["data"] = struct(fields["data"])
+        self._requests.put(
+            gateway_pb2.ConverseRequest(message=gateway_pb2.UserMessage(text=text, **fields))
+        )
+
+    def send_raw(self, request: gateway_pb2.ConverseRequest) -> None:
+        self._requests.put(request)
+
+    def done(self) -> None:
+        """Half-close: the stream ends once the turns sent so far are answered."""
+        self._requests.put(None)
+
+    def next(self) -> gateway_pb2.ConverseResponse:
+        event = next(self.call)
+        self.events.append(event)
+        return event  # type: ignore[no-any-return]
+
+    def until(
+        self, predicate: Callable[[gateway_pb2.ConverseResponse], bool]
+    ) -> list[gateway_pb2.ConverseResponse]:
+        """Events up to and including the first that matches."""
+        seen = []
+        while True:
+            event = self.next()
+            seen.append(event)
+            if predicate(event):
+                return seen
+
+    def turn(self, text: str = "", **fields: Any) -> list[gateway_pb2.ConverseResponse]:
+        """Say something and read that turn's events through its turn_completed."""
+        self.say(text, **fields)
+        accepted = self.until(lambda e: e.WhichOneof("event") == "accepted")
+        number = accepted[-1].turn
+        return accepted + self.until(
+            lambda e: e.WhichOneof("event") == "turn_completed" and e.turn == number
+        )
+
+    def rest(self) -> list[gateway_pb2.ConverseResponse]:
+        """Every remaining event until the server ends the stream."""
+        remaining = []
+        for event in self.call:
+            self.events.append(event)
+            remaining.append(event)
+        return remaining
+
+    def close(self) -> None:
+        self._requests.put(None)
+        self.call.cancel()
+
+
+def kinds(events: list[gateway_pb2.ConverseResponse]) -> list[str]:
+    return [str(e.WhichOneof("event")) for e in events]
+
+
+def of(events: list[gateway_pb2.ConverseResponse], kind: str) -> list[Any]:
+    return [getattr(e, kind) for e in events if e.WhichOneof("event") == kind]
+
+
+def reply_text(events: list[gateway_pb2.ConverseResponse]) -> str:
+    final = [r for r in of(events, "reply") if not r.partial]
+    assert final, f"no reply in {kinds(events)}: {of(events, 'error')}"
+    return str(final[-1].text)
+
+
+def code(error: grpc.RpcError) -> grpc.StatusCode:
+    return error.code()  # type: ignore[no-any-return]
+
+
+class Recorder(ThreadingHTTPServer):
+    """A loopback HTTP server with a few routes; ``paths`` lists every request that reached it."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.paths: list[tuple[str, str]] = []
+        self.release = threading.Event()
+        self.redirect_to = ""
+        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    def url(self, path: str, host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}{path}"
+
+    def stop(self) -> None:
+        self.release.set()
+        self.shutdown()
+        self.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Recorder
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _answer(self) -> None:
+        self.server.paths.append((self.command, self.path))
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(length) if length else b""
+        if self.path.startswith("/redirect"):
+            self.send_response(302)
+            self.send_header("Location", self.server.redirect_to)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path.startswith("/hop"):
+            self.send_response(302)
+            self.send_header("Location", "/hello")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path.startswith("/slow"):
+            self.server.release.wait(60)
+        payload = (
+            b"x" * 5000 if self.path.startswith("/big") else b"hello from " + self.path.encode()
+        )
+        if body:
+            payload += b" got " + body
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = do_HEAD = _answer
