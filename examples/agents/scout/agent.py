@@ -194,3 +194,40 @@ def summarize_findings(findings: list[dict[str, Any]]) -> dict[str, Any]:
         "matches": matches,
         "languages": dict(languages.most_common()),
     }
+
+
+@agent.action(
+    description="Survey a directory across languages: wordcount (Go) counts its words, "
+    "report (TypeScript) renders the findings as Markdown."
+)
+async def survey(path: str, ctx: TaskContext) -> dict[str, Any]:
+    root = _folder(path)
+    explored = explore_directory(str(root), max_depth=3)
+    ctx.progress(1, 3, "counting words with the Go agent")
+    counted = await ctx.call_agent("wordcount", "count", {"paths": [str(root)], "top": 5})
+    if counted.get("status") != "SUCCESS":
+        raise AgentError("dependency_failed", f"wordcount failed: {counted.get('error')}")
+    counts = counted["data"]
+    findings = [
+        {
+            "title": f"{explored['total_files']} files in {root.name}",
+            "severity": "info",
+            "detail": ", ".join(f"{lang}: {n}" for lang, n in explored["by_language"].items()),
+        },
+        {
+            "title": f"{counts.get('words', 0)} words in {counts.get('lines', 0)} lines",
+            "severity": "info",
+            "detail": "Top terms: " + ", ".join(t["term"] for t in counts.get("top_terms", [])),
+        },
+    ]
+    ctx.progress(2, 3, "rendering with the TypeScript agent")
+    rendered = await ctx.call_agent(
+        "report", "render", {"title": f"Survey of {root.name}", "findings": findings}
+    )
+    if rendered.get("status") != "SUCCESS":
+        raise AgentError("dependency_failed", f"report failed: {rendered.get('error')}")
+    return {
+        "markdown": rendered["data"]["markdown"],
+        "files": explored["total_files"],
+        "words": counts.get("words"),
+    }

@@ -11,6 +11,7 @@ the agent's log; a failure raises InstallError with the tool's message.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 from anyio.streams.text import TextReceiveStream
@@ -206,6 +208,8 @@ async def _typescript(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchP
     lockfile = spec.path / "package-lock.json"
     inputs = [spec.path / "package.json"] + ([lockfile] if lockfile.exists() else [])
     inputs += _files(spec.path, (".ts", ".mts", "tsconfig.json"))
+    for folder in _linked_packages(spec.path):  # "file:" dependencies are built into this agent too
+        inputs += _files(folder, (".ts", ".mts", "tsconfig.json", "package.json"))
     key = _digest([str(p).encode() + p.read_bytes() for p in inputs])
     stamp = state_dir / "builds" / "ts" / key
     env = base_environment() | {"HOME": os.environ.get("HOME") or str(state_dir / "home")}
@@ -231,13 +235,23 @@ async def _typescript(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchP
     return LaunchPlan(argv, spec.path, {})
 
 
-def _package_main(path: Path) -> str:
-    import json
-
+def _package_json(path: Path) -> dict[str, Any]:
     try:
-        return str(json.loads((path / "package.json").read_text()).get("main") or "")
+        value = json.loads((path / "package.json").read_text())
     except (OSError, ValueError):
-        return ""
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _package_main(path: Path) -> str:
+    return str(_package_json(path).get("main") or "")
+
+
+def _linked_packages(path: Path) -> list[Path]:
+    """Folders named by ``"file:..."`` dependencies in package.json."""
+    manifest = _package_json(path)
+    specs = {**(manifest.get("dependencies") or {}), **(manifest.get("devDependencies") or {})}
+    return [(path / str(v)[5:]).resolve() for v in specs.values() if str(v).startswith("file:")]
 
 
 async def prepare(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:

@@ -1,0 +1,3 @@
+module example.com/brokengo
+
+go 1.24

@@ -1,0 +1,3 @@
+module example.com/silentgo
+
+go 1.24

@@ -1,0 +1,82 @@
+"""Go and TypeScript agents are first-class: built by the host, called over gRPC, and calling
+each other through the host."""
+
+from __future__ import annotations
+
+import pytest
+
+from ether.v1 import agent_io_pb2, supervisor_pb2
+from tests.support.agents import AGENTS, EXAMPLES, deploy, state_name, watch_until
+from tests.support.calls import data, execute
+from tests.support.host import ROOT, HostProcess
+
+
+@pytest.fixture(scope="module", autouse=True)
+def agents(host: HostProcess) -> None:
+    for name in ("scout", "wordcount", "report"):
+        deploy(host, EXAMPLES / name)
+
+
+def test_go_agent_counts_words(host: HostProcess) -> None:
+    output = execute(
+        host, "wordcount", "count_text", {"text": "the cat sat on the mat with the cat"}
+    )
+    assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
+    counts = data(output)
+    assert counts["words"] == 9
+    assert {"term": "cat", "count": 2} in counts["top_terms"]
+    info = host.agents.GetAgent(agent_io_pb2.GetAgentRequest(name="wordcount"), timeout=10).agent
+    assert info.language == 2  # LANGUAGE_GO
+
+
+def test_typescript_agent_renders_markdown(host: HostProcess) -> None:
+    output = execute(
+        host,
+        "report",
+        "render",
+        {
+            "title": "Audit",
+            "findings": [
+                {"title": "Hard-coded token", "severity": "high", "file": "a.py"},
+            ],
+        },
+    )
+    assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
+    assert "# Audit" in data(output)["markdown"]
+    assert "Hard-coded token" in data(output)["markdown"]
+
+
+def test_python_agent_calls_go_and_typescript(host: HostProcess) -> None:
+    """scout (Python) -> wordcount (Go) and report (TypeScript), through the host."""
+    output = execute(host, "scout", "survey", {"path": str(ROOT / "proto")}, timeout=60)
+    assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
+    result = data(output)
+    assert result["markdown"].startswith("# Survey of proto")
+    assert result["words"] > 1000
+    assert "files in proto" in result["markdown"]
+
+
+def test_compile_error_is_fatal_with_the_compilers_message(host: HostProcess) -> None:
+    response = host.supervisor.DeployAgent(
+        supervisor_pb2.DeployAgentRequest(
+            spec=supervisor_pb2.AgentSpec(path=str(AGENTS / "broken_go"))
+        ),
+        timeout=30,
+    )
+    event = watch_until(host, "brokengo", {"FATAL", "RUNNING"}, after=response.agent.event_sequence)
+    assert state_name(event.state) == "FATAL"
+    assert "go build failed" in event.reason
+    assert "undefinedFunction" in event.reason
+
+
+def test_agent_that_never_says_hello_fails_with_its_stderr(host: HostProcess) -> None:
+    response = host.supervisor.DeployAgent(
+        supervisor_pb2.DeployAgentRequest(
+            spec=supervisor_pb2.AgentSpec(path=str(AGENTS / "silent_go"))
+        ),
+        timeout=30,
+    )
+    event = watch_until(host, "silentgo", {"FATAL", "RUNNING"}, after=response.agent.event_sequence)
+    assert state_name(event.state) == "FATAL"
+    assert "no hello within 1s" in event.reason
+    assert any("do not speak the protocol" in line for line in event.stderr_tail)
