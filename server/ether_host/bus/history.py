@@ -65,9 +65,14 @@ class History(Generic[T]):
         cursor = after
         while True:
             grown = self._grown
-            for sequence, item in self.since(cursor):
+            held = self.since(cursor)
+            for sequence, item in held:
                 cursor = sequence
                 yield sequence, item
+            if held:
+                # Items may have been appended (and the stop condition set) while the
+                # consumer held a yield: look again before deciding to stop.
+                continue
             if self._closed or (until is not None and until()):
                 return
             await grown.wait()
