@@ -60,8 +60,10 @@ def _fill(target: struct_pb2.Value, value: Any) -> None:
     elif isinstance(value, str):
         target.string_value = value
     elif isinstance(value, dict):
+        target.struct_value.SetInParent()  # an empty object is still an object, not null
         _fill_struct(target.struct_value, value)
     elif isinstance(value, list | tuple):
+        target.list_value.SetInParent()  # an empty list is still a list, not null
         values = target.list_value.values
         for item in value:
             _fill(values.add(), item)
