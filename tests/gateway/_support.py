@@ -19,12 +19,12 @@ AGENTS_TIMEOUT = 60.0
 
 
 def open_session(
-    host: HostProcess, metadata: list[tuple[str, str]] | None = None, **fields: Any
+    host: HostProcess, call_metadata: list[tuple[str, str]] | None = None, **fields: Any
 ) -> gateway_pb2.Session:
     if "context" in fields and isinstance(fields["context"], dict):
         fields["context"] = struct(fields["context"])
     request = gateway_pb2.OpenSessionRequest(**fields)
-    return host.gateway.OpenSession(request, timeout=30, metadata=metadata).session  # type: ignore[no-any-return]
+    return host.gateway.OpenSession(request, timeout=30, metadata=call_metadata).session  # type: ignore[no-any-return]
 
 
 class Conversation:
@@ -35,7 +35,7 @@ class Conversation:
         host: HostProcess,
         session_id: str,
         after: int | None = None,
-        metadata: list[tuple[str, str]] | None = None,
+        call_metadata: list[tuple[str, str]] | None = None,
         timeout: float = AGENTS_TIMEOUT,
     ) -> None:
         self._requests: queue.Queue[gateway_pb2.ConverseRequest | None] = queue.Queue()
@@ -43,7 +43,7 @@ class Conversation:
         if after is not None:
             start.after_sequence = after
         self._requests.put(gateway_pb2.ConverseRequest(start=start))
-        self.call = host.gateway.Converse(self._outgoing(), timeout=timeout, metadata=metadata)
+        self.call = host.gateway.Converse(self._outgoing(), timeout=timeout, metadata=call_metadata)
         self.events: list[gateway_pb2.ConverseResponse] = []
 
     def _outgoing(self) -> Iterator[gateway_pb2.ConverseRequest]:
@@ -142,6 +142,9 @@ class Recorder(ThreadingHTTPServer):
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
         return f"http://{host}:{self.port}{path}"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that gave up (a fetch past its time cap) is expected here, not an error."""
 
     def stop(self) -> None:
         self.release.set()
