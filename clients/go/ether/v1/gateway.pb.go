@@ -201,9 +201,12 @@ func (x *PipelineTrigger) GetWhen() string {
 
 // PipelineStep is one agent task run on a user turn.
 //
-// Each step's task gets the step's params plus "message" (the user
-// message as {"text", "data"}) and "turn" (the turn number); its
-// TaskContext.session_id is the session, so the agent can use `ctx.*`.
+// Each step's task gets the step's params plus, when its action's params
+// schema accepts them, "message" (the user message as {"text", "data"}),
+// "turn" (the turn number), "steps" (the outputs of the steps that ran
+// before it in this turn, by step name) and "session" ({"id",
+// "metadata"}); its TaskContext.session_id is the session, so the agent
+// can use `ctx.*`. A step that fails is an `error` event; the turn goes on.
 type PipelineStep struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Step name, unique in the pipeline, [a-z0-9_-]{1,64}; shown in events.
@@ -211,7 +214,9 @@ type PipelineStep struct {
 	// Agent that runs the step. Required, except for the reply step (empty:
 	// the session's gateway agent).
 	Agent string `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
-	// Action of the agent. Required unless the agent has one action.
+	// Action of the agent. Required unless the agent has one action. The
+	// reply step with no agent runs the gateway agent's `respond` action, or
+	// its only action.
 	Action string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
 	// Params of the step's task.
 	Params *structpb.Struct `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
@@ -392,7 +397,8 @@ type Session struct {
 	// Name of the gateway agent currently serving the session.
 	Agent string `protobuf:"bytes,3,opt,name=agent,proto3" json:"agent,omitempty"`
 	// The capability asked for in OpenSession, if any; failover picks among
-	// agents that offer it.
+	// the healthy gateway agents that offer it (any gateway agent when
+	// empty).
 	Capability string `protobuf:"bytes,4,opt,name=capability,proto3" json:"capability,omitempty"`
 	// Lifecycle state.
 	State SessionState `protobuf:"varint,5,opt,name=state,proto3,enum=ether.v1.SessionState" json:"state,omitempty"`
@@ -3414,9 +3420,14 @@ type AuditRecord struct {
 	// The decision.
 	Decision AuditDecision `protobuf:"varint,11,opt,name=decision,proto3,enum=ether.v1.AuditDecision" json:"decision,omitempty"`
 	// Why, in lower_snake: "allowed", "host_not_allowed",
-	// "method_not_allowed", "private_address", "loopback_address",
+	// "method_not_allowed", "port_not_allowed", "scheme_not_allowed",
+	// "invalid_url", "private_address", "loopback_address",
 	// "link_local_address", "metadata_address", "rate_limited",
-	// "response_too_large", "timeout", "too_many_redirects".
+	// "request_too_large", "headers_too_large", "response_too_large",
+	// "timeout", "too_many_redirects", "policy_error". The caps
+	// (response_too_large, timeout) are DENIED: the response was not
+	// delivered. An allowed request that failed in transport is ALLOWED with
+	// `error` set.
 	Reason string `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The policy rule that decided, for people.
 	Rule string `protobuf:"bytes,13,opt,name=rule,proto3" json:"rule,omitempty"`

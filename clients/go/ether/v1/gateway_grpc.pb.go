@@ -65,6 +65,11 @@ const (
 // call, deny by default; every request and decision is an audit record
 // (ListAudit, WatchAudit). Errors carry a google.rpc.ErrorInfo with domain
 // "ether" and the reason named in each RPC's comment.
+//
+// With auth on, three token rights apply here: `gateway.message` (send
+// and publish), `gateway.admin` (watch an agent's mailbox) and
+// `gateway.audit` (read the audit log). A token without a rights column
+// holds them all.
 type GatewayServiceClient interface {
 	// OpenSession opens a user session served by an I/O gateway agent and
 	// returns it. The caller's identity becomes the session's owner.
@@ -102,7 +107,7 @@ type GatewayServiceClient interface {
 	// arrive; several Converse streams may be open on one session and each
 	// receives every event. Errors of a turn are `error` events and the
 	// stream goes on. Closing the request side ends the stream once the
-	// running turn's events are sent.
+	// turns accepted until then have completed and their events are sent.
 	//
 	// Errors: NOT_FOUND (unknown session, or another identity's);
 	// FAILED_PRECONDITION (the session is closed); INVALID_ARGUMENT (first
@@ -136,42 +141,48 @@ type GatewayServiceClient interface {
 	//
 	// Errors: NOT_FOUND (unknown session, or another identity's).
 	WatchContext(ctx context.Context, in *WatchContextRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchContextResponse], error)
-	// SendMessage puts a message in an agent's mailbox. The agent receives it
-	// through its `msg.*` handler; the sender is the caller's identity.
+	// SendMessage puts a message in an agent's mailbox. The agent takes it
+	// with the `msg.receive` host call, or the host hands it to the agent's
+	// `on_message` action (in order, one at a time, again if the agent died
+	// before answering); the sender is the caller's identity.
 	//
-	// Errors: NOT_FOUND (no agent with that name); RESOURCE_EXHAUSTED (the
-	// mailbox is full, reason MAILBOX_FULL with RetryInfo; or the message is
+	// Errors: NOT_FOUND (no agent with that name; a session_id that is not
+	// one of the caller's); RESOURCE_EXHAUSTED (the mailbox is full, default
+	// 100 messages, reason MAILBOX_FULL with RetryInfo; or the message is
 	// over the size limit, default 256 KiB, reason MESSAGE_TOO_LARGE);
-	// PERMISSION_DENIED (the caller may not message that agent). A repeated
-	// request_id returns the first message without delivering it twice.
+	// INVALID_ARGUMENT (a type that is not lower_snake); PERMISSION_DENIED
+	// (the caller lacks the gateway.message right). A repeated request_id
+	// returns the first message without delivering it twice.
 	SendMessage(ctx context.Context, in *SendMessageRequest, opts ...grpc.CallOption) (*SendMessageResponse, error)
 	// Subscribe streams the messages of a topic, or copies of the messages
 	// arriving in an agent's mailbox (the agent still receives them), until
-	// the caller cancels. Each subscriber has its own bounded queue: one that
-	// falls behind is told how many messages it missed.
+	// the caller cancels or the host stops. Each subscriber reads at its own
+	// pace from the retained messages (default the last 1000); one that falls
+	// further behind than that is told how many messages it missed.
 	//
 	// Errors: INVALID_ARGUMENT (no source, a bad topic name); NOT_FOUND (no
 	// agent with that name); PERMISSION_DENIED (observing an agent's mailbox
-	// needs the admin right).
+	// needs the gateway.admin right).
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
 	// Publish sends a message to every current subscriber of a topic (the
 	// seeds' event topics). Topics need no creation; the last messages of
 	// each topic are retained (default 1000) for subscribers that resume.
 	//
-	// Errors: INVALID_ARGUMENT (a bad topic name); RESOURCE_EXHAUSTED (the
-	// message is over the size limit, reason MESSAGE_TOO_LARGE);
-	// PERMISSION_DENIED (the caller may not publish to that topic).
+	// Errors: INVALID_ARGUMENT (a bad topic name or type); RESOURCE_EXHAUSTED
+	// (the message is over the size limit, reason MESSAGE_TOO_LARGE);
+	// NOT_FOUND (a session_id that is not one of the caller's);
+	// PERMISSION_DENIED (the caller lacks the gateway.message right).
 	Publish(ctx context.Context, in *PublishRequest, opts ...grpc.CallOption) (*PublishResponse, error)
 	// ListAudit lists egress audit records, newest first.
 	//
-	// Errors: PERMISSION_DENIED (reading the audit log needs the audit
-	// right); INVALID_ARGUMENT (a negative page_size, a foreign page_token,
-	// start_time after end_time).
+	// Errors: PERMISSION_DENIED (reading the audit log needs the
+	// gateway.audit right); INVALID_ARGUMENT (a negative page_size, a foreign
+	// page_token, start_time after end_time).
 	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
 	// WatchAudit streams new egress audit records as decisions are made,
 	// optionally replaying stored ones first, until the caller cancels.
 	//
-	// Errors: PERMISSION_DENIED (needs the audit right).
+	// Errors: PERMISSION_DENIED (needs the gateway.audit right).
 	WatchAudit(ctx context.Context, in *WatchAuditRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchAuditResponse], error)
 }
 
@@ -374,6 +385,11 @@ type GatewayService_WatchAuditClient = grpc.ServerStreamingClient[WatchAuditResp
 // call, deny by default; every request and decision is an audit record
 // (ListAudit, WatchAudit). Errors carry a google.rpc.ErrorInfo with domain
 // "ether" and the reason named in each RPC's comment.
+//
+// With auth on, three token rights apply here: `gateway.message` (send
+// and publish), `gateway.admin` (watch an agent's mailbox) and
+// `gateway.audit` (read the audit log). A token without a rights column
+// holds them all.
 type GatewayServiceServer interface {
 	// OpenSession opens a user session served by an I/O gateway agent and
 	// returns it. The caller's identity becomes the session's owner.
@@ -411,7 +427,7 @@ type GatewayServiceServer interface {
 	// arrive; several Converse streams may be open on one session and each
 	// receives every event. Errors of a turn are `error` events and the
 	// stream goes on. Closing the request side ends the stream once the
-	// running turn's events are sent.
+	// turns accepted until then have completed and their events are sent.
 	//
 	// Errors: NOT_FOUND (unknown session, or another identity's);
 	// FAILED_PRECONDITION (the session is closed); INVALID_ARGUMENT (first
@@ -445,42 +461,48 @@ type GatewayServiceServer interface {
 	//
 	// Errors: NOT_FOUND (unknown session, or another identity's).
 	WatchContext(*WatchContextRequest, grpc.ServerStreamingServer[WatchContextResponse]) error
-	// SendMessage puts a message in an agent's mailbox. The agent receives it
-	// through its `msg.*` handler; the sender is the caller's identity.
+	// SendMessage puts a message in an agent's mailbox. The agent takes it
+	// with the `msg.receive` host call, or the host hands it to the agent's
+	// `on_message` action (in order, one at a time, again if the agent died
+	// before answering); the sender is the caller's identity.
 	//
-	// Errors: NOT_FOUND (no agent with that name); RESOURCE_EXHAUSTED (the
-	// mailbox is full, reason MAILBOX_FULL with RetryInfo; or the message is
+	// Errors: NOT_FOUND (no agent with that name; a session_id that is not
+	// one of the caller's); RESOURCE_EXHAUSTED (the mailbox is full, default
+	// 100 messages, reason MAILBOX_FULL with RetryInfo; or the message is
 	// over the size limit, default 256 KiB, reason MESSAGE_TOO_LARGE);
-	// PERMISSION_DENIED (the caller may not message that agent). A repeated
-	// request_id returns the first message without delivering it twice.
+	// INVALID_ARGUMENT (a type that is not lower_snake); PERMISSION_DENIED
+	// (the caller lacks the gateway.message right). A repeated request_id
+	// returns the first message without delivering it twice.
 	SendMessage(context.Context, *SendMessageRequest) (*SendMessageResponse, error)
 	// Subscribe streams the messages of a topic, or copies of the messages
 	// arriving in an agent's mailbox (the agent still receives them), until
-	// the caller cancels. Each subscriber has its own bounded queue: one that
-	// falls behind is told how many messages it missed.
+	// the caller cancels or the host stops. Each subscriber reads at its own
+	// pace from the retained messages (default the last 1000); one that falls
+	// further behind than that is told how many messages it missed.
 	//
 	// Errors: INVALID_ARGUMENT (no source, a bad topic name); NOT_FOUND (no
 	// agent with that name); PERMISSION_DENIED (observing an agent's mailbox
-	// needs the admin right).
+	// needs the gateway.admin right).
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
 	// Publish sends a message to every current subscriber of a topic (the
 	// seeds' event topics). Topics need no creation; the last messages of
 	// each topic are retained (default 1000) for subscribers that resume.
 	//
-	// Errors: INVALID_ARGUMENT (a bad topic name); RESOURCE_EXHAUSTED (the
-	// message is over the size limit, reason MESSAGE_TOO_LARGE);
-	// PERMISSION_DENIED (the caller may not publish to that topic).
+	// Errors: INVALID_ARGUMENT (a bad topic name or type); RESOURCE_EXHAUSTED
+	// (the message is over the size limit, reason MESSAGE_TOO_LARGE);
+	// NOT_FOUND (a session_id that is not one of the caller's);
+	// PERMISSION_DENIED (the caller lacks the gateway.message right).
 	Publish(context.Context, *PublishRequest) (*PublishResponse, error)
 	// ListAudit lists egress audit records, newest first.
 	//
-	// Errors: PERMISSION_DENIED (reading the audit log needs the audit
-	// right); INVALID_ARGUMENT (a negative page_size, a foreign page_token,
-	// start_time after end_time).
+	// Errors: PERMISSION_DENIED (reading the audit log needs the
+	// gateway.audit right); INVALID_ARGUMENT (a negative page_size, a foreign
+	// page_token, start_time after end_time).
 	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
 	// WatchAudit streams new egress audit records as decisions are made,
 	// optionally replaying stored ones first, until the caller cancels.
 	//
-	// Errors: PERMISSION_DENIED (needs the audit right).
+	// Errors: PERMISSION_DENIED (needs the gateway.audit right).
 	WatchAudit(*WatchAuditRequest, grpc.ServerStreamingServer[WatchAuditResponse]) error
 	mustEmbedUnimplementedGatewayServiceServer()
 }

@@ -53,6 +53,11 @@ class GatewayServiceStub:
     call, deny by default; every request and decision is an audit record
     (ListAudit, WatchAudit). Errors carry a google.rpc.ErrorInfo with domain
     "ether" and the reason named in each RPC's comment.
+
+    With auth on, three token rights apply here: `gateway.message` (send
+    and publish), `gateway.admin` (watch an agent's mailbox) and
+    `gateway.audit` (read the audit log). A token without a rights column
+    holds them all.
     """
 
     def __init__(self, channel):
@@ -156,6 +161,11 @@ class GatewayServiceServicer:
     call, deny by default; every request and decision is an audit record
     (ListAudit, WatchAudit). Errors carry a google.rpc.ErrorInfo with domain
     "ether" and the reason named in each RPC's comment.
+
+    With auth on, three token rights apply here: `gateway.message` (send
+    and publish), `gateway.admin` (watch an agent's mailbox) and
+    `gateway.audit` (read the audit log). A token without a rights column
+    holds them all.
     """
 
     def OpenSession(self, request, context):
@@ -215,7 +225,7 @@ class GatewayServiceServicer:
         arrive; several Converse streams may be open on one session and each
         receives every event. Errors of a turn are `error` events and the
         stream goes on. Closing the request side ends the stream once the
-        running turn's events are sent.
+        turns accepted until then have completed and their events are sent.
 
         Errors: NOT_FOUND (unknown session, or another identity's);
         FAILED_PRECONDITION (the session is closed); INVALID_ARGUMENT (first
@@ -269,14 +279,18 @@ class GatewayServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SendMessage(self, request, context):
-        """SendMessage puts a message in an agent's mailbox. The agent receives it
-        through its `msg.*` handler; the sender is the caller's identity.
+        """SendMessage puts a message in an agent's mailbox. The agent takes it
+        with the `msg.receive` host call, or the host hands it to the agent's
+        `on_message` action (in order, one at a time, again if the agent died
+        before answering); the sender is the caller's identity.
 
-        Errors: NOT_FOUND (no agent with that name); RESOURCE_EXHAUSTED (the
-        mailbox is full, reason MAILBOX_FULL with RetryInfo; or the message is
+        Errors: NOT_FOUND (no agent with that name; a session_id that is not
+        one of the caller's); RESOURCE_EXHAUSTED (the mailbox is full, default
+        100 messages, reason MAILBOX_FULL with RetryInfo; or the message is
         over the size limit, default 256 KiB, reason MESSAGE_TOO_LARGE);
-        PERMISSION_DENIED (the caller may not message that agent). A repeated
-        request_id returns the first message without delivering it twice.
+        INVALID_ARGUMENT (a type that is not lower_snake); PERMISSION_DENIED
+        (the caller lacks the gateway.message right). A repeated request_id
+        returns the first message without delivering it twice.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -285,12 +299,13 @@ class GatewayServiceServicer:
     def Subscribe(self, request, context):
         """Subscribe streams the messages of a topic, or copies of the messages
         arriving in an agent's mailbox (the agent still receives them), until
-        the caller cancels. Each subscriber has its own bounded queue: one that
-        falls behind is told how many messages it missed.
+        the caller cancels or the host stops. Each subscriber reads at its own
+        pace from the retained messages (default the last 1000); one that falls
+        further behind than that is told how many messages it missed.
 
         Errors: INVALID_ARGUMENT (no source, a bad topic name); NOT_FOUND (no
         agent with that name); PERMISSION_DENIED (observing an agent's mailbox
-        needs the admin right).
+        needs the gateway.admin right).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -301,9 +316,10 @@ class GatewayServiceServicer:
         seeds' event topics). Topics need no creation; the last messages of
         each topic are retained (default 1000) for subscribers that resume.
 
-        Errors: INVALID_ARGUMENT (a bad topic name); RESOURCE_EXHAUSTED (the
-        message is over the size limit, reason MESSAGE_TOO_LARGE);
-        PERMISSION_DENIED (the caller may not publish to that topic).
+        Errors: INVALID_ARGUMENT (a bad topic name or type); RESOURCE_EXHAUSTED
+        (the message is over the size limit, reason MESSAGE_TOO_LARGE);
+        NOT_FOUND (a session_id that is not one of the caller's);
+        PERMISSION_DENIED (the caller lacks the gateway.message right).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -312,9 +328,9 @@ class GatewayServiceServicer:
     def ListAudit(self, request, context):
         """ListAudit lists egress audit records, newest first.
 
-        Errors: PERMISSION_DENIED (reading the audit log needs the audit
-        right); INVALID_ARGUMENT (a negative page_size, a foreign page_token,
-        start_time after end_time).
+        Errors: PERMISSION_DENIED (reading the audit log needs the
+        gateway.audit right); INVALID_ARGUMENT (a negative page_size, a foreign
+        page_token, start_time after end_time).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -324,7 +340,7 @@ class GatewayServiceServicer:
         """WatchAudit streams new egress audit records as decisions are made,
         optionally replaying stored ones first, until the caller cancels.
 
-        Errors: PERMISSION_DENIED (needs the audit right).
+        Errors: PERMISSION_DENIED (needs the gateway.audit right).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -434,6 +450,11 @@ class GatewayService:
     call, deny by default; every request and decision is an audit record
     (ListAudit, WatchAudit). Errors carry a google.rpc.ErrorInfo with domain
     "ether" and the reason named in each RPC's comment.
+
+    With auth on, three token rights apply here: `gateway.message` (send
+    and publish), `gateway.admin` (watch an agent's mailbox) and
+    `gateway.audit` (read the audit log). A token without a rights column
+    holds them all.
     """
 
     @staticmethod

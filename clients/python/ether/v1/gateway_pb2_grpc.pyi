@@ -54,6 +54,11 @@ class GatewayServiceStub:
     call, deny by default; every request and decision is an audit record
     (ListAudit, WatchAudit). Errors carry a google.rpc.ErrorInfo with domain
     "ether" and the reason named in each RPC's comment.
+
+    With auth on, three token rights apply here: `gateway.message` (send
+    and publish), `gateway.admin` (watch an agent's mailbox) and
+    `gateway.audit` (read the audit log). A token without a rights column
+    holds them all.
     """
 
     @_typing.overload
@@ -101,7 +106,7 @@ class GatewayServiceStub:
     arrive; several Converse streams may be open on one session and each
     receives every event. Errors of a turn are `error` events and the
     stream goes on. Closing the request side ends the stream once the
-    running turn's events are sent.
+    turns accepted until then have completed and their events are sent.
 
     Errors: NOT_FOUND (unknown session, or another identity's);
     FAILED_PRECONDITION (the session is closed); INVALID_ARGUMENT (first
@@ -139,46 +144,52 @@ class GatewayServiceStub:
     Errors: NOT_FOUND (unknown session, or another identity's).
     """
     SendMessage: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.SendMessageRequest, _gateway_pb2.SendMessageResponse]
-    """SendMessage puts a message in an agent's mailbox. The agent receives it
-    through its `msg.*` handler; the sender is the caller's identity.
+    """SendMessage puts a message in an agent's mailbox. The agent takes it
+    with the `msg.receive` host call, or the host hands it to the agent's
+    `on_message` action (in order, one at a time, again if the agent died
+    before answering); the sender is the caller's identity.
 
-    Errors: NOT_FOUND (no agent with that name); RESOURCE_EXHAUSTED (the
-    mailbox is full, reason MAILBOX_FULL with RetryInfo; or the message is
+    Errors: NOT_FOUND (no agent with that name; a session_id that is not
+    one of the caller's); RESOURCE_EXHAUSTED (the mailbox is full, default
+    100 messages, reason MAILBOX_FULL with RetryInfo; or the message is
     over the size limit, default 256 KiB, reason MESSAGE_TOO_LARGE);
-    PERMISSION_DENIED (the caller may not message that agent). A repeated
-    request_id returns the first message without delivering it twice.
+    INVALID_ARGUMENT (a type that is not lower_snake); PERMISSION_DENIED
+    (the caller lacks the gateway.message right). A repeated request_id
+    returns the first message without delivering it twice.
     """
     Subscribe: _grpc.UnaryStreamMultiCallable[_gateway_pb2.SubscribeRequest, _gateway_pb2.SubscribeResponse]
     """Subscribe streams the messages of a topic, or copies of the messages
     arriving in an agent's mailbox (the agent still receives them), until
-    the caller cancels. Each subscriber has its own bounded queue: one that
-    falls behind is told how many messages it missed.
+    the caller cancels or the host stops. Each subscriber reads at its own
+    pace from the retained messages (default the last 1000); one that falls
+    further behind than that is told how many messages it missed.
 
     Errors: INVALID_ARGUMENT (no source, a bad topic name); NOT_FOUND (no
     agent with that name); PERMISSION_DENIED (observing an agent's mailbox
-    needs the admin right).
+    needs the gateway.admin right).
     """
     Publish: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.PublishRequest, _gateway_pb2.PublishResponse]
     """Publish sends a message to every current subscriber of a topic (the
     seeds' event topics). Topics need no creation; the last messages of
     each topic are retained (default 1000) for subscribers that resume.
 
-    Errors: INVALID_ARGUMENT (a bad topic name); RESOURCE_EXHAUSTED (the
-    message is over the size limit, reason MESSAGE_TOO_LARGE);
-    PERMISSION_DENIED (the caller may not publish to that topic).
+    Errors: INVALID_ARGUMENT (a bad topic name or type); RESOURCE_EXHAUSTED
+    (the message is over the size limit, reason MESSAGE_TOO_LARGE);
+    NOT_FOUND (a session_id that is not one of the caller's);
+    PERMISSION_DENIED (the caller lacks the gateway.message right).
     """
     ListAudit: _grpc.UnaryUnaryMultiCallable[_gateway_pb2.ListAuditRequest, _gateway_pb2.ListAuditResponse]
     """ListAudit lists egress audit records, newest first.
 
-    Errors: PERMISSION_DENIED (reading the audit log needs the audit
-    right); INVALID_ARGUMENT (a negative page_size, a foreign page_token,
-    start_time after end_time).
+    Errors: PERMISSION_DENIED (reading the audit log needs the
+    gateway.audit right); INVALID_ARGUMENT (a negative page_size, a foreign
+    page_token, start_time after end_time).
     """
     WatchAudit: _grpc.UnaryStreamMultiCallable[_gateway_pb2.WatchAuditRequest, _gateway_pb2.WatchAuditResponse]
     """WatchAudit streams new egress audit records as decisions are made,
     optionally replaying stored ones first, until the caller cancels.
 
-    Errors: PERMISSION_DENIED (needs the audit right).
+    Errors: PERMISSION_DENIED (needs the gateway.audit right).
     """
 
 @_typing.type_check_only
@@ -210,6 +221,11 @@ class GatewayServiceAsyncStub(GatewayServiceStub):
     call, deny by default; every request and decision is an audit record
     (ListAudit, WatchAudit). Errors carry a google.rpc.ErrorInfo with domain
     "ether" and the reason named in each RPC's comment.
+
+    With auth on, three token rights apply here: `gateway.message` (send
+    and publish), `gateway.admin` (watch an agent's mailbox) and
+    `gateway.audit` (read the audit log). A token without a rights column
+    holds them all.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -254,7 +270,7 @@ class GatewayServiceAsyncStub(GatewayServiceStub):
     arrive; several Converse streams may be open on one session and each
     receives every event. Errors of a turn are `error` events and the
     stream goes on. Closing the request side ends the stream once the
-    running turn's events are sent.
+    turns accepted until then have completed and their events are sent.
 
     Errors: NOT_FOUND (unknown session, or another identity's);
     FAILED_PRECONDITION (the session is closed); INVALID_ARGUMENT (first
@@ -292,46 +308,52 @@ class GatewayServiceAsyncStub(GatewayServiceStub):
     Errors: NOT_FOUND (unknown session, or another identity's).
     """
     SendMessage: _aio.UnaryUnaryMultiCallable[_gateway_pb2.SendMessageRequest, _gateway_pb2.SendMessageResponse]  # type: ignore[assignment]
-    """SendMessage puts a message in an agent's mailbox. The agent receives it
-    through its `msg.*` handler; the sender is the caller's identity.
+    """SendMessage puts a message in an agent's mailbox. The agent takes it
+    with the `msg.receive` host call, or the host hands it to the agent's
+    `on_message` action (in order, one at a time, again if the agent died
+    before answering); the sender is the caller's identity.
 
-    Errors: NOT_FOUND (no agent with that name); RESOURCE_EXHAUSTED (the
-    mailbox is full, reason MAILBOX_FULL with RetryInfo; or the message is
+    Errors: NOT_FOUND (no agent with that name; a session_id that is not
+    one of the caller's); RESOURCE_EXHAUSTED (the mailbox is full, default
+    100 messages, reason MAILBOX_FULL with RetryInfo; or the message is
     over the size limit, default 256 KiB, reason MESSAGE_TOO_LARGE);
-    PERMISSION_DENIED (the caller may not message that agent). A repeated
-    request_id returns the first message without delivering it twice.
+    INVALID_ARGUMENT (a type that is not lower_snake); PERMISSION_DENIED
+    (the caller lacks the gateway.message right). A repeated request_id
+    returns the first message without delivering it twice.
     """
     Subscribe: _aio.UnaryStreamMultiCallable[_gateway_pb2.SubscribeRequest, _gateway_pb2.SubscribeResponse]  # type: ignore[assignment]
     """Subscribe streams the messages of a topic, or copies of the messages
     arriving in an agent's mailbox (the agent still receives them), until
-    the caller cancels. Each subscriber has its own bounded queue: one that
-    falls behind is told how many messages it missed.
+    the caller cancels or the host stops. Each subscriber reads at its own
+    pace from the retained messages (default the last 1000); one that falls
+    further behind than that is told how many messages it missed.
 
     Errors: INVALID_ARGUMENT (no source, a bad topic name); NOT_FOUND (no
     agent with that name); PERMISSION_DENIED (observing an agent's mailbox
-    needs the admin right).
+    needs the gateway.admin right).
     """
     Publish: _aio.UnaryUnaryMultiCallable[_gateway_pb2.PublishRequest, _gateway_pb2.PublishResponse]  # type: ignore[assignment]
     """Publish sends a message to every current subscriber of a topic (the
     seeds' event topics). Topics need no creation; the last messages of
     each topic are retained (default 1000) for subscribers that resume.
 
-    Errors: INVALID_ARGUMENT (a bad topic name); RESOURCE_EXHAUSTED (the
-    message is over the size limit, reason MESSAGE_TOO_LARGE);
-    PERMISSION_DENIED (the caller may not publish to that topic).
+    Errors: INVALID_ARGUMENT (a bad topic name or type); RESOURCE_EXHAUSTED
+    (the message is over the size limit, reason MESSAGE_TOO_LARGE);
+    NOT_FOUND (a session_id that is not one of the caller's);
+    PERMISSION_DENIED (the caller lacks the gateway.message right).
     """
     ListAudit: _aio.UnaryUnaryMultiCallable[_gateway_pb2.ListAuditRequest, _gateway_pb2.ListAuditResponse]  # type: ignore[assignment]
     """ListAudit lists egress audit records, newest first.
 
-    Errors: PERMISSION_DENIED (reading the audit log needs the audit
-    right); INVALID_ARGUMENT (a negative page_size, a foreign page_token,
-    start_time after end_time).
+    Errors: PERMISSION_DENIED (reading the audit log needs the
+    gateway.audit right); INVALID_ARGUMENT (a negative page_size, a foreign
+    page_token, start_time after end_time).
     """
     WatchAudit: _aio.UnaryStreamMultiCallable[_gateway_pb2.WatchAuditRequest, _gateway_pb2.WatchAuditResponse]  # type: ignore[assignment]
     """WatchAudit streams new egress audit records as decisions are made,
     optionally replaying stored ones first, until the caller cancels.
 
-    Errors: PERMISSION_DENIED (needs the audit right).
+    Errors: PERMISSION_DENIED (needs the gateway.audit right).
     """
 
 class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -362,6 +384,11 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
     call, deny by default; every request and decision is an audit record
     (ListAudit, WatchAudit). Errors carry a google.rpc.ErrorInfo with domain
     "ether" and the reason named in each RPC's comment.
+
+    With auth on, three token rights apply here: `gateway.message` (send
+    and publish), `gateway.admin` (watch an agent's mailbox) and
+    `gateway.audit` (read the audit log). A token without a rights column
+    holds them all.
     """
 
     @_abc_1.abstractmethod
@@ -434,7 +461,7 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
         arrive; several Converse streams may be open on one session and each
         receives every event. Errors of a turn are `error` events and the
         stream goes on. Closing the request side ends the stream once the
-        running turn's events are sent.
+        turns accepted until then have completed and their events are sent.
 
         Errors: NOT_FOUND (unknown session, or another identity's);
         FAILED_PRECONDITION (the session is closed); INVALID_ARGUMENT (first
@@ -496,14 +523,18 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_pb2.SendMessageRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_gateway_pb2.SendMessageResponse, _abc.Awaitable[_gateway_pb2.SendMessageResponse]]:
-        """SendMessage puts a message in an agent's mailbox. The agent receives it
-        through its `msg.*` handler; the sender is the caller's identity.
+        """SendMessage puts a message in an agent's mailbox. The agent takes it
+        with the `msg.receive` host call, or the host hands it to the agent's
+        `on_message` action (in order, one at a time, again if the agent died
+        before answering); the sender is the caller's identity.
 
-        Errors: NOT_FOUND (no agent with that name); RESOURCE_EXHAUSTED (the
-        mailbox is full, reason MAILBOX_FULL with RetryInfo; or the message is
+        Errors: NOT_FOUND (no agent with that name; a session_id that is not
+        one of the caller's); RESOURCE_EXHAUSTED (the mailbox is full, default
+        100 messages, reason MAILBOX_FULL with RetryInfo; or the message is
         over the size limit, default 256 KiB, reason MESSAGE_TOO_LARGE);
-        PERMISSION_DENIED (the caller may not message that agent). A repeated
-        request_id returns the first message without delivering it twice.
+        INVALID_ARGUMENT (a type that is not lower_snake); PERMISSION_DENIED
+        (the caller lacks the gateway.message right). A repeated request_id
+        returns the first message without delivering it twice.
         """
 
     @_abc_1.abstractmethod
@@ -514,12 +545,13 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_gateway_pb2.SubscribeResponse], _abc.AsyncIterator[_gateway_pb2.SubscribeResponse]]:
         """Subscribe streams the messages of a topic, or copies of the messages
         arriving in an agent's mailbox (the agent still receives them), until
-        the caller cancels. Each subscriber has its own bounded queue: one that
-        falls behind is told how many messages it missed.
+        the caller cancels or the host stops. Each subscriber reads at its own
+        pace from the retained messages (default the last 1000); one that falls
+        further behind than that is told how many messages it missed.
 
         Errors: INVALID_ARGUMENT (no source, a bad topic name); NOT_FOUND (no
         agent with that name); PERMISSION_DENIED (observing an agent's mailbox
-        needs the admin right).
+        needs the gateway.admin right).
         """
 
     @_abc_1.abstractmethod
@@ -532,9 +564,10 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
         seeds' event topics). Topics need no creation; the last messages of
         each topic are retained (default 1000) for subscribers that resume.
 
-        Errors: INVALID_ARGUMENT (a bad topic name); RESOURCE_EXHAUSTED (the
-        message is over the size limit, reason MESSAGE_TOO_LARGE);
-        PERMISSION_DENIED (the caller may not publish to that topic).
+        Errors: INVALID_ARGUMENT (a bad topic name or type); RESOURCE_EXHAUSTED
+        (the message is over the size limit, reason MESSAGE_TOO_LARGE);
+        NOT_FOUND (a session_id that is not one of the caller's);
+        PERMISSION_DENIED (the caller lacks the gateway.message right).
         """
 
     @_abc_1.abstractmethod
@@ -545,9 +578,9 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_gateway_pb2.ListAuditResponse, _abc.Awaitable[_gateway_pb2.ListAuditResponse]]:
         """ListAudit lists egress audit records, newest first.
 
-        Errors: PERMISSION_DENIED (reading the audit log needs the audit
-        right); INVALID_ARGUMENT (a negative page_size, a foreign page_token,
-        start_time after end_time).
+        Errors: PERMISSION_DENIED (reading the audit log needs the
+        gateway.audit right); INVALID_ARGUMENT (a negative page_size, a foreign
+        page_token, start_time after end_time).
         """
 
     @_abc_1.abstractmethod
@@ -559,7 +592,7 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
         """WatchAudit streams new egress audit records as decisions are made,
         optionally replaying stored ones first, until the caller cancels.
 
-        Errors: PERMISSION_DENIED (needs the audit right).
+        Errors: PERMISSION_DENIED (needs the gateway.audit right).
         """
 
 def add_GatewayServiceServicer_to_server(servicer: GatewayServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

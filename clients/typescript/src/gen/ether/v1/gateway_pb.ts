@@ -58,9 +58,12 @@ export const PipelineTriggerSchema: GenMessage<PipelineTrigger> = /*@__PURE__*/
 /**
  * PipelineStep is one agent task run on a user turn.
  *
- * Each step's task gets the step's params plus "message" (the user
- * message as {"text", "data"}) and "turn" (the turn number); its
- * TaskContext.session_id is the session, so the agent can use `ctx.*`.
+ * Each step's task gets the step's params plus, when its action's params
+ * schema accepts them, "message" (the user message as {"text", "data"}),
+ * "turn" (the turn number), "steps" (the outputs of the steps that ran
+ * before it in this turn, by step name) and "session" ({"id",
+ * "metadata"}); its TaskContext.session_id is the session, so the agent
+ * can use `ctx.*`. A step that fails is an `error` event; the turn goes on.
  *
  * @generated from message ether.v1.PipelineStep
  */
@@ -81,7 +84,9 @@ export type PipelineStep = Message<"ether.v1.PipelineStep"> & {
   agent: string;
 
   /**
-   * Action of the agent. Required unless the agent has one action.
+   * Action of the agent. Required unless the agent has one action. The
+   * reply step with no agent runs the gateway agent's `respond` action, or
+   * its only action.
    *
    * @generated from field: string action = 3;
    */
@@ -199,7 +204,8 @@ export type Session = Message<"ether.v1.Session"> & {
 
   /**
    * The capability asked for in OpenSession, if any; failover picks among
-   * agents that offer it.
+   * the healthy gateway agents that offer it (any gateway agent when
+   * empty).
    *
    * @generated from field: string capability = 4;
    */
@@ -1854,9 +1860,14 @@ export type AuditRecord = Message<"ether.v1.AuditRecord"> & {
 
   /**
    * Why, in lower_snake: "allowed", "host_not_allowed",
-   * "method_not_allowed", "private_address", "loopback_address",
+   * "method_not_allowed", "port_not_allowed", "scheme_not_allowed",
+   * "invalid_url", "private_address", "loopback_address",
    * "link_local_address", "metadata_address", "rate_limited",
-   * "response_too_large", "timeout", "too_many_redirects".
+   * "request_too_large", "headers_too_large", "response_too_large",
+   * "timeout", "too_many_redirects", "policy_error". The caps
+   * (response_too_large, timeout) are DENIED: the response was not
+   * delivered. An allowed request that failed in transport is ALLOWED with
+   * `error` set.
    *
    * @generated from field: string reason = 12;
    */
@@ -2173,6 +2184,11 @@ export const AuditDecisionSchema: GenEnum<AuditDecision> = /*@__PURE__*/
  * (ListAudit, WatchAudit). Errors carry a google.rpc.ErrorInfo with domain
  * "ether" and the reason named in each RPC's comment.
  *
+ * With auth on, three token rights apply here: `gateway.message` (send
+ * and publish), `gateway.admin` (watch an agent's mailbox) and
+ * `gateway.audit` (read the audit log). A token without a rights column
+ * holds them all.
+ *
  * @generated from service ether.v1.GatewayService
  */
 export const GatewayService: GenService<{
@@ -2245,7 +2261,7 @@ export const GatewayService: GenService<{
    * arrive; several Converse streams may be open on one session and each
    * receives every event. Errors of a turn are `error` events and the
    * stream goes on. Closing the request side ends the stream once the
-   * running turn's events are sent.
+   * turns accepted until then have completed and their events are sent.
    *
    * Errors: NOT_FOUND (unknown session, or another identity's);
    * FAILED_PRECONDITION (the session is closed); INVALID_ARGUMENT (first
@@ -2311,14 +2327,18 @@ export const GatewayService: GenService<{
     output: typeof WatchContextResponseSchema;
   },
   /**
-   * SendMessage puts a message in an agent's mailbox. The agent receives it
-   * through its `msg.*` handler; the sender is the caller's identity.
+   * SendMessage puts a message in an agent's mailbox. The agent takes it
+   * with the `msg.receive` host call, or the host hands it to the agent's
+   * `on_message` action (in order, one at a time, again if the agent died
+   * before answering); the sender is the caller's identity.
    *
-   * Errors: NOT_FOUND (no agent with that name); RESOURCE_EXHAUSTED (the
-   * mailbox is full, reason MAILBOX_FULL with RetryInfo; or the message is
+   * Errors: NOT_FOUND (no agent with that name; a session_id that is not
+   * one of the caller's); RESOURCE_EXHAUSTED (the mailbox is full, default
+   * 100 messages, reason MAILBOX_FULL with RetryInfo; or the message is
    * over the size limit, default 256 KiB, reason MESSAGE_TOO_LARGE);
-   * PERMISSION_DENIED (the caller may not message that agent). A repeated
-   * request_id returns the first message without delivering it twice.
+   * INVALID_ARGUMENT (a type that is not lower_snake); PERMISSION_DENIED
+   * (the caller lacks the gateway.message right). A repeated request_id
+   * returns the first message without delivering it twice.
    *
    * @generated from rpc ether.v1.GatewayService.SendMessage
    */
@@ -2330,12 +2350,13 @@ export const GatewayService: GenService<{
   /**
    * Subscribe streams the messages of a topic, or copies of the messages
    * arriving in an agent's mailbox (the agent still receives them), until
-   * the caller cancels. Each subscriber has its own bounded queue: one that
-   * falls behind is told how many messages it missed.
+   * the caller cancels or the host stops. Each subscriber reads at its own
+   * pace from the retained messages (default the last 1000); one that falls
+   * further behind than that is told how many messages it missed.
    *
    * Errors: INVALID_ARGUMENT (no source, a bad topic name); NOT_FOUND (no
    * agent with that name); PERMISSION_DENIED (observing an agent's mailbox
-   * needs the admin right).
+   * needs the gateway.admin right).
    *
    * @generated from rpc ether.v1.GatewayService.Subscribe
    */
@@ -2349,9 +2370,10 @@ export const GatewayService: GenService<{
    * seeds' event topics). Topics need no creation; the last messages of
    * each topic are retained (default 1000) for subscribers that resume.
    *
-   * Errors: INVALID_ARGUMENT (a bad topic name); RESOURCE_EXHAUSTED (the
-   * message is over the size limit, reason MESSAGE_TOO_LARGE);
-   * PERMISSION_DENIED (the caller may not publish to that topic).
+   * Errors: INVALID_ARGUMENT (a bad topic name or type); RESOURCE_EXHAUSTED
+   * (the message is over the size limit, reason MESSAGE_TOO_LARGE);
+   * NOT_FOUND (a session_id that is not one of the caller's);
+   * PERMISSION_DENIED (the caller lacks the gateway.message right).
    *
    * @generated from rpc ether.v1.GatewayService.Publish
    */
@@ -2363,9 +2385,9 @@ export const GatewayService: GenService<{
   /**
    * ListAudit lists egress audit records, newest first.
    *
-   * Errors: PERMISSION_DENIED (reading the audit log needs the audit
-   * right); INVALID_ARGUMENT (a negative page_size, a foreign page_token,
-   * start_time after end_time).
+   * Errors: PERMISSION_DENIED (reading the audit log needs the
+   * gateway.audit right); INVALID_ARGUMENT (a negative page_size, a foreign
+   * page_token, start_time after end_time).
    *
    * @generated from rpc ether.v1.GatewayService.ListAudit
    */
@@ -2378,7 +2400,7 @@ export const GatewayService: GenService<{
    * WatchAudit streams new egress audit records as decisions are made,
    * optionally replaying stored ones first, until the caller cancels.
    *
-   * Errors: PERMISSION_DENIED (needs the audit right).
+   * Errors: PERMISSION_DENIED (needs the gateway.audit right).
    *
    * @generated from rpc ether.v1.GatewayService.WatchAudit
    */
