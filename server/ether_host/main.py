@@ -21,14 +21,17 @@ from ether_host.auth import load_token_file
 from ether_host.config import HostConfig
 from ether_host.gateway import Gateway
 from ether_host.lifecycle import Lifecycle
-from ether_host.procs import ChildRegistry, become_subreaper
+from ether_host.procs import ChildRegistry, become_subreaper, kill_leftovers
 from ether_host.supervisor import Supervisor
+from ether_host.terminals import TerminalManager, TerminalSettings
+from ether_host.terminals.agents import AgentTerminals
 from ether_host.transport.agent_io import AgentIOServicer
 from ether_host.transport.gateway import GatewayServicer
 from ether_host.transport.interceptors import AuthInterceptor, RpcInterceptor
 from ether_host.transport.listen import ListenError, bind_tcp, bind_unix, is_loopback, split_host_port
 from ether_host.transport.pending import pending_servicer
 from ether_host.transport.supervisor import SupervisorServicer
+from ether_host.transport.terminal import TerminalServicer
 from ether_host.transport.workflow import WorkflowServicer
 from ether_host.workflows import Workflows
 
@@ -64,15 +67,20 @@ class Core:
     dispatcher: Dispatcher
     workflows: Workflows
     gateway: Gateway
+    terminals: TerminalManager
 
 
 def build_core(config: HostConfig) -> Core:
-    children = ChildRegistry()
+    record = config.state_dir / "children.json"
+    kill_leftovers(record)
+    children = ChildRegistry(record)
     supervisor = Supervisor(config.state_dir, children)
     dispatcher = Dispatcher(supervisor)
     workflows = Workflows(config.state_dir, supervisor, dispatcher, config.workflows)
     gateway = Gateway(supervisor, dispatcher, config.state_dir, config.gateway)
-    return Core(Lifecycle(), children, supervisor, dispatcher, workflows, gateway)
+    terminals = TerminalManager(TerminalSettings.from_config(config.terminals), children)
+    dispatcher.register_calls("term.*", AgentTerminals(terminals, supervisor).handle)
+    return Core(Lifecycle(), children, supervisor, dispatcher, workflows, gateway, terminals)
 
 
 def _pending(module: Any, grpc_module: Any, service: str, missing: str) -> tuple[Any, Any, Any]:
@@ -101,7 +109,11 @@ def _services(core: Core) -> list[tuple[Any, Any, Any]]:
             workflow_pb2_grpc.add_WorkflowServiceServicer_to_server,
             WorkflowServicer(core.workflows, core.lifecycle),
         ),
-        _pending(terminal_pb2, terminal_pb2_grpc, "TerminalService", "terminal sessions land with issue #5"),
+        (
+            terminal_pb2.DESCRIPTOR.services_by_name["TerminalService"],
+            terminal_pb2_grpc.add_TerminalServiceServicer_to_server,
+            TerminalServicer(core.terminals, core.lifecycle),
+        ),
         (
             gateway_pb2.DESCRIPTOR.services_by_name["GatewayService"],
             gateway_pb2_grpc.add_GatewayServiceServicer_to_server,
@@ -147,6 +159,7 @@ async def run_host(config: HostConfig, *, task_status: TaskStatus[list[str]] = a
         await tg.start(core.dispatcher.run)
         await tg.start(core.workflows.run)
         await tg.start(core.gateway.run)
+        await tg.start(core.terminals.run)
         core.supervisor.deploy_configured([dict(entry) for entry in config.agents], config.agents_dir)
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             await server.start()
@@ -165,6 +178,7 @@ async def run_host(config: HostConfig, *, task_status: TaskStatus[list[str]] = a
         for agent in core.supervisor.agents.values():
             agent.logs.wake()
         await health_servicer.enter_graceful_shutdown()
+        await core.terminals.close_all()
         await server.stop(config.shutdown_grace)
         await core.supervisor.stop_all()
         tg.cancel_scope.cancel()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import itertools
+import json
 import os
 import signal
 from collections.abc import Iterator
@@ -79,13 +80,74 @@ def spawn_id_of(pid: int) -> str | None:
     return None
 
 
-class ChildRegistry:
-    """Spawn ids of the host's own children and the pids they got."""
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2 :].split()[19])
 
-    def __init__(self) -> None:
+
+def kill_leftovers(record: Path) -> int:
+    """Kill the process groups a previous host left running (it died without cleaning up).
+
+    Each entry carries the pid's start time, so a pid reused by an unrelated
+    process since then is never touched.
+    """
+    try:
+        entries = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return 0
+    killed = 0
+    for entry in entries if isinstance(entries, list) else []:
+        pid, started = int(entry.get("pid", 0)), entry.get("start_time")
+        now = start_time(pid)
+        # Same leader (same start time), or the leader is gone but its group lives on: a
+        # pid number stays reserved while it names a live group, so that group is ours.
+        if (
+            pid > 0
+            and started is not None
+            and (now == started or (now is None and group_members(pid)))
+        ):
+            log.warning("killing a process group left by a previous host", pid=pid)
+            kill_group(pid, signal.SIGKILL)
+            killed += 1
+    with contextlib.suppress(OSError):
+        record.unlink()
+    return killed
+
+
+class ChildRegistry:
+    """Spawn ids of the host's own children and the pids they got.
+
+    With a ``record`` file, the group leaders alive right now are written
+    there, so that the next host can kill what this one leaves behind if it
+    is killed with no chance to stop its agents.
+    """
+
+    def __init__(self, record: Path | None = None) -> None:
         self._ids = itertools.count(1)
         self._pids: dict[str, int | None] = {}
         self._prefix = f"{os.getpid()}-"
+        self._record = record
+        self._leaders: dict[int, int | None] = {}
+
+    def track_group(self, pid: int) -> None:
+        """Remember a process group leader (an agent) in the record file."""
+        self._leaders[pid] = start_time(pid)
+        self._save()
+
+    def untrack_group(self, pid: int) -> None:
+        self._leaders.pop(pid, None)
+        self._save()
+
+    def _save(self) -> None:
+        if self._record is None:
+            return
+        entries = [{"pid": pid, "start_time": started} for pid, started in self._leaders.items()]
+        with contextlib.suppress(OSError):
+            self._record.write_text(json.dumps(entries))
 
     @contextlib.contextmanager
     def spawning(self) -> Iterator[str]:

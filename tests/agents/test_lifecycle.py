@@ -280,3 +280,24 @@ while time.monotonic() < deadline:
     time.sleep(0.05)
 sys.exit(1)
 """
+
+
+def test_next_host_kills_what_a_killed_host_left(tmp_path: Path) -> None:
+    """A raw agent without an adapter cannot notice its host died; the next host started on the
+    same state directory kills the process group it left behind."""
+    state = tmp_path / "state"
+    first = HostProcess(state)
+    first.wait_serving()
+    deploy(first, AGENTS / "lifecycle", name="raw")
+    leader = processes(first, "raw")[0].pid
+    grandchild = int(data(execute(first, "raw", "grandchild", {}))["pid"])
+    first.process.kill()
+    first.process.wait()
+    assert alive(grandchild)  # nothing in a raw agent ends it
+    second = HostProcess(state)
+    try:
+        second.wait_serving()
+        assert not alive(grandchild)
+        assert group_alive(leader) == []
+    finally:
+        second.stop()

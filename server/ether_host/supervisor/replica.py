@@ -240,6 +240,7 @@ class Replica:
                     fatal=True,
                 )
             registry.bind(spawn_id, process.pid)
+            registry.track_group(process.pid)
         started = time.monotonic()
         self.pid, self.started_at = process.pid, time.time()
         pgid = process.pid  # recorded now: getpgid() fails once the leader is reaped
@@ -327,6 +328,7 @@ class Replica:
         finally:
             self.connection = None
             registry.release(spawn_id)
+            registry.untrack_group(pgid)
             self.pid = 0
         uptime = time.monotonic() - started
         code, signum, reason = describe_exit(process.returncode)
