@@ -9,6 +9,7 @@ from typing import NoReturn
 
 import anyio
 
+from ether_host import cli_chat
 from ether_host.auth import TokenFileError
 from ether_host.config import LOG_FORMATS, LOG_LEVELS, ConfigError, load_config
 from ether_host.logs import configure_logging
@@ -40,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--auth-tokens-file", dest="auth_tokens_file", help="file of 'NAME TOKEN' lines")
     serve.add_argument("--shutdown-grace", dest="shutdown_grace", help="seconds to drain RPCs on stop")
     serve.add_argument("--agents-dir", dest="agents_dir", help="deploy every agent folder in this directory")
+    cli_chat.add_parser(commands)
     return parser
 
 
@@ -60,6 +62,9 @@ def _serve(args: argparse.Namespace) -> int:
     except (ListenError, TokenFileError) as error:
         print(f"ether: {error}", file=sys.stderr)
         return 1
+    except ConfigError as error:  # a feature table ([gateway], ...) checked when the host is built
+        print(f"ether: {error}", file=sys.stderr)
+        return EXIT_USAGE
     return 0
 
 
@@ -71,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "serve":
         return _serve(args)
+    if args.command == "chat":
+        return cli_chat.run(args)
     return EXIT_USAGE
 
 
