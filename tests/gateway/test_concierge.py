@@ -36,7 +36,7 @@ def test_concierge_answers_from_scout_and_writes_findings(
     assert reply_text(folder).startswith(f"examples/agents/scout holds {len(files)} files")
     assert "agent.py" in reply_text(folder)
     lines = len((ROOT / "README.md").read_text().splitlines())
-    assert reply_text(readme).startswith(f"README.md is a markdown file of {lines} lines")
+    assert reply_text(readme).startswith(f"README.md is a markdown file of {lines} lines (")
     [ready] = of(folder, "custom")
     assert ready.type == "findings_ready" and ready.agent == concierge
     assert [p.message for p in of(folder, "progress")] == [

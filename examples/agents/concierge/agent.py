@@ -73,15 +73,17 @@ async def respond(message: dict[str, Any], turn: int, ctx: TaskContext) -> dict[
         target = _inside(root, search["path"])
         if target is None or not target.is_dir():
             return {"text": f"I cannot find a folder {search['path']!r} in this repository. {HELP}"}
-        pattern = re.escape(search["pattern"].strip("'\""))
+        wanted = search["pattern"].strip("'\"")
+        pattern = re.escape(wanted)
         ctx.progress(1, 2, f"searching {target.relative_to(root)}")
         found = await _scout(
             ctx, "search_content", {"path": str(target), "pattern": pattern, "max_results": 20}
         )
         where = sorted({m["file"] for m in found.get("matches", [])})
+        count = int(found.get("count", 0))
         answer = (
-            f"{found.get('count', 0)} lines match {search['pattern']!r} in "
-            f"{target.relative_to(root)}"
+            f"{_count(count, 'line')} in {target.relative_to(root)} "
+            f"match{'es' if count == 1 else ''} '{wanted}'"
             + (f" (files: {', '.join(where[:5])})" if where else "")
             + "."
         )
@@ -101,8 +103,8 @@ async def respond(message: dict[str, Any], turn: int, ctx: TaskContext) -> dict[
         languages = ", ".join(f"{n} {lang}" for lang, n in explored.get("by_language", {}).items())
         names = ", ".join(f["path"] for f in explored.get("files", [])[:8])
         answer = (
-            f"{relative} holds {explored.get('total_files', 0)} files "
-            f"({explored.get('total_bytes', 0)} bytes; {languages}): {names}. {summary.get('summary', '')}"
+            f"{relative} holds {_count(explored.get('total_files', 0), 'file')} "
+            f"({_count(explored.get('total_bytes', 0), 'byte')}; {languages}): {names}."
         )
         compact = {
             "kind": "directory",
@@ -115,15 +117,19 @@ async def respond(message: dict[str, Any], turn: int, ctx: TaskContext) -> dict[
     ctx.progress(1, 2, f"analyzing {relative}")
     analyzed = await _scout(ctx, "analyze_file", {"path": str(target)})
     if analyzed.get("binary"):
-        answer = f"{relative} is a binary file of {analyzed.get('bytes', 0)} bytes."
+        answer = f"{relative} is a binary file of {_count(analyzed.get('bytes', 0), 'byte')}."
     else:
         answer = (
-            f"{relative} is a {analyzed.get('language', 'text')} file of {analyzed.get('lines', 0)} lines "
-            f"({analyzed.get('definitions', 0)} definitions, {analyzed.get('imports', 0)} imports, "
-            f"{analyzed.get('todos', 0)} TODO markers)."
+            f"{relative} is a {analyzed.get('language', 'text')} file of "
+            f"{_count(analyzed.get('lines', 0), 'line')} ({_count(analyzed.get('definitions', 0), 'definition')}, "
+            f"{_count(analyzed.get('imports', 0), 'import')}, {_count(analyzed.get('todos', 0), 'TODO marker')})."
         )
     analyzed.pop("path", None)
     return await _remember(ctx, turn, text, relative, {"kind": "file", **analyzed}, answer)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
 async def _remember(
