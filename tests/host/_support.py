@@ -68,6 +68,14 @@ class Host(HostProcess):
         self.address = ""
         self._channel: grpc.Channel | None = None
 
+    def _read_log(self) -> None:
+        super()._read_log()
+        # Reap the process before the last wake-up, so a waiter sees the exit at once instead
+        # of waiting out its whole timeout for a host that died at start.
+        self.process.wait()
+        with self._changed:
+            self._changed.notify_all()
+
 
 def run_ether(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 30

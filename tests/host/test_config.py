@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ._support import Host, run_ether
 
@@ -103,11 +105,12 @@ def test_log_level_filters(tmp_path: Path) -> None:
 
 
 def _wait_unix_serving(host: Host) -> None:
-    """Health SERVING over the socket, without relying on the (filtered) serving record."""
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    health = health_pb2_grpc.HealthStub(host.channel)
-    response = health.Check(health_pb2.HealthCheckRequest(), timeout=30, wait_for_ready=True)
+    """Health SERVING over the socket, without relying on the (filtered) serving record; the
+    socket may not exist yet, so retry connecting quickly rather than after grpc's 1 s."""
+    fast_retry = [("grpc.initial_reconnect_backoff_ms", 20), ("grpc.min_reconnect_backoff_ms", 20)]
+    with grpc.insecure_channel(host.address, options=fast_retry) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        response = health.Check(health_pb2.HealthCheckRequest(), timeout=30, wait_for_ready=True)
     assert response.status == health_pb2.HealthCheckResponse.SERVING
 
 

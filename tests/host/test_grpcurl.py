@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from ether.v1 import agent_io_pb2
+from ether.v1 import agent_io_pb2, supervisor_pb2
+from tests.support.agents import AGENTS, deploy
 from tests.support.host import HostProcess
 
 from ._support import ETHER_SERVICES, HEALTH, REFLECTION, grpcurl, service_descriptors
@@ -55,13 +56,33 @@ def test_one_log_line_per_rpc(host: HostProcess) -> None:
     assert record["peer"].startswith("ipv4:127.0.0.1:")
     assert isinstance(record["duration_ms"], int | float) and record["duration_ms"] >= 0
 
-    failing = "/ether.v1.GatewayService/ListSessions"
-    result = grpcurl("-plaintext", "-d", "{}", host.address, failing.strip("/"))
+    failing = "/ether.v1.AgentIOService/GetAgent"
+    request = '{"name": "no-such-agent"}'
+    result = grpcurl("-plaintext", "-d", request, host.address, failing.strip("/"))
     assert result.returncode != 0
+    assert "NotFound" in result.stderr, result.stderr
     failed = host.wait_for_log(lambda r: r.get("event") == "rpc" and r.get("method") == failing)
-    assert failed["code"] == "UNIMPLEMENTED"
+    assert failed["code"] == "NOT_FOUND"
     assert failed["peer"].startswith("ipv4:127.0.0.1:")
     # The host logs each call when it ends, in order: the grpcurl call's line came after any
     # second line of the ListAgents call would have.
     assert len(_rpc_records(host, method)) == before + 1
     assert len(_rpc_records(host, failing)) == 1
+
+
+def test_cancelled_streams_are_logged_and_survived(host: HostProcess) -> None:
+    """A client that walks away from a stream is logged as CANCELLED (with its peer) and the
+    host keeps serving. (Reading the peer of a cancelled call used to crash the host.)"""
+    deploy(host, AGENTS / "worker")
+    method = "/ether.v1.SupervisorService/WatchEvents"
+    for round_ in range(20):
+        before = len(_rpc_records(host, method))
+        stream = host.supervisor.WatchEvents(supervisor_pb2.WatchEventsRequest(), timeout=30)
+        assert next(stream).agent == "worker"  # the servicer is streaming
+        stream.cancel()
+        host.wait_for_log(lambda r, n=before: len(_rpc_records(host, method)) > n)
+        assert host.process.poll() is None, f"host died after cancelled stream {round_}"
+    cancelled = _rpc_records(host, method)[-1]
+    assert cancelled["code"] == "CANCELLED"
+    assert cancelled["peer"].startswith("ipv4:127.0.0.1:")
+    host.agents.ListAgents(agent_io_pb2.ListAgentsRequest(), timeout=10)

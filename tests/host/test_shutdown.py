@@ -59,7 +59,7 @@ def test_sigterm_drains_in_flight_rpcs_and_exits_0(tmp_path: Path) -> None:
         )
         first = next(events)  # the stream is open on the server: it replayed the deploy
         assert first.agent == "worker"
-        nap = agent_io_pb2.ExecuteRequest(input=agent_input("worker", "nap", {"ms": 1500}))
+        nap = agent_io_pb2.ExecuteRequest(input=agent_input("worker", "nap", {"ms": 1000}))
         execute = host.agents.Execute.future(nap, timeout=60)
         _wait_in_flight(host)
 
@@ -80,7 +80,7 @@ def test_sigterm_drains_in_flight_rpcs_and_exits_0(tmp_path: Path) -> None:
         # The unary call in flight completes normally during the drain.
         output = execute.result(timeout=30).output
         assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
-        assert data(output) == {"slept": 1500}
+        assert data(output) == {"slept": 1000}
 
         code = host.process.wait(timeout=DEFAULT_GRACE + WORKER_STOP_GRACE + 10)
         exit_seconds = time.monotonic() - signalled
