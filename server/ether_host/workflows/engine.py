@@ -554,6 +554,8 @@ class RunExecution:
             )
 
     def _on_event(self, stage: _Stage, task: TaskRecord, event: TaskEvent) -> None:
+        if task.task_id not in self._active or self.events.closed:
+            return  # a log or progress frame of an abandoned attempt, after the task was settled
         if event.kind == "started":
             task.started_at = task.started_at or event.time
             if task.state != TaskState.RUNNING:

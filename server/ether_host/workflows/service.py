@@ -126,11 +126,18 @@ class Workflows:
         )
         for body in stale:
             tasks = await anyio.to_thread.run_sync(self.store.tasks, body["id"])
+            run_counts = Counts()
+            stage_counts = {s["name"]: Counts() for s in body.get("stages") or []}
             for task in tasks:
                 if task["state"] in ("RUN_TASK_STATE_RUNNING", "RUN_TASK_STATE_RETRYING"):
                     task["state"] = "RUN_TASK_STATE_PENDING"
                     self.store.put_task(body["id"], task)
+                short = task["state"].removeprefix("RUN_TASK_STATE_")
+                run_counts.move(None, short)
+                stage_counts.setdefault(task["stage"], Counts()).move(None, short)
+            body["tasks"] = run_counts.api()  # the stored counts may predate the last task writes
             for stage in body.get("stages") or []:
+                stage["tasks"] = stage_counts[stage["name"]].api()
                 if stage.get("state") == "STAGE_STATE_RUNNING":
                     stage["state"] = "STAGE_STATE_CANCELLED"
                     stage["error"] = {
@@ -143,7 +150,8 @@ class Workflows:
                 "message": "the host stopped while the run was running; ResumeRun continues it",
             }
             body.update(state="RUN_STATE_INTERRUPTED", error=error, ended_at=rfc3339(now))
-            sequence = int(body.get("last_sequence") or 0) + 1
+            stored_last = await anyio.to_thread.run_sync(self.store.last_event, body["id"])
+            sequence = max(int(body.get("last_sequence") or 0), stored_last) + 1
             body["last_sequence"] = str(sequence)
             event = RunEvent(
                 sequence,
@@ -475,7 +483,9 @@ class Workflows:
                 *(body.get("resume_requests") or []),
                 *([request_id] if request_id else []),
             ],
-            next_task=int(body.get("next_task") or 0),
+            next_task=max(
+                [int(body.get("next_task") or 0), *(int(t["seq"]) for t in stored_tasks)]
+            ),
         )
         record.usage = Usage.from_api(body.get("usage"))
         by_stage: dict[str, list[TaskRecord]] = {}

@@ -267,6 +267,10 @@ class RunStore:
             )
         return [json.loads(row[0]) for row in rows]
 
+    def last_event(self, run_id: str) -> int:
+        rows = self._query("SELECT MAX(sequence) FROM events WHERE run_id = ?", (run_id,))
+        return int(rows[0][0] or 0) if rows else 0
+
     def events(
         self, run_id: str, after: int, upto: int | None = None, limit: int = 1000
     ) -> list[RunEvent]:

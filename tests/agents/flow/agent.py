@@ -68,51 +68,102 @@ def flaky(key: str, failures: int) -> dict[str, Any]:
     return {"key": key, "attempts": seen + 1}
 
 
+_holding: set[str] = set()  # tags of the holds running now
+_holds_changed = asyncio.Condition()
+
+
 @agent.action(
-    description="Wait until cancelled; log 'saw cancel' with the tag when it comes.",
+    description="Wait until cancelled; log 'holding' at start and 'saw cancel' when the cancel comes.",
     idempotent=True,
 )
 async def hold(tag: str, ctx: TaskContext, input: Any = None) -> dict[str, Any]:
+    async with _holds_changed:
+        _holding.add(tag)
+        _holds_changed.notify_all()
+    ctx.log.info("holding", tag=tag)
     try:
         await asyncio.Event().wait()
     except asyncio.CancelledError:
-        ctx.log.info("saw cancel", tag=tag, task_id=ctx.task_id, input=input)
+        ctx.log.info("saw cancel", tag=tag, run_task=ctx.task_id, input=input)
         raise
+    finally:
+        _holding.discard(tag)
     return {}
 
 
+async def _holds_running(count: int) -> None:
+    async with _holds_changed:
+        await _holds_changed.wait_for(lambda: len(_holding) >= count)
+
+
+def _claim(path: Path) -> bool:
+    """True for the first caller: it creates the marker file."""
+    try:
+        with path.open("x") as handle:
+            handle.write("waiting\n")
+    except FileExistsError:
+        return False
+    return True
+
+
 @agent.action(
-    description="Wait until cancelled, unless the marker file exists (then return at once)."
+    description="Wait until cancelled, unless the marker file exists (then return at once).",
+    idempotent=True,
 )
-async def gate(marker: str, ctx: TaskContext, input: Any = None) -> dict[str, Any]:
-    path = Path(marker)
-    if path.exists():
+async def gate(
+    marker: str, ctx: TaskContext, suffix: str = "", input: Any = None
+) -> dict[str, Any]:
+    if not await asyncio.to_thread(_claim, Path(marker + suffix)):
         return {"passed": input}
-    path.write_text("waiting\n")
+    ctx.log.info("gate waiting", tag=marker + suffix)
     try:
         await asyncio.Event().wait()
     except asyncio.CancelledError:
-        ctx.log.info("saw cancel", tag="gate", task_id=ctx.task_id, input=input)
+        ctx.log.info("saw cancel", tag="gate", run_task=ctx.task_id, input=input)
         raise
     return {}
 
 
 @agent.action(description="Like gate, but not idempotent.")
-async def gate_once(marker: str, ctx: TaskContext, input: Any = None) -> dict[str, Any]:
-    return await gate(marker, ctx, input)
+async def gate_once(
+    marker: str, ctx: TaskContext, suffix: str = "", input: Any = None
+) -> dict[str, Any]:
+    return await gate(marker, ctx, suffix, input)
 
 
 @agent.action(
     description="Propose `count` echo next actions, each proposing one more while depth allows."
 )
-def propose(count: int, depth: int = 1) -> Output:
+def propose(count: int, depth: int = 1, tag: str = "") -> Output:
     proposals = [
         NextAction(
             "flow",
             "propose",
-            {"count": 1 if depth > 1 else 0, "depth": depth - 1, "from": i},
+            {"count": 1 if depth > 1 else 0, "depth": depth - 1, "tag": f"{tag}/{i}"},
             reason="follow up",
         )
         for i in range(count)
     ]
     return Output({"proposed": count, "depth": depth}, next_actions=proposals)
+
+
+@agent.action(
+    description="One step of a mixed stage: {hold: tag} waits until cancelled, {cost: x} reports a "
+    "cost, {after_holds: n} first waits until n holds run; anything else is returned.",
+    idempotent=True,
+)
+async def step(input: Any, ctx: TaskContext) -> Any:
+    if isinstance(input, dict) and "hold" in input:
+        return await hold(str(input["hold"]), ctx, input)
+    if isinstance(input, dict) and "after_holds" in input:
+        await _holds_running(int(input["after_holds"]))  # so a test knows those holds are running
+    if isinstance(input, dict) and "cost" in input:
+        return Output({"spent": input["cost"]}, cost=float(input["cost"]))
+    return {"input": input}
+
+
+@agent.action(
+    description="Report what the task was given: its budget and whether it has a deadline."
+)
+def context(ctx: TaskContext) -> dict[str, Any]:
+    return {"budget": ctx.budget, "has_deadline": ctx.deadline is not None, "task_id": ctx.task_id}
