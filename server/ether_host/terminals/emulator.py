@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from ether_host.terminals import fastforward
 from ether_host.terminals.model import ExitInfo, ScreenRequest, ScreenView
 from ether_host.terminals.screen import (
-    Sanitizer,
     SafeStream,
+    Sanitizer,
     TermScreen,
     autowrap,
     cursor_of,
@@ -89,7 +89,9 @@ class Emulator:
         ground = self.stream.in_ground_state and not self.sanitizer.holding
         if full_margins and (ground or after_gap):
             history = 0 if screen.alternate else (screen.scrollback.maxlen or 0)
-            plan = fastforward.line_rule(chunk, screen.lines, screen.columns, history, autowrap(screen))
+            plan = fastforward.line_rule(
+                chunk, screen.lines, screen.columns, history, autowrap(screen)
+            )
         if plan is None and after_gap and len(chunk) >= CLEAR_RULE_MIN:
             plan = fastforward.clear_rule(chunk)
         if plan is None:

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 
 LINE_RULE_MIN = 32 * 1024
 
-_UNSAFE = re.compile(rb"\x1b(?!\[[0-9;]*[mK])|[\x00-\x06\x0b\x0c\x0e-\x1a\x1c-\x1f]|\xc2[\x80-\x9f]")
+_UNSAFE = re.compile(
+    rb"\x1b(?!\[[0-9;]*[mK])|[\x00-\x06\x0b\x0c\x0e-\x1a\x1c-\x1f]|\xc2[\x80-\x9f]"
+)
 _SGR = re.compile(rb"\x1b\[[0-9;]*m")
 _SGR_RESET = re.compile(rb"\x1b\[(?:0?|0;[0-9;]*|;[0-9;]*)m")
 _STRIP_LINE = re.compile(rb"\x1b\[[0-9;]*[mK]|\x07")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ether_host.errors import FieldViolation, InvalidArgument
+from ether_host.errors import FieldViolation, InvalidArgument, ResourceExhausted
 
 MAX_REPEAT = 1000
 PASTE_START = b"\x1b[200~"
@@ -58,8 +58,11 @@ def key_bytes(name: str, app_cursor: bool) -> bytes:
         return _PLAIN[upper]
     if upper in _CURSOR:
         return (b"\x1bO" if app_cursor else b"\x1b[") + _CURSOR[upper]
-    raise InvalidArgument(f"unknown key {name!r}; known keys: {', '.join(KEY_NAMES)}", reason="UNKNOWN_KEY",
-                          violations=[FieldViolation("input.key", "a named key")])
+    raise InvalidArgument(
+        f"unknown key {name!r}; known keys: {', '.join(KEY_NAMES)}",
+        reason="UNKNOWN_KEY",
+        violations=[FieldViolation("input.key", "a named key")],
+    )
 
 
 def ctrl_byte(letter: str) -> bytes:
@@ -70,16 +73,20 @@ def ctrl_byte(letter: str) -> bytes:
         return bytes([_CTRL_SPECIAL[letter]])
     raise InvalidArgument(
         f"ctrl {letter!r} is not a control character; use one letter a-z or one of @ [ \\ ] ^ _ ?",
-        reason="INVALID_CTRL", violations=[FieldViolation("input.ctrl", "a-z, @ [ \\ ] ^ _ or ?")],
+        reason="INVALID_CTRL",
+        violations=[FieldViolation("input.ctrl", "a-z, @ [ \\ ] ^ _ or ?")],
     )
 
 
-def encode(spec: InputSpec, *, app_cursor: bool, bracketed_paste: bool) -> bytes:
+def encode(spec: InputSpec, *, app_cursor: bool, bracketed_paste: bool, max_bytes: int) -> bytes:
     """The bytes to write for ``spec``, honouring the program's modes."""
     repeat = spec.repeat or 1
     if not 1 <= repeat <= MAX_REPEAT:
-        raise InvalidArgument(f"repeat {spec.repeat} is out of range 1..{MAX_REPEAT} (0 means 1)",
-                              reason="INVALID_REPEAT", violations=[FieldViolation("input.repeat", "0 to 1000")])
+        raise InvalidArgument(
+            f"repeat {spec.repeat} is out of range 1..{MAX_REPEAT} (0 means 1)",
+            reason="INVALID_REPEAT",
+            violations=[FieldViolation("input.repeat", "0 to 1000")],
+        )
     if spec.data is not None:
         one = spec.data
     elif spec.text is not None:
@@ -96,9 +103,21 @@ def encode(spec: InputSpec, *, app_cursor: bool, bracketed_paste: bool) -> bytes
         if spec.alt:
             one = b"\x1b" + one
     else:
-        raise InvalidArgument("input: set one of data, text, key or ctrl", reason="EMPTY_INPUT",
-                              violations=[FieldViolation("input", "no input given")])
+        raise InvalidArgument(
+            "input: set one of data, text, key or ctrl",
+            reason="EMPTY_INPUT",
+            violations=[FieldViolation("input", "no input given")],
+        )
     if not one:
-        raise InvalidArgument("input is empty", reason="EMPTY_INPUT",
-                              violations=[FieldViolation("input", "empty data or text")])
+        raise InvalidArgument(
+            "input is empty",
+            reason="EMPTY_INPUT",
+            violations=[FieldViolation("input", "empty data or text")],
+        )
+    if len(one) * repeat > max_bytes:
+        raise ResourceExhausted(
+            f"{len(one) * repeat} bytes of input exceed the terminal's input queue of {max_bytes} bytes",
+            reason="INPUT_TOO_LARGE",
+            extra={"quota_violations": [("input", f"at most {max_bytes} bytes")]},
+        )
     return one * repeat

@@ -34,15 +34,19 @@ _SURROGATES = {c: "\ufffd" for c in range(0xDC80, 0xDD00)}
 def compile_regex(pattern: str, field: str) -> re.Pattern[str]:
     """Compile with MULTILINE; a bad pattern is INVALID_ARGUMENT naming the position."""
     if not pattern:
-        raise InvalidArgument(f"{field}: the regex is empty", reason="EMPTY_REGEX",
-                              violations=[FieldViolation(field, "required")])
+        raise InvalidArgument(
+            f"{field}: the regex is empty",
+            reason="EMPTY_REGEX",
+            violations=[FieldViolation(field, "required")],
+        )
     try:
         return re.compile(pattern, re.MULTILINE)
     except re.error as error:
         position = error.pos if error.pos is not None else 0
         raise InvalidArgument(
             f"{field}: regex {pattern!r} does not compile: {error.msg} at position {position}",
-            reason="INVALID_REGEX", metadata={"position": str(position)},
+            reason="INVALID_REGEX",
+            metadata={"position": str(position)},
             violations=[FieldViolation(field, f"{error.msg} at position {position}")],
         ) from None
 
@@ -111,7 +115,19 @@ class OutputText:
             return self._next
         piece = bisect.bisect_right(self._starts, index) - 1
         start, text = self._pieces[piece]
-        return start + len(text[: index - self._starts[piece]].encode("utf-8", errors="surrogateescape"))
+        return start + len(
+            text[: index - self._starts[piece]].encode("utf-8", errors="surrogateescape")
+        )
+
+    def end_offset_of(self, index: int) -> int:
+        """Byte offset just after text[index - 1] (where a match ending at ``index`` ends)."""
+        if index <= 0:
+            return self.offset_of(0)
+        piece = bisect.bisect_right(self._starts, index - 1) - 1
+        start, text = self._pieces[piece]
+        return start + len(
+            text[: index - self._starts[piece]].encode("utf-8", errors="surrogateescape")
+        )
 
     def clear(self) -> None:
         """Forget the text (offsets of later output stay right)."""
@@ -163,7 +179,9 @@ class OutputMatcher:
             match.group(0),
             tuple(g or "" for g in match.groups()),
             self.output.offset_of(match.start()),
-            self.output.offset_of(match.end()),
+            self.output.end_offset_of(match.end())
+            if match.end() > match.start()
+            else self.output.offset_of(match.start()),
         )
 
 

@@ -40,14 +40,21 @@ def build_env(settings: TerminalSettings, requested: Mapping[str, str]) -> dict[
         if not ENV_NAME.fullmatch(name):
             raise InvalidArgument(
                 f"env: {name!r} is not a valid variable name (letters, digits and _, not starting with a digit)",
-                reason="INVALID_ENV", violations=[FieldViolation(f"env[{name}]", "invalid name")],
+                reason="INVALID_ENV",
+                violations=[FieldViolation(f"env[{name}]", "invalid name")],
             )
         if "\0" in value:
-            raise InvalidArgument(f"env: the value of {name} contains a NUL byte", reason="INVALID_ENV",
-                                  violations=[FieldViolation(f"env[{name}]", "NUL byte in value")])
+            raise InvalidArgument(
+                f"env: the value of {name} contains a NUL byte",
+                reason="INVALID_ENV",
+                violations=[FieldViolation(f"env[{name}]", "NUL byte in value")],
+            )
         if name in HOST_SET:
-            raise InvalidArgument(f"env: {name} is set by the host; use the request's fields instead",
-                                  reason="INVALID_ENV", violations=[FieldViolation(f"env[{name}]", "set by the host")])
+            raise InvalidArgument(
+                f"env: {name} is set by the host; use the request's fields instead",
+                reason="INVALID_ENV",
+                violations=[FieldViolation(f"env[{name}]", "set by the host")],
+            )
     env = {name: os.environ[name] for name in settings.env_allowlist if name in os.environ}
     env.setdefault("PATH", os.defpath)
     env.update(settings.env)
@@ -55,7 +62,9 @@ def build_env(settings: TerminalSettings, requested: Mapping[str, str]) -> dict[
     return env
 
 
-def resolve(settings: TerminalSettings, argv: list[str], command_line: str, env: Mapping[str, str]) -> Program:
+def resolve(
+    settings: TerminalSettings, argv: list[str], command_line: str, env: Mapping[str, str]
+) -> Program:
     """Resolve argv[0] on the terminal's PATH and check the command policy on it."""
     if command_line:
         program = _resolve_one(COMMAND_LINE_SHELL, env)
@@ -63,8 +72,11 @@ def resolve(settings: TerminalSettings, argv: list[str], command_line: str, env:
         try:
             words = shlex.split(command_line)
         except ValueError as error:
-            raise InvalidArgument(f"command_line: {error}", reason="INVALID_COMMAND_LINE",
-                                  violations=[FieldViolation("command_line", str(error))]) from None
+            raise InvalidArgument(
+                f"command_line: {error}",
+                reason="INVALID_COMMAND_LINE",
+                violations=[FieldViolation("command_line", str(error))],
+            ) from None
         first = next((w for w in words if not ENV_ASSIGNMENT.fullmatch(w)), "")
         if first and (settings.allow_commands or settings.forbid_commands):
             found = _which(first, env)
@@ -73,8 +85,11 @@ def resolve(settings: TerminalSettings, argv: list[str], command_line: str, env:
         argv = [program, "-c", command_line]
         return Program(tuple(argv), (COMMAND_LINE_SHELL, "-c", command_line), program)
     if not argv or not argv[0]:
-        raise InvalidArgument("argv: give at least the program to run", reason="EMPTY_ARGV",
-                              violations=[FieldViolation("argv.args", "at least one element")])
+        raise InvalidArgument(
+            "argv: give at least the program to run",
+            reason="EMPTY_ARGV",
+            violations=[FieldViolation("argv.args", "at least one element")],
+        )
     path = _resolve_one(argv[0], env)
     _check(settings, path, argv[0])
     return Program((path, *argv[1:]), tuple(argv), path)
@@ -93,8 +108,11 @@ def _resolve_one(name: str, env: Mapping[str, str]) -> str:
     found = _which(name, env)
     if found is None:
         where = "" if "/" in name else f" on PATH {env.get('PATH', os.defpath)!r}"
-        raise NotFound(f"program {name!r} not found{where} (or not executable)", reason="PROGRAM_NOT_FOUND",
-                       resource=("program", name))
+        raise NotFound(
+            f"program {name!r} not found{where} (or not executable)",
+            reason="PROGRAM_NOT_FOUND",
+            resource=("program", name),
+        )
     return os.path.abspath(found)
 
 
@@ -102,7 +120,9 @@ def _matches(rule: str, path: str) -> bool:
     real = os.path.realpath(path)
     if "/" in rule:
         return fnmatch.fnmatchcase(path, rule) or fnmatch.fnmatchcase(real, rule)
-    return fnmatch.fnmatchcase(os.path.basename(path), rule) or fnmatch.fnmatchcase(os.path.basename(real), rule)
+    return fnmatch.fnmatchcase(os.path.basename(path), rule) or fnmatch.fnmatchcase(
+        os.path.basename(real), rule
+    )
 
 
 def _check(settings: TerminalSettings, path: str, asked: str) -> None:
@@ -111,11 +131,15 @@ def _check(settings: TerminalSettings, path: str, asked: str) -> None:
             raise PermissionDenied(
                 f"program {asked!r} (resolved to {os.path.realpath(path)}) is forbidden by the host's "
                 f"terminals.forbid_commands rule {rule!r}",
-                reason="COMMAND_FORBIDDEN", metadata={"rule": rule, "path": os.path.realpath(path)},
+                reason="COMMAND_FORBIDDEN",
+                metadata={"rule": rule, "path": os.path.realpath(path)},
             )
-    if settings.allow_commands and not any(_matches(rule, path) for rule in settings.allow_commands):
+    if settings.allow_commands and not any(
+        _matches(rule, path) for rule in settings.allow_commands
+    ):
         raise PermissionDenied(
             f"program {asked!r} (resolved to {os.path.realpath(path)}) matches no terminals.allow_commands rule "
             f"({', '.join(settings.allow_commands)})",
-            reason="COMMAND_NOT_ALLOWED", metadata={"path": os.path.realpath(path)},
+            reason="COMMAND_NOT_ALLOWED",
+            metadata={"path": os.path.realpath(path)},
         )

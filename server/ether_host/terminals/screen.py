@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import re
 from collections import defaultdict, deque
+from collections.abc import Mapping
 from typing import Any
 
 import pyte
@@ -79,7 +80,7 @@ class Sanitizer:
         return data
 
 
-def _new_buffer(screen: pyte.Screen) -> defaultdict[int, StaticDefaultDict]:
+def _new_buffer(screen: pyte.Screen) -> defaultdict[int, StaticDefaultDict[int, Char]]:
     return defaultdict(lambda: StaticDefaultDict(screen.default_char))
 
 
@@ -94,7 +95,7 @@ def row_text(row: dict[int, Char] | None, columns: int) -> str:
     return "".join(chars)
 
 
-class TermScreen(pyte.Screen):  # type: ignore[misc]
+class TermScreen(pyte.Screen):
     """pyte's Screen with the fixes listed in the module docstring."""
 
     def __init__(self, columns: int, lines: int, scrollback_lines: int) -> None:
@@ -114,14 +115,16 @@ class TermScreen(pyte.Screen):  # type: ignore[misc]
         super().reset()
 
     def _full_margins(self) -> bool:
-        return self.margins is None or (self.margins.top == 0 and self.margins.bottom == self.lines - 1)
+        return self.margins is None or (
+            self.margins.top == 0 and self.margins.bottom == self.lines - 1
+        )
 
     # -- scrolling and scrollback -------------------------------------------------------
 
     def index(self) -> None:
-        if self.cursor.y == (self.margins.bottom if self.margins else self.lines - 1):
-            if not self.alternate and self._full_margins() and self.scrollback.maxlen:
-                self.scrollback.append(row_text(self.buffer.get(0), self.columns).rstrip(" "))
+        at_bottom = self.cursor.y == (self.margins.bottom if self.margins else self.lines - 1)
+        if at_bottom and not self.alternate and self._full_margins() and self.scrollback.maxlen:
+            self.scrollback.append(row_text(self.buffer.get(0), self.columns).rstrip(" "))
         super().index()
 
     def scroll_up(self, count: int | None = None, *_: Any, **__: Any) -> None:
@@ -129,7 +132,7 @@ class TermScreen(pyte.Screen):  # type: ignore[misc]
         top, bottom = self.margins or Margins(0, self.lines - 1)
         saved = self.cursor.y
         self.cursor.y = bottom
-        for _ in range(min(count or 1, self.lines)):
+        for _step in range(min(count or 1, self.lines)):
             self.index()
         self.cursor.y = saved
         del top
@@ -141,7 +144,7 @@ class TermScreen(pyte.Screen):  # type: ignore[misc]
         top, _bottom = self.margins or Margins(0, self.lines - 1)
         saved = self.cursor.y
         self.cursor.y = top
-        for _ in range(min(count or 1, self.lines)):
+        for _step in range(min(count or 1, self.lines)):
             self.reverse_index()
         self.cursor.y = saved
 
@@ -168,8 +171,14 @@ class TermScreen(pyte.Screen):  # type: ignore[misc]
             return
         super().select_graphic_rendition(*attrs)
 
-    def set_margins(self, top: int | None = None, bottom: int | None = None, *_: Any,
-                    private: bool = False, **__: Any) -> None:
+    def set_margins(
+        self,
+        top: int | None = None,
+        bottom: int | None = None,
+        *_: Any,
+        private: bool = False,
+        **__: Any,
+    ) -> None:
         if private:  # ESC[?...r restores DEC private modes (XTRESTORE): not supported
             return
         super().set_margins(top, bottom)
@@ -299,10 +308,15 @@ class TermScreen(pyte.Screen):  # type: ignore[misc]
         self.cursor.y = max(0, self.cursor.y - top)
 
 
-class SafeStream(pyte.ByteStream):  # type: ignore[misc]
+class SafeStream(pyte.ByteStream):
     """pyte's ByteStream with REP, SU and SD, and a ``feed`` that never throws."""
 
-    csi = {**pyte.ByteStream.csi, "b": "repeat_last", "S": "scroll_up", "T": "scroll_down"}
+    csi = {  # noqa: RUF012 - pyte's own class attribute, extended
+        **pyte.ByteStream.csi,
+        "b": "repeat_last",
+        "S": "scroll_up",
+        "T": "scroll_down",
+    }
     events = pyte.ByteStream.events | {"repeat_last", "scroll_up", "scroll_down"}
 
     def __init__(self, screen: TermScreen) -> None:
@@ -317,13 +331,14 @@ class SafeStream(pyte.ByteStream):  # type: ignore[misc]
         """True when no escape sequence is half parsed."""
         return bool(self._taking_plain_text)
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes) -> None:  # type: ignore[override]  # bytes, as ByteStream
         text = self.utf8_decoder.decode(data) if self.use_utf8 else "".join(map(chr, data))
         self._feed_text(text)
 
     def _feed_text(self, data: str) -> None:
         # pyte's Stream.feed, with each dispatch guarded: a failing handler is
         # counted and skipped, and parsing goes on at the next character.
+        assert self.listener is not None
         draw = self.listener.draw
         match_text = self._text_pattern.match
         taking_plain_text = self._taking_plain_text
@@ -380,7 +395,7 @@ def styled_lines(screen: TermScreen, lines: list[str]) -> list[list[Run]]:
     result = []
     default = screen.default_char
     for y, line in enumerate(lines):
-        row = screen.buffer.get(y) or {}
+        row: Mapping[int, Char] = screen.buffer.get(y) or {}
         runs: list[Run] = []
         key: tuple[Any, ...] | None = None
         text: list[str] = []
@@ -391,8 +406,16 @@ def styled_lines(screen: TermScreen, lines: list[str]) -> list[list[Run]]:
             char = row.get(x, default)
             if not char.data:
                 continue  # the stub cell after a wide character
-            attrs = (char.fg, char.bg, char.bold, char.italics, char.underscore, char.reverse,
-                     char.strikethrough, char.blink)
+            attrs = (
+                char.fg,
+                char.bg,
+                char.bold,
+                char.italics,
+                char.underscore,
+                char.reverse,
+                char.strikethrough,
+                char.blink,
+            )
             if attrs != key and text:
                 runs.append(_run("".join(text), key))
                 text = []
@@ -412,7 +435,9 @@ def _run(text: str, key: tuple[Any, ...] | None) -> Run:
 
 
 def cursor_of(screen: TermScreen) -> Cursor:
-    return Cursor(screen.cursor.y, min(screen.cursor.x, screen.columns - 1), not screen.cursor.hidden)
+    return Cursor(
+        screen.cursor.y, min(screen.cursor.x, screen.columns - 1), not screen.cursor.hidden
+    )
 
 
 def autowrap(screen: TermScreen) -> bool:

@@ -15,8 +15,18 @@ from ether_host.config import ConfigError
 
 # Variables a terminal inherits from the host's environment (when set there).
 DEFAULT_ENV_ALLOWLIST = (
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
-    "LC_MESSAGES", "TZ", "TMPDIR",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TZ",
+    "TMPDIR",
 )
 MAX_SIZE = 1000
 
@@ -82,7 +92,11 @@ def _int(low: int, high: int) -> Callable[[str, Any], int]:
 
 def _seconds(low: float, high: float) -> Callable[[str, Any], float]:
     def parse(key: str, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not low <= value <= high
+        ):
             raise ConfigError(f"{key}: expected seconds from {low:g} to {high:g}, got {value!r}")
         return float(value)
 

@@ -1,0 +1,67 @@
+"""Terminals: programs on PTYs with an emulated screen (TerminalService and the ``term.*`` calls).
+
+The core of the feature, with no gRPC in it: ``TerminalManager`` holds the
+use cases; ``Session`` owns one PTY; ``Emulator`` renders its screen with a
+patched pyte off the event loop. See docs/terminals.md.
+"""
+
+from ether_host.terminals.attach import AttachItem, Attachment, Exited, Lagged, Output, Snapshot
+from ether_host.terminals.keys import InputSpec
+from ether_host.terminals.manager import (
+    ADMIN,
+    AGENT_RIGHTS,
+    CreateSpec,
+    TerminalManager,
+    parse_signal,
+)
+from ether_host.terminals.model import (
+    Cursor,
+    ExitInfo,
+    Run,
+    ScreenRequest,
+    ScreenView,
+    TerminalEvent,
+    TerminalInfo,
+    TerminalState,
+)
+from ether_host.terminals.settings import TerminalSettings
+from ether_host.terminals.waiting import (
+    ExitWait,
+    OutputWait,
+    QuietWait,
+    ScreenWait,
+    WaitCondition,
+    WaitFailure,
+    WaitResult,
+)
+
+__all__ = [
+    "ADMIN",
+    "AGENT_RIGHTS",
+    "AttachItem",
+    "Attachment",
+    "CreateSpec",
+    "Cursor",
+    "ExitInfo",
+    "ExitWait",
+    "Exited",
+    "InputSpec",
+    "Lagged",
+    "Output",
+    "OutputWait",
+    "QuietWait",
+    "Run",
+    "ScreenRequest",
+    "ScreenView",
+    "ScreenWait",
+    "Snapshot",
+    "TerminalEvent",
+    "TerminalInfo",
+    "TerminalManager",
+    "TerminalSettings",
+    "TerminalState",
+    "WaitCondition",
+    "WaitFailure",
+    "WaitResult",
+    "parse_signal",
+]

@@ -1,0 +1,528 @@
+"""The terminal use cases: create, find, operate, close; limits, ownership and rights.
+
+Every operation names the caller's Identity. A terminal is visible to its
+owner and to callers with the ``terminal.admin`` right; to anyone else it does
+not exist (NOT_FOUND, so ids do not leak). Then each operation checks its own
+right (``terminal.read``, ``terminal.write``, ...).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import structlog
+from anyio.abc import TaskGroup, TaskStatus
+
+from ether_host.auth import Identity
+from ether_host.bus import History
+from ether_host.errors import (
+    FieldViolation,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    Unavailable,
+)
+from ether_host.procs import ChildRegistry
+from ether_host.terminals import keys, policy, waiting
+from ether_host.terminals.attach import Attachment
+from ether_host.terminals.buffer import Notifier
+from ether_host.terminals.model import (
+    ScreenRequest,
+    ScreenView,
+    TerminalEvent,
+    TerminalInfo,
+    TerminalState,
+)
+from ether_host.terminals.session import Session, clamp_size
+from ether_host.terminals.settings import MAX_SIZE, TerminalSettings
+
+log = structlog.get_logger("ether.terminals")
+
+ADMIN = "terminal.admin"
+READ, WRITE, ATTACH, RESIZE, SIGNAL, CLOSE, CREATE = (
+    "terminal.read",
+    "terminal.write",
+    "terminal.attach",
+    "terminal.resize",
+    "terminal.signal",
+    "terminal.close",
+    "terminal.create",
+)
+AGENT_RIGHTS = frozenset({READ, WRITE, ATTACH, RESIZE, SIGNAL, CLOSE, CREATE})
+EVENT_HISTORY = 1000
+REQUEST_ID_TTL = 600.0
+MAX_NAME = 128
+MAX_GRACE = 60.0
+DEFAULT_WAIT = 30.0
+REASONS = ("closed", "idle_timeout", "max_lifetime", "owner_gone", "shutdown")
+
+
+@dataclass(frozen=True)
+class CreateSpec:
+    """A CreateTerminal request in domain terms."""
+
+    argv: tuple[str, ...] | None = None  # None (and no command_line): the host's shell
+    command_line: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str = ""
+    rows: int = 0
+    cols: int = 0
+    name: str = ""
+    owner: str = ""
+    scrollback_lines: int = 0
+    term: str = ""
+    idle_timeout: float | None = None
+    max_lifetime: float | None = None
+    request_id: str = ""
+
+
+class TerminalManager:
+    """Owns every terminal of the host."""
+
+    def __init__(self, settings: TerminalSettings, children: ChildRegistry) -> None:
+        self.settings = settings
+        self.children = children
+        self.sessions: dict[str, Session] = {}
+        self.events: History[TerminalEvent] = History(EVENT_HISTORY)
+        self._request_ids: dict[tuple[str, str], tuple[str, float]] = {}
+        self._closing: set[str] = set()
+        self._stopping = False
+        self._tg: TaskGroup | None = None
+        self._changed: Notifier | None = None
+        self._background: list[Callable[[], Coroutine[Any, Any, None]]] = []
+
+    # -- running -------------------------------------------------------------------------
+
+    def run_in_background(self, job: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``job`` in the manager's task group once it runs (wiring, e.g. the owner watcher)."""
+        self._background.append(job)
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Expire idle and old terminals until cancelled; owned by the host's task group."""
+        self._changed = Notifier()
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            for job in self._background:
+                tg.start_soon(job)
+            task_status.started()
+            try:
+                await self._expire()
+            finally:
+                self._tg = None
+
+    def spawn(self, function: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        if self._tg is None:
+            raise Unavailable("the terminal service is not running", reason="TERMINALS_NOT_RUNNING")
+        self._tg.start_soon(function, *args)
+
+    async def _expire(self) -> None:
+        assert self._changed is not None
+        while True:
+            changed = self._changed.waiter()
+            now = time.monotonic()
+            next_due = now + 60.0
+            for session in list(self.sessions.values()):
+                if session.id in self._closing:
+                    continue
+                lifetime_due = session.created_clock + session.max_lifetime
+                idle_due = session.last_activity_clock + session.idle_timeout
+                if now >= lifetime_due:
+                    self.spawn(self._close, session, self.settings.close_grace, "max_lifetime")
+                elif now >= idle_due:
+                    self.spawn(self._close, session, self.settings.close_grace, "idle_timeout")
+                else:
+                    next_due = min(next_due, lifetime_due, idle_due)
+            with anyio.move_on_after(max(0.01, next_due - time.monotonic())):
+                await changed.wait()
+
+    async def close_all(self, reason: str = "shutdown") -> None:
+        """Close every terminal (host shutdown); new ones are refused from now on."""
+        self._stopping = True
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as tg:
+                for session in list(self.sessions.values()):
+                    tg.start_soon(self._close, session, self.settings.close_grace, reason)
+        self.events.close()
+
+    async def close_owner(self, owner: str, reason: str = "owner_gone") -> int:
+        """Close every terminal of ``owner`` (an agent that stopped); returns how many."""
+        mine = [s for s in self.sessions.values() if s.owner == owner]
+        async with anyio.create_task_group() as tg:
+            for session in mine:
+                tg.start_soon(self._close, session, self.settings.close_grace, reason)
+        return len(mine)
+
+    # -- lookups and rights --------------------------------------------------------------
+
+    @staticmethod
+    def _visible(identity: Identity, session: Session) -> bool:
+        return session.owner == identity.name or identity.may(ADMIN)
+
+    def find(self, identity: Identity, terminal_id: str, right: str) -> Session:
+        """The terminal, if the caller may see it and holds ``right``."""
+        if not terminal_id:
+            raise InvalidArgument(
+                "terminal_id is required",
+                reason="MISSING_TERMINAL_ID",
+                violations=[FieldViolation("terminal_id", "required")],
+            )
+        session = self.sessions.get(terminal_id)
+        if session is None or not self._visible(identity, session):
+            raise NotFound(
+                f"no terminal {terminal_id!r} (it may have been closed)",
+                reason="TERMINAL_NOT_FOUND",
+                resource=("terminal", terminal_id),
+            )
+        _require(identity, right, f"terminal {terminal_id}")
+        return session
+
+    def _owner_filter(self, identity: Identity, owner: str) -> str | None:
+        """The owner to filter on (None: every owner); others' terminals need the admin right."""
+        if not owner:
+            return identity.name
+        if owner != identity.name and not identity.may(ADMIN):
+            raise PermissionDenied(
+                f"{identity.name} may only see its own terminals (the {ADMIN} right is needed "
+                f"for owner {owner!r})",
+                reason="MISSING_RIGHT",
+                metadata={"right": ADMIN},
+            )
+        return None if owner == "*" else owner
+
+    # -- use cases -----------------------------------------------------------------------
+
+    async def create(self, identity: Identity, spec: CreateSpec) -> TerminalInfo:
+        if self._stopping:
+            raise Unavailable("the host is stopping; no new terminals", reason="HOST_STOPPING")
+        _require(identity, CREATE, "a new terminal")
+        owner = spec.owner or identity.name
+        if owner != identity.name and not identity.may(ADMIN):
+            raise PermissionDenied(
+                f"{identity.name} may not create terminals for {owner!r} (needs {ADMIN})",
+                reason="MISSING_RIGHT",
+                metadata={"right": ADMIN},
+            )
+        if spec.request_id:
+            now = time.monotonic()
+            self._request_ids = {k: v for k, v in self._request_ids.items() if v[1] > now}
+            earlier = self._request_ids.get((owner, spec.request_id))
+            if earlier is not None and earlier[0] in self.sessions:
+                return self.sessions[earlier[0]].info()
+        settings = self.settings
+        rows = _size(spec.rows, 24, "rows")
+        cols = _size(spec.cols, 80, "cols")
+        cwd = spec.cwd or settings.default_cwd
+        if not _is_directory(cwd):
+            raise InvalidArgument(
+                f"cwd {cwd!r} is not an absolute path to a directory",
+                reason="INVALID_CWD",
+                violations=[FieldViolation("cwd", "an existing absolute directory")],
+            )
+        if len(spec.name) > MAX_NAME:
+            raise InvalidArgument(
+                f"name is {len(spec.name)} characters; at most {MAX_NAME}",
+                reason="INVALID_NAME",
+                violations=[FieldViolation("name", f"at most {MAX_NAME} characters")],
+            )
+        term = spec.term or settings.term
+        if len(term) > 64 or not term.isprintable() or " " in term:
+            raise InvalidArgument(
+                f"term {term!r} is not a terminal type name",
+                reason="INVALID_TERM",
+                violations=[FieldViolation("term", "a name such as xterm-256color")],
+            )
+        if spec.scrollback_lines < 0:
+            raise InvalidArgument(
+                "scrollback_lines is negative",
+                reason="INVALID_SCROLLBACK",
+                violations=[FieldViolation("scrollback_lines", "0 or more")],
+            )
+        scrollback = min(
+            spec.scrollback_lines or settings.scrollback_lines, settings.scrollback_limit
+        )
+        idle = _duration(
+            spec.idle_timeout, settings.idle_timeout, settings.idle_timeout_limit, "idle_timeout"
+        )
+        lifetime = _duration(
+            spec.max_lifetime, settings.lifetime, settings.lifetime_limit, "max_lifetime"
+        )
+        env = policy.build_env(settings, spec.env)
+        argv = (
+            list(settings.shell)
+            if spec.argv is None and not spec.command_line
+            else list(spec.argv or ())
+        )
+        program = policy.resolve(settings, argv, spec.command_line, env)
+        self._check_limits(owner)
+        session = Session(
+            terminal_id=f"term-{secrets.token_hex(8)}",
+            name=spec.name,
+            owner=owner,
+            program=program,
+            env=env,
+            cwd=cwd,
+            rows=rows,
+            cols=cols,
+            term=term,
+            scrollback_lines=scrollback,
+            idle_timeout=idle,
+            max_lifetime=lifetime,
+            settings=settings,
+            children=self.children,
+            on_exit=self._exited,
+            spawn_task=self.spawn,
+        )
+        session.start()
+        self.sessions[session.id] = session
+        await session.established()
+        if spec.request_id:
+            self._request_ids[(owner, spec.request_id)] = (
+                session.id,
+                time.monotonic() + REQUEST_ID_TTL,
+            )
+        info = session.info()
+        self.events.append(TerminalEvent("created", info))
+        if self._changed is not None:
+            self._changed.notify()
+        return info
+
+    def _check_limits(self, owner: str) -> None:
+        settings = self.settings
+        total = len(self.sessions)
+        if total >= settings.max_terminals:
+            raise ResourceExhausted(
+                f"the host runs {total} terminals, its limit (terminals.max_terminals); close one first",
+                reason="TERMINAL_LIMIT",
+                metadata={"limit": str(settings.max_terminals)},
+                extra={
+                    "quota_violations": [("host", f"at most {settings.max_terminals} terminals")]
+                },
+            )
+        mine = sum(1 for s in self.sessions.values() if s.owner == owner)
+        if mine >= settings.max_terminals_per_owner:
+            raise ResourceExhausted(
+                f"{owner} owns {mine} terminals, the limit per owner (terminals.max_terminals_per_owner); "
+                f"close one first",
+                reason="TERMINAL_OWNER_LIMIT",
+                metadata={"limit": str(settings.max_terminals_per_owner)},
+                extra={
+                    "quota_violations": [
+                        (
+                            f"owner/{owner}",
+                            f"at most {settings.max_terminals_per_owner} terminals per owner",
+                        )
+                    ]
+                },
+            )
+
+    def _exited(self, session: Session) -> None:
+        if not session.closed:
+            self.events.append(TerminalEvent("exited", session.info()))
+
+    def get(self, identity: Identity, terminal_id: str) -> TerminalInfo:
+        return self.find(identity, terminal_id, READ).info()
+
+    def list(
+        self, identity: Identity, owner: str = "", state: TerminalState | None = None
+    ) -> list[TerminalInfo]:
+        wanted = self._owner_filter(identity, owner)
+        _require(identity, READ, "terminals")
+        return [
+            s.info()
+            for s in self.sessions.values()
+            if (wanted is None or s.owner == wanted) and (state is None or s.state is state)
+        ]
+
+    async def close(
+        self, identity: Identity, terminal_id: str, grace: float | None = None
+    ) -> TerminalInfo:
+        session = self.find(identity, terminal_id, CLOSE)
+        if grace is not None and not 0 <= grace <= MAX_GRACE:
+            raise InvalidArgument(
+                f"grace {grace:g}s is out of range 0 to {MAX_GRACE:g}s",
+                reason="INVALID_GRACE",
+                violations=[FieldViolation("grace", "0 to 60 seconds")],
+            )
+        return await self._close(
+            session, self.settings.close_grace if grace is None else grace, "closed"
+        )
+
+    async def _close(self, session: Session, grace: float, reason: str) -> TerminalInfo:
+        self._closing.add(session.id)
+        try:
+            await session.terminate(grace)
+        finally:
+            self._closing.discard(session.id)
+        if not session.closed:
+            session.closed = True
+            self.sessions.pop(session.id, None)
+            info = session.info()
+            self.events.append(TerminalEvent("closed", info, reason))
+            log.info(
+                "terminal closed",
+                terminal=session.id,
+                reason=reason,
+                owner=session.owner,
+                status=session.exit.describe() if session.exit else "",
+            )
+        return session.info()
+
+    def write(self, identity: Identity, terminal_id: str, spec: keys.InputSpec) -> tuple[int, int]:
+        session = self.find(identity, terminal_id, WRITE)
+        return session.write(self._encode(session, spec))
+
+    def _encode(self, session: Session, spec: keys.InputSpec) -> bytes:
+        return keys.encode(
+            spec,
+            app_cursor=session.app_cursor,
+            bracketed_paste=session.bracketed_paste,
+            max_bytes=self.settings.input_queue,
+        )
+
+    async def read_screen(
+        self, identity: Identity, terminal_id: str, request: ScreenRequest
+    ) -> ScreenView:
+        if request.scrollback_limit < 0:
+            raise InvalidArgument(
+                "scrollback_limit is negative",
+                reason="INVALID_SCROLLBACK_LIMIT",
+                violations=[FieldViolation("scrollback_limit", "0 or more")],
+            )
+        return await self.find(identity, terminal_id, READ).screen(request)
+
+    def resize(self, identity: Identity, terminal_id: str, rows: int, cols: int) -> tuple[int, int]:
+        session = self.find(identity, terminal_id, RESIZE)
+        return session.resize(
+            _size(rows, 0, "rows", keep=session.rows), _size(cols, 0, "cols", keep=session.cols)
+        )
+
+    def send_signal(
+        self, identity: Identity, terminal_id: str, name: str, foreground: bool
+    ) -> tuple[int, int]:
+        session = self.find(identity, terminal_id, SIGNAL)
+        signum = parse_signal(name)
+        return signum, session.send_signal(signum, foreground)
+
+    async def wait_for(
+        self,
+        identity: Identity,
+        terminal_id: str,
+        condition: waiting.WaitCondition | None,
+        within: float | None,
+        request: ScreenRequest,
+    ) -> waiting.WaitResult:
+        session = self.find(identity, terminal_id, READ)
+        condition = waiting.validate(condition)
+        if within is not None and within < 0:
+            raise InvalidArgument(
+                "timeout is negative",
+                reason="INVALID_TIMEOUT",
+                violations=[FieldViolation("timeout", "0 or more")],
+            )
+        return await waiting.wait_for(
+            session, condition, DEFAULT_WAIT if within is None else within, request
+        )
+
+    def attach(
+        self, identity: Identity, terminal_id: str, from_offset: int | None, read_only: bool
+    ) -> Attachment:
+        session = self.find(identity, terminal_id, ATTACH)
+        read_only = read_only or not identity.may(WRITE)
+        return Attachment(session, from_offset, read_only, self.settings.attach_lag)
+
+    def attach_input(
+        self, identity: Identity, attachment: Attachment, spec: keys.InputSpec
+    ) -> None:
+        self._attach_may(identity, attachment, WRITE, "input")
+        attachment.session.write(self._encode(attachment.session, spec))
+
+    def attach_resize(
+        self, identity: Identity, attachment: Attachment, rows: int, cols: int
+    ) -> None:
+        self._attach_may(identity, attachment, RESIZE, "resize")
+        session = attachment.session
+        session.resize(
+            _size(rows, 0, "rows", keep=session.rows), _size(cols, 0, "cols", keep=session.cols)
+        )
+
+    def attach_signal(
+        self, identity: Identity, attachment: Attachment, name: str, foreground: bool
+    ) -> None:
+        self._attach_may(identity, attachment, SIGNAL, "signal")
+        attachment.session.send_signal(parse_signal(name), foreground)
+
+    @staticmethod
+    def _attach_may(identity: Identity, attachment: Attachment, right: str, what: str) -> None:
+        if attachment.read_only:
+            raise PermissionDenied(
+                f"this attach to terminal {attachment.session.id} is read-only: no {what}",
+                reason="READ_ONLY_ATTACH",
+                resource=("terminal", attachment.session.id),
+            )
+        _require(identity, right, f"terminal {attachment.session.id}")
+
+
+def _is_directory(path: str) -> bool:
+    return os.path.isabs(path) and os.path.isdir(path)
+
+
+def _require(identity: Identity, right: str, what: str) -> None:
+    if not identity.may(right):
+        raise PermissionDenied(
+            f"{identity.name} lacks the {right} right for {what}",
+            reason="MISSING_RIGHT",
+            metadata={"right": right},
+        )
+
+
+def _size(value: int, default: int, name: str, keep: int = 0) -> int:
+    """Rows or columns: negative is an error, 0 the default (or ``keep``), large values clamped."""
+    if value < 0:
+        raise InvalidArgument(
+            f"{name} {value} is negative; use 1 to {MAX_SIZE} (0 for the default)",
+            reason="INVALID_SIZE",
+            violations=[FieldViolation(name, f"0 to {MAX_SIZE}")],
+        )
+    if keep:
+        return clamp_size(value, keep)
+    return clamp_size(value, default)
+
+
+def _duration(value: float | None, default: float, limit: float, name: str) -> float:
+    if value is None:
+        return default
+    if value <= 0:
+        raise InvalidArgument(
+            f"{name} must be positive (leave it unset for the host default)",
+            reason="INVALID_DURATION",
+            violations=[FieldViolation(name, "a positive duration")],
+        )
+    return min(value, limit)
+
+
+def parse_signal(name: str) -> int:
+    """'SIGINT', 'int' or '2' -> 2; unknown names and numbers are INVALID_ARGUMENT."""
+    text = name.strip()
+    if text.isdigit():
+        number = int(text)
+        if 1 <= number <= signal.SIGRTMAX:
+            return number
+    else:
+        upper = text.upper()
+        upper = upper if upper.startswith("SIG") else "SIG" + upper
+        found = getattr(signal.Signals, upper, None) if upper.isidentifier() else None
+        if isinstance(found, signal.Signals):
+            return int(found)
+    raise InvalidArgument(
+        f"unknown signal {name!r}; use a name such as SIGINT or INT, or a number",
+        reason="INVALID_SIGNAL",
+        violations=[FieldViolation("signal", "a signal name or number")],
+    )

@@ -1,0 +1,658 @@
+"""One terminal: a program on a PTY, its output buffer, its input queue and its screen.
+
+The PTY master is non-blocking and drained on the event loop with plain
+reads into the OutputBuffer: no parsing in the read path beyond a cheap scan
+for the few things that cannot wait (mode switches that change what keys
+send, and queries a terminal must answer). The program's exit is seen through
+a pidfd, so a grandchild holding the PTY open cannot hide it. The emulator is
+fed only when someone reads the screen, in a worker thread.
+
+Ending a terminal: SIGHUP (and SIGCONT) to its process group, its session,
+its descendants and any process carrying its ETHER_SPAWN_ID (so a
+``setsid``/``nohup`` grandchild is found too); SIGKILL to what is left after
+the grace; then the program is reaped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import functools
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import structlog
+
+from ether_host.errors import FailedPrecondition, ResourceExhausted
+from ether_host.procs import ChildRegistry, spawn_id_of
+from ether_host.terminals.buffer import Notifier, OutputBuffer
+from ether_host.terminals.emulator import Emulator, ResizeMark
+from ether_host.terminals.model import (
+    ExitInfo,
+    ScreenRequest,
+    ScreenView,
+    TerminalInfo,
+    TerminalState,
+)
+from ether_host.terminals.policy import Program
+from ether_host.terminals.settings import MAX_SIZE, TerminalSettings
+
+log = structlog.get_logger("ether.terminals")
+
+READ_SIZE = 64 * 1024
+READS_PER_WAKE = 16
+WRITE_PIECE = 64 * 1024
+EXIT_SETTLE = 0.1  # after the program exits, how long to wait for the PTY's last bytes
+KILL_WAIT = 5.0
+POLL = 0.02
+MAX_MARKS = 256
+
+_PRIVATE_MODES = re.compile(rb"\x1b\[\?([0-9;]+)([hl])")
+_QUERIES = re.compile(rb"\x1b\[(?:0?c|>0?c|5n|\??6n)|\x1bc")
+DA1_REPLY = b"\x1b[?1;2c"
+DA2_REPLY = b"\x1b[>84;0;0c"
+DSR_REPLY = b"\x1b[0n"
+
+
+def clamp_size(value: int, current: int) -> int:
+    """0 keeps ``current``; other values are clamped to 1..MAX_SIZE."""
+    return current if value == 0 else max(1, min(MAX_SIZE, value))
+
+
+class Session:
+    """A program running on a PTY."""
+
+    def __init__(
+        self,
+        *,
+        terminal_id: str,
+        name: str,
+        owner: str,
+        program: Program,
+        env: dict[str, str],
+        cwd: str,
+        rows: int,
+        cols: int,
+        term: str,
+        scrollback_lines: int,
+        idle_timeout: float,
+        max_lifetime: float,
+        settings: TerminalSettings,
+        children: ChildRegistry,
+        on_exit: Callable[[Session], None],
+        spawn_task: Callable[..., None],
+    ) -> None:
+        self.id = terminal_id
+        self.name = name
+        self.owner = owner
+        self.program = program
+        self.cwd = cwd
+        self.rows = rows
+        self.cols = cols
+        self.term = term
+        self.scrollback_lines = scrollback_lines
+        self.idle_timeout = idle_timeout
+        self.max_lifetime = max_lifetime
+        self.created_at = time.time()
+        self.created_clock = time.monotonic()
+        self.last_activity_at = self.created_at
+        self.last_activity_clock = self.created_clock
+        self.last_output_clock = self.created_clock
+        self.buffer = OutputBuffer(settings.output_buffer)
+        self.changed = Notifier()
+        self.attached = 0
+        self.exit: ExitInfo | None = None
+        self.closed = False
+        self.app_cursor = False
+        self.bracketed_paste = False
+        self._env = env
+        self._settings = settings
+        self._children = children
+        self._on_exit = on_exit
+        self._spawn_task = spawn_task
+        self._emulator = Emulator(rows, cols, scrollback_lines)
+        self._emulator_lock = anyio.Lock()
+        self._marks: list[ResizeMark] = []
+        self._input: deque[memoryview] = deque()
+        self._pending = 0
+        self._writing = False
+        self._eof = False
+        self._reaped_status: ExitInfo | None = None
+        self._reaped = anyio.Event()
+        self._finished = anyio.Event()
+        self._terminating = False
+        self._terminated = anyio.Event()
+        self._settle: asyncio.TimerHandle | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._fd = -1
+        self._pidfd = -1
+        self.pid = 0
+        self.spawn_id = ""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._known: dict[
+            int, int
+        ] = {}  # pid -> start time of every process found in this terminal
+
+    # -- start ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Spawn the program on a new PTY (vfork + exec, a few ms) and start draining it."""
+        self._loop = asyncio.get_running_loop()
+        master, slave = os.openpty()
+        try:
+            set_window_size(master, self.rows, self.cols)
+            with self._children.spawning() as spawn_id:
+                env = self._env | {
+                    "TERM": self.term,
+                    "LINES": str(self.rows),
+                    "COLUMNS": str(self.cols),
+                    "ETHER_SPAWN_ID": spawn_id,
+                    "ETHER_TERMINAL_ID": self.id,
+                }
+                try:
+                    process = subprocess.Popen(
+                        [*_session_leader(), *self.program.argv],
+                        stdin=slave,
+                        stdout=slave,
+                        stderr=slave,
+                        cwd=self.cwd,
+                        env=env,
+                        close_fds=True,
+                    )
+                except OSError as error:
+                    raise FailedPrecondition(
+                        f"cannot start {self.program.display_argv[0]!r}: {error}",
+                        reason="SPAWN_FAILED",
+                    ) from None
+                self._children.bind(spawn_id, process.pid)
+        except BaseException:
+            os.close(master)
+            raise
+        finally:
+            os.close(slave)
+        self._process = process
+        self.spawn_id = spawn_id
+        self.pid = process.pid
+        self._fd = master
+        os.set_blocking(master, False)
+        self._loop.add_reader(master, self._on_readable)
+        self._pidfd = os.pidfd_open(self.pid)
+        self._loop.add_reader(self._pidfd, self._on_child_exit)
+
+    async def established(self, limit: float = 5.0) -> None:
+        """Return once the program leads its own session (or has exited): from then on its
+        process group exists and signals reach it. Takes a millisecond or two after start."""
+        deadline = time.monotonic() + limit
+        while not self._reaped.is_set() and time.monotonic() < deadline:
+            session = _session_of(self.pid)
+            if session is None or session == self.pid:
+                return
+            await anyio.sleep(0.001)
+        log.info(
+            "terminal started",
+            terminal=self.id,
+            pid=self.pid,
+            argv=list(self.program.display_argv),
+            owner=self.owner,
+        )
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> TerminalState:
+        if self.closed:
+            return TerminalState.CLOSED
+        return TerminalState.RUNNING if self.exit is None else TerminalState.EXITED
+
+    @property
+    def finished(self) -> anyio.Event:
+        """Set once the program has exited and its last output was read."""
+        return self._finished
+
+    @property
+    def pending_input(self) -> int:
+        return self._pending
+
+    def info(self) -> TerminalInfo:
+        return TerminalInfo(
+            id=self.id,
+            name=self.name,
+            owner=self.owner,
+            argv=self.program.display_argv,
+            cwd=self.cwd,
+            rows=self.rows,
+            cols=self.cols,
+            term=self.term,
+            scrollback_lines=self.scrollback_lines,
+            state=self.state,
+            pid=self.pid,
+            created_at=self.created_at,
+            last_activity_at=self.last_activity_at,
+            exit=self.exit,
+            output_offset=self.buffer.end,
+            retained_offset=self.buffer.start,
+            attached_clients=self.attached,
+            idle_timeout=self.idle_timeout,
+            max_lifetime=self.max_lifetime,
+        )
+
+    def _touch(self) -> None:
+        self.last_activity_at = time.time()
+        self.last_activity_clock = time.monotonic()
+
+    def _notify(self) -> None:
+        self.changed.notify()
+
+    # -- output --------------------------------------------------------------------------
+
+    def _on_readable(self) -> None:
+        got = False
+        for _ in range(READS_PER_WAKE):
+            try:
+                data = os.read(self._fd, READ_SIZE)
+            except BlockingIOError:
+                break
+            except OSError:  # EIO: every slave fd is closed
+                self._on_eof()
+                break
+            if not data:
+                self._on_eof()
+                break
+            got = True
+            self.buffer.append(data)
+            if b"\x1b" in data:
+                self._scan(data)
+        if got:
+            self._touch()
+            self.last_output_clock = self.last_activity_clock
+            self._notify()
+
+    def _scan(self, data: bytes) -> None:
+        """Track the modes that change what keys send, and answer terminal queries."""
+        for match in _PRIVATE_MODES.finditer(data):
+            on = match.group(2) == b"h"
+            for number in match.group(1).split(b";"):
+                if number == b"1":
+                    self.app_cursor = on
+                elif number == b"2004":
+                    self.bracketed_paste = on
+        if b"c" not in data and b"n" not in data:
+            return
+        for match in _QUERIES.finditer(data):
+            query = match.group(0)
+            if query == b"\x1bc":
+                self.app_cursor = self.bracketed_paste = False
+            elif query.endswith(b"c"):
+                self._reply(DA2_REPLY if b">" in query else DA1_REPLY)
+            elif query == b"\x1b[5n":
+                self._reply(DSR_REPLY)
+            else:
+                offset = self.buffer.end - len(data) + match.end()
+                self._spawn_task(self._answer_cursor_query, offset)
+
+    def _reply(self, data: bytes) -> None:
+        if self.exit is None and self._fd >= 0:
+            self._queue(data)
+
+    async def _answer_cursor_query(self, offset: int) -> None:
+        """CPR needs the cursor position at the query's offset: the emulator catches up to it."""
+        async with self._emulator_lock:
+            await self._advance(offset)
+            report = self._emulator.cursor_report()
+        self._reply(report)
+
+    def _on_eof(self) -> None:
+        if self._eof:
+            return
+        self._eof = True
+        if self._loop is not None and self._fd >= 0:
+            self._loop.remove_reader(self._fd)
+        if self._reaped_status is not None:
+            self._finish()
+
+    def _on_child_exit(self) -> None:
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            pid, status = self.pid, 0
+        if pid == 0:
+            return
+        assert self._loop is not None
+        self._loop.remove_reader(self._pidfd)
+        os.close(self._pidfd)
+        self._pidfd = -1
+        self._reaped_status = ExitInfo.from_wait_status(status)
+        if self._process is not None:
+            self._process.returncode = os.waitstatus_to_exitcode(
+                status
+            )  # reaped: Popen must not wait
+        self._children.release(self.spawn_id)
+        self._reaped.set()
+        if not self._eof:
+            self._on_readable()  # what is already in the PTY
+        if self._eof:
+            self._finish()
+        else:
+            self._settle = self._loop.call_later(EXIT_SETTLE, self._finish)
+
+    def _finish(self) -> None:
+        if self.exit is not None or self._reaped_status is None:
+            return
+        if self._settle is not None:
+            self._settle.cancel()
+        self.exit = self._reaped_status
+        self._drop_input()
+        self._touch()
+        self._finished.set()
+        log.info("terminal exited", terminal=self.id, pid=self.pid, status=self.exit.describe())
+        self._notify()
+        self._on_exit(self)
+
+    def read_output(self, offset: int, limit: int) -> bytes:
+        return self.buffer.read(offset, limit)
+
+    # -- input ---------------------------------------------------------------------------
+
+    def write(self, data: bytes) -> tuple[int, int]:
+        """Queue ``data`` for the program; returns (bytes queued, bytes pending)."""
+        if self.exit is not None or self._fd < 0:
+            raise self._exited_error("cannot write input")
+        if self._pending + len(data) > self._settings.input_queue:
+            raise ResourceExhausted(
+                f"terminal {self.id}: the input queue holds {self._pending} bytes and {len(data)} more would "
+                f"exceed its {self._settings.input_queue} bytes; retry once the program has read it",
+                reason="INPUT_QUEUE_FULL",
+                retry_after=1.0,
+                resource=("terminal", self.id),
+                extra={"quota_violations": [(f"terminal/{self.id}", "input queue bytes")]},
+            )
+        self._touch()
+        self._queue(data)
+        return len(data), self._pending
+
+    def _queue(self, data: bytes) -> None:
+        view = memoryview(data)
+        for start in range(0, len(view), WRITE_PIECE):
+            self._input.append(view[start : start + WRITE_PIECE])
+        self._pending += len(data)
+        self._flush()
+
+    def _flush(self) -> None:
+        while self._input:
+            piece = self._input[0]
+            try:
+                written = os.write(self._fd, piece)
+            except BlockingIOError:
+                break
+            except OSError:  # the program is gone
+                self._drop_input()
+                return
+            self._pending -= written
+            if written < len(piece):
+                self._input[0] = piece[written:]
+                break
+            self._input.popleft()
+        assert self._loop is not None
+        if self._input and not self._writing:
+            self._loop.add_writer(self._fd, self._flush)
+            self._writing = True
+        elif not self._input and self._writing:
+            self._loop.remove_writer(self._fd)
+            self._writing = False
+
+    def _drop_input(self) -> None:
+        self._input.clear()
+        self._pending = 0
+        if self._writing and self._loop is not None and self._fd >= 0:
+            self._loop.remove_writer(self._fd)
+        self._writing = False
+
+    def _exited_error(self, what: str) -> FailedPrecondition:
+        status = self.exit.describe() if self.exit else "closed"
+        metadata = {"state": self.state.value}
+        if self.exit is not None:
+            metadata["exit_code" if self.exit.code is not None else "signal"] = str(
+                self.exit.code if self.exit.code is not None else self.exit.signal_name
+            )
+        return FailedPrecondition(
+            f"{what}: terminal {self.id} has exited ({status})",
+            reason="TERMINAL_EXITED",
+            metadata=metadata,
+            resource=("terminal", self.id),
+        )
+
+    # -- size and signals ----------------------------------------------------------------
+
+    def resize(self, rows: int, cols: int) -> tuple[int, int]:
+        if self.exit is not None or self._fd < 0:
+            raise self._exited_error("cannot resize")
+        rows, cols = clamp_size(rows, self.rows), clamp_size(cols, self.cols)
+        if (rows, cols) != (self.rows, self.cols):
+            set_window_size(self._fd, rows, cols)
+            self.rows, self.cols = rows, cols
+            self._marks.append(ResizeMark(self.buffer.end, rows, cols))
+            if len(self._marks) > MAX_MARKS:
+                del self._marks[: len(self._marks) - MAX_MARKS]
+            self._touch()
+        return rows, cols
+
+    def send_signal(self, signum: int, foreground: bool) -> int:
+        """Signal the program's process group (or the PTY's foreground group); returns the group."""
+        if self.exit is not None or self._fd < 0:
+            raise self._exited_error("cannot send a signal")
+        group = self.pid
+        if foreground:
+            with contextlib.suppress(OSError):
+                group = os.tcgetpgrp(self._fd)
+        try:
+            os.killpg(group, signum)
+        except ProcessLookupError:
+            raise self._exited_error("cannot send a signal") from None
+        self._touch()
+        return group
+
+    # -- screen --------------------------------------------------------------------------
+
+    async def screen(self, request: ScreenRequest) -> ScreenView:
+        """The screen with every byte of output read so far."""
+        async with self._emulator_lock:
+            await self._advance(self.buffer.end)
+            exit_info = self.exit
+            return await anyio.to_thread.run_sync(self._emulator.render, request, exit_info)
+
+    async def _advance(self, target: int) -> None:
+        """Feed the emulator up to ``target`` (call with the emulator lock held)."""
+        emulator = self._emulator
+        start = max(emulator.offset, self.buffer.start)
+        data = self.buffer.read(start, target - start) if target > start else b""
+        marks = list(self._marks)
+        if not data and not marks and start == emulator.offset:
+            return
+        await anyio.to_thread.run_sync(emulator.advance, data, start, marks)
+        done = emulator.offset
+        self._marks = [m for m in self._marks[: len(marks)] if m.offset > done] + self._marks[
+            len(marks) :
+        ]
+
+    @property
+    def emulator_stats(self) -> dict[str, int]:
+        stats = self._emulator.stats
+        return {
+            "fed": stats.fed,
+            "skipped": stats.skipped,
+            "gaps": stats.gaps,
+            "parse_errors": self._emulator.stream.errors,
+        }
+
+    # -- ending --------------------------------------------------------------------------
+
+    async def terminate(self, grace: float) -> None:
+        """End the program and everything it started; reap it; release the PTY."""
+        if self._terminating:
+            await self._terminated.wait()
+            return
+        self._terminating = True
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._kill(grace)
+        finally:
+            self._release()
+            self._terminated.set()
+
+    async def _kill(self, grace: float) -> None:
+        members = await anyio.to_thread.run_sync(self._members)
+        if not members and self._reaped.is_set():
+            return
+        self._signal(members, signal.SIGHUP)
+        self._signal(members, signal.SIGCONT)
+        deadline = time.monotonic() + grace
+        while members or not self._reaped.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            with anyio.move_on_after(min(left, POLL)):
+                await self._reaped.wait()
+            members = await anyio.to_thread.run_sync(self._members)
+        if members:
+            log.info("terminal processes ignored SIGHUP; killing", terminal=self.id, pids=members)
+            self._signal(members, signal.SIGKILL)
+        with anyio.move_on_after(KILL_WAIT):
+            await self._reaped.wait()
+            while members := await anyio.to_thread.run_sync(self._members):
+                self._signal(members, signal.SIGKILL)
+                await anyio.sleep(POLL)
+        self._reap_orphans()
+
+    def _signal(self, pids: list[int], signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signum)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+
+    def _members(self) -> list[int]:
+        """Live processes of this terminal: its group, its session, its descendants, its spawn id."""
+        me = os.getpid()
+        table = _process_table()
+        found = {
+            pid
+            for pid, (_, pgid, sid, state, _) in table.items()
+            if state != "Z" and pid != me and (pgid == self.pid or sid == self.pid)
+        }
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, *_) in table.items():
+            children.setdefault(ppid, []).append(pid)
+        stack = [self.pid]
+        while stack:
+            for child in children.get(stack.pop(), []):
+                if child not in found and table[child][3] != "Z":
+                    found.add(child)
+                    stack.append(child)
+        for pid, (_, _, _, state, _) in table.items():
+            if (
+                pid not in found
+                and pid != me
+                and state != "Z"
+                and spawn_id_of(pid) == self.spawn_id
+            ):
+                found.add(pid)
+        self._known.update((pid, table[pid][4]) for pid in found)
+        return sorted(found)
+
+    def _reap_orphans(self) -> None:
+        """Collect zombies of this terminal's processes that were re-parented to the host."""
+        table = _process_table()
+        me = os.getpid()
+        for pid, started in self._known.items():
+            entry = table.get(pid)
+            # The start time guards against a recycled pid that is now another child of the host.
+            if entry is not None and entry[0] == me and entry[3] == "Z" and entry[4] == started:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+
+    def _release(self) -> None:
+        """Close the PTY and stop watching the program."""
+        loop = self._loop
+        if loop is not None:
+            if self._fd >= 0:
+                if not self._eof:
+                    loop.remove_reader(self._fd)
+                self._drop_input()
+            if self._pidfd >= 0:
+                loop.remove_reader(self._pidfd)
+                os.close(self._pidfd)
+                self._pidfd = -1
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+        self._fd = -1
+        if self._reaped_status is None:  # reaped by someone else (the host's sweeper)
+            self._reaped_status = ExitInfo(None, signal.SIGKILL)
+            if self._process is not None:
+                self._process.returncode = -signal.SIGKILL
+            self._children.release(self.spawn_id)
+        self._finish()
+
+
+def set_window_size(fd: int, rows: int, cols: int) -> None:
+    """TIOCSWINSZ: the size the program sees (it gets SIGWINCH when it changes)."""
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+# Making the program a session leader with the PTY as its controlling terminal happens in
+# the child before exec. Python code cannot run there: a Python-level fork (ptyprocess,
+# pty.fork) runs gRPC's fork handlers in the child, which then aborts ("epoll_wait error:
+# Bad file descriptor"). So the child is vforked by subprocess and execs util-linux
+# `setsid --ctty` (or, where that is missing, a small Python program doing the same).
+_SHIM = (
+    "import fcntl, os, sys, termios; os.setsid(); fcntl.ioctl(0, termios.TIOCSCTTY, 1); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
+@functools.cache
+def _session_leader() -> list[str]:
+    found = shutil.which("setsid")
+    return [found, "--ctty"] if found else [sys.executable, "-c", _SHIM]
+
+
+def _session_of(pid: int) -> int | None:
+    """The session id of a process (None when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2 :].split()[3])
+
+
+def _process_table() -> dict[int, tuple[int, int, int, str, int]]:
+    """pid -> (ppid, pgid, sid, state, start time) for every process in /proc."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        table[int(name)] = (
+            int(fields[1]),
+            int(fields[2]),
+            int(fields[3]),
+            fields[0],
+            int(fields[19]),
+        )
+    return table

@@ -1,0 +1,447 @@
+"""TerminalService: decode, call the terminal manager, encode. No business logic here."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import structlog
+
+from ether.v1 import terminal_pb2, terminal_pb2_grpc
+from ether_host.auth import Identity
+from ether_host.errors import EtherError, FieldViolation, InvalidArgument
+from ether_host.lifecycle import Lifecycle
+from ether_host.paging import paginate
+from ether_host.terminals import (
+    CreateSpec,
+    Exited,
+    ExitInfo,
+    ExitWait,
+    InputSpec,
+    Lagged,
+    Output,
+    OutputWait,
+    QuietWait,
+    ScreenRequest,
+    ScreenView,
+    ScreenWait,
+    Snapshot,
+    TerminalEvent,
+    TerminalInfo,
+    TerminalManager,
+    TerminalState,
+    WaitCondition,
+    WaitFailure,
+)
+from ether_host.terminals.attach import AttachItem, Attachment
+from ether_host.transport import convert
+from ether_host.transport.interceptors import current_identity
+
+log = structlog.get_logger("ether.rpc")
+
+DEFAULT_WAIT = 30.0
+DEADLINE_MARGIN = 0.1  # WaitFor answers this long before the caller's gRPC deadline
+_STATES = {
+    TerminalState.RUNNING: terminal_pb2.TERMINAL_STATE_RUNNING,
+    TerminalState.EXITED: terminal_pb2.TERMINAL_STATE_EXITED,
+    TerminalState.CLOSED: terminal_pb2.TERMINAL_STATE_CLOSED,
+}
+_STATE_NAMES = {v: k for k, v in _STATES.items()}
+
+
+class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
+    """PTY sessions with an emulated screen."""
+
+    def __init__(self, terminals: TerminalManager, lifecycle: Lifecycle) -> None:
+        self._terminals = terminals
+        self._lifecycle = lifecycle
+
+    async def CreateTerminal(
+        self, request: terminal_pb2.CreateTerminalRequest, context: grpc.aio.ServicerContext
+    ) -> terminal_pb2.CreateTerminalResponse:
+        command = request.WhichOneof("command")
+        spec = CreateSpec(
+            argv=tuple(request.argv.args) if command == "argv" else None,
+            command_line=request.command_line,
+            env=dict(request.env),
+            cwd=request.cwd,
+            rows=request.rows,
+            cols=request.cols,
+            name=request.name,
+            owner=request.owner,
+            scrollback_lines=request.scrollback_lines,
+            term=request.term,
+            idle_timeout=_seconds(request, "idle_timeout"),
+            max_lifetime=_seconds(request, "max_lifetime"),
+            request_id=request.request_id,
+        )
+        info = await self._terminals.create(_identity(), spec)
+        return terminal_pb2.CreateTerminalResponse(terminal=terminal_message(info))
+
+    async def GetTerminal(
+        self, request: terminal_pb2.GetTerminalRequest, context: grpc.aio.ServicerContext
+    ) -> terminal_pb2.GetTerminalResponse:
+        info = self._terminals.get(_identity(), request.terminal_id)
+        return terminal_pb2.GetTerminalResponse(terminal=terminal_message(info))
+
+    async def ListTerminals(
+        self, request: terminal_pb2.ListTerminalsRequest, context: grpc.aio.ServicerContext
+    ) -> terminal_pb2.ListTerminalsResponse:
+        state = _STATE_NAMES.get(request.state)
+        found = self._terminals.list(_identity(), request.owner, state)
+        page, token = paginate(
+            found,
+            request.page_size,
+            request.page_token,
+            f"terminals/{request.owner}/{request.state}",
+        )
+        return terminal_pb2.ListTerminalsResponse(
+            terminals=[terminal_message(i) for i in page], next_page_token=token
+        )
+
+    async def CloseTerminal(
+        self, request: terminal_pb2.CloseTerminalRequest, context: grpc.aio.ServicerContext
+    ) -> terminal_pb2.CloseTerminalResponse:
+        grace = _seconds(request, "grace")
+        info = await self._terminals.close(_identity(), request.terminal_id, grace)
+        return terminal_pb2.CloseTerminalResponse(terminal=terminal_message(info))
+
+    async def WatchTerminals(
+        self, request: terminal_pb2.WatchTerminalsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[terminal_pb2.WatchTerminalsResponse]:
+        identity = _identity()
+        history = self._terminals.events
+        after = history.last_sequence
+        listed = self._terminals.list(identity, request.owner) if request.include_existing else []
+        wanted = {i.id for i in listed}
+        for info in listed:
+            yield _event(TerminalEvent("created", info))
+        owner = request.owner or identity.name
+        async for _, event in history.follow(after, until=lambda: self._lifecycle.is_stopping):
+            if owner != "*" and event.terminal.owner != owner:
+                continue
+            if event.kind == "created" and event.terminal.id in wanted:
+                continue
+            yield _event(event)
+
+    async def WriteInput(
+        self, request: terminal_pb2.WriteInputRequest, context: grpc.aio.ServicerContext
+    ) -> terminal_pb2.WriteInputResponse:
+        queued, pending = self._terminals.write(
+            _identity(), request.terminal_id, input_spec(request.input, request.HasField("input"))
+        )
+        return terminal_pb2.WriteInputResponse(bytes_queued=queued, bytes_pending=pending)
+
+    async def ReadScreen(
+        self, request: terminal_pb2.ReadScreenRequest, context: grpc.aio.ServicerContext
+    ) -> terminal_pb2.ReadScreenResponse:
+        structured = request.format == terminal_pb2.SCREEN_FORMAT_STRUCTURED
+        screen_request = ScreenRequest(
+            scrollback=request.include_scrollback,
+            scrollback_limit=request.scrollback_limit,
+            styles=structured and request.include_styles,
+            keep_trailing_spaces=request.keep_trailing_spaces,
+        )
+        view = await self._terminals.read_screen(_identity(), request.terminal_id, screen_request)
+        return terminal_pb2.ReadScreenResponse(screen=screen_message(view, structured))
+
+    async def Resize(
+        self, request: terminal_pb2.ResizeRequest, context: grpc.aio.ServicerContext
+    ) -> terminal_pb2.ResizeResponse:
+        rows, cols = self._terminals.resize(
+            _identity(), request.terminal_id, request.rows, request.cols
+        )
+        return terminal_pb2.ResizeResponse(rows=rows, cols=cols)
+
+    async def SendSignal(
+        self, request: terminal_pb2.SendSignalRequest, context: grpc.aio.ServicerContext
+    ) -> terminal_pb2.SendSignalResponse:
+        signum, group = self._terminals.send_signal(
+            _identity(), request.terminal_id, request.signal, request.foreground
+        )
+        return terminal_pb2.SendSignalResponse(signal=signum, process_group=group)
+
+    async def WaitFor(
+        self, request: terminal_pb2.WaitForRequest, context: grpc.aio.ServicerContext
+    ) -> terminal_pb2.WaitForResponse:
+        structured = request.screen_format != terminal_pb2.SCREEN_FORMAT_TEXT
+        within = _seconds(request, "timeout")
+        if within is not None and within < 0:
+            raise InvalidArgument(
+                "timeout is negative",
+                reason="INVALID_TIMEOUT",
+                violations=[FieldViolation("timeout", "0 or more")],
+            )
+        left = convert.rpc_time_left(context.time_remaining())
+        if left is not None:
+            within = min(
+                DEFAULT_WAIT if within is None else within, max(0.0, left - DEADLINE_MARGIN)
+            )
+        try:
+            result = await self._terminals.wait_for(
+                _identity(), request.terminal_id, wait_condition(request), within, ScreenRequest()
+            )
+        except EtherError as error:
+            failure = error.extra.get("wait_failure")
+            if isinstance(failure, WaitFailure):
+                error.extra["details"] = [_failure(failure, structured)]
+            raise
+        response = terminal_pb2.WaitForResponse(
+            screen=screen_message(result.screen, structured),
+            match=result.match,
+            groups=list(result.groups),
+            match_start_offset=result.start_offset,
+            match_end_offset=result.end_offset,
+            output_offset=result.output_offset,
+            waited=convert.duration(result.waited),
+        )
+        if result.exit is not None:
+            response.exit_status.CopyFrom(exit_message(result.exit))
+        return response
+
+    async def Attach(
+        self,
+        request_iterator: AsyncIterator[terminal_pb2.AttachRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[terminal_pb2.AttachResponse]:
+        identity = _identity()
+        first = None
+        async for message in request_iterator:
+            first = message
+            break
+        if first is None or first.WhichOneof("kind") != "start":
+            raise InvalidArgument(
+                "the first Attach message must be `start`",
+                reason="ATTACH_NOT_STARTED",
+                violations=[FieldViolation("start", "required as the first message")],
+            )
+        start = first.start
+        from_offset = start.from_offset if start.HasField("from_offset") else None
+        attachment = self._terminals.attach(
+            identity, start.terminal_id, from_offset, start.read_only
+        )
+        pump = asyncio.ensure_future(self._pump(identity, request_iterator, attachment))
+        try:
+            yield terminal_pb2.AttachResponse(
+                started=terminal_pb2.AttachStarted(
+                    terminal=terminal_message(attachment.session.info()),
+                    read_only=attachment.read_only,
+                    resumed=attachment.resumed,
+                )
+            )
+            async for item in attachment.items():
+                yield _attach_item(item)
+        finally:
+            pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
+            attachment.close()
+
+    async def _pump(
+        self,
+        identity: Identity,
+        requests: AsyncIterator[terminal_pb2.AttachRequest],
+        attachment: Attachment,
+    ) -> None:
+        """Input, resizes and signals from the client; an error ends the stream with its status."""
+        terminals = self._terminals
+        try:
+            async for message in requests:
+                kind = message.WhichOneof("kind")
+                if kind == "input":
+                    terminals.attach_input(identity, attachment, input_spec(message.input, True))
+                elif kind == "resize":
+                    terminals.attach_resize(
+                        identity, attachment, message.resize.rows, message.resize.cols
+                    )
+                elif kind == "signal":
+                    terminals.attach_signal(
+                        identity, attachment, message.signal.signal, message.signal.foreground
+                    )
+                else:
+                    raise InvalidArgument(
+                        "`start` may only be the first Attach message"
+                        if kind == "start"
+                        else "empty Attach message",
+                        reason="INVALID_ATTACH_MESSAGE",
+                        violations=[FieldViolation("kind", "input, resize or signal")],
+                    )
+        except EtherError as error:
+            attachment.fail(error)
+        except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
+            pass  # the call is ending
+
+
+def _identity() -> Identity:
+    return current_identity.get()
+
+
+def _seconds(message: Any, name: str) -> float | None:
+    return convert.seconds(getattr(message, name)) if message.HasField(name) else None
+
+
+# -- decoding ------------------------------------------------------------------------------
+
+
+def input_spec(message: terminal_pb2.TerminalInput, present: bool) -> InputSpec:
+    kind = message.WhichOneof("input") if present else None
+    common: dict[str, Any] = {"alt": message.alt, "repeat": message.repeat, "paste": message.paste}
+    if kind == "data":
+        return InputSpec(data=message.data, **common)
+    if kind == "text":
+        return InputSpec(text=message.text, **common)
+    if kind == "key":
+        if message.key == terminal_pb2.KEY_UNSPECIFIED:
+            raise InvalidArgument(
+                "input.key is KEY_UNSPECIFIED; name a key",
+                reason="UNKNOWN_KEY",
+                violations=[FieldViolation("input.key", "a named key")],
+            )
+        return InputSpec(key=terminal_pb2.Key.Name(message.key).removeprefix("KEY_"), **common)
+    if kind == "ctrl":
+        return InputSpec(ctrl=message.ctrl, **common)
+    return InputSpec(**common)
+
+
+def wait_condition(request: terminal_pb2.WaitForRequest) -> WaitCondition | None:
+    kind = request.WhichOneof("condition")
+    if kind == "screen":
+        return ScreenWait(request.screen.regex, request.screen.include_scrollback)
+    if kind == "output":
+        output = request.output
+        after = output.after_offset if output.HasField("after_offset") else None
+        return OutputWait(output.regex, after, output.raw)
+    if kind == "exit":
+        return ExitWait()
+    if kind == "quiet":
+        return QuietWait(convert.seconds(request.quiet.duration))
+    return None
+
+
+# -- encoding ------------------------------------------------------------------------------
+
+
+def exit_message(exit_info: ExitInfo) -> terminal_pb2.ExitStatus:
+    message = terminal_pb2.ExitStatus(
+        signal=exit_info.signal,
+        signal_name=exit_info.signal_name,
+        exited_at=convert.timestamp(exit_info.time),
+    )
+    if exit_info.code is not None:
+        message.code = exit_info.code
+    return message
+
+
+def terminal_message(info: TerminalInfo) -> terminal_pb2.Terminal:
+    message = terminal_pb2.Terminal(
+        id=info.id,
+        name=info.name,
+        owner=info.owner,
+        argv=list(info.argv),
+        cwd=info.cwd,
+        rows=info.rows,
+        cols=info.cols,
+        term=info.term,
+        scrollback_lines=info.scrollback_lines,
+        state=_STATES[info.state],
+        pid=info.pid,
+        created_at=convert.timestamp(info.created_at),
+        last_activity_at=convert.timestamp(info.last_activity_at),
+        output_offset=info.output_offset,
+        retained_offset=info.retained_offset,
+        attached_clients=info.attached_clients,
+        idle_timeout=convert.duration(info.idle_timeout),
+        max_lifetime=convert.duration(info.max_lifetime),
+    )
+    if info.exit is not None:
+        message.exit_status.CopyFrom(exit_message(info.exit))
+    return message
+
+
+def screen_message(view: ScreenView, structured: bool) -> terminal_pb2.Screen:
+    message = terminal_pb2.Screen(
+        rows=view.rows,
+        cols=view.cols,
+        lines=view.lines,
+        scrollback=view.scrollback,
+        output_offset=view.output_offset,
+    )
+    if not structured:
+        return message
+    message.cursor.CopyFrom(
+        terminal_pb2.Cursor(row=view.cursor.row, col=view.cursor.col, visible=view.cursor.visible)
+    )
+    message.title = view.title
+    message.alternate_screen = view.alternate
+    if view.exit is not None:
+        message.exited = True
+        message.exit_status.CopyFrom(exit_message(view.exit))
+    for runs in view.styled or ():
+        message.styled_lines.add(
+            runs=[
+                terminal_pb2.StyledRun(
+                    text=r.text,
+                    fg=r.fg,
+                    bg=r.bg,
+                    bold=r.bold,
+                    italic=r.italic,
+                    underline=r.underline,
+                    reverse=r.reverse,
+                    strikethrough=r.strikethrough,
+                    blink=r.blink,
+                )
+                for r in runs
+            ]
+        )
+    return message
+
+
+def _failure(failure: WaitFailure, structured: bool) -> terminal_pb2.WaitForFailure:
+    message = terminal_pb2.WaitForFailure(
+        screen=screen_message(failure.screen, structured),
+        output_offset=failure.output_offset,
+        waited=convert.duration(failure.waited),
+    )
+    if failure.exit is not None:
+        message.exit_status.CopyFrom(exit_message(failure.exit))
+    return message
+
+
+def _event(event: TerminalEvent) -> terminal_pb2.WatchTerminalsResponse:
+    message = terminal_pb2.WatchTerminalsResponse(
+        time=convert.timestamp(event.time), terminal=terminal_message(event.terminal)
+    )
+    if event.kind == "created":
+        message.created.SetInParent()
+    elif event.kind == "exited":
+        assert event.terminal.exit is not None
+        message.exited.exit_status.CopyFrom(exit_message(event.terminal.exit))
+    else:
+        message.closed.reason = event.reason
+    return message
+
+
+def _attach_item(item: AttachItem) -> terminal_pb2.AttachResponse:
+    if isinstance(item, Output):
+        return terminal_pb2.AttachResponse(
+            output=terminal_pb2.AttachOutput(offset=item.offset, data=item.data)
+        )
+    if isinstance(item, Snapshot):
+        return terminal_pb2.AttachResponse(
+            snapshot=terminal_pb2.AttachSnapshot(
+                screen=screen_message(item.view, True), offset=item.offset
+            )
+        )
+    if isinstance(item, Lagged):
+        return terminal_pb2.AttachResponse(
+            lagged=terminal_pb2.AttachLagged(
+                dropped_from=item.dropped_from, dropped_to=item.dropped_to
+            )
+        )
+    assert isinstance(item, Exited)
+    return terminal_pb2.AttachResponse(
+        exit=terminal_pb2.AttachExit(exit_status=exit_message(item.exit))
+    )

@@ -1,0 +1,316 @@
+"""Terminals through a real host: programs on PTYs, their screens, input, waits and events."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from ether.v1 import terminal_pb2 as pb
+from tests.support.host import HostProcess
+from tests.terminals.support import (
+    close,
+    create,
+    error_details,
+    run,
+    screen,
+    seconds,
+    shell,
+    wait,
+    wait_exit,
+    wait_output,
+    wait_quiet,
+    wait_screen,
+    write,
+)
+
+
+def test_a_shell_runs_a_command_and_the_screen_shows_it(host: HostProcess) -> None:
+    """Typing a command into bash shows the command and its output on the screen, as a person sees it."""
+    terminal = shell(host)
+    run(host, terminal.id, "echo hello; printf 'a\\tb\\n'")
+    view = screen(host, terminal.id)
+    assert view.lines[:4] == [
+        "ether$ echo hello; printf 'a\\tb\\n'",
+        "hello",
+        "a       b",
+        "ether$",
+    ]
+    assert (view.cursor.row, view.cursor.col, view.cursor.visible) == (3, 7, True)
+    assert (view.rows, view.cols) == (24, 80) and len(view.lines) == 24
+    close(host, terminal.id)
+
+
+def test_an_exited_program_stays_readable_with_its_exit_code(host: HostProcess) -> None:
+    """A program that exits on its own leaves its final screen and exit code readable until closed."""
+    terminal = create(host, command="echo finished; exit 3")
+    result = wait_exit(host, terminal.id)
+    assert result.exit_status.code == 3 and result.exit_status.signal == 0
+    info = host.terminals.GetTerminal(
+        pb.GetTerminalRequest(terminal_id=terminal.id), timeout=10
+    ).terminal
+    assert info.state == pb.TERMINAL_STATE_EXITED and info.exit_status.code == 3
+    view = screen(host, terminal.id)
+    assert view.lines[0] == "finished" and view.exited and view.exit_status.code == 3
+    closed = close(host, terminal.id)
+    assert closed.state == pb.TERMINAL_STATE_CLOSED and closed.exit_status.code == 3
+    with pytest.raises(grpc.RpcError) as error:
+        screen(host, terminal.id)
+    assert error.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_signal_reaches_the_process_group_and_is_reported(host: HostProcess) -> None:
+    """SendSignal kills the program; the exit status names the signal."""
+    terminal = create(host, ["sleep", "600"])
+    sent = host.terminals.SendSignal(
+        pb.SendSignalRequest(terminal_id=terminal.id, signal="term"), timeout=10
+    )
+    assert sent.signal == 15 and sent.process_group == terminal.pid
+    result = wait_exit(host, terminal.id)
+    assert not result.exit_status.HasField("code")
+    assert (result.exit_status.signal, result.exit_status.signal_name) == (15, "SIGTERM")
+    close(host, terminal.id)
+
+
+def test_ctrl_c_interrupts_the_foreground_job_not_the_shell(host: HostProcess) -> None:
+    """Ctrl-C typed into bash stops the running command and brings the prompt back."""
+    terminal = shell(host)
+    write(
+        host,
+        terminal.id,
+        "python3 -c 'import time; print(\"sleeping\", flush=True); time.sleep(600)'\r",
+    )
+    wait_output(host, terminal.id, "^sleeping", after=0)
+    offset = host.terminals.GetTerminal(
+        pb.GetTerminalRequest(terminal_id=terminal.id), timeout=10
+    ).terminal.output_offset
+    write(host, terminal.id, ctrl="c")
+    interrupted = wait_output(
+        host, terminal.id, r"\^C[\s\S]*KeyboardInterrupt\n[\s\S]*ether\$", after=offset
+    )
+    assert interrupted.screen.lines[interrupted.screen.cursor.row] == "ether$"
+    assert host.terminals.GetTerminal(
+        pb.GetTerminalRequest(terminal_id=terminal.id), timeout=10
+    ).terminal.state == (pb.TERMINAL_STATE_RUNNING)
+    close(host, terminal.id)
+
+
+def test_named_keys_follow_the_programs_cursor_key_mode(host: HostProcess) -> None:
+    """Arrow keys are sent as CSI normally and as SS3 once the program enables application cursor keys."""
+    terminal = create(host, command="stty -echo; od -An -c")
+    wait_quiet(host, terminal.id, 0.2)
+    write(host, terminal.id, key=pb.KEY_UP)
+    write(host, terminal.id, key=pb.KEY_F5)
+    write(host, terminal.id, ctrl="d", repeat=2)
+    text = " ".join(" ".join(wait_exit(host, terminal.id).screen.lines).split())
+    assert "033 [ A 033 [ 1 5 ~" in text
+    close(host, terminal.id)
+
+    terminal = create(host, command="printf '\\033[?1h'; stty -echo; od -An -c")
+    wait_quiet(host, terminal.id, 0.2)
+    write(host, terminal.id, key=pb.KEY_UP)
+    write(host, terminal.id, key=pb.KEY_LEFT, alt=True)
+    write(host, terminal.id, ctrl="d", repeat=2)
+    text = " ".join(" ".join(wait_exit(host, terminal.id).screen.lines).split())
+    assert "033 O A 033 033 O D" in text
+    close(host, terminal.id)
+
+
+def test_a_paste_is_bracketed_when_the_program_asks_for_it(host: HostProcess) -> None:
+    """With bracketed paste on, a paste arrives wrapped in paste brackets; plain text is not."""
+    terminal = create(host, command="printf '\\033[?2004h'; stty -echo; od -An -c")
+    wait_quiet(host, terminal.id, 0.2)
+    write(host, terminal.id, "hi", paste=True)
+    write(host, terminal.id, ctrl="d", repeat=2)
+    text = " ".join(" ".join(wait_exit(host, terminal.id).screen.lines).split())
+    assert "033 [ 2 0 0 ~ h i 033 [ 2 0 1 ~" in text
+    close(host, terminal.id)
+
+
+def test_resize_is_clamped_and_the_program_sees_the_new_size(host: HostProcess) -> None:
+    """Resize applies sane bounds, and the program learns the size (SIGWINCH) as `stty size` shows."""
+    terminal = shell(host)
+    resized = host.terminals.Resize(
+        pb.ResizeRequest(terminal_id=terminal.id, rows=65535, cols=0), timeout=10
+    )
+    assert (resized.rows, resized.cols) == (1000, 80)
+    resized = host.terminals.Resize(
+        pb.ResizeRequest(terminal_id=terminal.id, rows=30, cols=100), timeout=10
+    )
+    assert (resized.rows, resized.cols) == (30, 100)
+    run(host, terminal.id, "stty size")
+    view = screen(host, terminal.id)
+    assert (view.rows, view.cols) == (30, 100) and "30 100" in view.lines
+    close(host, terminal.id)
+
+
+def test_scrollback_keeps_the_lines_that_scrolled_off(host: HostProcess) -> None:
+    """Output longer than the screen: the visible lines are the last ones, the rest is scrollback text."""
+    terminal = create(host, command="seq 1 200; sleep 600", rows=10, scrollback_lines=50)
+    wait_screen(host, terminal.id, r"^200$")
+    view = screen(host, terminal.id, include_scrollback=True)
+    assert view.lines == [str(n) for n in range(192, 201)] + [""]
+    assert view.scrollback == [str(n) for n in range(142, 192)]
+    assert list(
+        screen(host, terminal.id, include_scrollback=True, scrollback_limit=3).scrollback
+    ) == ["189", "190", "191"]
+    close(host, terminal.id)
+
+
+def test_structured_screen_has_title_styles_and_the_alternate_screen(host: HostProcess) -> None:
+    """STRUCTURED shows the title, coloured runs, the cursor and whether the alternate screen is on."""
+    terminal = shell(host)
+    run(host, terminal.id, "printf '\\033]2;build 42\\007\\033[1;31mred\\033[0m plain\\n'")
+    view = screen(host, terminal.id, include_styles=True)
+    assert view.title == "build 42" and not view.alternate_screen
+    runs = view.styled_lines[1].runs
+    assert [(r.text, r.fg, r.bold) for r in runs] == [("red", "red", True), (" plain", "", False)]
+    # The text comes from the long-running program itself: once it shows, Ctrl-C reaches it.
+    write(
+        host,
+        terminal.id,
+        'python3 -c \'import time; print("\\033[?1049h\\033[Hfull screen", end="", '
+        "flush=True); time.sleep(600)'\r",
+    )
+    result = wait_screen(host, terminal.id, "^full screen$")
+    assert result.screen.alternate_screen and result.screen.lines[1:] == [""] * 23
+    write(host, terminal.id, ctrl="c")
+    write(host, terminal.id, "printf '\\033[?1049l'\r")
+    result = wait_screen(host, terminal.id, r"^red plain$")  # only on the primary screen
+    assert not result.screen.alternate_screen
+    # The command line wrapped onto two rows; the new prompt sits where the cursor was saved.
+    assert result.screen.lines[3].endswith("time.sleep(600)'")
+    assert result.screen.lines[4] == "ether$"
+    close(host, terminal.id)
+
+
+def test_wait_for_output_reports_offsets_to_continue_from(host: HostProcess) -> None:
+    """An output match gives its text, groups and offsets; the end offset finds the next match."""
+    terminal = create(host, command="for i in 1 2 3; do echo item $i; done; sleep 600")
+    first = wait_output(host, terminal.id, r"item (\d)", after=0)
+    assert (first.match, list(first.groups)) == ("item 1", ["1"])
+    assert first.match_end_offset - first.match_start_offset == len("item 1")
+    second = wait_output(host, terminal.id, r"item (\d)", after=first.match_end_offset)
+    assert list(second.groups) == ["2"] and second.match_start_offset > first.match_start_offset
+    raw = wait(
+        host, terminal.id, output=pb.OutputCondition(regex=r"item 3\r\n", after_offset=0, raw=True)
+    )
+    assert raw.match == "item 3\r\n"
+    close(host, terminal.id)
+
+
+def test_wait_for_quiet_returns_once_output_stops(host: HostProcess) -> None:
+    """A quiet condition returns after the program stops printing for the given time."""
+    terminal = create(
+        host, command="for i in 1 2 3 4 5; do echo tick $i; sleep 0.05; done; sleep 600"
+    )
+    result = wait_quiet(host, terminal.id, 0.5)
+    assert "tick 5" in result.screen.lines
+    assert result.waited.ToTimedelta().total_seconds() >= 0.5
+    close(host, terminal.id)
+
+
+def test_wait_for_timeout_carries_the_current_screen(host: HostProcess) -> None:
+    """A wait that times out is DEADLINE_EXCEEDED with the screen it last saw in the details."""
+    terminal = shell(host)
+    with pytest.raises(grpc.RpcError) as error:
+        wait_screen(host, terminal.id, "never shown", timeout=0.3)
+    assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    failure = error_details(error.value)["WaitForFailure"]
+    assert failure.screen.lines[0] == "ether$" and failure.screen.cursor.col == 7
+    assert failure.waited.ToTimedelta().total_seconds() >= 0.3
+    close(host, terminal.id)
+
+
+def test_wait_for_a_pattern_fails_when_the_program_exits_first(host: HostProcess) -> None:
+    """Waiting for text that never comes ends with FAILED_PRECONDITION and the final screen once it exits."""
+    terminal = create(host, command="echo bye; exit 4")
+    with pytest.raises(grpc.RpcError) as error:
+        wait_screen(host, terminal.id, "never shown")
+    assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    failure = error_details(error.value)["WaitForFailure"]
+    assert failure.exit_status.code == 4 and failure.screen.lines[0] == "bye"
+    close(host, terminal.id)
+
+
+def test_the_grpc_deadline_still_yields_the_screen(host: HostProcess) -> None:
+    """With a client deadline shorter than the wait, the host answers first, with the screen."""
+    terminal = shell(host)
+    request = pb.WaitForRequest(
+        terminal_id=terminal.id, screen=pb.ScreenCondition(regex="never"), timeout=seconds(60)
+    )
+    with pytest.raises(grpc.RpcError) as error:
+        host.terminals.WaitFor(request, timeout=1.0)
+    assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert error_details(error.value)["WaitForFailure"].screen.lines[0] == "ether$"
+    close(host, terminal.id)
+
+
+def test_list_is_paginated_oldest_first_and_filters_by_state(host: HostProcess) -> None:
+    """ListTerminals pages through the caller's terminals in creation order and filters by state."""
+    made = [create(host, ["sleep", "600"], name=f"list-{n}") for n in range(3)]
+    done = create(host, command="true", name="list-done")
+    wait_exit(host, done.id)
+    names, token, pages = [], "", 0
+    while True:
+        request = pb.ListTerminalsRequest(page_size=2, page_token=token)
+        page = host.terminals.ListTerminals(request, timeout=10)
+        assert len(page.terminals) <= 2
+        names += [t.name for t in page.terminals if t.name.startswith("list-")]
+        pages, token = pages + 1, page.next_page_token
+        if not token:
+            break
+    assert pages >= 2
+    assert names == ["list-0", "list-1", "list-2", "list-done"]
+    exited = host.terminals.ListTerminals(
+        pb.ListTerminalsRequest(state=pb.TERMINAL_STATE_EXITED), timeout=10
+    )
+    assert "list-done" in [t.name for t in exited.terminals] and "list-0" not in [
+        t.name for t in exited.terminals
+    ]
+    for terminal in [*made, done]:
+        close(host, terminal.id)
+
+
+def test_a_repeated_request_id_returns_the_same_terminal(host: HostProcess) -> None:
+    """CreateTerminal with a request_id is idempotent: the retry gets the first terminal."""
+    first = create(host, ["sleep", "600"], request_id="4b1f7c52-5f3e-4c1b-9d8e-2a7f0c9e1d11")
+    again = create(host, ["sleep", "600"], request_id="4b1f7c52-5f3e-4c1b-9d8e-2a7f0c9e1d11")
+    assert again.id == first.id and again.pid == first.pid
+    close(host, first.id)
+
+
+def test_watch_reports_created_exited_and_closed(host: HostProcess) -> None:
+    """WatchTerminals streams a terminal's creation, its program's exit and its closing, with the reason."""
+    stream = host.terminals.WatchTerminals(pb.WatchTerminalsRequest(), timeout=60)
+    terminal = create(host, command="exit 2")
+    events = []
+    for event in stream:
+        if event.terminal.id != terminal.id:
+            continue
+        events.append(event)
+        kind = event.WhichOneof("event")
+        if kind == "exited":
+            close(host, terminal.id)
+        if kind == "closed":
+            break
+    stream.cancel()
+    assert [e.WhichOneof("event") for e in events] == ["created", "exited", "closed"]
+    assert events[1].exited.exit_status.code == 2
+    assert (
+        events[2].closed.reason == "closed" and events[2].terminal.state == pb.TERMINAL_STATE_CLOSED
+    )
+
+
+def test_limits_per_owner_are_resource_exhausted_with_quota_details(host: HostProcess) -> None:
+    """Past the per-owner limit, CreateTerminal is RESOURCE_EXHAUSTED with a QuotaFailure."""
+    listed = host.terminals.ListTerminals(pb.ListTerminalsRequest(), timeout=10).terminals
+    made = [create(host, ["sleep", "600"]) for _ in range(12 - len(listed))]
+    with pytest.raises(grpc.RpcError) as error:
+        create(host, ["sleep", "600"])
+    assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    found = error_details(error.value)
+    assert found["ErrorInfo"].reason == "TERMINAL_OWNER_LIMIT"
+    assert found["QuotaFailure"].violations[0].subject == "owner/local"
+    for terminal in made:
+        close(host, terminal.id)
+    close(host, create(host, ["sleep", "600"]).id)
