@@ -70,7 +70,7 @@ type TerminalServiceClient interface {
 	// environment built from the host's allowlist plus `env`.
 	//
 	// Errors: INVALID_ARGUMENT (empty argv, a relative or missing cwd, a bad
-	// env name, a negative duration); PERMISSION_DENIED (the resolved
+	// env name, a negative size, a zero or negative duration); PERMISSION_DENIED (the resolved
 	// argv[0] is forbidden or not allowed by the host's command policy -- the
 	// message names the rule --, or `owner` names another identity without
 	// the admin right); NOT_FOUND (argv[0] not found on PATH);
@@ -133,7 +133,8 @@ type TerminalServiceClient interface {
 	// gives the size applied.
 	//
 	// Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no resize
-	// right); FAILED_PRECONDITION (the program has exited).
+	// right); INVALID_ARGUMENT (a negative size); FAILED_PRECONDITION (the
+	// program has exited).
 	Resize(ctx context.Context, in *ResizeRequest, opts ...grpc.CallOption) (*ResizeResponse, error)
 	// SendSignal sends a signal to the terminal's process group (or to its
 	// foreground process group, which is what Ctrl-C reaches).
@@ -164,7 +165,8 @@ type TerminalServiceClient interface {
 	// messages carry input, resizes and signals. Each attached client has its
 	// own bounded queue: a client that falls behind is sent `lagged` and a
 	// fresh snapshot, and never blocks the program. Closing the request side
-	// detaches without affecting the terminal.
+	// only ends input: output goes on until the program exits or the client
+	// cancels the call, which detaches without affecting the terminal.
 	//
 	// Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no attach
 	// right, or input, resize or signal on a read-only attach -- the stream
@@ -341,7 +343,7 @@ type TerminalServiceServer interface {
 	// environment built from the host's allowlist plus `env`.
 	//
 	// Errors: INVALID_ARGUMENT (empty argv, a relative or missing cwd, a bad
-	// env name, a negative duration); PERMISSION_DENIED (the resolved
+	// env name, a negative size, a zero or negative duration); PERMISSION_DENIED (the resolved
 	// argv[0] is forbidden or not allowed by the host's command policy -- the
 	// message names the rule --, or `owner` names another identity without
 	// the admin right); NOT_FOUND (argv[0] not found on PATH);
@@ -404,7 +406,8 @@ type TerminalServiceServer interface {
 	// gives the size applied.
 	//
 	// Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no resize
-	// right); FAILED_PRECONDITION (the program has exited).
+	// right); INVALID_ARGUMENT (a negative size); FAILED_PRECONDITION (the
+	// program has exited).
 	Resize(context.Context, *ResizeRequest) (*ResizeResponse, error)
 	// SendSignal sends a signal to the terminal's process group (or to its
 	// foreground process group, which is what Ctrl-C reaches).
@@ -435,7 +438,8 @@ type TerminalServiceServer interface {
 	// messages carry input, resizes and signals. Each attached client has its
 	// own bounded queue: a client that falls behind is sent `lagged` and a
 	// fresh snapshot, and never blocks the program. Closing the request side
-	// detaches without affecting the terminal.
+	// only ends input: output goes on until the program exits or the client
+	// cancels the call, which detaches without affecting the terminal.
 	//
 	// Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no attach
 	// right, or input, resize or signal on a read-only attach -- the stream

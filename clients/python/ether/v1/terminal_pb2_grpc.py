@@ -156,7 +156,7 @@ class TerminalServiceServicer:
         environment built from the host's allowlist plus `env`.
 
         Errors: INVALID_ARGUMENT (empty argv, a relative or missing cwd, a bad
-        env name, a negative duration); PERMISSION_DENIED (the resolved
+        env name, a negative size, a zero or negative duration); PERMISSION_DENIED (the resolved
         argv[0] is forbidden or not allowed by the host's command policy -- the
         message names the rule --, or `owner` names another identity without
         the admin right); NOT_FOUND (argv[0] not found on PATH);
@@ -254,7 +254,8 @@ class TerminalServiceServicer:
         gives the size applied.
 
         Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no resize
-        right); FAILED_PRECONDITION (the program has exited).
+        right); INVALID_ARGUMENT (a negative size); FAILED_PRECONDITION (the
+        program has exited).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -300,7 +301,8 @@ class TerminalServiceServicer:
         messages carry input, resizes and signals. Each attached client has its
         own bounded queue: a client that falls behind is sent `lagged` and a
         fresh snapshot, and never blocks the program. Closing the request side
-        detaches without affecting the terminal.
+        only ends input: output goes on until the program exits or the client
+        cancels the call, which detaches without affecting the terminal.
 
         Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no attach
         right, or input, resize or signal on a read-only attach -- the stream

@@ -67,7 +67,7 @@ class TerminalServiceStub:
     environment built from the host's allowlist plus `env`.
 
     Errors: INVALID_ARGUMENT (empty argv, a relative or missing cwd, a bad
-    env name, a negative duration); PERMISSION_DENIED (the resolved
+    env name, a negative size, a zero or negative duration); PERMISSION_DENIED (the resolved
     argv[0] is forbidden or not allowed by the host's command policy -- the
     message names the rule --, or `owner` names another identity without
     the admin right); NOT_FOUND (argv[0] not found on PATH);
@@ -137,7 +137,8 @@ class TerminalServiceStub:
     gives the size applied.
 
     Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no resize
-    right); FAILED_PRECONDITION (the program has exited).
+    right); INVALID_ARGUMENT (a negative size); FAILED_PRECONDITION (the
+    program has exited).
     """
     SendSignal: _grpc.UnaryUnaryMultiCallable[_terminal_pb2.SendSignalRequest, _terminal_pb2.SendSignalResponse]
     """SendSignal sends a signal to the terminal's process group (or to its
@@ -171,7 +172,8 @@ class TerminalServiceStub:
     messages carry input, resizes and signals. Each attached client has its
     own bounded queue: a client that falls behind is sent `lagged` and a
     fresh snapshot, and never blocks the program. Closing the request side
-    detaches without affecting the terminal.
+    only ends input: output goes on until the program exits or the client
+    cancels the call, which detaches without affecting the terminal.
 
     Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no attach
     right, or input, resize or signal on a read-only attach -- the stream
@@ -218,7 +220,7 @@ class TerminalServiceAsyncStub(TerminalServiceStub):
     environment built from the host's allowlist plus `env`.
 
     Errors: INVALID_ARGUMENT (empty argv, a relative or missing cwd, a bad
-    env name, a negative duration); PERMISSION_DENIED (the resolved
+    env name, a negative size, a zero or negative duration); PERMISSION_DENIED (the resolved
     argv[0] is forbidden or not allowed by the host's command policy -- the
     message names the rule --, or `owner` names another identity without
     the admin right); NOT_FOUND (argv[0] not found on PATH);
@@ -288,7 +290,8 @@ class TerminalServiceAsyncStub(TerminalServiceStub):
     gives the size applied.
 
     Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no resize
-    right); FAILED_PRECONDITION (the program has exited).
+    right); INVALID_ARGUMENT (a negative size); FAILED_PRECONDITION (the
+    program has exited).
     """
     SendSignal: _aio.UnaryUnaryMultiCallable[_terminal_pb2.SendSignalRequest, _terminal_pb2.SendSignalResponse]  # type: ignore[assignment]
     """SendSignal sends a signal to the terminal's process group (or to its
@@ -322,7 +325,8 @@ class TerminalServiceAsyncStub(TerminalServiceStub):
     messages carry input, resizes and signals. Each attached client has its
     own bounded queue: a client that falls behind is sent `lagged` and a
     fresh snapshot, and never blocks the program. Closing the request side
-    detaches without affecting the terminal.
+    only ends input: output goes on until the program exits or the client
+    cancels the call, which detaches without affecting the terminal.
 
     Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no attach
     right, or input, resize or signal on a read-only attach -- the stream
@@ -372,7 +376,7 @@ class TerminalServiceServicer(metaclass=_abc_1.ABCMeta):
         environment built from the host's allowlist plus `env`.
 
         Errors: INVALID_ARGUMENT (empty argv, a relative or missing cwd, a bad
-        env name, a negative duration); PERMISSION_DENIED (the resolved
+        env name, a negative size, a zero or negative duration); PERMISSION_DENIED (the resolved
         argv[0] is forbidden or not allowed by the host's command policy -- the
         message names the rule --, or `owner` names another identity without
         the admin right); NOT_FOUND (argv[0] not found on PATH);
@@ -484,7 +488,8 @@ class TerminalServiceServicer(metaclass=_abc_1.ABCMeta):
         gives the size applied.
 
         Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no resize
-        right); FAILED_PRECONDITION (the program has exited).
+        right); INVALID_ARGUMENT (a negative size); FAILED_PRECONDITION (the
+        program has exited).
         """
 
     @_abc_1.abstractmethod
@@ -536,7 +541,8 @@ class TerminalServiceServicer(metaclass=_abc_1.ABCMeta):
         messages carry input, resizes and signals. Each attached client has its
         own bounded queue: a client that falls behind is sent `lagged` and a
         fresh snapshot, and never blocks the program. Closing the request side
-        detaches without affecting the terminal.
+        only ends input: output goes on until the program exits or the client
+        cancels the call, which detaches without affecting the terminal.
 
         Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no attach
         right, or input, resize or signal on a read-only attach -- the stream

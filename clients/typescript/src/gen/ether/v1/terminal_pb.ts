@@ -2241,7 +2241,7 @@ export const TerminalService: GenService<{
    * environment built from the host's allowlist plus `env`.
    *
    * Errors: INVALID_ARGUMENT (empty argv, a relative or missing cwd, a bad
-   * env name, a negative duration); PERMISSION_DENIED (the resolved
+   * env name, a negative size, a zero or negative duration); PERMISSION_DENIED (the resolved
    * argv[0] is forbidden or not allowed by the host's command policy -- the
    * message names the rule --, or `owner` names another identity without
    * the admin right); NOT_FOUND (argv[0] not found on PATH);
@@ -2360,7 +2360,8 @@ export const TerminalService: GenService<{
    * gives the size applied.
    *
    * Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no resize
-   * right); FAILED_PRECONDITION (the program has exited).
+   * right); INVALID_ARGUMENT (a negative size); FAILED_PRECONDITION (the
+   * program has exited).
    *
    * @generated from rpc ether.v1.TerminalService.Resize
    */
@@ -2415,7 +2416,8 @@ export const TerminalService: GenService<{
    * messages carry input, resizes and signals. Each attached client has its
    * own bounded queue: a client that falls behind is sent `lagged` and a
    * fresh snapshot, and never blocks the program. Closing the request side
-   * detaches without affecting the terminal.
+   * only ends input: output goes on until the program exits or the client
+   * cancels the call, which detaches without affecting the terminal.
    *
    * Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no attach
    * right, or input, resize or signal on a read-only attach -- the stream
