@@ -9,7 +9,7 @@ from typing import NoReturn
 
 import anyio
 
-from ether_host import cli_chat
+from ether_host import cli_chat, cli_workflow
 from ether_host.auth import TokenFileError
 from ether_host.config import LOG_FORMATS, LOG_LEVELS, ConfigError, load_config
 from ether_host.logs import configure_logging
@@ -42,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--shutdown-grace", dest="shutdown_grace", help="seconds to drain RPCs on stop")
     serve.add_argument("--agents-dir", dest="agents_dir", help="deploy every agent folder in this directory")
     cli_chat.add_parser(commands)
+    cli_workflow.add_parser(commands)
     return parser
 
 
@@ -78,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(args)
     if args.command == "chat":
         return cli_chat.run(args)
+    if args.command == "workflow":
+        return cli_workflow.run(args)
     return EXIT_USAGE
 
 

@@ -306,3 +306,43 @@ stages:
     )
     assert state(run) == "SUCCEEDED", run.error
     assert value(run.result) == {"total": 12, "count": 3}
+
+
+def test_input_placeholders_place_the_input_in_params(host: HostProcess, flow: str) -> None:
+    """ "${input}" and "${input.key}" in params are replaced by the element (or a part of it), which is
+    then not also set under input_param."""
+    run = run_to_end(
+        host,
+        """\
+name: placeholders
+stages:
+  - name: shape
+    agent: flow
+    action: echo
+    inputs: [{dir: src, depth: 2}]
+    params: {paths: ["${input.dir}"], copy: "${input}", literal: "x ${input}"}
+""",
+    )
+    assert state(run) == "SUCCEEDED", run.error
+    assert value(run.result) == [
+        {"paths": ["src"], "copy": {"dir": "src", "depth": 2}, "literal": "x ${input}"}
+    ]
+
+
+def test_reduce_can_pass_whole_outputs(host: HostProcess, flow: str) -> None:
+    """reduce.outputs passes each task's AgentOutput (agent, action, status, data, metadata)."""
+    run = run_to_end(
+        host,
+        """\
+name: outputs
+stages:
+  - {name: work, agent: flow, action: double, inputs: [1, 2], on_failure: continue}
+  - {name: gather, agent: flow, action: echo, reduce: {outputs: true}, input_param: results}
+""",
+    )
+    assert state(run) == "SUCCEEDED", run.error
+    results = value(run.result)["results"]
+    assert [r["data"] for r in results] == [{"value": 2}, {"value": 4}]
+    assert {r["status"] for r in results} == {"TASK_STATUS_SUCCESS"}
+    assert {r["agent"] + "." + r["action"] for r in results} == {"flow.double"}
+    assert all(r["metadata"]["duration"].endswith("s") for r in results)

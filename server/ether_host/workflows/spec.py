@@ -87,6 +87,7 @@ class StageSpec:
     map: list[ActionRef] = field(default_factory=list)
     reduce: bool = False
     reduce_include_failed: bool = False
+    reduce_outputs: bool = False
     when: Condition | None = None
     on_failure: str = STOP
     retry: RetrySpec | None = None
@@ -451,15 +452,16 @@ def _inputs(
         if reduce is True or reduce == "all" or reduce == {}:
             stage.reduce = True
         elif isinstance(reduce, dict):
-            body = check.mapping(reduce, f"{path}.reduce", ("include_failed",))
+            body = check.mapping(reduce, f"{path}.reduce", ("include_failed", "outputs"))
             stage.reduce = True
             stage.reduce_include_failed = check.boolean(
                 body.get("include_failed"), f"{path}.reduce.include_failed"
             )
+            stage.reduce_outputs = check.boolean(body.get("outputs"), f"{path}.reduce.outputs")
         else:
             check.bad(
                 f"{path}.reduce",
-                f"expected true, 'all' or a mapping {{include_failed: bool}}, got {_kind(reduce)}",
+                f"expected true, 'all' or a mapping {{include_failed, outputs}}, got {_kind(reduce)}",
             )
     if stage.reduce:
         if stage.inputs:
@@ -686,7 +688,14 @@ def spec_json(spec: WorkflowSpec) -> dict[str, Any]:
                 for a in stage.map
             ]
         if stage.reduce:
-            out["reduce"] = {"include_failed": True} if stage.reduce_include_failed else {}
+            out["reduce"] = {
+                k: True
+                for k, v in (
+                    ("include_failed", stage.reduce_include_failed),
+                    ("outputs", stage.reduce_outputs),
+                )
+                if v
+            }
         if stage.when is not None:
             out["when"] = stage.when.text
         out["on_failure"] = f"FAILURE_POLICY_{stage.on_failure}"

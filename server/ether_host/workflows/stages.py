@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 from ether_host.workflows.expr import data_env
@@ -18,6 +19,7 @@ from ether_host.workflows.paths import Missing, resolve
 from ether_host.workflows.spec import StageSpec
 
 NO_INPUT = object()
+PLACEHOLDER = re.compile(r"^\$\{input(?:\.([^}]+))?\}$")
 
 
 class InputError(Exception):
@@ -72,9 +74,8 @@ class StageInputs:
         tasks = []
         for input_index, element in enumerate(inputs):
             for action_index, action in enumerate(spec.actions):
-                params = copy.deepcopy(spec.params)
-                params.update(copy.deepcopy(action.params))
-                if element is not NO_INPUT:
+                params, placed = fill({**spec.params, **action.params}, element)
+                if element is not NO_INPUT and not placed:
                     params[spec.input_param] = copy.deepcopy(element)
                 tasks.append((input_index, action_index, action.agent, action.action, params))
         return tasks, fanned or bool(spec.map)
@@ -99,16 +100,16 @@ class StageInputs:
         source = spec.input_from
         assert source is not None
         record = self.run.stage(source.stage)
-        if not source.keys and self.fanned.get(source.stage, False):
+        if not source.keys and (self.fanned.get(source.stage, False) or spec.reduce_outputs):
             items: list[Any] = []
             for task in (t for t in record.tasks if not t.proposed_by):
-                if task.succeeded and task.result is not None:
-                    items.append(task.result.data)
-                elif (
-                    spec.reduce_include_failed
-                    and task.result is not None
-                    and task.state == TaskState.FAILED
-                ):
+                if task.result is None:
+                    continue
+                if task.succeeded:
+                    items.append(
+                        output_json(task.result) if spec.reduce_outputs else task.result.data
+                    )
+                elif spec.reduce_include_failed and task.state == TaskState.FAILED:
                     items.append(output_json(task.result))
             return items
         value = resolve(self.data(source.stage), source.keys, f"{source.stage}.data")
@@ -117,6 +118,29 @@ class StageInputs:
         if value is None and not source.keys:
             return []
         return value if isinstance(value, list) else [value]
+
+
+def fill(value: Any, element: Any) -> tuple[Any, bool]:
+    """A deep copy of ``value`` with "${input}" / "${input.path}" strings replaced; whether any was."""
+    if isinstance(value, str):
+        match = PLACEHOLDER.match(value)
+        if match is None:
+            return value, False
+        if element is NO_INPUT:
+            raise InputError(f"{value!r}: this stage has no input (give inputs or input_from)")
+        if match.group(1) is None:
+            return copy.deepcopy(element), True
+        found = resolve(element, tuple(match.group(1).split(".")), "input")
+        if isinstance(found, Missing):
+            raise InputError(f"{value!r}: {found.where}")
+        return copy.deepcopy(found), True
+    if isinstance(value, dict):
+        pairs = [(k, fill(v, element)) for k, v in value.items()]
+        return {k: v for k, (v, _) in pairs}, any(used for _, (_, used) in pairs)
+    if isinstance(value, list):
+        items = [fill(v, element) for v in value]
+        return [v for v, _ in items], any(used for _, used in items)
+    return copy.deepcopy(value), False
 
 
 def new_task(

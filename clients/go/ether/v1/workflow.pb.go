@@ -515,7 +515,8 @@ type StageAction struct {
 	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
 	// Action of that agent. Required unless the agent has one action.
 	Action string `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
-	// Params for this action, merged over the stage's params.
+	// Params for this action, merged over the stage's params (top-level
+	// keys); "${input}" placeholders work as in Stage.params.
 	Params        *structpb.Struct `protobuf:"bytes,3,opt,name=params,proto3" json:"params,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -579,6 +580,11 @@ type ReduceSpec struct {
 	// Also pass the outputs of failed tasks (their whole AgentOutput as
 	// JSON); default: only the data of succeeded tasks.
 	IncludeFailed bool `protobuf:"varint,1,opt,name=include_failed,json=includeFailed,proto3" json:"include_failed,omitempty"`
+	// Pass every task's whole AgentOutput as JSON (task_id, status, agent,
+	// action, data, metadata, error) instead of its data: what report
+	// renderers take. Applies when input_from names a whole stage
+	// ("<stage>.data" or the default).
+	Outputs       bool `protobuf:"varint,2,opt,name=outputs,proto3" json:"outputs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -620,6 +626,13 @@ func (x *ReduceSpec) GetIncludeFailed() bool {
 	return false
 }
 
+func (x *ReduceSpec) GetOutputs() bool {
+	if x != nil {
+		return x.Outputs
+	}
+	return false
+}
+
 // Stage is one step of a workflow.
 //
 // Tasks of a stage: with `inputs` or an `input_from` that yields a list,
@@ -644,7 +657,12 @@ type Stage struct {
 	// Action of the agent. Required unless `map` is set or the agent has
 	// one action.
 	Action string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
-	// Params for every task of the stage.
+	// Params for every task of the stage. A string value "${input}"
+	// anywhere inside is replaced by the task's input element (any JSON
+	// value), and "${input.<path>}" by a part of it (dotted keys and list
+	// indexes); a task whose params use such a placeholder does not also get
+	// the element under input_param. A path that names nothing fails the
+	// stage with code "invalid_input".
 	Params *structpb.Struct `protobuf:"bytes,5,opt,name=params,proto3" json:"params,omitempty"`
 	// Literal inputs: one task per element. Exclusive with input_from. In
 	// spec_text an explicitly empty list is rejected (leave it out instead).
@@ -3376,10 +3394,11 @@ const file_ether_v1_workflow_proto_rawDesc = "" +
 	"\vStageAction\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12/\n" +
-	"\x06params\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x06params\"3\n" +
+	"\x06params\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x06params\"M\n" +
 	"\n" +
 	"ReduceSpec\x12%\n" +
-	"\x0einclude_failed\x18\x01 \x01(\bR\rincludeFailed\"\xd6\x05\n" +
+	"\x0einclude_failed\x18\x01 \x01(\bR\rincludeFailed\x12\x18\n" +
+	"\aoutputs\x18\x02 \x01(\bR\aoutputs\"\xd6\x05\n" +
 	"\x05Stage\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x14\n" +

@@ -122,10 +122,12 @@ class StageAction(_message.Message):
     def __init__(self, agent: _Optional[str] = ..., action: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ReduceSpec(_message.Message):
-    __slots__ = ("include_failed",)
+    __slots__ = ("include_failed", "outputs")
     INCLUDE_FAILED_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     include_failed: bool
-    def __init__(self, include_failed: _Optional[bool] = ...) -> None: ...
+    outputs: bool
+    def __init__(self, include_failed: _Optional[bool] = ..., outputs: _Optional[bool] = ...) -> None: ...
 
 class Stage(_message.Message):
     __slots__ = ("name", "description", "agent", "action", "params", "inputs", "input_from", "input_param", "parallel", "max_concurrency", "map", "reduce", "when", "on_failure", "retry", "budget", "task_timeout", "follow_next_actions")
