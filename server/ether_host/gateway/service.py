@@ -9,7 +9,7 @@ without a rights column hold every right.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from ether_host.gateway.calls import HostCalls
 from ether_host.gateway.context import Change
 from ether_host.gateway.egress.audit import AuditFilter, AuditLog, AuditRecord
 from ether_host.gateway.egress.fetch import Egress
+from ether_host.gateway.events import SessionEvent
 from ether_host.gateway.messaging import Lagged, Message, Messaging
 from ether_host.gateway.sessions import Session, SessionStore, Turn
 from ether_host.gateway.settings import GatewaySettings
@@ -131,6 +132,12 @@ class Gateway:
             return session, session.events.last_sequence
         self.sessions.check_resume(session, after)
         return session, after
+
+    def follow_session(
+        self, session: Session, after: int, done: Callable[[], bool]
+    ) -> AsyncIterator[tuple[int, SessionEvent]]:
+        """The session's events after ``after`` as they come, until ``done()``, its close or shutdown."""
+        return self.sessions.follow(session, after, lambda: self.stopping or done())
 
     def submit(
         self, session: Session, text: str, data: dict[str, Any], client_message_id: str

@@ -114,6 +114,10 @@ class Session:
         self.last_activity_at = time.time()
         return self.events.append(SessionEvent(kind, turn, data))
 
+    def wake(self) -> None:
+        """Make followers of the event stream re-check their stop condition."""
+        self.events.wake()
+
     def _context_changed(self, change: Change) -> None:
         self.emit(ev.CONTEXT_CHANGED, self.current_turn, change)
 

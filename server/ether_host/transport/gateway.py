@@ -126,16 +126,16 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
             finally:
                 state["target"] = session.turns
                 state["closed"] = True
-                session.events.wake()
+                session.wake()
 
         def finished() -> bool:
-            if self._gateway.stopping or state["error"] is not None:
+            if state["error"] is not None:
                 return True
             return bool(state["closed"]) and session.completed >= state["target"]
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(read)
-            async for sequence, event in session.events.follow(cursor, until=finished):
+            async for sequence, event in self._gateway.follow_session(session, cursor, finished):
                 yield gc.converse_event(sequence, event)
             tg.cancel_scope.cancel()
         if state["error"] is not None:
