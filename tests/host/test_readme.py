@@ -135,12 +135,6 @@ def test_agent_calls_run_verbatim(
             )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the README's agent calls pass paths relative to the repository root (README.md, "
-    "proto, server, docs), but agents run in their own folder (LaunchPlan cwd = spec.path), "
-    "so scout answers TASK_STATUS_ERROR 'README.md is not a file'",
-)
 def test_agent_tasks_succeed(
     agent_calls: list[tuple[str, subprocess.CompletedProcess[str]]],
 ) -> None:
@@ -151,8 +145,7 @@ def test_agent_tasks_succeed(
             "/Execute" in command and "TASK_STATUS_SUCCESS" not in result.stdout
         ):
             messages = re.findall(r'"message": "([^"]*)"', result.stdout)
-            request = command.split("'")[1]
-            failed.append(f"{request}: {messages}")
+            failed.append(f"{command}: {messages}")
     assert not failed, "tasks of the README that do not succeed:\n" + "\n".join(failed)
 
 

@@ -10,13 +10,15 @@ the agent's log; a failure raises InstallError with the tool's message.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -215,13 +217,25 @@ async def _typescript(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchP
     env = base_environment() | {"HOME": os.environ.get("HOME") or str(state_dir / "home")}
     env.pop("NODE_ENV", None)  # an inherited NODE_ENV=production would skip devDependencies (tsc)
     main = spec.main or _package_main(spec.path) or "dist/agent.js"
-    async with _locks.setdefault(str(stamp), anyio.Lock()):
+    async with _locks.setdefault(str(spec.path), anyio.Lock()), _folder_lock(spec.path):
         if stamp.exists() and (spec.path / main).exists():
             log(f"build cached: {spec.path / main}")
         else:
-            npm = ["npm", "ci"] if lockfile.exists() else ["npm", "install"]
-            log(" ".join(npm) + f" in {spec.path}")
-            await _run_tool([*npm, "--no-audit", "--no-fund"], spec.path, env, log, " ".join(npm))
+            # npm ci wipes node_modules: skip it when the folder already holds this exact
+            # manifest's install (a marker keyed like the stamp, but on the manifests only).
+            manifests = _digest(
+                [p.read_bytes() for p in (spec.path / "package.json", lockfile) if p.exists()]
+            )
+            marker = spec.path / "node_modules" / ".ether-installed"
+            if marker.exists() and marker.read_text() == manifests:
+                log(f"dependencies already installed in {spec.path / 'node_modules'}")
+            else:
+                npm = ["npm", "ci"] if lockfile.exists() else ["npm", "install"]
+                log(" ".join(npm) + f" in {spec.path}")
+                await _run_tool(
+                    [*npm, "--no-audit", "--no-fund"], spec.path, env, log, " ".join(npm)
+                )
+                marker.write_text(manifests)
             tsc = spec.path / "node_modules" / ".bin" / "tsc"
             if not tsc.exists():
                 raise InstallError(
@@ -233,6 +247,18 @@ async def _typescript(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchP
             stamp.write_text(main)
     argv = ["node", str(spec.path / main), *spec.command]
     return LaunchPlan(argv, spec.path, {})
+
+
+@contextlib.asynccontextmanager
+async def _folder_lock(folder: Path) -> AsyncIterator[None]:
+    """An exclusive flock on the agent folder: npm and tsc write into it, and two hosts
+    (or two test runs) building the same folder at once corrupt each other's output."""
+    handle = await anyio.to_thread.run_sync(lambda: (folder / ".ether-build.lock").open("a"))
+    try:
+        await anyio.to_thread.run_sync(fcntl.flock, handle.fileno(), fcntl.LOCK_EX)
+        yield
+    finally:
+        handle.close()  # closing releases the lock
 
 
 def _package_json(path: Path) -> dict[str, Any]:
