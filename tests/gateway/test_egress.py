@@ -243,6 +243,21 @@ def test_time_cap(host: HostProcess, web: Recorder) -> None:
     )
 
 
+def test_a_broken_policy_denies_and_is_audited(host: HostProcess, web: Recorder) -> None:
+    """A policy that cannot be read fails closed: denied, with the reason recorded."""
+    agent = fetcher(host, "fetch-broken", allow_hosts="127.0.0.1", rate=-1)
+    refused(fetch(host, agent, web.url("/hello")), "policy_error")
+    assert web.paths == []
+    assert [(r.decision, r.reason) for r in audit(host, agent=agent)] == [(DENIED, "policy_error")]
+
+
+def test_oversized_request_headers_are_refused(host: HostProcess, web: Recorder) -> None:
+    agent = fetcher(host, "fetch-headers", **LOOPBACK_ONLY)
+    output = fetch(host, agent, web.url("/hello"), headers={"x-big": "y" * 9000})
+    refused(output, "headers_too_large")
+    assert web.paths == []
+
+
 def test_list_audit_filters_and_pages(host: HostProcess, web: Recorder) -> None:
     agent = fetcher(host, "fetch-paged", **LOOPBACK_ONLY)
     for index in range(3):
@@ -277,24 +292,26 @@ def test_list_audit_filters_and_pages(host: HostProcess, web: Recorder) -> None:
 
 def test_watch_audit_streams_new_records_and_replays(host: HostProcess, web: Recorder) -> None:
     agent = fetcher(host, "fetch-watched", **LOOPBACK_ONLY)
-    live = host.gateway.WatchAudit(gateway_pb2.WatchAuditRequest(agent=agent), timeout=60)
     fetch(host, agent, web.url("/watched"))
     fetch(host, agent, "http://denied.test/")
-    got = [next(live).record, next(live).record]
-    live.cancel()
-    assert [(r.decision, r.host) for r in got] == [(ALLOWED, "127.0.0.1"), (DENIED, "denied.test")]
-    replay = host.gateway.WatchAudit(
+    watch = host.gateway.WatchAudit(
         gateway_pb2.WatchAuditRequest(agent=agent, after_id=0), timeout=60
     )
-    again = [next(replay).record.id, next(replay).record.id]
-    replay.cancel()
-    assert again == [r.id for r in got]
+    stored = [next(watch).record, next(watch).record]
+    assert [(r.decision, r.host) for r in stored] == [
+        (ALLOWED, "127.0.0.1"),
+        (DENIED, "denied.test"),
+    ]
+    fetch(host, agent, web.url("/later"))  # written while the stream follows
+    live = next(watch).record
+    watch.cancel()
+    assert (live.url, live.id > stored[1].id) == (web.url("/later"), True)
     denied_only = host.gateway.WatchAudit(
         gateway_pb2.WatchAuditRequest(agent=agent, after_id=0, decision=DENIED), timeout=60
     )
     first_denied = next(denied_only).record
     denied_only.cancel()
-    assert first_denied.id == got[1].id
+    assert first_denied.id == stored[1].id
 
 
 def test_audit_log_is_under_the_state_dir(host: HostProcess) -> None:

@@ -48,7 +48,7 @@ def test_message_reaches_the_agents_handler_with_the_transport_sender(
     host: HostProcess, postbox: str
 ) -> None:
     """The handler sees sender "local" (the caller's identity), not what the payload claims."""
-    received = subscribe(host, topic=f"{postbox}.received")
+    received = subscribe(host, topic=f"{postbox}.received", after=0)  # a new topic: nothing missed
     sent = send(host, postbox, "review_request", {"sender": "mallory", "doc": 7})
     got = next(received).message
     received.cancel()
@@ -70,6 +70,8 @@ def test_message_to_a_missing_agent_is_not_found(host: HostProcess) -> None:
 
 
 def test_bad_messages_are_refused(host: HostProcess, inbox: str) -> None:
+    """Each bad message is refused with its status; what was already in the mailbox stays."""
+    kept = send(host, inbox, "kept", {"n": 1}).message.id
     with pytest.raises(grpc.RpcError) as big:
         send(host, inbox, "huge", {"blob": "x" * (256 * 1024)})
     assert big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -80,6 +82,7 @@ def test_bad_messages_are_refused(host: HostProcess, inbox: str) -> None:
     with pytest.raises(grpc.RpcError) as other_session:
         send(host, inbox, "about", session_id="ses-ffffffffffffffff")
     assert other_session.value.code() == grpc.StatusCode.NOT_FOUND
+    assert [m["id"] for m in data(execute(host, inbox, "receive"))] == [kept]
 
 
 def test_full_mailbox_refuses_and_loses_nothing(host: HostProcess, inbox: str) -> None:
@@ -116,8 +119,8 @@ def test_agent_to_agent_message_carries_the_calling_agent(
     )
     assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
     assert data(output)["sender"] == f"agent:{inbox}"
-    watch = subscribe(host, agent=inbox)
-    send(host, inbox, "observed")
+    observed = send(host, inbox, "observed").message
+    watch = subscribe(host, agent=inbox, after=observed.sequence - 1)
     copy = next(watch).message
     watch.cancel()
     assert (copy.agent, copy.type, copy.sender) == (inbox, "observed", "local")
@@ -126,19 +129,17 @@ def test_agent_to_agent_message_carries_the_calling_agent(
 
 def test_topics_publish_subscribe_and_resume(host: HostProcess, inbox: str) -> None:
     topic = "session.milestones"
-    live = subscribe(host, topic=topic)
-    published = [
-        host.gateway.Publish(
-            gateway_pb2.PublishRequest(topic=topic, type="milestone_report"), timeout=10
-        )
-        for _ in range(3)
-    ]
+    live = subscribe(host, topic=topic, after=0)  # a new topic: replay all, then follow
+    request = gateway_pb2.PublishRequest(topic=topic, type="milestone_report")
+    published = [host.gateway.Publish(request, timeout=10) for _ in range(3)]
     got = [next(live).message for _ in range(3)]
+    published.append(host.gateway.Publish(request, timeout=10))  # the stream is surely open now
+    got.append(next(live).message)
     live.cancel()
-    assert [p.subscribers for p in published] == [1, 1, 1]
-    assert [m.sequence for m in got] == [p.message.sequence for p in published]
+    assert published[-1].subscribers == 1
+    assert [m.sequence for m in got] == [1, 2, 3, 4] == [p.message.sequence for p in published]
     resumed = subscribe(host, topic=topic, after=published[0].message.sequence)
-    again = [next(resumed).message.id for _ in range(2)]
+    again = [next(resumed).message.id for _ in range(3)]
     resumed.cancel()
     assert again == [p.message.id for p in published[1:]]
 
@@ -147,7 +148,7 @@ def test_agents_publish_and_subscribe_through_host_calls(host: HostProcess, inbo
     """An agent subscribed with msg.subscribe finds topic messages in its mailbox; an agent's
     publish reaches client subscribers stamped agent:<name>."""
     assert data(execute(host, inbox, "subscribe", {"topic": "news.daily"})) == ["news.daily"]
-    watch = subscribe(host, topic="news.daily")
+    watch = subscribe(host, topic="news.daily", after=0)
     output = execute(
         host, inbox, "publish", {"topic": "news.daily", "type": "headline", "data": "hi"}
     )
