@@ -96,7 +96,8 @@ def run(host: HostProcess, terminal_id: str, command: str, marker: str = "") -> 
         pb.GetTerminalRequest(terminal_id=terminal_id), timeout=10
     ).terminal.output_offset
     write(host, terminal_id, command + "\r")
-    return wait_output(host, terminal_id, marker or r"ether\$ $", after=offset)
+    # The prompt on a line of its own: a prompt redrawn in place (SIGWINCH) does not count.
+    return wait_output(host, terminal_id, marker or r"\nether\$ $", after=offset)
 
 
 def screen(host: HostProcess, terminal_id: str, **fields: Any) -> pb.Screen:

@@ -184,7 +184,7 @@ class TerminalManager:
         _require(identity, right, f"terminal {terminal_id}")
         return session
 
-    def _owner_filter(self, identity: Identity, owner: str) -> str | None:
+    def owner_filter(self, identity: Identity, owner: str) -> str | None:
         """The owner to filter on (None: every owner); others' terminals need the admin right."""
         if not owner:
             return identity.name
@@ -333,7 +333,7 @@ class TerminalManager:
     def list(
         self, identity: Identity, owner: str = "", state: TerminalState | None = None
     ) -> list[TerminalInfo]:
-        wanted = self._owner_filter(identity, owner)
+        wanted = self.owner_filter(identity, owner)
         _require(identity, READ, "terminals")
         return [
             s.info()

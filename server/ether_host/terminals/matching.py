@@ -28,7 +28,7 @@ _STRIP = re.compile(
 _INCOMPLETE_ESC = re.compile(
     rb"\x1b(?:\[[0-?]*[ -/]*|\][^\x07\x1b]*\x1b?|[PX^_](?:[^\x1b]|\x1b(?!\\))*\x1b?|[ -/]*)\Z", re.S
 )
-_SURROGATES = {c: "\ufffd" for c in range(0xDC80, 0xDD00)}
+_SURROGATE = re.compile("[\udc80-\udcff]")
 
 
 def compile_regex(pattern: str, field: str) -> re.Pattern[str]:
@@ -64,13 +64,19 @@ def _utf8_cut(data: bytes) -> int:
 
 
 class OutputText:
-    """Output bytes -> searchable text, with the byte offset of every character."""
+    """Output bytes -> searchable text; a character's byte offset is worked out on demand.
+
+    Each ``feed`` adds one piece (its byte offset, raw bytes and where its text
+    starts); stripping and decoding run once per piece at C speed. Mapping a
+    text index back to a byte offset re-walks one piece, which only happens for
+    a match.
+    """
 
     def __init__(self, offset: int, raw: bool = False) -> None:
         self.raw = raw
         self.text = ""
         self._starts: list[int] = []  # text index where each piece starts
-        self._pieces: list[tuple[int, str]] = []  # (byte offset, text with surrogate escapes)
+        self._pieces: list[tuple[int, bytes]] = []  # (byte offset, raw bytes)
         self._held = b""
         self._next = offset  # offset of the next byte to come (held bytes excluded)
 
@@ -90,44 +96,42 @@ class OutputText:
         self._held = data[keep:]
         data = data[:keep]
         self._next = offset + keep
-        added: list[str] = []
-        position = 0
-        matches = () if self.raw else _STRIP.finditer(data)
-        for match in matches:
-            if match.start() > position:
-                added.append(self._add(offset + position, data[position : match.start()]))
-            position = match.end()
-        if position < len(data):
-            added.append(self._add(offset + position, data[position:]))
-        return "".join(added)
-
-    def _add(self, offset: int, data: bytes) -> str:
-        piece = data.decode("utf-8", errors="surrogateescape")
+        if not data:
+            return ""
+        new = _show(data if self.raw else _STRIP.sub(b"", data))
         self._starts.append(len(self.text))
-        self._pieces.append((offset, piece))
-        shown = piece.translate(_SURROGATES)
-        self.text += shown
-        return shown
+        self._pieces.append((offset, data))
+        self.text += new
+        return new
+
+    def _locate(self, index: int, after: bool) -> int:
+        """Byte offset of text[index] (``after``: just after text[index - 1])."""
+        target = index - 1 if after else index
+        if target < 0 or not self._pieces:
+            return self._pieces[0][0] if self._pieces else self._next
+        if target >= len(self.text):
+            return self._next
+        number = bisect.bisect_right(self._starts, target) - 1
+        offset, raw = self._pieces[number]
+        want = target - self._starts[number]  # characters into this piece
+        position = 0
+        segments = [] if self.raw else list(_STRIP.finditer(raw))
+        for start, end in [*((m.start(), m.end()) for m in segments), (len(raw), len(raw))]:
+            segment = raw[position:start].decode("utf-8", errors="surrogateescape")
+            if want < len(segment):
+                used = segment[: want + 1] if after else segment[:want]
+                return offset + position + len(used.encode("utf-8", errors="surrogateescape"))
+            want -= len(segment)
+            position = end
+        return offset + len(raw)
 
     def offset_of(self, index: int) -> int:
-        """Byte offset of text[index] (or just after the text when index == len(text))."""
-        if index >= len(self.text):
-            return self._next
-        piece = bisect.bisect_right(self._starts, index) - 1
-        start, text = self._pieces[piece]
-        return start + len(
-            text[: index - self._starts[piece]].encode("utf-8", errors="surrogateescape")
-        )
+        """Byte offset of text[index] (just after the text when index == len(text))."""
+        return self._locate(index, after=False)
 
     def end_offset_of(self, index: int) -> int:
         """Byte offset just after text[index - 1] (where a match ending at ``index`` ends)."""
-        if index <= 0:
-            return self.offset_of(0)
-        piece = bisect.bisect_right(self._starts, index - 1) - 1
-        start, text = self._pieces[piece]
-        return start + len(
-            text[: index - self._starts[piece]].encode("utf-8", errors="surrogateescape")
-        )
+        return self._locate(index, after=True)
 
     def clear(self) -> None:
         """Forget the text (offsets of later output stay right)."""
@@ -148,6 +152,12 @@ class OutputText:
         self._pieces = self._pieces[piece:]
         self._starts = [s - cut for s in self._starts[piece:]]
         return cut
+
+
+def _show(data: bytes) -> str:
+    """Bytes as text: UTF-8, each invalid byte shown as U+FFFD (one character per byte)."""
+    text = data.decode("utf-8", errors="surrogateescape")
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
 
 @dataclass(frozen=True)

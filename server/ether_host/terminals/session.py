@@ -445,7 +445,6 @@ class Session:
             self._marks.append(ResizeMark(self.buffer.end, rows, cols))
             if len(self._marks) > MAX_MARKS:
                 del self._marks[: len(self._marks) - MAX_MARKS]
-            self._touch()
         return rows, cols
 
     def send_signal(self, signum: int, foreground: bool) -> int:
@@ -460,7 +459,6 @@ class Session:
             os.killpg(group, signum)
         except ProcessLookupError:
             raise self._exited_error("cannot send a signal") from None
-        self._touch()
         return group
 
     # -- screen --------------------------------------------------------------------------

@@ -222,7 +222,11 @@ class _ScreenWaiter(_Waiter):
     async def check(self) -> _Found | None:
         self.last = time.monotonic()
         view = await self.session.screen(self.request)
-        text = "\n".join([*view.scrollback, *view.lines]) if self.scrollback else view.text
+        lines = list(view.lines)
+        row = view.cursor.row
+        if 0 <= row < len(lines):  # keep the spaces before the cursor: `>>> $` matches a prompt
+            lines[row] = lines[row].ljust(view.cursor.col)
+        text = "\n".join([*view.scrollback, *lines] if self.scrollback else lines)
         match = self.regex.search(text)
         if match is None:
             return None

@@ -113,15 +113,15 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
         self, request: terminal_pb2.WatchTerminalsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[terminal_pb2.WatchTerminalsResponse]:
         identity = _identity()
+        owner = self._terminals.owner_filter(identity, request.owner)  # None: every owner
         history = self._terminals.events
         after = history.last_sequence
         listed = self._terminals.list(identity, request.owner) if request.include_existing else []
         wanted = {i.id for i in listed}
         for info in listed:
             yield _event(TerminalEvent("created", info))
-        owner = request.owner or identity.name
         async for _, event in history.follow(after, until=lambda: self._lifecycle.is_stopping):
-            if owner != "*" and event.terminal.owner != owner:
+            if owner is not None and event.terminal.owner != owner:
                 continue
             if event.kind == "created" and event.terminal.id in wanted:
                 continue

@@ -2519,7 +2519,10 @@ func (x *SendSignalResponse) GetProcessGroup() int32 {
 type ScreenCondition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Python `re` syntax, searched in the visible lines joined with "\n"
-	// (MULTILINE, so ^ and $ work per line). Required.
+	// (MULTILINE, so ^ and $ work per line). Lines are searched as ReadScreen
+	// returns them, without trailing spaces, except that the cursor's line
+	// keeps the spaces before the cursor, so ">>> $" matches a prompt that
+	// waits for input. Required.
 	Regex string `protobuf:"bytes,1,opt,name=regex,proto3" json:"regex,omitempty"`
 	// Search the scrollback too, not only the visible lines.
 	IncludeScrollback bool `protobuf:"varint,2,opt,name=include_scrollback,json=includeScrollback,proto3" json:"include_scrollback,omitempty"`

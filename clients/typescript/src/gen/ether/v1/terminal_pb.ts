@@ -1273,7 +1273,10 @@ export const SendSignalResponseSchema: GenMessage<SendSignalResponse> = /*@__PUR
 export type ScreenCondition = Message<"ether.v1.ScreenCondition"> & {
   /**
    * Python `re` syntax, searched in the visible lines joined with "\n"
-   * (MULTILINE, so ^ and $ work per line). Required.
+   * (MULTILINE, so ^ and $ work per line). Lines are searched as ReadScreen
+   * returns them, without trailing spaces, except that the cursor's line
+   * keeps the spaces before the cursor, so ">>> $" matches a prompt that
+   * waits for input. Required.
    *
    * @generated from field: string regex = 1;
    */

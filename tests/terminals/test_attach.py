@@ -1,0 +1,173 @@
+"""Attach: a snapshot at offset N, then output from N with offsets, then the exit; resume;
+read-only; and a slow client that falls back to snapshots without holding the program up."""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from ether.v1 import terminal_pb2 as pb
+from tests.support.host import HostProcess
+from tests.terminals.support import close, create, shell, wait_exit, wait_output, write
+
+
+class Client:
+    """An Attach stream whose request side stays open until ``done``."""
+
+    def __init__(self, host: HostProcess, start: pb.AttachStart) -> None:
+        self._requests: queue.Queue[pb.AttachRequest | None] = queue.Queue()
+        self._requests.put(pb.AttachRequest(start=start))
+        self.responses = host.terminals.Attach(self._iterate(), timeout=120)
+
+    def _iterate(self) -> Iterator[pb.AttachRequest]:
+        while (item := self._requests.get()) is not None:
+            yield item
+
+    def send(self, **kind: object) -> None:
+        self._requests.put(pb.AttachRequest(**kind))  # type: ignore[arg-type]
+
+    def next(self) -> pb.AttachResponse:
+        return next(self.responses)
+
+    def done(self) -> None:
+        self._requests.put(None)
+        self.responses.cancel()
+
+
+def test_attach_gives_a_snapshot_then_numbered_output_then_the_exit(host: HostProcess) -> None:
+    """The snapshot shows the prompt at offset N; input typed through the stream comes back as output
+    from N on, chunk offsets follow each other, and the stream ends with the exit status."""
+    terminal = shell(host)
+    client = Client(host, pb.AttachStart(terminal_id=terminal.id))
+    started = client.next().started
+    assert not started.read_only and not started.resumed and started.terminal.attached_clients == 1
+    snapshot = client.next().snapshot
+    assert snapshot.screen.lines[0] == "ether$" and snapshot.screen.cursor.col == 7
+    client.send(input=pb.TerminalInput(text="echo attached; exit 5\r"))
+    offset, data = snapshot.offset, b""
+    for message in client.responses:
+        kind = message.WhichOneof("kind")
+        if kind == "exit":
+            assert message.exit.exit_status.code == 5
+            break
+        assert kind == "output" and message.output.offset == offset
+        offset += len(message.output.data)
+        data += message.output.data
+    else:
+        pytest.fail("the stream ended without an exit message")
+    assert b"attached\r\n" in data
+    assert (
+        offset
+        == host.terminals.GetTerminal(
+            pb.GetTerminalRequest(terminal_id=terminal.id)
+        ).terminal.output_offset
+    )
+    client.done()
+    close(host, terminal.id)
+
+
+def test_attach_resumes_from_the_last_offset_without_a_snapshot(host: HostProcess) -> None:
+    """A client that reconnects with its last offset gets exactly the output it missed."""
+    terminal = create(host, command="read first; echo one; read line; echo two:$line; sleep 600")
+    first = Client(host, pb.AttachStart(terminal_id=terminal.id))
+    first.next()
+    offset = first.next().snapshot.offset
+    write(host, terminal.id, "x\r")
+    seen = b""
+    while b"one\r\n" not in seen:
+        message = first.next()
+        assert message.output.offset == offset + len(seen)
+        seen += message.output.data
+    offset += len(seen)
+    first.done()
+    write(host, terminal.id, "go\r")
+    wait_output(host, terminal.id, "two:go", after=0)
+    second = Client(host, pb.AttachStart(terminal_id=terminal.id, from_offset=offset))
+    started = second.next().started
+    assert started.resumed
+    missed = b""
+    while b"two:go\r\n" not in missed:
+        message = second.next()
+        assert message.WhichOneof("kind") == "output" and message.output.offset == offset + len(
+            missed
+        )
+        missed += message.output.data
+    assert missed == b"go\r\ntwo:go\r\n"
+    second.done()
+    close(host, terminal.id)
+
+
+def test_attach_from_an_offset_no_longer_held_starts_with_a_fresh_snapshot(
+    host: HostProcess,
+) -> None:
+    """When the output a client asks for was dropped from the buffer, it gets a snapshot instead."""
+    terminal = create(
+        host, command="seq 1 400000; sleep 600"
+    )  # ~2.6 MB, more than the 2 MiB buffer
+    wait_output(host, terminal.id, "^400000$", after=0)
+    client = Client(host, pb.AttachStart(terminal_id=terminal.id, from_offset=0))
+    started = client.next().started
+    assert not started.resumed and started.terminal.retained_offset > 0
+    snapshot = client.next().snapshot
+    assert (
+        snapshot.screen.lines[-2] == "400000" and snapshot.offset == started.terminal.output_offset
+    )
+    client.done()
+    close(host, terminal.id)
+
+
+def test_read_only_attach_refuses_input_and_ends_the_stream(host: HostProcess) -> None:
+    """A read-only attach watches; sending input ends its stream with PERMISSION_DENIED."""
+    terminal = shell(host)
+    client = Client(host, pb.AttachStart(terminal_id=terminal.id, read_only=True))
+    assert client.next().started.read_only
+    client.next()  # the snapshot
+    client.send(input=pb.TerminalInput(text="echo sneaky\r"))
+    with pytest.raises(grpc.RpcError) as error:
+        for _ in client.responses:
+            pass
+    assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "read-only" in (error.value.details() or "")
+    assert "sneaky" not in "\n".join(
+        host.terminals.ReadScreen(pb.ReadScreenRequest(terminal_id=terminal.id)).screen.lines
+    )
+    client.done()
+    close(host, terminal.id)
+
+
+def test_a_stalled_client_never_holds_up_the_program(host: HostProcess) -> None:
+    """During a 20 MB flood one client reads everything while another reads nothing: the program
+    finishes anyway; the stalled client then gets `lagged`, a fresh snapshot and the exit."""
+    terminal = create(host, command="read go; seq 1 3000000", rows=24)
+    fast = Client(host, pb.AttachStart(terminal_id=terminal.id))
+    slow = Client(host, pb.AttachStart(terminal_id=terminal.id))
+    assert fast.next().started and slow.next().started
+    fast_offset = fast.next().snapshot.offset
+    write(host, terminal.id, "go\r")
+    received = 0
+    for message in fast.responses:
+        kind = message.WhichOneof("kind")
+        if kind == "exit":
+            break
+        if kind == "output":
+            assert message.output.offset == fast_offset
+            fast_offset += len(message.output.data)
+            received += len(message.output.data)
+        else:  # a fast reader may still lag on a slow machine; then it resumes from a snapshot
+            assert kind in ("lagged", "snapshot")
+            fast_offset = message.snapshot.offset if kind == "snapshot" else fast_offset
+    assert wait_exit(host, terminal.id).exit_status.code == 0
+    kinds = [m.WhichOneof("kind") for m in slow.responses]
+    assert kinds[0] == "snapshot" and kinds[-1] == "exit"
+    lagged_at = kinds.index("lagged")
+    assert kinds[lagged_at + 1] == "snapshot"
+    total = host.terminals.GetTerminal(
+        pb.GetTerminalRequest(terminal_id=terminal.id)
+    ).terminal.output_offset
+    assert total > 20_000_000 and fast_offset == total and received > 0
+    fast.done()
+    slow.done()
+    close(host, terminal.id)
