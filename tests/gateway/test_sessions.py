@@ -6,7 +6,7 @@ import grpc
 import pytest
 
 from ether.v1 import agent_io_pb2, gateway_pb2, supervisor_pb2
-from tests.support.agents import AGENTS, deploy
+from tests.support.agents import AGENTS, deploy, watch_until
 from tests.support.calls import details
 from tests.support.host import HostProcess
 
@@ -274,3 +274,16 @@ def test_failover_when_the_serving_agent_was_stopped(host: HostProcess) -> None:
     ]
     assert kinds(events).index("agent_failover") < kinds(events).index("reply")
     assert reply_text(events) == f"{other} heard: second"
+
+
+def test_a_lone_agent_that_restarts_serves_the_next_turn(host: HostProcess) -> None:
+    """With no other agent to fail over to, the next turn waits for the restarted one."""
+    solo = deploy(host, AGENTS / "chatter", name="solo", capabilities=["solo"])
+    talk = Conversation(host, open_session(host, capability="solo").id)
+    crashed = talk.turn("crash")
+    watch_until(host, solo, {"BACKOFF"})
+    answered = talk.turn("back again")
+    talk.close()
+    assert [e.error.code for e in of(crashed, "error")] == ["agent_crashed"]
+    assert not of(crashed + answered, "agent_failover")
+    assert reply_text(answered) == "solo heard: back again"

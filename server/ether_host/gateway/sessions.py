@@ -46,6 +46,7 @@ from ether_host.supervisor import ManagedAgent, State, Supervisor
 log = structlog.get_logger("ether.gateway")
 
 OPEN, CLOSED = "OPEN", "CLOSED"
+COMING_BACK = (State.BACKOFF, State.STARTING, State.INSTALLING)
 MAX_CLIENT_MESSAGE_ID = 128
 REMEMBERED_MESSAGE_IDS = 1000
 REMEMBERED_REQUEST_IDS = 10000
@@ -405,7 +406,10 @@ class SessionStore:
         current = self.supervisor.agents.get(session.agent)
         if current is not None and healthy(current):
             return session.agent
-        return self.fail_over(session, turn, _why(current), exclude={session.agent})
+        replacement = self.fail_over(session, turn, _why(current), exclude={session.agent})
+        if replacement is None and current is not None and current.state in COMING_BACK:
+            return session.agent  # no one else, and it is restarting: the task waits for it
+        return replacement
 
     def fail_over(self, session: Session, turn: int, reason: str, exclude: set[str]) -> str | None:
         replacement = self.pick(session.capability, exclude)
