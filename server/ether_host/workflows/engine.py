@@ -386,7 +386,7 @@ class RunExecution:
             self._spend(stage, result)
             if result.status == SUCCESS:
                 self._complete(stage, task, result, TaskState.SUCCEEDED)
-                self._check_cost(stage, task)
+                self._check_cost(stage)
                 return
             code = result.error.code if result.error is not None else ""
             if self.halted() or code == "cancelled":
@@ -413,7 +413,7 @@ class RunExecution:
                 await anyio.sleep(retry.delay(task.attempts))
                 continue
             self._complete(stage, task, result, TaskState.FAILED)
-            self._check_cost(stage, task)
+            self._check_cost(stage)
             if spec.on_failure == STOP:
                 error = result.error
                 detail = (
@@ -481,24 +481,28 @@ class RunExecution:
         self.record.usage.cost += result.metadata.cost
         stage.record.usage.cost += result.metadata.cost
 
-    def _check_cost(self, stage: _Stage, task: TaskRecord) -> None:
+    def _check_cost(self, stage: _Stage) -> None:
         """Halt once a max_cost is spent and work remains (tasks running or to come)."""
-        more = any(
-            t is not task and t.state not in TaskState.FINISHED for t in stage.record.tasks
-        ) or any(s.state == StageState.PENDING for s in self.record.stages[stage.index + 1 :])
-        if not more:
+        checks = [
+            (what, budget, usage)
+            for what, budget, usage in (
+                ("run", self.record.spec.budget, self.record.usage),
+                (f"stage {stage.spec.name!r}", stage.spec.budget, stage.record.usage),
+            )
+            if budget.max_cost is not None and usage.cost >= budget.max_cost
+        ]
+        if not checks:
             return
-        for what, budget, usage in (
-            ("run", self.record.spec.budget, self.record.usage),
-            (f"stage {stage.spec.name!r}", stage.spec.budget, stage.record.usage),
-        ):
-            if budget.max_cost is not None and usage.cost >= budget.max_cost:
-                self.stop(
-                    BUDGET,
-                    "budget_exceeded",
-                    f"{what} budget max_cost={budget.max_cost:g} used up: spent {usage.cost:g}",
-                )
-                return
+        counts = stage.record.counts  # the task that just ended is counted as finished already
+        later = any(s.state == StageState.PENDING for s in self.record.stages[stage.index + 1 :])
+        if counts.pending + counts.running == 0 and not later:
+            return
+        what, budget, usage = checks[0]
+        self.stop(
+            BUDGET,
+            "budget_exceeded",
+            f"{what} budget max_cost={budget.max_cost:g} used up: spent {usage.cost:g}",
+        )
 
     def _task_budget(self, stage: _Stage) -> Budget:
         """What is left of the run's and the stage's budgets, for one task."""
