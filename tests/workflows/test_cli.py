@@ -156,3 +156,26 @@ def test_code_review_campaign_example(host: HostProcess, tmp_path: Path) -> None
     assert "| report | SUCCEEDED | 1 | 1 | 0 | 0 |" in report
     assert "wordcount.count" in report and "scout.search_content" in report
     assert "### Code review campaign" in report  # the TypeScript agent's rendering, under "Result"
+
+
+def test_bad_workflows_config_refuses_to_start(tmp_path: Path) -> None:
+    """A bad [workflows] table stops `ether serve` at once with exit 2, naming the key."""
+    config = tmp_path / "ether.toml"
+    config.write_text("[workflows]\nmax_active_runs = 0\n")
+    done = subprocess.run(
+        [
+            str(ETHER),
+            "serve",
+            "--config",
+            str(config),
+            "--listen",
+            "127.0.0.1:0",
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "workflows.max_active_runs: expected a positive integer, got 0" in done.stderr

@@ -4,12 +4,14 @@ from a sequence number, also after the run ended."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import grpc
 import pytest
 from google.protobuf import duration_pb2
 
 from ether.v1 import workflow_pb2
+from tests.support.agents import AGENTS, deploy
 from tests.support.calls import details
 from tests.support.host import HostProcess
 from tests.workflows.runs import (
@@ -226,3 +228,26 @@ def test_report_needs_a_format(host: HostProcess, flow: str) -> None:
     with pytest.raises(grpc.RpcError) as error:
         host.workflows.GetRunReport(workflow_pb2.GetRunReportRequest(run_id=run.id), timeout=10)
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_too_many_active_runs(tmp_path: Path) -> None:
+    """Past [workflows] max_active_runs, CreateRun is RESOURCE_EXHAUSTED with RetryInfo."""
+    config = tmp_path / "ether.toml"
+    config.write_text("[workflows]\nmax_active_runs = 1\n")
+    own = HostProcess(tmp_path / "state", "--config", str(config))
+    try:
+        own.wait_serving()
+        deploy(own, AGENTS / "flow")
+        tag = f"busy-{uuid.uuid4().hex[:8]}"
+        busy = create(own, HOLDING.format(tag=tag))
+        with pytest.raises(grpc.RpcError) as error:
+            create(own, "name: second\nstages:\n  - {name: a, agent: flow, action: echo}\n")
+        assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert details(error.value)["RetryInfo"].retry_delay.seconds == 5
+        own.workflows.CancelRun(workflow_pb2.CancelRunRequest(run_id=busy.id), timeout=10)
+        assert state(wait(own, busy.id)) == "CANCELLED"
+        assert state(
+            run_to_end(own, "name: third\nstages:\n  - {name: a, agent: flow, action: echo}\n")
+        ) == ("SUCCEEDED")
+    finally:
+        own.stop()

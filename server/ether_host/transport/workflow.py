@@ -16,7 +16,7 @@ from google.protobuf.message import Message
 from ether.v1 import workflow_pb2, workflow_pb2_grpc
 from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.lifecycle import Lifecycle
-from ether_host.transport.convert import seconds
+from ether_host.transport.convert import integral, seconds
 from ether_host.transport.interceptors import current_identity
 from ether_host.workflows import Workflows
 
@@ -45,7 +45,7 @@ class WorkflowServicer(workflow_pb2_grpc.WorkflowServiceServicer):
     ) -> workflow_pb2.CreateRunResponse:
         source = request.WhichOneof("spec_source")
         spec = (
-            json_format.MessageToDict(request.spec, preserving_proto_field_name=True)
+            integral(json_format.MessageToDict(request.spec, preserving_proto_field_name=True))
             if source == "spec"
             else None
         )

@@ -19,6 +19,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from ether_host.agents import Dispatcher, TaskResult
+from ether_host.config import ConfigError
 from ether_host.errors import (
     FailedPrecondition,
     FieldViolation,
@@ -82,6 +83,17 @@ def _check_request_id(request_id: str) -> None:
         )
 
 
+def _settings(table: Mapping[str, Any]) -> int:
+    """The host config's ``[workflows]`` table (max_active_runs); ConfigError for anything else."""
+    for key in table:
+        if key != "max_active_runs":
+            raise ConfigError(f"workflows: unknown key {key!r}; allowed keys are max_active_runs")
+    value = table.get("max_active_runs", DEFAULT_MAX_ACTIVE_RUNS)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"workflows.max_active_runs: expected a positive integer, got {value!r}")
+    return value
+
+
 class Workflows:
     """The workflow runs of one host."""
 
@@ -92,11 +104,10 @@ class Workflows:
         dispatcher: Dispatcher,
         settings: Mapping[str, Any] | None = None,
     ) -> None:
-        settings = settings or {}
         self.store = RunStore(Path(state_dir) / "workflows" / "runs.sqlite3")
         self.supervisor = supervisor
         self.dispatcher = dispatcher
-        self.max_active_runs = int(settings.get("max_active_runs", DEFAULT_MAX_ACTIVE_RUNS))
+        self.max_active_runs = _settings(settings or {})
         self._live: dict[str, RunExecution] = {}
         self._requests: dict[str, str] = {}
         self._lock = anyio.Lock()
@@ -232,9 +243,10 @@ class Workflows:
                 "the host is shutting down; create the run after it restarts",
                 reason="HOST_STOPPING",
             )
-        if len(self._live) >= self.max_active_runs:
+        active = sum(1 for execution in self._live.values() if not execution.done.is_set())
+        if active >= self.max_active_runs:
             raise ResourceExhausted(
-                f"{len(self._live)} runs are active (limit {self.max_active_runs}); wait for one to end",
+                f"{active} runs are active (limit {self.max_active_runs}); wait for one to end",
                 reason="TOO_MANY_RUNS",
                 retry_after=5.0,
                 metadata={"limit": str(self.max_active_runs)},
