@@ -248,6 +248,7 @@ class _View:
         self.last_sequence = 0
         self.successes = 0
         self.started = False
+        self.mapped: set[str] = set()  # stages with a map: their tasks are numbered input.action
 
     def _start(self) -> None:
         if not self.started and not self.quiet:
@@ -264,6 +265,7 @@ class _View:
             self.console.print(f"[yellow]{text}[/]")
 
     def header(self, run: Any, verb: str) -> None:
+        self.mapped = {stage.name for stage in run.spec.stages if len(stage.map) > 0}
         if not self.quiet:
             self.console.print(
                 f"[bold]{verb}[/] run [cyan]{run.id}[/] ({run.name or 'unnamed'}): "
@@ -329,7 +331,10 @@ class _View:
         if self.quiet:
             return
         meta = task.output.metadata
-        where = f"{task.stage:<12} {task.agent}.{task.action} #{task.input_index}"
+        number = f"#{task.input_index}" + (
+            f".{task.action_index}" if task.stage in self.mapped else ""
+        )
+        where = f"{task.stage:<12} {task.agent}.{task.action} {number}"
         timing = f"{meta.duration.ToTimedelta().total_seconds():.3f}s"
         cost = f" ${meta.cost:g}" if meta.cost else ""
         if state == "SUCCEEDED":
