@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ether.v1.agent_io_pb2 import ListAgentsRequest
 from tests.support.agents import EXAMPLES, deploy
 from tests.support.host import ROOT, TOOLS
 
@@ -152,3 +153,22 @@ def test_agent_tasks_succeed(
 def test_readme_points_here() -> None:
     """The README says which test runs its commands; keep the pointer true."""
     assert f"tests/host/{Path(__file__).name}" in README.read_text(encoding="utf-8")
+
+
+def test_session_walkthrough_runs_verbatim(readme_host: Host) -> None:
+    """The README's session commands (ether chat, a Converse turn, the context, the session
+    list) run verbatim against the concierge example and show its answers."""
+    for name in ("scout", "concierge"):
+        if name not in {
+            a.name for a in readme_host.agents.ListAgents(ListAgentsRequest(), timeout=10).agents
+        }:
+            deploy(readme_host, EXAMPLES / name)
+    outputs = []
+    for command in readme_commands("sessions"):
+        result = run_shell(command, readme_host.address)
+        assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
+        outputs.append(result.stdout)
+    chat, converse, sessions = outputs
+    assert "scout" in chat
+    assert '"reply"' in converse and '"version"' in converse
+    assert '"sessions"' in sessions

@@ -362,7 +362,7 @@ class Dispatcher:
                 "invalid_request", f"call {method!r} names no running task of this agent"
             )
         agent = self.supervisor.get(caller.agent)
-        if method not in agent.allowed_calls:
+        if not agent.may_call(method):
             raise TaskFailure(
                 "permission_denied",
                 f"agent {agent.name} may not call {method!r}; allowed: {sorted(agent.allowed_calls)}",

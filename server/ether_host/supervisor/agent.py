@@ -195,9 +195,16 @@ class ManagedAgent:
 
     @property
     def allowed_calls(self) -> set[str]:
-        """Declared by the agent and granted by its deployment."""
+        """Declared by the agent and granted by its deployment (patterns such as ``ctx.*``)."""
         granted = self.spec.allowed_calls
-        return {c for c in self.declared_calls if any(_matches(c, g) for g in granted)}
+        return {
+            c for c in self.declared_calls if any(_matches(c, g) or _matches(g, c) for g in granted)
+        }
+
+    def may_call(self, method: str) -> bool:
+        """True when the agent declared ``method`` in hello and its deployment grants it."""
+        declared = any(_matches(method, pattern) for pattern in self.declared_calls)
+        return declared and any(_matches(method, pattern) for pattern in self.spec.allowed_calls)
 
     # -- running -------------------------------------------------------------------------
 
