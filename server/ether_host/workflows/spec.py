@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any
 
 from ether_host.agents import Budget
 from ether_host.errors import FieldViolation, InvalidArgument
+from ether_host.workflows.checks import Checker, join, kind, suggest
 from ether_host.workflows.expr import Condition, ExprError, parse_condition
 from ether_host.workflows.paths import DataPath, PathError, parse_path
 from ether_host.workflows.source import Source
@@ -28,9 +28,6 @@ DEFAULT_STAGE_CONCURRENCY = 16
 DEFAULT_RUN_CONCURRENCY = 64
 MAX_CONCURRENCY = 10000
 STOP, CONTINUE = "STOP", "CONTINUE"
-_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*(ms|s|m|h))+\s*$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h)")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 # What the validator needs to know about agents: None for an unknown agent,
 # else (its action names, or [] before its first hello).
@@ -141,173 +138,30 @@ def budget_json(budget: Budget) -> dict[str, Any]:
     return out
 
 
-class _Checker:
-    """Walks raw spec data, collecting every violation with its field path and position."""
-
-    def __init__(self, source: Source) -> None:
-        self.source = source
-        self.violations: list[FieldViolation] = []
-
-    def bad(self, path: str, description: str) -> None:
-        where = self.source.where(path)
-        self.violations.append(
-            FieldViolation(path, f"{where}: {description}" if where else description)
-        )
-
-    def mapping(self, value: Any, path: str, allowed: tuple[str, ...]) -> dict[str, Any]:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            self.bad(path, f"expected a mapping with keys {', '.join(allowed)}, got {_kind(value)}")
-            return {}
-        for key in value:
-            if key not in allowed:
-                hint = _suggest(str(key), allowed)
-                self.bad(
-                    _join(path, key), f"unknown field {key!r}{hint}; allowed: {', '.join(allowed)}"
-                )
-        return value
-
-    def text(self, value: Any, path: str, limit: int = 4096) -> str:
-        if value is None:
-            return ""
-        if not isinstance(value, str):
-            self.bad(path, f"expected a string, got {_kind(value)}")
-            return ""
-        if len(value) > limit:
-            self.bad(path, f"longer than {limit} characters")
-        return value
-
-    def boolean(self, value: Any, path: str) -> bool:
-        if value is None:
-            return False
-        if not isinstance(value, bool):
-            self.bad(path, f"expected true or false, got {_kind(value)}")
-            return False
-        return value
-
-    def integer(self, value: Any, path: str, low: int, high: int) -> int:
-        if value is None:
-            return 0
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
-            value = int(value)  # proto3 JSON writes 64-bit integers as strings
-        if not isinstance(value, int) or isinstance(value, bool):
-            self.bad(path, f"expected an integer, got {_kind(value)}")
-            return 0
-        if not low <= value <= high:
-            self.bad(path, f"{value} is out of range {low} to {high}")
-            return 0
-        return value
-
-    def number(self, value: Any, path: str) -> float | None:
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.bad(path, f"expected a number, got {_kind(value)}")
-            return None
-        if math.isnan(value) or math.isinf(value):
-            self.bad(path, "must be a finite number")
-            return None
-        if value < 0:
-            self.bad(path, f"must not be negative, got {value:g}")
-            return None
-        return float(value)
-
-    def duration(self, value: Any, path: str) -> float | None:
-        """Seconds from a number or a string such as "30s", "1.5s", "500ms", "2m", "1h30m"."""
-        if value is None:
-            return None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            seconds = float(value)
-        elif isinstance(value, str) and value.strip().startswith("-"):
-            self.bad(path, f"must not be negative, got {value!r}")
-            return None
-        elif isinstance(value, str) and _DURATION.match(value):
-            seconds = sum(float(n) * _UNIT[u] for n, u in _DURATION_PART.findall(value))
-        else:
-            self.bad(
-                path,
-                f"expected a duration such as 30s, 1.5s, 500ms, 2m or 1h (or seconds), got {value!r}",
-            )
-            return None
-        if seconds < 0 or math.isnan(seconds) or math.isinf(seconds):
-            self.bad(path, f"must not be negative, got {value!r}")
-            return None
-        return seconds
-
-    def params(self, value: Any, path: str) -> dict[str, Any]:
-        if value is None:
-            return {}
-        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-            self.bad(path, f"expected a mapping of parameter names to values, got {_kind(value)}")
-            return {}
-        return copy.deepcopy(value)
-
-    def budget(self, value: Any, path: str) -> Budget:
-        raw = self.mapping(value, path, ("max_cost", "max_time", "max_iterations", "max_tasks"))
-        budget = Budget(
-            max_cost=self.number(raw.get("max_cost"), _join(path, "max_cost")),
-            max_time=self.duration(raw.get("max_time"), _join(path, "max_time")),
-        )
-        for key in ("max_iterations", "max_tasks"):
-            value = raw.get(key)
-            if value is None:
-                continue
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
-                self.bad(_join(path, key), f"must not be negative, got {value}")
-                continue
-            setattr(budget, key, self.integer(value, _join(path, key), 0, 2**31 - 1))
-        return budget
-
-    def retry(self, value: Any, path: str) -> RetrySpec | None:
-        if value is None:
-            return None
-        raw = self.mapping(
-            value,
-            path,
-            ("max_attempts", "initial_backoff", "max_backoff", "multiplier", "retryable_only"),
-        )
-        retry = RetrySpec(
-            max_attempts=self.integer(raw.get("max_attempts"), _join(path, "max_attempts"), 0, 10)
-            or 1,
-            retryable_only=self.boolean(raw.get("retryable_only"), _join(path, "retryable_only")),
-        )
-        initial = self.duration(raw.get("initial_backoff"), _join(path, "initial_backoff"))
-        maximum = self.duration(raw.get("max_backoff"), _join(path, "max_backoff"))
-        retry.initial_backoff = 1.0 if initial is None else initial
-        retry.max_backoff = 60.0 if maximum is None else maximum
-        multiplier = self.number(raw.get("multiplier"), _join(path, "multiplier"))
-        if multiplier is not None and 0 < multiplier < 1:
-            self.bad(
-                _join(path, "multiplier"),
-                f"must be at least 1 (or 0 for the default 2), got {multiplier:g}",
-            )
-        retry.multiplier = multiplier or 2.0
-        return retry
-
-
-def _join(path: str, key: Any) -> str:
-    return f"{path}.{key}" if path else str(key)
-
-
-def _kind(value: Any) -> str:
+def _retry(check: Checker, value: Any, path: str) -> RetrySpec | None:
     if value is None:
-        return "null"
-    return {
-        dict: "a mapping",
-        list: "a list",
-        str: f"the string {str(value)[:40]!r}",
-        bool: str(value).lower(),
-    }.get(type(value), f"{type(value).__name__} {value!r}"[:60])
-
-
-def _suggest(key: str, allowed: tuple[str, ...]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(key, allowed, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+        return None
+    raw = check.mapping(
+        value,
+        path,
+        ("max_attempts", "initial_backoff", "max_backoff", "multiplier", "retryable_only"),
+    )
+    retry = RetrySpec(
+        max_attempts=check.integer(raw.get("max_attempts"), join(path, "max_attempts"), 0, 10) or 1,
+        retryable_only=check.boolean(raw.get("retryable_only"), join(path, "retryable_only")),
+    )
+    initial = check.duration(raw.get("initial_backoff"), join(path, "initial_backoff"))
+    maximum = check.duration(raw.get("max_backoff"), join(path, "max_backoff"))
+    retry.initial_backoff = 1.0 if initial is None else initial
+    retry.max_backoff = 60.0 if maximum is None else maximum
+    multiplier = check.number(raw.get("multiplier"), join(path, "multiplier"))
+    if multiplier is not None and 0 < multiplier < 1:
+        check.bad(
+            join(path, "multiplier"),
+            f"must be at least 1 (or 0 for the default 2), got {multiplier:g}",
+        )
+    retry.multiplier = multiplier or 2.0
+    return retry
 
 
 STAGE_FIELDS = (
@@ -335,18 +189,16 @@ SPEC_FIELDS = ("name", "description", "stages", "budget", "default_retry", "max_
 
 def parse_spec(source: Source, catalog: Catalog) -> WorkflowSpec:
     """Validate a whole spec; INVALID_ARGUMENT listing every problem found."""
-    check = _Checker(source)
+    check = Checker(source)
     raw = source.data
     if not isinstance(raw, dict):
-        check.bad(
-            "spec", f"expected a mapping with keys {', '.join(SPEC_FIELDS)}, got {_kind(raw)}"
-        )
+        check.bad("spec", f"expected a mapping with keys {', '.join(SPEC_FIELDS)}, got {kind(raw)}")
         raise _invalid(check.violations)
     raw = check.mapping(raw, "", SPEC_FIELDS)
     name = check.text(raw.get("name"), "name", 128)
     description = check.text(raw.get("description"), "description")
     budget = check.budget(raw.get("budget"), "budget")
-    default_retry = check.retry(raw.get("default_retry"), "default_retry")
+    default_retry = _retry(check, raw.get("default_retry"), "default_retry")
     run_cap = check.integer(raw.get("max_concurrency"), "max_concurrency", 0, MAX_CONCURRENCY)
     stages_raw = raw.get("stages")
     if not isinstance(stages_raw, list) or not stages_raw:
@@ -368,7 +220,7 @@ def parse_spec(source: Source, catalog: Catalog) -> WorkflowSpec:
 
 
 def _stage(
-    check: _Checker, catalog: Catalog, value: Any, path: str, index: int, layout: _Layout
+    check: Checker, catalog: Catalog, value: Any, path: str, index: int, layout: _Layout
 ) -> StageSpec:
     names = layout.names
     raw = check.mapping(value, path, STAGE_FIELDS)
@@ -389,7 +241,7 @@ def _stage(
         max_concurrency=check.integer(
             raw.get("max_concurrency"), f"{path}.max_concurrency", 0, MAX_CONCURRENCY
         ),
-        retry=check.retry(raw.get("retry"), f"{path}.retry"),
+        retry=_retry(check, raw.get("retry"), f"{path}.retry"),
         budget=check.budget(raw.get("budget"), f"{path}.budget"),
         task_timeout=check.duration(raw.get("task_timeout"), f"{path}.task_timeout"),
     )
@@ -418,14 +270,14 @@ def _stage(
 
 
 def _inputs(
-    check: _Checker, stage: StageSpec, raw: dict[str, Any], path: str, index: int, layout: _Layout
+    check: Checker, stage: StageSpec, raw: dict[str, Any], path: str, index: int, layout: _Layout
 ) -> None:
     names = layout.names
     inputs = raw.get("inputs")
     if inputs is not None:
         if not isinstance(inputs, list):
             check.bad(
-                f"{path}.inputs", f"expected a list (one task per element), got {_kind(inputs)}"
+                f"{path}.inputs", f"expected a list (one task per element), got {kind(inputs)}"
             )
         elif not inputs and isinstance(raw.get("inputs"), list) and check.source.marks:
             check.bad(f"{path}.inputs", "is empty; leave it out to run one task without input")
@@ -461,7 +313,7 @@ def _inputs(
         else:
             check.bad(
                 f"{path}.reduce",
-                f"expected true, 'all' or a mapping {{include_failed, outputs}}, got {_kind(reduce)}",
+                f"expected true, 'all' or a mapping {{include_failed, outputs}}, got {kind(reduce)}",
             )
     if stage.reduce:
         if stage.inputs:
@@ -542,12 +394,12 @@ def _cycle(start: str, goal: str, edges: dict[str, set[str]]) -> list[str]:
 
 
 def _actions(
-    check: _Checker, catalog: Catalog, stage: StageSpec, raw: dict[str, Any], path: str
+    check: Checker, catalog: Catalog, stage: StageSpec, raw: dict[str, Any], path: str
 ) -> None:
     mapped = raw.get("map")
     if mapped is not None and not isinstance(mapped, list):
         check.bad(
-            f"{path}.map", f"expected a list of {{agent, action, params}}, got {_kind(mapped)}"
+            f"{path}.map", f"expected a list of {{agent, action, params}}, got {kind(mapped)}"
         )
         mapped = None
     if mapped:
@@ -583,7 +435,7 @@ def _actions(
 
 
 def _resolve_action(
-    check: _Checker, catalog: Catalog, agent: str, action: str, action_path: str, agent_path: str
+    check: Checker, catalog: Catalog, agent: str, action: str, action_path: str, agent_path: str
 ) -> str:
     actions = catalog(agent)
     if actions is None:
@@ -601,7 +453,7 @@ def _resolve_action(
         )
         return action
     if action not in actions:
-        hint = _suggest(action, tuple(actions))
+        hint = suggest(action, tuple(actions))
         check.bad(
             action_path,
             f"agent {agent!r} has no action {action!r}{hint}; its actions: {', '.join(actions)}",
@@ -610,7 +462,7 @@ def _resolve_action(
 
 
 def _policy(
-    check: _Checker, catalog: Catalog, stage: StageSpec, raw: dict[str, Any], path: str
+    check: Checker, catalog: Catalog, stage: StageSpec, raw: dict[str, Any], path: str
 ) -> None:
     policy = raw.get("on_failure")
     if policy is not None:
