@@ -14,8 +14,18 @@ from anyio.abc import TaskStatus
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from ether.v1 import agent_io_pb2, gateway_pb2, supervisor_pb2, terminal_pb2, workflow_pb2
-from ether.v1 import agent_io_pb2_grpc, gateway_pb2_grpc, supervisor_pb2_grpc, terminal_pb2_grpc, workflow_pb2_grpc
+from ether.v1 import (
+    agent_io_pb2,
+    agent_io_pb2_grpc,
+    gateway_pb2,
+    gateway_pb2_grpc,
+    supervisor_pb2,
+    supervisor_pb2_grpc,
+    terminal_pb2,
+    terminal_pb2_grpc,
+    workflow_pb2,
+    workflow_pb2_grpc,
+)
 from ether_host.agents import Dispatcher
 from ether_host.auth import load_token_file
 from ether_host.config import HostConfig
@@ -28,7 +38,13 @@ from ether_host.terminals.agents import AgentTerminals
 from ether_host.transport.agent_io import AgentIOServicer
 from ether_host.transport.gateway import GatewayServicer
 from ether_host.transport.interceptors import AuthInterceptor, RpcInterceptor
-from ether_host.transport.listen import ListenError, bind_tcp, bind_unix, is_loopback, split_host_port
+from ether_host.transport.listen import (
+    ListenError,
+    bind_tcp,
+    bind_unix,
+    is_loopback,
+    split_host_port,
+)
 from ether_host.transport.pending import pending_servicer
 from ether_host.transport.supervisor import SupervisorServicer
 from ether_host.transport.terminal import TerminalServicer
@@ -86,8 +102,10 @@ def build_core(config: HostConfig) -> Core:
 def _pending(module: Any, grpc_module: Any, service: str, missing: str) -> tuple[Any, Any, Any]:
     descriptor = module.DESCRIPTOR.services_by_name[service]
     base = getattr(grpc_module, f"{service}Servicer")
-    return descriptor, getattr(grpc_module, f"add_{service}Servicer_to_server"), pending_servicer(
-        base, descriptor, missing
+    return (
+        descriptor,
+        getattr(grpc_module, f"add_{service}Servicer_to_server"),
+        pending_servicer(base, descriptor, missing),
     )
 
 
@@ -122,7 +140,9 @@ def _services(core: Core) -> list[tuple[Any, Any, Any]]:
     ]
 
 
-async def run_host(config: HostConfig, *, task_status: TaskStatus[list[str]] = anyio.TASK_STATUS_IGNORED) -> None:
+async def run_host(
+    config: HostConfig, *, task_status: TaskStatus[list[str]] = anyio.TASK_STATUS_IGNORED
+) -> None:
     """Serve until SIGINT or SIGTERM, then drain and stop everything."""
     tokens = load_token_file(Path(config.auth_tokens_file)) if config.auth_tokens_file else None
     _check_exposure(config, tokens is not None)
@@ -160,16 +180,27 @@ async def run_host(config: HostConfig, *, task_status: TaskStatus[list[str]] = a
         await tg.start(core.workflows.run)
         await tg.start(core.gateway.run)
         await tg.start(core.terminals.run)
-        core.supervisor.deploy_configured([dict(entry) for entry in config.agents], config.agents_dir)
+        core.supervisor.deploy_configured(
+            [dict(entry) for entry in config.agents], config.agents_dir
+        )
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             await server.start()
             for descriptor, _, _ in services:
-                await health_servicer.set(descriptor.full_name, health_pb2.HealthCheckResponse.SERVING)
+                await health_servicer.set(
+                    descriptor.full_name, health_pb2.HealthCheckResponse.SERVING
+                )
             await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-            log.info("serving", addresses=addresses, auth=tokens is not None, state_dir=str(config.state_dir))
+            log.info(
+                "serving",
+                addresses=addresses,
+                auth=tokens is not None,
+                state_dir=str(config.state_dir),
+            )
             task_status.started(addresses)
             async for signum in signals:
-                log.info("stopping", signal=signal.Signals(signum).name, grace_s=config.shutdown_grace)
+                log.info(
+                    "stopping", signal=signal.Signals(signum).name, grace_s=config.shutdown_grace
+                )
                 break
         core.lifecycle.stopping.set()
         await core.workflows.shutdown()  # runs end INTERRUPTED before their agents stop
