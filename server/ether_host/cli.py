@@ -22,7 +22,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error on one line and exits 2."""
 
     def error(self, message: str) -> NoReturn:
-        options = ", ".join(sorted(o for a in self._actions for o in a.option_strings if o.startswith("--")))
+        options = ", ".join(
+            sorted(o for a in self._actions for o in a.option_strings if o.startswith("--"))
+        )
         hint = f" (allowed: {options})" if "unrecognized arguments" in message else ""
         self.exit(EXIT_USAGE, f"{self.prog}: {message}{hint}\n")
 
@@ -34,13 +36,23 @@ def _parser() -> argparse.ArgumentParser:
     serve.set_defaults(command_parser=serve)
     serve.add_argument("--config", help="TOML config file (also ETHER_CONFIG)")
     serve.add_argument("--listen", help="TCP HOST:PORT; '' disables TCP (default 127.0.0.1:50051)")
-    serve.add_argument("--unix-socket", dest="unix_socket", help="unix socket path; its directory is made 0700")
-    serve.add_argument("--state-dir", dest="state_dir", help="where runs, audit and caches live (default .ether)")
+    serve.add_argument(
+        "--unix-socket", dest="unix_socket", help="unix socket path; its directory is made 0700"
+    )
+    serve.add_argument(
+        "--state-dir", dest="state_dir", help="where runs, audit and caches live (default .ether)"
+    )
     serve.add_argument("--log-format", dest="log_format", help=f"one of {', '.join(LOG_FORMATS)}")
     serve.add_argument("--log-level", dest="log_level", help=f"one of {', '.join(LOG_LEVELS)}")
-    serve.add_argument("--auth-tokens-file", dest="auth_tokens_file", help="file of 'NAME TOKEN' lines")
-    serve.add_argument("--shutdown-grace", dest="shutdown_grace", help="seconds to drain RPCs on stop")
-    serve.add_argument("--agents-dir", dest="agents_dir", help="deploy every agent folder in this directory")
+    serve.add_argument(
+        "--auth-tokens-file", dest="auth_tokens_file", help="file of 'NAME TOKEN' lines"
+    )
+    serve.add_argument(
+        "--shutdown-grace", dest="shutdown_grace", help="seconds to drain RPCs on stop"
+    )
+    serve.add_argument(
+        "--agents-dir", dest="agents_dir", help="deploy every agent folder in this directory"
+    )
     cli_chat.add_parser(commands)
     cli_workflow.add_parser(commands)
     return parser
