@@ -283,6 +283,8 @@ class Dispatcher:
         """
         if pending.done.is_set() or self._tg is None:
             return False
+        # The caller is gone: late progress and log frames have nobody to go to.
+        pending.on_progress = pending.on_log = None
         self._tg.start_soon(self._watch_cancelled, connection, replica, pending, reason)
         return True
 
