@@ -144,7 +144,9 @@ class ManagedAgent:
     def log_frame(self, replica: Replica, frame: dict[str, Any]) -> None:
         fields = dict(frame.get("fields") or {})
         if frame.get("task_id"):
-            fields.setdefault("frame_id", frame["task_id"])  # the link's id (h-N), not the public task id
+            fields.setdefault(
+                "frame_id", frame["task_id"]
+            )  # the link's id (h-N), not the public task id
         self.log_line(
             replica, "log", str(frame.get("level") or "info"), str(frame.get("msg") or ""), fields
         )
