@@ -94,7 +94,7 @@ def test_an_agents_terminals_close_when_it_stops(host: HostProcess, agent: str) 
     opened = call(host, agent, "open_shell")
     terminal_id = opened["terminal_id"]
     pids = list(processes_of(terminal_id))
-    assert len(pids) >= 4  # bash and three sleeps, one of them in a session of its own
+    assert len(pids) >= 5  # bash, setsid and three sleeps (one in a session of its own)
     watch = host.terminals.WatchTerminals(
         pb.WatchTerminalsRequest(owner="agent:termuser"), timeout=60
     )

@@ -120,7 +120,9 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
         wanted = {i.id for i in listed}
         for info in listed:
             yield _event(TerminalEvent("created", info))
-        async for _, event in history.follow(after, until=lambda: self._lifecycle.is_stopping):
+        # Ends when the host stops: closing every terminal appends their `closed` events,
+        # then closes the history, so watchers see them all before the stream ends.
+        async for _, event in history.follow(after):
             if owner is not None and event.terminal.owner != owner:
                 continue
             if event.kind == "created" and event.terminal.id in wanted:

@@ -64,7 +64,7 @@ async def open_shell(ctx: TaskContext) -> dict[str, Any]:
     term = await Terminal.open(ctx, argv=["bash", "--norc", "--noprofile"], env={"PS1": "agent$ "})
     await term.wait_screen(r"agent\$")
     await term.write(
-        "setsid sleep 3001 & nohup sleep 3002 >/dev/null 2>&1 & sleep 3003 & echo started\r"
+        "setsid -w sleep 3001 & nohup sleep 3002 >/dev/null 2>&1 & sleep 3003 & echo started\r"
     )
     found = await term.wait_output(r"^started", after=0)
     if not found["matched"]:

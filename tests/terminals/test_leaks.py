@@ -1,0 +1,120 @@
+"""No leaks: every way a terminal ends takes its whole process tree with it -- including
+grandchildren that left the process group with setsid or ignore SIGHUP with nohup.
+
+Each test starts a shell that starts such grandchildren, notes every process carrying the
+terminal's id in its environment (/proc/<pid>/environ), ends the terminal one way, and then
+checks /proc: none of those pids exists any more, not even as a zombie. (The agent-stopped
+path is in test_agents.py.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+
+from ether.v1 import terminal_pb2 as pb
+from ether.v1 import terminal_pb2_grpc
+from tests.support.host import HostProcess
+from tests.terminals.conftest import start_host
+from tests.terminals.support import (
+    alive,
+    close,
+    processes_of,
+    seconds,
+    shell,
+    wait_output,
+    wait_quiet,
+    write,
+)
+
+# Each grandchild says when it runs: one in a session of its own (setsid; -w keeps its
+# parent waiting, so it is no orphan the host's sweeper would take), one ignoring SIGHUP under
+# nohup, one ignoring SIGHUP by itself. (`up-"1"` prints up-1, which the echo of the typed
+# command line does not contain.)
+GRANDCHILDREN = (
+    "setsid -w sh -c 'echo up-\"1\"; exec sleep 3001' & "
+    'nohup sleep 3002 >/dev/null 2>&1 & echo up-"2"; '
+    'sh -c \'trap "" HUP; echo up-"3"; exec sleep 3003\' &\r'
+)
+
+
+def family(host: HostProcess, terminal_id: str) -> list[int]:
+    """Start the grandchildren; return every pid of the terminal (shell included)."""
+    write(host, terminal_id, GRANDCHILDREN)
+    for marker in ("up-1", "up-2", "up-3"):
+        wait_output(host, terminal_id, marker, after=0)
+    wait_quiet(host, terminal_id, 0.2)  # a process in the middle of exec hides its environment
+    pids = list(processes_of(terminal_id))
+    assert len(pids) >= 5, pids  # bash, setsid and three sleeps
+    return pids
+
+
+def closed_event(host: HostProcess, terminal_id: str) -> pb.WatchTerminalsResponse:
+    stream = host.terminals.WatchTerminals(
+        pb.WatchTerminalsRequest(include_existing=True), timeout=60
+    )
+    try:
+        return next(
+            e for e in stream if e.terminal.id == terminal_id and e.WhichOneof("event") == "closed"
+        )
+    finally:
+        stream.cancel()
+
+
+def test_close_ends_the_group_and_the_grandchildren(host: HostProcess) -> None:
+    """CloseTerminal: SIGHUP, then SIGKILL for those that ignore it, then reap -- nothing is left."""
+    terminal = shell(host)
+    pids = family(host, terminal.id)
+    closed = close(host, terminal.id, grace=0.5)
+    assert closed.state == pb.TERMINAL_STATE_CLOSED and closed.exit_status.signal_name == "SIGHUP"
+    assert alive(pids) == []
+
+
+def test_idle_timeout_closes_a_quiet_terminal_and_its_processes(host: HostProcess) -> None:
+    """A terminal without input or output for its idle timeout is closed (reason idle_timeout)."""
+    terminal = shell(host, idle_timeout=seconds(1))
+    pids = family(host, terminal.id)
+    assert closed_event(host, terminal.id).closed.reason == "idle_timeout"
+    assert alive(pids) == []
+
+
+def test_max_lifetime_closes_even_a_busy_terminal(host: HostProcess) -> None:
+    """A terminal that keeps printing is still closed at the end of its lifetime."""
+    terminal = shell(host, max_lifetime=seconds(2), idle_timeout=seconds(600))
+    pids = family(host, terminal.id)
+    write(host, terminal.id, "while :; do echo tick; sleep 0.1; done\r")
+    assert closed_event(host, terminal.id).closed.reason == "max_lifetime"
+    assert alive(pids) == []
+
+
+def test_a_program_that_exits_leaves_no_strays_once_closed(host: HostProcess) -> None:
+    """A shell that exits on its own stays readable; closing it ends what it left running."""
+    terminal = shell(host)
+    pids = family(host, terminal.id)
+    write(host, terminal.id, "exit 0\r")
+    info = host.terminals.WaitFor(
+        pb.WaitForRequest(terminal_id=terminal.id, exit=pb.ExitCondition()), timeout=30
+    )
+    assert info.exit_status.code == 0 and info.screen.lines[info.screen.cursor.row - 1] == "exit"
+    close(host, terminal.id, grace=0.5)
+    assert alive(pids) == []
+
+
+def test_host_shutdown_ends_every_terminal(tmp_path: Path) -> None:
+    """Stopping the host closes all terminals (reason shutdown) and leaves no process behind."""
+    host = start_host(tmp_path / "state")
+    pids: list[int] = []
+    watcher = grpc.insecure_channel(host.address)  # host.stop() closes the host's own channel
+    try:
+        for _ in range(3):
+            terminal = shell(host)
+            pids += family(host, terminal.id)
+        stub = terminal_pb2_grpc.TerminalServiceStub(watcher)
+        watch = stub.WatchTerminals(pb.WatchTerminalsRequest(), timeout=60)
+    finally:
+        code = host.stop()
+    reasons = [e.closed.reason for e in watch if e.WhichOneof("event") == "closed"]
+    watcher.close()
+    assert code == 0 and reasons == ["shutdown"] * 3
+    assert alive(pids) == []
