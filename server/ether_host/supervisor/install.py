@@ -67,10 +67,31 @@ def _files(
     return found
 
 
+TOOL_CRASH_RETRIES = 2
+
+
 async def _run_tool(
     argv: list[str], cwd: Path, env: dict[str, str], log: LogSink, what: str
 ) -> None:
-    """Run a tool, streaming its output to the log; raise InstallError on failure."""
+    """Run a tool, streaming its output to the log; raise InstallError on failure.
+
+    A tool killed by a signal it did not ask for (npm and tsc were seen dying of
+    SIGSEGV now and then on a loaded machine, never when rerun) is run again,
+    at most TOOL_CRASH_RETRIES times; an ordinary failure is reported at once.
+    """
+    for attempt in range(TOOL_CRASH_RETRIES + 1):
+        code, tail = await _run_tool_once(argv, cwd, env, log)
+        if code == 0:
+            return
+        if code > 0 or attempt == TOOL_CRASH_RETRIES:
+            break
+        log(f"{what} was killed by signal {-code}; running it again")
+    raise InstallError(f"{what} failed with exit code {code}:\n" + "\n".join(tail[-15:]))
+
+
+async def _run_tool_once(
+    argv: list[str], cwd: Path, env: dict[str, str], log: LogSink
+) -> tuple[int, list[str]]:
     tail: list[str] = []
     with anyio.fail_after(INSTALL_TIMEOUT):
         async with await anyio.open_process(
@@ -87,8 +108,7 @@ async def _run_tool(
                     log(line)
                     tail = ([*tail, line])[-30:]
             code = await process.wait()
-    if code != 0:
-        raise InstallError(f"{what} failed with exit code {code}:\n" + "\n".join(tail[-15:]))
+    return code, tail
 
 
 async def _python(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
