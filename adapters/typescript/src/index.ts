@@ -14,3 +14,4 @@ export type { ErrorBody, JsonObject, JsonValue, NextAction, ResultMetadata } fro
 export { Output, type OutputInit } from "./output.js";
 export type { ServeOptions } from "./serve.js";
 export { functionAgent, serveFunction } from "./serve-function.js";
+export * from "./host-calls.js";

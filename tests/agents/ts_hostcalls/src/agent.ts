@@ -1,0 +1,56 @@
+// tshostcalls: exercises the TypeScript SDK's typed host calls: term.run (runCommand),
+// msg.send / msg.receive (messages) and on_message (onMessage).
+import {
+  Agent,
+  CTX_CALLS,
+  MSG_CALLS,
+  TERMINAL_CALLS,
+  messages,
+  onMessage,
+  runCommand,
+  type JsonValue,
+  type Message,
+} from "@ether/agent";
+
+export const agent = new Agent({
+  name: "tshostcalls",
+  maxConcurrency: 4,
+  calls: ["agent.call", ...CTX_CALLS, ...MSG_CALLS, ...TERMINAL_CALLS],
+});
+
+const handled: Message[] = [];
+
+agent.action<{ command: string }>(
+  "run",
+  { description: "Run a command with term.run; return its output." },
+  async ({ command }, ctx) => {
+    const result = await runCommand(ctx, command, { timeout: 30 });
+    return { output: result.output, reason: result.reason, exit_code: result.exitCode };
+  },
+);
+
+agent.action<{ agent: string; type?: string; data?: JsonValue }>(
+  "send",
+  { description: "Send a message to an agent with msg.send." },
+  async (params, ctx) => {
+    const sent = await messages(ctx).send(params.agent, params.type ?? "note", params.data ?? null);
+    return { id: sent.id, sender: sent.sender };
+  },
+);
+
+agent.action<{ wait?: number }>(
+  "receive",
+  { description: "Take messages from the mailbox with msg.receive." },
+  async (params, ctx) => ({ messages: await messages(ctx).receive(10, (params.wait ?? 0) * 1000) }),
+);
+
+agent.action("handled", { description: "Messages the on_message handler saw." }, () => ({
+  messages: handled,
+}));
+
+onMessage(agent, (message) => {
+  handled.push(message);
+  return { seen: message.id };
+});
+
+await agent.serve();
