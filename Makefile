@@ -44,15 +44,31 @@ GO_TOOL_STAMPS := \
 	$(STAMP)/grpcurl-$(GRPCURL_VERSION)
 GEN_TOOLS := $(VENV)/.stamp node_modules/.stamp $(GO_TOOL_STAMPS)
 
-.PHONY: help setup generate check test run bench clean lock \
+.PHONY: help setup generate check test run bench clean lock terminal-tools \
 	check-python check-proto check-breaking check-go check-ts check-generated
 
 help: ## Show this help
 	@echo "Usage: make <target>"
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-setup: $(GEN_TOOLS) $(foreach d,$(NPM_DIRS),$(d)/node_modules/.stamp) ## Install every pinned tool and dependency into the repo (idempotent)
+setup: $(GEN_TOOLS) $(foreach d,$(NPM_DIRS),$(d)/node_modules/.stamp) terminal-tools ## Install every pinned tool and dependency into the repo (idempotent)
 	@echo "setup: done"
+
+# --- Programs for the terminal fidelity tests (tests/terminals/test_fidelity.py) ----------------
+# tmux renders the reference screens; less, vim, top (procps) and htop are the programs compared;
+# terminals start programs through util-linux `setsid --ctty`. As root with apt-get (CI on a fresh
+# Debian machine) whatever is missing is installed; elsewhere this only says what is missing (the
+# fidelity tests skip without tmux or htop).
+TERMINAL_TOOLS := tmux less vim top htop setsid
+terminal-tools:
+	@missing=""; for tool in $(TERMINAL_TOOLS); do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "setup: apt-get install tmux less vim procps htop util-linux (missing:$$missing)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux less vim procps htop util-linux >/dev/null; \
+	else \
+		echo "setup: missing$$missing -- install them for the terminal fidelity tests"; \
+	fi
 
 # --- Python -----------------------------------------------------------------------------------
 # Editable installs in compat mode: a plain path in a .pth, so packages that appear after the

@@ -22,7 +22,7 @@ from ether_host.terminals.settings import TerminalSettings
 
 COMMAND_LINE_SHELL = "/bin/sh"
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-HOST_SET = ("TERM", "LINES", "COLUMNS", "ETHER_SPAWN_ID", "ETHER_TERMINAL_ID")
+HOST_SET = ("TERM", "ETHER_SPAWN_ID", "ETHER_TERMINAL_ID")
 
 
 @dataclass(frozen=True)

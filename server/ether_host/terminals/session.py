@@ -154,10 +154,9 @@ class Session:
         try:
             set_window_size(master, self.rows, self.cols)
             with self._children.spawning() as spawn_id:
+                # No LINES/COLUMNS: they would override the PTY's size and go stale on resize.
                 env = self._env | {
                     "TERM": self.term,
-                    "LINES": str(self.rows),
-                    "COLUMNS": str(self.cols),
                     "ETHER_SPAWN_ID": spawn_id,
                     "ETHER_TERMINAL_ID": self.id,
                 }

@@ -1159,8 +1159,9 @@ type CreateTerminalRequest struct {
 	//	*CreateTerminalRequest_CommandLine
 	Command isCreateTerminalRequest_Command `protobuf_oneof:"command"`
 	// Environment variables added to the host's allowlisted environment;
-	// they override allowlisted values. TERM, LINES and COLUMNS are set by
-	// the host.
+	// they override allowlisted values. TERM is set by the host (see `term`;
+	// naming it here is INVALID_ARGUMENT); LINES and COLUMNS are not set, so
+	// programs read the size from the PTY and follow resizes.
 	Env map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Absolute working directory. Empty: the host's configured terminal
 	// directory.

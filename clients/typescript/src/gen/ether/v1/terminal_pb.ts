@@ -575,8 +575,9 @@ export type CreateTerminalRequest = Message<"ether.v1.CreateTerminalRequest"> & 
 
   /**
    * Environment variables added to the host's allowlisted environment;
-   * they override allowlisted values. TERM, LINES and COLUMNS are set by
-   * the host.
+   * they override allowlisted values. TERM is set by the host (see `term`;
+   * naming it here is INVALID_ARGUMENT); LINES and COLUMNS are not set, so
+   * programs read the size from the PTY and follow resizes.
    *
    * @generated from field: map<string, string> env = 3;
    */

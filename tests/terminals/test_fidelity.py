@@ -1,0 +1,214 @@
+"""ReadScreen renders programs as tmux does: the same program, keys and size in an Ether terminal
+and in a tmux pane give the same lines (``tmux capture-pane -p``) and the same cursor.
+
+Both sides run ``bash --norc --noprofile`` with one environment (the tmux pane gets the Ether
+terminal's own environment, read from /proc) in folders with the same name, so prompts and
+paths agree. Each step waits until both screens show the expected text and stopped changing.
+
+Live numbers (top, htop) are excepted by one rule, ``mask_live``: every number (a digit run
+with the ``. , : %`` inside it) becomes ``#``, the ``|`` bars of meters are dropped, and blanks
+around a ``#`` and runs of blanks become one blank; then the screens are compared line by line.
+Both show process 1 only (``-p 1``), so the process table holds the same rows on both sides.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ether.v1 import terminal_pb2 as pb
+from tests.support.host import HostProcess
+from tests.terminals import tmux
+from tests.terminals.support import close, create, screen, wait_quiet, wait_screen, write
+
+pytestmark = pytest.mark.skipif(
+    not tmux.available(), reason="tmux is not installed (`make setup` installs it as root)"
+)
+
+ROWS, COLS = 24, 80
+ENV = {"PS1": "fid:\\W\\$ ", "LANG": "C.UTF-8", "PATH": "/usr/bin:/bin", "LESSHISTFILE": "-"}
+TMUX_KEYS = {
+    pb.KEY_ESCAPE: "Escape",
+    pb.KEY_ENTER: "Enter",
+    pb.KEY_PAGE_DOWN: "PageDown",
+    pb.KEY_UP: "Up",
+    pb.KEY_F10: "F10",
+}
+
+
+class Pair:
+    """The same shell in an Ether terminal and in tmux."""
+
+    def __init__(self, host: HostProcess, root: Path) -> None:
+        self.host = host
+        self.ether_home = root / "ether" / "work"
+        self.tmux_home = root / "tmux" / "work"
+        for home in (self.ether_home, self.tmux_home):
+            home.mkdir(parents=True)
+        env = ENV | {"HOME": str(self.ether_home)}
+        self.terminal = create(
+            host,
+            ["bash", "--norc", "--noprofile"],
+            env=env,
+            cwd=str(self.ether_home),
+            rows=ROWS,
+            cols=COLS,
+        )
+        wait_screen(
+            host, self.terminal.id, r"^fid:"
+        )  # bash runs (an exec in progress hides environ)
+        environ = Path(f"/proc/{self.terminal.pid}/environ").read_text().split("\0")
+        inherited = dict(item.split("=", 1) for item in environ if "=" in item)
+        pane_env = {k: v for k, v in inherited.items() if not k.startswith("ETHER_")}
+        self.tmux = tmux.Tmux(
+            root / "tmux-server",
+            ["bash", "--norc", "--noprofile"],
+            pane_env | {"HOME": str(self.tmux_home)},
+            ROWS,
+            COLS,
+            str(self.tmux_home),
+        )
+
+    def file(self, name: str, text: str) -> None:
+        for home in (self.ether_home, self.tmux_home):
+            (home / name).write_text(text)
+
+    def type(self, text: str) -> None:
+        write(self.host, self.terminal.id, text)
+        self.tmux.type(text)
+
+    def key(self, key: int) -> None:
+        write(self.host, self.terminal.id, key=key)
+        self.tmux.key(TMUX_KEYS[key])
+
+    def screens(self, regex: str, quiet: float = 0.3) -> tuple[list[str], list[str]]:
+        """Both screens (lines plus a cursor line) once ``regex`` shows and output settled."""
+        wait_screen(self.host, self.terminal.id, regex)
+        wait_quiet(self.host, self.terminal.id, quiet)
+        view = screen(self.host, self.terminal.id)
+        theirs = self.tmux.settle(regex)
+        row, col = self.tmux.cursor()
+        ours = [*view.lines, f"cursor {view.cursor.row},{view.cursor.col}"]
+        return ours, [*theirs, f"cursor {row},{min(col, COLS - 1)}"]
+
+    def same(self, regex: str, quiet: float = 0.3) -> list[str]:
+        ours, theirs = self.screens(regex, quiet)
+        assert ours == theirs
+        return ours
+
+    def close(self) -> None:
+        self.tmux.close()
+        close(self.host, self.terminal.id, grace=0.5)
+
+
+@pytest.fixture
+def pair(host: HostProcess, tmp_path: Path) -> Iterator[Pair]:
+    both = Pair(host, tmp_path)
+    try:
+        both.same(r"^fid:~[#$] $")
+        yield both
+    finally:
+        both.close()
+
+
+def test_bash_prompt_and_command_output_match_tmux(pair: Pair) -> None:
+    """A prompt, a tab, and output that scrolls the screen."""
+    pair.type("echo hello; printf 'a\\tb\\n'; seq 1 30; echo do''ne\r")
+    lines = pair.same(r"^done$")
+    assert lines[-2].startswith("fid:~")
+
+
+def test_python_repl_matches_tmux(pair: Pair) -> None:
+    """The python3 REPL: prompts, a wrapped line, a block with continuation prompts."""
+    pair.type("python3 -q\r")
+    pair.same(r">>> $")
+    pair.type('print("x" * 100)\r')
+    pair.type("for i in range(3):\r")
+    pair.type("    print(i * i)\r")
+    pair.type("\r")
+    pair.type('print("en" + "d")\r')
+    lines = pair.same(r"^end\n>>> $")
+    assert "... " in "\n".join(lines)
+
+
+def test_less_matches_tmux(pair: Pair) -> None:
+    """less on a file with tabs and wrapped lines: first page, next page, end, top, search, quit."""
+    pair.file(
+        "file.txt",
+        "".join(
+            f"{n:03d} line number {n}\n" if n % 7 else f"{n:03d}\tlong " + "word " * 30 + "\n"
+            for n in range(1, 301)
+        ),
+    )
+    pair.type("less file.txt\r")
+    pair.same(r"^001 ")
+    pair.type(" ")
+    pair.same(r"^02[0-9] ")
+    pair.type("G")
+    assert pair.same(r"\(END\)")[-2] == "(END)"
+    pair.type("g")
+    pair.same(r"^001 ")
+    pair.type("/number 15\r")
+    assert pair.same(r"^015 ")[0].startswith("015 line number 15")
+    pair.type("q")
+    lines = pair.same(r"less file.txt\nfid:")
+    assert lines[0].endswith("less file.txt")  # back on the primary screen
+
+
+def test_vi_open_edit_and_quit_match_tmux(pair: Pair) -> None:
+    """vi uses the alternate screen: the file, an edit, then the shell screen comes back."""
+    pair.file("notes.txt", "".join(f"line {n}\n" for n in range(1, 11)))
+    pair.type("vi -u NONE -i NONE -N notes.txt\r")
+    opened = pair.same(r"^~", quiet=0.5)
+    assert opened[0] == "line 1" and "notes.txt" in opened[-2]
+    pair.type("ggOnew first line")
+    pair.key(pb.KEY_ESCAPE)
+    assert pair.same(r"^new first line$", quiet=0.5)[:2] == ["new first line", "line 1"]
+    pair.type(":wq\r")
+    lines = pair.same(r"notes.txt\nfid:", quiet=0.5)
+    assert lines[0].endswith("vi -u NONE -i NONE -N notes.txt") and lines[1].startswith("fid:~")
+    assert (pair.ether_home / "notes.txt").read_text().startswith("new first line\nline 1\n")
+
+
+_LIVE = re.compile(r"[0-9][0-9.,:%]*")
+_METER = re.compile(r"\|+")
+_AROUND = re.compile(r" *# *")
+_BLANKS = re.compile(r" +")
+
+
+def mask_live(lines: list[str]) -> list[str]:
+    """Live numbers out: numbers become #, meter bars go, blanks around them normalize."""
+    masked = []
+    for line in lines:
+        line = _METER.sub("", _LIVE.sub("#", line))
+        masked.append(_BLANKS.sub(" ", _AROUND.sub(" # ", line)).strip())
+    return masked
+
+
+def test_top_matches_tmux_except_live_numbers(pair: Pair) -> None:
+    """top's summary, header and process row match once live numbers are masked (both show
+    process 1 only, so the same rows are on both screens)."""
+    pair.type("top -d 5 -p 1\r")
+    ours, theirs = pair.screens(r"PID USER[\s\S]*\n *1 ", quiet=1.0)
+    assert mask_live(ours) == mask_live(theirs)
+    assert ours[-1] == theirs[-1]  # the cursor
+    pair.type("q")
+    ours, theirs = pair.screens(r"^fid:~[#$] $")  # top's last screen stays; the prompt comes back
+    assert mask_live(ours) == mask_live(theirs)
+
+
+@pytest.mark.skipif(
+    shutil.which("htop") is None, reason="htop is not installed (`make setup` installs it as root)"
+)
+def test_htop_matches_tmux_except_live_numbers(pair: Pair) -> None:
+    """htop's meters, header, process row and function-key bar match once live numbers are masked."""
+    pair.type("htop -d 50 -p 1\r")
+    ours, theirs = pair.screens(r"PID USER[\s\S]*F10Quit", quiet=1.0)
+    assert mask_live(ours) == mask_live(theirs)
+    assert ours[-2] == theirs[-2]  # the function-key bar
+    pair.key(pb.KEY_F10)
+    pair.same(r"htop -d 50 -p 1\nfid:")
