@@ -44,12 +44,27 @@ agent.action<{ wait?: number }>(
   async (params, ctx) => ({ messages: await messages(ctx).receive(10, (params.wait ?? 0) * 1000) }),
 );
 
-agent.action("handled", { description: "Messages the on_message handler saw." }, () => ({
-  messages: handled,
-}));
+const waiters: Array<() => void> = [];
+
+agent.action<{ id?: string }>(
+  "handled",
+  { description: "Messages the on_message handler saw; with id, first wait until it saw that one." },
+  async ({ id }, ctx) => {
+    // Wait on the handler itself (not a poll): each handled message wakes the waiters.
+    while (id !== undefined && !handled.some((m) => m.id === id)) {
+      if (ctx.signal.aborted) throw new Error(`message ${id} was not handled before the deadline`);
+      await new Promise<void>((resolve) => {
+        waiters.push(resolve);
+        ctx.signal.addEventListener("abort", () => resolve(), { once: true });
+      });
+    }
+    return { messages: handled };
+  },
+);
 
 onMessage(agent, (message) => {
   handled.push(message);
+  for (const wake of waiters.splice(0)) wake();
   return { seen: message.id };
 });
 
