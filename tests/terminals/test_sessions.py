@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grpc
 import pytest
 
@@ -314,3 +316,28 @@ def test_limits_per_owner_are_resource_exhausted_with_quota_details(host: HostPr
     for terminal in made:
         close(host, terminal.id)
     close(host, create(host, ["sleep", "600"]).id)
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_a_flood_nobody_reads_keeps_memory_bounded(host: HostProcess) -> None:
+    """144 MB of output with no reader: the host keeps only a bounded window (its memory grows
+    far less than the flood), and the screen read afterwards shows the last lines exactly."""
+    before = _rss_kib(host.process.pid)
+    terminal = create(
+        host, command="yes 'a line of flood output' | head -n 6000000; echo end", rows=5
+    )
+    result = wait_exit(host, terminal.id, timeout=120)
+    info = host.terminals.GetTerminal(
+        pb.GetTerminalRequest(terminal_id=terminal.id), timeout=10
+    ).terminal
+    assert info.output_offset > 140_000_000
+    assert info.output_offset - info.retained_offset <= 2_621_440  # the 2 MiB window (+ 1/4 slack)
+    assert result.screen.lines == ["a line of flood output"] * 3 + ["end", ""]
+    assert _rss_kib(host.process.pid) - before < 40 * 1024
+    close(host, terminal.id)

@@ -1,0 +1,83 @@
+"""The emulator skips through backlogs it cannot show without changing what it shows.
+
+A screen fed a large backlog in one go (the fast-forward rules) must equal the same screen fed
+every byte in small pieces: lines, cursor, styles and scrollback. These run in-process on the
+emulator, the one place where both ways can be compared byte for byte.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ether_host.terminals.emulator import Emulator, ResizeMark
+from ether_host.terminals.model import ScreenRequest
+
+FULL = ScreenRequest(scrollback=True, styles=True)
+
+
+def fed_in_pieces(data: bytes, rows: int, cols: int, history: int) -> Emulator:
+    emulator = Emulator(rows, cols, history)
+    for start in range(0, len(data), 4096):
+        emulator.advance(data[start : start + 4096], start, [])
+    return emulator
+
+
+def corpus(kind: str) -> bytes:
+    if kind == "plain":
+        return b"".join(b"line %d of plain output\r\n" % n for n in range(3000))
+    if kind == "coloured":
+        return b"".join(
+            b"\x1b[0m\x1b[01;34mdir%d\x1b[0m  \x1b[01;32mexe%d\x1b[0m\x1b[K\r\n" % (n, n)
+            for n in range(2500)
+        )
+    if kind == "wrapping":
+        return b"".join(b"%d " % n + b"w" * (n % 230) + b"\r\n" for n in range(1600))
+    if kind == "unicode":
+        return "".join(f"{n} caf\u00e9 \u6f22\u5b57 \u2500\u2500\r\n" for n in range(5000)).encode()
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("kind", ["plain", "coloured", "wrapping", "unicode"])
+@pytest.mark.parametrize(("rows", "cols", "history"), [(24, 80, 1000), (50, 200, 100), (10, 40, 0)])
+def test_skipping_a_backlog_gives_the_same_screen(
+    kind: str, rows: int, cols: int, history: int
+) -> None:
+    """One big backlog (skipped through) renders exactly as the same bytes fed piece by piece."""
+    data = corpus(kind)
+    skipped = Emulator(rows, cols, history)
+    skipped.advance(data, 0, [])
+    reference = fed_in_pieces(data, rows, cols, history)
+    assert skipped.render(FULL, None) == reference.render(FULL, None)
+    assert skipped.stats.skipped > len(data) // 2  # most of it was never parsed
+
+
+def test_full_screen_output_is_never_skipped() -> None:
+    """Cursor addressing makes every byte count: such a backlog is fed whole and renders exactly."""
+    frames = b"".join(
+        b"\x1b[H\x1b[2J" + b"".join(b"\x1b[%d;1Hrow %d frame %d" % (r + 1, r, f) for r in range(24))
+        for f in range(400)
+    )
+    skipped = Emulator(24, 80, 100)
+    skipped.advance(frames, 0, [])
+    assert skipped.stats.skipped == 0
+    assert skipped.render(FULL, None) == fed_in_pieces(frames, 24, 80, 100).render(FULL, None)
+
+
+def test_resizes_apply_at_their_offsets() -> None:
+    """Output written before a resize is laid out at the old width, output after it at the new one."""
+    first = b"a" * 100 + b"\r\n"
+    second = b"b" * 100 + b"\r\n"
+    emulator = Emulator(10, 80, 0)
+    emulator.advance(first + second, 0, [ResizeMark(len(first), 10, 120)])
+    lines = emulator.render(ScreenRequest(), None).lines
+    assert lines[:3] == ["a" * 80, "a" * 20, "b" * 100]
+
+
+def test_vim_start_up_sequences_do_not_break_the_screen() -> None:
+    """pyte 0.8.2 raises on ESC[?4m and draws DCS payloads as text; the wrapped screen does neither."""
+    emulator = Emulator(5, 40, 0)
+    emulator.advance(
+        b"\x1b[?4m\x1bP+q436f\x1b\\\x1b[>4;2m\x1b[2 q\x1b[?1049hvim\x1b[?1049lshell", 0, []
+    )
+    view = emulator.render(ScreenRequest(), None)
+    assert view.lines[0] == "shell" and not view.alternate and emulator.stream.errors == 0
