@@ -26,9 +26,13 @@ from dataclasses import dataclass
 
 LINE_RULE_MIN = 32 * 1024
 
-_UNSAFE = re.compile(
-    rb"\x1b(?!\[[0-9;]*[mK])|[\x00-\x06\x0b\x0c\x0e-\x1a\x1c-\x1f]|\xc2[\x80-\x9f]"
+# Bytes that never disqualify a backlog: printable ASCII, BEL BS TAB LF CR, and UTF-8 bytes but
+# \xc2 (which starts the C1 controls). ESC is checked on its own: only SGR and EL may follow it.
+_HARMLESS = bytes(
+    b for b in range(256) if (b >= 0x20 or b in (7, 8, 9, 10, 13)) and b not in (0x1B, 0xC2)
 )
+_BAD_ESC = re.compile(rb"\x1b(?!\[[0-9;]*[mK])")
+_C1 = re.compile(rb"\xc2[\x80-\x9f]")
 _SGR = re.compile(rb"\x1b\[[0-9;]*m")
 _SGR_RESET = re.compile(rb"\x1b\[(?:0?|0;[0-9;]*|;[0-9;]*)m")
 _STRIP_LINE = re.compile(rb"\x1b\[[0-9;]*[mK]|\x07")
@@ -63,9 +67,19 @@ def _sgr_state(data: bytes) -> bytes:
     return b"".join(kept[-256:])
 
 
+def _line_output(data: bytes) -> bool:
+    """True when ``data`` holds no control but BEL/BS/TAB/LF/CR and no escape but SGR and EL."""
+    rest = data.translate(None, _HARMLESS)  # at C speed; leaves only the bytes worth a look
+    if rest.translate(None, b"\x1b\xc2"):  # another control character
+        return False
+    if b"\x1b" in rest and _BAD_ESC.search(data):
+        return False
+    return not (b"\xc2" in rest and _C1.search(data))
+
+
 def line_rule(backlog: bytes, rows: int, cols: int, history: int, autowrap: bool) -> Plan | None:
     """The exact skip for line output, or None when the backlog does not qualify."""
-    if len(backlog) < LINE_RULE_MIN or _UNSAFE.search(backlog):
+    if len(backlog) < LINE_RULE_MIN or not _line_output(backlog):
         return None
     keep = rows + history
     position = len(backlog)

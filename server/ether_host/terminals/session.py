@@ -54,6 +54,7 @@ log = structlog.get_logger("ether.terminals")
 READ_SIZE = 64 * 1024
 READS_PER_WAKE = 16
 WRITE_PIECE = 64 * 1024
+NOTIFY_GAP = 0.002  # during a flood, readers are woken at most this often
 EXIT_SETTLE = 0.1  # after the program exits, how long to wait for the PTY's last bytes
 KILL_WAIT = 5.0
 POLL = 0.02
@@ -107,7 +108,6 @@ class Session:
         self.max_lifetime = max_lifetime
         self.created_at = time.time()
         self.created_clock = time.monotonic()
-        self.last_activity_at = self.created_at
         self.last_activity_clock = self.created_clock
         self.last_output_clock = self.created_clock
         self.buffer = OutputBuffer(settings.output_buffer)
@@ -135,6 +135,8 @@ class Session:
         self._terminating = False
         self._terminated = anyio.Event()
         self._settle: asyncio.TimerHandle | None = None
+        self._notify_timer: asyncio.TimerHandle | None = None
+        self._last_notify = 0.0
         self._process: subprocess.Popen[bytes] | None = None
         self._fd = -1
         self._pidfd = -1
@@ -247,8 +249,12 @@ class Session:
             max_lifetime=self.max_lifetime,
         )
 
+    @property
+    def last_activity_at(self) -> float:
+        """Wall-clock time of the last input or output."""
+        return self.created_at + (self.last_activity_clock - self.created_clock)
+
     def _touch(self) -> None:
-        self.last_activity_at = time.time()
         self.last_activity_clock = time.monotonic()
 
     def _notify(self) -> None:
@@ -257,7 +263,8 @@ class Session:
     # -- output --------------------------------------------------------------------------
 
     def _on_readable(self) -> None:
-        got = False
+        # A PTY hands out at most a few KiB per read; read again only after a full one, so a
+        # flood costs one read (and no EAGAIN exception) per readiness event.
         for _ in range(READS_PER_WAKE):
             try:
                 data = os.read(self._fd, READ_SIZE)
@@ -269,14 +276,32 @@ class Session:
             if not data:
                 self._on_eof()
                 break
-            got = True
             self.buffer.append(data)
             if b"\x1b" in data:
                 self._scan(data)
-        if got:
-            self._touch()
-            self.last_output_clock = self.last_activity_clock
+            if len(data) < READ_SIZE:
+                break
+        now = time.monotonic()
+        self.last_output_clock = self.last_activity_clock = now
+        self._notify_soon(now)
+
+    def _notify_soon(self, now: float) -> None:
+        """Wake readers now, or, during a flood, at most every NOTIFY_GAP seconds: each wake-up
+        then finds tens of KiB to pass on instead of one read's few KiB."""
+        if self._notify_timer is not None:
+            return
+        wait = self._last_notify + NOTIFY_GAP - now
+        if wait <= 0:
+            self._last_notify = now
             self._notify()
+        else:
+            assert self._loop is not None
+            self._notify_timer = self._loop.call_later(wait, self._deferred_notify)
+
+    def _deferred_notify(self) -> None:
+        self._notify_timer = None
+        self._last_notify = time.monotonic()
+        self._notify()
 
     def _scan(self, data: bytes) -> None:
         """Track the modes that change what keys send, and answer terminal queries."""
@@ -581,6 +606,9 @@ class Session:
 
     def _release(self) -> None:
         """Close the PTY and stop watching the program."""
+        if self._notify_timer is not None:
+            self._notify_timer.cancel()
+            self._notify_timer = None
         loop = self._loop
         if loop is not None:
             if self._fd >= 0:
