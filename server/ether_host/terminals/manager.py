@@ -186,6 +186,7 @@ class TerminalManager:
 
     def owner_filter(self, identity: Identity, owner: str) -> str | None:
         """The owner to filter on (None: every owner); others' terminals need the admin right."""
+        _require(identity, READ, "terminals")
         if not owner:
             return identity.name
         if owner != identity.name and not identity.may(ADMIN):
@@ -334,7 +335,6 @@ class TerminalManager:
         self, identity: Identity, owner: str = "", state: TerminalState | None = None
     ) -> list[TerminalInfo]:
         wanted = self.owner_filter(identity, owner)
-        _require(identity, READ, "terminals")
         return [
             s.info()
             for s in self.sessions.values()
