@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import grpc
@@ -14,6 +12,7 @@ from ether.v1 import agent_io_pb2, supervisor_pb2
 from tests.support.agents import AGENTS, deploy, state_name, watch_until
 from tests.support.calls import data, execute, struct
 from tests.support.host import HostProcess
+from tests.support.procs import wait_gone
 from tests.support.wheel import build_wheel
 
 
@@ -258,28 +257,8 @@ def test_kill_minus_nine_of_the_host_leaves_nothing(tmp_path: Path) -> None:
     grandchild = int(data(execute(host, "worker", "grandchild", {}))["pid"])
     host.process.kill()
     host.process.wait()
-    waiter = subprocess.run(
-        [sys.executable, "-c", WAIT_GONE, *map(str, [*agents, grandchild])], timeout=30, check=False
-    )
-    assert waiter.returncode == 0, "agent processes survived the host"
-
-
-WAIT_GONE = """
-import os, sys, time
-pids = [int(p) for p in sys.argv[1:]]
-def alive(pid):
-    try:
-        stat = open(f"/proc/{pid}/stat").read()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
-deadline = time.monotonic() + 5
-while time.monotonic() < deadline:
-    if not any(alive(p) for p in pids):
-        sys.exit(0)
-    time.sleep(0.05)
-sys.exit(1)
-"""
+    survivors = wait_gone([*agents, grandchild], within=5.0)
+    assert survivors == [], f"processes {survivors} survived the host by more than 5 s"
 
 
 def test_next_host_kills_what_a_killed_host_left(tmp_path: Path) -> None:

@@ -17,9 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.support.procs import wait_gone
+
 from .languages import Prepared
 from .matching import Bindings, VectorError, expand, match
-from .process import EOF, FRAME, NOISE, AgentProcess, agent_env, describe, process_gone
+from .process import EOF, FRAME, NOISE, AgentProcess, agent_env, describe
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 DEFAULT_TIMEOUT_MS = 10_000
@@ -318,13 +320,10 @@ class Runner:
         pids = expand(step["expect_gone"], self.bindings)
         if not all(isinstance(p, int) and p > 1 for p in pids):
             raise VectorError(f"expect_gone needs pids, got {pids!r}")
-        while True:  # a bounded poll: there is no event for "a process I do not parent died"
-            alive = [p for p in pids if not process_gone(p)]
-            if not alive:
-                return
-            if time.monotonic() - since > within:
-                self.fail(f"processes {alive} still run {within * 1000:.0f} ms after the host died")
-            time.sleep(0.05)
+        # pidfds become readable when their processes exit, also when we are not the parent.
+        alive = wait_gone(pids, max(0.0, within - (time.monotonic() - since)))
+        if alive:
+            self.fail(f"processes {alive} still run {within * 1000:.0f} ms after the host died")
 
     def _barrier(self, session: Session) -> None:
         """A ping whose pong proves nothing unexpected was written before it."""

@@ -62,21 +62,6 @@ sys.exit(subprocess.Popen(sys.argv[1:], start_new_session=True).wait())
 """
 
 
-def process_gone(pid: int) -> bool:
-    """True when ``pid`` no longer runs (absent, or a zombie waiting to be reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X")
-
-
 class AgentProcess:
     """One child: frames and noise from stdout as events, stderr kept, stdin written by a thread.
 
