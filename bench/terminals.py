@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import (
+    NOISY_CORES,
+    CpuMeter,
     EtherHost,
     fmt,
     machine_facts,
@@ -43,7 +45,7 @@ from bench.common import (
 )
 
 FILE_BYTES = 20 * 1024 * 1024
-ROUNDS = 5
+ROUNDS = 7
 READS = 50
 PROMPTS = 20
 IDLE_TERMINALS = 40
@@ -91,10 +93,12 @@ def _spawn_on_pty(
     return process, master
 
 
-def raw_throughput(path: Path) -> tuple[float, int]:
-    """Seconds and bytes for `cat path` on a PTY, read with os.read until EOF."""
+def raw_throughput(path: Path) -> tuple[float, int, dict[str, Any]]:
+    """Seconds, bytes and CPU for `cat path` on a PTY, read with os.read until EOF."""
     began = time.perf_counter()
     process, master = _spawn_on_pty(["cat", str(path)])
+    meter = CpuMeter({"reader": os.getpid(), "cat": process.pid})
+    meter.start()
     total = 0
     try:
         while True:
@@ -108,7 +112,8 @@ def raw_throughput(path: Path) -> tuple[float, int]:
     finally:
         os.close(master)
         process.wait()
-    return time.perf_counter() - began, total
+    elapsed = time.perf_counter() - began
+    return elapsed, total, meter.stop()
 
 
 def raw_prompt() -> float:
@@ -163,10 +168,10 @@ class Terminals:
         return time.perf_counter() - began
 
 
-def attached_throughput(terminals: Terminals, path: Path) -> dict[str, Any]:
+def attached_throughput(terminals: Terminals, path: Path, host_pid: int) -> dict[str, Any]:
     """Seconds and bytes for `cat path` in a terminal with one attached client reading everything."""
     pb = terminals.pb
-    terminal = terminals.create(command_line=f"read go; cat {path}")
+    terminal = terminals.create(command_line=f"read go; exec cat {path}")
     requests: queue.Queue[Any] = queue.Queue()
     requests.put(pb.AttachRequest(start=pb.AttachStart(terminal_id=terminal.id)))
 
@@ -177,6 +182,8 @@ def attached_throughput(terminals: Terminals, path: Path) -> dict[str, Any]:
     responses = terminals.stub.Attach(stream(), timeout=300)
     next(responses)  # started
     next(responses)  # snapshot
+    meter = CpuMeter({"host": host_pid, "client": os.getpid(), "cat": terminal.pid})
+    meter.start()
     began = time.perf_counter()
     requests.put(pb.AttachRequest(input=pb.TerminalInput(text="\r")))
     total = messages = lagged = 0
@@ -190,6 +197,7 @@ def attached_throughput(terminals: Terminals, path: Path) -> dict[str, Any]:
         elif kind == "exit":
             break
     elapsed = time.perf_counter() - began
+    cpu = meter.stop()
     requests.put(None)
     responses.cancel()
     echo = 2  # the Enter typed to start `cat` comes back as \r\n
@@ -201,6 +209,7 @@ def attached_throughput(terminals: Terminals, path: Path) -> dict[str, Any]:
         "messages": messages,
         "lagged": lagged,
         "reads": reads,
+        "cpu": cpu,
     }
 
 
@@ -248,6 +257,10 @@ def idle_memory(
     }
 
 
+def _per_mb(seconds: float, byte_count: int) -> str:
+    return fmt(seconds * 1000 / (byte_count / 1e6), 1)
+
+
 # --- the suite -------------------------------------------------------------------------------
 
 
@@ -265,15 +278,15 @@ def main(quick: bool = False) -> int:
         ) as host:
             terminals = Terminals(host)
             raw_throughput(path)  # warm the page cache
-            attached_throughput(terminals, path)
+            attached_throughput(terminals, path, host.pid)
             rounds_data = []
             for number in range(rounds):
                 wait_quiet([host.pid], max_wait=20)
                 if number % 2 == 0:
                     raw = raw_throughput(path)
-                    ours = attached_throughput(terminals, path)
+                    ours = attached_throughput(terminals, path, host.pid)
                 else:
-                    ours = attached_throughput(terminals, path)
+                    ours = attached_throughput(terminals, path, host.pid)
                     raw = raw_throughput(path)
                 rounds_data.append((raw, ours))
                 print(
@@ -287,12 +300,20 @@ def main(quick: bool = False) -> int:
                 size: idle_memory(host, terminals, *size, idle) for size in ((24, 80), (50, 200))
             }
     ratios = [o["bytes"] / o["seconds"] / (r[1] / r[0]) for r, o in rounds_data]
+    # As the agents suite does: the verdict reads the rounds in which other processes used at most
+    # NOISY_CORES during both runs (all rounds when fewer than two were that quiet).
+    quiet = [
+        ratio
+        for ratio, (r, o) in zip(ratios, rounds_data, strict=True)
+        if max(r[2]["foreign_cores"], o["cpu"]["foreign_cores"]) <= NOISY_CORES
+    ]
+    verdict_ratios = quiet if len(quiet) >= 2 else ratios
     reads = [t * 1000 for _, o in rounds_data for t in o["reads"]]
     firsts = [o["reads"][0] * 1000 for _, o in rounds_data]
     read_p50 = percentile(reads, 50)
     per_80 = memory[(24, 80)]["per_terminal_kib"] / 1024
     verdicts = {
-        "throughput": "MEETS" if median(ratios) >= THROUGHPUT_TARGET else "MISS",
+        "throughput": "MEETS" if median(verdict_ratios) >= THROUGHPUT_TARGET else "MISS",
         "read": "MEETS" if read_p50 <= READ_TARGET_MS else "MISS",
         "memory": "MEETS" if per_80 <= MEMORY_TARGET_MIB else "MISS",
     }
@@ -303,6 +324,10 @@ def main(quick: bool = False) -> int:
             fmt(r[1] / r[0] / 1e6, 1),
             fmt(o["bytes"] / o["seconds"] / 1e6, 1),
             f"{ratio:.2f}",
+            _per_mb(r[2]["cpu_s"]["reader"], r[1]),
+            _per_mb(o["cpu"]["cpu_s"]["host"], o["bytes"]),
+            _per_mb(o["cpu"]["cpu_s"]["client"], o["bytes"]),
+            f"{r[2]['foreign_cores']:.2f} / {o['cpu']['foreign_cores']:.2f}",
             fmt(o["messages"]),
             o["lagged"],
             fmt(o["reads"][0] * 1000, 1),
@@ -314,7 +339,7 @@ def main(quick: bool = False) -> int:
         [
             "attached-client throughput / raw PTY read throughput (cat 20 MB)",
             f">= {THROUGHPUT_TARGET}",
-            f"{median(ratios):.2f}",
+            f"{median(verdict_ratios):.2f} ({len(verdict_ratios)}/{len(ratios)} rounds)",
             f"{low:.2f}-{high:.2f}",
             verdicts["throughput"],
         ],
@@ -350,6 +375,10 @@ Run on {facts["date"]} at commit {facts["commit"]}; {time.monotonic() - started:
                 "raw PTY MB/s",
                 "attached client MB/s",
                 "ratio",
+                "raw reader CPU ms/MB",
+                "host CPU ms/MB",
+                "client CPU ms/MB",
+                "other load (cores) raw / attached",
                 "output messages",
                 "lagged",
                 "first ReadScreen ms",
@@ -363,7 +392,12 @@ Run on {facts["date"]} at commit {facts["commit"]}; {time.monotonic() - started:
   the master with `os.read(fd, 65536)` until EOF. attached: the host runs `cat` in a terminal;
   one gRPC client attached before it starts receives every byte (`AttachOutput`, up to 64 KiB
   each); timed from the Enter that starts `cat` to the `exit` message. MB = 10^6 bytes as read
-  from the PTY (with ONLCR's added CRs).
+  from the PTY (with ONLCR's added CRs). CPU per MB: the raw reader (this process), the
+  `ether serve` process and the gRPC client. "other load" is CPU used by processes outside the
+  run (`cat` counts as ours): this 2-vCPU VM is shared, and `cat`, the host and the client need
+  more turns than `cat` and the raw reader, so rounds with other load swing low. The verdict uses
+  the median over the rounds where other load stayed at most {NOISY_CORES} cores in both runs
+  (all rounds when fewer than two were that quiet); the range covers all rounds.
 - ReadScreen: {READS} calls per round right after the flood, TEXT format; the first one feeds the
   emulator the 2 MiB backlog (the fast-forward rule skips all but the last screenful and scrollback).
   First call median {median(firsts):.1f} ms.
@@ -417,7 +451,7 @@ Run on {facts["date"]} at commit {facts["commit"]}; {time.monotonic() - started:
     write_section("Terminals", body)
     print(body)
     print(
-        f"terminals: throughput ratio {median(ratios):.2f} ({verdicts['throughput']}), ReadScreen p50 "
+        f"terminals: throughput ratio {median(verdict_ratios):.2f} ({verdicts['throughput']}), ReadScreen p50 "
         f"{read_p50:.2f} ms ({verdicts['read']}), {per_80:.2f} MiB per idle 80x24 terminal "
         f"({verdicts['memory']})",
         file=sys.stderr,
