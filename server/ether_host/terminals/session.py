@@ -17,26 +17,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
-import functools
 import os
 import re
-import shutil
 import signal
-import struct
 import subprocess
-import sys
-import termios
 import time
 from collections import deque
 from collections.abc import Callable
-from pathlib import Path
 
 import anyio
 import structlog
 
 from ether_host.errors import FailedPrecondition, ResourceExhausted
-from ether_host.procs import ChildRegistry, spawn_id_of
+from ether_host.procs import ChildRegistry
+from ether_host.terminals import processes
 from ether_host.terminals.buffer import Notifier, OutputBuffer
 from ether_host.terminals.emulator import Emulator, ResizeMark
 from ether_host.terminals.model import (
@@ -154,7 +148,7 @@ class Session:
         self._loop = asyncio.get_running_loop()
         master, slave = os.openpty()
         try:
-            set_window_size(master, self.rows, self.cols)
+            processes.set_window_size(master, self.rows, self.cols)
             with self._children.spawning() as spawn_id:
                 # No LINES/COLUMNS: they would override the PTY's size and go stale on resize.
                 env = self._env | {
@@ -164,7 +158,7 @@ class Session:
                 }
                 try:
                     process = subprocess.Popen(
-                        [*_session_leader(), *self.program.argv],
+                        [*processes.session_leader(), *self.program.argv],
                         stdin=slave,
                         stdout=slave,
                         stderr=slave,
@@ -197,7 +191,7 @@ class Session:
         process group exists and signals reach it. Takes a millisecond or two after start."""
         deadline = time.monotonic() + limit
         while not self._reaped.is_set() and time.monotonic() < deadline:
-            session = _session_of(self.pid)
+            session = processes.session_of(self.pid)
             if session is None or session == self.pid:
                 return
             await anyio.sleep(0.001)
@@ -464,7 +458,7 @@ class Session:
             raise self._exited_error("cannot resize")
         rows, cols = clamp_size(rows, self.rows), clamp_size(cols, self.cols)
         if (rows, cols) != (self.rows, self.cols):
-            set_window_size(self._fd, rows, cols)
+            processes.set_window_size(self._fd, rows, cols)
             self.rows, self.cols = rows, cols
             self._marks.append(ResizeMark(self.buffer.end, rows, cols))
             if len(self._marks) > MAX_MARKS:
@@ -566,43 +560,13 @@ class Session:
 
     def _members(self) -> list[int]:
         """Live processes of this terminal: its group, its session, its descendants, its spawn id."""
-        me = os.getpid()
-        table = _process_table()
-        found = {
-            pid
-            for pid, (_, pgid, sid, state, _) in table.items()
-            if state != "Z" and pid != me and (pgid == self.pid or sid == self.pid)
-        }
-        children: dict[int, list[int]] = {}
-        for pid, (ppid, *_) in table.items():
-            children.setdefault(ppid, []).append(pid)
-        stack = [self.pid]
-        while stack:
-            for child in children.get(stack.pop(), []):
-                if child not in found and table[child][3] != "Z":
-                    found.add(child)
-                    stack.append(child)
-        for pid, (_, _, _, state, _) in table.items():
-            if (
-                pid not in found
-                and pid != me
-                and state != "Z"
-                and spawn_id_of(pid) == self.spawn_id
-            ):
-                found.add(pid)
-        self._known.update((pid, table[pid][4]) for pid in found)
+        found = processes.tree(self.pid, self.spawn_id)
+        self._known.update(found)
         return sorted(found)
 
     def _reap_orphans(self) -> None:
         """Collect zombies of this terminal's processes that were re-parented to the host."""
-        table = _process_table()
-        me = os.getpid()
-        for pid, started in self._known.items():
-            entry = table.get(pid)
-            # The start time guards against a recycled pid that is now another child of the host.
-            if entry is not None and entry[0] == me and entry[3] == "Z" and entry[4] == started:
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, os.WNOHANG)
+        processes.reap_orphans(self._known)
 
     def _release(self) -> None:
         """Close the PTY and stop watching the program."""
@@ -629,55 +593,3 @@ class Session:
                 self._process.returncode = -signal.SIGKILL
             self._children.release(self.spawn_id)
         self._finish()
-
-
-def set_window_size(fd: int, rows: int, cols: int) -> None:
-    """TIOCSWINSZ: the size the program sees (it gets SIGWINCH when it changes)."""
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-
-
-# Making the program a session leader with the PTY as its controlling terminal happens in
-# the child before exec. Python code cannot run there: a Python-level fork (ptyprocess,
-# pty.fork) runs gRPC's fork handlers in the child, which then aborts ("epoll_wait error:
-# Bad file descriptor"). So the child is vforked by subprocess and execs util-linux
-# `setsid --ctty` (or, where that is missing, a small Python program doing the same).
-_SHIM = (
-    "import fcntl, os, sys, termios; os.setsid(); fcntl.ioctl(0, termios.TIOCSCTTY, 1); "
-    "os.execv(sys.argv[1], sys.argv[1:])"
-)
-
-
-@functools.cache
-def _session_leader() -> list[str]:
-    found = shutil.which("setsid")
-    return [found, "--ctty"] if found else [sys.executable, "-c", _SHIM]
-
-
-def _session_of(pid: int) -> int | None:
-    """The session id of a process (None when it is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2 :].split()[3])
-
-
-def _process_table() -> dict[int, tuple[int, int, int, str, int]]:
-    """pid -> (ppid, pgid, sid, state, start time) for every process in /proc."""
-    table = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{name}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        table[int(name)] = (
-            int(fields[1]),
-            int(fields[2]),
-            int(fields[3]),
-            fields[0],
-            int(fields[19]),
-        )
-    return table
