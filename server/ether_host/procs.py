@@ -4,7 +4,7 @@ The host is a child subreaper (Linux ``PR_SET_CHILD_SUBREAPER``): when an
 agent dies, its descendants are re-parented to the host instead of init. The
 registry knows the processes the host started itself (each gets an
 ``ETHER_SPAWN_ID`` in its environment); any other child is an orphan of one
-of them. The reaper kills live orphans that carry a spawn id and collects
+of them. The reaper kills live orphans whose spawn has ended and collects
 zombies, so nothing an agent or a terminal started outlives it.
 """
 
@@ -193,8 +193,8 @@ class ChildRegistry:
             spawn_id = spawn_id_of(entry.pid)
             if spawn_id is None or not spawn_id.startswith(self._prefix):
                 continue
-            if spawn_id in self._pids and self._pids[spawn_id] in (None, entry.pid):
-                continue
+            if spawn_id in self._pids:
+                continue  # its spawn still runs: a daemon it started may outlive a parent, not it
             log.info("killing orphan", pid=entry.pid, pgid=entry.pgid, spawn_id=spawn_id)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(entry.pid, signal.SIGKILL)
