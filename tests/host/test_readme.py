@@ -172,3 +172,12 @@ def test_session_walkthrough_runs_verbatim(readme_host: Host) -> None:
     assert "scout" in chat
     assert '"reply"' in converse and '"version"' in converse
     assert '"sessions"' in sessions
+
+
+def test_terminal_walkthrough_runs_verbatim(readme_host: Host) -> None:
+    """The README's terminal commands create bash, run a command, read the screen and close it."""
+    [command] = readme_commands("terminals")
+    result = run_shell(command, readme_host.address)
+    assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
+    assert '"$ ls /usr | head -3"' in result.stdout
+    assert '"bin"' in result.stdout
