@@ -178,13 +178,17 @@ class ChildRegistry:
     def sweep(self) -> int:
         """Kill live orphans and reap zombie orphans. Returns how many were handled."""
         me = os.getpid()
-        own = self.own_pids
+        # This runs in a worker thread while the event loop adds and removes spawns:
+        # work on a snapshot (dict() copies atomically under the GIL).
+        spawns = dict(self._pids)
+        own = {pid for pid in spawns.values() if pid is not None}
+        busy = any(pid is None for pid in spawns.values())
         handled = 0
         for entry in all_processes():
             if entry.ppid != me or entry.pid in own:
                 continue
             if entry.state == "Z":
-                if self.busy:
+                if busy:
                     continue  # a just-spawned child may not have its pid bound yet
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(entry.pid, os.WNOHANG)
@@ -193,7 +197,7 @@ class ChildRegistry:
             spawn_id = spawn_id_of(entry.pid)
             if spawn_id is None or not spawn_id.startswith(self._prefix):
                 continue
-            if spawn_id in self._pids:
+            if spawn_id in spawns:
                 continue  # its spawn still runs: a daemon it started may outlive a parent, not it
             log.info("killing orphan", pid=entry.pid, pgid=entry.pgid, spawn_id=spawn_id)
             with contextlib.suppress(ProcessLookupError):
@@ -204,7 +208,10 @@ class ChildRegistry:
     async def run_reaper(self, interval: float = 1.0) -> None:
         """Sweep forever; owned by the host's task group."""
         while True:
-            await anyio.to_thread.run_sync(self.sweep)
+            try:
+                await anyio.to_thread.run_sync(self.sweep)
+            except Exception:  # a sweeper bug must never take the host down
+                log.exception("orphan sweep failed")
             await anyio.sleep(interval)
 
 

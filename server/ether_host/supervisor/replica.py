@@ -43,6 +43,7 @@ STDERR_TAIL = 200
 PING_INTERVAL = 15.0
 PING_TIMEOUT = 10.0
 PINGS_MISSED_LIMIT = 3
+STDERR_AFTER_EXIT = 2.0  # seconds to finish reading a dead process's pipes
 
 
 @dataclass
@@ -317,7 +318,7 @@ class Replica:
                     # Read what the process wrote before it died (its last stderr lines
                     # explain the exit), but never wait long on pipes that a leftover
                     # grandchild may hold open.
-                    with anyio.move_on_after(1.0):
+                    with anyio.move_on_after(STDERR_AFTER_EXIT):
                         await stderr_done.wait()
                         await connection.closed.wait()
                     kill_group(
