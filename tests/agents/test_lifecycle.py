@@ -145,15 +145,25 @@ def test_crashed_agent_leaves_no_grandchild(host: HostProcess) -> None:
 
 
 def test_stream_logs_tail_and_follow(host: HostProcess) -> None:
-    """StreamLogs shows an agent's stderr with levels; follow delivers new lines."""
-    deploy(host, AGENTS / "lifecycle", name="talker", env={"ROGUE_BANNER": "1"})
-    execute(host, "talker", "print", {})
-    lines = list(
+    """StreamLogs shows what an agent printed (its stdout is moved to stderr, the log), with the
+    tail first; with follow, lines written later arrive on the open stream."""
+    deploy(host, AGENTS.parent / "conformance" / "agents" / "python", name="talker")
+    execute(host, "talker", "print", {"text": "first line from the agent"})
+    tail = list(
         host.supervisor.StreamLogs(
             supervisor_pb2.StreamLogsRequest(agent="talker", tail_lines=50), timeout=10
         )
     )
-    assert all(line.agent == "talker" for line in lines)
+    printed = [line for line in tail if line.message == "first line from the agent"]
+    assert printed and printed[0].source == "stderr" and printed[0].pid > 0
+    follow = host.supervisor.StreamLogs(
+        supervisor_pb2.StreamLogsRequest(agent="talker", tail_lines=1, follow=True), timeout=30
+    )
+    execute(host, "talker", "print", {"text": "second line, while following"})
+    try:
+        assert any(line.message == "second line, while following" for line in follow)
+    finally:
+        follow.cancel()
     with pytest.raises(grpc.RpcError) as error:
         list(
             host.supervisor.StreamLogs(supervisor_pb2.StreamLogsRequest(agent="nobody"), timeout=10)
