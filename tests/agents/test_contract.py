@@ -3,7 +3,6 @@ the status each kind of bad request gets."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import grpc
@@ -198,22 +197,19 @@ def test_cancel_task_reaches_the_agent(host: HostProcess) -> None:
 
 
 def test_client_disconnect_cancels_the_task(host: HostProcess) -> None:
-    """A caller that goes away frees the agent's slot: max_concurrency tasks can run afterwards."""
-    futures = [
-        host.agents.Execute.future(
-            agent_io_pb2.ExecuteRequest(input=agent_input("worker", "nap", {"ms": 60000}))
+    """Callers that go away free the agent's slots: with all max_concurrency (4) slots taken
+    by long tasks whose callers then disconnect, new tasks run at once."""
+    streams = [
+        host.agents.ExecuteStream(
+            agent_io_pb2.ExecuteStreamRequest(input=agent_input("worker", "nap", {"ms": 60000})),
+            timeout=60,
         )
         for _ in range(4)
     ]
-    started = threading.Event()
-    stream = host.agents.ExecuteStream(
-        agent_io_pb2.ExecuteStreamRequest(input=agent_input("worker", "echo", {})), timeout=30
-    )
-    for event in stream:
-        if event.WhichOneof("event") == "output":
-            started.set()
-    for future in futures:
-        future.cancel()
+    for stream in streams:
+        assert next(stream).WhichOneof("event") == "started"  # each holds a slot now
+    for stream in streams:
+        stream.cancel()
     outputs = [execute(host, "worker", "add", {"a": i, "b": i}, timeout=30) for i in range(4)]
     assert [data(o)["sum"] for o in outputs] == [0, 2, 4, 6]
 

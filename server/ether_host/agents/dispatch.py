@@ -195,19 +195,21 @@ class Dispatcher:
             started, clock = time.time(), time.monotonic()
             if on_event is not None:
                 on_event(TaskEvent("started", {"pid": replica.pid, "attempt": attempt}))
-            pending = await connection.start_task(
-                self._task_frame(frame_id, task, action, deadline, attempt),
+            pending = connection.register(
+                frame_id,
                 on_progress=_forward("progress", on_event),
                 on_log=_forward("log", on_event),
             )
-            with anyio.move_on_after(_left(deadline)) as running:
-                try:
+            try:
+                await connection.send_task(
+                    pending, self._task_frame(frame_id, task, action, deadline, attempt)
+                )
+                with anyio.move_on_after(_left(deadline)) as running:
                     await pending.done.wait()
-                except anyio.get_cancelled_exc_class():
-                    handed_over = self._abandon(
-                        connection, replica, pending, record.cancel_reason or "caller went away"
-                    )
-                    raise
+            except anyio.get_cancelled_exc_class():
+                reason = record.cancel_reason or "caller went away"
+                handed_over = self._abandon(connection, replica, pending, reason)
+                raise
             if running.cancelled_caught:
                 handed_over = self._abandon(connection, replica, pending, "deadline exceeded")
                 raise DeadlineExceeded(
@@ -223,6 +225,12 @@ class Dispatcher:
                 attempt=attempt,
             )
             return self._result(agent, record, action, pending, metadata)
+        except TaskFailure as failure:  # the task frame itself broke a link rule (its size)
+            raise InvalidArgument(
+                f"task {task.task_id} cannot be sent to agent {agent.name}: {failure.message}",
+                reason=failure.code.upper(),
+                resource=("agent", agent.name),
+            ) from None
         except LinkClosed as closed:
             raise Unavailable(
                 f"agent {agent.name} process {replica.pid or ''} died while running task {task.task_id} ({closed})",
@@ -281,8 +289,8 @@ class Dispatcher:
         task: the caller may be gone (gRPC cancels the handler at the client's
         deadline), yet a task that ignores its cancel must still be noticed.
         """
-        if pending.done.is_set() or self._tg is None:
-            return False
+        if pending.done.is_set() or not pending.sent or self._tg is None:
+            return False  # answered, or never sent: nothing runs on the agent
         # The caller is gone: late progress and log frames have nobody to go to.
         pending.on_progress = pending.on_log = None
         self._tg.start_soon(self._watch_cancelled, connection, replica, pending, reason)

@@ -7,6 +7,7 @@ routing of host calls belong to the agents layer, which passes callbacks in.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import json
@@ -59,6 +60,9 @@ class Pending:
     result: dict[str, Any] | None = None
     failure: Exception | None = None
     calls: set[anyio.CancelScope] = field(default_factory=set)
+    # True once the frame was handed to the pipe whole: from then on the agent
+    # runs the task even if the sender is cancelled, so it must be cancelled too.
+    sent: bool = False
 
     def finish(
         self, result: dict[str, Any] | None = None, failure: Exception | None = None
@@ -101,6 +105,12 @@ class AgentConnection:
         self.counters = Counters()
         self.closed = anyio.Event()
         self._stdin = stdin
+        # grpc.aio pins asyncio, so a process's stdin is an asyncio StreamWriter under
+        # anyio's wrapper; writing to it directly makes "queued whole" a synchronous step.
+        raw = getattr(stdin, "_stream", None)
+        self._raw_stdin: asyncio.StreamWriter | None = (
+            raw if isinstance(raw, asyncio.StreamWriter) else None
+        )
         self._stdout = stdout
         self._on_call = on_call
         self._on_log = on_log
@@ -315,8 +325,13 @@ class AgentConnection:
 
     # -- writing -------------------------------------------------------------------------
 
-    async def send(self, frame: dict[str, Any]) -> None:
-        """Write one frame as one line; one writer at a time."""
+    async def send(self, frame: dict[str, Any], pending: Pending | None = None) -> None:
+        """Write one frame as one line; one writer at a time.
+
+        The whole line is queued on the pipe in one synchronous write before the
+        first await that can be cancelled (the drain): a cancelled sender never
+        leaves half a frame behind, and ``pending.sent`` tells whether it went.
+        """
         data = orjson.dumps(frame, option=orjson.OPT_APPEND_NEWLINE)
         if len(data) > self.max_frame:
             raise TaskFailure(
@@ -327,8 +342,21 @@ class AgentConnection:
             if self._stdin_closed:
                 raise LinkClosed(f"agent {self.agent}: stdin closed")
             try:
-                await self._stdin.send(data)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as error:
+                if self._raw_stdin is not None:
+                    self._raw_stdin.write(data)
+                    if pending is not None:
+                        pending.sent = True
+                    await self._raw_stdin.drain()
+                else:
+                    await self._stdin.send(data)
+                    if pending is not None:
+                        pending.sent = True
+            except (
+                anyio.BrokenResourceError,
+                anyio.ClosedResourceError,
+                OSError,
+                RuntimeError,
+            ) as error:
                 raise LinkClosed(f"agent {self.agent}: cannot write to stdin ({error})") from None
 
     async def close_stdin(self) -> None:
@@ -402,24 +430,29 @@ class AgentConnection:
     def pending(self, frame_id: str) -> Pending | None:
         return self._pending.get(frame_id)
 
-    async def start_task(
+    def register(
         self,
-        frame: dict[str, Any],
+        frame_id: str,
         *,
         on_progress: ProgressSink | None = None,
         on_log: ProgressSink | None = None,
     ) -> Pending:
-        """Register and send a task frame (its id must come from next_id)."""
-        pending = Pending(frame["id"], on_progress, on_log)
-        self._pending[pending.frame_id] = pending
+        """Expect a result for ``frame_id`` (from next_id); send the task with send_task."""
+        pending = Pending(frame_id, on_progress, on_log)
+        self._pending[frame_id] = pending
+        return pending
+
+    async def send_task(self, pending: Pending, frame: dict[str, Any]) -> None:
+        """Send a registered task. If this raises before the frame went out, the task is
+        forgotten; after (``pending.sent``), the caller owns cancelling it."""
         if self.legacy and self.hello is None:
             frame = {"id": frame["id"], "type": "task", "payload": frame.get("params") or {}}
         try:
-            await self.send(frame)
+            await self.send(frame, pending)
         except BaseException:
-            self._pending.pop(pending.frame_id, None)
+            if not pending.sent:
+                self._pending.pop(pending.frame_id, None)
             raise
-        return pending
 
     def forget(self, frame_id: str) -> None:
         """Stop waiting for a task; a late result is then logged and dropped."""

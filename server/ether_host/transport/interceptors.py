@@ -11,7 +11,7 @@ import asyncio
 import inspect
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, NoReturn
 
@@ -53,16 +53,23 @@ def _rewrap(
     return handler
 
 
-async def _stream(
-    behavior: Behavior, request: Any, context: grpc.aio.ServicerContext
-) -> AsyncIterator[Any]:
-    """Run a response-streaming behaviour whether it is a generator or a coroutine."""
+async def _stream(behavior: Behavior, request: Any, context: grpc.aio.ServicerContext) -> None:
+    """Run a response-streaming behaviour, generator or coroutine, in the RPC's own task.
+
+    The wrappers are coroutines that write with ``context.write`` rather than
+    async generators: grpc.aio closes a generator handler from another task
+    when the client cancels, and a task group (cancel scope) inside the
+    servicer then cannot exit - its child tasks would be left running.
+    """
     result = behavior(request, context)
-    if inspect.isasyncgen(result):
-        async for item in result:
-            yield item
-    else:
+    if not inspect.isasyncgen(result):
         await result
+        return
+    try:
+        async for item in result:
+            await context.write(item)
+    finally:
+        await result.aclose()
 
 
 class RpcInterceptor(grpc.aio.ServerInterceptor):
@@ -81,13 +88,10 @@ class RpcInterceptor(grpc.aio.ServerInterceptor):
     def _decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
         if streaming:
 
-            async def stream_behavior(
-                request: Any, context: grpc.aio.ServicerContext
-            ) -> AsyncIterator[Any]:
+            async def stream_behavior(request: Any, context: grpc.aio.ServicerContext) -> None:
                 started = self._begin(method, context)
                 try:
-                    async for item in _stream(behavior, request, context):
-                        yield item
+                    await _stream(behavior, request, context)
                 except BaseException as error:
                     await self._fail(error, method, context, started)
                 self._end(method, context, started, None)
@@ -193,15 +197,12 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     def _decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
         if streaming:
 
-            async def stream_behavior(
-                request: Any, context: grpc.aio.ServicerContext
-            ) -> AsyncIterator[Any]:
+            async def stream_behavior(request: Any, context: grpc.aio.ServicerContext) -> None:
                 identity = self._identify(context)
                 if isinstance(identity, str):
                     await context.abort(grpc.StatusCode.UNAUTHENTICATED, identity)
                 current_identity.set(identity)
-                async for item in _stream(behavior, request, context):
-                    yield item
+                await _stream(behavior, request, context)
 
             return stream_behavior
 
