@@ -98,6 +98,9 @@ class TerminalManager:
         self._tg: TaskGroup | None = None
         self._changed: Notifier | None = None
         self._background: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        # Terminals whose "created" event went out, and exits seen before it did.
+        self._announced: set[str] = set()
+        self._early_exits: set[str] = set()
 
     # -- running -------------------------------------------------------------------------
 
@@ -291,6 +294,10 @@ class TerminalManager:
             )
         info = session.info()
         self.events.append(TerminalEvent("created", info))
+        self._announced.add(session.id)
+        if session.id in self._early_exits:  # it exited while we waited for it to start
+            self._early_exits.discard(session.id)
+            self._exited(session)
         if self._changed is not None:
             self._changed.notify()
         return info
@@ -325,6 +332,10 @@ class TerminalManager:
             )
 
     def _exited(self, session: Session) -> None:
+        if session.id not in self._announced:
+            # Watchers must see "created" before "exited": hold the exit until create() is done.
+            self._early_exits.add(session.id)
+            return
         if not session.closed:
             self.events.append(TerminalEvent("exited", session.info()))
 
@@ -364,6 +375,8 @@ class TerminalManager:
         if not session.closed:
             session.closed = True
             self.sessions.pop(session.id, None)
+            self._announced.discard(session.id)
+            self._early_exits.discard(session.id)
             info = session.info()
             self.events.append(TerminalEvent("closed", info, reason))
             log.info(
