@@ -340,6 +340,9 @@ class Runtime:
         self._runs[tid] = run
         self._idle.clear()
         run.task = self.loop.create_task(self._execute(run, spec, params))
+        # A task cancelled before its coroutine first runs never executes any of its
+        # code, so _execute cannot answer for it: answer from here, exactly once.
+        run.task.add_done_callback(lambda _task, run=run: self._answer_unstarted(run))
         if ctx.deadline is not None:
             run.timer = self.loop.call_at(
                 self.loop.time() + max(0.0, ctx.deadline - time.monotonic()),
@@ -368,6 +371,11 @@ class Runtime:
         if "metadata" not in frame and run.ctx.metadata():
             frame["metadata"] = run.ctx.metadata()
         self._finish(run, frame)
+
+    def _answer_unstarted(self, run: _Run) -> None:
+        if not run.done:
+            err = AgentError(run.reason or codes.CANCELLED, run.message or "cancelled")
+            self._finish(run, _error_frame(run.id, err))
 
     def _finish(self, run: _Run, frame: dict[str, Any]) -> None:
         """Send the one result of ``run`` (later calls are no-ops)."""

@@ -64,9 +64,11 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
         result = await self._dispatcher.execute(task)
         return agent_io_pb2.ExecuteResponse(output=convert.agent_output(result))
 
-    async def ExecuteStream(
+    # ExecuteStream and Pipe write with context.write instead of yielding: a generator
+    # cannot yield from inside a task group (grpc.aio closes it from another task).
+    async def ExecuteStream(  # type: ignore[override]
         self, request: agent_io_pb2.ExecuteStreamRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[agent_io_pb2.ExecuteStreamResponse]:
+    ) -> None:
         task = convert.task_input(
             _required_input(request.input), convert.rpc_time_left(context.time_remaining())
         )
@@ -88,13 +90,13 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
                     if isinstance(item, EtherError):
                         raise item
                     sequence += 1
-                    yield _stream_event(sequence, task.task_id, item)
+                    await context.write(_stream_event(sequence, task.task_id, item))
 
-    async def Pipe(
+    async def Pipe(  # type: ignore[override]
         self,
         request_iterator: AsyncIterator[agent_io_pb2.PipeRequest],
         context: grpc.aio.ServicerContext,
-    ) -> AsyncIterator[agent_io_pb2.PipeResponse]:
+    ) -> None:
         send, receive = anyio.create_memory_object_stream[agent_io_pb2.AgentOutput](
             PIPE_MAX_IN_FLIGHT
         )
@@ -130,7 +132,7 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
             tg.start_soon(read_inputs, tg)
             async with receive:
                 async for output in receive:
-                    yield agent_io_pb2.PipeResponse(output=output)
+                    await context.write(agent_io_pb2.PipeResponse(output=output))
 
     async def CancelTask(
         self, request: agent_io_pb2.CancelTaskRequest, context: grpc.aio.ServicerContext
