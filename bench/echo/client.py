@@ -61,12 +61,22 @@ PARAMS: dict[str, Any] = {
 }
 
 
-def execute_request(agent: str) -> Any:
-    """The ExecuteRequest every Ether run sends, and whose bytes the bare gRPC runs echo."""
+def execute_request(agent: str, encoding: str = "json") -> Any:
+    """The ExecuteRequest an Ether run sends. ``json``: params_json in, data_json out (the API's
+    fast path); ``struct``: params as a Struct in, data as a Value out (what grpcurl uses). The
+    bare gRPC runs echo the bytes of the ``struct`` request, the larger of the two."""
     from google.protobuf import struct_pb2
 
     from ether.v1 import agent_io_pb2
 
+    if encoding == "json":
+        task = agent_io_pb2.AgentInput(
+            agent=agent,
+            action="echo",
+            params_json=json.dumps(PARAMS).encode(),
+            output_encoding=agent_io_pb2.DATA_ENCODING_JSON,
+        )
+        return agent_io_pb2.ExecuteRequest(input=task)
     params = struct_pb2.Struct()
     params.update(PARAMS)
     task = agent_io_pb2.AgentInput(agent=agent, action="echo", params=params)
@@ -88,7 +98,8 @@ async def _unary(spec: dict[str, Any], meter: CpuMeter) -> Sample:
 
     from ether.v1 import agent_io_pb2
 
-    request = execute_request(spec.get("agent") or "echo-py")
+    encoding = spec.get("encoding", "json") if spec["agent"] else "struct"
+    request = execute_request(spec.get("agent") or "echo-py", encoding)
     async with grpc.aio.insecure_channel(spec["address"]) as channel:
         await asyncio.wait_for(channel.channel_ready(), 30)
         if spec["kind"] == "stream":

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
+from typing import Any
 
+import orjson
 import structlog
 
 _LEVELS = {
@@ -19,7 +22,9 @@ def configure_logging(log_format: str = "auto", level: str = "info") -> None:
     """Configure structlog once for the process. Logs go to stderr."""
     use_console = log_format == "console" or (log_format == "auto" and sys.stderr.isatty())
     renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer() if use_console else structlog.processors.JSONRenderer()
+        structlog.dev.ConsoleRenderer()
+        if use_console
+        else structlog.processors.JSONRenderer(serializer=_orjson_text)
     )
     structlog.configure(
         processors=[
@@ -33,3 +38,8 @@ def configure_logging(log_format: str = "auto", level: str = "info") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+
+
+def _orjson_text(event: dict[str, Any], default: Callable[[Any], Any] | None = None) -> str:
+    # One line per RPC goes through here: orjson is ~10x the stdlib's json.dumps.
+    return orjson.dumps(event, default=default, option=orjson.OPT_NON_STR_KEYS).decode()

@@ -3,6 +3,7 @@ the status each kind of bad request gets."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import grpc
@@ -59,6 +60,60 @@ def test_execute_returns_data_and_provenance(host: HostProcess) -> None:
     assert output.metadata.pid > 0 and output.metadata.host
     assert output.metadata.duration.ToNanoseconds() > 0
     assert output.task_id.startswith("t-")
+
+
+def test_params_and_data_as_json_bytes(host: HostProcess) -> None:
+    """params_json in and DATA_ENCODING_JSON out carry the same values as Struct params and data:
+    integers stay integers, nested values survive, and data stays unset."""
+    params = {"a": 2, "b": 40}
+    output = execute_json(host, "worker", "add", json.dumps(params).encode())
+    assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS
+    assert json.loads(output.data_json) == {"sum": 42}
+    assert not output.HasField("data")
+    nested = {"text": "héllo", "items": [1, 2.5, None, {"deep": [True]}]}
+    echoed = execute_json(host, "worker", "echo", json.dumps(nested).encode())
+    assert json.loads(echoed.data_json) == nested
+    # Struct params with a JSON answer, and JSON params with the default (Struct) answer.
+    mixed = execute(host, "worker", "add", params, output_encoding=agent_io_pb2.DATA_ENCODING_JSON)
+    assert json.loads(mixed.data_json) == {"sum": 42}
+    request = agent_io_pb2.ExecuteRequest(
+        input=agent_io_pb2.AgentInput(
+            agent="worker", action="add", params_json=json.dumps(params).encode()
+        )
+    )
+    assert data(host.agents.Execute(request, timeout=30).output) == {"sum": 42}
+
+
+def test_bad_params_json_is_invalid_argument(host: HostProcess) -> None:
+    """params_json that is not JSON, not an object, or set along with params is refused with
+    a field violation naming input.params_json; schema checks apply to it as to params."""
+    for raw, words in (
+        (b"{not json", "not valid JSON"),
+        (b"[1, 2]", "must be a JSON object"),
+        (b'{"a": "two", "b": 1}', "input.params.a"),
+    ):
+        with pytest.raises(grpc.RpcError) as error:
+            execute_json(host, "worker", "add", raw)
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        fields = [v.field for v in details(error.value)["BadRequest"].field_violations]
+        assert words in error.value.details() or words in fields
+    with pytest.raises(grpc.RpcError) as twice:
+        execute(host, "worker", "add", {"a": 1, "b": 2}, params_json=b'{"a": 1, "b": 2}')
+    assert twice.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "not both" in twice.value.details()
+
+
+def execute_json(
+    host: HostProcess, agent: str, action: str, params_json: bytes
+) -> agent_io_pb2.AgentOutput:
+    task = agent_io_pb2.AgentInput(
+        agent=agent,
+        action=action,
+        params_json=params_json,
+        output_encoding=agent_io_pb2.DATA_ENCODING_JSON,
+    )
+    response = host.agents.Execute(agent_io_pb2.ExecuteRequest(input=task), timeout=30)
+    return response.output  # type: ignore[no-any-return]
 
 
 def test_agent_reported_cost_and_model(host: HostProcess) -> None:
@@ -165,13 +220,19 @@ def test_pipe_runs_many_tasks_in_completion_order(host: HostProcess) -> None:
                 input=agent_input("worker", "add", {"a": i, "b": 1}, task_id=f"add-{i}")
             )
         yield agent_io_pb2.PipeRequest(input=agent_input("ghost", "echo", {}, task_id="bad"))
+        yield agent_io_pb2.PipeRequest(
+            input=agent_io_pb2.AgentInput(
+                agent="worker", action="add", params_json=b"{oops", task_id="bad-json"
+            )
+        )
 
     outputs = [response.output for response in host.agents.Pipe(requests(), timeout=60)]
     by_id = {o.task_id: o for o in outputs}
-    assert len(outputs) == 22
+    assert len(outputs) == 23
     assert all(data(by_id[f"add-{i}"]) == {"sum": i + 1} for i in range(20))
     assert by_id["bad"].status == agent_io_pb2.TASK_STATUS_ERROR
     assert by_id["bad"].error.code == "agent_not_found"
+    assert by_id["bad-json"].error.code == "invalid_params_json"
     # Sent first, finished late: outputs come in completion order, not input order.
     assert outputs.index(by_id["slow"]) > 0
 

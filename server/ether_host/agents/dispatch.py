@@ -9,12 +9,14 @@ answer a cancel within ``cancel_grace`` is wedged: its process is restarted.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import platform
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -58,8 +60,11 @@ class RunningTask:
     """A task in flight, findable by its public id and by its frame id."""
 
     task: TaskInput
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    cancel_reason: str = ""
+    # The asyncio task running execute(): CancelTask cancels it natively. The hot path
+    # uses asyncio primitives, not anyio's (grpc.aio pins asyncio anyway): anyio's
+    # cancel scopes and events cost ~12 % of the host's CPU per Execute (bench/RESULTS.md).
+    owner: asyncio.Task[Any] | None = None
+    cancel_reason: str = ""  # set by cancel(): the owner's next CancelledError is ours
     spent_cost: float = 0.0  # reported by finished child tasks
     children: int = 0
     agent: str = ""
@@ -120,28 +125,32 @@ class Dispatcher:
         if task.budget.max_time is not None:
             deadline = min(deadline or math.inf, time.monotonic() + task.budget.max_time)
         record = RunningTask(task, agent=agent.name, deadline=deadline)
+        record.owner = asyncio.current_task()
         task.root_task = task.root_task or task.task_id
         self._running[task.task_id] = record
         try:
-            with record.scope:
-                attempt = 1
-                while True:
-                    try:
-                        return await self._attempt(agent, record, action, attempt, on_event)
-                    except Unavailable:
-                        idempotent = (
-                            task.idempotent
-                            if task.idempotent is not None
-                            else bool(action and action.idempotent)
-                        )
-                        if not idempotent or attempt >= RETRY_ATTEMPTS:
-                            raise
-                        attempt += 1
-                        log.info("retrying idempotent task", task_id=task.task_id, attempt=attempt)
-            raise Cancelled(
-                f"task {task.task_id} was cancelled: {record.cancel_reason}",
-                reason="TASK_CANCELLED",
-            )
+            attempt = 1
+            while True:
+                try:
+                    return await self._attempt(agent, record, action, attempt, on_event)
+                except Unavailable:
+                    idempotent = (
+                        task.idempotent
+                        if task.idempotent is not None
+                        else bool(action and action.idempotent)
+                    )
+                    if not idempotent or attempt >= RETRY_ATTEMPTS:
+                        raise
+                    attempt += 1
+                    log.info("retrying idempotent task", task_id=task.task_id, attempt=attempt)
+        except asyncio.CancelledError:
+            # Ours only when cancel() asked and nobody else cancels the task as well.
+            if record.cancel_reason and record.owner is not None and record.owner.uncancel() == 0:
+                raise Cancelled(
+                    f"task {task.task_id} was cancelled: {record.cancel_reason}",
+                    reason="TASK_CANCELLED",
+                ) from None
+            raise
         finally:
             self._running.pop(task.task_id, None)
 
@@ -153,8 +162,10 @@ class Dispatcher:
                 reason="TASK_NOT_FOUND",
                 resource=("task", task_id),
             )
+        if record.cancel_reason or record.owner is None:
+            return  # already being cancelled
         record.cancel_reason = reason or "cancelled by CancelTask"
-        record.scope.cancel()
+        record.owner.cancel()
 
     # -- one attempt ---------------------------------------------------------------------
 
@@ -169,14 +180,16 @@ class Dispatcher:
         task = record.task
         deadline = record.deadline
         reentrant = agent.name in task.lineage
-        with anyio.move_on_after(_left(deadline)) as waiting:
-            replica = await agent.acquire(reentrant=reentrant)
-        if waiting.cancelled_caught:
-            raise DeadlineExceeded(
-                f"task {task.task_id} waited for a free slot on agent {agent.name} until its deadline",
-                reason="DEADLINE_WAITING_FOR_AGENT",
-                resource=("agent", agent.name),
-            )
+        replica = agent.try_acquire(reentrant=reentrant)
+        if replica is None:  # every slot is taken: wait in the queue
+            with anyio.move_on_after(_left(deadline)) as waiting:
+                replica = await agent.acquire(reentrant=reentrant)
+            if replica is None or waiting.cancelled_caught:
+                raise DeadlineExceeded(
+                    f"task {task.task_id} waited for a free slot on agent {agent.name} until its deadline",
+                    reason="DEADLINE_WAITING_FOR_AGENT",
+                    resource=("agent", agent.name),
+                )
         connection = replica.connection
         frame_id = ""
         handed_over = False  # an abandoned task's slot is released by its cancel watcher
@@ -200,17 +213,24 @@ class Dispatcher:
                 on_progress=_forward("progress", on_event),
                 on_log=_forward("log", on_event),
             )
+            timed_out = False
             try:
                 await connection.send_task(
                     pending, self._task_frame(frame_id, task, action, deadline, attempt)
                 )
-                with anyio.move_on_after(_left(deadline)) as running:
+                if deadline is None:
                     await pending.done.wait()
-            except anyio.get_cancelled_exc_class():
+                else:
+                    try:
+                        async with asyncio.timeout(_left(deadline)):
+                            await pending.done.wait()
+                    except TimeoutError:
+                        timed_out = True
+            except asyncio.CancelledError:
                 reason = record.cancel_reason or "caller went away"
                 handed_over = self._abandon(connection, replica, pending, reason)
                 raise
-            if running.cancelled_caught:
+            if timed_out:
                 handed_over = self._abandon(connection, replica, pending, "deadline exceeded")
                 raise DeadlineExceeded(
                     f"task {task.task_id} on agent {agent.name} did not finish before its deadline",
@@ -302,8 +322,9 @@ class Dispatcher:
         grace = replica.agent.spec.cancel_grace
         try:
             await connection.cancel(pending.frame_id, reason)
-            with anyio.move_on_after(grace):
-                await pending.done.wait()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(grace):
+                    await pending.done.wait()
             if not pending.done.is_set() and replica.connection is connection:
                 replica.mark_wedged(f"task {pending.frame_id} ignored its cancel for {grace:g}s")
         finally:

@@ -27,6 +27,8 @@ log = structlog.get_logger("ether.link")
 
 PROTOCOL_VERSIONS = (1,)
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
+WRITE_AT_ONCE = 64 * 1024  # a line this long is written at once, not batched
+WRITE_HIGH_WATER = 1024 * 1024  # senders wait for the pipe beyond this much buffered
 _ID_IN_HEAD = re.compile(rb'"id"\s*:\s*"([^"]{1,64})"')
 
 ProgressSink = Callable[[dict[str, Any]], None]
@@ -56,7 +58,9 @@ class Pending:
     frame_id: str
     on_progress: ProgressSink | None
     on_log: ProgressSink | None
-    done: anyio.Event = field(default_factory=anyio.Event)
+    # asyncio's Event, not anyio's: one per task on the hot path, and anyio's costs a
+    # backend lookup to create. Awaiting it inside anyio cancel scopes is fine.
+    done: asyncio.Event = field(default_factory=asyncio.Event)
     result: dict[str, Any] | None = None
     failure: Exception | None = None
     calls: set[anyio.CancelScope] = field(default_factory=set)
@@ -122,6 +126,8 @@ class AgentConnection:
         self._own_calls: dict[str, anyio.CancelScope] = {}
         self._calls_group: TaskGroup | None = None
         self._stdin_closed = False
+        self._out: list[bytes] = []  # lines queued for the next write (see _queue_line)
+        self._flush_scheduled = False
 
     # -- reading -------------------------------------------------------------------------
 
@@ -326,11 +332,11 @@ class AgentConnection:
     # -- writing -------------------------------------------------------------------------
 
     async def send(self, frame: dict[str, Any], pending: Pending | None = None) -> None:
-        """Write one frame as one line; one writer at a time.
+        """Write one frame as one line.
 
-        The whole line is queued on the pipe in one synchronous write before the
-        first await that can be cancelled (the drain): a cancelled sender never
-        leaves half a frame behind, and ``pending.sent`` tells whether it went.
+        The whole line is queued before the first await that can be cancelled
+        (the drain): a cancelled sender never leaves half a frame behind, and
+        ``pending.sent`` tells whether it went.
         """
         data = orjson.dumps(frame, option=orjson.OPT_APPEND_NEWLINE)
         if len(data) > self.max_frame:
@@ -338,19 +344,49 @@ class AgentConnection:
                 "frame_too_large",
                 f"frame of {len(data)} bytes exceeds the limit of {self.max_frame}",
             )
+        if self._raw_stdin is None:
+            await self._send_via_stream(data, pending)
+            return
+        if self._stdin_closed or self._raw_stdin.transport.is_closing():
+            raise LinkClosed(f"agent {self.agent}: stdin closed")
+        self._queue_line(data)
+        if pending is not None:
+            pending.sent = True
+        if self._raw_stdin.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
+            try:
+                await self._raw_stdin.drain()
+            except (OSError, RuntimeError) as error:
+                raise LinkClosed(f"agent {self.agent}: cannot write to stdin ({error})") from None
+
+    def _queue_line(self, data: bytes) -> None:
+        """Lines queued in one turn of the event loop go out in one write: at many tasks in
+        flight the agent then reads several frames per wakeup instead of one."""
+        self._out.append(data)
+        if len(data) >= WRITE_AT_ONCE:
+            self._flush()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if not self._out or self._raw_stdin is None:
+            return
+        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+        self._out.clear()
+        try:
+            self._raw_stdin.write(data)
+        except (OSError, RuntimeError) as error:  # the process is gone: stdout EOF fails its tasks
+            log.info("write to agent stdin failed", agent=self.agent, error=str(error))
+
+    async def _send_via_stream(self, data: bytes, pending: Pending | None) -> None:
         async with self._write_lock:
             if self._stdin_closed:
                 raise LinkClosed(f"agent {self.agent}: stdin closed")
             try:
-                if self._raw_stdin is not None:
-                    self._raw_stdin.write(data)
-                    if pending is not None:
-                        pending.sent = True
-                    await self._raw_stdin.drain()
-                else:
-                    await self._stdin.send(data)
-                    if pending is not None:
-                        pending.sent = True
+                await self._stdin.send(data)
+                if pending is not None:
+                    pending.sent = True
             except (
                 anyio.BrokenResourceError,
                 anyio.ClosedResourceError,
@@ -360,6 +396,7 @@ class AgentConnection:
                 raise LinkClosed(f"agent {self.agent}: cannot write to stdin ({error})") from None
 
     async def close_stdin(self) -> None:
+        self._flush()  # what was queued goes out before the EOF
         async with self._write_lock:
             if not self._stdin_closed:
                 self._stdin_closed = True

@@ -283,13 +283,30 @@ class ManagedAgent:
 
     # -- slots ---------------------------------------------------------------------------
 
-    async def acquire(self, *, reentrant: bool = False) -> Replica:
-        """A running replica with a free slot (least loaded); waits while none is free.
+    def try_acquire(self, *, reentrant: bool = False) -> Replica | None:
+        """A running replica with a free slot (least loaded), or None when every slot is taken.
 
         ``reentrant`` admits a task past the concurrency limit: it is a call
         made, directly or not, by a task already running on this agent,
         which would otherwise wait for its own ancestor until its deadline.
         """
+        best: Replica | None = None
+        if self._active:
+            for replica in self.replicas:
+                if (
+                    replica.ready
+                    and (reentrant or replica.assigned < replica.max_concurrency)
+                    and (best is None or replica.assigned < best.assigned)
+                ):
+                    best = replica
+        if best is None:
+            self._check_active()
+            return None
+        best.assigned += 1
+        return best
+
+    async def acquire(self, *, reentrant: bool = False) -> Replica:
+        """A running replica with a free slot (least loaded); waits while none is free."""
         if self.queued >= self.spec.max_queue:
             raise ResourceExhausted(
                 f"agent {self.name} has {self.queued} tasks queued (limit {self.spec.max_queue}); retry later",
@@ -299,36 +316,31 @@ class ManagedAgent:
             )
         self.queued += 1
         try:
-            while True:
-                state = self.state
-                if not self._active or state is State.FATAL:
-                    detail = (
-                        f": {self.reason or self._replica_reason()}"
-                        if state in (State.FATAL, State.EXITED)
-                        else ""
-                    )
-                    raise FailedPrecondition(
-                        f"agent {self.name} is {state.value}{detail}; start it with SupervisorService.StartAgent",
-                        reason="AGENT_NOT_RUNNING",
-                        resource=("agent", self.name),
-                        metadata={"state": state.value},
-                    )
-                free = [
-                    r
-                    for r in self.replicas
-                    if r.ready and (reentrant or r.assigned < r.max_concurrency)
-                ]
-                if free:
-                    replica = min(free, key=lambda r: r.assigned)
-                    replica.assigned += 1
-                    return replica
+            while (replica := self.try_acquire(reentrant=reentrant)) is None:
                 await self._changed.wait()
+            return replica
         finally:
             self.queued -= 1
 
+    def _check_active(self) -> None:
+        state = self.state
+        if not self._active or state is State.FATAL:
+            detail = (
+                f": {self.reason or self._replica_reason()}"
+                if state in (State.FATAL, State.EXITED)
+                else ""
+            )
+            raise FailedPrecondition(
+                f"agent {self.name} is {state.value}{detail}; start it with SupervisorService.StartAgent",
+                reason="AGENT_NOT_RUNNING",
+                resource=("agent", self.name),
+                metadata={"state": state.value},
+            )
+
     def release(self, replica: Replica) -> None:
         replica.assigned -= 1
-        self._notify()
+        if self.queued:  # only acquire() waits on _changed
+            self._notify()
 
     def _replica_reason(self) -> str:
         return next((r.reason for r in self.replicas if r.reason), "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -9,7 +10,7 @@ import anyio
 import grpc
 
 from ether.v1 import agent_io_pb2, agent_io_pb2_grpc
-from ether_host.agents import Dispatcher, TaskEvent
+from ether_host.agents import Dispatcher, TaskEvent, TaskInput
 from ether_host.errors import EtherError, InvalidArgument
 from ether_host.paging import paginate
 from ether_host.supervisor import Supervisor
@@ -58,20 +59,21 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
     async def Execute(
         self, request: agent_io_pb2.ExecuteRequest, context: grpc.aio.ServicerContext
     ) -> agent_io_pb2.ExecuteResponse:
-        task = convert.task_input(
-            _required_input(request.input), convert.rpc_time_left(context.time_remaining())
-        )
+        message = _required_input(request.input)
+        task = convert.task_input(message, convert.rpc_time_left(context.time_remaining()))
         result = await self._dispatcher.execute(task)
-        return agent_io_pb2.ExecuteResponse(output=convert.agent_output(result))
+        response = agent_io_pb2.ExecuteResponse()
+        response.output.CopyFrom(convert.agent_output(result, convert.wants_json(message)))
+        return response
 
     # ExecuteStream and Pipe write with context.write instead of yielding: a generator
     # cannot yield from inside a task group (grpc.aio closes it from another task).
     async def ExecuteStream(  # type: ignore[override]
         self, request: agent_io_pb2.ExecuteStreamRequest, context: grpc.aio.ServicerContext
     ) -> None:
-        task = convert.task_input(
-            _required_input(request.input), convert.rpc_time_left(context.time_remaining())
-        )
+        message = _required_input(request.input)
+        task = convert.task_input(message, convert.rpc_time_left(context.time_remaining()))
+        as_json = convert.wants_json(message)
         send, receive = anyio.create_memory_object_stream[Any](1000)
         sequence = 0
 
@@ -90,49 +92,58 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
                     if isinstance(item, EtherError):
                         raise item
                     sequence += 1
-                    await context.write(_stream_event(sequence, task.task_id, item))
+                    await context.write(_stream_event(sequence, task.task_id, item, as_json))
 
     async def Pipe(  # type: ignore[override]
         self,
         request_iterator: AsyncIterator[agent_io_pb2.PipeRequest],
         context: grpc.aio.ServicerContext,
     ) -> None:
-        send, receive = anyio.create_memory_object_stream[agent_io_pb2.AgentOutput](
-            PIPE_MAX_IN_FLIGHT
-        )
+        # asyncio's TaskGroup, Queue and Semaphore rather than anyio's: this is the host's
+        # hottest loop, and anyio's per-task bookkeeping was a quarter of its CPU per message
+        # (bench/RESULTS.md). The structure is the same: every task ends with the stream.
+        finished: asyncio.Queue[agent_io_pb2.AgentOutput | None] = asyncio.Queue()
+        slots = asyncio.Semaphore(PIPE_DEFAULT_IN_FLIGHT)
+        state = {"open": 0, "reading": True}  # tasks started whose output is not written yet
 
-        async def run_one(
-            message: agent_io_pb2.AgentInput,
-            slots: anyio.Semaphore,
-            sender: anyio.abc.ObjectSendStream[agent_io_pb2.AgentOutput],
-        ) -> None:
-            async with sender:
+        async def run_one(message: agent_io_pb2.AgentInput) -> None:
+            task: TaskInput | None = None
+            try:
                 task = convert.task_input(message, convert.rpc_time_left(context.time_remaining()))
-                try:
-                    output = convert.agent_output(await self._dispatcher.execute(task))
-                except EtherError as error:
-                    output = convert.error_output(message, error.reason.lower(), error.message)
+                result = await self._dispatcher.execute(task)
+                output = convert.agent_output(result, convert.wants_json(message))
+            except EtherError as error:
+                output = convert.error_output(message, error.reason.lower(), error.message)
+                if task is not None:
                     output.task_id = task.task_id
+            finished.put_nowait(output)
+
+        async def read_inputs(tg: asyncio.TaskGroup) -> None:
+            nonlocal slots
+            first = True
+            async for request in request_iterator:
+                if first:
+                    first = False
+                    limit = request.max_in_flight or PIPE_DEFAULT_IN_FLIGHT
+                    slots = asyncio.Semaphore(max(1, min(limit, PIPE_MAX_IN_FLIGHT)))
+                # Holding the next read until a slot frees is the flow control: unread
+                # requests back up in HTTP/2 windows, not in host memory. A slot is held
+                # until the task's output is written, so slow readers slow the stream too.
+                await slots.acquire()
+                state["open"] += 1
+                tg.create_task(run_one(request.input), name="pipe task")
+            state["reading"] = False
+            if not state["open"]:
+                finished.put_nowait(None)
+
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(read_inputs(tg), name="pipe reader")
+            while (output := await finished.get()) is not None:
+                await context.write(agent_io_pb2.PipeResponse(output=output))
+                state["open"] -= 1
                 slots.release()
-                await sender.send(output)
-
-        async def read_inputs(tg: anyio.abc.TaskGroup) -> None:
-            slots: anyio.Semaphore | None = None
-            async with send:
-                async for request in request_iterator:
-                    if slots is None:
-                        limit = request.max_in_flight or PIPE_DEFAULT_IN_FLIGHT
-                        slots = anyio.Semaphore(max(1, min(limit, PIPE_MAX_IN_FLIGHT)))
-                    # Holding the next read until a slot frees is the flow control:
-                    # unread requests back up in HTTP/2 windows, not in host memory.
-                    await slots.acquire()
-                    tg.start_soon(run_one, request.input, slots, send.clone(), name="pipe task")
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read_inputs, tg)
-            async with receive:
-                async for output in receive:
-                    await context.write(agent_io_pb2.PipeResponse(output=output))
+                if not state["reading"] and not state["open"]:
+                    break
 
     async def CancelTask(
         self, request: agent_io_pb2.CancelTaskRequest, context: grpc.aio.ServicerContext
@@ -150,7 +161,9 @@ def _required_input(message: agent_io_pb2.AgentInput) -> agent_io_pb2.AgentInput
     return message
 
 
-def _stream_event(sequence: int, task_id: str, item: Any) -> agent_io_pb2.ExecuteStreamResponse:
+def _stream_event(
+    sequence: int, task_id: str, item: Any, as_json: bool
+) -> agent_io_pb2.ExecuteStreamResponse:
     event = agent_io_pb2.ExecuteStreamResponse(sequence=sequence, task_id=task_id)
     if isinstance(item, TaskEvent):
         event.time.CopyFrom(timestamp(item.time))
@@ -176,5 +189,5 @@ def _stream_event(sequence: int, task_id: str, item: Any) -> agent_io_pb2.Execut
                 )
             )
         return event
-    event.output.CopyFrom(convert.agent_output(item))
+    event.output.CopyFrom(convert.agent_output(item, as_json))
     return event

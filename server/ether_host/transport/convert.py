@@ -6,10 +6,12 @@ import math
 import time
 from typing import Any
 
+import orjson
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 
 from ether.v1 import agent_io_pb2, common_pb2
 from ether_host.agents import Budget, TaskInput, TaskResult
+from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.supervisor import ManagedAgent, State
 
 MAX_EXACT = 2**53
@@ -121,7 +123,7 @@ def task_input(message: agent_io_pb2.AgentInput, rpc_deadline: float | None) -> 
     return TaskInput(
         agent=message.agent,
         action=message.action,
-        params=struct_to_dict(message.params),
+        params=_params(message),
         task_id=message.task_id,
         budget=budget_from(context.budget),
         parent_task=context.parent_task,
@@ -133,6 +135,37 @@ def task_input(message: agent_io_pb2.AgentInput, rpc_deadline: float | None) -> 
     )
 
 
+def _params(message: agent_io_pb2.AgentInput) -> dict[str, Any]:
+    if not message.params_json:
+        return struct_to_dict(message.params)
+    if message.params.fields:
+        raise InvalidArgument(
+            "set input.params or input.params_json, not both",
+            reason="PARAMS_TWICE",
+            violations=[FieldViolation("input.params_json", "set only when params is empty")],
+        )
+    try:
+        params = orjson.loads(message.params_json)
+    except orjson.JSONDecodeError as error:
+        raise InvalidArgument(
+            f"input.params_json is not valid JSON: {error}",
+            reason="INVALID_PARAMS_JSON",
+            violations=[FieldViolation("input.params_json", f"invalid JSON: {error}")],
+        ) from None
+    if not isinstance(params, dict):
+        raise InvalidArgument(
+            f"input.params_json must be a JSON object, not {type(params).__name__}",
+            reason="INVALID_PARAMS_JSON",
+            violations=[FieldViolation("input.params_json", "must be a JSON object")],
+        )
+    return params
+
+
+def wants_json(message: agent_io_pb2.AgentInput) -> bool:
+    """True when the caller asked for the result as JSON bytes (AgentOutput.data_json)."""
+    return message.output_encoding == agent_io_pb2.DATA_ENCODING_JSON
+
+
 _STATUS = {
     "SUCCESS": agent_io_pb2.TASK_STATUS_SUCCESS,
     "ERROR": agent_io_pb2.TASK_STATUS_ERROR,
@@ -140,36 +173,39 @@ _STATUS = {
 }
 
 
-def agent_output(result: TaskResult) -> agent_io_pb2.AgentOutput:
+def agent_output(result: TaskResult, as_json: bool = False) -> agent_io_pb2.AgentOutput:
+    """The output message; ``as_json`` puts the result in data_json instead of data."""
     meta = result.metadata
     output = agent_io_pb2.AgentOutput(
         task_id=result.task_id,
         status=_STATUS[result.status],
         agent=result.agent,
         action=result.action,
-        metadata=agent_io_pb2.OutputMetadata(
-            duration=duration(meta.duration),
-            cost=meta.cost,
-            model=meta.model,
-            started_at=timestamp(meta.started_at),
-            host=meta.host,
-            pid=meta.pid,
-            attempt=meta.attempt,
-            cached=meta.cached,
-            extra=dict_to_struct(meta.extra),
-        ),
     )
+    # Fields are set in place: building sub-messages and passing them in copies them.
+    metadata = output.metadata
+    metadata.duration.FromNanoseconds(int(meta.duration * 1e9))
+    metadata.started_at.FromNanoseconds(int(meta.started_at * 1e9))
+    metadata.cost = meta.cost
+    metadata.model = meta.model
+    metadata.host = meta.host
+    metadata.pid = meta.pid
+    metadata.attempt = meta.attempt
+    metadata.cached = meta.cached
+    if meta.extra:
+        _fill_struct(metadata.extra, meta.extra)
     if result.data is not None:
-        output.data.CopyFrom(to_value(result.data))
+        if as_json:
+            output.data_json = orjson.dumps(result.data, option=orjson.OPT_NON_STR_KEYS)
+        else:
+            _fill(output.data, result.data)
     if result.error is not None:
-        output.error.CopyFrom(
-            agent_io_pb2.TaskError(
-                code=result.error.code,
-                message=result.error.message,
-                details=dict_to_struct(result.error.details),
-                retryable=result.error.retryable,
-            )
-        )
+        error = output.error
+        error.code = result.error.code
+        error.message = result.error.message
+        error.retryable = result.error.retryable
+        if result.error.details:
+            _fill_struct(error.details, result.error.details)
     for proposal in result.next_actions:
         output.next_actions.add(
             agent=str(proposal.get("agent") or ""),

@@ -214,6 +214,61 @@ func (AgentState) EnumDescriptor() ([]byte, []int) {
 	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{2}
 }
 
+// DataEncoding says how an AgentOutput carries its result value.
+type DataEncoding int32
+
+const (
+	// The default: the same as DATA_ENCODING_STRUCT.
+	DataEncoding_DATA_ENCODING_UNSPECIFIED DataEncoding = 0
+	// AgentOutput.data, a google.protobuf.Value: readable by every client and
+	// by grpcurl, converted value by value on the host.
+	DataEncoding_DATA_ENCODING_STRUCT DataEncoding = 1
+	// AgentOutput.data_json, the result as UTF-8 JSON bytes: the cheapest
+	// encoding for clients that parse JSON anyway.
+	DataEncoding_DATA_ENCODING_JSON DataEncoding = 2
+)
+
+// Enum value maps for DataEncoding.
+var (
+	DataEncoding_name = map[int32]string{
+		0: "DATA_ENCODING_UNSPECIFIED",
+		1: "DATA_ENCODING_STRUCT",
+		2: "DATA_ENCODING_JSON",
+	}
+	DataEncoding_value = map[string]int32{
+		"DATA_ENCODING_UNSPECIFIED": 0,
+		"DATA_ENCODING_STRUCT":      1,
+		"DATA_ENCODING_JSON":        2,
+	}
+)
+
+func (x DataEncoding) Enum() *DataEncoding {
+	p := new(DataEncoding)
+	*p = x
+	return p
+}
+
+func (x DataEncoding) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DataEncoding) Descriptor() protoreflect.EnumDescriptor {
+	return file_ether_v1_agent_io_proto_enumTypes[3].Descriptor()
+}
+
+func (DataEncoding) Type() protoreflect.EnumType {
+	return &file_ether_v1_agent_io_proto_enumTypes[3]
+}
+
+func (x DataEncoding) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DataEncoding.Descriptor instead.
+func (DataEncoding) EnumDescriptor() ([]byte, []int) {
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{3}
+}
+
 // ActionSpec describes one action an agent offers.
 type ActionSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -617,14 +672,23 @@ type AgentInput struct {
 	// exactly one action.
 	Action string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
 	// The action's parameters, checked against the action's params_schema.
+	// params_json carries the same as JSON bytes.
 	Params *structpb.Struct `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
 	// Budget, parent, workflow and permissions of the task.
 	Context *TaskContext `protobuf:"bytes,5,opt,name=context,proto3" json:"context,omitempty"`
 	// True when the task may be retried after the agent process died.
 	// Defaults to the action's own `idempotent` flag.
-	Idempotent    *bool `protobuf:"varint,6,opt,name=idempotent,proto3,oneof" json:"idempotent,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Idempotent *bool `protobuf:"varint,6,opt,name=idempotent,proto3,oneof" json:"idempotent,omitempty"`
+	// The action's parameters as one UTF-8 JSON object, in place of `params`:
+	// the fast path for clients that already hold JSON, with no Struct
+	// conversion on either side. Setting both is INVALID_ARGUMENT; invalid JSON
+	// or a value that is not an object is INVALID_ARGUMENT.
+	ParamsJson []byte `protobuf:"bytes,7,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	// How the output carries its result: `data` (a Struct Value, the default)
+	// or `data_json` (UTF-8 JSON bytes).
+	OutputEncoding DataEncoding `protobuf:"varint,8,opt,name=output_encoding,json=outputEncoding,proto3,enum=ether.v1.DataEncoding" json:"output_encoding,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AgentInput) Reset() {
@@ -697,6 +761,20 @@ func (x *AgentInput) GetIdempotent() bool {
 		return *x.Idempotent
 	}
 	return false
+}
+
+func (x *AgentInput) GetParamsJson() []byte {
+	if x != nil {
+		return x.ParamsJson
+	}
+	return nil
+}
+
+func (x *AgentInput) GetOutputEncoding() DataEncoding {
+	if x != nil {
+		return x.OutputEncoding
+	}
+	return DataEncoding_DATA_ENCODING_UNSPECIFIED
 }
 
 // OutputMetadata is provenance for an AgentOutput: what the host measured
@@ -978,14 +1056,18 @@ type AgentOutput struct {
 	Agent string `protobuf:"bytes,3,opt,name=agent,proto3" json:"agent,omitempty"`
 	// Action that ran.
 	Action string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
-	// The result value. Any JSON value: object, list, string, number.
+	// The result value. Any JSON value: object, list, string, number. Left
+	// unset when the input asked for DATA_ENCODING_JSON (see data_json).
 	Data *structpb.Value `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"`
 	// Provenance: durations, cost, process and attempt.
 	Metadata *OutputMetadata `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Set when status is TASK_STATUS_ERROR or TASK_STATUS_PARTIAL.
 	Error *TaskError `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
 	// Follow-ups the agent proposes; workflows may follow them.
-	NextActions   []*NextAction `protobuf:"bytes,8,rep,name=next_actions,json=nextActions,proto3" json:"next_actions,omitempty"`
+	NextActions []*NextAction `protobuf:"bytes,8,rep,name=next_actions,json=nextActions,proto3" json:"next_actions,omitempty"`
+	// The result value as UTF-8 JSON, set instead of `data` when the input
+	// asked for DATA_ENCODING_JSON (empty when the task produced no value).
+	DataJson      []byte `protobuf:"bytes,9,opt,name=data_json,json=dataJson,proto3" json:"data_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1072,6 +1154,13 @@ func (x *AgentOutput) GetError() *TaskError {
 func (x *AgentOutput) GetNextActions() []*NextAction {
 	if x != nil {
 		return x.NextActions
+	}
+	return nil
+}
+
+func (x *AgentOutput) GetDataJson() []byte {
+	if x != nil {
+		return x.DataJson
 	}
 	return nil
 }
@@ -2023,7 +2112,7 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\vpermissions\x18\x04 \x03(\tR\vpermissions\x12%\n" +
 	"\x05trace\x18\x05 \x01(\v2\x0f.ether.v1.TraceR\x05trace\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x06 \x01(\tR\tsessionId\"\xe9\x01\n" +
+	"session_id\x18\x06 \x01(\tR\tsessionId\"\xcb\x02\n" +
 	"\n" +
 	"AgentInput\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
@@ -2033,7 +2122,10 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\acontext\x18\x05 \x01(\v2\x15.ether.v1.TaskContextR\acontext\x12#\n" +
 	"\n" +
 	"idempotent\x18\x06 \x01(\bH\x00R\n" +
-	"idempotent\x88\x01\x01B\r\n" +
+	"idempotent\x88\x01\x01\x12\x1f\n" +
+	"\vparams_json\x18\a \x01(\fR\n" +
+	"paramsJson\x12?\n" +
+	"\x0foutput_encoding\x18\b \x01(\x0e2\x16.ether.v1.DataEncodingR\x0eoutputEncodingB\r\n" +
 	"\v_idempotent\"\xb3\x02\n" +
 	"\x0eOutputMetadata\x125\n" +
 	"\bduration\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x12\n" +
@@ -2056,7 +2148,7 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12/\n" +
 	"\x06params\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x06params\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xc8\x02\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xe5\x02\n" +
 	"\vAgentOutput\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12,\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x14.ether.v1.TaskStatusR\x06status\x12\x14\n" +
@@ -2065,7 +2157,8 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\x04data\x18\x05 \x01(\v2\x16.google.protobuf.ValueR\x04data\x124\n" +
 	"\bmetadata\x18\x06 \x01(\v2\x18.ether.v1.OutputMetadataR\bmetadata\x12)\n" +
 	"\x05error\x18\a \x01(\v2\x13.ether.v1.TaskErrorR\x05error\x127\n" +
-	"\fnext_actions\x18\b \x03(\v2\x14.ether.v1.NextActionR\vnextActions\"\xc8\x01\n" +
+	"\fnext_actions\x18\b \x03(\v2\x14.ether.v1.NextActionR\vnextActions\x12\x1b\n" +
+	"\tdata_json\x18\t \x01(\fR\bdataJson\"\xc8\x01\n" +
 	"\x11ListAgentsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -2138,7 +2231,11 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\x14AGENT_STATE_STOPPING\x10\x05\x12\x17\n" +
 	"\x13AGENT_STATE_STOPPED\x10\x06\x12\x16\n" +
 	"\x12AGENT_STATE_EXITED\x10\a\x12\x15\n" +
-	"\x11AGENT_STATE_FATAL\x10\b2\xb4\x03\n" +
+	"\x11AGENT_STATE_FATAL\x10\b*_\n" +
+	"\fDataEncoding\x12\x1d\n" +
+	"\x19DATA_ENCODING_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14DATA_ENCODING_STRUCT\x10\x01\x12\x16\n" +
+	"\x12DATA_ENCODING_JSON\x10\x022\xb4\x03\n" +
 	"\x0eAgentIOService\x12G\n" +
 	"\n" +
 	"ListAgents\x12\x1b.ether.v1.ListAgentsRequest\x1a\x1c.ether.v1.ListAgentsResponse\x12A\n" +
@@ -2162,95 +2259,97 @@ func file_ether_v1_agent_io_proto_rawDescGZIP() []byte {
 	return file_ether_v1_agent_io_proto_rawDescData
 }
 
-var file_ether_v1_agent_io_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_ether_v1_agent_io_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_ether_v1_agent_io_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_ether_v1_agent_io_proto_goTypes = []any{
 	(TaskStatus)(0),               // 0: ether.v1.TaskStatus
 	(AgentType)(0),                // 1: ether.v1.AgentType
 	(AgentState)(0),               // 2: ether.v1.AgentState
-	(*ActionSpec)(nil),            // 3: ether.v1.ActionSpec
-	(*AgentInfo)(nil),             // 4: ether.v1.AgentInfo
-	(*Trace)(nil),                 // 5: ether.v1.Trace
-	(*TaskContext)(nil),           // 6: ether.v1.TaskContext
-	(*AgentInput)(nil),            // 7: ether.v1.AgentInput
-	(*OutputMetadata)(nil),        // 8: ether.v1.OutputMetadata
-	(*TaskError)(nil),             // 9: ether.v1.TaskError
-	(*NextAction)(nil),            // 10: ether.v1.NextAction
-	(*AgentOutput)(nil),           // 11: ether.v1.AgentOutput
-	(*ListAgentsRequest)(nil),     // 12: ether.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),    // 13: ether.v1.ListAgentsResponse
-	(*GetAgentRequest)(nil),       // 14: ether.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),      // 15: ether.v1.GetAgentResponse
-	(*ExecuteRequest)(nil),        // 16: ether.v1.ExecuteRequest
-	(*ExecuteResponse)(nil),       // 17: ether.v1.ExecuteResponse
-	(*ExecuteStreamRequest)(nil),  // 18: ether.v1.ExecuteStreamRequest
-	(*TaskStarted)(nil),           // 19: ether.v1.TaskStarted
-	(*TaskProgress)(nil),          // 20: ether.v1.TaskProgress
-	(*TaskLog)(nil),               // 21: ether.v1.TaskLog
-	(*ExecuteStreamResponse)(nil), // 22: ether.v1.ExecuteStreamResponse
-	(*PipeRequest)(nil),           // 23: ether.v1.PipeRequest
-	(*PipeResponse)(nil),          // 24: ether.v1.PipeResponse
-	(*CancelTaskRequest)(nil),     // 25: ether.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),    // 26: ether.v1.CancelTaskResponse
-	(*structpb.Struct)(nil),       // 27: google.protobuf.Struct
-	(Language)(0),                 // 28: ether.v1.Language
-	(*Budget)(nil),                // 29: ether.v1.Budget
-	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 32: google.protobuf.Value
+	(DataEncoding)(0),             // 3: ether.v1.DataEncoding
+	(*ActionSpec)(nil),            // 4: ether.v1.ActionSpec
+	(*AgentInfo)(nil),             // 5: ether.v1.AgentInfo
+	(*Trace)(nil),                 // 6: ether.v1.Trace
+	(*TaskContext)(nil),           // 7: ether.v1.TaskContext
+	(*AgentInput)(nil),            // 8: ether.v1.AgentInput
+	(*OutputMetadata)(nil),        // 9: ether.v1.OutputMetadata
+	(*TaskError)(nil),             // 10: ether.v1.TaskError
+	(*NextAction)(nil),            // 11: ether.v1.NextAction
+	(*AgentOutput)(nil),           // 12: ether.v1.AgentOutput
+	(*ListAgentsRequest)(nil),     // 13: ether.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),    // 14: ether.v1.ListAgentsResponse
+	(*GetAgentRequest)(nil),       // 15: ether.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),      // 16: ether.v1.GetAgentResponse
+	(*ExecuteRequest)(nil),        // 17: ether.v1.ExecuteRequest
+	(*ExecuteResponse)(nil),       // 18: ether.v1.ExecuteResponse
+	(*ExecuteStreamRequest)(nil),  // 19: ether.v1.ExecuteStreamRequest
+	(*TaskStarted)(nil),           // 20: ether.v1.TaskStarted
+	(*TaskProgress)(nil),          // 21: ether.v1.TaskProgress
+	(*TaskLog)(nil),               // 22: ether.v1.TaskLog
+	(*ExecuteStreamResponse)(nil), // 23: ether.v1.ExecuteStreamResponse
+	(*PipeRequest)(nil),           // 24: ether.v1.PipeRequest
+	(*PipeResponse)(nil),          // 25: ether.v1.PipeResponse
+	(*CancelTaskRequest)(nil),     // 26: ether.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),    // 27: ether.v1.CancelTaskResponse
+	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
+	(Language)(0),                 // 29: ether.v1.Language
+	(*Budget)(nil),                // 30: ether.v1.Budget
+	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 33: google.protobuf.Value
 }
 var file_ether_v1_agent_io_proto_depIdxs = []int32{
-	27, // 0: ether.v1.ActionSpec.params_schema:type_name -> google.protobuf.Struct
+	28, // 0: ether.v1.ActionSpec.params_schema:type_name -> google.protobuf.Struct
 	1,  // 1: ether.v1.AgentInfo.type:type_name -> ether.v1.AgentType
-	28, // 2: ether.v1.AgentInfo.language:type_name -> ether.v1.Language
-	3,  // 3: ether.v1.AgentInfo.actions:type_name -> ether.v1.ActionSpec
+	29, // 2: ether.v1.AgentInfo.language:type_name -> ether.v1.Language
+	4,  // 3: ether.v1.AgentInfo.actions:type_name -> ether.v1.ActionSpec
 	2,  // 4: ether.v1.AgentInfo.state:type_name -> ether.v1.AgentState
-	29, // 5: ether.v1.TaskContext.budget:type_name -> ether.v1.Budget
-	5,  // 6: ether.v1.TaskContext.trace:type_name -> ether.v1.Trace
-	27, // 7: ether.v1.AgentInput.params:type_name -> google.protobuf.Struct
-	6,  // 8: ether.v1.AgentInput.context:type_name -> ether.v1.TaskContext
-	30, // 9: ether.v1.OutputMetadata.duration:type_name -> google.protobuf.Duration
-	31, // 10: ether.v1.OutputMetadata.started_at:type_name -> google.protobuf.Timestamp
-	27, // 11: ether.v1.OutputMetadata.extra:type_name -> google.protobuf.Struct
-	27, // 12: ether.v1.TaskError.details:type_name -> google.protobuf.Struct
-	27, // 13: ether.v1.NextAction.params:type_name -> google.protobuf.Struct
-	0,  // 14: ether.v1.AgentOutput.status:type_name -> ether.v1.TaskStatus
-	32, // 15: ether.v1.AgentOutput.data:type_name -> google.protobuf.Value
-	8,  // 16: ether.v1.AgentOutput.metadata:type_name -> ether.v1.OutputMetadata
-	9,  // 17: ether.v1.AgentOutput.error:type_name -> ether.v1.TaskError
-	10, // 18: ether.v1.AgentOutput.next_actions:type_name -> ether.v1.NextAction
-	28, // 19: ether.v1.ListAgentsRequest.language:type_name -> ether.v1.Language
-	1,  // 20: ether.v1.ListAgentsRequest.type:type_name -> ether.v1.AgentType
-	4,  // 21: ether.v1.ListAgentsResponse.agents:type_name -> ether.v1.AgentInfo
-	4,  // 22: ether.v1.GetAgentResponse.agent:type_name -> ether.v1.AgentInfo
-	7,  // 23: ether.v1.ExecuteRequest.input:type_name -> ether.v1.AgentInput
-	11, // 24: ether.v1.ExecuteResponse.output:type_name -> ether.v1.AgentOutput
-	7,  // 25: ether.v1.ExecuteStreamRequest.input:type_name -> ether.v1.AgentInput
-	27, // 26: ether.v1.TaskLog.fields:type_name -> google.protobuf.Struct
-	31, // 27: ether.v1.ExecuteStreamResponse.time:type_name -> google.protobuf.Timestamp
-	19, // 28: ether.v1.ExecuteStreamResponse.started:type_name -> ether.v1.TaskStarted
-	20, // 29: ether.v1.ExecuteStreamResponse.progress:type_name -> ether.v1.TaskProgress
-	21, // 30: ether.v1.ExecuteStreamResponse.log:type_name -> ether.v1.TaskLog
-	11, // 31: ether.v1.ExecuteStreamResponse.output:type_name -> ether.v1.AgentOutput
-	7,  // 32: ether.v1.PipeRequest.input:type_name -> ether.v1.AgentInput
-	11, // 33: ether.v1.PipeResponse.output:type_name -> ether.v1.AgentOutput
-	12, // 34: ether.v1.AgentIOService.ListAgents:input_type -> ether.v1.ListAgentsRequest
-	14, // 35: ether.v1.AgentIOService.GetAgent:input_type -> ether.v1.GetAgentRequest
-	16, // 36: ether.v1.AgentIOService.Execute:input_type -> ether.v1.ExecuteRequest
-	18, // 37: ether.v1.AgentIOService.ExecuteStream:input_type -> ether.v1.ExecuteStreamRequest
-	23, // 38: ether.v1.AgentIOService.Pipe:input_type -> ether.v1.PipeRequest
-	25, // 39: ether.v1.AgentIOService.CancelTask:input_type -> ether.v1.CancelTaskRequest
-	13, // 40: ether.v1.AgentIOService.ListAgents:output_type -> ether.v1.ListAgentsResponse
-	15, // 41: ether.v1.AgentIOService.GetAgent:output_type -> ether.v1.GetAgentResponse
-	17, // 42: ether.v1.AgentIOService.Execute:output_type -> ether.v1.ExecuteResponse
-	22, // 43: ether.v1.AgentIOService.ExecuteStream:output_type -> ether.v1.ExecuteStreamResponse
-	24, // 44: ether.v1.AgentIOService.Pipe:output_type -> ether.v1.PipeResponse
-	26, // 45: ether.v1.AgentIOService.CancelTask:output_type -> ether.v1.CancelTaskResponse
-	40, // [40:46] is the sub-list for method output_type
-	34, // [34:40] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	30, // 5: ether.v1.TaskContext.budget:type_name -> ether.v1.Budget
+	6,  // 6: ether.v1.TaskContext.trace:type_name -> ether.v1.Trace
+	28, // 7: ether.v1.AgentInput.params:type_name -> google.protobuf.Struct
+	7,  // 8: ether.v1.AgentInput.context:type_name -> ether.v1.TaskContext
+	3,  // 9: ether.v1.AgentInput.output_encoding:type_name -> ether.v1.DataEncoding
+	31, // 10: ether.v1.OutputMetadata.duration:type_name -> google.protobuf.Duration
+	32, // 11: ether.v1.OutputMetadata.started_at:type_name -> google.protobuf.Timestamp
+	28, // 12: ether.v1.OutputMetadata.extra:type_name -> google.protobuf.Struct
+	28, // 13: ether.v1.TaskError.details:type_name -> google.protobuf.Struct
+	28, // 14: ether.v1.NextAction.params:type_name -> google.protobuf.Struct
+	0,  // 15: ether.v1.AgentOutput.status:type_name -> ether.v1.TaskStatus
+	33, // 16: ether.v1.AgentOutput.data:type_name -> google.protobuf.Value
+	9,  // 17: ether.v1.AgentOutput.metadata:type_name -> ether.v1.OutputMetadata
+	10, // 18: ether.v1.AgentOutput.error:type_name -> ether.v1.TaskError
+	11, // 19: ether.v1.AgentOutput.next_actions:type_name -> ether.v1.NextAction
+	29, // 20: ether.v1.ListAgentsRequest.language:type_name -> ether.v1.Language
+	1,  // 21: ether.v1.ListAgentsRequest.type:type_name -> ether.v1.AgentType
+	5,  // 22: ether.v1.ListAgentsResponse.agents:type_name -> ether.v1.AgentInfo
+	5,  // 23: ether.v1.GetAgentResponse.agent:type_name -> ether.v1.AgentInfo
+	8,  // 24: ether.v1.ExecuteRequest.input:type_name -> ether.v1.AgentInput
+	12, // 25: ether.v1.ExecuteResponse.output:type_name -> ether.v1.AgentOutput
+	8,  // 26: ether.v1.ExecuteStreamRequest.input:type_name -> ether.v1.AgentInput
+	28, // 27: ether.v1.TaskLog.fields:type_name -> google.protobuf.Struct
+	32, // 28: ether.v1.ExecuteStreamResponse.time:type_name -> google.protobuf.Timestamp
+	20, // 29: ether.v1.ExecuteStreamResponse.started:type_name -> ether.v1.TaskStarted
+	21, // 30: ether.v1.ExecuteStreamResponse.progress:type_name -> ether.v1.TaskProgress
+	22, // 31: ether.v1.ExecuteStreamResponse.log:type_name -> ether.v1.TaskLog
+	12, // 32: ether.v1.ExecuteStreamResponse.output:type_name -> ether.v1.AgentOutput
+	8,  // 33: ether.v1.PipeRequest.input:type_name -> ether.v1.AgentInput
+	12, // 34: ether.v1.PipeResponse.output:type_name -> ether.v1.AgentOutput
+	13, // 35: ether.v1.AgentIOService.ListAgents:input_type -> ether.v1.ListAgentsRequest
+	15, // 36: ether.v1.AgentIOService.GetAgent:input_type -> ether.v1.GetAgentRequest
+	17, // 37: ether.v1.AgentIOService.Execute:input_type -> ether.v1.ExecuteRequest
+	19, // 38: ether.v1.AgentIOService.ExecuteStream:input_type -> ether.v1.ExecuteStreamRequest
+	24, // 39: ether.v1.AgentIOService.Pipe:input_type -> ether.v1.PipeRequest
+	26, // 40: ether.v1.AgentIOService.CancelTask:input_type -> ether.v1.CancelTaskRequest
+	14, // 41: ether.v1.AgentIOService.ListAgents:output_type -> ether.v1.ListAgentsResponse
+	16, // 42: ether.v1.AgentIOService.GetAgent:output_type -> ether.v1.GetAgentResponse
+	18, // 43: ether.v1.AgentIOService.Execute:output_type -> ether.v1.ExecuteResponse
+	23, // 44: ether.v1.AgentIOService.ExecuteStream:output_type -> ether.v1.ExecuteStreamResponse
+	25, // 45: ether.v1.AgentIOService.Pipe:output_type -> ether.v1.PipeResponse
+	27, // 46: ether.v1.AgentIOService.CancelTask:output_type -> ether.v1.CancelTaskResponse
+	41, // [41:47] is the sub-list for method output_type
+	35, // [35:41] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_ether_v1_agent_io_proto_init() }
@@ -2271,7 +2370,7 @@ func file_ether_v1_agent_io_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ether_v1_agent_io_proto_rawDesc), len(file_ether_v1_agent_io_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,

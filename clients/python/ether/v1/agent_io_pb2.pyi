@@ -37,6 +37,12 @@ class AgentState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     AGENT_STATE_STOPPED: _ClassVar[AgentState]
     AGENT_STATE_EXITED: _ClassVar[AgentState]
     AGENT_STATE_FATAL: _ClassVar[AgentState]
+
+class DataEncoding(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DATA_ENCODING_UNSPECIFIED: _ClassVar[DataEncoding]
+    DATA_ENCODING_STRUCT: _ClassVar[DataEncoding]
+    DATA_ENCODING_JSON: _ClassVar[DataEncoding]
 TASK_STATUS_UNSPECIFIED: TaskStatus
 TASK_STATUS_SUCCESS: TaskStatus
 TASK_STATUS_ERROR: TaskStatus
@@ -53,6 +59,9 @@ AGENT_STATE_STOPPING: AgentState
 AGENT_STATE_STOPPED: AgentState
 AGENT_STATE_EXITED: AgentState
 AGENT_STATE_FATAL: AgentState
+DATA_ENCODING_UNSPECIFIED: DataEncoding
+DATA_ENCODING_STRUCT: DataEncoding
+DATA_ENCODING_JSON: DataEncoding
 
 class ActionSpec(_message.Message):
     __slots__ = ("name", "description", "params_schema", "idempotent")
@@ -123,20 +132,24 @@ class TaskContext(_message.Message):
     def __init__(self, parent_task: _Optional[str] = ..., workflow: _Optional[str] = ..., budget: _Optional[_Union[_common_pb2.Budget, _Mapping]] = ..., permissions: _Optional[_Iterable[str]] = ..., trace: _Optional[_Union[Trace, _Mapping]] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class AgentInput(_message.Message):
-    __slots__ = ("task_id", "agent", "action", "params", "context", "idempotent")
+    __slots__ = ("task_id", "agent", "action", "params", "context", "idempotent", "params_json", "output_encoding")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     PARAMS_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENT_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_ENCODING_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     agent: str
     action: str
     params: _struct_pb2.Struct
     context: TaskContext
     idempotent: bool
-    def __init__(self, task_id: _Optional[str] = ..., agent: _Optional[str] = ..., action: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., idempotent: _Optional[bool] = ...) -> None: ...
+    params_json: bytes
+    output_encoding: DataEncoding
+    def __init__(self, task_id: _Optional[str] = ..., agent: _Optional[str] = ..., action: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., idempotent: _Optional[bool] = ..., params_json: _Optional[bytes] = ..., output_encoding: _Optional[_Union[DataEncoding, str]] = ...) -> None: ...
 
 class OutputMetadata(_message.Message):
     __slots__ = ("duration", "cost", "model", "started_at", "host", "pid", "attempt", "cached", "extra")
@@ -185,7 +198,7 @@ class NextAction(_message.Message):
     def __init__(self, agent: _Optional[str] = ..., action: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class AgentOutput(_message.Message):
-    __slots__ = ("task_id", "status", "agent", "action", "data", "metadata", "error", "next_actions")
+    __slots__ = ("task_id", "status", "agent", "action", "data", "metadata", "error", "next_actions", "data_json")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
@@ -194,6 +207,7 @@ class AgentOutput(_message.Message):
     METADATA_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     NEXT_ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    DATA_JSON_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     status: TaskStatus
     agent: str
@@ -202,7 +216,8 @@ class AgentOutput(_message.Message):
     metadata: OutputMetadata
     error: TaskError
     next_actions: _containers.RepeatedCompositeFieldContainer[NextAction]
-    def __init__(self, task_id: _Optional[str] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., agent: _Optional[str] = ..., action: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., metadata: _Optional[_Union[OutputMetadata, _Mapping]] = ..., error: _Optional[_Union[TaskError, _Mapping]] = ..., next_actions: _Optional[_Iterable[_Union[NextAction, _Mapping]]] = ...) -> None: ...
+    data_json: bytes
+    def __init__(self, task_id: _Optional[str] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., agent: _Optional[str] = ..., action: _Optional[str] = ..., data: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., metadata: _Optional[_Union[OutputMetadata, _Mapping]] = ..., error: _Optional[_Union[TaskError, _Mapping]] = ..., next_actions: _Optional[_Iterable[_Union[NextAction, _Mapping]]] = ..., data_json: _Optional[bytes] = ...) -> None: ...
 
 class ListAgentsRequest(_message.Message):
     __slots__ = ("page_size", "page_token", "capability", "language", "type")
