@@ -1,4 +1,4 @@
-"""The frame channel: fd hygiene, one reader thread, one writer thread, frame encoding.
+"""The frame channel: fd hygiene, a reader and a writer on the event loop, frame encoding.
 
 Rule 11 of docs/protocol.md: the frame stream leaves fd 1 before user code loads. Frames go to
 a private (close-on-exec) duplicate of fd 1, fd 1 becomes a copy of stderr, and fd 0 becomes
@@ -7,14 +7,16 @@ a private (close-on-exec) duplicate of fd 1, fd 1 becomes a copy of stderr, and 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
 import os
-import queue
 import re
+import select
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -92,40 +94,101 @@ def encode(frame: dict[str, Any]) -> bytes:
 
 
 class FrameWriter:
-    """The single owner of the frame fd: a queue drained by one thread, one write loop per
-    frame, so frames never interleave whatever thread sends them."""
+    """The single owner of the frame fd. Frames are queued from any thread; the event loop
+    writes everything queued in one turn with one non-blocking write(2), so frames never
+    interleave and a burst of results costs the host one wakeup, not one each. Before
+    ``attach`` and after the loop ends (``close``), frames are written in blocking mode."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()  # guards _queued and _scheduled: handler threads send too
+        self._queued: list[bytes] = []
+        self._scheduled = False
+        self._unsent = bytearray()  # taken from _queued, not yet accepted by the pipe
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self._waiting_writable = False
         self.broken = False
-        self._thread = threading.Thread(target=self._run, name="ether-writer", daemon=True)
-        self._thread.start()
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Write from ``loop`` from now on (call it from the loop's thread)."""
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+        os.set_blocking(self._fd, False)
 
     def write(self, data: bytes) -> None:
-        self._queue.put(data)
+        with self._lock:
+            self._queued.append(data)
+            if self._scheduled or self._loop is None:
+                return
+            self._scheduled = True
+        try:
+            if threading.get_ident() == self._loop_thread:
+                self._loop.call_soon(self._flush)
+            else:
+                self._loop.call_soon_threadsafe(self._flush)
+        except RuntimeError:  # the loop is closed: close() writes what is queued
+            pass
+
+    def _take(self) -> None:
+        with self._lock:
+            self._scheduled = False
+            queued, self._queued = self._queued, []
+        for data in queued:
+            self._unsent += data
+
+    def _flush(self) -> None:
+        self._take()
+        self._write_some()
+
+    def _write_some(self) -> None:
+        if self.broken:
+            self._unsent.clear()
+        while self._unsent:
+            try:
+                n = os.write(self._fd, self._unsent)
+            except BlockingIOError:
+                break
+            except InterruptedError:
+                continue
+            except OSError as exc:  # EPIPE: the host closed our stdout
+                self._broke(exc)
+                break
+            del self._unsent[:n]
+        loop = self._loop
+        if loop is None:
+            return
+        if self._unsent and not self._waiting_writable:
+            loop.add_writer(self._fd, self._write_some)
+            self._waiting_writable = True
+        elif not self._unsent and self._waiting_writable:
+            loop.remove_writer(self._fd)
+            self._waiting_writable = False
+
+    def _broke(self, exc: OSError) -> None:
+        self.broken = True
+        self._unsent.clear()
+        diag(f"frame stream closed ({exc.strerror}); dropping frames")
 
     def close(self, timeout: float) -> bool:
-        """Write what is queued, then stop; False if the host did not take it in time."""
-        self._queue.put(None)
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def _run(self) -> None:
-        while True:
-            data = self._queue.get()
-            if data is None:
-                return
-            if self.broken:
-                continue
-            view = memoryview(data)
-            try:
-                while view:
-                    n = os.write(self._fd, view)
-                    view = view[n:]
-            except OSError as exc:  # EPIPE: the host closed our stdout
-                self.broken = True
-                diag(f"frame stream closed ({exc.strerror}); dropping frames")
+        """Write what is queued (the loop has stopped); False if the host did not take it in
+        ``timeout`` seconds."""
+        if self._loop is not None and self._waiting_writable:
+            with contextlib.suppress(Exception):
+                self._loop.remove_writer(self._fd)
+            self._waiting_writable = False
+        self._loop = None
+        self._take()
+        deadline = time.monotonic() + timeout
+        while self._unsent and not self.broken:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            select.select([], [self._fd], [], left)
+            self._write_some()
+        with contextlib.suppress(OSError):
+            os.set_blocking(self._fd, True)  # for fatal() and anything after
+        return True
 
 
 # --- reader ------------------------------------------------------------------------------------
@@ -141,10 +204,11 @@ class Oversize:
 
 
 class FrameReader:
-    """Reads lines from ``fd`` in a thread: no line cap but ``max_frame`` (checked on whole
-    lines), invalid UTF-8 and non-JSON lines logged and skipped, never fatal.
+    """Reads lines from ``fd`` on the event loop (non-blocking reads when it is readable): no
+    line cap but ``max_frame`` (checked on whole lines), invalid UTF-8 and non-JSON lines
+    logged and skipped, never fatal.
 
-    ``on_frame(dict)``, ``on_oversize(Oversize)`` and ``on_eof()`` are called in the thread.
+    ``on_frame(dict)``, ``on_oversize(Oversize)`` and ``on_eof()`` are called on the loop.
     """
 
     def __init__(
@@ -161,60 +225,79 @@ class FrameReader:
         self._on_oversize = on_oversize
         self._on_eof = on_eof
         self.skipped = 0
-        self._thread = threading.Thread(target=self._run, name="ether-reader", daemon=True)
+        self._buf = bytearray()
+        self._discarding: Oversize | None = None
+        self._dropped = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    def start(self) -> None:
-        self._thread.start()
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        os.set_blocking(self._fd, False)
+        loop.add_reader(self._fd, self._readable)
 
-    def _run(self) -> None:
+    def _readable(self) -> None:
         try:
-            self._read_all()
+            while True:
+                try:
+                    chunk = os.read(self._fd, READ_CHUNK)
+                except BlockingIOError:
+                    return
+                except InterruptedError:
+                    continue
+                except OSError as exc:
+                    diag(f"reading frames failed: {exc.strerror}")
+                    chunk = b""
+                if not chunk:
+                    self._end()
+                    return
+                self._feed(chunk)
+                if len(chunk) < READ_CHUNK:
+                    return  # drained: the next data wakes us again
         except Exception as exc:  # the reader must not die silently
             diag(f"frame reader failed: {exc!r}")
-        finally:
-            self._on_eof()
+            self._end()
 
-    def _read_all(self) -> None:
-        buf = bytearray()
-        discarding: Oversize | None = None
-        dropped = 0
-        while True:
-            try:
-                chunk = os.read(self._fd, READ_CHUNK)
-            except InterruptedError:
-                continue
-            except OSError as exc:
-                diag(f"reading frames failed: {exc.strerror}")
-                chunk = b""
-            if not chunk:
-                if discarding is not None:
-                    self._on_oversize(discarding)
-                elif buf:
-                    self._line(bytes(buf))
-                return
-            start = 0
-            limit = self._max_frame()
-            while start < len(chunk):
-                nl = chunk.find(b"\n", start)
-                end = len(chunk) if nl < 0 else nl
-                if discarding is not None:
-                    dropped += end - start
-                else:
-                    buf += chunk[start:end]
-                    if len(buf) > limit:
-                        head = bytes(buf[:4096])
-                        discarding = Oversize(0, _search(_ID_RE, head), _search(_TYPE_RE, head))
-                        dropped = len(buf)
-                        buf.clear()
-                if nl < 0:
-                    break
-                if discarding is not None:
-                    self._on_oversize(dataclasses.replace(discarding, size=dropped))
-                    discarding = None
-                else:
-                    self._line(bytes(buf))
-                    buf.clear()
+    def _end(self) -> None:
+        if self._loop is not None:
+            self._loop.remove_reader(self._fd)
+            self._loop = None
+        if self._discarding is not None:
+            self._on_oversize(dataclasses.replace(self._discarding, size=self._dropped))
+            self._discarding = None
+        elif self._buf:
+            self._line(bytes(self._buf))
+            self._buf.clear()
+        self._on_eof()
+
+    def _feed(self, chunk: bytes) -> None:
+        buf = self._buf
+        start = 0
+        limit = self._max_frame()
+        while start < len(chunk):
+            nl = chunk.find(b"\n", start)
+            end = len(chunk) if nl < 0 else nl
+            if self._discarding is not None:
+                self._dropped += end - start
+            elif not buf and nl >= 0 and end - start <= limit:
+                self._line(chunk[start:end])  # the common case: a whole line in the chunk
                 start = nl + 1
+                continue
+            else:
+                buf += chunk[start:end]
+                if len(buf) > limit:
+                    head = bytes(buf[:4096])
+                    self._discarding = Oversize(0, _search(_ID_RE, head), _search(_TYPE_RE, head))
+                    self._dropped = len(buf)
+                    buf.clear()
+            if nl < 0:
+                break
+            if self._discarding is not None:
+                self._on_oversize(dataclasses.replace(self._discarding, size=self._dropped))
+                self._discarding = None
+            else:
+                self._line(bytes(buf))
+                buf.clear()
+            start = nl + 1
 
     def _line(self, raw: bytes) -> None:
         raw = raw.rstrip(b"\r")

@@ -1,8 +1,8 @@
 """The runtime: handshake, task dispatch, host calls and shutdown over the stdio link.
 
-Threads: a reader (frames in), a writer (frames out), a host watch, and a pool for sync
-handlers. Everything else runs on one asyncio loop, which never waits on a handler: cancel,
-ping, reply and shutdown frames are handled while tasks run.
+Frames are read and written on one asyncio loop, which never waits on a handler: cancel,
+ping, reply and shutdown frames are handled while tasks run. Threads: a host watch, and a
+pool for sync handlers (which may send frames: the writer takes them from any thread).
 """
 
 from __future__ import annotations
@@ -136,14 +136,15 @@ class Runtime:
         self._wake = asyncio.Event()
         self._exit = asyncio.Event()
         self.loop.add_signal_handler(signal.SIGTERM, self._on_sigterm)
+        self.writer.attach(self.loop)
         reader = FrameReader(
             self.state.channel.in_fd,
             lambda: self.max_frame,
-            lambda f: self._post("frame", f),
-            lambda o: self._post("oversize", o),
-            lambda: self._post("eof", None),
+            lambda f: self._inbox.put_nowait(("frame", f)),
+            lambda o: self._inbox.put_nowait(("oversize", o)),
+            lambda: self._inbox.put_nowait(("eof", None)),
         )
-        reader.start()
+        reader.start(self.loop)
         self.send(self._hello())
         welcome = await self._handshake()
         if welcome is None:
