@@ -8,6 +8,9 @@ Issue 3 item 8 and issue 4 item 6. Every figure comes from a fresh client proces
 - bare stdio: an asyncio parent and a long-running Python child (``echo/stdio_child.py``), NDJSON
   with stdlib json, replies matched by id;
 - the MCP Python SDK: its low-level ``Server`` with one echo tool over stdio (``echo/mcp_server.py``);
+- the floor: ``echo/lean_host.py``, the least a Python grpc.aio host can do for Execute (parse,
+  one stdio round trip to ``stdio_child.py``, answer) - no dispatcher, checks, logging or
+  supervision - so the rows show how much of a gap is Ether's and how much the design's;
 - Ether: ``Execute`` and ``Pipe`` of the same ~1 KB params to echo agents in Python, Go and
   TypeScript (``echo/python``, ``echo/go``, ``echo/typescript``) deployed into a real host.
 
@@ -102,17 +105,29 @@ class Fixture:
     grpc_server: subprocess.Popen[bytes]
     grpc_address: str
     host: EtherHost
+    lean: subprocess.Popen[bytes] | None = None  # echo/lean_host.py: the design's floor
+    lean_address: str = ""
+    lean_child: int = 0
     agents: dict[str, str] = field(default_factory=dict)  # "py" -> "echo-py"
     agent_pids: dict[str, int] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)  # "go" -> why
     deploy_s: dict[str, float] = field(default_factory=dict)
 
     def ours(self) -> list[int]:
-        return [os.getpid(), self.grpc_server.pid, self.host.pid, *self.agent_pids.values()]
+        lean = [self.lean.pid, self.lean_child] if self.lean is not None else []
+        return [
+            os.getpid(),
+            self.grpc_server.pid,
+            self.host.pid,
+            *self.agent_pids.values(),
+            *lean,
+        ]
 
     def stop(self) -> None:
         self.host.stop()
         stop_process(self.grpc_server)
+        if self.lean is not None:
+            stop_process(self.lean)
 
 
 def _start(loop: str, log_dir: Path) -> Fixture:
@@ -125,6 +140,9 @@ def _start(loop: str, log_dir: Path) -> Fixture:
         raise
     fx = Fixture(loop, server, f"{LOCAL}:{port}", host)
     try:
+        fx.lean = spawn([PYTHON, str(ECHO / "lean_host.py"), "--loop", loop])
+        started = read_json_line(fx.lean, timeout=30)
+        fx.lean_address, fx.lean_child = f"{LOCAL}:{started['port']}", started["child"]
 
         def deploy(key: str) -> tuple[str, float]:
             began = time.perf_counter()
@@ -169,12 +187,25 @@ def _targets(fx: Fixture) -> tuple[list[Target], list[Target]]:
         latency.append(execute)
         if key == "py":
             throughput.append(execute)
+            struct = Target(
+                "execute-py-struct",
+                "Ether Execute -> py agent, Struct params and data",
+                {"kind": "unary", "encoding": "struct", **ether},
+            )
+            latency.append(struct)
+            throughput.append(struct)
         throughput.append(
             Target(f"pipe-{key}", f"Ether Pipe -> {key} agent", {"kind": "stream", **ether})
         )
-    latency.append(
-        Target("mcp", "MCP Python SDK, low-level Server, stdio", {"kind": "mcp", "pids": {}})
+    lean_pids = {"server": fx.lean.pid if fx.lean else 0, "child": fx.lean_child}
+    lean = Target(
+        "lean",
+        "floor: lean host (grpc.aio Execute -> stdio child, nothing else)",
+        {"kind": "unary", "address": fx.lean_address, "agent": "echo", "pids": lean_pids},
     )
+    mcp = Target("mcp", "MCP Python SDK, low-level Server, stdio", {"kind": "mcp", "pids": {}})
+    latency += [lean, mcp]
+    throughput.append(lean)
     return latency, throughput
 
 
@@ -381,6 +412,39 @@ def _ratios(lat: Runs, tput: Runs) -> list[Ratio]:
             ">=",
             2.5,
             "3",
+        ),
+    ]
+    ratios += [
+        Ratio(f"floor, lean host: {p50_name}", _per_round(lat, limit("lean")), "<=", 1.2, "-"),
+        Ratio(
+            "floor, lean host: calls/s / bare gRPC unary calls/s, 64 in flight",
+            _per_round(tput, rate("lean", "grpc")),
+            ">=",
+            0.7,
+            "-",
+            cpu("lean", "grpc"),
+        ),
+        Ratio(
+            "floor, lean host: sequential calls/s / MCP SDK sequential calls/s",
+            _per_round(lat, rate("lean", "mcp")),
+            ">=",
+            2.5,
+            "-",
+        ),
+        Ratio(
+            f"Struct params: {p50_name}",
+            _per_round(lat, limit("execute-py-struct")),
+            "<=",
+            1.2,
+            "3",
+        ),
+        Ratio(
+            "Struct params: Execute calls/s / bare gRPC unary calls/s, 64 in flight",
+            _per_round(tput, rate("execute-py-struct", "grpc")),
+            ">=",
+            0.7,
+            "3",
+            cpu("execute-py-struct", "grpc"),
         ),
     ]
     for key, word in (("go", "Go"), ("ts", "TypeScript")):
@@ -612,7 +676,9 @@ def _report(
         f"minute. The verdict uses the median over the rounds in which other processes used at most "
         f"{NOISY_CORES} cores during the runs the ratio reads (all rounds when fewer than two were that "
         "quiet). Issue 4 sets no targets of its own for Go and TypeScript: their rows apply the Python "
-        "ones. The last column is the throughput ratio that CPU per call predicts when both sides are "
+        'ones. Rows of issue "-" are references, not Ether: the floor (bench/echo/lean_host.py) is the '
+        "least a Python grpc.aio host can do for Execute (parse, one stdio round trip, answer), held to "
+        "the same targets. The last column is the throughput ratio that CPU per call predicts when both sides are "
         "CPU-bound on the same two cores (bare total CPU µs per call, server + child + client, over "
         "Ether's): a cross-check that holds still while other processes take a varying share.",
         "",
@@ -637,9 +703,13 @@ def _report(
         "",
         f"- Machine: {facts['nproc']} vCPUs ({facts['cpu']}), {facts['kernel']}, {facts['memory']}; "
         f"Python {facts['python']}; {facts['packages']}; Go {facts['go']}; Node {facts['node']}.",
-        f"- Payload: the same ~1 KB params ({size} bytes of JSON) everywhere. Bare gRPC echoes the "
-        f"serialized ExecuteRequest ({fmt(len(execute_request('echo-py').SerializeToString()))} bytes) with a "
-        "generic handler; bare stdio sends `{id, type, action, params}` lines (stdlib json on both sides) "
+        f"- Payload: the same ~1 KB params ({size} bytes of JSON) everywhere. Ether clients send them "
+        "as `params_json` and ask for `DATA_ENCODING_JSON` (the API's fast path, "
+        f"{fmt(len(execute_request('echo-py').SerializeToString()))} bytes as an ExecuteRequest), except "
+        "the rows marked Struct, which send a Struct and read the result as a Value (what grpcurl "
+        "does). Bare gRPC echoes the Struct ExecuteRequest's bytes "
+        f"({fmt(len(execute_request('echo-py', 'struct').SerializeToString()))}) with a generic "
+        "handler; bare stdio sends `{id, type, action, params}` lines (stdlib json on both sides) "
         "to a long-running Python child; MCP gets the params JSON-encoded in the echo tool's `text`.",
         f"- Event loops: the host runs on uvloop, so the bare gRPC server and the bare stdio parent run on "
         f"{fx.loop} too (`--baseline-loop`); every gRPC client is plain asyncio, one channel.",

@@ -1,0 +1,115 @@
+"""The floor of Ether's design: the least a Python host can do for Execute, and nothing more.
+
+A grpc.aio server with one registered ``/ether.v1.AgentIOService/Execute`` handler that parses
+the ExecuteRequest, writes one ``task`` line (orjson) to a long-running ``stdio_child.py``, awaits
+the reply matched by id, and answers ``data_json``. No dispatcher, deadlines, validation, logging,
+supervision or metadata: what the Ether host adds is what it costs above this. Prints
+``{"port": N, "child": PID}`` once serving on 127.0.0.1:0; stops on SIGTERM or when stdin closes.
+
+    python bench/echo/lean_host.py [--loop asyncio|uvloop]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import grpc
+import orjson
+
+from ether.v1 import agent_io_pb2
+
+CHILD = Path(__file__).resolve().parent / "stdio_child.py"
+
+
+async def serve() -> None:
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(CHILD),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        limit=16 * 1024 * 1024,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    stdin, stdout = child.stdin, child.stdout
+    loop = asyncio.get_running_loop()
+    pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+    ids = itertools.count()
+
+    async def read_replies() -> None:
+        while line := await stdout.readline():
+            reply = orjson.loads(line)
+            future = pending.pop(reply["id"], None)
+            if future is not None and not future.done():
+                future.set_result(reply)
+
+    async def execute(
+        request: agent_io_pb2.ExecuteRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> agent_io_pb2.ExecuteResponse:
+        task = request.input
+        task_id = next(ids)
+        future = pending[task_id] = loop.create_future()
+        frame = {
+            "id": task_id,
+            "type": "task",
+            "action": task.action,
+            "params": orjson.loads(task.params_json),
+        }
+        stdin.write(orjson.dumps(frame, option=orjson.OPT_APPEND_NEWLINE))
+        reply = await future
+        response = agent_io_pb2.ExecuteResponse()
+        response.output.status = agent_io_pb2.TASK_STATUS_SUCCESS
+        response.output.data_json = orjson.dumps(reply["result"])
+        return response
+
+    reader = asyncio.ensure_future(read_replies())
+    handlers = {
+        "Execute": grpc.unary_unary_rpc_method_handler(
+            execute,
+            request_deserializer=agent_io_pb2.ExecuteRequest.FromString,
+            response_serializer=agent_io_pb2.ExecuteResponse.SerializeToString,
+        )
+    }
+    server = grpc.aio.server()
+    server.add_registered_method_handlers("ether.v1.AgentIOService", handlers)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    print(json.dumps({"port": port, "child": child.pid}), flush=True)
+
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+
+    def on_stdin() -> None:
+        if not os.read(sys.stdin.fileno(), 1 << 16):  # EOF: the harness is gone
+            loop.remove_reader(sys.stdin.fileno())
+            stop.set()
+
+    loop.add_reader(sys.stdin.fileno(), on_stdin)
+    await stop.wait()
+    await server.stop(0.5)
+    stdin.close()
+    await child.wait()
+    reader.cancel()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
+    args = parser.parse_args()
+    if args.loop == "uvloop":
+        import uvloop
+
+        uvloop.run(serve())
+    else:
+        asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()
