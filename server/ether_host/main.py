@@ -37,7 +37,7 @@ from ether_host.terminals import TerminalManager, TerminalSettings
 from ether_host.terminals.agents import AgentTerminals
 from ether_host.transport.agent_io import AgentIOServicer
 from ether_host.transport.gateway import GatewayServicer
-from ether_host.transport.interceptors import AuthInterceptor, RpcInterceptor
+from ether_host.transport.interceptors import MethodTableServer, RpcLogging, TokenAuth
 from ether_host.transport.listen import (
     ListenError,
     bind_tcp,
@@ -149,10 +149,10 @@ async def run_host(
     config.state_dir.mkdir(parents=True, exist_ok=True)
 
     core = build_core(config)
-    interceptors: list[grpc.aio.ServerInterceptor] = [RpcInterceptor()]
+    decorators = [RpcLogging().decorate]
     if tokens is not None:
-        interceptors.append(AuthInterceptor(tokens))
-    server = grpc.aio.server(interceptors=interceptors, options=SERVER_OPTIONS)
+        decorators.append(TokenAuth(tokens).decorate)
+    server = MethodTableServer(grpc.aio.server(options=SERVER_OPTIONS), decorators)
 
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -1,8 +1,10 @@
-"""The two server interceptors: one for logging and error mapping, one for auth.
+"""What wraps every RPC: logging and error mapping, and token auth.
 
 Both wrap the method handler's behaviour rather than the call, so that code
 they run (binding log context, setting the caller's identity) happens in the
-task that runs the servicer method.
+task that runs the servicer method. They are applied once, when services are
+registered (``MethodTableServer``), rather than as grpc.aio interceptors,
+whose chain runs as coroutines on every call.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import asyncio
 import inspect
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, NoReturn
 
@@ -72,41 +74,10 @@ async def _stream(behavior: Behavior, request: Any, context: grpc.aio.ServicerCo
         await result.aclose()
 
 
-class _Wrapped:
-    """Wrapped handlers by method, made once: the handler a method resolves to never changes,
-    and rebuilding the wrapper on every call cost measurable CPU per RPC."""
-
-    def __init__(self) -> None:
-        self._by_method: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
-
-    def get(
-        self, method: str, handler: grpc.RpcMethodHandler, decorate: Decorator
-    ) -> grpc.RpcMethodHandler:
-        known = self._by_method.get(method)
-        if known is not None and known[0] is handler:
-            return known[1]
-        wrapped = _rewrap(handler, method, decorate)
-        self._by_method[method] = (handler, wrapped)
-        return wrapped
-
-
-class RpcInterceptor(grpc.aio.ServerInterceptor):
+class RpcLogging:
     """Logs one line per RPC and maps domain errors to statuses."""
 
-    def __init__(self) -> None:
-        self._wrapped = _Wrapped()
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        return self._wrapped.get(handler_call_details.method, handler, self._decorate)
-
-    def _decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
+    def decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
         if streaming:
 
             async def stream_behavior(request: Any, context: grpc.aio.ServicerContext) -> None:
@@ -186,22 +157,11 @@ def _unwrap(error: BaseException) -> BaseException:
     return error
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
+class TokenAuth:
     """Requires a valid bearer token on every method but health."""
 
     def __init__(self, tokens: TokenTable) -> None:
         self._tokens = tokens
-        self._wrapped = _Wrapped()
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = await continuation(handler_call_details)
-        if handler is None or handler_call_details.method.startswith(OPEN_METHODS_PREFIX):
-            return handler
-        return self._wrapped.get(handler_call_details.method, handler, self._decorate)
 
     def _identify(self, context: grpc.aio.ServicerContext) -> Identity | str:
         """The caller's identity, or the reason it has none."""
@@ -216,7 +176,9 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             return "invalid bearer token: it matches no token in the host's token file"
         return identity
 
-    def _decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
+    def decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
+        if method.startswith(OPEN_METHODS_PREFIX):
+            return behavior
         if streaming:
 
             async def stream_behavior(request: Any, context: grpc.aio.ServicerContext) -> None:
@@ -237,3 +199,93 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             return await behavior(request, context)
 
         return unary_behavior
+
+
+class MethodTableServer(grpc.aio.Server):
+    """A grpc.aio server on which services register through one table of method handlers,
+    each wrapped with ``decorators`` (outermost first) once, at registration.
+
+    Generated ``add_*_to_server`` functions (ours, health, reflection) register every method
+    twice: as a generic handler and as a "registered method". grpc.aio 1.85 then waits on one
+    request task per registered method for every incoming RPC (an asyncio.wait over ~50 tasks
+    here: grpc/grpc#43461), and an interceptor chain runs as coroutines per call. Both costs
+    grow the host's CPU per Execute; the table keeps a single generic handler, one dict lookup.
+    """
+
+    def __init__(self, server: grpc.aio.Server, decorators: Sequence[Decorator]) -> None:
+        self._server = server
+        self._decorators = list(reversed(decorators))  # applied innermost first
+        self._table: dict[str, grpc.RpcMethodHandler] = {}
+        server.add_generic_rpc_handlers([_MethodTable(self._table)])
+
+    def _wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        for decorate in self._decorators:
+            handler = _rewrap(handler, method, decorate)
+        return handler
+
+    def add_registered_method_handlers(
+        self, service_name: str, method_handlers: Mapping[str, grpc.RpcMethodHandler]
+    ) -> None:
+        for name, handler in method_handlers.items():
+            method = f"/{service_name}/{name}"
+            self._table[method] = self._wrap(handler, method)
+
+    def add_generic_rpc_handlers(
+        self, generic_rpc_handlers: Iterable[grpc.GenericRpcHandler]
+    ) -> None:
+        # Consulted only for methods the table lacks: services registered without registered
+        # method handlers (the table already holds every method of our generated services).
+        self._server.add_generic_rpc_handlers(
+            [_WrappedGeneric(handler, self._wrap) for handler in generic_rpc_handlers]
+        )
+
+    def add_insecure_port(self, address: str) -> int:
+        return self._server.add_insecure_port(address)
+
+    def add_secure_port(self, address: str, server_credentials: grpc.ServerCredentials) -> int:
+        return self._server.add_secure_port(address, server_credentials)
+
+    async def start(self) -> None:
+        await self._server.start()
+
+    async def stop(self, grace: float | None) -> None:
+        await self._server.stop(grace)
+
+    async def wait_for_termination(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109 - grpc's signature
+        return await self._server.wait_for_termination(timeout)
+
+
+class _MethodTable(grpc.GenericRpcHandler):
+    def __init__(self, table: dict[str, grpc.RpcMethodHandler]) -> None:
+        self._table = table
+
+    def service(
+        self, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
+        return self._table.get(handler_call_details.method)
+
+
+class _WrappedGeneric(grpc.GenericRpcHandler):
+    """A generic handler whose method handlers come wrapped (once per method)."""
+
+    def __init__(
+        self,
+        inner: grpc.GenericRpcHandler,
+        wrap: Callable[[grpc.RpcMethodHandler, str], grpc.RpcMethodHandler],
+    ) -> None:
+        self._inner = inner
+        self._wrap = wrap
+        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+
+    def service(
+        self, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
+        handler = self._inner.service(handler_call_details)
+        if handler is None:
+            return None
+        method = handler_call_details.method
+        known = self._wrapped.get(method)
+        if known is None or known[0] is not handler:
+            known = (handler, self._wrap(handler, method))
+            self._wrapped[method] = known
+        return known[1]
