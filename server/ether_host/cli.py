@@ -12,7 +12,7 @@ import anyio
 from ether_host import cli_chat, cli_workflow
 from ether_host.auth import TokenFileError
 from ether_host.config import LOG_FORMATS, LOG_LEVELS, ConfigError, load_config
-from ether_host.logs import configure_logging
+from ether_host.logs import configure_logging, flush_logs
 from ether_host.transport.listen import ListenError
 
 EXIT_USAGE = 2
@@ -73,11 +73,15 @@ def _serve(args: argparse.Namespace) -> int:
         # grpc.aio runs on asyncio only; uvloop makes that loop ~15-30% cheaper per call.
         anyio.run(run_host, config, backend="asyncio", backend_options={"use_uvloop": True})
     except (ListenError, TokenFileError) as error:
+        flush_logs()
         print(f"ether: {error}", file=sys.stderr)
         return 1
     except ConfigError as error:  # a feature table ([gateway], ...) checked when the host is built
+        flush_logs()
         print(f"ether: {error}", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        flush_logs()
     return 0
 
 

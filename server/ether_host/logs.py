@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import logging
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +23,7 @@ _LEVELS = {
 
 def configure_logging(log_format: str = "auto", level: str = "info") -> None:
     """Configure structlog once for the process. Logs go to stderr."""
+    _LINES.file = sys.stderr
     use_console = log_format == "console" or (log_format == "auto" and sys.stderr.isatty())
     renderer: structlog.typing.Processor = (
         structlog.dev.ConsoleRenderer()
@@ -35,7 +39,7 @@ def configure_logging(log_format: str = "auto", level: str = "info") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=lambda *_: _LINES,
         cache_logger_on_first_use=True,
     )
 
@@ -43,3 +47,57 @@ def configure_logging(log_format: str = "auto", level: str = "info") -> None:
 def _orjson_text(event: dict[str, Any], default: Callable[[Any], Any] | None = None) -> str:
     # One line per RPC goes through here: orjson is ~10x the stdlib's json.dumps.
     return orjson.dumps(event, default=default, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+class LineWriter:
+    """structlog's output: lines logged during one turn of the event loop are written together
+    at the end of it (one write for every RPC line of the turn, not one each); lines from
+    outside the loop, and whatever is pending at exit, are written at once."""
+
+    def __init__(self) -> None:
+        self.file = sys.stderr
+        self._lock = threading.Lock()  # worker threads log too
+        self._pending: list[str] = []
+        self._scheduled = False
+
+    def msg(self, message: str) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        with self._lock:
+            self._pending.append(message)
+            if loop is None:
+                self._write_locked()
+                return
+            if self._scheduled:
+                return
+            self._scheduled = True
+        loop.call_soon(self.flush)
+
+    log = debug = info = warn = warning = error = err = critical = exception = fatal = msg
+
+    def flush(self) -> None:
+        with self._lock:
+            self._write_locked()
+
+    def _write_locked(self) -> None:
+        self._scheduled = False
+        if not self._pending:
+            return
+        text = "\n".join(self._pending) + "\n"
+        self._pending.clear()
+        try:
+            self.file.write(text)
+            self.file.flush()
+        except (OSError, ValueError):  # stderr closed or gone: nothing left to tell
+            pass
+
+
+_LINES = LineWriter()
+atexit.register(_LINES.flush)
+
+
+def flush_logs() -> None:
+    """Write the lines still pending (call when the event loop has ended)."""
+    _LINES.flush()

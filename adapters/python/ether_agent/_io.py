@@ -79,15 +79,18 @@ def encode(frame: dict[str, Any]) -> bytes:
     """One compact JSON line, ``\\n``-terminated. Raises TypeError/ValueError for values that
     are not JSON (NaN, unknown objects)."""
     try:
-        text = json.dumps(
-            frame, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_default
-        )
-        return text.encode("utf-8") + b"\n"
+        return (_ENCODER.encode(frame) + "\n").encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: keep them as JSON escapes
-        text = json.dumps(
-            frame, ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=_default
-        )
-        return text.encode("ascii") + b"\n"
+        return (_ASCII_ENCODER.encode(frame) + "\n").encode("ascii")
+
+
+# Made once: json.dumps with any non-default option builds a new encoder on every call.
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_default
+)
+_ASCII_ENCODER = json.JSONEncoder(
+    ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=_default
+)
 
 
 # --- writer ------------------------------------------------------------------------------------

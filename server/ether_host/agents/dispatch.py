@@ -111,8 +111,10 @@ class Dispatcher:
         """Run a task to its end. A task that ran and failed is a TaskResult with status ERROR."""
         agent = self.supervisor.get(task.agent)
         check_budget(task.budget)
-        task.task_id = task.task_id or new_task_id()
-        check_task_id(task.task_id)
+        if task.task_id:
+            check_task_id(task.task_id)
+        else:
+            task.task_id = new_task_id()
         if task.task_id in self._running:
             raise InvalidArgument(
                 f"task_id {task.task_id!r} is already running; use another id",

@@ -58,15 +58,37 @@ def resolve_action(agent: ManagedAgent, task: TaskInput) -> ActionInfo:
     )
 
 
+# Keys that do not constrain an object: a schema of only these accepts any params.
+_NOT_CONSTRAINING = {"type", "title", "description", "$schema", "$id", "additionalProperties"}
+# The validator of each schema object, found by identity first: the schema text as a cache key
+# is a json.dumps per task, on the hot path. The object is kept to guard against id reuse.
+_by_object: dict[int, tuple[dict[str, Any], Draft202012Validator | None]] = {}
+_BY_OBJECT_LIMIT = 10_000
+
+
 def _validator(schema: dict[str, Any]) -> Draft202012Validator | None:
-    key = json.dumps(schema, sort_keys=True)
-    if key not in _validators:
-        try:
-            Draft202012Validator.check_schema(schema)
-            _validators[key] = Draft202012Validator(schema)
-        except SchemaError:
-            _validators[key] = None  # the agent declared a broken schema: do not block its callers
-    return _validators[key]
+    known = _by_object.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
+    if (
+        schema.get("type") == "object"
+        and schema.keys() <= _NOT_CONSTRAINING
+        and schema.get("additionalProperties", True) in (True, {})
+    ):
+        validator = None  # params are always an object: nothing to check
+    else:
+        key = json.dumps(schema, sort_keys=True)
+        if key not in _validators:
+            try:
+                Draft202012Validator.check_schema(schema)
+                _validators[key] = Draft202012Validator(schema)
+            except SchemaError:
+                _validators[key] = None  # a broken schema: do not block its callers
+        validator = _validators[key]
+    if len(_by_object) >= _BY_OBJECT_LIMIT:
+        _by_object.clear()
+    _by_object[id(schema)] = (schema, validator)
+    return validator
 
 
 def check_params(agent: ManagedAgent, action: ActionInfo, params: dict[str, Any]) -> None:
