@@ -64,6 +64,22 @@ def all_processes() -> Iterator[ProcEntry]:
                 yield entry
 
 
+def children(pid: int) -> Iterator[ProcEntry]:
+    """The children of ``pid``: from each thread's ``children`` file (a few small reads), or
+    by scanning every process when the kernel has no such files (CONFIG_PROC_CHILDREN)."""
+    task_dir = f"/proc/{pid}/task"
+    try:
+        tids = os.listdir(task_dir)
+        listed = [Path(f"{task_dir}/{tid}/children").read_text().split() for tid in tids]
+    except OSError:
+        yield from (entry for entry in all_processes() if entry.ppid == pid)
+        return
+    for child in {int(text) for pids in listed for text in pids}:
+        entry = read_proc(child)
+        if entry is not None and entry.ppid == pid:
+            yield entry
+
+
 def group_members(pgid: int) -> list[ProcEntry]:
     """Live (non-zombie) processes of a process group."""
     return [p for p in all_processes() if p.pgid == pgid and p.state != "Z"]
@@ -184,8 +200,8 @@ class ChildRegistry:
         own = {pid for pid in spawns.values() if pid is not None}
         busy = any(pid is None for pid in spawns.values())
         handled = 0
-        for entry in all_processes():
-            if entry.ppid != me or entry.pid in own:
+        for entry in children(me):
+            if entry.pid in own:
                 continue
             if entry.state == "Z":
                 if busy:
