@@ -98,9 +98,10 @@ _ASCII_ENCODER = json.JSONEncoder(
 
 class FrameWriter:
     """The single owner of the frame fd. Frames are queued from any thread; the event loop
-    writes everything queued in one turn with one non-blocking write(2), so frames never
-    interleave and a burst of results costs the host one wakeup, not one each. Before
-    ``attach`` and after the loop ends (``close``), frames are written in blocking mode."""
+    writes them with non-blocking write(2)s, so frames never interleave: the first frame of a
+    loop turn at once, the rest of the turn's frames together at its end, so a burst of
+    results costs the host one wakeup, not one each. Before ``attach`` and after the loop
+    ends (``close``), frames are written in blocking mode."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
@@ -127,6 +128,11 @@ class FrameWriter:
             self._scheduled = True
         try:
             if threading.get_ident() == self._loop_thread:
+                # The first frame of a loop turn goes out now (no extra turn of latency);
+                # frames sent later in the same turn wait for the end of it, together.
+                self._flush()
+                with self._lock:
+                    self._scheduled = True
                 self._loop.call_soon(self._flush)
             else:
                 self._loop.call_soon_threadsafe(self._flush)

@@ -359,12 +359,14 @@ class AgentConnection:
                 raise LinkClosed(f"agent {self.agent}: cannot write to stdin ({error})") from None
 
     def _queue_line(self, data: bytes) -> None:
-        """Lines queued in one turn of the event loop go out in one write: at many tasks in
-        flight the agent then reads several frames per wakeup instead of one."""
+        """The first line of a turn of the event loop goes out at once (no added latency);
+        lines queued later in the same turn go out together at its end, so at many tasks in
+        flight the agent reads several frames per wakeup instead of one."""
         self._out.append(data)
         if len(data) >= WRITE_AT_ONCE:
             self._flush()
         elif not self._flush_scheduled:
+            self._flush()
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
