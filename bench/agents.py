@@ -37,6 +37,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.agents_profile import areas, profile_markdown
+from bench.agents_stats import (
+    Ratio,
+    Run,
+    Runs,
+    cpu_per_call,
+    pooled_percentile,
+    ratios_of,
+    succeeded,
+)
 from bench.common import (
     LOCAL,
     NOISY_CORES,
@@ -45,7 +55,6 @@ from bench.common import (
     EtherHost,
     fmt,
     machine_facts,
-    main_thread_stacks,
     markdown_table,
     median,
     percentile,
@@ -63,9 +72,6 @@ ECHO = Path(__file__).resolve().parent / "echo"
 STATE_DIR = REPO / ".ether" / "bench"  # kept between runs: Go and TypeScript builds stay cached
 IN_FLIGHT = 64
 AGENTS = {"py": "python", "go": "go", "ts": "typescript"}  # key -> folder under echo/ (echo-<key>)
-
-Run = dict[str, Any]  # one client process's result (bench/echo/client.py), plus its "round"
-Runs = dict[str, list[Run]]  # target key -> its runs, one per round
 
 
 @dataclass
@@ -286,205 +292,8 @@ def _measure(
     return results
 
 
-# --- aggregation ---------------------------------------------------------------------------------
+# --- profiling the host ---------------------------------------------------------------------------
 
-
-def _ok(runs: list[Run]) -> list[Run]:
-    return [r for r in runs if "failed" not in r]
-
-
-def _p(runs: list[Run], q: float) -> float:
-    """A latency percentile (µs) pooled over the rounds."""
-    return percentile([v for r in _ok(runs) for v in r["latencies_us"]], q)
-
-
-def _cpu_per_call(runs: list[Run], role: str | None = None) -> float:
-    """CPU µs per call of one role (server, child, client), or of all together, pooled over rounds."""
-    ok = [r for r in _ok(runs) if role is None or role in r["cpu"]["cpu_s"]]
-    calls = sum(r["calls"] for r in ok)
-    used = sum(v for r in ok for k, v in r["cpu"]["cpu_s"].items() if role in (None, k))
-    return used / calls * 1e6 if calls else float("nan")
-
-
-class _Seen(dict[str, Run]):
-    """A dict that remembers which keys were read."""
-
-    def __init__(self, items: dict[str, Run]) -> None:
-        super().__init__(items)
-        self.used: set[str] = set()
-
-    def __getitem__(self, key: str) -> Run:
-        self.used.add(key)
-        return super().__getitem__(key)
-
-
-def _per_round(runs: Runs, fn: Callable[[dict[str, Run]], float]) -> list[tuple[float, float]]:
-    """Per round: ``fn`` of that round's runs (NaN where one is missing), and the highest load
-    from other processes during the runs it read."""
-    values = []
-    for number in range(max((len(v) for v in runs.values()), default=0)):
-        picked = _Seen({k: r for k, v in runs.items() for r in _ok(v) if r["round"] == number})
-        try:
-            value = fn(picked)
-        except (KeyError, ZeroDivisionError):
-            value = float("nan")
-        loads = [
-            dict.__getitem__(picked, k)["cpu"].get("foreign_cores", 0.0)
-            for k in picked.used
-            if k in picked
-        ]
-        values.append((value, max(loads, default=0.0)))
-    return values
-
-
-@dataclass
-class Ratio:
-    """A target ratio: its per-round values with each round's load from other processes."""
-
-    name: str
-    rounds: list[tuple[float, float]]
-    op: str
-    target: float
-    issue: str
-    cpu: float = float("nan")  # the same ratio as CPU per call predicts it (throughput ratios)
-
-    @property
-    def used(self) -> list[float]:
-        """The rounds behind the verdict: the quiet ones when at least two are (else all)."""
-        valid = [(v, load) for v, load in self.rounds if v == v]
-        quiet = [v for v, load in valid if load <= NOISY_CORES]
-        return quiet if len(quiet) >= min(2, len(valid)) else [v for v, _ in valid]
-
-    @property
-    def value(self) -> float:
-        return median(self.used)
-
-    @property
-    def verdict(self) -> str:
-        v = self.value
-        if v != v:
-            return "n/a"
-        return "PASS" if (v <= self.target if self.op == "<=" else v >= self.target) else "MISS"
-
-    @property
-    def range(self) -> str:
-        return "{}-{}".format(*(fmt(v, 2) for v in spread(v for v, _ in self.rounds)))
-
-
-def _ratios(lat: Runs, tput: Runs) -> list[Ratio]:
-    def limit(key: str) -> Callable[[dict[str, Run]], float]:
-        def p50(run: Run) -> float:
-            return percentile(run["latencies_us"], 50)
-
-        return lambda r: p50(r[key]) / (p50(r["grpc"]) + p50(r["stdio"]))
-
-    def rate(key: str, base: str) -> Callable[[dict[str, Run]], float]:
-        return lambda r: float(r[key]["rate"] / r[base]["rate"])
-
-    def cpu(key: str, base: str) -> float:
-        """The throughput ratio that CPU per call predicts when both sides are CPU-bound on the same
-        cores: steadier than calls/s when other processes take a varying share of them."""
-        return _cpu_per_call(tput.get(base, [])) / _cpu_per_call(tput.get(key, []))
-
-    p50_name = "Execute p50 / (bare gRPC p50 + bare stdio p50), c=1"
-    pipe_name = "Pipe msgs/s / bare bidi-stream echo msgs/s, 64 in flight"
-    ratios = [
-        Ratio(p50_name, _per_round(lat, limit("execute-py")), "<=", 1.2, "3"),
-        Ratio(
-            "Execute calls/s / bare gRPC unary calls/s, 64 in flight",
-            _per_round(tput, rate("execute-py", "grpc")),
-            ">=",
-            0.7,
-            "3",
-            cpu("execute-py", "grpc"),
-        ),
-        Ratio(
-            pipe_name,
-            _per_round(tput, rate("pipe-py", "bidi")),
-            ">=",
-            0.6,
-            "3",
-            cpu("pipe-py", "bidi"),
-        ),
-        Ratio(
-            "Execute sequential calls/s / MCP SDK sequential calls/s",
-            _per_round(lat, rate("execute-py", "mcp")),
-            ">=",
-            2.5,
-            "3",
-        ),
-    ]
-    ratios += [
-        Ratio(f"floor, lean host: {p50_name}", _per_round(lat, limit("lean")), "<=", 1.2, "-"),
-        Ratio(
-            "floor, lean host: calls/s / bare gRPC unary calls/s, 64 in flight",
-            _per_round(tput, rate("lean", "grpc")),
-            ">=",
-            0.7,
-            "-",
-            cpu("lean", "grpc"),
-        ),
-        Ratio(
-            "floor, lean host: sequential calls/s / MCP SDK sequential calls/s",
-            _per_round(lat, rate("lean", "mcp")),
-            ">=",
-            2.5,
-            "-",
-        ),
-        Ratio(
-            f"Struct params: {p50_name}",
-            _per_round(lat, limit("execute-py-struct")),
-            "<=",
-            1.2,
-            "3",
-        ),
-        Ratio(
-            "Struct params: Execute calls/s / bare gRPC unary calls/s, 64 in flight",
-            _per_round(tput, rate("execute-py-struct", "grpc")),
-            ">=",
-            0.7,
-            "3",
-            cpu("execute-py-struct", "grpc"),
-        ),
-    ]
-    for key, word in (("go", "Go"), ("ts", "TypeScript")):
-        ratios += [
-            Ratio(f"{word}: {p50_name}", _per_round(lat, limit(f"execute-{key}")), "<=", 1.2, "4"),
-            Ratio(
-                f"{word}: {pipe_name}",
-                _per_round(tput, rate(f"pipe-{key}", "bidi")),
-                ">=",
-                0.6,
-                "4",
-                cpu(f"pipe-{key}", "bidi"),
-            ),
-        ]
-    return ratios
-
-
-# --- profiling the host --------------------------------------------------------------------------
-
-# Areas of the host's main thread. A sample counts for the innermost frame under the event loop
-# that names an area, so a json.dumps inside structlog is logging, a call anyio makes is anyio.
-AREAS = (
-    ("per-RPC log line (structlog)", ("structlog/", "ether_host/logs")),
-    ("params schema validation (jsonschema)", ("jsonschema/", "ether_host/agents/validation")),
-    (
-        "proto <-> dict conversion (convert.py, protobuf)",
-        ("ether_host/transport/convert", "google/protobuf"),
-    ),
-    ("stdio link (frames, orjson)", ("ether_host/link/",)),
-    ("dispatcher (agents/dispatch.py)", ("ether_host/agents/",)),
-    ("supervisor", ("ether_host/supervisor/",)),
-    ("RPC interceptors (transport/interceptors.py)", ("ether_host/transport/interceptors",)),
-    ("AgentIO servicer (transport/agent_io.py)", ("ether_host/transport/agent_io",)),
-    ("other ether_host code", ("ether_host/",)),
-    ("anyio (task groups, cancel scopes, streams)", ("anyio/",)),
-    ("grpc.aio Python code", ("grpc/",)),
-)
-NO_FRAME = "grpc.aio Cython and uvloop (no Python frame under the loop)"
-# Writing a frame wakes the agent, which on two vCPUs often preempts the host right there.
-PIPE_WRITE = ("StreamWriter.write (", "write(2) of a frame to the agent (and preemption by it)")
 PROFILES = (  # label, client kind, concurrency, bare baseline it compares with
     ("Execute at 64 in flight", "unary", IN_FLIGHT, "grpc"),
     ("Pipe at 64 in flight", "stream", IN_FLIGHT, "bidi"),
@@ -522,7 +331,7 @@ def _profile(
     if "failed" in load or threads is None or threads.record.returncode != 0 or not raw.exists():
         why = load.get("failed") or (threads.record.stderr.strip()[-500:] if threads else "no run")
         return {"failed": why}
-    return _areas(raw) | {
+    return areas(raw) | {
         "path": str(raw),
         "rate": load["rate"],
         "threads": threads.cores,
@@ -533,53 +342,20 @@ def _profile(
     }
 
 
-def _areas(raw: Path) -> dict[str, Any]:
-    """The host main thread's samples by area and its top functions by own time."""
-    total, own, areas = 0, dict[str, int](), dict[str, int]()
-    for frames, samples in main_thread_stacks(raw):
-        total += samples
-        leaf = frames[-1].rsplit(":", 1)[0] + ")" if "(" in frames[-1] else frames[-1]
-        own[leaf] = own.get(leaf, 0) + samples
-        # Only frames under the event loop say who asked for the work.
-        loop = next((i for i, f in enumerate(frames) if f.startswith("Runner.run (")), -1)
-        if loop == len(frames) - 1:
-            area = NO_FRAME
-        elif frames[-1].startswith(PIPE_WRITE[0]):
-            area = PIPE_WRITE[1]
-        else:
-            named = (
-                name
-                for f in reversed(frames[loop + 1 :])
-                for name, marks in AREAS
-                if any(m in f for m in marks)
-            )
-            area = next(named, "asyncio and the rest of the stdlib")
-        areas[area] = areas.get(area, 0) + samples
-    share = sorted(
-        ((name, n / max(total, 1) * 100) for name, n in areas.items()), key=lambda kv: -kv[1]
-    )
-    top = sorted(own.items(), key=lambda kv: -kv[1])[:12]
-    return {
-        "samples": total,
-        "areas": share,
-        "top": [(name, n / max(total, 1) * 100) for name, n in top],
-    }
-
-
 # --- report --------------------------------------------------------------------------------------
 
 
 def _latency_rows(targets: list[Target], lat: Runs) -> list[list[str]]:
     rows = []
     for t in targets:
-        runs, ok = lat[t.key], _ok(lat[t.key])
+        runs, ok = lat[t.key], succeeded(lat[t.key])
         rate = sum(r["calls"] for r in ok) / sum(r["elapsed_s"] for r in ok) if ok else float("nan")
-        cpu = [fmt(_cpu_per_call(runs, role)) for role in ("server", "child", "client")]
+        cpu = [fmt(cpu_per_call(runs, role)) for role in ("server", "child", "client")]
         rows.append(
             [
                 t.label,
-                fmt(_p(runs, 50)),
-                fmt(_p(runs, 99)),
+                fmt(pooled_percentile(runs, 50)),
+                fmt(pooled_percentile(runs, 99)),
                 fmt(rate),
                 *cpu,
                 fmt(sum(r["calls"] for r in ok)),
@@ -592,13 +368,15 @@ def _throughput_rows(targets: list[Target], tput: Runs) -> list[list[str]]:
     rows = []
     for t in targets:
         runs = tput[t.key]
-        rates = [r["rate"] for r in _ok(runs)]
+        rates = [r["rate"] for r in succeeded(runs)]
         low, high = spread(rates)
         stream = t.spec["kind"] == "stream"
         latency = (
-            "-" if stream else f"{fmt(_p(runs, 50) / 1000, 1)} / {fmt(_p(runs, 99) / 1000, 1)}"
+            "-"
+            if stream
+            else f"{fmt(pooled_percentile(runs, 50) / 1000, 1)} / {fmt(pooled_percentile(runs, 99) / 1000, 1)}"
         )
-        cpu = [fmt(_cpu_per_call(runs, role)) for role in ("server", "child", "client")]
+        cpu = [fmt(cpu_per_call(runs, role)) for role in ("server", "child", "client")]
         rows.append([t.label, fmt(median(rates)), f"{fmt(low)}-{fmt(high)}", latency, *cpu])
     return rows
 
@@ -647,9 +425,11 @@ def _report(
     waited: float,
 ) -> str:
     s, facts = settings, machine_facts()
-    runs = [r for v in (*lat.values(), *tput.values()) for r in _ok(v)]
+    runs = [r for v in (*lat.values(), *tput.values()) for r in succeeded(v)]
     other = [r["cpu"].get("foreign_cores", 0.0) for r in runs]
-    mcp_open = median(r["cpu"].get("open_s", float("nan")) for r in _ok(lat.get("mcp", []))) * 1000
+    mcp_open = (
+        median(r["cpu"].get("open_s", float("nan")) for r in succeeded(lat.get("mcp", []))) * 1000
+    )
     ratio_rows = [
         [
             r.name,
@@ -729,45 +509,9 @@ def _report(
     lines += [f"- A {key} run failed: {why[:200]}" for key, why in failed[:5]]
     for label, _, concurrency, base in PROFILES:
         if label in profiles:
-            baseline = _cpu_per_call((tput if concurrency > 1 else lat).get(base, []), "server")
-            lines += ["", *_profile_markdown(label, profiles[label], base, baseline)]
+            baseline = cpu_per_call((tput if concurrency > 1 else lat).get(base, []), "server")
+            lines += ["", *profile_markdown(label, profiles[label], base, baseline)]
     return "\n".join(lines)
-
-
-def _profile_markdown(
-    label: str, profile: dict[str, Any], base: str, baseline_us: float
-) -> list[str]:
-    title = f"### Host profile: {label} (py-spy)"
-    if "failed" in profile:
-        return [title, "", f"py-spy failed: {profile['failed']}"]
-    bare = "bare unary echo" if base == "grpc" else "bare bidi-stream echo"
-    voluntary, involuntary = profile["switches"]
-    areas = [[name, fmt(pct, 1)] for name, pct in profile["areas"]]
-    top = [[f"`{name}`", fmt(pct, 1)] for name, pct in profile["top"]]
-    threads = [[name, fmt(cores, 2)] for name, cores in profile["threads"]]
-    return [
-        title,
-        "",
-        f"`py-spy record --rate 200 --threads --format raw` of the host: {profile['samples']:,} "
-        f"main-thread samples in the middle of a run at {fmt(profile['rate'])} calls/s, with "
-        f"{fmt(profile['host_cpu_us'])} µs of host CPU per call, {fmt(profile['main_us'])} of them on "
-        f"the main thread (the {bare} server: {fmt(baseline_us)} µs per call at the same concurrency "
-        f"in this run). The main thread was switched out {involuntary:.1f} times per call while it "
-        f"could have run on (preempted) and {voluntary:.1f} times waiting. Raw stacks: "
-        f"`{profile['path']}`.",
-        "",
-        markdown_table(["host thread", "cores while sampled"], threads),
-        "",
-        "The main thread's samples by area: the innermost frame under the event loop that names one; "
-        "a sample with no Python frame under the loop is grpc.aio's Cython code or uvloop at work. "
-        "py-spy counts a thread while it is runnable, including while it waits for a CPU, so where "
-        "the host is often preempted (right after waking the agent, in a frame write) an area "
-        "holds waiting as well as work.",
-        "",
-        markdown_table(["area", "% of samples"], areas),
-        "",
-        markdown_table(["top functions, own time", "% of samples"], top),
-    ]
 
 
 def _print_summary(
@@ -845,7 +589,7 @@ def main(quick: bool = False, profile: bool | None = None, baseline_loop: str = 
         tput = _measure(
             fx, targets[1], s.throughput_rounds, loaded, timeout, f"c={IN_FLIGHT}", quiet
         )
-        ratios = _ratios(lat, tput)
+        ratios = ratios_of(lat, tput)
         missed = any(r.verdict == "MISS" for r in ratios if r.issue == "3")
         if "py" in fx.agents and (profile or (profile is None and missed and not quick)):
             for label, kind, concurrency, _ in PROFILES:
