@@ -381,12 +381,14 @@ Run on {facts["date"]} at commit {facts["commit"]}; {time.monotonic() - started:
 
 - raw: this process spawns `cat` on a PTY (vfork + `setsid --ctty`, as the host does) and reads
   the master with `os.read(fd, 65536)` until EOF. attached: the host runs `cat` in a terminal;
-  one gRPC client attached before it starts receives every byte (`AttachOutput`, up to 64 KiB
-  each); timed from the Enter that starts `cat` to the `exit` message. MB = 10^6 bytes as read
+  one gRPC client attached before it starts receives every byte (`AttachOutput`, up to 512 KiB
+  each: during a flood the host sends what gathered since the last message, at most every 5 ms);
+  timed from the Enter that starts `cat` to the `exit` message. MB = 10^6 bytes as read
   from the PTY (with ONLCR's added CRs). CPU per MB: the raw reader (this process), the
-  `ether serve` process and the gRPC client. "other load" is the CPU of every process outside
-  the run (`cat` counts as ours); it includes the kernel workers that move bytes through the PTY
-  (about a core during the raw runs) and the other work on this shared 2-vCPU VM. `cat`, the host
+  `ether serve` process and the gRPC client. "other load" is the CPU of every other process,
+  `cat` included (it has exited when the window closes, so its CPU cannot be told apart); it
+  includes the kernel workers that move bytes through the PTY and the other work on this
+  shared 2-vCPU VM. `cat`, the host
   and the client need more turns than `cat` and a bare reader, so rounds on a busy machine swing
   low; the verdict is the median over all rounds.
 - ReadScreen: {READS} calls per round right after the flood, TEXT format; the first one feeds the

@@ -171,3 +171,33 @@ def test_a_stalled_client_never_holds_up_the_program(host: HostProcess) -> None:
     fast.done()
     slow.done()
     close(host, terminal.id)
+
+
+def test_a_flood_arrives_whole_in_order_in_chunks_of_at_most_512_kib(host: HostProcess) -> None:
+    """A 1.3 MB flood (less than the lag limit, so no client can lag) reaches an attached client
+    byte for byte: offsets follow each other, every chunk holds at most 512 KiB, and the bytes are
+    the program's output exactly (the PTY turns each LF into CR LF)."""
+    terminal = create(host, command="read go; seq 1 200000", rows=24)
+    client = Client(host, pb.AttachStart(terminal_id=terminal.id))
+    assert client.next().started
+    offset = client.next().snapshot.offset
+    write(host, terminal.id, "go\r")
+    data = bytearray()
+    for message in client.responses:
+        kind = message.WhichOneof("kind")
+        if kind == "exit":
+            break
+        assert kind == "output" and message.output.offset == offset
+        assert 0 < len(message.output.data) <= 512 * 1024
+        offset += len(message.output.data)
+        data += message.output.data
+    expected = "".join(f"{n}\r\n" for n in range(1, 200001)).encode()
+    assert bytes(data) == b"go\r\n" + expected  # the typed line is echoed first
+    assert (
+        offset
+        == host.terminals.GetTerminal(
+            pb.GetTerminalRequest(terminal_id=terminal.id)
+        ).terminal.output_offset
+    )
+    client.done()
+    close(host, terminal.id)

@@ -4,18 +4,24 @@ The client's "queue" is its offset into the terminal's shared output buffer:
 nothing is copied per client and the PTY reader never waits for one. A client
 that falls more than ``max_lag`` bytes behind (or behind what the buffer still
 holds) is told it lagged and gets a fresh snapshot.
+
+During a flood, output is sent in few large chunks rather than one per PTY
+read: after each chunk the client waits for the terminal's next wake-up (at
+most every ``NOTIFY_GAP``) unless a full batch is already pending, so what
+arrived meanwhile goes out together. Each message costs the host and the
+client far more than its bytes do.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 from ether_host.errors import EtherError
 from ether_host.terminals.model import ExitInfo, ScreenRequest, ScreenView
 from ether_host.terminals.session import Session
 
-CHUNK = 64 * 1024
+CHUNK = 512 * 1024  # most output bytes per message (gRPC's default receive limit is 4 MiB)
 
 
 @dataclass(frozen=True)
@@ -80,13 +86,14 @@ class Attachment:
         self.offset = view.output_offset
         return Snapshot(view, view.output_offset)
 
-    async def items(self) -> AsyncIterator[AttachItem]:
+    async def items(self) -> AsyncGenerator[AttachItem, None]:
         session = self.session
         buffer = session.buffer
         if not self.resumed:
             yield await self._snapshot()
+        batch = min(CHUNK, max(1, self.max_lag // 4))  # pending output worth sending at once
+        waiter = session.changed.waiter()  # always taken before the state it waits on is read
         while True:
-            waiter = session.changed.waiter()
             if self._error is not None:
                 raise self._error
             if self._detached:
@@ -101,8 +108,15 @@ class Attachment:
                 offset = self.offset
                 self.offset += len(data)
                 yield Output(offset, data)
+                # Sent. Unless a batch is pending (or the program has exited), let output
+                # gather until the next wake-up; `waiter` predates the read above, so output
+                # that arrived since has already set it or will.
+                if session.exit is None and buffer.end - self.offset < batch:
+                    await waiter.wait()
+                waiter = session.changed.waiter()
                 continue
             if session.exit is not None:
                 yield Exited(session.exit)
                 return
             await waiter.wait()
+            waiter = session.changed.waiter()

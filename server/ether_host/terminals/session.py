@@ -1,7 +1,7 @@
 """One terminal: a program on a PTY, its output buffer, its input queue and its screen.
 
-The PTY master is non-blocking and drained on the event loop with plain
-reads into the OutputBuffer: no parsing in the read path beyond a cheap scan
+The PTY master is non-blocking and drained on the event loop, read straight
+into the OutputBuffer's ring: no parsing in the read path beyond a cheap scan
 for the few things that cannot wait (mode switches that change what keys
 send, and queries a terminal must answer). The program's exit is seen through
 a pidfd, so a grandchild holding the PTY open cannot hide it. The emulator is
@@ -46,9 +46,9 @@ from ether_host.terminals.settings import MAX_SIZE, TerminalSettings
 log = structlog.get_logger("ether.terminals")
 
 READ_SIZE = 64 * 1024
-READS_PER_WAKE = 16
+READS_PER_WAKE = 16  # a PTY hands out at most 4 KiB per read: up to ~64 KiB per wake-up
 WRITE_PIECE = 64 * 1024
-NOTIFY_GAP = 0.002  # during a flood, readers are woken at most this often
+NOTIFY_GAP = 0.005  # during a flood, readers are woken at most this often
 EXIT_SETTLE = 0.1  # after the program exits, how long to wait for the PTY's last bytes
 KILL_WAIT = 5.0
 POLL = 0.02
@@ -257,31 +257,31 @@ class Session:
     # -- output --------------------------------------------------------------------------
 
     def _on_readable(self) -> None:
-        # A PTY hands out at most a few KiB per read; read again only after a full one, so a
-        # flood costs one read (and no EAGAIN exception) per readiness event.
+        # Read until the PTY is empty (at most READS_PER_WAKE reads): during a flood a read
+        # of an empty PTY waits in the kernel for the bytes already written to reach it, so
+        # a wake-up passes on tens of KiB instead of one read's few KiB, and the readers'
+        # wake-ups, the epoll round trips and their CPU go down with it.
+        buffer = self.buffer
         for _ in range(READS_PER_WAKE):
             try:
-                data = os.read(self._fd, READ_SIZE)
+                count = buffer.read_from(self._fd, READ_SIZE)
             except BlockingIOError:
                 break
             except OSError:  # EIO: every slave fd is closed
                 self._on_eof()
                 break
-            if not data:
+            if not count:
                 self._on_eof()
                 break
-            self.buffer.append(data)
-            if b"\x1b" in data:
-                self._scan(data)
-            if len(data) < READ_SIZE:
-                break
+            if buffer.find(b"\x1b", buffer.end - count):
+                self._scan(buffer.read(buffer.end - count, count))
         now = time.monotonic()
         self.last_output_clock = self.last_activity_clock = now
         self._notify_soon(now)
 
     def _notify_soon(self, now: float) -> None:
         """Wake readers now, or, during a flood, at most every NOTIFY_GAP seconds: each wake-up
-        then finds tens of KiB to pass on instead of one read's few KiB."""
+        then finds a few hundred KiB to pass on instead of one read's few KiB."""
         if self._notify_timer is not None:
             return
         wait = self._last_notify + NOTIFY_GAP - now

@@ -204,11 +204,13 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
             response.exit_status.CopyFrom(exit_message(result.exit))
         return response
 
-    async def Attach(
+    async def Attach(  # type: ignore[override]
         self,
         request_iterator: AsyncIterator[terminal_pb2.AttachRequest],
         context: grpc.aio.ServicerContext,
-    ) -> AsyncIterator[terminal_pb2.AttachResponse]:
+    ) -> None:
+        # A coroutine writing with context.write, not a generator: grpc.aio closes generator
+        # handlers from another task when the client cancels.
         identity = _identity()
         first = None
         async for message in request_iterator:
@@ -227,15 +229,18 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
         )
         pump = asyncio.ensure_future(self._pump(identity, request_iterator, attachment))
         try:
-            yield terminal_pb2.AttachResponse(
-                started=terminal_pb2.AttachStarted(
-                    terminal=terminal_message(attachment.session.info()),
-                    read_only=attachment.read_only,
-                    resumed=attachment.resumed,
+            await context.write(
+                terminal_pb2.AttachResponse(
+                    started=terminal_pb2.AttachStarted(
+                        terminal=terminal_message(attachment.session.info()),
+                        read_only=attachment.read_only,
+                        resumed=attachment.resumed,
+                    )
                 )
             )
-            async for item in attachment.items():
-                yield _attach_item(item)
+            async with contextlib.aclosing(attachment.items()) as items:
+                async for item in items:
+                    await context.write(_attach_item(item))
         finally:
             pump.cancel()
             with contextlib.suppress(asyncio.CancelledError):
