@@ -223,11 +223,7 @@ class Dispatcher:
                 if deadline is None:
                     await pending.done.wait()
                 else:
-                    try:
-                        async with asyncio.timeout(_left(deadline)):
-                            await pending.done.wait()
-                    except TimeoutError:
-                        timed_out = True
+                    timed_out = not await _wait_until(pending.done, deadline)
             except asyncio.CancelledError:
                 reason = record.cancel_reason or "caller went away"
                 handed_over = self._abandon(connection, replica, pending, reason)
@@ -446,6 +442,22 @@ class Dispatcher:
         result = await self.execute(child)
         caller.spent_cost += result.metadata.cost
         return result.as_json()
+
+
+async def _wait_until(event: asyncio.Event, deadline: float) -> bool:
+    """Wait for ``event`` until ``deadline`` (time.monotonic()); False when the deadline passed.
+
+    uvloop's timers have millisecond resolution and may fire a little early: the deadline
+    counts as passed only once time.monotonic() says so, as callers (workflow budgets) check.
+    """
+    while not event.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(left):
+                await event.wait()
+    return True
 
 
 def _left(deadline: float | None) -> float:
