@@ -107,7 +107,7 @@ class OutputBuffer:
                 free = size - (end - self._start)
             limit = min(limit, free)
         at = end % size
-        count = os.readv(fd, [self._view[at : at + min(limit, size - at)]])
+        count = os.readv(fd, (self._view[at : at + min(limit, size - at)],))
         end += count
         self._end = end
         if end - self._start > size:

@@ -262,19 +262,22 @@ class Session:
         # a wake-up passes on tens of KiB instead of one read's few KiB, and the readers'
         # wake-ups, the epoll round trips and their CPU go down with it.
         buffer = self.buffer
+        fd = self._fd
+        began = buffer.end
         for _ in range(READS_PER_WAKE):
             try:
-                count = buffer.read_from(self._fd, READ_SIZE)
+                if not buffer.read_from(fd, READ_SIZE):
+                    self._on_eof()
+                    break
             except BlockingIOError:
                 break
             except OSError:  # EIO: every slave fd is closed
                 self._on_eof()
                 break
-            if not count:
-                self._on_eof()
-                break
-            if buffer.find(b"\x1b", buffer.end - count):
-                self._scan(buffer.read(buffer.end - count, count))
+        if buffer.end == began:
+            return
+        if buffer.find(b"\x1b", began):
+            self._scan(buffer.read(began, buffer.end - began))
         now = time.monotonic()
         self.last_output_clock = self.last_activity_clock = now
         self._notify_soon(now)
