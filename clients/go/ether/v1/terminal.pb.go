@@ -3492,7 +3492,7 @@ type AttachOutput struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Offset of the chunk's first byte.
 	Offset int64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
-	// The bytes, as the program wrote them, at most 64 KiB per message.
+	// The bytes, as the program wrote them, at most 512 KiB per message.
 	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

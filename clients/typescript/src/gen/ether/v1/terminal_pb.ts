@@ -1797,7 +1797,7 @@ export type AttachOutput = Message<"ether.v1.AttachOutput"> & {
   offset: bigint;
 
   /**
-   * The bytes, as the program wrote them, at most 64 KiB per message.
+   * The bytes, as the program wrote them, at most 512 KiB per message.
    *
    * @generated from field: bytes data = 2;
    */
