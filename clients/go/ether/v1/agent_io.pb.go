@@ -1872,8 +1872,9 @@ type PipeRequest struct {
 	// The task to run. Its task_id must be unique among this stream's
 	// running tasks (the host generates one when empty).
 	Input *AgentInput `protobuf:"bytes,1,opt,name=input,proto3" json:"input,omitempty"`
-	// Maximum tasks of this stream running at once, 1 to 1024; read from the
-	// first request only, 0 means the default of 64.
+	// Maximum tasks of this stream in flight at once (running, or finished
+	// with the output not yet sent), 1 to 1024; read from the first request
+	// only, 0 means the default of 64.
 	MaxInFlight   int32 `protobuf:"varint,2,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -78,8 +78,9 @@ type AgentIOServiceClient interface {
 	// Pipe runs many tasks over one bidirectional stream. Each request
 	// carries one AgentInput; each response carries one AgentOutput, in
 	// completion order (match them by task_id). The host reads new inputs
-	// only while fewer than `max_in_flight` of this stream's tasks run, so a
-	// fast producer is flow-controlled by HTTP/2. A request the host cannot
+	// only while fewer than `max_in_flight` of this stream's tasks are
+	// running or waiting for their output to be sent, so a fast producer, or
+	// a client that stops reading, is flow-controlled by HTTP/2. A request the host cannot
 	// run (unknown agent, bad params) is answered in-stream by an output with
 	// status TASK_STATUS_ERROR and an error code; the stream keeps going.
 	// Half-closing the request side lets in-flight tasks finish, then the
@@ -225,8 +226,9 @@ type AgentIOServiceServer interface {
 	// Pipe runs many tasks over one bidirectional stream. Each request
 	// carries one AgentInput; each response carries one AgentOutput, in
 	// completion order (match them by task_id). The host reads new inputs
-	// only while fewer than `max_in_flight` of this stream's tasks run, so a
-	// fast producer is flow-controlled by HTTP/2. A request the host cannot
+	// only while fewer than `max_in_flight` of this stream's tasks are
+	// running or waiting for their output to be sent, so a fast producer, or
+	// a client that stops reading, is flow-controlled by HTTP/2. A request the host cannot
 	// run (unknown agent, bad params) is answered in-stream by an output with
 	// status TASK_STATUS_ERROR and an error code; the stream keeps going.
 	// Half-closing the request side lets in-flight tasks finish, then the
