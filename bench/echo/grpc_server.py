@@ -9,15 +9,14 @@ stops on SIGTERM or when stdin closes.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
-import os
-import signal
-import sys
 from collections.abc import AsyncIterator
 
 import grpc
+from serving import (  # bench/echo/serving.py: run as a script, its folder is on sys.path
+    main,
+    stopped,
+)
 
 
 async def unary(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
@@ -47,31 +46,9 @@ async def serve() -> None:
     await server.start()
     print(json.dumps({"port": port}), flush=True)
 
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-
-    def on_stdin() -> None:
-        if not os.read(sys.stdin.fileno(), 1 << 16):  # EOF: the harness is gone
-            loop.remove_reader(sys.stdin.fileno())
-            stop.set()
-
-    loop.add_reader(sys.stdin.fileno(), on_stdin)
-    await stop.wait()
+    await stopped()
     await server.stop(0.5)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
-    args = parser.parse_args()
-    if args.loop == "uvloop":
-        import uvloop
-
-        uvloop.run(serve())
-    else:
-        asyncio.run(serve())
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__.splitlines()[0], serve)

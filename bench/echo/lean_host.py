@@ -11,18 +11,19 @@ supervision or metadata: what the Ether host adds is what it costs above this. P
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
 import json
-import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 import grpc
 import orjson
+from serving import (  # bench/echo/serving.py: run as a script, its folder is on sys.path
+    main,
+    stopped,
+)
 
 from ether.v1 import agent_io_pb2
 
@@ -83,33 +84,12 @@ async def serve() -> None:
     await server.start()
     print(json.dumps({"port": port, "child": child.pid}), flush=True)
 
-    stop = asyncio.Event()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-
-    def on_stdin() -> None:
-        if not os.read(sys.stdin.fileno(), 1 << 16):  # EOF: the harness is gone
-            loop.remove_reader(sys.stdin.fileno())
-            stop.set()
-
-    loop.add_reader(sys.stdin.fileno(), on_stdin)
-    await stop.wait()
+    await stopped()
     await server.stop(0.5)
     stdin.close()
     await child.wait()
     reader.cancel()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
-    args = parser.parse_args()
-    if args.loop == "uvloop":
-        import uvloop
-
-        uvloop.run(serve())
-    else:
-        asyncio.run(serve())
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__.splitlines()[0], serve)

@@ -1,0 +1,42 @@
+"""What the bench's stand-alone servers share: run on the chosen loop, stop when told.
+
+The harness stops a server with SIGTERM or by closing its stdin (when the harness itself dies).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+
+async def stopped() -> None:
+    """Return on SIGTERM or when stdin reaches EOF."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+
+    def on_stdin() -> None:
+        if not os.read(sys.stdin.fileno(), 1 << 16):  # EOF: the harness is gone
+            loop.remove_reader(sys.stdin.fileno())
+            stop.set()
+
+    loop.add_reader(sys.stdin.fileno(), on_stdin)
+    await stop.wait()
+
+
+def main(description: str, serve: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Parse ``--loop asyncio|uvloop`` and run ``serve()`` on that loop."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
+    args = parser.parse_args()
+    if args.loop == "uvloop":
+        import uvloop
+
+        uvloop.run(serve())
+    else:
+        asyncio.run(serve())
