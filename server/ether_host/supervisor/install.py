@@ -75,9 +75,10 @@ async def _run_tool(
 ) -> None:
     """Run a tool, streaming its output to the log; raise InstallError on failure.
 
-    A tool killed by a signal it did not ask for (npm and tsc were seen dying of
-    SIGSEGV now and then on a loaded machine, never when rerun) is run again,
-    at most TOOL_CRASH_RETRIES times; an ordinary failure is reported at once.
+    A tool killed by a signal it did not ask for is run again, at most
+    TOOL_CRASH_RETRIES times; an ordinary failure is reported at once. (npm and tsc
+    were seen dying of SIGSEGV: grpc's fork support crashed the forked child before
+    exec. ether_host/__init__.py turns that off; the retry stays as a safety net.)
     """
     for attempt in range(TOOL_CRASH_RETRIES + 1):
         code, tail = await _run_tool_once(argv, cwd, env, log)
