@@ -75,11 +75,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         )
         return gateway_pb2.CloseSessionResponse(session=gc.session(session))
 
-    async def Converse(
+    # A coroutine writing with context.write, not a generator: it runs a task group, and a
+    # generator cannot yield from inside one (grpc.aio may close it from another task).
+    async def Converse(  # type: ignore[override]
         self,
         request_iterator: AsyncIterator[gateway_pb2.ConverseRequest],
         context: grpc.aio.ServicerContext[Any, Any],
-    ) -> AsyncIterator[gateway_pb2.ConverseResponse]:
+    ) -> None:
         requests = aiter(request_iterator)
         try:
             first = await anext(requests)
@@ -136,7 +138,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         async with anyio.create_task_group() as tg:
             tg.start_soon(read)
             async for sequence, event in self._gateway.follow_session(session, cursor, finished):
-                yield gc.converse_event(sequence, event)
+                await context.write(gc.converse_event(sequence, event))
             tg.cancel_scope.cancel()
         if state["error"] is not None:
             raise state["error"]
