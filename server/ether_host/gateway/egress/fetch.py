@@ -332,6 +332,17 @@ class Egress:
             request_headers.append((b"content-length", str(len(body)).encode()))
         status, received = 0, bytearray()
         response_headers: dict[str, str] = {}
+
+        def so_far() -> AuditRecord:
+            """The audit record as of now: the address used and what was received so far."""
+            return replace(
+                record,
+                resolved_address=backend.address,
+                status_code=status,
+                response_bytes=len(received),
+                duration=time.monotonic() - started,
+            )
+
         try:
             with anyio.fail_after(left):
                 async with httpcore.AsyncConnectionPool(
@@ -363,26 +374,14 @@ class Egress:
             )
         except _TooLarge:
             await self._deny(
-                replace(
-                    record,
-                    resolved_address=backend.address,
-                    status_code=status,
-                    response_bytes=len(received),
-                    duration=time.monotonic() - started,
-                ),
+                so_far(),
                 "response_too_large",
                 f"the response exceeds {limit} bytes",
                 rule="max_response_bytes",
             )
         except TimeoutError:
             await self._deny(
-                replace(
-                    record,
-                    resolved_address=backend.address,
-                    status_code=status,
-                    response_bytes=len(received),
-                    duration=time.monotonic() - started,
-                ),
+                so_far(),
                 "timeout",
                 f"no complete response within {left:.1f}s",
                 rule="timeout",
@@ -391,14 +390,10 @@ class Egress:
             with anyio.CancelScope(shield=True), contextlib.suppress(FetchRefused):
                 await self._write(
                     replace(
-                        record,
+                        so_far(),
                         decision=ALLOWED,
                         reason="allowed",
                         rule=rule,
-                        resolved_address=backend.address,
-                        status_code=status,
-                        response_bytes=len(received),
-                        duration=time.monotonic() - started,
                         error="cancelled: the task that asked ended",
                     )
                 )
@@ -422,16 +417,7 @@ class Egress:
             )
             await self._write(failed)
             raise FetchRefused("fetch_failed", f"{method} {url.host}: {text}") from None
-        done = replace(
-            record,
-            decision=ALLOWED,
-            reason="allowed",
-            rule=rule,
-            resolved_address=backend.address,
-            status_code=status,
-            response_bytes=len(received),
-            duration=time.monotonic() - started,
-        )
+        done = replace(so_far(), decision=ALLOWED, reason="allowed", rule=rule)
         stored = await self._write(done)
         return _Response(status, response_headers, bytes(received)), stored
 
