@@ -69,20 +69,19 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"ether: {error}", file=sys.stderr)
         return EXIT_USAGE
     configure_logging(config.log_format, config.log_level)
+    code = 0
+    problem: Exception | None = None
     try:
         # grpc.aio runs on asyncio only; uvloop makes that loop ~15-30% cheaper per call.
         anyio.run(run_host, config, backend="asyncio", backend_options={"use_uvloop": True})
     except (ListenError, TokenFileError) as error:
-        flush_logs()
-        print(f"ether: {error}", file=sys.stderr)
-        return 1
+        code, problem = 1, error
     except ConfigError as error:  # a feature table ([gateway], ...) checked when the host is built
-        flush_logs()
-        print(f"ether: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    finally:
-        flush_logs()
-    return 0
+        code, problem = EXIT_USAGE, error
+    flush_logs()  # the log lines of the loop's last turn, before the message below
+    if problem is not None:
+        print(f"ether: {problem}", file=sys.stderr)
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -104,7 +104,8 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
         # (bench/RESULTS.md). The structure is the same: every task ends with the stream.
         finished: asyncio.Queue[agent_io_pb2.AgentOutput | None] = asyncio.Queue()
         slots = asyncio.Semaphore(PIPE_DEFAULT_IN_FLIGHT)
-        state = {"open": 0, "reading": True}  # tasks started whose output is not written yet
+        unwritten = 0  # tasks started whose output is not written yet
+        reading = True
 
         async def run_one(message: agent_io_pb2.AgentInput) -> None:
             task: TaskInput | None = None
@@ -119,7 +120,7 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
             finished.put_nowait(output)
 
         async def read_inputs(tg: asyncio.TaskGroup) -> None:
-            nonlocal slots
+            nonlocal slots, unwritten, reading
             first = True
             async for request in request_iterator:
                 if first:
@@ -130,19 +131,19 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
                 # requests back up in HTTP/2 windows, not in host memory. A slot is held
                 # until the task's output is written, so slow readers slow the stream too.
                 await slots.acquire()
-                state["open"] += 1
+                unwritten += 1
                 tg.create_task(run_one(request.input), name="pipe task")
-            state["reading"] = False
-            if not state["open"]:
+            reading = False
+            if not unwritten:
                 finished.put_nowait(None)
 
         async with asyncio.TaskGroup() as tg:
             tg.create_task(read_inputs(tg), name="pipe reader")
             while (output := await finished.get()) is not None:
                 await context.write(agent_io_pb2.PipeResponse(output=output))
-                state["open"] -= 1
+                unwritten -= 1
                 slots.release()
-                if not state["reading"] and not state["open"]:
+                if not reading and not unwritten:
                     break
 
     async def CancelTask(

@@ -227,24 +227,23 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
         attachment = self._terminals.attach(
             identity, start.terminal_id, from_offset, start.read_only
         )
-        pump = asyncio.ensure_future(self._pump(identity, request_iterator, attachment))
         try:
-            await context.write(
-                terminal_pb2.AttachResponse(
-                    started=terminal_pb2.AttachStarted(
-                        terminal=terminal_message(attachment.session.info()),
-                        read_only=attachment.read_only,
-                        resumed=attachment.resumed,
+            async with asyncio.TaskGroup() as tasks:
+                pump = tasks.create_task(self._pump(identity, request_iterator, attachment))
+                await context.write(
+                    terminal_pb2.AttachResponse(
+                        started=terminal_pb2.AttachStarted(
+                            terminal=terminal_message(attachment.session.info()),
+                            read_only=attachment.read_only,
+                            resumed=attachment.resumed,
+                        )
                     )
                 )
-            )
-            async with contextlib.aclosing(attachment.items()) as items:
-                async for item in items:
-                    await context.write(_attach_item(item))
+                async with contextlib.aclosing(attachment.items()) as items:
+                    async for item in items:
+                        await context.write(_attach_item(item))
+                pump.cancel()  # the stream is over: stop reading the client's side
         finally:
-            pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pump
             attachment.close()
 
     async def _pump(
