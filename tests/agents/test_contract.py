@@ -86,7 +86,8 @@ def test_params_and_data_as_json_bytes(host: HostProcess) -> None:
 
 def test_bad_params_json_is_invalid_argument(host: HostProcess) -> None:
     """params_json that is not JSON, not an object, or set along with params is refused with
-    a field violation naming input.params_json; schema checks apply to it as to params."""
+    a field violation naming input.params_json; schema checks apply to it as to params. An
+    output_encoding this host does not know is refused too, not taken for the default."""
     for raw, words in (
         (b"{not json", "not valid JSON"),
         (b"[1, 2]", "must be a JSON object"),
@@ -101,6 +102,10 @@ def test_bad_params_json_is_invalid_argument(host: HostProcess) -> None:
         execute(host, "worker", "add", {"a": 1, "b": 2}, params_json=b'{"a": 1, "b": 2}')
     assert twice.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "not both" in twice.value.details()
+    with pytest.raises(grpc.RpcError) as encoding:
+        execute(host, "worker", "add", {"a": 1, "b": 2}, output_encoding=7)
+    assert encoding.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "DATA_ENCODING_JSON" in encoding.value.details()
 
 
 def execute_json(

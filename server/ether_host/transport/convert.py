@@ -121,6 +121,13 @@ def budget_from(message: common_pb2.Budget) -> Budget:
 def task_input(message: agent_io_pb2.AgentInput, rpc_deadline: float | None) -> TaskInput:
     """An AgentInput as a TaskInput; ``rpc_deadline`` is time left on the call, in seconds."""
     context = message.context
+    if message.output_encoding not in _ENCODINGS:
+        raise InvalidArgument(
+            f"input.output_encoding {message.output_encoding} is not a DataEncoding; use "
+            "DATA_ENCODING_STRUCT (the default) or DATA_ENCODING_JSON",
+            reason="INVALID_OUTPUT_ENCODING",
+            violations=[FieldViolation("input.output_encoding", "STRUCT or JSON")],
+        )
     return TaskInput(
         agent=message.agent,
         action=message.action,
@@ -160,6 +167,9 @@ def _params(message: agent_io_pb2.AgentInput) -> dict[str, Any]:
             violations=[FieldViolation("input.params_json", "must be a JSON object")],
         )
     return params
+
+
+_ENCODINGS = frozenset(agent_io_pb2.DataEncoding.values())
 
 
 def wants_json(message: agent_io_pb2.AgentInput) -> bool:
