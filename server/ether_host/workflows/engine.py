@@ -18,10 +18,11 @@ from typing import Any
 import anyio
 import structlog
 
-from ether_host.agents import Budget, Dispatcher, TaskEvent, TaskInput, TaskResult
+from ether_host.agents import Dispatcher, TaskEvent, TaskInput, TaskResult
 from ether_host.agents.model import SUCCESS
 from ether_host.errors import Cancelled, EtherError, NotFound
 from ether_host.supervisor import Supervisor
+from ether_host.workflows import budgets, retries
 from ether_host.workflows.events import EventLog
 from ether_host.workflows.model import (
     Problem,
@@ -41,7 +42,6 @@ from ether_host.workflows.store import RunStore
 log = structlog.get_logger("ether.workflows")
 
 PROGRESS_EVERY = 0.1  # seconds between stage_progress events of one stage
-RETRYABLE_CODES = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"}
 CANCELLED, BUDGET, FAILED, INTERRUPTED = "cancelled", "budget", "failed", "interrupted"
 
 
@@ -377,13 +377,13 @@ class RunExecution:
     async def _attempts(self, stage: _Stage, task: TaskRecord) -> None:
         spec = stage.spec
         retry = spec.retry or self.record.spec.default_retry or RetrySpec()
-        attempts = retry.max_attempts if self._idempotent(task) else 1
+        attempts = retry.max_attempts if retries.idempotent(self.supervisor, task) else 1
         while not self.halted():
             if not self._charge(stage):
                 return
             task.attempts += 1
             result = await self._dispatch(stage, task)
-            self._spend(stage, result)
+            budgets.spend(self.record, stage.record, result.metadata.cost)
             if result.status == SUCCESS:
                 self._complete(stage, task, result, TaskState.SUCCEEDED)
                 self._check_cost(stage)
@@ -408,7 +408,7 @@ class RunExecution:
                     f"{result.error.message if result.error else ''}",
                 )
                 return
-            if task.attempts < attempts and self._retryable(result, retry):
+            if task.attempts < attempts and retries.retryable(result, retry):
                 self._complete(stage, task, result, TaskState.RETRYING)
                 await anyio.sleep(retry.delay(task.attempts))
                 continue
@@ -436,95 +436,18 @@ class RunExecution:
             )
         return f"run budget max_time={self.record.spec.budget.max_time or 0:g}s used up"
 
-    def _idempotent(self, task: TaskRecord) -> bool:
-        try:
-            agent = self.supervisor.get(task.agent)
-        except NotFound:
-            return False
-        return any(a.name == task.action and a.idempotent for a in agent.actions)
-
-    @staticmethod
-    def _retryable(result: TaskResult, retry: RetrySpec) -> bool:
-        error = result.error
-        if error is None:
-            return not retry.retryable_only
-        if error.code in ("cancelled", "budget_exceeded"):
-            return False
-        return error.retryable or not retry.retryable_only
-
     def _charge(self, stage: _Stage) -> bool:
         """Count a task start against max_tasks (and refuse it once max_cost is spent)."""
-        checks = (
-            ("run", self.record.spec.budget, self.record.usage),
-            (f"stage {stage.spec.name!r}", stage.spec.budget, stage.record.usage),
-        )
-        for what, budget, usage in checks:
-            if budget.max_tasks is not None and usage.tasks >= budget.max_tasks:
-                self.stop(
-                    BUDGET,
-                    "budget_exceeded",
-                    f"{what} budget max_tasks={budget.max_tasks} used up: {usage.tasks} task(s) started",
-                )
-                return False
-            if budget.max_cost is not None and usage.cost >= budget.max_cost:
-                self.stop(
-                    BUDGET,
-                    "budget_exceeded",
-                    f"{what} budget max_cost={budget.max_cost:g} used up: spent {usage.cost:g}",
-                )
-                return False
-        self.record.usage.tasks += 1
-        stage.record.usage.tasks += 1
-        return True
-
-    def _spend(self, stage: _Stage, result: TaskResult) -> None:
-        self.record.usage.cost += result.metadata.cost
-        stage.record.usage.cost += result.metadata.cost
+        refusal = budgets.charge_start(self.record, stage.spec, stage.record)
+        if refusal is not None:
+            self.stop(BUDGET, "budget_exceeded", refusal)
+        return refusal is None
 
     def _check_cost(self, stage: _Stage) -> None:
         """Halt once a max_cost is spent and work remains (tasks running or to come)."""
-        checks = [
-            (what, budget, usage)
-            for what, budget, usage in (
-                ("run", self.record.spec.budget, self.record.usage),
-                (f"stage {stage.spec.name!r}", stage.spec.budget, stage.record.usage),
-            )
-            if budget.max_cost is not None and usage.cost >= budget.max_cost
-        ]
-        if not checks:
-            return
-        counts = stage.record.counts  # the task that just ended is counted as finished already
-        later = any(s.state == StageState.PENDING for s in self.record.stages[stage.index + 1 :])
-        if counts.pending + counts.running == 0 and not later:
-            return
-        what, budget, usage = checks[0]
-        self.stop(
-            BUDGET,
-            "budget_exceeded",
-            f"{what} budget max_cost={budget.max_cost:g} used up: spent {usage.cost:g}",
-        )
-
-    def _task_budget(self, stage: _Stage) -> Budget:
-        """What is left of the run's and the stage's budgets, for one task."""
-        run_budget, stage_budget = self.record.spec.budget, stage.spec.budget
-        costs = [
-            b.max_cost - u.cost
-            for b, u in ((run_budget, self.record.usage), (stage_budget, stage.record.usage))
-            if b.max_cost is not None
-        ]
-        tasks = [
-            b.max_tasks - u.tasks
-            for b, u in ((run_budget, self.record.usage), (stage_budget, stage.record.usage))
-            if b.max_tasks is not None
-        ]
-        iterations = [
-            b.max_iterations for b in (run_budget, stage_budget) if b.max_iterations is not None
-        ]
-        return Budget(
-            max_cost=max(0.0, min(costs)) if costs else None,
-            max_iterations=min(iterations) if iterations else None,
-            max_tasks=max(0, min(tasks)) if tasks else None,
-        )
+        reason = budgets.cost_used_up(self.record, stage.index, stage.spec, stage.record)
+        if reason is not None:
+            self.stop(BUDGET, "budget_exceeded", reason)
 
     async def _dispatch(self, stage: _Stage, task: TaskRecord) -> TaskResult:
         deadline = stage.deadline
@@ -535,7 +458,7 @@ class RunExecution:
             action=task.action,
             params=task.params,
             task_id=task.task_id,
-            budget=self._task_budget(stage),
+            budget=budgets.task_budget(self.record, stage.spec, stage.record),
             workflow=self.record.id,
             deadline=None if deadline == math.inf else deadline,
         )
@@ -554,7 +477,7 @@ class RunExecution:
                 task.action,
                 error.reason.lower(),
                 error.message,
-                retryable=error.code.value in RETRYABLE_CODES,
+                retryable=error.code.value in retries.RETRYABLE_CODES,
             )
 
     def _on_event(self, stage: _Stage, task: TaskRecord, event: TaskEvent) -> None:

@@ -17,6 +17,7 @@ import structlog
 from ether_host.agents import Dispatcher, TaskResult
 from ether_host.errors import FailedPrecondition
 from ether_host.supervisor import State, Supervisor
+from ether_host.workflows import retries
 from ether_host.workflows.engine import RunExecution
 from ether_host.workflows.model import (
     Counts,
@@ -145,7 +146,7 @@ def rebuild(
                 if (
                     task.attempts
                     and not include_non_idempotent
-                    and not _idempotent(supervisor, task)
+                    and not retries.idempotent(supervisor, task)
                 ):
                     task.state, task.ended_at = TaskState.FAILED, time.time()
                     task.result = _interrupted_result(task)
@@ -187,11 +188,6 @@ def rebuild(
         for task in stage.tasks:
             execution.save_task(task)
     return execution
-
-
-def _idempotent(supervisor: Supervisor, task: TaskRecord) -> bool:
-    agent = supervisor.agents.get(task.agent)
-    return agent is not None and any(a.name == task.action and a.idempotent for a in agent.actions)
 
 
 def _interrupted_result(task: TaskRecord) -> TaskResult:
