@@ -1,7 +1,9 @@
 // One run of the stdio link (docs/protocol.md): handshake, task dispatch, host calls, shutdown.
 // Process concerns (fds, signals, host death) live in serve.ts; this file only sees a byte
 // stream in, a frame sink out and an environment, so it can be tested in one process.
-import type { CallOptions, Context, TaskLogger } from "./context.js";
+// Its parts sit beside it: session-handshake.ts (hello), session-tasks.ts (task state, results),
+// session-context.ts (a handler's Context, log frames), session-calls.ts (host calls in flight).
+import type { Context } from "./context.js";
 import { AgentError } from "./errors.js";
 import {
   DEFAULT_MAX_FRAME,
@@ -10,18 +12,16 @@ import {
   SUPPORTED_PROTOCOLS,
   isObject,
   toInt,
-  type ErrorBody,
-  type HelloFrame,
   type JsonObject,
-  type JsonValue,
   type LogLevel,
   type OutboundFrame,
-  type ResultFrame,
-  type ResultMetadata,
 } from "./frames.js";
 import { LineSplitter, decodeLine, recoverHead } from "./line-reader.js";
-import { Output } from "./output.js";
 import { validate } from "./schema.js";
+import { PendingCalls } from "./session-calls.js";
+import { LEVELS, logFrame, normalizeLevel, taskContext } from "./session-context.js";
+import { chooseProtocol, helloFrame } from "./session-handshake.js";
+import { errorBody, okBody, resolveAction, resultLine, type ResultBody, type TaskState } from "./session-tasks.js";
 
 /** An action as the session runs it. */
 export interface ActionSpec {
@@ -69,25 +69,6 @@ export interface SessionIO {
 
 type State = "handshake" | "running" | "draining" | "done";
 
-interface TaskState {
-  id: string;
-  action: ActionSpec | undefined;
-  frame: Record<string, unknown>;
-  controller: AbortController;
-  timer: NodeJS.Timeout | undefined;
-  deadline: number | undefined;
-  cancelled: boolean;
-  done: boolean;
-  metadata: ResultMetadata;
-}
-
-interface PendingCall {
-  taskId: string;
-  resolve: (value: JsonValue) => void;
-  reject: (reason: AgentError) => void;
-  cleanup: () => void;
-}
-
 /** Grace after stdin EOF without a shutdown frame (the same in every adapter). */
 export const EOF_GRACE_MS = 3000;
 /** Grace after SIGTERM: the host sends it when a shutdown's grace is over. */
@@ -96,9 +77,6 @@ export const SIGTERM_GRACE_MS = 1000;
 export const ABORT_WAIT_MS = 1000;
 /** How long the last frames may take to be written at exit. */
 export const FLUSH_TIMEOUT_MS = 10_000;
-
-const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warning: 30, error: 40 };
-const RUNTIME = `node ${process.versions.node}`;
 
 export class Session {
   readonly #spec: AgentSpec;
@@ -113,8 +91,7 @@ export class Session {
   #agentName: string;
   #tasks = new Map<string, TaskState>();
   #queue: Record<string, unknown>[] = [];
-  #calls = new Map<string, PendingCall>();
-  #callSeq = 0;
+  readonly #calls: PendingCalls;
   #graceTimer: NodeJS.Timeout | undefined;
   #shutdownAt: number | undefined;
   #abortTimer: NodeJS.Timeout | undefined;
@@ -134,6 +111,13 @@ export class Session {
     this.#splitter = new LineSplitter(this.#maxFrame);
     this.#agentName = io.env["ETHER_AGENT_NAME"] || spec.name;
     this.#finished = new Promise((resolve) => (this.#resolveFinished = resolve));
+    this.#calls = new PendingCalls({
+      declared: spec.calls,
+      maxFrame: () => this.#maxFrame,
+      send: (frame) => this.#send(frame),
+      writeLine: (line) => this.#io.sink.writeLine(line),
+      diag: this.#diag,
+    });
   }
 
   /** The link's max frame in bytes (after welcome: the smaller of the host's and the agent's). */
@@ -152,11 +136,7 @@ export class Session {
       );
       return EXIT_FATAL;
     }
-    const offered = (env["ETHER_PROTOCOL_VERSIONS"] ?? "1")
-      .split(",")
-      .map((v) => Number(v.trim()))
-      .filter((v) => Number.isInteger(v));
-    const chosen = Math.max(-1, ...offered.filter((v) => SUPPORTED_PROTOCOLS.includes(v)));
+    const chosen = chooseProtocol(env["ETHER_PROTOCOL_VERSIONS"]);
     if (chosen < 0) {
       const message =
         `the host offers protocol versions [${env["ETHER_PROTOCOL_VERSIONS"] ?? ""}], ` +
@@ -166,7 +146,7 @@ export class Session {
       await this.#io.sink.flush();
       return EXIT_FATAL;
     }
-    this.#send(this.#hello(chosen));
+    this.#send(helloFrame(this.#spec, chosen, this.#agentMaxFrame, this.#io.pid ?? process.pid));
     void this.#readLoop();
     return this.#finished;
   }
@@ -204,39 +184,6 @@ export class Session {
   }
 
   // --- handshake ------------------------------------------------------------------------------
-
-  #hello(protocol: number): HelloFrame {
-    const spec = this.#spec;
-    const agent: HelloFrame["agent"] = {
-      name: spec.name,
-      version: spec.version,
-      language: "typescript",
-      runtime: RUNTIME,
-    };
-    if (spec.description) agent.description = spec.description;
-    if (spec.kind) agent.kind = spec.kind;
-    if (spec.tags.length > 0) agent.tags = spec.tags;
-    return {
-      type: "hello",
-      protocol,
-      agent,
-      actions: [...spec.actions.values()].map((a) => {
-        const d: HelloFrame["actions"][number] = { name: a.name, description: a.description };
-        if (a.schema !== undefined) d.params_schema = a.schema;
-        if (a.idempotent) d.idempotent = true;
-        return d;
-      }),
-      capabilities: {
-        max_concurrency: spec.maxConcurrency,
-        cancel: true,
-        progress: true,
-        ping: spec.ping,
-        calls: spec.calls,
-        max_frame: this.#agentMaxFrame,
-      },
-      pid: this.#io.pid ?? process.pid,
-    };
-  }
 
   #onWelcome(frame: Record<string, unknown>): void {
     if (this.#state !== "handshake") {
@@ -317,7 +264,7 @@ export class Session {
         },
       });
     } else if (type === "reply" && id !== undefined) {
-      this.#settleCall(id, undefined, {
+      this.#calls.settle(id, undefined, {
         code: "frame_too_large",
         message: `reply of ${size} bytes is over the max frame of ${this.#maxFrame} bytes`,
       });
@@ -338,7 +285,7 @@ export class Session {
         this.#onCancel(frame);
         return;
       case "reply":
-        this.#onReply(frame);
+        this.#calls.onReply(frame);
         return;
       case "ping":
         this.#send({ type: "pong", id: String(frame["id"] ?? "") });
@@ -379,18 +326,8 @@ export class Session {
     this.#start(id, frame);
   }
 
-  #resolveAction(frame: Record<string, unknown>): ActionSpec | undefined {
-    const name = frame["action"];
-    const actions = this.#spec.actions;
-    if (typeof name === "string" && name !== "") return actions.get(name);
-    // The seeds' envelope names no action: run `run`, or the only action there is.
-    if (actions.has("run")) return actions.get("run");
-    if (actions.size === 1) return actions.values().next().value;
-    return undefined;
-  }
-
   #start(id: string, frame: Record<string, unknown>): void {
-    const action = this.#resolveAction(frame);
+    const action = resolveAction(this.#spec.actions, frame);
     const deadlineMs = toInt(frame["deadline_ms"], 0);
     const task: TaskState = {
       id,
@@ -440,56 +377,17 @@ export class Session {
       outcome = Promise.reject(err);
     }
     outcome.then(
-      (value) => this.#complete(task, this.#okBody(task, value)),
-      (err: unknown) => this.#complete(task, this.#errorBody(task, err)),
+      (value) => this.#complete(task, okBody(task, value)),
+      (err: unknown) => this.#complete(task, errorBody(task, err)),
     );
   }
 
-  #okBody(task: TaskState, value: unknown): Omit<ResultFrame, "type" | "id"> {
-    if (task.cancelled) return this.#errorBody(task, task.controller.signal.reason);
-    if (Output.is(value)) {
-      const body: Omit<ResultFrame, "type" | "id"> = {
-        status: value.error === undefined ? "ok" : "partial",
-        result: (value.result ?? null) as JsonValue,
-      };
-      if (value.error !== undefined) body.error = value.error;
-      const metadata = { ...task.metadata, ...value.metadata };
-      if (Object.keys(metadata).length > 0) body.metadata = metadata;
-      if (value.nextActions.length > 0) body.next_actions = value.nextActions;
-      return body;
-    }
-    const body: Omit<ResultFrame, "type" | "id"> = { status: "ok", result: (value ?? null) as JsonValue };
-    if (Object.keys(task.metadata).length > 0) body.metadata = task.metadata;
-    return body;
-  }
-
-  #errorBody(task: TaskState, err: unknown): Omit<ResultFrame, "type" | "id"> {
-    const signal = task.controller.signal;
-    let error: AgentError;
-    if (signal.aborted && (task.cancelled || !(err instanceof AgentError) || err === signal.reason)) {
-      // Aborted: whatever the handler threw (AbortError, the reason itself), report why.
-      error = AgentError.from(signal.reason);
-    } else {
-      error = AgentError.from(err);
-    }
-    const body: Omit<ResultFrame, "type" | "id"> = { status: "error", error: error.toBody() };
-    if (Object.keys(task.metadata).length > 0) body.metadata = task.metadata;
-    return body;
-  }
-
-  #complete(task: TaskState, body: Omit<ResultFrame, "type" | "id">): void {
+  #complete(task: TaskState, body: ResultBody): void {
     if (task.done) return;
     task.done = true;
     if (task.timer !== undefined) clearTimeout(task.timer);
     this.#tasks.delete(task.id);
-    // Calls the task left open are answered by the host as cancelled; stop waiting for them.
-    for (const [id, call] of this.#calls) {
-      if (call.taskId === task.id) {
-        this.#calls.delete(id);
-        call.cleanup();
-        call.reject(new AgentError("cancelled", "the task ended before the call's reply"));
-      }
-    }
+    this.#calls.dropTask(task.id);
     this.#writeResult(task.id, body);
     this.#afterTask();
   }
@@ -504,33 +402,8 @@ export class Session {
     if (this.#state === "draining" && this.#tasks.size === 0) this.#finish(0);
   }
 
-  #writeResult(id: string, body: Omit<ResultFrame, "type" | "id">): void {
-    const frame: ResultFrame = { type: "result", id, ...body };
-    let line: string;
-    try {
-      line = JSON.stringify(frame);
-    } catch (err) {
-      line = JSON.stringify({
-        type: "result",
-        id,
-        status: "error",
-        error: { code: "internal", message: `result is not JSON: ${(err as Error).message}` },
-      } satisfies ResultFrame);
-    }
-    const size = Buffer.byteLength(line, "utf8");
-    if (size > this.#maxFrame) {
-      line = JSON.stringify({
-        type: "result",
-        id,
-        status: "error",
-        error: {
-          code: "frame_too_large",
-          message: `result frame of ${size} bytes is over the max frame of ${this.#maxFrame} bytes`,
-          data: { size, max_frame: this.#maxFrame },
-        },
-      } satisfies ResultFrame);
-    }
-    this.#io.sink.writeLine(line);
+  #writeResult(id: string, body: ResultBody): void {
+    this.#io.sink.writeLine(resultLine(id, body, this.#maxFrame));
   }
 
   #onCancel(frame: Record<string, unknown>): void {
@@ -561,143 +434,28 @@ export class Session {
     // Handlers that ignore their signal get a moment, then their results are written for them.
     this.#abortTimer = setTimeout(() => {
       for (const task of [...this.#tasks.values()]) {
-        this.#complete(task, this.#errorBody(task, task.controller.signal.reason));
+        this.#complete(task, errorBody(task, task.controller.signal.reason));
       }
       this.#finish(0);
     }, this.#io.abortWaitMs ?? ABORT_WAIT_MS);
   }
 
-  // --- context and host calls -----------------------------------------------------------------
+  // --- context --------------------------------------------------------------------------------
 
   #context(task: TaskState, action: ActionSpec): Context {
-    const frame = task.frame;
-    const trace = isObject(frame["trace"]) ? frame["trace"] : {};
-    const publicId = typeof frame["task_id"] === "string" && frame["task_id"] ? frame["task_id"] : task.id;
-    const log = (level: LogLevel) => (msg: string, fields?: Record<string, unknown>) =>
-      this.#log(level, msg, fields, task.id);
-    const logger: TaskLogger = { debug: log("debug"), info: log("info"), warn: log("warning"), error: log("error") };
-    return {
-      id: task.id,
-      taskId: publicId,
-      action: action.name,
-      signal: task.controller.signal,
-      deadline: task.deadline === undefined ? undefined : new Date(task.deadline),
-      attempt: Math.max(1, toInt(frame["attempt"], 1)),
-      trace: {
-        rootId: typeof trace["root_id"] === "string" ? trace["root_id"] : publicId,
-        parentId: typeof trace["parent_id"] === "string" ? trace["parent_id"] : "",
-        depth: toInt(trace["depth"], 0),
-      },
-      sessionId: typeof frame["session_id"] === "string" && frame["session_id"] ? frame["session_id"] : undefined,
-      budget: isObject(frame["budget"]) ? (frame["budget"] as JsonObject) : {},
+    return taskContext(task, action, {
       config: this.#config,
-      log: logger,
-      progress: (done, total, message) => {
-        if (task.done) return;
-        const p: OutboundFrame = { type: "progress", id: task.id, progress: done };
-        if (total !== undefined && total > 0) p.total = total;
-        if (message !== undefined && message !== "") p.message = message;
-        this.#send(p);
-      },
-      cost: (value, model) => {
-        task.metadata.cost = (task.metadata.cost ?? 0) + value;
-        if (model !== undefined) task.metadata.model = model;
-      },
-      callAgent: <T = JsonValue>(agent: string, name: string, params: JsonObject = {}, options?: CallOptions) =>
-        this.#hostCall<T>(task, "agent.call", { agent, action: name, params }, options),
-      hostCall: <T = JsonValue>(method: string, params: JsonObject = {}, options?: CallOptions) =>
-        this.#hostCall<T>(task, method, params, options),
-    };
-  }
-
-  #hostCall<T>(task: TaskState, method: string, params: JsonObject, options: CallOptions = {}): Promise<T> {
-    if (task.done) return Promise.reject(new AgentError("cancelled", "the task has ended"));
-    if (!this.#spec.calls.includes(method)) {
-      return Promise.reject(
-        new AgentError(
-          "permission_denied",
-          `host call ${JSON.stringify(method)} is not declared in new Agent({ calls }): [${this.#spec.calls.join(", ")}]`,
-        ),
-      );
-    }
-    const signals = [task.controller.signal, ...(options.signal ? [options.signal] : [])];
-    const aborted = signals.find((s) => s.aborted);
-    if (aborted) return Promise.reject(AgentError.from(aborted.reason));
-    const id = `a-${++this.#callSeq}`;
-    const frame: OutboundFrame = { type: "call", id, method, params, task_id: task.id };
-    let waitMs = options.timeoutMs;
-    if (waitMs === undefined && task.deadline !== undefined) waitMs = Math.max(1, task.deadline - Date.now());
-    if (waitMs !== undefined) frame.deadline_ms = Math.max(1, Math.ceil(waitMs));
-    const line = JSON.stringify(frame);
-    const size = Buffer.byteLength(line, "utf8");
-    if (size > this.#maxFrame) {
-      return Promise.reject(
-        new AgentError("frame_too_large", `call frame of ${size} bytes is over the max frame of ${this.#maxFrame} bytes`),
-      );
-    }
-    return new Promise<T>((resolve, reject) => {
-      let timer: NodeJS.Timeout | undefined;
-      const onAbort = (event: Event) => {
-        const signal = event.target as AbortSignal;
-        if (!this.#calls.has(id)) return;
-        this.#send({ type: "cancel", id, reason: AgentError.from(signal.reason).message });
-        this.#settleCall(id, undefined, AgentError.from(signal.reason).toBody());
-      };
-      const cleanup = () => {
-        if (timer !== undefined) clearTimeout(timer);
-        for (const s of signals) s.removeEventListener("abort", onAbort);
-      };
-      for (const s of signals) s.addEventListener("abort", onAbort, { once: true });
-      if (options.timeoutMs !== undefined) {
-        timer = setTimeout(() => {
-          if (!this.#calls.has(id)) return;
-          this.#send({ type: "cancel", id, reason: "timeout" });
-          this.#settleCall(id, undefined, { code: "timeout", message: `no reply to ${method} in ${options.timeoutMs} ms` });
-        }, options.timeoutMs);
-      }
-      this.#calls.set(id, {
-        taskId: task.id,
-        resolve: (value) => resolve(value as T),
-        reject,
-        cleanup,
-      });
-      this.#io.sink.writeLine(line);
+      log: (level, msg, fields, taskId) => this.#log(level, msg, fields, taskId),
+      send: (frame) => this.#send(frame),
+      calls: this.#calls,
     });
-  }
-
-  #onReply(frame: Record<string, unknown>): void {
-    const id = String(frame["id"] ?? "");
-    if (!this.#calls.has(id)) {
-      this.#diag(`ether-agent: reply for unknown call ${id} dropped`);
-      return;
-    }
-    if (frame["status"] === "ok") {
-      this.#settleCall(id, (frame["result"] ?? null) as JsonValue, undefined);
-    } else {
-      const error = isObject(frame["error"])
-        ? (frame["error"] as unknown as ErrorBody)
-        : { code: "internal", message: typeof frame["error"] === "string" ? frame["error"] : "call failed" };
-      this.#settleCall(id, undefined, error);
-    }
-  }
-
-  #settleCall(id: string, value: JsonValue | undefined, error: ErrorBody | undefined): void {
-    const call = this.#calls.get(id);
-    if (call === undefined) return;
-    this.#calls.delete(id);
-    call.cleanup();
-    if (error !== undefined) call.reject(AgentError.fromBody(error));
-    else call.resolve(value ?? null);
   }
 
   // --- output ---------------------------------------------------------------------------------
 
   #log(level: LogLevel, msg: string, fields: Record<string, unknown> | undefined, taskId: string | undefined): void {
     if (LEVELS[level] < this.#logLevel) return;
-    const frame: OutboundFrame = { type: "log", level, msg: String(msg), logger: this.#agentName };
-    if (fields !== undefined && Object.keys(fields).length > 0) frame.fields = toJsonObject(fields);
-    if (taskId !== undefined) frame.task_id = taskId;
-    this.#send(frame);
+    this.#send(logFrame(level, msg, this.#agentName, fields, taskId));
   }
 
   #send(frame: OutboundFrame): void {
@@ -725,7 +483,7 @@ export class Session {
       if (task.timer !== undefined) clearTimeout(task.timer);
       if (!task.controller.signal.aborted) task.controller.abort(new AgentError("cancelled", "agent stopped"));
     }
-    for (const id of [...this.#calls.keys()]) this.#settleCall(id, undefined, { code: "cancelled", message: "agent stopped" });
+    this.#calls.rejectAll({ code: "cancelled", message: "agent stopped" });
     this.#io.input.destroy?.();
     // Bounded: a host that stopped reading must not keep the agent alive forever.
     let timer: NodeJS.Timeout | undefined;
@@ -739,21 +497,5 @@ export class Session {
       clearTimeout(timer);
       this.#resolveFinished(this.#exitCode);
     });
-  }
-}
-
-function normalizeLevel(level: string): LogLevel {
-  const l = level.toLowerCase();
-  if (l === "warn") return "warning";
-  return l === "debug" || l === "info" || l === "warning" || l === "error" ? l : "info";
-}
-
-function toJsonObject(fields: Record<string, unknown>): JsonObject {
-  try {
-    return JSON.parse(JSON.stringify(fields)) as JsonObject;
-  } catch {
-    const out: JsonObject = {};
-    for (const [k, v] of Object.entries(fields)) out[k] = String(v);
-    return out;
   }
 }
