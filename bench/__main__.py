@@ -5,7 +5,7 @@
 Suites are modules of this package with a ``main()``: ``agents`` (always here), ``terminals`` and
 ``workflows`` when their modules exist. ``main`` may take ``quick: bool`` (shorter runs, for a smoke
 check) and returns an exit code (None counts as 0). Each suite writes its own ``## `` section of
-RESULTS.md through ``bench.common.write_section`` and leaves the others alone.
+RESULTS.md through ``bench.report.write_section`` and leaves the others alone.
 """
 
 from __future__ import annotations

@@ -53,20 +53,17 @@ from bench.common import (
     PYTHON,
     REPO,
     EtherHost,
-    fmt,
-    machine_facts,
-    markdown_table,
     median,
     percentile,
-    py_spy_record,
     read_json_line,
     spawn,
     spread,
     stop_process,
     wait_quiet,
-    write_section,
 )
 from bench.echo.client import PARAMS, execute_request
+from bench.profiling import py_spy_record
+from bench.report import fmt, machine_facts, markdown_table, write_section
 
 ECHO = Path(__file__).resolve().parent / "echo"
 STATE_DIR = REPO / ".ether" / "bench"  # kept between runs: Go and TypeScript builds stay cached

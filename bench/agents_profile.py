@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.common import fmt, main_thread_stacks, markdown_table
+from bench.profiling import main_thread_stacks
+from bench.report import fmt, markdown_table
 
 # Areas of the host's main thread. A sample counts for the innermost frame under the event loop
 # that names an area, so a json.dumps inside structlog is logging, a call anyio makes is anyio.

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench.common import NOISY_CORES, fmt, median, percentile, spread
+from bench.common import NOISY_CORES, median, percentile, spread
+from bench.report import fmt
 
 Run = dict[str, Any]  # one client process's result (bench/echo/client.py), plus its "round"
 Runs = dict[str, list[Run]]  # target key -> its runs, one per round

@@ -1,5 +1,6 @@
 """Shared helpers for the benchmark suites: statistics, CPU accounting, bounded timing loops,
-child processes, a real Ether host, the machine facts and the sections of bench/RESULTS.md.
+child processes and a real Ether host (machine facts and RESULTS.md: report.py; py-spy:
+profiling.py).
 
 Every loop here is bounded by a count or a clock, every process is started by us and stopped by
 its pid, and everything listens on 127.0.0.1 only.
@@ -13,11 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import json
 import os
-import platform
-import re
 import selectors
 import signal
 import subprocess
@@ -31,7 +29,6 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 ETHER = REPO / ".venv" / "bin" / "ether"
-RESULTS = REPO / "bench" / "RESULTS.md"
 TICK = os.sysconf("SC_CLK_TCK")
 LOCAL = "127.0.0.1"
 
@@ -471,106 +468,6 @@ class EtherHost:
         self._log.close()
 
 
-# --- machine facts and RESULTS.md ----------------------------------------------------------------
-
-
-def _version(argv: list[str]) -> str:
-    try:
-        return (
-            subprocess.run(argv, capture_output=True, text=True, timeout=10)
-            .stdout.strip()
-            .splitlines()[0]
-        )
-    except (OSError, IndexError, subprocess.TimeoutExpired):
-        return "not installed"
-
-
-def machine_facts() -> dict[str, str]:
-    """The facts a reader needs to compare numbers: CPU, kernel, memory, interpreters, libraries, commit."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    cpuinfo = Path("/proc/cpuinfo").read_text()
-    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
-    memory = re.search(r"^MemTotal:\s*(\d+)", Path("/proc/meminfo").read_text(), re.M)
-
-    def package(name: str) -> str:
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            return "-"
-
-    head = _version(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
-    dirty = subprocess.run(
-        ["git", "-C", str(REPO), "status", "--porcelain", "--", "server", "adapters"],
-        capture_output=True,
-        text=True,
-        timeout=10,
-    ).stdout.strip()
-    return {
-        "date": datetime.date.today().isoformat(),
-        "nproc": str(len(os.sched_getaffinity(0))),
-        "cpu": model.group(1).strip() if model else platform.processor(),
-        "kernel": f"{platform.system()} {platform.release()}",
-        "memory": f"{int(memory.group(1)) // 1024} MiB" if memory else "?",
-        "python": platform.python_version(),
-        "packages": ", ".join(
-            f"{n} {package(n)}" for n in ("grpcio", "protobuf", "uvloop", "orjson", "mcp")
-        ),
-        "go": _version(["go", "version"]).removeprefix("go version "),
-        "node": _version(["node", "--version"]),
-        "commit": head + (" + uncommitted changes in server/ or adapters/" if dirty else ""),
-    }
-
-
-def machine_markdown(facts: dict[str, str] | None = None) -> str:
-    facts = facts or machine_facts()
-    return markdown_table(["fact", "value"], [[k, v] for k, v in facts.items()])
-
-
-def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-RESULTS_PREAMBLE = """# Benchmark results
-
-Written by `make bench` (`python -m bench`); each suite replaces only its own `## ` section.
-Every target is a ratio of two figures measured side by side in the same run on the same machine
-(see `../shared/research/perf-baselines.md` for why absolute latencies on this VM are not comparable
-across runs).
-"""
-
-
-def write_section(title: str, body: str, path: Path = RESULTS) -> None:
-    """Replace the section headed ``## <title>`` (up to the next ``## `` heading) or append it.
-
-    Every other section of the file is kept as it is.
-    """
-    text = path.read_text() if path.exists() else RESULTS_PREAMBLE
-    lines = text.splitlines()
-    heading = f"## {title}"
-    start = next((i for i, line in enumerate(lines) if line.strip() == heading), None)
-    block = [heading, "", *body.strip("\n").splitlines(), ""]
-    if start is None:
-        while lines and not lines[-1].strip():
-            lines.pop()
-        lines += ["", *block]
-    else:
-        end = next(
-            (i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines)
-        )
-        lines[start:end] = block
-    path.write_text("\n".join(lines).rstrip("\n") + "\n")
-
-
-def fmt(value: float | None, digits: int = 0) -> str:
-    """A number for a table: thousands separators, '-' for missing or NaN."""
-    if value is None or value != value:
-        return "-"
-    return f"{value:,.{digits}f}"
-
-
 def run_async(coroutine: Awaitable[Any], loop: str = "asyncio") -> Any:
     """Run on the named event loop ("asyncio" or "uvloop")."""
     if loop == "uvloop":
@@ -578,70 +475,3 @@ def run_async(coroutine: Awaitable[Any], loop: str = "asyncio") -> Any:
 
         return uvloop.run(coroutine)  # type: ignore[arg-type]
     return asyncio.run(coroutine)  # type: ignore[arg-type]
-
-
-# --- profiling with py-spy -----------------------------------------------------------------------
-
-PY_SPY = Path(PYTHON).parent / "py-spy"
-
-
-def named_thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds per live thread of ``pid``, keyed ``"<tid> <name>"``."""
-    found = {}
-    for tid, seconds in thread_cpu(pid).items():
-        with contextlib.suppress(OSError):
-            found[f"{tid} {Path(f'/proc/{pid}/task/{tid}/comm').read_text().strip()}"] = seconds
-    return found
-
-
-def context_switches(pid: int) -> tuple[int, int]:
-    """(voluntary, involuntary) context switches of ``pid``'s main thread so far."""
-    counts = dict(
-        re.findall(r"^(\w+)_ctxt_switches:\s*(\d+)", Path(f"/proc/{pid}/status").read_text(), re.M)
-    )
-    return int(counts.get("voluntary", 0)), int(counts.get("nonvoluntary", 0))
-
-
-@dataclass
-class ThreadProfile:
-    """What a process did while py-spy sampled it: cores per thread, and how often its main
-    thread was switched out (involuntary: preempted while it could have run on)."""
-
-    pid: int
-    cores: list[tuple[str, float]] = field(default_factory=list)  # ("name", cores), busiest first
-    record: subprocess.CompletedProcess[str] | None = None
-    switches: tuple[int, int] = (0, 0)  # voluntary, involuntary, over the sampled window
-
-    @property
-    def main_cores(self) -> float:
-        return next((c for name, c in self.cores if name.endswith("(main)")), 0.0)
-
-
-def py_spy_record(pid: int, seconds: int, raw: Path, rate: int = 200) -> ThreadProfile:
-    """``py-spy record --threads --format raw`` of ``pid`` into ``raw``, with the CPU each thread
-    used meanwhile (from /proc). py-spy pauses the process briefly at each sample."""
-    before, switched = named_thread_cpu(pid), context_switches(pid)
-    began = time.perf_counter()
-    argv = [str(PY_SPY), "record", "--pid", str(pid), "--duration", str(seconds)]
-    argv += ["--rate", str(rate), "--threads", "--format", "raw", "--output", str(raw)]
-    record = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60)
-    wall = time.perf_counter() - began
-    after, now = named_thread_cpu(pid), context_switches(pid)
-    cores = []
-    for key, seconds_now in after.items():
-        tid, name = key.split(" ", 1)
-        used = (seconds_now - before.get(key, 0.0)) / wall
-        if used >= 0.005:
-            cores.append((name + (" (main)" if tid == str(pid) else ""), used))
-    switches = (now[0] - switched[0], now[1] - switched[1])
-    return ThreadProfile(pid, sorted(cores, key=lambda kv: -kv[1]), record, switches)
-
-
-def main_thread_stacks(raw: Path) -> Iterator[tuple[list[str], int]]:
-    """(frames root first, sample count) of the main thread in a ``py-spy --threads --format raw``
-    file; a frame reads ``function (file:line)``."""
-    for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        frames = stack.split(";")
-        if count.isdigit() and frames[0].endswith("MainThread"):
-            yield frames[1:], int(count)

@@ -30,18 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.common import (
-    CpuMeter,
-    EtherHost,
-    fmt,
-    machine_facts,
-    markdown_table,
-    median,
-    percentile,
-    spread,
-    wait_quiet,
-    write_section,
-)
+from bench.common import CpuMeter, EtherHost, median, percentile, spread, wait_quiet
+from bench.report import fmt, machine_facts, markdown_table, write_section
 
 FILE_BYTES = 20 * 1024 * 1024
 ROUNDS = 15  # one round swings from 0.65 to 1.2 on this VM; the verdict is the median

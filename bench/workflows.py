@@ -23,18 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import (
-    REPO,
-    CpuMeter,
-    EtherHost,
-    fmt,
-    machine_facts,
-    markdown_table,
-    median,
-    spread,
-    wait_quiet,
-    write_section,
-)
+from bench.common import REPO, CpuMeter, EtherHost, median, spread, wait_quiet
+from bench.report import fmt, machine_facts, markdown_table, write_section
 
 ECHO = Path(__file__).resolve().parent / "echo" / "python"
 TASKS = 10_000
