@@ -8,9 +8,9 @@ Issue 3 item 8 and issue 4 item 6. Every figure comes from a fresh client proces
 - bare stdio: an asyncio parent and a long-running Python child (``echo/stdio_child.py``), NDJSON
   with stdlib json, replies matched by id;
 - the MCP Python SDK: its low-level ``Server`` with one echo tool over stdio (``echo/mcp_server.py``);
-- the floor: ``echo/lean_host.py``, the least a Python grpc.aio host can do for Execute (parse,
-  one stdio round trip to ``stdio_child.py``, answer) - no dispatcher, checks, logging or
-  supervision - so the rows show how much of a gap is Ether's and how much the design's;
+- the floor: ``echo/lean_host.py``, the least a Python grpc.aio host can do for Execute and Pipe
+  (parse, one stdio round trip to ``stdio_child.py`` per task, answer) - no dispatcher, checks,
+  logging or supervision - so the rows show how much of a gap is Ether's and how much the design's;
 - Ether: ``Execute`` and ``Pipe`` of the same ~1 KB params to echo agents in Python, Go and
   TypeScript (``echo/python``, ``echo/go``, ``echo/typescript``) deployed into a real host.
 
@@ -310,8 +310,8 @@ def _report(
         f"{NOISY_CORES} cores during the runs the ratio reads (all rounds when fewer than two were that "
         "quiet). Issue 4 sets no targets of its own for Go and TypeScript: their rows apply the Python "
         'ones. Rows of issue "-" are references, not Ether: the floor (bench/echo/lean_host.py) is the '
-        "least a Python grpc.aio host can do for Execute (parse, one stdio round trip, answer), held to "
-        "the same targets. The last column is the throughput ratio that CPU per call predicts when both sides are "
+        "least a Python grpc.aio host can do for Execute and Pipe (parse, one stdio round trip per task, "
+        "answer), held to the same targets. The last column is the throughput ratio that CPU per call predicts when both sides are "
         "CPU-bound on the same two cores (bare total CPU µs per call, server + child + client, over "
         "Ether's): a cross-check that holds still while other processes take a varying share.",
         "",

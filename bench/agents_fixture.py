@@ -157,6 +157,11 @@ def targets_of(fx: Fixture) -> tuple[list[Target], list[Target]]:
         {"kind": "unary", "address": fx.lean_address, "agent": "echo", "pids": lean_pids},
     )
     mcp = Target("mcp", "MCP Python SDK, low-level Server, stdio", {"kind": "mcp", "pids": {}})
+    lean_pipe = Target(
+        "lean-pipe",
+        "floor: lean host Pipe (grpc.aio bidi -> stdio child, nothing else)",
+        {"kind": "stream", "address": fx.lean_address, "agent": "echo", "pids": lean_pids},
+    )
     latency += [lean, mcp]
-    throughput.append(lean)
+    throughput += [lean, lean_pipe]
     return latency, throughput

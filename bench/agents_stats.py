@@ -151,6 +151,14 @@ def ratios_of(lat: Runs, tput: Runs) -> list[Ratio]:
             cpu("lean", "grpc"),
         ),
         Ratio(
+            f"floor, lean host: {pipe_name}",
+            per_round(tput, rate("lean-pipe", "bidi")),
+            ">=",
+            0.6,
+            "-",
+            cpu("lean-pipe", "bidi"),
+        ),
+        Ratio(
             "floor, lean host: sequential calls/s / MCP SDK sequential calls/s",
             per_round(lat, rate("lean", "mcp")),
             ">=",

@@ -1,9 +1,11 @@
-"""The floor of Ether's design: the least a Python host can do for Execute, and nothing more.
+"""The floor of Ether's design: the least a Python host can do for Execute and Pipe, and nothing more.
 
-A grpc.aio server with one registered ``/ether.v1.AgentIOService/Execute`` handler that parses
-the ExecuteRequest, writes one ``task`` line (orjson) to a long-running ``stdio_child.py``, awaits
-the reply matched by id, and answers ``data_json``. No dispatcher, deadlines, validation, logging,
-supervision or metadata: what the Ether host adds is what it costs above this. Prints
+A grpc.aio server with two registered handlers. ``/ether.v1.AgentIOService/Execute`` parses the
+ExecuteRequest, writes one ``task`` line (orjson) to a long-running ``stdio_child.py``, awaits
+the reply matched by id, and answers ``data_json``. ``Pipe`` does the same for each PipeRequest
+of a bidi stream and writes each output as its reply arrives (the client bounds how many are in
+flight). No dispatcher, deadlines, validation, logging, supervision or metadata: what the Ether
+host adds is what it costs above this. Prints
 ``{"port": N, "child": PID}`` once serving on 127.0.0.1:0; stops on SIGTERM or when stdin closes.
 
     python bench/echo/lean_host.py [--loop asyncio|uvloop]
@@ -51,10 +53,7 @@ async def serve() -> None:
             if future is not None and not future.done():
                 future.set_result(reply)
 
-    async def execute(
-        request: agent_io_pb2.ExecuteRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> agent_io_pb2.ExecuteResponse:
-        task = request.input
+    def send_task(task: agent_io_pb2.AgentInput) -> asyncio.Future[dict[str, Any]]:
         task_id = next(ids)
         future = pending[task_id] = loop.create_future()
         frame = {
@@ -64,11 +63,43 @@ async def serve() -> None:
             "params": orjson.loads(task.params_json),
         }
         stdin.write(orjson.dumps(frame, option=orjson.OPT_APPEND_NEWLINE))
-        reply = await future
-        response = agent_io_pb2.ExecuteResponse()
-        response.output.status = agent_io_pb2.TASK_STATUS_SUCCESS
-        response.output.data_json = orjson.dumps(reply["result"])
-        return response
+        return future
+
+    def output(reply: dict[str, Any]) -> agent_io_pb2.AgentOutput:
+        return agent_io_pb2.AgentOutput(
+            status=agent_io_pb2.TASK_STATUS_SUCCESS, data_json=orjson.dumps(reply["result"])
+        )
+
+    async def execute(
+        request: agent_io_pb2.ExecuteRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> agent_io_pb2.ExecuteResponse:
+        reply = await send_task(request.input)
+        return agent_io_pb2.ExecuteResponse(output=output(reply))
+
+    async def pipe(requests: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        finished: asyncio.Queue[agent_io_pb2.AgentOutput | None] = asyncio.Queue()
+        running = 0
+
+        def on_reply(future: asyncio.Future[dict[str, Any]]) -> None:
+            finished.put_nowait(output(future.result()))
+
+        async def read_inputs() -> None:
+            nonlocal running
+            async for request in requests:
+                running += 1
+                send_task(request.input).add_done_callback(on_reply)
+            finished.put_nowait(None)
+
+        inputs = asyncio.ensure_future(read_inputs())
+        reading = True
+        while reading or running:
+            item = await finished.get()
+            if item is None:
+                reading = False
+                continue
+            running -= 1
+            await context.write(agent_io_pb2.PipeResponse(output=item))
+        await inputs
 
     reader = asyncio.ensure_future(read_replies())
     handlers = {
@@ -76,7 +107,12 @@ async def serve() -> None:
             execute,
             request_deserializer=agent_io_pb2.ExecuteRequest.FromString,
             response_serializer=agent_io_pb2.ExecuteResponse.SerializeToString,
-        )
+        ),
+        "Pipe": grpc.stream_stream_rpc_method_handler(
+            pipe,
+            request_deserializer=agent_io_pb2.PipeRequest.FromString,
+            response_serializer=agent_io_pb2.PipeResponse.SerializeToString,
+        ),
     }
     server = grpc.aio.server()
     server.add_registered_method_handlers("ether.v1.AgentIOService", handlers)
