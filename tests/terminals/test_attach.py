@@ -37,6 +37,12 @@ class Client:
         self.responses.cancel()
 
 
+def output_offset(host: HostProcess, terminal_id: str) -> int:
+    """The offset the host's next output byte will get: all the output there was."""
+    request = pb.GetTerminalRequest(terminal_id=terminal_id)
+    return host.terminals.GetTerminal(request).terminal.output_offset
+
+
 def test_attach_gives_a_snapshot_then_numbered_output_then_the_exit(host: HostProcess) -> None:
     """The snapshot shows the prompt at offset N; input typed through the stream comes back as output
     from N on, chunk offsets follow each other, and the stream ends with the exit status."""
@@ -59,12 +65,7 @@ def test_attach_gives_a_snapshot_then_numbered_output_then_the_exit(host: HostPr
     else:
         pytest.fail("the stream ended without an exit message")
     assert b"attached\r\n" in data
-    assert (
-        offset
-        == host.terminals.GetTerminal(
-            pb.GetTerminalRequest(terminal_id=terminal.id)
-        ).terminal.output_offset
-    )
+    assert offset == output_offset(host, terminal.id)  # every byte, none twice
     client.done()
     close(host, terminal.id)
 
@@ -193,11 +194,6 @@ def test_a_flood_arrives_whole_in_order_in_chunks_of_at_most_512_kib(host: HostP
         data += message.output.data
     expected = "".join(f"{n}\r\n" for n in range(1, 200001)).encode()
     assert bytes(data) == b"go\r\n" + expected  # the typed line is echoed first
-    assert (
-        offset
-        == host.terminals.GetTerminal(
-            pb.GetTerminalRequest(terminal_id=terminal.id)
-        ).terminal.output_offset
-    )
+    assert offset == output_offset(host, terminal.id)  # every byte, none twice
     client.done()
     close(host, terminal.id)
