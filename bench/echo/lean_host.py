@@ -90,16 +90,16 @@ async def serve() -> None:
                 send_task(request.input).add_done_callback(on_reply)
             finished.put_nowait(None)
 
-        inputs = asyncio.ensure_future(read_inputs())
         reading = True
-        while reading or running:
-            item = await finished.get()
-            if item is None:
-                reading = False
-                continue
-            running -= 1
-            await context.write(agent_io_pb2.PipeResponse(output=item))
-        await inputs
+        async with asyncio.TaskGroup() as tg:  # the reader ends with the stream, never after it
+            tg.create_task(read_inputs())
+            while reading or running:
+                item = await finished.get()
+                if item is None:
+                    reading = False
+                    continue
+                running -= 1
+                await context.write(agent_io_pb2.PipeResponse(output=item))
 
     reader = asyncio.ensure_future(read_replies())
     handlers = {
