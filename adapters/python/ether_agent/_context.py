@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from ._errors import CANCELLED, AgentError
 
+_LAZY_LOCK = threading.Lock()
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40, "critical": 50}
 
 
@@ -130,13 +131,44 @@ class TaskContext:
             time.monotonic() + float(deadline_ms) / 1000.0 if deadline_ms > 0 else None
         )
         """``time.monotonic()`` value of the deadline, or None when the task has none."""
-        self.cancelled = threading.Event()
-        """Set when the task is cancelled, timed out or the agent shuts down."""
-        self.log = Logger(lambda: link, task_id=self.id)
+        # Made when first used: most handlers never look, and a threading.Event (a Condition
+        # and two locks) or a Logger per task are a measurable share of a small task's CPU.
+        self._cancelled: threading.Event | None = None
+        self._cancel_requested = False
+        self._log: Logger | None = None
         self._cost = 0.0
         self._cost_set = False
         self._model = ""
         self._extra: dict[str, Any] = {}
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the task is cancelled, timed out or the agent shuts down."""
+        event = self._cancelled
+        if event is None:
+            with _LAZY_LOCK:  # a handler thread and the loop may both get here first
+                if self._cancelled is None:
+                    self._cancelled = threading.Event()
+                    if self._cancel_requested:
+                        self._cancelled.set()
+                event = self._cancelled
+        return event
+
+    def _cancel(self) -> None:
+        """Set ``cancelled`` (the runtime calls this on the loop)."""
+        with _LAZY_LOCK:
+            self._cancel_requested = True
+            event = self._cancelled
+        if event is not None:
+            event.set()
+
+    @property
+    def log(self) -> Logger:
+        """This task's logger: ``ctx.log.info("fetched", url=u)`` (a ``log`` frame)."""
+        if self._log is None:
+            link = self._link
+            self._log = Logger(lambda: link, task_id=self.id)
+        return self._log
 
     # --- reporting ---------------------------------------------------------------------------
 

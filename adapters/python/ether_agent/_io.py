@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import enum
 import json
 import os
 import re
@@ -17,8 +18,28 @@ import select
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
+
+# orjson when the interpreter has it (the host's own does, and agents run on it): frames encode
+# and decode several times faster, about a quarter of an echo agent's CPU per task. Without it
+# the json module does the same job. Whatever orjson would read or write differently (NaN, big
+# integers, dataclasses, datetimes, sets, non-str keys) still goes through the json module, so
+# a frame's value and errors never depend on whether orjson is there.
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - the SDK itself needs only the standard library
+    _orjson = None  # type: ignore[assignment]
+else:
+    _ORJSON_OPTIONS = (
+        _orjson.OPT_APPEND_NEWLINE
+        | _orjson.OPT_PASSTHROUGH_DATACLASS
+        | _orjson.OPT_PASSTHROUGH_DATETIME
+    )
+
+# orjson reads an integer beyond 64 bits as a float; the json module keeps it exact.
+_LONG_NUMBER = re.compile(rb"[0-9]{20}")
 
 # One read's most bytes. Reads land in a buffer kept for the life of the reader: a fresh
 # os.read(fd, READ_CHUNK) would malloc (mmap) a block this size per read, shrink it (mremap)
@@ -73,6 +94,10 @@ def _default(value: Any) -> Any:
         return dataclasses.asdict(value)
     if isinstance(value, set | frozenset):
         return list(value)
+    if isinstance(value, uuid.UUID):  # as orjson writes them
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return value.value
     dump = getattr(value, "model_dump", None) or getattr(value, "to_dict", None)
     if callable(dump):
         return dump()
@@ -82,6 +107,30 @@ def _default(value: Any) -> Any:
 def encode(frame: dict[str, Any]) -> bytes:
     """One compact JSON line, ``\\n``-terminated. Raises TypeError/ValueError for values that
     are not JSON (NaN, unknown objects)."""
+    if _orjson is not None:
+        try:
+            data: bytes = _orjson.dumps(frame, option=_ORJSON_OPTIONS)
+        except TypeError:
+            pass  # a type only the json module and _default take, a big int, a lone surrogate
+        else:
+            # orjson writes NaN and Infinity as null where the json module refuses them: a
+            # frame with a null in it is encoded again by the json module, which decides.
+            if b"null" not in data:
+                return data
+    return _encode_stdlib(frame)
+
+
+def decode(raw: bytes) -> Any:
+    """A frame's JSON value. Raises UnicodeDecodeError or ValueError as ``json.loads`` does."""
+    if _orjson is not None and _LONG_NUMBER.search(raw) is None:
+        try:
+            return _orjson.loads(raw)
+        except ValueError:
+            pass  # orjson is stricter (NaN, lone surrogate escapes): json decides
+    return json.loads(raw.decode("utf-8"))
+
+
+def _encode_stdlib(frame: dict[str, Any]) -> bytes:
     try:
         return (_ENCODER.encode(frame) + "\n").encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: keep them as JSON escapes
@@ -318,7 +367,7 @@ class FrameReader:
         if not raw.strip():
             return
         try:
-            frame = json.loads(raw.decode("utf-8"))
+            frame = decode(raw)
         except UnicodeDecodeError:
             self._skip(raw, "is not valid UTF-8")
             return

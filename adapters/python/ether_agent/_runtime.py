@@ -70,7 +70,7 @@ class _Run:
             return
         self.reason = reason
         self.message = message
-        self.ctx.cancelled.set()
+        self.ctx._cancel()
         if self.task is not None:
             self.task.cancel()
 

@@ -10,7 +10,6 @@ answer a cancel within ``cancel_grace`` is wedged: its process is restarted.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import platform
 import secrets
@@ -75,8 +74,25 @@ class RunningTask:
         return None if limit is None else max(0.0, limit - self.spent_cost)
 
 
-def new_task_id() -> str:
-    return f"t-{secrets.token_hex(8)}"
+class _TaskIds:
+    """Unguessable task ids (CancelTask takes one as its only credential), drawn from a block of
+    system randomness fetched 512 ids at a time: one getrandom(2) per task was a syscall on
+    the hot path."""
+
+    ID_BYTES = 8
+
+    def __init__(self) -> None:
+        self._block = b""
+        self._at = 0
+
+    def new(self) -> str:
+        if self._at >= len(self._block):
+            self._block, self._at = secrets.token_bytes(self.ID_BYTES * 512), 0
+        start, self._at = self._at, self._at + self.ID_BYTES
+        return "t-" + self._block[start : self._at].hex()
+
+
+new_task_id = _TaskIds().new
 
 
 class Dispatcher:
@@ -220,10 +236,7 @@ class Dispatcher:
                 await connection.send_task(
                     pending, self._task_frame(frame_id, task, action, deadline, attempt)
                 )
-                if deadline is None:
-                    await pending.done.wait()
-                else:
-                    timed_out = not await _wait_until(pending.done, deadline)
+                timed_out = not await pending.wait(deadline)
             except asyncio.CancelledError:
                 reason = record.cancel_reason or "caller went away"
                 handed_over = self._abandon(connection, replica, pending, reason)
@@ -307,7 +320,7 @@ class Dispatcher:
         task: the caller may be gone (gRPC cancels the handler at the client's
         deadline), yet a task that ignores its cancel must still be noticed.
         """
-        if pending.done.is_set() or not pending.sent or self._tg is None:
+        if pending.finished or not pending.sent or self._tg is None:
             return False  # answered, or never sent: nothing runs on the agent
         # The caller is gone: late progress and log frames have nobody to go to.
         pending.on_progress = pending.on_log = None
@@ -320,10 +333,8 @@ class Dispatcher:
         grace = replica.agent.spec.cancel_grace
         try:
             await connection.cancel(pending.frame_id, reason)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(grace):
-                    await pending.done.wait()
-            if not pending.done.is_set() and replica.connection is connection:
+            answered = await pending.wait(time.monotonic() + grace)
+            if not answered and replica.connection is connection:
                 replica.mark_wedged(f"task {pending.frame_id} ignored its cancel for {grace:g}s")
         finally:
             connection.forget(pending.frame_id)
@@ -442,22 +453,6 @@ class Dispatcher:
         result = await self.execute(child)
         caller.spent_cost += result.metadata.cost
         return result.as_json()
-
-
-async def _wait_until(event: asyncio.Event, deadline: float) -> bool:
-    """Wait for ``event`` until ``deadline`` (time.monotonic()); False when the deadline passed.
-
-    uvloop's timers have millisecond resolution and may fire a little early: the deadline
-    counts as passed only once time.monotonic() says so, as callers (workflow budgets) check.
-    """
-    while not event.is_set():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(left):
-                await event.wait()
-    return True
 
 
 def _left(deadline: float | None) -> float:

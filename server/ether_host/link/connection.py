@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import json
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,32 +52,65 @@ class TaskFailure(Exception):
     message: str
 
 
-@dataclass
+@dataclass(eq=False)
 class Pending:
     """A task sent to the agent and not yet answered."""
 
     frame_id: str
     on_progress: ProgressSink | None
     on_log: ProgressSink | None
-    # asyncio's Event, not anyio's: one per task on the hot path, and anyio's costs a
-    # backend lookup to create. Awaiting it inside anyio cancel scopes is fine.
-    done: asyncio.Event = field(default_factory=asyncio.Event)
+    finished: bool = False
     result: dict[str, Any] | None = None
     failure: Exception | None = None
     calls: set[anyio.CancelScope] = field(default_factory=set)
     # True once the frame was handed to the pipe whole: from then on the agent
     # runs the task even if the sender is cancelled, so it must be cancelled too.
     sent: bool = False
+    # Bare asyncio futures, not an Event and asyncio.timeout: this is once per task on the
+    # hottest path, and an Event plus a timeout context cost several times a future and a timer.
+    _waiters: list[asyncio.Future[None]] = field(default_factory=list)
 
     def finish(
         self, result: dict[str, Any] | None = None, failure: Exception | None = None
     ) -> None:
-        if self.done.is_set():
+        if self.finished:
             return
+        self.finished = True
         self.result, self.failure = result, failure
         for scope in self.calls:
             scope.cancel()
-        self.done.set()
+        for waiter in self._waiters:
+            _wake(waiter)
+
+    async def wait(self, deadline: float | None = None) -> bool:
+        """Wait for the answer; False when ``deadline`` (time.monotonic()) passed first.
+
+        uvloop's timers have millisecond resolution and may fire a little early: the deadline
+        counts as passed only once time.monotonic() says so, as callers (workflow budgets) check.
+        """
+        loop = asyncio.get_running_loop()
+        while not self.finished:
+            timer = None
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+            waiter = loop.create_future()
+            if deadline is not None:
+                timer = loop.call_later(left, _wake, waiter)
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                self._waiters.remove(waiter)
+                if timer is not None:
+                    timer.cancel()
+        return True
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 @dataclass
@@ -261,7 +295,7 @@ class AgentConnection:
     def _on_result(self, frame: dict[str, Any]) -> None:
         frame_id = frame.get("id")
         pending = self._pending.get(frame_id) if isinstance(frame_id, str) else None
-        if pending is None or pending.done.is_set():
+        if pending is None or pending.finished:
             log.warning(
                 "result for unknown or finished task dropped", agent=self.agent, id=frame_id
             )

@@ -1,0 +1,120 @@
+"""Frames read and written the same with or without orjson: same values, same errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+import math
+import uuid
+from typing import Any
+
+import pytest
+
+from ether_agent import _io
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    label: str = "p"
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+VALUES: list[Any] = [
+    {"text": "héllo ✓", "n": [1, -2, 1.5, 1e16, 2**63 - 1], "ok": True},
+    {"nothing": None, "nested": {"a": [None, {"b": None}]}},
+    {"nan": math.nan},
+    {"inf": [math.inf]},
+    {"big": 2**70, "negative_big": -(2**80)},
+    {"point": Point(1)},
+    {"tags": {"a"}},
+    {1: "int key"},
+    {"lone": "\ud800"},
+    {"when": datetime.datetime(2026, 11, 23)},
+    {"id": uuid.UUID(int=7), "colour": Colour.RED},
+    {"object": object()},
+]
+
+LINES: list[bytes] = [
+    b'{"type":"task","id":"h-1","params":{"text":"\\u00e9\\n"}}',
+    b'{"a":NaN,"b":Infinity}',
+    b'{"lone":"\\ud800"}',
+    b'{"big":123456789012345678901234567890,"max_u64":18446744073709551615}',
+    b'{"small":-9223372036854775808,"f":1.0000000000000002}',
+    b"\xff\xfe",
+    b'{"unterminated":',
+    b"[1, 2]",
+]
+
+
+def _outcome(call: Any, value: Any) -> Any:
+    try:
+        return call(value)
+    except (TypeError, ValueError) as error:
+        return type(error).__name__, str(error)
+
+
+def _without_orjson(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_io, "_orjson", None)
+
+
+@pytest.mark.parametrize("value", VALUES, ids=lambda v: next(iter(v)))
+def test_encode_gives_the_same_bytes_and_errors_without_orjson(
+    value: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frame is one line; NaN, unknown objects fail; sets, dataclasses, UUIDs and enums work."""
+    assert _io._orjson is not None, "the test venv has orjson: the fast path must be tested"
+    fast = _outcome(_io.encode, value)
+    _without_orjson(monkeypatch)
+    assert fast == _outcome(_io.encode, value)
+    if isinstance(fast, bytes):
+        assert fast.endswith(b"\n") and fast.count(b"\n") == 1
+
+
+@pytest.mark.parametrize("line", LINES)
+def test_decode_gives_the_same_values_and_errors_without_orjson(
+    line: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Big integers stay exact, NaN and lone surrogates read as the json module reads them."""
+    fast = _outcome(_io.decode, line)
+    _without_orjson(monkeypatch)
+    slow = _outcome(_io.decode, line)
+    if isinstance(fast, tuple):  # an error: the same kind (messages differ by parser)
+        assert isinstance(slow, tuple) and fast[0] == slow[0]
+    else:
+        assert repr(fast) == repr(slow)  # repr: NaN != NaN, and 1 == 1.0 would hide a float
+
+
+def test_results_that_orjson_alone_would_get_wrong_reach_the_host_right(agent: Any) -> None:
+    """Through a real agent process: a 70-bit integer in and out, UUID and set results, and a
+    NaN result that is refused as not JSON."""
+    child = agent(
+        """
+        import math, uuid
+        from ether_agent import Agent
+        agent = Agent("t")
+        @agent.action
+        async def echo(params: dict):
+            return {"params": params, "id": uuid.UUID(int=7), "tags": {"a"}}
+        @agent.action
+        async def nan():
+            return {"x": math.nan}
+        """
+    )
+    child.send({"type": "task", "id": "h-1", "action": "echo", "params": {"n": 2**70}})
+    result = child.read()
+    assert result["status"] == "ok", result
+    assert result["result"] == {
+        "params": {"n": 2**70},
+        "id": "00000000-0000-0000-0000-000000000007",
+        "tags": ["a"],
+    }
+    child.send({"type": "task", "id": "h-2", "action": "nan", "params": {}})
+    result = child.read()
+    assert result["status"] == "error" and result["error"]["code"] == "internal"
+    assert "not JSON" in result["error"]["message"]
+    assert child.close() == 0
