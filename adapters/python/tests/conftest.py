@@ -13,12 +13,15 @@ from ether_agent_harness import Child, spawn
 
 @pytest.fixture
 def agent(tmp_path: Path) -> Iterator[Any]:
-    """``agent(source, config={})``: serve ``source`` as module ``m``; returns the welcomed Child."""
+    """``agent(source, config={}, env={})``: serve ``source`` as module ``m``; returns the welcomed
+    Child."""
     children: list[Child] = []
 
-    def start(source: str, config: dict[str, Any] | None = None) -> Child:
+    def start(
+        source: str, config: dict[str, Any] | None = None, env: dict[str, str] | None = None
+    ) -> Child:
         (tmp_path / "m.py").write_text(textwrap.dedent(source))
-        child = spawn(tmp_path, "--module", "m")
+        child = spawn(tmp_path, "--module", "m", env=env)
         children.append(child)
         hello = child.read()
         assert hello["type"] == "hello", hello

@@ -1,4 +1,4 @@
-"""Frames read and written the same with or without orjson: same values, same errors."""
+"""The fast paths the runtime takes when the interpreter has them: orjson and uvloop."""
 
 from __future__ import annotations
 
@@ -118,3 +118,22 @@ def test_results_that_orjson_alone_would_get_wrong_reach_the_host_right(agent: A
     assert result["status"] == "error" and result["error"]["code"] == "internal"
     assert "not JSON" in result["error"]["message"]
     assert child.close() == 0
+
+
+def test_the_loop_is_uvloop_unless_the_agent_asks_for_asyncio(agent: Any) -> None:
+    """uvloop runs handlers when the interpreter has it; ETHER_AGENT_LOOP=asyncio opts out."""
+    source = """
+        import asyncio
+        from ether_agent import Agent
+        agent = Agent("t")
+        @agent.action
+        async def loop():
+            await asyncio.sleep(0)
+            return type(asyncio.get_running_loop()).__module__
+        """
+    for env, expected in (({}, "uvloop"), ({"ETHER_AGENT_LOOP": "asyncio"}, "asyncio")):
+        child = agent(source, env=env)
+        child.send({"type": "task", "id": "h-1", "action": "loop", "params": {}})
+        result = child.read()
+        assert result["status"] == "ok" and result["result"].split(".")[0] == expected, result
+        assert child.close() == 0
