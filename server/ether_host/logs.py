@@ -7,7 +7,8 @@ import atexit
 import logging
 import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import orjson
@@ -34,7 +35,7 @@ def configure_logging(log_format: str = "auto", level: str = "info") -> None:
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _utc_timestamp,
             structlog.processors.format_exc_info,
             renderer,
         ],
@@ -42,6 +43,31 @@ def configure_logging(log_format: str = "auto", level: str = "info") -> None:
         logger_factory=lambda *_: _LINES,
         cache_logger_on_first_use=True,
     )
+
+
+class _UtcTimestamp:
+    """``timestamp`` as ISO 8601 UTC with microseconds (``2026-11-23T00:50:14.123456Z``), what
+    structlog's TimeStamper(fmt="iso", utc=True) writes, for a fraction of its cost: the part to
+    the second is formatted once a second. Every RPC logs a line, and the stamp was a quarter
+    of the line's cost."""
+
+    def __init__(self) -> None:
+        self._second: tuple[int, str] = (-1, "")  # one tuple: threads swap it atomically
+
+    def __call__(
+        self, logger: Any, method: str, event: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        now = time.time()
+        second, prefix = self._second
+        if int(now) != second:
+            second = int(now)
+            prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = (second, prefix)
+        event["timestamp"] = f"{prefix}.{int((now - second) * 1_000_000):06d}Z"
+        return event
+
+
+_utc_timestamp = _UtcTimestamp()
 
 
 def _orjson_text(event: dict[str, Any], default: Callable[[Any], Any] | None = None) -> str:

@@ -4,6 +4,7 @@ reflection lists and describes every service, and every RPC leaves one log line.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -46,8 +47,8 @@ def _rpc_records(host: HostProcess, method: str) -> list[dict[str, object]]:
 
 
 def test_one_log_line_per_rpc(host: HostProcess) -> None:
-    """After a call, the host writes one JSON record with event "rpc", method, peer, code and
-    duration_ms — once per call, failed calls included."""
+    """After a call, the host writes one JSON record with event "rpc", method, peer, code,
+    duration_ms and an ISO 8601 UTC timestamp — once per call, failed calls included."""
     method = "/ether.v1.AgentIOService/ListAgents"
     before = len(_rpc_records(host, method))
     host.agents.ListAgents(agent_io_pb2.ListAgentsRequest(page_size=7), timeout=10)
@@ -55,6 +56,10 @@ def test_one_log_line_per_rpc(host: HostProcess) -> None:
     assert record["code"] == "OK"
     assert record["peer"].startswith("ipv4:127.0.0.1:")
     assert isinstance(record["duration_ms"], int | float) and record["duration_ms"] >= 0
+    stamp = str(record["timestamp"])
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", stamp), stamp
+    logged_at = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    assert abs(datetime.now(UTC) - logged_at) < timedelta(minutes=5)  # the clock, in UTC
 
     failing = "/ether.v1.AgentIOService/GetAgent"
     request = '{"name": "no-such-agent"}'
