@@ -90,13 +90,12 @@ class Pending:
         """
         loop = asyncio.get_running_loop()
         while not self.finished:
+            waiter: asyncio.Future[None] = loop.create_future()
             timer = None
             if deadline is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-            waiter = loop.create_future()
-            if deadline is not None:
                 timer = loop.call_later(left, _wake, waiter)
             self._waiters.append(waiter)
             try:
