@@ -32,7 +32,7 @@ def execute(
     agent: str,
     action: str = "",
     params: dict[str, Any] | None = None,
-    timeout: float = 30,
+    timeout: float | None = 30,
     **fields: Any,
 ) -> agent_io_pb2.AgentOutput:
     request = agent_io_pb2.ExecuteRequest(input=agent_input(agent, action, params, **fields))

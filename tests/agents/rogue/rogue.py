@@ -2,7 +2,9 @@
 
 Start-up behaviour (environment): ROGUE_BANNER=1 prints garbage before hello,
 ROGUE_IGNORE_TERM=1 ignores SIGTERM, ROGUE_EXIT=N exits with N at once,
-ROGUE_NO_HELLO=1 never says hello, ROGUE_FATAL=1 sends a fatal frame.
+ROGUE_NO_HELLO=1 never says hello, ROGUE_FATAL=1 sends a fatal frame,
+ROGUE_EXIT_AFTER_WELCOME=N exits with N once the host's welcome arrives (no task in flight),
+ROGUE_CONCURRENCY=N declares N task slots in hello (default 16).
 """
 
 import json
@@ -11,9 +13,11 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 out = sys.stdout.buffer
 lock = threading.Lock()
+napping = {"now": 0, "most": 0}  # tasks of the "nap" action running at once, now and at most
 
 
 def write_raw(data: bytes, chunk: int = 0) -> None:
@@ -62,6 +66,17 @@ def handle(task: dict) -> None:
             stdin=subprocess.DEVNULL,
         )
         result(frame_id, {"pid": child.pid, "pgid": os.getpgid(child.pid)})
+    elif action == "deadline":
+        result(frame_id, {"deadline_ms": task.get("deadline_ms")})
+    elif action == "nap":
+        with lock:
+            napping["now"] += 1
+            napping["most"] = max(napping["most"], napping["now"])
+        time.sleep(int(params.get("ms", 100)) / 1000)
+        with lock:
+            napping["now"] -= 1
+            most = napping["most"]
+        result(frame_id, {"most_at_once": most})
     elif action == "print":
         print("hello from print() on stdout", flush=True)
         result(frame_id, {"printed": True})
@@ -88,19 +103,28 @@ def main() -> None:
         send({"type": "fatal", "code": "fatal_config", "message": "missing API key ROGUE_KEY"})
         sys.exit(1)
     if not os.environ.get("ROGUE_NO_HELLO"):
-        actions = ["echo", "sized", "garbage", "hang", "crash", "grandchild", "print"]
+        actions = [
+            *("echo", "sized", "garbage", "hang", "crash", "grandchild", "print"),
+            *("deadline", "nap"),
+        ]
         send(
             {
                 "type": "hello",
                 "protocol": 1,
                 "agent": {"name": "rogue", "version": "0", "language": "python"},
                 "actions": [{"name": a} for a in actions],
-                "capabilities": {"max_concurrency": 16, "cancel": True},
+                "capabilities": {
+                    "max_concurrency": int(os.environ.get("ROGUE_CONCURRENCY", "16")),
+                    "cancel": True,
+                },
                 "pid": os.getpid(),
             }
         )
     if os.environ.get("ROGUE_BANNER"):
         write_raw(b"banner after hello\n")
+    if os.environ.get("ROGUE_EXIT_AFTER_WELCOME"):
+        sys.stdin.buffer.readline()  # the welcome
+        sys.exit(int(os.environ["ROGUE_EXIT_AFTER_WELCOME"]))
     for line in sys.stdin.buffer:
         try:
             frame = json.loads(line)

@@ -1,0 +1,198 @@
+"""What the supervisor decides after an exit, the queue bound, removal, the deadline an agent is
+told, Pipe's flow control, the directory's filters, and agents deployed from an agents dir."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from ether.v1 import agent_io_pb2, common_pb2, supervisor_pb2
+from tests.support.agents import AGENTS, deploy, state_name, watch_until
+from tests.support.calls import agent_input, budget, data, details, execute
+from tests.support.host import HostProcess
+from tests.support.procs import wait_gone
+
+ROGUE = AGENTS / "rogue"
+
+
+def _deploy_rogue(host: HostProcess, name: str, **spec: Any) -> int:
+    """Deploy the rogue agent as ``name``; returns the event sequence to watch from."""
+    response = host.supervisor.DeployAgent(
+        supervisor_pb2.DeployAgentRequest(
+            spec=supervisor_pb2.AgentSpec(name=name, path=str(ROGUE), **spec)
+        ),
+        timeout=30,
+    )
+    return int(response.agent.event_sequence)
+
+
+def _remove(host: HostProcess, name: str) -> None:
+    host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=name), timeout=30)
+
+
+def _agent(host: HostProcess, name: str) -> agent_io_pb2.AgentInfo:
+    return host.agents.GetAgent(agent_io_pb2.GetAgentRequest(name=name), timeout=10).agent
+
+
+@pytest.mark.parametrize(
+    ("policy", "code", "after"),
+    [
+        (supervisor_pb2.RESTART_POLICY_NEVER, 3, "EXITED"),
+        (supervisor_pb2.RESTART_POLICY_ON_FAILURE, 0, "EXITED"),
+        (supervisor_pb2.RESTART_POLICY_ON_FAILURE, 3, "BACKOFF"),
+        (supervisor_pb2.RESTART_POLICY_ALWAYS, 0, "BACKOFF"),
+    ],
+    ids=["never-after-a-failure", "on-failure-after-exit-0", "on-failure-after-exit-3", "always"],
+)
+def test_the_restart_policy_decides_what_follows_an_exit(
+    host: HostProcess, policy: int, code: int, after: str
+) -> None:
+    """An agent that exits on its own (no task in flight) is restarted or left EXITED, as its
+    policy says; a restart brings up a new process."""
+    name = f"policy-{policy}-{code}"
+    sequence = _deploy_rogue(
+        host, name, restart=policy, env={"ROGUE_EXIT_AFTER_WELCOME": str(code)}
+    )
+    try:
+        running = watch_until(host, name, {"RUNNING", "FATAL"}, after=sequence)
+        assert state_name(running.state) == "RUNNING", running.reason
+        ended = watch_until(host, name, {"EXITED", "BACKOFF", "FATAL"}, after=running.sequence)
+        assert state_name(ended.state) == after, ended.reason
+        assert ended.exit_code == code
+        if after == "EXITED":
+            assert state_name(_agent(host, name).state) == "EXITED"
+        else:
+            again = watch_until(host, name, {"RUNNING"}, after=ended.sequence)
+            assert again.pid and again.pid != running.pid
+    finally:
+        _remove(host, name)
+
+
+def test_remove_agent_ends_its_processes_and_forgets_it(host: HostProcess) -> None:
+    """RemoveAgent stops every replica (nothing left in /proc) and the name is unknown after."""
+    name = deploy(host, ROGUE, name="removable", replicas=2)
+    listed = host.supervisor.ListProcesses(
+        supervisor_pb2.ListProcessesRequest(agent=name), timeout=10
+    )
+    pids = [p.pid for p in listed.processes]
+    assert len(pids) == 2 and all(pids)
+    _remove(host, name)
+    assert wait_gone(pids, within=10) == []
+    with pytest.raises(grpc.RpcError) as error:
+        _agent(host, name)
+    assert error.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as error:
+        execute(host, name, "echo", timeout=10)
+    assert error.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_full_queue_is_resource_exhausted_with_retry_info(
+    host: HostProcess, tmp_path: Path
+) -> None:
+    """With every slot busy and max_queue tasks waiting, the next task is refused at once with
+    RESOURCE_EXHAUSTED and RetryInfo; the queued one still runs when the slot frees."""
+    folder = tmp_path / "queued"
+    folder.mkdir()
+    shutil.copy(ROGUE / "rogue.py", folder / "rogue.py")
+    (folder / "agent.toml").write_text(
+        'name = "queued"\nlanguage = "python"\ncommand = ["python3", "rogue.py"]\n'
+        'max_queue = 1\nstop_grace = 0.5\n[env]\nROGUE_CONCURRENCY = "1"\n'
+    )
+    name = deploy(host, folder)
+    assert _agent(host, name).max_concurrency == 1
+    nap = agent_io_pb2.ExecuteRequest(input=agent_input(name, "nap", {"ms": 1500}))
+    busy = host.agents.Execute.future(nap, timeout=30)
+    _until(lambda: _agent(host, name).in_flight == 1)
+    waiting = host.agents.Execute.future(nap, timeout=30)
+    _until(lambda: _agent(host, name).queued == 1)
+    with pytest.raises(grpc.RpcError) as error:
+        execute(host, name, "echo", timeout=10)
+    assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "RetryInfo" in details(error.value), error.value.details()
+    assert busy.result().output.status == agent_io_pb2.TASK_STATUS_SUCCESS
+    assert waiting.result().output.status == agent_io_pb2.TASK_STATUS_SUCCESS
+    _remove(host, name)
+
+
+def _until(condition: Callable[[], bool], within: float = 10.0) -> None:
+    """Ask the host again until ``condition()`` holds: state, not time, is what is waited on."""
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, "the host never reached the expected state"
+
+
+def test_the_agent_is_told_the_deadline_the_host_enforces(host: HostProcess) -> None:
+    """The task frame carries the time left: the client's gRPC deadline, or budget.max_time when
+    that is shorter."""
+    name = deploy(host, ROGUE, name="deadlines")
+    by_rpc = data(execute(host, name, "deadline", timeout=20))["deadline_ms"]
+    # gRPC sends the timeout rounded up (grpc-timeout has few digits: 20 s arrives as ~20.1 s).
+    assert 15_000 < by_rpc <= 20_500
+    by_budget = data(
+        execute(host, name, "deadline", timeout=60, context=_budget_context(max_time=3))
+    )["deadline_ms"]
+    assert 0 < by_budget <= 3_000
+    unbounded = data(execute(host, name, "deadline", timeout=None))
+    assert unbounded["deadline_ms"] in (None, 0)
+    _remove(host, name)
+
+
+def _budget_context(**limits: float) -> agent_io_pb2.TaskContext:
+    return agent_io_pb2.TaskContext(budget=budget(**limits))
+
+
+def test_pipe_never_runs_more_than_max_in_flight(host: HostProcess) -> None:
+    """Pipe's max_in_flight bounds the tasks running at once on the agent, and is used."""
+    name = deploy(host, ROGUE, name="piped")
+    inputs = [
+        agent_io_pb2.PipeRequest(
+            input=agent_input(name, "nap", {"ms": 300}), max_in_flight=3 if i == 0 else 0
+        )
+        for i in range(9)
+    ]
+    outputs = list(host.agents.Pipe(iter(inputs), timeout=60))
+    assert len(outputs) == 9
+    most = max(data(o.output)["most_at_once"] for o in outputs)
+    assert 2 <= most <= 3
+    _remove(host, name)
+
+
+def test_list_agents_filters_by_language_and_type(host: HostProcess) -> None:
+    """The language and type filters keep only matching agents."""
+    name = deploy(host, ROGUE, name="filtered")
+
+    def names(**request: Any) -> list[str]:
+        listed = host.agents.ListAgents(agent_io_pb2.ListAgentsRequest(**request), timeout=10)
+        return [a.name for a in listed.agents]
+
+    assert name in names(language=common_pb2.LANGUAGE_PYTHON)
+    assert name not in names(language=common_pb2.LANGUAGE_GO)
+    assert name in names(type=agent_io_pb2.AGENT_TYPE_GENERAL)
+    assert name not in names(type=agent_io_pb2.AGENT_TYPE_IO_GATEWAY)
+    _remove(host, name)
+
+
+def test_agents_in_the_agents_dir_run_when_the_host_starts(tmp_path: Path) -> None:
+    """Every agent folder in --agents-dir is deployed at start and reaches RUNNING."""
+    agents_dir = tmp_path / "agents"
+    for name in ("first", "second"):
+        folder = agents_dir / name
+        folder.mkdir(parents=True)
+        shutil.copy(ROGUE / "rogue.py", folder / "rogue.py")
+        (folder / "agent.toml").write_text(
+            'language = "python"\ncommand = ["python3", "rogue.py"]\nstop_grace = 0.5\n'
+        )
+    started = HostProcess(tmp_path / "state", "--agents-dir", str(agents_dir))
+    try:
+        started.wait_serving()
+        for name in ("first", "second"):
+            watch_until(started, name, {"RUNNING"}, timeout=60)
+            assert data(execute(started, name, "echo", {"n": 1})) == {"n": 1}
+    finally:
+        started.stop()
