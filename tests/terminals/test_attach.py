@@ -197,3 +197,52 @@ def test_a_flood_arrives_whole_in_order_in_chunks_of_at_most_512_kib(host: HostP
     assert offset == output_offset(host, terminal.id)  # every byte, none twice
     client.done()
     close(host, terminal.id)
+
+
+def test_attach_resizes_and_signals_the_program(host: HostProcess) -> None:
+    """Resize and signal messages on a writable attach reach the program: it sees the new size,
+    and a signal ends it with that signal as its exit status."""
+    terminal = shell(host)
+    client = Client(host, pb.AttachStart(terminal_id=terminal.id))
+    client.next()  # started
+    client.next()  # snapshot
+    client.send(resize=pb.AttachResize(rows=33, cols=101))
+    client.send(input=pb.TerminalInput(text="stty size\r"))
+    wait_output(host, terminal.id, r"33 101")
+    client.send(signal=pb.AttachSignal(signal="kill"))
+    for message in client.responses:
+        if message.WhichOneof("kind") == "exit":
+            assert message.exit.exit_status.signal == 9
+            break
+    else:
+        pytest.fail("the stream ended without an exit message")
+    client.done()
+    close(host, terminal.id)
+
+
+@pytest.mark.parametrize(
+    "request_kind",
+    [
+        {"resize": pb.AttachResize(rows=10, cols=10)},
+        {"signal": pb.AttachSignal(signal="kill")},
+    ],
+    ids=["resize", "signal"],
+)
+def test_read_only_attach_refuses_resize_and_signal(
+    host: HostProcess, request_kind: dict[str, object]
+) -> None:
+    """A read-only attach may not resize or signal: PERMISSION_DENIED, the program untouched."""
+    terminal = shell(host)
+    client = Client(host, pb.AttachStart(terminal_id=terminal.id, read_only=True))
+    client.next()  # started
+    client.next()  # snapshot
+    client.send(**request_kind)
+    with pytest.raises(grpc.RpcError) as error:
+        for _ in client.responses:
+            pass
+    assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    client.done()
+    after = host.terminals.GetTerminal(pb.GetTerminalRequest(terminal_id=terminal.id)).terminal
+    assert after.state == pb.TERMINAL_STATE_RUNNING
+    assert (after.rows, after.cols) != (10, 10)
+    close(host, terminal.id)

@@ -9,10 +9,12 @@ import pytest
 
 from ether.v1 import terminal_pb2 as pb
 from tests.support.host import HostProcess
+from tests.support.procs import wait_gone
 from tests.terminals.support import (
     close,
     create,
     error_details,
+    processes_of,
     run,
     screen,
     seconds,
@@ -340,4 +342,21 @@ def test_a_flood_nobody_reads_keeps_memory_bounded(host: HostProcess) -> None:
     assert info.output_offset - info.retained_offset <= 2_621_440  # the 2 MiB window (+ 1/4 slack)
     assert result.screen.lines == ["a line of flood output"] * 3 + ["end", ""]
     assert _rss_kib(host.process.pid) - before < 40 * 1024
+    close(host, terminal.id)
+
+
+def test_a_signal_reaches_every_process_of_the_group(host: HostProcess) -> None:
+    """SendSignal signals the terminal's whole process group: the program's children die with
+    it instead of being left behind."""
+    terminal = create(host, command="sleep 600 & sleep 600 & echo forked; wait")
+    wait_output(host, terminal.id, "forked", after=0)
+    members = [pid for pid in processes_of(terminal.id) if pid != terminal.pid]
+    assert len(members) == 2, members  # the two sleeps
+    host.terminals.SendSignal(
+        pb.SendSignalRequest(terminal_id=terminal.id, signal="term"), timeout=10
+    )
+    wait_exit(host, terminal.id)
+    exited = host.terminals.GetTerminal(pb.GetTerminalRequest(terminal_id=terminal.id)).terminal
+    assert exited.exit_status.signal == 15
+    assert wait_gone(members, within=10) == []
     close(host, terminal.id)
