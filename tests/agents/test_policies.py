@@ -196,3 +196,36 @@ def test_agents_in_the_agents_dir_run_when_the_host_starts(tmp_path: Path) -> No
             assert data(execute(started, name, "echo", {"n": 1})) == {"n": 1}
     finally:
         started.stop()
+
+
+def test_stderr_lines_become_records_with_levels_and_fields(host: HostProcess) -> None:
+    """StreamLogs gives each stderr line a level: `[LEVEL]` prefixes, JSON lines (their other keys
+    become fields), and every line of a Python traceback as an error; plain text is info."""
+    name = deploy(host, ROGUE, name="talkative")
+    assert data(execute(host, name, "stderr")) == {"written": True}
+    request = supervisor_pb2.StreamLogsRequest(agent=name, tail_lines=50)
+    records = {r.message: r for r in host.supervisor.StreamLogs(request, timeout=10)}
+    assert records["disk almost full"].level == "warning"
+    upstream = records["upstream failed"]
+    assert upstream.level == "error" and upstream.fields["status"] == 503
+    for line in (
+        "Traceback (most recent call last):",
+        '  File "worker.py", line 7, in <module>',
+        "ValueError: bad value",
+    ):
+        assert records[line].level == "error", line
+    assert records["back to normal"].level == "info"
+    _remove(host, name)
+
+
+def test_an_unsupported_protocol_version_is_refused_in_the_welcome(host: HostProcess) -> None:
+    """An agent that asks for a protocol this host does not speak gets a welcome carrying
+    protocol_version_unsupported and the supported versions, and never runs: it ends FATAL."""
+    name = "future-agent"
+    sequence = _deploy_rogue(host, name, env={"ROGUE_PROTOCOL": "99"})
+    event = watch_until(host, name, {"RUNNING", "FATAL"}, after=sequence)
+    assert state_name(event.state) == "FATAL"
+    assert "protocol 99" in event.reason, event.reason
+    welcome = next(line for line in event.stderr_tail if line.startswith("welcome: "))
+    assert "protocol_version_unsupported" in welcome and '"supported":[1]' in welcome
+    _remove(host, name)

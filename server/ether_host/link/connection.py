@@ -44,6 +44,10 @@ class HandshakeError(Exception):
     """The agent did not complete the handshake; the message says how."""
 
 
+class ProtocolMismatch(HandshakeError):
+    """The agent chose a protocol version this host does not speak: no restart can help."""
+
+
 @dataclass
 class TaskFailure(Exception):
     """The host failed a task itself (frame too large, bad frame)."""
@@ -480,7 +484,9 @@ class AgentConnection:
                 }
             )
             await self.close_stdin()
-            raise HandshakeError(f"agent chose protocol {protocol!r}; this host speaks {supported}")
+            raise ProtocolMismatch(
+                f"agent chose protocol {protocol!r}; this host speaks {supported}"
+            )
         capabilities = self.hello.get("capabilities") or {}
         agent_max = int(capabilities.get("max_frame") or DEFAULT_MAX_FRAME)
         self.max_frame = min(self.max_frame, agent_max)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
-from ether_host.link import AgentConnection, HandshakeError, LinkClosed
+from ether_host.link import AgentConnection, HandshakeError, LinkClosed, ProtocolMismatch
 from ether_host.link.connection import PROTOCOL_VERSIONS
 from ether_host.link.lines import LineSplitter, Oversized
 from ether_host.link.stderr import MAX_STDERR_LINE, StderrParser
@@ -262,6 +262,7 @@ class Replica:
             "wedged": False,
             "hello": False,
             "in_flight": False,
+            "incompatible": False,
         }
         try:
             async with anyio.create_task_group() as tg:
@@ -303,6 +304,7 @@ class Replica:
                 except HandshakeError as error:
                     self.reason = str(error)
                     outcome["handshake_error"] = str(error)
+                    outcome["incompatible"] = isinstance(error, ProtocolMismatch)
                 self.connection = None
                 with anyio.CancelScope(shield=True):
                     if not exited.is_set():
@@ -335,7 +337,8 @@ class Replica:
         code, signum, reason = describe_exit(process.returncode)
         if "handshake_error" in outcome:
             reason = f"{outcome['handshake_error']} ({reason})"
-        fatal = code == EXIT_FATAL or connection.fatal is not None
+        # A protocol version the host does not speak is the same on every start: no retry.
+        fatal = code == EXIT_FATAL or connection.fatal is not None or outcome["incompatible"]
         if connection.fatal is not None:
             reason = (
                 f"fatal: {connection.fatal.get('code', '')}: {connection.fatal.get('message', '')}"

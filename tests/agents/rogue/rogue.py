@@ -4,7 +4,8 @@ Start-up behaviour (environment): ROGUE_BANNER=1 prints garbage before hello,
 ROGUE_IGNORE_TERM=1 ignores SIGTERM, ROGUE_EXIT=N exits with N at once,
 ROGUE_NO_HELLO=1 never says hello, ROGUE_FATAL=1 sends a fatal frame,
 ROGUE_EXIT_AFTER_WELCOME=N exits with N once the host's welcome arrives (no task in flight),
-ROGUE_CONCURRENCY=N declares N task slots in hello (default 16).
+ROGUE_CONCURRENCY=N declares N task slots in hello (default 16), ROGUE_PROTOCOL=N asks for
+protocol N in hello and writes the host's welcome to stderr.
 """
 
 import json
@@ -77,6 +78,17 @@ def handle(task: dict) -> None:
             napping["now"] -= 1
             most = napping["most"]
         result(frame_id, {"most_at_once": most})
+    elif action == "stderr":
+        sys.stderr.write(
+            "[WARNING] disk almost full\n"
+            '{"level": "error", "msg": "upstream failed", "status": 503}\n'
+            "Traceback (most recent call last):\n"
+            '  File "worker.py", line 7, in <module>\n'
+            "ValueError: bad value\n"
+            "back to normal\n"
+        )
+        sys.stderr.flush()
+        result(frame_id, {"written": True})
     elif action == "print":
         print("hello from print() on stdout", flush=True)
         result(frame_id, {"printed": True})
@@ -105,12 +117,12 @@ def main() -> None:
     if not os.environ.get("ROGUE_NO_HELLO"):
         actions = [
             *("echo", "sized", "garbage", "hang", "crash", "grandchild", "print"),
-            *("deadline", "nap"),
+            *("deadline", "nap", "stderr"),
         ]
         send(
             {
                 "type": "hello",
-                "protocol": 1,
+                "protocol": int(os.environ.get("ROGUE_PROTOCOL", "1")),
                 "agent": {"name": "rogue", "version": "0", "language": "python"},
                 "actions": [{"name": a} for a in actions],
                 "capabilities": {
@@ -122,6 +134,9 @@ def main() -> None:
         )
     if os.environ.get("ROGUE_BANNER"):
         write_raw(b"banner after hello\n")
+    if os.environ.get("ROGUE_PROTOCOL"):  # show what the host answered, for the test to read
+        sys.stderr.write("welcome: " + sys.stdin.buffer.readline().decode())
+        sys.stderr.flush()
     if os.environ.get("ROGUE_EXIT_AFTER_WELCOME"):
         sys.stdin.buffer.readline()  # the welcome
         sys.exit(int(os.environ["ROGUE_EXIT_AFTER_WELCOME"]))
