@@ -203,12 +203,16 @@ def test_deadline_reaches_the_agent_and_is_enforced(host: HostProcess) -> None:
     assert data(execute(host, "worker", "echo", {"still": "alive"})) == {"still": "alive"}
 
 
-def test_execute_stream_sends_started_progress_output(host: HostProcess) -> None:
+def test_execute_stream_sends_started_progress_log_output(host: HostProcess) -> None:
+    """ExecuteStream: started first, the agent's progress and log records as they happen, the
+    output last, numbered 1, 2, 3..."""
     request = agent_io_pb2.ExecuteStreamRequest(input=agent_input("worker", "nap", {"ms": 50}))
     events = list(host.agents.ExecuteStream(request, timeout=30))
     kinds = [e.WhichOneof("event") for e in events]
     assert kinds[0] == "started" and kinds[-1] == "output"
     assert "progress" in kinds
+    logged = next(e.log for e in events if e.WhichOneof("event") == "log")
+    assert (logged.level, logged.message, dict(logged.fields)) == ("info", "napping", {"ms": 50})
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
     assert data(events[-1].output) == {"slept": 50}
 

@@ -229,3 +229,22 @@ def test_an_unsupported_protocol_version_is_refused_in_the_welcome(host: HostPro
     welcome = next(line for line in event.stderr_tail if line.startswith("welcome: "))
     assert "protocol_version_unsupported" in welcome and '"supported":[1]' in welcome
     _remove(host, name)
+
+
+def test_a_child_call_inherits_the_parents_remaining_deadline(host: HostProcess) -> None:
+    """A task started with agent.call gets at most what is left of its parent's deadline."""
+    worker = deploy(host, AGENTS / "worker")
+    told = deploy(host, ROGUE, name="told")
+    output = execute(
+        host,
+        worker,
+        "relay",
+        {"agent": told, "action": "deadline"},
+        timeout=60,
+        context=_budget_context(max_time=4),
+    )
+    child = data(output)
+    assert child["status"] == "SUCCESS", child
+    assert 0 < child["data"]["deadline_ms"] <= 4_000
+    _remove(host, told)
+    _remove(host, worker)

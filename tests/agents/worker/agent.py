@@ -24,6 +24,7 @@ async def echo(params: dict[str, Any]) -> dict[str, Any]:
 
 @agent.action(description="Sleep for ms milliseconds; cancellable.")
 async def nap(ms: int, ctx: TaskContext) -> dict[str, Any]:
+    ctx.log.info("napping", ms=ms)
     for step in range(10):
         ctx.progress(step, 10, "napping")
         await asyncio.sleep(ms / 10000)
