@@ -248,3 +248,38 @@ def test_a_child_call_inherits_the_parents_remaining_deadline(host: HostProcess)
     assert 0 < child["data"]["deadline_ms"] <= 4_000
     _remove(host, told)
     _remove(host, worker)
+
+
+def test_an_agent_giving_up_at_the_deadline_is_deadline_exceeded(host: HostProcess) -> None:
+    """The agent watches its own copy of the deadline and may answer `timeout` a moment before
+    the host's timer fires: the caller still gets DEADLINE_EXCEEDED. A `timeout` error long
+    before the deadline is the agent's own failure: an ERROR output."""
+    name = deploy(host, ROGUE, name="quitter")
+    with pytest.raises(grpc.RpcError) as error:
+        execute(
+            host,
+            name,
+            "give_up",
+            {"before_deadline_ms": 10},
+            timeout=30,
+            context=_budget_context(max_time=0.5),
+        )
+    assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    early = execute(host, name, "give_up", timeout=30)
+    assert early.status == agent_io_pb2.TASK_STATUS_ERROR and early.error.code == "timeout"
+    _remove(host, name)
+
+
+def test_progress_for_a_caller_that_went_away_does_not_stop_the_link(host: HostProcess) -> None:
+    """An ExecuteStream client that disconnects while its agent keeps sending progress: the
+    events are dropped and the agent's other tasks are still answered (the host once took the
+    closed event stream for the end of the agent's stdout and stopped reading it)."""
+    name = deploy(host, ROGUE, name="chatty")
+    for _ in range(40):
+        request = agent_io_pb2.ExecuteStreamRequest(input=agent_input(name, "chatter", {"ms": 300}))
+        stream = host.agents.ExecuteStream(request, timeout=30)
+        assert next(stream).WhichOneof("event") == "started"
+        assert next(stream).WhichOneof("event") == "progress"
+        stream.cancel()
+    assert data(execute(host, name, "echo", {"still": "read"}, timeout=10)) == {"still": "read"}
+    _remove(host, name)

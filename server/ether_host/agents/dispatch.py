@@ -241,7 +241,7 @@ class Dispatcher:
                 reason = record.cancel_reason or "caller went away"
                 handed_over = self._abandon(connection, replica, pending, reason)
                 raise
-            if timed_out:
+            if timed_out or _answered_its_deadline(pending, deadline):
                 handed_over = self._abandon(connection, replica, pending, "deadline exceeded")
                 raise DeadlineExceeded(
                     f"task {task.task_id} on agent {agent.name} did not finish before its deadline",
@@ -299,7 +299,8 @@ class Dispatcher:
             "id": frame_id,
             "action": action.name,
             "params": task.params,
-            "deadline_ms": 0 if left == math.inf else max(1, int(left * 1000)),
+            # Rounded up: the agent's copy of the deadline never falls before the host's.
+            "deadline_ms": 0 if left == math.inf else max(1, math.ceil(left * 1000)),
             "attempt": attempt,
             "trace": {
                 "root_id": task.root_task,
@@ -453,6 +454,21 @@ class Dispatcher:
         result = await self.execute(child)
         caller.spent_cost += result.metadata.cost
         return result.as_json()
+
+
+# An agent that answers `timeout` this close to the task's deadline stopped for that deadline:
+# it watches its own copy, which can fire a moment before the host's timer does.
+DEADLINE_SLACK = 0.05
+
+
+def _answered_its_deadline(pending: Pending, deadline: float | None) -> bool:
+    """True when the agent gave up at the task's deadline: the caller gets DEADLINE_EXCEEDED,
+    whichever side noticed first, not an ERROR output that depends on a race."""
+    if deadline is None or pending.result is None:
+        return False
+    error = pending.result.get("error")
+    timed_out = isinstance(error, dict) and error.get("code") == "timeout"
+    return timed_out and time.monotonic() >= deadline - DEADLINE_SLACK
 
 
 def _left(deadline: float | None) -> float:

@@ -177,14 +177,23 @@ class AgentConnection:
             async with anyio.create_task_group() as calls:
                 self._calls_group = calls
                 task_status.started()
-                try:
-                    async for chunk in self._stdout:
-                        for line in splitter.feed(chunk):
-                            self._dispatch_line(line)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                    pass
+                while True:
+                    # Only the read is guarded: an error raised while handling a frame must
+                    # never pass for the end of stdout (the reader would stop for good while
+                    # the process lives on, and every later task would wait to its deadline).
+                    try:
+                        chunk = await self._stdout.receive()
+                    except (
+                        anyio.EndOfStream,
+                        anyio.BrokenResourceError,
+                        anyio.ClosedResourceError,
+                        OSError,
+                    ):
+                        break
+                    for line in splitter.feed(chunk):
+                        self._dispatch_guarded(line)
                 for line in splitter.finish():
-                    self._dispatch_line(line)
+                    self._dispatch_guarded(line)
                 self._fail_all(LinkClosed(f"agent {self.agent}: stdout closed"))
                 calls.cancel_scope.cancel()
         finally:
@@ -192,6 +201,13 @@ class AgentConnection:
             self._fail_all(LinkClosed(f"agent {self.agent}: stdout closed"))
             self._hello_seen.set()
             self.closed.set()
+
+    def _dispatch_guarded(self, line: bytes | Oversized) -> None:
+        try:
+            self._dispatch_line(line)
+        except Exception:  # a bug in handling one frame must not end the link
+            self.counters.protocol_errors += 1
+            log.exception("frame handling failed", agent=self.agent)
 
     def _dispatch_line(self, line: bytes | Oversized) -> None:
         if isinstance(line, Oversized):
@@ -316,7 +332,10 @@ class AgentConnection:
             else (pending.on_progress if kind == "progress" else pending.on_log)
         )
         if sink is not None:
-            sink(frame)
+            try:
+                sink(frame)
+            except Exception as error:  # the caller's stream is closing or full: drop the event
+                log.debug("task event dropped", agent=self.agent, kind=kind, error=repr(error))
 
     # -- host calls ----------------------------------------------------------------------
 

@@ -78,6 +78,22 @@ def handle(task: dict) -> None:
             napping["now"] -= 1
             most = napping["most"]
         result(frame_id, {"most_at_once": most})
+    elif action == "give_up":
+        # Answer `timeout` this many ms before the deadline the host sent (0: right away).
+        early = params.get("before_deadline_ms")
+        if early is not None and task.get("deadline_ms"):
+            time.sleep(max(0, int(task["deadline_ms"]) - int(early)) / 1000)
+        error = {"code": "timeout", "message": "gave up"}
+        send({"type": "result", "id": frame_id, "status": "error", "error": error})
+    elif action == "chatter":
+        # Progress every millisecond for `ms` milliseconds, cancel or not; then the result.
+        until = time.monotonic() + int(params.get("ms", 1000)) / 1000
+        step = 0
+        while time.monotonic() < until:
+            step += 1
+            send({"type": "progress", "id": frame_id, "progress": step})
+            time.sleep(0.001)
+        result(frame_id, {"steps": step})
     elif action == "stderr":
         sys.stderr.write(
             "[WARNING] disk almost full\n"
@@ -117,7 +133,7 @@ def main() -> None:
     if not os.environ.get("ROGUE_NO_HELLO"):
         actions = [
             *("echo", "sized", "garbage", "hang", "crash", "grandchild", "print"),
-            *("deadline", "nap", "stderr"),
+            *("deadline", "nap", "stderr", "give_up", "chatter"),
         ]
         send(
             {
