@@ -283,3 +283,39 @@ def test_progress_for_a_caller_that_went_away_does_not_stop_the_link(host: HostP
         stream.cancel()
     assert data(execute(host, name, "echo", {"still": "read"}, timeout=10)) == {"still": "read"}
     _remove(host, name)
+
+
+def test_a_frame_one_byte_over_the_max_through_one_byte_writes(host: HostProcess) -> None:
+    """With a small max_frame, a result one byte over it, written one byte at a time, fails
+    only its task with frame_too_large; the link resyncs at the next newline."""
+    max_frame = 128 * 1024
+    name = deploy(host, ROGUE, name="tight", max_frame=max_frame)
+    # "bytes" counts the newline; the limit applies to the line without it.
+    output = execute(host, name, "sized", {"bytes": max_frame + 2, "chunk": 1}, timeout=60)
+    assert output.status == agent_io_pb2.TASK_STATUS_ERROR
+    assert output.error.code == "frame_too_large"
+    fits = execute(host, name, "sized", {"bytes": max_frame + 1, "chunk": 1}, timeout=60)
+    assert fits.status == agent_io_pb2.TASK_STATUS_SUCCESS
+    assert data(execute(host, name, "echo", {"next": 1})) == {"next": 1}
+    _remove(host, name)
+
+
+def test_a_stop_whose_caller_gives_up_still_ends_the_process_group(host: HostProcess) -> None:
+    """StopAgent runs to the end even when its RPC is cancelled mid-way: an agent ignoring
+    SIGTERM is still killed, and nothing of it is left."""
+    lingering = {"ROGUE_IGNORE_TERM": "1", "ROGUE_LINGER": "1"}
+    name = deploy(host, ROGUE, name="stubborn-stop", env=lingering)
+    pid = _agent_pid(host, name)
+    with pytest.raises(grpc.RpcError) as error:
+        host.supervisor.StopAgent(supervisor_pb2.StopAgentRequest(name=name), timeout=0.3)
+    assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert wait_gone([pid], within=30) == []
+    watch_until(host, name, {"STOPPED"})
+    _remove(host, name)
+
+
+def _agent_pid(host: HostProcess, name: str) -> int:
+    listed = host.supervisor.ListProcesses(
+        supervisor_pb2.ListProcessesRequest(agent=name), timeout=10
+    )
+    return int(listed.processes[0].pid)

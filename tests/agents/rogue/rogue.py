@@ -5,7 +5,8 @@ ROGUE_IGNORE_TERM=1 ignores SIGTERM, ROGUE_EXIT=N exits with N at once,
 ROGUE_NO_HELLO=1 never says hello, ROGUE_FATAL=1 sends a fatal frame,
 ROGUE_EXIT_AFTER_WELCOME=N exits with N once the host's welcome arrives (no task in flight),
 ROGUE_CONCURRENCY=N declares N task slots in hello (default 16), ROGUE_PROTOCOL=N asks for
-protocol N in hello and writes the host's welcome to stderr.
+protocol N in hello and writes the host's welcome to stderr, ROGUE_LINGER=1 stays up after
+stdin ends or a shutdown frame (only a signal it does not ignore ends it).
 """
 
 import json
@@ -165,6 +166,8 @@ def main() -> None:
             threading.Thread(target=handle, args=(frame,), daemon=True).start()
         elif frame.get("type") == "shutdown":
             break
+    if os.environ.get("ROGUE_LINGER"):
+        threading.Event().wait()
 
 
 main()
