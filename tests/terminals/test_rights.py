@@ -17,6 +17,7 @@ TOKENS = {
     "alice": "alice-token-0123456789",
     "bob": "bob-token-01234567890",
     "viewer": "viewer-token-012345678",
+    "scribe": "scribe-token-012345678",
 }
 ALL = "terminal.create,terminal.read,terminal.write,terminal.attach,terminal.close,terminal.resize,terminal.signal"
 
@@ -30,6 +31,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
         f"alice {TOKENS['alice']} {ALL}\n"
         f"bob {TOKENS['bob']} {ALL}\n"
         f"viewer {TOKENS['viewer']} terminal.create,terminal.read,terminal.attach,terminal.close\n"
+        f"scribe {TOKENS['scribe']} terminal.create,terminal.write\n"
     )
     process = start_host(folder / "state", CONFIG, "--auth-tokens-file", str(tokens))
     try:
@@ -99,6 +101,28 @@ def test_each_operation_checks_its_own_right(host: HostProcess) -> None:
     ):
         assert status(call) == grpc.StatusCode.PERMISSION_DENIED
     stub.CloseTerminal(pb.CloseTerminalRequest(terminal_id=terminal.id), **as_("viewer"))
+
+
+def test_reading_attaching_and_closing_need_their_own_rights(host: HostProcess) -> None:
+    """A caller that may create and write, but not read, attach or close, is refused those with
+    PERMISSION_DENIED, even on its own terminal."""
+    terminal = create(host, "scribe")
+    stub = host.terminals
+    written = stub.WriteInput(
+        pb.WriteInputRequest(terminal_id=terminal.id, input=pb.TerminalInput(text="x")),
+        **as_("scribe"),
+    )
+    assert written.bytes_queued == 1
+    start = pb.AttachRequest(start=pb.AttachStart(terminal_id=terminal.id, read_only=True))
+    for call in (
+        lambda: stub.ReadScreen(pb.ReadScreenRequest(terminal_id=terminal.id), **as_("scribe")),
+        lambda: next(stub.Attach(iter([start]), **as_("scribe"))),
+        lambda: stub.CloseTerminal(
+            pb.CloseTerminalRequest(terminal_id=terminal.id), **as_("scribe")
+        ),
+    ):
+        assert status(call) == grpc.StatusCode.PERMISSION_DENIED
+    stub.CloseTerminal(pb.CloseTerminalRequest(terminal_id=terminal.id), **as_("admin"))
 
 
 def test_attach_without_the_write_right_is_read_only(host: HostProcess) -> None:
