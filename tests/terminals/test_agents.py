@@ -110,3 +110,18 @@ def test_an_agents_terminals_close_when_it_stops(host: HostProcess, agent: str) 
     assert alive(pids) == []
     host.supervisor.StartAgent(supervisor_pb2.StartAgentRequest(name=agent), timeout=60)
     watch_until(host, agent, {"RUNNING"}, after=sequence)
+
+
+def test_an_agent_not_granted_term_calls_is_refused_by_the_host(host: HostProcess) -> None:
+    """The same agent deployed without term.* in its allowed calls: its term.run comes back
+    permission_denied from the host, and no terminal is created for it."""
+    name = deploy(host, AGENT, name="termless", allowed_calls=["agent.call"])
+    output = execute(host, name, "run_command", {"command": "echo hi"}, timeout=60)
+    assert output.status == agent_io_pb2.TASK_STATUS_ERROR
+    assert output.error.code == "permission_denied", output.error.message
+    assert "term." in output.error.message
+    listed = host.terminals.ListTerminals(
+        pb.ListTerminalsRequest(owner="agent:termless"), timeout=10
+    )
+    assert list(listed.terminals) == []
+    host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=name), timeout=30)
