@@ -10,6 +10,7 @@ import pytest
 from ether.v1 import terminal_pb2 as pb
 from tests.support.host import HostProcess
 from tests.support.procs import wait_gone
+from tests.terminals.conftest import start_host
 from tests.terminals.support import (
     close,
     create,
@@ -360,3 +361,32 @@ def test_a_signal_reaches_every_process_of_the_group(host: HostProcess) -> None:
     assert exited.exit_status.signal == 15
     assert wait_gone(members, within=10) == []
     close(host, terminal.id)
+
+
+def test_the_host_wide_limit_and_the_allow_list(tmp_path: Path) -> None:
+    """terminals.max_terminals caps terminals across owners (RESOURCE_EXHAUSTED, TERMINAL_LIMIT,
+    a quota violation on the host), and with allow_commands only matching programs start:
+    anything else is PERMISSION_DENIED naming the rules."""
+    config = (
+        "[terminals]\nmax_terminals = 2\nmax_terminals_per_owner = 12\nclose_grace = 1.0\n"
+        'allow_commands = ["/usr/bin/sleep", "/bin/sleep"]\n'
+    )
+    limited = start_host(tmp_path / "state", config)
+    try:
+        made = [create(limited, ["sleep", "600"]) for _ in range(2)]
+        with pytest.raises(grpc.RpcError) as error:
+            create(limited, ["sleep", "600"])
+        assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        found = error_details(error.value)
+        assert found["ErrorInfo"].reason == "TERMINAL_LIMIT"
+        assert found["QuotaFailure"].violations[0].subject == "host"
+        close(limited, made.pop().id)
+        with pytest.raises(grpc.RpcError) as error:
+            create(limited, ["cat"])
+        assert error.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert error_details(error.value)["ErrorInfo"].reason == "COMMAND_NOT_ALLOWED"
+        assert "allow_commands" in (error.value.details() or "")
+        close(limited, create(limited, ["sleep", "600"]).id)
+        close(limited, made.pop().id)
+    finally:
+        limited.stop()
