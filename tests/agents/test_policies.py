@@ -319,3 +319,46 @@ def _agent_pid(host: HostProcess, name: str) -> int:
         supervisor_pb2.ListProcessesRequest(agent=name), timeout=10
     )
     return int(listed.processes[0].pid)
+
+
+def test_restarts_back_off_up_to_the_cap_then_too_many_is_fatal(
+    host: HostProcess, tmp_path: Path
+) -> None:
+    """An agent that dies every time after starting well is restarted after delays that double
+    from backoff_base up to backoff_cap (±20 %), and the restart past max_restarts within
+    restart_period makes it FATAL."""
+    folder = tmp_path / "flaky"
+    folder.mkdir()
+    shutil.copy(ROGUE / "rogue.py", folder / "rogue.py")
+    (folder / "agent.toml").write_text(
+        'name = "flaky"\nlanguage = "python"\ncommand = ["python3", "rogue.py"]\n'
+        "backoff_base = 0.2\nbackoff_cap = 0.8\nstable_after = 0.01\n"
+        "max_restarts = 4\nrestart_period = 120\n"
+        '[env]\nROGUE_EXIT_AFTER_WELCOME = "3"\n'
+    )
+    response = host.supervisor.DeployAgent(
+        supervisor_pb2.DeployAgentRequest(spec=supervisor_pb2.AgentSpec(path=str(folder))),
+        timeout=30,
+    )
+    delays: list[float] = []
+    stream = host.supervisor.WatchEvents(
+        supervisor_pb2.WatchEventsRequest(
+            agent="flaky", after_sequence=response.agent.event_sequence
+        ),
+        timeout=60,
+    )
+    try:
+        for event in stream:
+            state = state_name(event.state)
+            if state == "BACKOFF":
+                delays.append(float(event.reason.rsplit("restarting in ", 1)[1].rstrip("s")))
+            elif state == "FATAL":
+                assert "too many restarts" in event.reason, event.reason
+                break
+    finally:
+        stream.cancel()
+    assert len(delays) == 4, delays
+    # 0.2, 0.4, 0.8, 0.8 s, each ±20 %, as the reason states them (to 0.1 s)
+    assert delays[0] <= 0.25 and delays[1] >= 0.3 and delays[2] >= 0.6
+    assert max(delays) <= 1.0  # never past the cap
+    _remove(host, "flaky")
