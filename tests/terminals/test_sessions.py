@@ -390,3 +390,24 @@ def test_the_host_wide_limit_and_the_allow_list(tmp_path: Path) -> None:
         close(limited, made.pop().id)
     finally:
         limited.stop()
+
+
+@pytest.mark.parametrize("mode", ["47", "1047"])
+def test_the_older_alternate_screen_modes_and_a_hidden_cursor(host: HostProcess, mode: str) -> None:
+    """Modes 47 and 1047 switch to the alternate screen and back like 1049 does, and a hidden
+    cursor (?25l) shows as not visible until it is shown again."""
+    terminal = shell(host)
+    write(
+        host,
+        terminal.id,
+        f'python3 -c \'import time; print("\\033[?{mode}h\\033[?25l\\033[Halternate", end="", '
+        "flush=True); time.sleep(600)'\r",
+    )
+    result = wait_screen(host, terminal.id, "^alternate$")
+    assert result.screen.alternate_screen and not result.screen.cursor.visible
+    write(host, terminal.id, ctrl="c")
+    write(host, terminal.id, f"printf '\\033[?{mode}l\\033[?25h'; echo back\r")
+    result = wait_screen(host, terminal.id, r"^back$")
+    assert not result.screen.alternate_screen and result.screen.cursor.visible
+    assert "alternate" not in result.screen.lines
+    close(host, terminal.id)
