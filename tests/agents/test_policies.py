@@ -32,6 +32,16 @@ def _deploy_rogue(host: HostProcess, name: str, **spec: Any) -> int:
     return int(response.agent.event_sequence)
 
 
+def _rogue_folder(folder: Path, settings: str) -> Path:
+    """A copy of the rogue agent in ``folder``, with ``settings`` (agent.toml lines) of its own."""
+    folder.mkdir(parents=True)
+    shutil.copy(ROGUE / "rogue.py", folder / "rogue.py")
+    (folder / "agent.toml").write_text(
+        'language = "python"\ncommand = ["python3", "rogue.py"]\n' + settings
+    )
+    return folder
+
+
 def _remove(host: HostProcess, name: str) -> None:
     host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=name), timeout=30)
 
@@ -97,12 +107,8 @@ def test_a_full_queue_is_resource_exhausted_with_retry_info(
 ) -> None:
     """With every slot busy and max_queue tasks waiting, the next task is refused at once with
     RESOURCE_EXHAUSTED and RetryInfo; the queued one still runs when the slot frees."""
-    folder = tmp_path / "queued"
-    folder.mkdir()
-    shutil.copy(ROGUE / "rogue.py", folder / "rogue.py")
-    (folder / "agent.toml").write_text(
-        'name = "queued"\nlanguage = "python"\ncommand = ["python3", "rogue.py"]\n'
-        'max_queue = 1\nstop_grace = 0.5\n[env]\nROGUE_CONCURRENCY = "1"\n'
+    folder = _rogue_folder(
+        tmp_path / "queued", 'max_queue = 1\nstop_grace = 0.5\n[env]\nROGUE_CONCURRENCY = "1"\n'
     )
     name = deploy(host, folder)
     assert _agent(host, name).max_concurrency == 1
@@ -182,12 +188,7 @@ def test_agents_in_the_agents_dir_run_when_the_host_starts(tmp_path: Path) -> No
     """Every agent folder in --agents-dir is deployed at start and reaches RUNNING."""
     agents_dir = tmp_path / "agents"
     for name in ("first", "second"):
-        folder = agents_dir / name
-        folder.mkdir(parents=True)
-        shutil.copy(ROGUE / "rogue.py", folder / "rogue.py")
-        (folder / "agent.toml").write_text(
-            'language = "python"\ncommand = ["python3", "rogue.py"]\nstop_grace = 0.5\n'
-        )
+        _rogue_folder(agents_dir / name, "stop_grace = 0.5\n")
     started = HostProcess(tmp_path / "state", "--agents-dir", str(agents_dir))
     try:
         started.wait_serving()
@@ -327,14 +328,10 @@ def test_restarts_back_off_up_to_the_cap_then_too_many_is_fatal(
     """An agent that dies every time after starting well is restarted after delays that double
     from backoff_base up to backoff_cap (±20 %), and the restart past max_restarts within
     restart_period makes it FATAL."""
-    folder = tmp_path / "flaky"
-    folder.mkdir()
-    shutil.copy(ROGUE / "rogue.py", folder / "rogue.py")
-    (folder / "agent.toml").write_text(
-        'name = "flaky"\nlanguage = "python"\ncommand = ["python3", "rogue.py"]\n'
+    folder = _rogue_folder(
+        tmp_path / "flaky",
         "backoff_base = 0.2\nbackoff_cap = 0.8\nstable_after = 0.01\n"
-        "max_restarts = 4\nrestart_period = 120\n"
-        '[env]\nROGUE_EXIT_AFTER_WELCOME = "3"\n'
+        'max_restarts = 4\nrestart_period = 120\n[env]\nROGUE_EXIT_AFTER_WELCOME = "3"\n',
     )
     response = host.supervisor.DeployAgent(
         supervisor_pb2.DeployAgentRequest(spec=supervisor_pb2.AgentSpec(path=str(folder))),
