@@ -359,3 +359,20 @@ def test_restarts_back_off_up_to_the_cap_then_too_many_is_fatal(
     assert delays[0] <= 0.25 and delays[1] >= 0.3 and delays[2] >= 0.6
     assert max(delays) <= 1.0  # never past the cap
     _remove(host, "flaky")
+
+
+def test_an_agent_that_declares_ping_and_stops_answering_is_restarted(
+    host: HostProcess, tmp_path: Path
+) -> None:
+    """The host pings agents that declared ping every ping_interval; three pongs missing for
+    ping_timeout each mean a wedged process, which is restarted."""
+    folder = _rogue_folder(
+        tmp_path / "deaf", 'ping_interval = 0.1\nping_timeout = 0.1\n[env]\nROGUE_PING = "1"\n'
+    )
+    name = deploy(host, folder)
+    first = _agent_pid(host, name)
+    restarted = watch_until(host, name, {"BACKOFF", "EXITED", "FATAL"})
+    assert "3 pings unanswered" in restarted.reason, restarted.reason
+    again = watch_until(host, name, {"RUNNING"}, after=restarted.sequence)
+    assert again.pid and again.pid != first
+    _remove(host, name)

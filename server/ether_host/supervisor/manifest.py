@@ -63,6 +63,9 @@ class AgentSpec:
     stable_after: float = 10.0
     reset_after: float = 300.0
     legacy_after: float = 5.0  # silence before a hello-less child is run with the seeds' envelope
+    # Agents that declare ping get one every ping_interval; three unanswered -> restarted.
+    ping_interval: float = 15.0
+    ping_timeout: float = 10.0
 
 
 def _bad(field_name: str, problem: str) -> InvalidArgument:
@@ -183,4 +186,6 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
         stable_after=_number(merged, "stable_after", 0.01, 3600) or 10.0,
         reset_after=_number(merged, "reset_after", 0.01, 86400) or 300.0,
         legacy_after=_number(merged, "legacy_after", 0.01, 600) or 5.0,
+        ping_interval=_number(merged, "ping_interval", 0.05, 3600) or 15.0,
+        ping_timeout=_number(merged, "ping_timeout", 0.05, 600) or 10.0,
     )

@@ -40,8 +40,6 @@ log = structlog.get_logger("ether.supervisor")
 EXIT_FATAL = 78
 TERM_WAIT = 3.0
 STDERR_TAIL = 200
-PING_INTERVAL = 15.0
-PING_TIMEOUT = 10.0
 PINGS_MISSED_LIMIT = 3
 STDERR_AFTER_EXIT = 2.0  # seconds to finish reading a dead process's pipes
 
@@ -424,9 +422,10 @@ class Replica:
     async def _keep_alive(self, connection: AgentConnection) -> None:
         """Ping agents that declared ping; three misses in a row -> restart."""
         missed = 0
+        spec = self.agent.spec
         while True:
-            await anyio.sleep(PING_INTERVAL)
-            if await connection.ping(PING_TIMEOUT):
+            await anyio.sleep(spec.ping_interval)
+            if await connection.ping(spec.ping_timeout):
                 missed = 0
                 continue
             missed += 1

@@ -5,7 +5,8 @@ ROGUE_IGNORE_TERM=1 ignores SIGTERM, ROGUE_EXIT=N exits with N at once,
 ROGUE_NO_HELLO=1 never says hello, ROGUE_FATAL=1 sends a fatal frame,
 ROGUE_EXIT_AFTER_WELCOME=N exits with N once the host's welcome arrives (no task in flight),
 ROGUE_CONCURRENCY=N declares N task slots in hello (default 16), ROGUE_PROTOCOL=N asks for
-protocol N in hello and writes the host's welcome to stderr, ROGUE_LINGER=1 stays up after
+protocol N in hello and writes the host's welcome to stderr, ROGUE_PING=1 declares ping (and never
+answers one), ROGUE_LINGER=1 stays up after
 stdin ends or a shutdown frame (only a signal it does not ignore ends it).
 """
 
@@ -145,6 +146,8 @@ def main() -> None:
                 "capabilities": {
                     "max_concurrency": int(os.environ.get("ROGUE_CONCURRENCY", "16")),
                     "cancel": True,
+                    # Declares ping, and never answers one: a wedged agent.
+                    "ping": bool(os.environ.get("ROGUE_PING")),
                 },
                 "pid": os.getpid(),
             }
