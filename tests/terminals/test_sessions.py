@@ -99,6 +99,46 @@ def test_ctrl_c_interrupts_the_foreground_job_not_the_shell(host: HostProcess) -
     close(host, terminal.id)
 
 
+def test_ctrl_c_jumps_the_input_queued_for_a_program_that_does_not_read(
+    host: HostProcess,
+) -> None:
+    """Ctrl-C typed behind a megabyte of input that the program reads a few bytes at a time
+    (hours of it) interrupts the program at once; the unread input is dropped, as the terminal
+    itself drops it on the signal."""
+    slow_reader = "import os, time\nwhile os.read(0, 64): time.sleep(0.01)"
+    terminal = create(
+        host, command=f"stty -icanon -echo; echo ready; exec python3 -c '{slow_reader}'"
+    )
+    wait_output(host, terminal.id, "ready", after=0)
+    pasted = write(host, terminal.id, data=b"x" * (1024 * 1024))
+    assert pasted.bytes_pending > 0  # the PTY is full: the rest waits in the host's queue
+    interrupt = write(host, terminal.id, ctrl="c")
+    assert 0 < interrupt.bytes_discarded <= pasted.bytes_pending
+    assert interrupt.bytes_queued == 1 and interrupt.bytes_pending <= 1
+    assert wait_exit(host, terminal.id).exit_status.signal_name == "SIGINT"
+    close(host, terminal.id)
+
+
+def test_ctrl_c_is_a_plain_byte_in_order_for_a_raw_mode_program(host: HostProcess) -> None:
+    """With ISIG off (raw mode, as in vim) Ctrl-C signals nothing: it is queued after the
+    pending input like any byte, and the program reads all of it, in order."""
+    size = 1024 * 1024
+    terminal = create(
+        host,
+        command="stty raw -echo; trap 'go=1' USR1; echo ready; "
+        'while [ -z "$go" ]; do sleep 0.05; done; '
+        f"head -c {size + 1} | tail -c 1 | od -An -c; exec sleep 600",
+    )
+    wait_output(host, terminal.id, "ready", after=0)
+    pasted = write(host, terminal.id, data=b"x" * size)
+    assert pasted.bytes_pending > 0
+    interrupt = write(host, terminal.id, ctrl="c")
+    assert interrupt.bytes_discarded == 0 and interrupt.bytes_pending > 1
+    host.terminals.SendSignal(pb.SendSignalRequest(terminal_id=terminal.id, signal="USR1"))
+    assert wait_output(host, terminal.id, r"\b003\b", after=0).match == "003"
+    close(host, terminal.id)
+
+
 def test_named_keys_follow_the_programs_cursor_key_mode(host: HostProcess) -> None:
     """Arrow keys are sent as CSI normally and as SS3 once the program enables application cursor keys."""
     terminal = create(host, command="stty -echo; od -An -c")

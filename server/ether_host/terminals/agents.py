@@ -128,8 +128,12 @@ class AgentTerminals:
         return terminal_json(self.manager.get(identity, _id(params)))
 
     async def _write(self, identity: Identity, params: dict[str, Any]) -> Any:
-        queued, pending = self.manager.write(identity, _id(params), _input(params))
-        return {"bytes_queued": queued, "bytes_pending": pending}
+        accepted = self.manager.write(identity, _id(params), _input(params))
+        return {
+            "bytes_queued": accepted.queued,
+            "bytes_pending": accepted.pending,
+            "bytes_discarded": accepted.discarded,
+        }
 
     async def _read(self, identity: Identity, params: dict[str, Any]) -> Any:
         request = ScreenRequest(

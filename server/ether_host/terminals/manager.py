@@ -35,6 +35,7 @@ from ether_host.terminals import keys, policy, waiting
 from ether_host.terminals.attach import Attachment
 from ether_host.terminals.buffer import Notifier
 from ether_host.terminals.model import (
+    InputAccepted,
     ScreenRequest,
     ScreenView,
     TerminalEvent,
@@ -388,7 +389,7 @@ class TerminalManager:
             )
         return session.info()
 
-    def write(self, identity: Identity, terminal_id: str, spec: keys.InputSpec) -> tuple[int, int]:
+    def write(self, identity: Identity, terminal_id: str, spec: keys.InputSpec) -> InputAccepted:
         session = self.find(identity, terminal_id, WRITE)
         return session.write(self._encode(session, spec))
 

@@ -115,6 +115,17 @@ class ScreenView:
 
 
 @dataclass(frozen=True)
+class InputAccepted:
+    """What one write did to a terminal's input queue."""
+
+    queued: int  # bytes of this write now queued for the program
+    pending: int  # bytes waiting in the queue after it
+    # Unread input dropped because this write interrupts the program (Ctrl-C, Ctrl-\ or
+    # Ctrl-Z under ISIG), as the terminal itself drops it on the signal.
+    discarded: int = 0
+
+
+@dataclass(frozen=True)
 class ScreenRequest:
     """What a reader wants from the screen."""
 

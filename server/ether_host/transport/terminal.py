@@ -132,10 +132,14 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
     async def WriteInput(
         self, request: terminal_pb2.WriteInputRequest, context: grpc.aio.ServicerContext
     ) -> terminal_pb2.WriteInputResponse:
-        queued, pending = self._terminals.write(
+        accepted = self._terminals.write(
             _identity(), request.terminal_id, input_spec(request.input, request.HasField("input"))
         )
-        return terminal_pb2.WriteInputResponse(bytes_queued=queued, bytes_pending=pending)
+        return terminal_pb2.WriteInputResponse(
+            bytes_queued=accepted.queued,
+            bytes_pending=accepted.pending,
+            bytes_discarded=accepted.discarded,
+        )
 
     async def ReadScreen(
         self, request: terminal_pb2.ReadScreenRequest, context: grpc.aio.ServicerContext

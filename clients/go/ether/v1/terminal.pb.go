@@ -2086,9 +2086,15 @@ type WriteInputResponse struct {
 	BytesQueued int64 `protobuf:"varint,1,opt,name=bytes_queued,json=bytesQueued,proto3" json:"bytes_queued,omitempty"`
 	// Bytes still waiting in the input queue after this call (0 when the
 	// program has read everything).
-	BytesPending  int64 `protobuf:"varint,2,opt,name=bytes_pending,json=bytesPending,proto3" json:"bytes_pending,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	BytesPending int64 `protobuf:"varint,2,opt,name=bytes_pending,json=bytesPending,proto3" json:"bytes_pending,omitempty"`
+	// Unread input dropped because this input interrupts the program: it
+	// holds the terminal's interrupt, quit or suspend character (Ctrl-C,
+	// Ctrl-\, Ctrl-Z) while the program has ISIG on, and the terminal drops
+	// unread input when it signals, so the queued input is dropped at once and
+	// the interrupt jumps the queue. 0 when nothing was queued.
+	BytesDiscarded int64 `protobuf:"varint,3,opt,name=bytes_discarded,json=bytesDiscarded,proto3" json:"bytes_discarded,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *WriteInputResponse) Reset() {
@@ -2131,6 +2137,13 @@ func (x *WriteInputResponse) GetBytesQueued() int64 {
 func (x *WriteInputResponse) GetBytesPending() int64 {
 	if x != nil {
 		return x.BytesPending
+	}
+	return 0
+}
+
+func (x *WriteInputResponse) GetBytesDiscarded() int64 {
+	if x != nil {
+		return x.BytesDiscarded
 	}
 	return 0
 }
@@ -3924,10 +3937,11 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\x11WriteInputRequest\x12\x1f\n" +
 	"\vterminal_id\x18\x01 \x01(\tR\n" +
 	"terminalId\x12-\n" +
-	"\x05input\x18\x02 \x01(\v2\x17.ether.v1.TerminalInputR\x05input\"\\\n" +
+	"\x05input\x18\x02 \x01(\v2\x17.ether.v1.TerminalInputR\x05input\"\x85\x01\n" +
 	"\x12WriteInputResponse\x12!\n" +
 	"\fbytes_queued\x18\x01 \x01(\x03R\vbytesQueued\x12#\n" +
-	"\rbytes_pending\x18\x02 \x01(\x03R\fbytesPending\"\x97\x02\n" +
+	"\rbytes_pending\x18\x02 \x01(\x03R\fbytesPending\x12'\n" +
+	"\x0fbytes_discarded\x18\x03 \x01(\x03R\x0ebytesDiscarded\"\x97\x02\n" +
 	"\x11ReadScreenRequest\x12\x1f\n" +
 	"\vterminal_id\x18\x01 \x01(\tR\n" +
 	"terminalId\x12.\n" +

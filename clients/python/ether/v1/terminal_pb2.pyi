@@ -366,12 +366,14 @@ class WriteInputRequest(_message.Message):
     def __init__(self, terminal_id: _Optional[str] = ..., input: _Optional[_Union[TerminalInput, _Mapping]] = ...) -> None: ...
 
 class WriteInputResponse(_message.Message):
-    __slots__ = ("bytes_queued", "bytes_pending")
+    __slots__ = ("bytes_queued", "bytes_pending", "bytes_discarded")
     BYTES_QUEUED_FIELD_NUMBER: _ClassVar[int]
     BYTES_PENDING_FIELD_NUMBER: _ClassVar[int]
+    BYTES_DISCARDED_FIELD_NUMBER: _ClassVar[int]
     bytes_queued: int
     bytes_pending: int
-    def __init__(self, bytes_queued: _Optional[int] = ..., bytes_pending: _Optional[int] = ...) -> None: ...
+    bytes_discarded: int
+    def __init__(self, bytes_queued: _Optional[int] = ..., bytes_pending: _Optional[int] = ..., bytes_discarded: _Optional[int] = ...) -> None: ...
 
 class ReadScreenRequest(_message.Message):
     __slots__ = ("terminal_id", "format", "include_scrollback", "scrollback_limit", "include_styles", "keep_trailing_spaces")
