@@ -34,10 +34,15 @@ def corpus(kind: str) -> bytes:
         return b"".join(b"%d " % n + b"w" * (n % 230) + b"\r\n" for n in range(1600))
     if kind == "unicode":
         return "".join(f"{n} caf\u00e9 \u6f22\u5b57 \u2500\u2500\r\n" for n in range(5000)).encode()
+    if kind == "wide-wrapping":  # wide characters at the margin, zero-width ones after them
+        return "".join(
+            f"{n} " + "x" * (n % 7) + "\u6f22\u0301" * (n % 50) + "\u2764\ufe0f\r\n"
+            for n in range(5000)
+        ).encode()
     raise ValueError(kind)
 
 
-@pytest.mark.parametrize("kind", ["plain", "coloured", "wrapping", "unicode"])
+@pytest.mark.parametrize("kind", ["plain", "coloured", "wrapping", "unicode", "wide-wrapping"])
 @pytest.mark.parametrize(("rows", "cols", "history"), [(24, 80, 1000), (50, 200, 100), (10, 40, 0)])
 def test_skipping_a_backlog_gives_the_same_screen(
     kind: str, rows: int, cols: int, history: int
@@ -81,3 +86,18 @@ def test_vim_start_up_sequences_do_not_break_the_screen() -> None:
     )
     view = emulator.render(ScreenRequest(), None)
     assert view.lines[0] == "shell" and not view.alternate and emulator.stream.errors == 0
+
+
+def test_a_wide_character_that_does_not_fit_wraps_whole_or_is_dropped() -> None:
+    """As tmux does: with autowrap on, a wide character that does not fit before the margin
+    starts the next line; with autowrap off (ESC[?7l) it is dropped, and one that fits is
+    drawn. A zero-width character before anything was drawn is dropped too."""
+    emulator = Emulator(4, 10, 0)
+    emulator.advance(
+        "\u200b\x1b[?7labcdefghi\u6f22!\r\nabcdefgh\u6f22\x1b[?7h\r\nabcdefghi\u6f22".encode(),
+        0,
+        [],
+    )
+    view = emulator.render(ScreenRequest(), None)
+    assert view.lines == ["abcdefghi!", "abcdefgh\u6f22", "abcdefghi", "\u6f22"]
+    assert emulator.stream.errors == 0

@@ -217,3 +217,20 @@ def test_htop_matches_tmux_except_live_numbers(pair: Pair) -> None:
     assert ours[-2] == theirs[-2]  # the function-key bar
     pair.key(pb.KEY_F10)
     pair.same(r"htop -d 50 -p 1\nfid:")
+
+
+def test_combining_marks_and_wide_characters_match_tmux(pair: Pair) -> None:
+    """Combining accents stay on their letter's cell (a wide one too), other zero-width
+    characters (zero-width space, variation selector, joiner) neither take a cell nor cut the
+    line short, CJK and emoji take two cells, and a wide character that no longer fits at the
+    end of a line moves to the next one."""
+    pair.file(
+        "text.txt",
+        "cafe\u0301 na\u0308ive \u0645\u064e \u4e2d\u0301!\n"
+        "zero\u200bwidth \u2764\ufe0f love \U0001f469\u200d\U0001f4bb dev | after\n"
+        "\u4e2d\u6587 wide | \U0001f600 emoji\n" + "x" * 79 + "\u4e2d|end\n",
+    )
+    pair.type("cat text.txt\r")
+    lines = pair.same(r"\|end")
+    assert any("\u4e2d\u6587 wide" in line for line in lines)
+    assert any(line.endswith("| after") for line in lines)

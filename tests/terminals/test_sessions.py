@@ -139,6 +139,34 @@ def test_ctrl_c_is_a_plain_byte_in_order_for_a_raw_mode_program(host: HostProces
     close(host, terminal.id)
 
 
+QUERIES = r"""
+import os, tty
+tty.setraw(0)
+def ask(query, last):
+    os.write(1, query)
+    reply = b""
+    while not reply.endswith(last):
+        reply += os.read(0, 1)
+    return reply.replace(b"\x1b", b"ESC").decode()
+cursor = ask(b"\x1b[2J\x1b[5;10H\x1b[6n", b"R")
+found = [cursor, ask(b"\x1b[c", b"c"), ask(b"\x1b[>c", b"c"), ask(b"\x1b[5n", b"n")]
+os.write(1, ("\x1b[H" + " ".join(found) + " done").encode())
+"""
+
+
+def test_terminal_queries_are_answered_as_a_terminal_would(
+    host: HostProcess, tmp_path: Path
+) -> None:
+    """A program that asks where the cursor is (DSR 6), what terminal this is (DA1, DA2) and
+    whether it is well (DSR 5) gets the answers a terminal sends, on its input."""
+    program = tmp_path / "queries.py"
+    program.write_text(QUERIES)
+    terminal = create(host, ["python3", str(program)])
+    answers = wait_screen(host, terminal.id, r"done").screen.lines[0].split()
+    assert answers == ["ESC[5;10R", "ESC[?1;2c", "ESC[>84;0;0c", "ESC[0n", "done"]
+    close(host, terminal.id)
+
+
 def test_named_keys_follow_the_programs_cursor_key_mode(host: HostProcess) -> None:
     """Arrow keys are sent as CSI normally and as SS3 once the program enables application cursor keys."""
     terminal = create(host, command="stty -echo; od -An -c")

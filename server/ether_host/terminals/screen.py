@@ -18,6 +18,9 @@ fork). On top of it:
 - Scrollback is kept as text lines (pyte's HistoryScreen keeps a Char object
   per cell: ~150 bytes each), filled when lines scroll off the top of the
   primary screen.
+- Zero-width characters join the cell before them as written (pyte normalised them
+  and stopped at the first one that is not a combining mark), and a wide character
+  that does not fit at the end of a line wraps whole, as tmux does.
 - Shrinking the screen drops empty rows below the cursor first, then rows
   from the top into the scrollback, as tmux does (pyte drops the top rows).
 """
@@ -32,7 +35,7 @@ from typing import Any
 
 import pyte
 from pyte import modes as mo
-from pyte.screens import Char, Margins, StaticDefaultDict
+from pyte.screens import Char, Margins, StaticDefaultDict, wcwidth
 
 from ether_host.terminals.model import Cursor, Run
 
@@ -157,9 +160,57 @@ class TermScreen(pyte.Screen):
     # -- drawing -------------------------------------------------------------------------
 
     def draw(self, data: str) -> None:
-        if data:
-            self._last_char = data[-1]
-        super().draw(data)
+        """pyte's draw with tmux's handling of what is not one plain cell wide:
+
+        - a zero-width character (combining accent, variation selector, ZWJ) joins the cell
+          before it as written: pyte NFC-normalised it, put it on a wide character's stub,
+          and stopped drawing the rest of the text at the first one that is not combining;
+        - a wide character that does not fit before the right margin wraps to the next line
+          whole, or is dropped with autowrap off (pyte drew half of it in the last column);
+        - a character of no defined width (wcwidth -1) is skipped.
+        """
+        if not data:
+            return
+        self._last_char = data[-1]
+        data = data.translate(self.g1_charset if self.charset else self.g0_charset)
+        cursor, columns = self.cursor, self.columns
+        wrap, insert = mo.DECAWM in self.mode, mo.IRM in self.mode
+        for char in data:
+            width = wcwidth(char)
+            if width <= 0:
+                if width == 0:
+                    self._join_previous(char)
+                continue
+            if cursor.x + width > columns:
+                if wrap:
+                    self.dirty.add(cursor.y)
+                    self.carriage_return()
+                    self.linefeed()
+                elif width == 1:
+                    cursor.x = columns - 1  # overwrite the last column
+                else:
+                    continue  # tmux drops a wide character that does not fit
+            if insert:
+                self.insert_characters(width)
+            line = self.buffer[cursor.y]
+            line[cursor.x] = cursor.attrs._replace(data=char)
+            if width == 2 and cursor.x + 1 < columns:
+                line[cursor.x + 1] = cursor.attrs._replace(data="")  # the wide character's stub
+            cursor.x = min(cursor.x + width, columns)
+        self.dirty.add(cursor.y)
+
+    def _join_previous(self, char: str) -> None:
+        """Append a zero-width character to the cell drawn before the cursor."""
+        x, y = self.cursor.x, self.cursor.y
+        if x == 0:
+            if y == 0:
+                return
+            x, y = self.columns, y - 1
+        line = self.buffer[y]
+        x -= 1
+        if x > 0 and line[x].data == "" and wcwidth(line[x - 1].data[:1]) == 2:
+            x -= 1  # the stub of a wide character: join the character itself
+        line[x] = line[x]._replace(data=line[x].data + char)
 
     def repeat_last(self, count: int | None = None, *_: Any, **__: Any) -> None:
         """REP: draw the last drawn character ``count`` more times."""
