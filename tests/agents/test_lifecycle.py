@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import grpc
 import pytest
 
-from ether.v1 import agent_io_pb2, supervisor_pb2
+from ether.v1 import agent_io_pb2, supervisor_pb2, terminal_pb2
 from tests.support.agents import AGENTS, deploy, state_name, watch_until
 from tests.support.calls import data, execute, struct
 from tests.support.host import HostProcess
@@ -269,6 +270,27 @@ def test_kill_minus_nine_of_the_host_leaves_nothing(tmp_path: Path) -> None:
     host.process.wait()
     survivors = wait_gone([*agents, grandchild], within=5.0)
     assert survivors == [], f"processes {survivors} survived the host by more than 5 s"
+
+
+def test_ctrl_c_to_the_hosts_process_group_stops_it_cleanly(tmp_path: Path) -> None:
+    """Ctrl-C where `ether serve` runs in a shell (SIGINT to its whole process group) stops the
+    host as SIGTERM does: it exits 0, and no agent, grandchild or terminal program is left.
+    Agents and terminals run in process groups of their own, so the SIGINT reaches only the
+    host, which stops them in order."""
+    host = HostProcess(tmp_path / "state", own_process_group=True)
+    host.wait_serving()
+    deploy(host, AGENTS / "worker")
+    agents = [p.pid for p in processes(host, "worker")]
+    grandchild = int(data(execute(host, "worker", "grandchild", {}))["pid"])
+    terminal = host.terminals.CreateTerminal(
+        terminal_pb2.CreateTerminalRequest(argv=terminal_pb2.Argv(args=["sleep", "600"])),
+        timeout=30,
+    ).terminal
+    os.killpg(host.process.pid, signal.SIGINT)
+    assert host.process.wait(60) == 0
+    host.wait_for_log(lambda r: r.get("event") == "stopping" and r.get("signal") == "SIGINT")
+    survivors = wait_gone([*agents, grandchild, terminal.pid], within=5.0)
+    assert survivors == [], f"processes {survivors} outlived the host"
 
 
 def test_next_host_kills_what_a_killed_host_left(tmp_path: Path) -> None:

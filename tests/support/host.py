@@ -37,7 +37,13 @@ TOOLS = ROOT / ".tools" / "bin"
 class HostProcess:
     """A running `ether serve` with its log lines captured."""
 
-    def __init__(self, state_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        own_process_group: bool = False,
+    ) -> None:
         self.state_dir = state_dir
         command = [
             str(ETHER),
@@ -57,6 +63,8 @@ class HostProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=environment,
+            # As a shell starts a foreground job: a Ctrl-C then reaches the host, not pytest.
+            process_group=0 if own_process_group else None,
         )
         self.records: list[dict[str, Any]] = []
         self.raw_lines: list[str] = []
