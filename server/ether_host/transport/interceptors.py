@@ -86,7 +86,7 @@ class RpcLogging:
                     await _stream(behavior, request, context)
                 except BaseException as error:
                     await self._fail(error, method, context, started)
-                self._end(method, context, started, None)
+                self._end(context, started, None)
 
             return stream_behavior
 
@@ -96,27 +96,25 @@ class RpcLogging:
                 response = await behavior(request, context)
             except BaseException as error:
                 await self._fail(error, method, context, started)
-            self._end(method, context, started, None)
+            self._end(context, started, None)
             return response
 
         return unary_behavior
 
     @staticmethod
     def _begin(method: str, context: grpc.aio.ServicerContext) -> float:
-        structlog.contextvars.bind_contextvars(rpc=method, peer=context.peer())
+        # Bound for every line logged while the call runs; the call's own line gets them the
+        # same way (merge_contextvars), so it does not repeat them.
+        structlog.contextvars.bind_contextvars(method=method, peer=context.peer())
         return time.perf_counter()
 
     @staticmethod
-    def _end(
-        method: str, context: grpc.aio.ServicerContext, started: float, code: str | None
-    ) -> None:
+    def _end(context: grpc.aio.ServicerContext, started: float, code: str | None) -> None:
         if code is None:
             code = _code_name(context, "OK")
-        # The peer as bound in _begin: context.peer() on a call the client has cancelled
-        # reads a released grpc call and crashes the host (SIGSEGV).
+        # method and peer come from the context bound in _begin (context.peer() on a call the
+        # client has cancelled reads a released grpc call and crashes the host: SIGSEGV).
         fields = {
-            "method": method,
-            "peer": structlog.contextvars.get_contextvars().get("peer", ""),
             "code": code,
             "duration_ms": round((time.perf_counter() - started) * 1000, 3),
         }
@@ -130,16 +128,16 @@ class RpcLogging:
         """Log the ended call, then abort with the mapped status or re-raise."""
         error = _unwrap(error)
         if isinstance(error, EtherError):
-            self._end(method, context, started, error.code.value)
+            self._end(context, started, error.code.value)
             await context.abort_with_status(status_of(error))
         if isinstance(error, grpc.aio.AbortError) or not isinstance(error, Exception):
             # An abort the servicer chose, or a cancellation of the call.
             code = _code_name(context, "CANCELLED")
-            self._end(method, context, started, code)
+            self._end(context, started, code)
             raise error
         correlation_id = uuid.uuid4().hex[:12]
         log.error("rpc crashed", method=method, correlation_id=correlation_id, exc_info=error)
-        self._end(method, context, started, "INTERNAL")
+        self._end(context, started, "INTERNAL")
         await context.abort_with_status(internal_status(correlation_id))
 
 
