@@ -3,6 +3,8 @@ each other through the host."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
@@ -80,3 +82,19 @@ def test_agent_that_never_says_hello_fails_with_its_stderr(host: HostProcess) ->
     assert state_name(event.state) == "FATAL"
     assert "no hello within 1s" in event.reason
     assert any("do not speak the protocol" in line for line in event.stderr_tail)
+
+
+def test_a_go_agent_builds_and_runs_under_a_host_without_home(tmp_path: Path) -> None:
+    """A host started by a service manager may have no HOME (nor GOCACHE): the Go build gets
+    both inside the state directory, and the agent runs and answers."""
+    state = tmp_path / "state"
+    host = HostProcess(state, unset=("HOME", "GOCACHE", "GOPATH", "XDG_CACHE_HOME"))
+    try:
+        host.wait_serving()
+        deploy(host, EXAMPLES / "wordcount")
+        output = execute(host, "wordcount", "count_text", {"text": "no home no home"})
+        assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
+        assert data(output)["words"] == 4
+        assert any((state / "cache" / "go-build").iterdir())
+    finally:
+        host.stop()

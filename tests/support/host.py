@@ -43,6 +43,7 @@ class HostProcess:
         *args: str,
         env: dict[str, str] | None = None,
         own_process_group: bool = False,
+        unset: tuple[str, ...] = (),
     ) -> None:
         self.state_dir = state_dir
         command = [
@@ -57,6 +58,8 @@ class HostProcess:
             *args,
         ]
         environment = os.environ | {"PYTHONUNBUFFERED": "1"} | (env or {})
+        for name in unset:
+            environment.pop(name, None)
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
