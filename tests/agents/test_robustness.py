@@ -95,6 +95,19 @@ def test_a_child_that_never_answers_hits_the_deadline(host: HostProcess) -> None
     assert data(execute(host, "worker", "echo", {"ok": True})) == {"ok": True}
 
 
+def test_the_hosts_deadline_answer_reaches_a_client_whose_timeout_grpc_rounded_up(
+    host: HostProcess,
+) -> None:
+    """grpc's C-core clients send their timeout rounded up to 100 ms between 10 and 100 s: a
+    10.01 s deadline arrives as 10.1 s. The host still answers DEADLINE_EXCEEDED itself, before
+    the client's own timer, so the caller learns which task and agent ran out of time (not
+    just grpc's bare "Deadline Exceeded")."""
+    with pytest.raises(grpc.RpcError) as error:
+        execute(host, "rogue", "hang", {}, timeout=10.01)
+    assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert "on agent rogue did not finish before its deadline" in (error.value.details() or "")
+
+
 def test_kill_minus_nine_mid_task_is_unavailable_and_restarts(host: HostProcess) -> None:
     """kill -9 of a busy child: its tasks fail UNAVAILABLE at once, the agent restarts by policy,
     and other agents are untouched."""

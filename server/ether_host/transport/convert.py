@@ -15,6 +15,7 @@ from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.supervisor import ManagedAgent, State
 
 MAX_EXACT = 2**53
+RPC_DEADLINE_MARGIN = 0.05  # seconds the host's deadline answer needs to reach the caller
 NANOS = 1_000_000_000
 
 
@@ -290,6 +291,19 @@ def rpc_time_left(time_remaining: float | None) -> float | None:
     """grpc's time_remaining() as seconds, None when the call has no deadline."""
     if time_remaining is None or math.isinf(time_remaining) or time_remaining > 10**8:
         return None
-    # Leave a little room so the host's own deadline handling (cancel frame,
-    # DEADLINE_EXCEEDED with a message) runs before grpc cancels the call.
-    return max(0.0, time_remaining - 0.05)
+    # Leave room so the host's own deadline handling (cancel frame, DEADLINE_EXCEEDED naming
+    # the task) runs before the caller's timer ends the call.
+    return max(0.0, time_remaining - _timeout_grain(time_remaining) - RPC_DEADLINE_MARGIN)
+
+
+def _timeout_grain(seconds: float) -> float:
+    """How much later than the caller's the deadline grpc hands us can be: C-core clients
+    (Python, C++, ...) send their timeout rounded up, to 10 ms below 10 s, to 100 ms below
+    100 s and to whole seconds above (grpc's timeout_encoding.cc)."""
+    if seconds < 1:
+        return 0.001
+    if seconds < 10:
+        return 0.01
+    if seconds < 100:
+        return 0.1
+    return 1.0
