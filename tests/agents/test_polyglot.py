@@ -3,6 +3,7 @@ each other through the host."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -96,5 +97,29 @@ def test_a_go_agent_builds_and_runs_under_a_host_without_home(tmp_path: Path) ->
         assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
         assert data(output)["words"] == 4
         assert any((state / "cache" / "go-build").iterdir())
+    finally:
+        host.stop()
+
+
+def test_a_typescript_agent_builds_under_a_host_with_node_env_production(tmp_path: Path) -> None:
+    """NODE_ENV=production in the host's environment (common on servers) would make `npm ci`
+    skip devDependencies, tsc among them; the host does not pass it on, so a fresh copy of the
+    report agent installs, compiles and answers."""
+    # The same depth as in the repository: its file: dependency is ../../../adapters.
+    folder = tmp_path / "examples" / "agents" / "report"
+    shutil.copytree(
+        EXAMPLES / "report",
+        folder,
+        ignore=shutil.ignore_patterns("node_modules", "dist", ".ether*"),
+    )
+    (tmp_path / "adapters").symlink_to(ROOT / "adapters")
+    host = HostProcess(tmp_path / "state", env={"NODE_ENV": "production"})
+    try:
+        host.wait_serving()
+        deploy(host, folder, name="report-prod")
+        output = execute(host, "report-prod", "render", {"title": "Prod", "findings": []})
+        assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
+        assert data(output)["markdown"].startswith("# Prod")
+        assert (folder / "node_modules" / ".bin" / "tsc").exists()
     finally:
         host.stop()
