@@ -102,10 +102,13 @@ def test_the_hosts_deadline_answer_reaches_a_client_whose_timeout_grpc_rounded_u
     10.01 s deadline arrives as 10.1 s. The host still answers DEADLINE_EXCEEDED itself, before
     the client's own timer, so the caller learns which task and agent ran out of time (not
     just grpc's bare "Deadline Exceeded")."""
+    # An agent of its own: a hanging task gets the rogue's process restarted after the
+    # deadline, which would fail a task another test sent it meanwhile.
+    name = deploy(host, AGENTS / "rogue", name="rounding")
     with pytest.raises(grpc.RpcError) as error:
-        execute(host, "rogue", "hang", {}, timeout=10.01)
+        execute(host, name, "hang", {}, timeout=10.01)
     assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-    assert "on agent rogue did not finish before its deadline" in (error.value.details() or "")
+    assert f"on agent {name} did not finish before its deadline" in (error.value.details() or "")
 
 
 def test_kill_minus_nine_mid_task_is_unavailable_and_restarts(host: HostProcess) -> None:
