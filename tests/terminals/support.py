@@ -135,8 +135,9 @@ def error_details(error: grpc.RpcError) -> dict[str, Any]:
     return found
 
 
-def processes_of(terminal_id: str) -> dict[int, str]:
-    """Live processes (pid -> state) whose environment names this terminal (ETHER_TERMINAL_ID)."""
+def processes_of(terminal_id: str, pumps: bool = True) -> dict[int, str]:
+    """Live processes (pid -> state) whose environment names this terminal (ETHER_TERMINAL_ID):
+    its program and what that started, and the host's two I/O pumps (``pumps=False``: not)."""
     needle = f"ETHER_TERMINAL_ID={terminal_id}".encode()
     found = {}
     for name in os.listdir("/proc"):
@@ -147,7 +148,10 @@ def processes_of(terminal_id: str) -> dict[int, str]:
             stat = Path(f"/proc/{name}/stat").read_text()
         except OSError:
             continue
-        if needle in environ.split(b"\0"):
+        variables = environ.split(b"\0")
+        if needle in variables and (
+            pumps or not any(v.startswith(b"ETHER_PUMP=") for v in variables)
+        ):
             found[int(name)] = stat[stat.rindex(")") + 2 :].split()[0]
     return found
 

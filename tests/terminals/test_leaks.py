@@ -16,6 +16,7 @@ import grpc
 from ether.v1 import terminal_pb2 as pb
 from ether.v1 import terminal_pb2_grpc
 from tests.support.host import HostProcess
+from tests.support.procs import wait_gone
 from tests.terminals.conftest import start_host
 from tests.terminals.support import (
     alive,
@@ -46,7 +47,7 @@ def family(host: HostProcess, terminal_id: str) -> list[int]:
         wait_output(host, terminal_id, marker, after=0)
     wait_quiet(host, terminal_id, 0.2)  # a process in the middle of exec hides its environment
     pids = list(processes_of(terminal_id))
-    assert len(pids) >= 5, pids  # bash, setsid and three sleeps
+    assert len(pids) >= 7, pids  # bash, setsid, three sleeps, and the host's two I/O pumps
     return pids
 
 
@@ -118,3 +119,18 @@ def test_host_shutdown_ends_every_terminal(tmp_path: Path) -> None:
     watcher.close()
     assert code == 0 and reasons == ["shutdown"] * 3
     assert alive(pids) == []
+
+
+def test_kill_minus_nine_of_the_host_hangs_up_its_terminals(tmp_path: Path) -> None:
+    """kill -9 of the host: its I/O pumps die with it (parent-death signal), the PTY masters
+    close, and the programs get the hangup a closed terminal sends -- a shell and the job it
+    runs are gone within 5 s."""
+    host = start_host(tmp_path / "state")
+    terminal = shell(host)
+    write(host, terminal.id, "sleep 3004; echo never\r")
+    wait_quiet(host, terminal.id, 0.2)
+    pids = list(processes_of(terminal.id))
+    assert len(pids) >= 4, pids  # bash, sleep and the two pumps
+    host.process.kill()
+    host.process.wait()
+    assert wait_gone(pids, within=5.0) == []

@@ -1,11 +1,12 @@
 """One terminal: a program on a PTY, its output buffer, its input queue and its screen.
 
-The PTY master is non-blocking and drained on the event loop, read straight
-into the OutputBuffer's ring: no parsing in the read path beyond a cheap scan
-for the few things that cannot wait (mode switches that change what keys
-send, and queries a terminal must answer). The program's exit is seen through
-a pidfd, so a grandchild holding the PTY open cannot hide it. The emulator is
-fed only when someone reads the screen, in a worker thread.
+Two `cat` pumps move the bytes between the PTY and pipes (pumps.py): the output pipe is
+drained on the event loop, read straight into the OutputBuffer's ring, with no parsing in
+the read path beyond a cheap scan for the few things that cannot wait (mode switches that
+change what keys send, and queries a terminal must answer); input is queued and written to
+the input pipe as it takes it. The program's exit is seen through a pidfd, so a grandchild
+holding the PTY open cannot hide it. The emulator is fed only when someone reads the
+screen, in a worker thread.
 
 Ending a terminal: SIGHUP (and SIGCONT) to its process group, its session,
 its descendants and any process carrying its ETHER_SPAWN_ID (so a
@@ -43,12 +44,13 @@ from ether_host.terminals.model import (
     TerminalState,
 )
 from ether_host.terminals.policy import Program
+from ether_host.terminals.pumps import Pumps
 from ether_host.terminals.settings import MAX_SIZE, TerminalSettings
 
 log = structlog.get_logger("ether.terminals")
 
-READ_SIZE = 64 * 1024
-READS_PER_WAKE = 16  # a PTY hands out at most 4 KiB per read: up to ~64 KiB per wake-up
+READ_SIZE = 256 * 1024
+READS_PER_WAKE = 8  # the output pipe holds up to 1 MiB
 WRITE_PIECE = 64 * 1024
 NOTIFY_GAP = 0.005  # during a flood, readers are woken at most this often
 EXIT_SETTLE = 0.1  # after the program exits, how long to wait for the PTY's last bytes
@@ -134,7 +136,8 @@ class Session:
         self._notify_timer: asyncio.TimerHandle | None = None
         self._last_notify = 0.0
         self._process: subprocess.Popen[bytes] | None = None
-        self._fd = -1
+        self._fd = -1  # the PTY master: sizes, foreground group, termios
+        self._pumps = Pumps(children, terminal_id)
         self._pidfd = -1
         self.pid = 0
         self.spawn_id = ""
@@ -151,6 +154,7 @@ class Session:
         master, slave = os.openpty()
         try:
             processes.set_window_size(master, self.rows, self.cols)
+            self._pumps.start(master)  # first: the program's first bytes have a reader
             with self._children.spawning() as spawn_id:
                 # No LINES/COLUMNS: they would override the PTY's size and go stale on resize.
                 env = self._env | {
@@ -175,6 +179,7 @@ class Session:
                     ) from None
                 self._children.bind(spawn_id, process.pid)
         except BaseException:
+            self._pumps.abort()
             os.close(master)
             raise
         finally:
@@ -183,8 +188,7 @@ class Session:
         self.spawn_id = spawn_id
         self.pid = process.pid
         self._fd = master
-        os.set_blocking(master, False)
-        self._loop.add_reader(master, self._on_readable)
+        self._loop.add_reader(self._pumps.output, self._on_readable)
         self._pidfd = os.pidfd_open(self.pid)
         self._loop.add_reader(self._pidfd, self._on_child_exit)
 
@@ -259,12 +263,9 @@ class Session:
     # -- output --------------------------------------------------------------------------
 
     def _on_readable(self) -> None:
-        # Read until the PTY is empty (at most READS_PER_WAKE reads): during a flood a read
-        # of an empty PTY waits in the kernel for the bytes already written to reach it, so
-        # a wake-up passes on tens of KiB instead of one read's few KiB, and the readers'
-        # wake-ups, the epoll round trips and their CPU go down with it.
+        # Read until the output pipe is empty (at most READS_PER_WAKE reads).
         buffer = self.buffer
-        fd = self._fd
+        fd = self._pumps.output
         began = buffer.end
         for _ in range(READS_PER_WAKE):
             try:
@@ -273,7 +274,7 @@ class Session:
                     break
             except BlockingIOError:
                 break
-            except OSError:  # EIO: every slave fd is closed
+            except OSError:  # the pipe is closed
                 self._on_eof()
                 break
         if buffer.end == began:
@@ -340,8 +341,8 @@ class Session:
         if self._eof:
             return
         self._eof = True
-        if self._loop is not None and self._fd >= 0:
-            self._loop.remove_reader(self._fd)
+        if self._loop is not None and self._pumps.output >= 0:
+            self._loop.remove_reader(self._pumps.output)
         if self._reaped_status is not None:
             self._finish()
 
@@ -364,7 +365,7 @@ class Session:
         self._children.release(self.spawn_id)
         self._reaped.set()
         if not self._eof:
-            self._on_readable()  # what is already in the PTY
+            self._on_readable()  # what is already in the pipe
         if self._eof:
             self._finish()
         else:
@@ -443,13 +444,14 @@ class Session:
         self._flush()
 
     def _flush(self) -> None:
+        fd = self._pumps.input
         while self._input:
             piece = self._input[0]
             try:
-                written = os.write(self._fd, piece)
+                written = os.write(fd, piece)
             except BlockingIOError:
                 break
-            except OSError:  # the program is gone
+            except OSError:  # the pump is gone (so is the PTY), or the terminal is closing
                 self._drop_input()
                 return
             self._pending -= written
@@ -459,17 +461,17 @@ class Session:
             self._input.popleft()
         assert self._loop is not None
         if self._input and not self._writing:
-            self._loop.add_writer(self._fd, self._flush)
+            self._loop.add_writer(fd, self._flush)
             self._writing = True
         elif not self._input and self._writing:
-            self._loop.remove_writer(self._fd)
+            self._loop.remove_writer(fd)
             self._writing = False
 
     def _drop_input(self) -> None:
         self._input.clear()
         self._pending = 0
-        if self._writing and self._loop is not None and self._fd >= 0:
-            self._loop.remove_writer(self._fd)
+        if self._writing and self._loop is not None and self._pumps.input >= 0:
+            self._loop.remove_writer(self._pumps.input)
         self._writing = False
 
     def _exited_error(self, what: str) -> FailedPrecondition:
@@ -560,6 +562,8 @@ class Session:
                 await self._kill(grace)
         finally:
             self._release()
+            with anyio.CancelScope(shield=True):
+                await self._pumps.stop()
             self._terminated.set()
 
     async def _kill(self, grace: float) -> None:
@@ -604,16 +608,16 @@ class Session:
         processes.reap_orphans(self._known)
 
     def _release(self) -> None:
-        """Close the PTY and stop watching the program."""
+        """Close the PTY and stop watching the program (the pumps end in terminate)."""
         if self._notify_timer is not None:
             self._notify_timer.cancel()
             self._notify_timer = None
         loop = self._loop
         if loop is not None:
-            if self._fd >= 0:
-                if not self._eof:
-                    loop.remove_reader(self._fd)
-                self._drop_input()
+            if self._pumps.output >= 0 and not self._eof:
+                self._eof = True
+                loop.remove_reader(self._pumps.output)
+            self._drop_input()
             if self._pidfd >= 0:
                 loop.remove_reader(self._pidfd)
                 os.close(self._pidfd)
