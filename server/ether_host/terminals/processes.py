@@ -8,11 +8,14 @@ import functools
 import os
 import shutil
 import struct
+import subprocess
 import sys
 import termios
 from pathlib import Path
+from typing import Any
 
-from ether_host.procs import spawn_id_of
+from ether_host.errors import FailedPrecondition
+from ether_host.procs import ChildRegistry, spawn_id_of
 
 # Making the program a session leader with the PTY as its controlling terminal happens in
 # the child before exec. Python code cannot run there: a Python-level fork (ptyprocess,
@@ -30,6 +33,24 @@ def session_leader() -> list[str]:
     """The argv prefix that runs a program as a session leader on its stdin's terminal."""
     found = shutil.which("setsid")
     return [found, "--ctty"] if found else [sys.executable, "-c", _SHIM]
+
+
+def spawn(
+    children: ChildRegistry, argv: list[str], env: dict[str, str], what: str, **options: Any
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``argv`` (vfork + exec) under a spawn id of its own, which its environment
+    carries as ETHER_SPAWN_ID; SPAWN_FAILED naming ``what`` when it cannot start."""
+    with children.spawning() as spawn_id:
+        try:
+            process = subprocess.Popen(
+                argv, env=env | {"ETHER_SPAWN_ID": spawn_id}, close_fds=True, **options
+            )
+        except OSError as error:
+            raise FailedPrecondition(
+                f"cannot start {what}: {error}", reason="SPAWN_FAILED"
+            ) from None
+        children.bind(spawn_id, process.pid)
+    return process, spawn_id
 
 
 def set_window_size(fd: int, rows: int, cols: int) -> None:

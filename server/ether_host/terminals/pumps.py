@@ -37,8 +37,8 @@ import sys
 import anyio
 import structlog
 
-from ether_host.errors import FailedPrecondition
 from ether_host.procs import ChildRegistry
+from ether_host.terminals import processes
 
 log = structlog.get_logger("ether.terminals")
 
@@ -96,30 +96,17 @@ class Pumps:
         self.output, self.input = out_read, in_write
 
     def _spawn(self, direction: str, *, stdin: int, stdout: int) -> None:
-        with self._children.spawning() as spawn_id:
-            env = {
-                "PATH": os.defpath,
-                "LANG": "C",
-                "ETHER_SPAWN_ID": spawn_id,
-                "ETHER_TERMINAL_ID": self._terminal_id,
-                "ETHER_PUMP": direction,
-            }
-            try:
-                process = subprocess.Popen(
-                    _pump_argv(),
-                    stdin=stdin,
-                    stdout=stdout,
-                    stderr=subprocess.DEVNULL,  # cat's "Input/output error" when the PTY closes
-                    env=env,
-                    close_fds=True,
-                    process_group=0,  # signals to the host's group (Ctrl-C) are not for it
-                )
-            except OSError as error:
-                raise FailedPrecondition(
-                    f"cannot start the terminal's {direction} pump (cat): {error}",
-                    reason="SPAWN_FAILED",
-                ) from None
-            self._children.bind(spawn_id, process.pid)
+        env = {"PATH": os.defpath, "LANG": "C", "ETHER_TERMINAL_ID": self._terminal_id}
+        process, spawn_id = processes.spawn(
+            self._children,
+            _pump_argv(),
+            env | {"ETHER_PUMP": direction},
+            f"the terminal's {direction} pump (cat)",
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.DEVNULL,  # cat's "Input/output error" when the PTY closes
+            process_group=0,  # signals to the host's group (Ctrl-C) are not for it
+        )
         # Reaped from the pidfd, not through Popen (which must not wait on it later).
         process.returncode = 0
         pidfd = os.pidfd_open(process.pid)

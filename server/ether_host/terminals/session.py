@@ -155,29 +155,18 @@ class Session:
         try:
             processes.set_window_size(master, self.rows, self.cols)
             self._pumps.start(master)  # first: the program's first bytes have a reader
-            with self._children.spawning() as spawn_id:
-                # No LINES/COLUMNS: they would override the PTY's size and go stale on resize.
-                env = self._env | {
-                    "TERM": self.term,
-                    "ETHER_SPAWN_ID": spawn_id,
-                    "ETHER_TERMINAL_ID": self.id,
-                }
-                try:
-                    process = subprocess.Popen(
-                        [*processes.session_leader(), *self.program.argv],
-                        stdin=slave,
-                        stdout=slave,
-                        stderr=slave,
-                        cwd=self.cwd,
-                        env=env,
-                        close_fds=True,
-                    )
-                except OSError as error:
-                    raise FailedPrecondition(
-                        f"cannot start {self.program.display_argv[0]!r}: {error}",
-                        reason="SPAWN_FAILED",
-                    ) from None
-                self._children.bind(spawn_id, process.pid)
+            # No LINES/COLUMNS: they would override the PTY's size and go stale on resize.
+            env = self._env | {"TERM": self.term, "ETHER_TERMINAL_ID": self.id}
+            process, spawn_id = processes.spawn(
+                self._children,
+                [*processes.session_leader(), *self.program.argv],
+                env,
+                repr(self.program.display_argv[0]),
+                stdin=slave,
+                stdout=slave,
+                stderr=slave,
+                cwd=self.cwd,
+            )
         except BaseException:
             self._pumps.abort()
             os.close(master)
