@@ -9,7 +9,7 @@ replies are JSON; sizes and offsets are integers, durations are seconds.
 | term.create   | argv or command, env, cwd, rows, cols, name, term, ...     | terminal                    |
 | term.list     | -                                                          | {terminals}                 |
 | term.get      | terminal_id                                                | terminal                    |
-| term.write    | terminal_id, text / data_b64 / key / ctrl, alt, repeat, paste | {bytes_queued, bytes_pending} |
+| term.write    | terminal_id, text / data_b64 / key / ctrl, alt, repeat, paste | {bytes_queued, bytes_pending, bytes_discarded} |
 | term.read     | terminal_id, scrollback, scrollback_limit                  | screen                      |
 | term.wait     | terminal_id, one of screen / output / exit / quiet, timeout | {matched, reason, ...}     |
 | term.resize   | terminal_id, rows, cols                                    | {rows, cols}                |

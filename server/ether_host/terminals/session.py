@@ -22,9 +22,7 @@ import os
 import re
 import signal
 import subprocess
-import termios
 import time
-from collections import deque
 from collections.abc import Callable
 
 import anyio
@@ -35,6 +33,7 @@ from ether_host.procs import ChildRegistry
 from ether_host.terminals import processes
 from ether_host.terminals.buffer import Notifier, OutputBuffer
 from ether_host.terminals.emulator import Emulator, ResizeMark
+from ether_host.terminals.input import InputQueue, interrupt_at
 from ether_host.terminals.model import (
     ExitInfo,
     InputAccepted,
@@ -51,7 +50,6 @@ log = structlog.get_logger("ether.terminals")
 
 READ_SIZE = 256 * 1024
 READS_PER_WAKE = 8  # the output pipe holds up to 1 MiB
-WRITE_PIECE = 64 * 1024
 NOTIFY_GAP = 0.005  # during a flood, readers are woken at most this often
 EXIT_SETTLE = 0.1  # after the program exits, how long to wait for the PTY's last bytes
 KILL_WAIT = 5.0
@@ -123,9 +121,7 @@ class Session:
         self._emulator = Emulator(rows, cols, scrollback_lines)
         self._emulator_lock = anyio.Lock()
         self._marks: list[ResizeMark] = []
-        self._input: deque[memoryview] = deque()
-        self._pending = 0
-        self._writing = False
+        self._input = InputQueue()
         self._eof = False
         self._reaped_status: ExitInfo | None = None
         self._reaped = anyio.Event()
@@ -178,6 +174,7 @@ class Session:
         self.pid = process.pid
         self._fd = master
         self._loop.add_reader(self._pumps.output, self._on_readable)
+        self._input.open(self._pumps.input)
         self._pidfd = os.pidfd_open(self.pid)
         self._loop.add_reader(self._pidfd, self._on_child_exit)
 
@@ -213,7 +210,7 @@ class Session:
 
     @property
     def pending_input(self) -> int:
-        return self._pending
+        return self._input.pending
 
     def info(self) -> TerminalInfo:
         return TerminalInfo(
@@ -317,7 +314,7 @@ class Session:
 
     def _reply(self, data: bytes) -> None:
         if self.exit is None and self._fd >= 0:
-            self._queue(data)
+            self._input.put(data)
 
     async def _answer_cursor_query(self, offset: int) -> None:
         """CPR needs the cursor position at the query's offset: the emulator catches up to it."""
@@ -366,7 +363,7 @@ class Session:
         if self._settle is not None:
             self._settle.cancel()
         self.exit = self._reaped_status
-        self._drop_input()
+        self._input.drop()
         self._touch()
         self._finished.set()
         log.info("terminal exited", terminal=self.id, pid=self.pid, status=self.exit.describe())
@@ -388,16 +385,15 @@ class Session:
         if self.exit is not None or self._fd < 0:
             raise self._exited_error("cannot write input")
         discarded = 0
-        if self._pending:
-            cut = self._interrupt_at(data)
+        if self._input.pending:
+            cut = interrupt_at(self._fd, data)
             if cut >= 0:
-                discarded = self._pending + cut
-                self._drop_input()
+                discarded = self._input.drop() + cut
                 data = data[cut:]
                 log.info("input dropped by an interrupt", terminal=self.id, discarded=discarded)
-        if self._pending + len(data) > self._settings.input_queue:
+        if self._input.pending + len(data) > self._settings.input_queue:
             raise ResourceExhausted(
-                f"terminal {self.id}: the input queue holds {self._pending} bytes and {len(data)} more would "
+                f"terminal {self.id}: the input queue holds {self._input.pending} bytes and {len(data)} more would "
                 f"exceed its {self._settings.input_queue} bytes; retry once the program has read it",
                 reason="INPUT_QUEUE_FULL",
                 retry_after=1.0,
@@ -405,63 +401,8 @@ class Session:
                 extra={"quota_violations": [(f"terminal/{self.id}", "input queue bytes")]},
             )
         self._touch()
-        self._queue(data)
-        return InputAccepted(len(data), self._pending, discarded)
-
-    def _interrupt_at(self, data: bytes) -> int:
-        """Where the last signal-generating character in ``data`` is, or -1 (none, or the
-        program turned ISIG off, as raw-mode programs such as vim do, or set NOFLSH)."""
-        try:
-            # On Linux a PTY master reports its slave's settings, which the program sets.
-            lflag, chars = (attrs := termios.tcgetattr(self._fd))[3], attrs[6]
-        except termios.error:
-            return -1
-        if not lflag & termios.ISIG or lflag & termios.NOFLSH:
-            return -1
-        found = -1
-        for index in (termios.VINTR, termios.VQUIT, termios.VSUSP):
-            char = chars[index]
-            if isinstance(char, bytes) and char != b"\x00":  # NUL: the character is disabled
-                found = max(found, data.rfind(char))
-        return found
-
-    def _queue(self, data: bytes) -> None:
-        view = memoryview(data)
-        for start in range(0, len(view), WRITE_PIECE):
-            self._input.append(view[start : start + WRITE_PIECE])
-        self._pending += len(data)
-        self._flush()
-
-    def _flush(self) -> None:
-        fd = self._pumps.input
-        while self._input:
-            piece = self._input[0]
-            try:
-                written = os.write(fd, piece)
-            except BlockingIOError:
-                break
-            except OSError:  # the pump is gone (so is the PTY), or the terminal is closing
-                self._drop_input()
-                return
-            self._pending -= written
-            if written < len(piece):
-                self._input[0] = piece[written:]
-                break
-            self._input.popleft()
-        assert self._loop is not None
-        if self._input and not self._writing:
-            self._loop.add_writer(fd, self._flush)
-            self._writing = True
-        elif not self._input and self._writing:
-            self._loop.remove_writer(fd)
-            self._writing = False
-
-    def _drop_input(self) -> None:
-        self._input.clear()
-        self._pending = 0
-        if self._writing and self._loop is not None and self._pumps.input >= 0:
-            self._loop.remove_writer(self._pumps.input)
-        self._writing = False
+        self._input.put(data)
+        return InputAccepted(len(data), self._input.pending, discarded)
 
     def _exited_error(self, what: str) -> FailedPrecondition:
         status = self.exit.describe() if self.exit else "closed"
@@ -606,7 +547,7 @@ class Session:
             if self._pumps.output >= 0 and not self._eof:
                 self._eof = True
                 loop.remove_reader(self._pumps.output)
-            self._drop_input()
+            self._input.close()
             if self._pidfd >= 0:
                 loop.remove_reader(self._pidfd)
                 os.close(self._pidfd)
