@@ -44,6 +44,7 @@ class HostProcess:
         env: dict[str, str] | None = None,
         own_process_group: bool = False,
         unset: tuple[str, ...] = (),
+        max_open_files: int | None = None,
     ) -> None:
         self.state_dir = state_dir
         command = [
@@ -57,6 +58,8 @@ class HostProcess:
             "json",
             *args,
         ]
+        if max_open_files is not None:  # util-linux prlimit: the host starts with that limit
+            command = ["prlimit", f"--nofile={max_open_files}", "--", *command]
         environment = os.environ | {"PYTHONUNBUFFERED": "1"} | (env or {})
         for name in unset:
             environment.pop(name, None)

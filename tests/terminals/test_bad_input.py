@@ -3,6 +3,7 @@ exited programs, huge input, forbidden commands."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -267,3 +268,42 @@ def test_the_environment_comes_from_the_allowlist_not_the_host(host: HostProcess
     assert lines[0] == "[] [yes] [xterm-256color]"
     assert int(lines[1]) < 20
     close(host, terminal.id)
+
+
+def test_running_out_of_file_descriptors_is_resource_exhausted_and_leaks_nothing(
+    tmp_path: Path,
+) -> None:
+    """A host whose descriptor limit cannot hold max_terminals warns at start; when the limit
+    runs out while creating terminals it answers RESOURCE_EXHAUSTED naming the limit, and the
+    failed attempts leave no descriptor or process behind, so closing one terminal makes room
+    for the next."""
+    config = tmp_path / "host.toml"
+    config.write_text("[terminals]\nmax_terminals_per_owner = 100\nmax_terminals = 100\n")
+    host = HostProcess(tmp_path / "state", "--config", str(config), max_open_files=128)
+    try:
+        host.wait_serving()
+        warning = host.wait_for_log(lambda r: "descriptors_wanted" in r)
+        assert (warning["descriptors_wanted"], warning["limit"]) == (600, 128)
+        made: list[pb.Terminal] = []
+        code, message, details = grpc.StatusCode.OK, "", {}
+        while len(made) < 40:
+            try:
+                made.append(create(host, ["sleep", "600"]))
+            except grpc.RpcError as error:
+                code, message = error.code(), error.details() or ""
+                details = error_details(error)
+                break
+        assert made and code == grpc.StatusCode.RESOURCE_EXHAUSTED, (len(made), code, message)
+        assert "out of file descriptors" in message and "ulimit -n" in message
+        assert details["ErrorInfo"].reason == "FILE_DESCRIPTORS_EXHAUSTED"
+        open_before = len(os.listdir(f"/proc/{host.process.pid}/fd"))
+        for _ in range(3):  # failed attempts cost nothing
+            with pytest.raises(grpc.RpcError):
+                create(host, ["sleep", "600"])
+        assert len(os.listdir(f"/proc/{host.process.pid}/fd")) <= open_before
+        close(host, made.pop().id)
+        made.append(create(host, ["sleep", "600"]))  # the room one close made
+        for terminal in made:
+            close(host, terminal.id)
+    finally:
+        host.stop()

@@ -9,6 +9,7 @@ right (``terminal.read``, ``terminal.write``, ...).
 from __future__ import annotations
 
 import os
+import resource
 import secrets
 import signal
 import time
@@ -31,7 +32,7 @@ from ether_host.errors import (
     Unavailable,
 )
 from ether_host.procs import ChildRegistry
-from ether_host.terminals import keys, policy, waiting
+from ether_host.terminals import keys, policy, processes, waiting
 from ether_host.terminals.attach import Attachment
 from ether_host.terminals.buffer import Notifier
 from ether_host.terminals.model import (
@@ -111,6 +112,7 @@ class TerminalManager:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Expire idle and old terminals until cancelled; owned by the host's task group."""
+        self._warn_of_descriptor_limit()
         self._changed = Notifier()
         async with anyio.create_task_group() as tg:
             self._tg = tg
@@ -121,6 +123,18 @@ class TerminalManager:
                 await self._expire()
             finally:
                 self._tg = None
+
+    def _warn_of_descriptor_limit(self) -> None:
+        limit, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = self.settings.max_terminals * processes.DESCRIPTORS_PER_TERMINAL
+        if wanted > limit // 2:  # the other half for connections, agents and the host itself
+            log.warning(
+                "terminals.max_terminals needs more file descriptors than the host may open; "
+                "raise `ulimit -n`",
+                max_terminals=self.settings.max_terminals,
+                descriptors_wanted=wanted,
+                limit=limit,
+            )
 
     def spawn(self, function: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         if self._tg is None:

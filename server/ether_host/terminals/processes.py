@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
 import os
+import resource
 import shutil
 import struct
 import subprocess
@@ -14,7 +16,7 @@ import termios
 from pathlib import Path
 from typing import Any
 
-from ether_host.errors import FailedPrecondition
+from ether_host.errors import FailedPrecondition, ResourceExhausted
 from ether_host.procs import ChildRegistry, spawn_id_of
 
 # Making the program a session leader with the PTY as its controlling terminal happens in
@@ -35,6 +37,25 @@ def session_leader() -> list[str]:
     return [found, "--ctty"] if found else [sys.executable, "-c", _SHIM]
 
 
+# What one terminal holds open in the host: the PTY master, the host's ends of the two pump
+# pipes, and pidfds of the program and of both pumps.
+DESCRIPTORS_PER_TERMINAL = 6
+
+
+def descriptor_shortage(error: OSError) -> ResourceExhausted | None:
+    """The error to answer when ``error`` says the host ran out of file descriptors."""
+    if error.errno not in (errno.EMFILE, errno.ENFILE):
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return ResourceExhausted(
+        f"the host is out of file descriptors ({error.strerror}; its limit is {soft}, and each "
+        f"terminal holds {DESCRIPTORS_PER_TERMINAL}): close terminals, raise the host's "
+        "`ulimit -n`, or lower terminals.max_terminals",
+        reason="FILE_DESCRIPTORS_EXHAUSTED",
+        retry_after=1.0,
+    )
+
+
 def spawn(
     children: ChildRegistry, argv: list[str], env: dict[str, str], what: str, **options: Any
 ) -> tuple[subprocess.Popen[bytes], str]:
@@ -46,6 +67,9 @@ def spawn(
                 argv, env=env | {"ETHER_SPAWN_ID": spawn_id}, close_fds=True, **options
             )
         except OSError as error:
+            shortage = descriptor_shortage(error)
+            if shortage is not None:
+                raise shortage from None
             raise FailedPrecondition(
                 f"cannot start {what}: {error}", reason="SPAWN_FAILED"
             ) from None

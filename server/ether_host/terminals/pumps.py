@@ -76,21 +76,23 @@ class Pumps:
     def start(self, master: int) -> None:
         """Start both pumps on ``master`` (which must be in blocking mode)."""
         self._loop = asyncio.get_running_loop()
-        out_read, out_write = os.pipe()
-        in_read, in_write = os.pipe()
+        opened: list[int] = []  # every pipe end, for the way out when something fails
         try:
+            out_read, out_write = os.pipe()
+            opened += (out_read, out_write)
+            in_read, in_write = os.pipe()
+            opened += (in_read, in_write)
             _resize_pipe(out_read, OUTPUT_PIPE)
             _resize_pipe(in_read, INPUT_PIPE)
             self._spawn("output", stdin=master, stdout=out_write)
             self._spawn("input", stdin=in_read, stdout=master)
         except BaseException:
-            for fd in (out_read, in_write):
+            for fd in opened:
                 os.close(fd)
             self._kill()
             raise
-        finally:
-            os.close(out_write)
-            os.close(in_read)
+        os.close(out_write)  # the pumps hold these ends now
+        os.close(in_read)
         os.set_blocking(out_read, False)
         os.set_blocking(in_write, False)
         self.output, self.input = out_read, in_write
@@ -107,9 +109,15 @@ class Pumps:
             stderr=subprocess.DEVNULL,  # cat's "Input/output error" when the PTY closes
             process_group=0,  # signals to the host's group (Ctrl-C) are not for it
         )
+        try:
+            pidfd = os.pidfd_open(process.pid)
+        except OSError:  # out of descriptors: this pump cannot be watched, so it must not run
+            process.kill()
+            process.wait()
+            self._children.release(spawn_id)
+            raise
         # Reaped from the pidfd, not through Popen (which must not wait on it later).
         process.returncode = 0
-        pidfd = os.pidfd_open(process.pid)
         self._running[process.pid] = (spawn_id, pidfd)
         assert self._loop is not None
         self._loop.add_reader(pidfd, self._reap, process.pid)

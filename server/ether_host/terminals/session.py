@@ -146,6 +146,15 @@ class Session:
 
     def start(self) -> None:
         """Spawn the program on a new PTY (vfork + exec, a few ms) and start draining it."""
+        try:
+            self._start()
+        except OSError as error:
+            shortage = processes.descriptor_shortage(error)
+            if shortage is None:
+                raise
+            raise shortage from None
+
+    def _start(self) -> None:
         self._loop = asyncio.get_running_loop()
         master, slave = os.openpty()
         try:
@@ -163,6 +172,13 @@ class Session:
                 stderr=slave,
                 cwd=self.cwd,
             )
+            try:
+                self._pidfd = os.pidfd_open(process.pid)
+            except OSError:  # out of descriptors: a program the host cannot watch must not run
+                process.kill()
+                process.wait()
+                self._children.release(spawn_id)
+                raise
         except BaseException:
             self._pumps.abort()
             os.close(master)
@@ -175,7 +191,6 @@ class Session:
         self._fd = master
         self._loop.add_reader(self._pumps.output, self._on_readable)
         self._input.open(self._pumps.input)
-        self._pidfd = os.pidfd_open(self.pid)
         self._loop.add_reader(self._pidfd, self._on_child_exit)
 
     async def established(self, limit: float = 5.0) -> None:
