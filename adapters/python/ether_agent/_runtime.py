@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NoReturn
 
 from . import _errors as codes
@@ -102,7 +102,7 @@ class Runtime:
         self._runs: dict[str, _Run] = {}
         self._calls: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._call_ids = itertools.count(1)
-        self._pool = ThreadPoolExecutor(agent.max_concurrency, thread_name_prefix="ether-handler")
+        self._pool = _HandlerPool(agent.max_concurrency, thread_name_prefix="ether-handler")
         self._shutdown_at: float | None = None
         self._exit_code = 0
 
@@ -176,6 +176,12 @@ class Runtime:
         pump.cancel()
         self.agent.link = None
         self._pool.shutdown(wait=False, cancel_futures=True)
+        # A sync handler's thread cannot be stopped, only told through ctx.cancelled: give
+        # the ones still running (their results are already sent) time to finish unwinding,
+        # or the process exit would cut their cleanup short.
+        running = [asyncio.wrap_future(future) for future in list(self._pool.running)]
+        if running:
+            await asyncio.wait(running, timeout=CANCEL_WAIT_S)
         return self._exit_code
 
     def _post(self, kind: str, payload: Any) -> None:
@@ -531,3 +537,17 @@ def _result_frame(tid: str, value: Any, ctx: TaskContext) -> dict[str, Any]:
             a if isinstance(a, dict) else a.to_json() for a in value.next_actions
         ]
     return frame
+
+
+class _HandlerPool(ThreadPoolExecutor):
+    """The threads of sync handlers, knowing which calls still run (cancelled ones too)."""
+
+    def __init__(self, max_workers: int, thread_name_prefix: str) -> None:
+        super().__init__(max_workers, thread_name_prefix=thread_name_prefix)
+        self.running: set[Future[Any]] = set()
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future = super().submit(fn, *args, **kwargs)
+        self.running.add(future)
+        future.add_done_callback(self.running.discard)
+        return future

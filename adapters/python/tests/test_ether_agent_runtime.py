@@ -14,7 +14,8 @@ from ether_agent_harness import ADAPTER, spawn
 
 
 def test_sync_handler_sees_ctx_cancelled_and_the_result_is_cancelled(agent: Any) -> None:
-    """A cancel frame sets ctx.cancelled for a thread-pool handler; the result is `cancelled`."""
+    """A cancel frame sets ctx.cancelled for a thread-pool handler; the result is `cancelled`,
+    and the process, told to stop right after, lets the handler finish unwinding first."""
     child = agent(
         """
         import time
@@ -22,14 +23,15 @@ def test_sync_handler_sees_ctx_cancelled_and_the_result_is_cancelled(agent: Any)
         agent = Agent("t")
         @agent.action
         def spin(ctx):
+            ctx.progress(0, message="spinning")
             while not ctx.cancelled.wait(0.01):
                 pass
             print("saw the cancel")
         """
     )
     child.send({"type": "task", "id": "h-1", "action": "spin", "params": {}})
-    child.send({"type": "ping", "id": "p"})
-    assert child.read() == {"type": "pong", "id": "p"}
+    # Cancel once the handler runs (a cancel before it starts means it never runs at all).
+    assert child.read()["type"] == "progress"
     child.send({"type": "cancel", "id": "h-1"})
     result = child.read()
     assert result["status"] == "error" and result["error"]["code"] == "cancelled"
