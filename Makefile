@@ -56,10 +56,11 @@ setup: $(GEN_TOOLS) $(foreach d,$(NPM_DIRS),$(d)/node_modules/.stamp) terminal-t
 
 # --- Programs for the terminal fidelity tests (tests/terminals/test_fidelity.py) ----------------
 # tmux renders the reference screens; less, vim, top (procps) and htop are the programs compared;
-# terminals start programs through util-linux `setsid --ctty`. As root with apt-get (CI on a fresh
-# Debian machine) whatever is missing is installed; elsewhere this only says what is missing (the
-# fidelity tests skip without tmux or htop).
-TERMINAL_TOOLS := tmux less vim top htop setsid
+# terminals start programs through util-linux `setsid --ctty`, and their I/O pumps under
+# `setpriv --pdeathsig` (a test limits the host's descriptors with `prlimit`). As root with apt-get
+# (CI on a fresh Debian machine) whatever is missing is installed; elsewhere this only says what is
+# missing (the fidelity tests skip without tmux or htop).
+TERMINAL_TOOLS := tmux less vim top htop setsid setpriv prlimit
 terminal-tools:
 	@missing=""; for tool in $(TERMINAL_TOOLS); do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
