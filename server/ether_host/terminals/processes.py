@@ -58,9 +58,10 @@ def descriptor_shortage(error: OSError) -> ResourceExhausted | None:
 
 def spawn(
     children: ChildRegistry, argv: list[str], env: dict[str, str], what: str, **options: Any
-) -> tuple[subprocess.Popen[bytes], str]:
+) -> tuple[subprocess.Popen[bytes], str, int]:
     """Start ``argv`` (vfork + exec) under a spawn id of its own, which its environment
-    carries as ETHER_SPAWN_ID; SPAWN_FAILED naming ``what`` when it cannot start."""
+    carries as ETHER_SPAWN_ID; returns the process, its spawn id and a pidfd to watch it by.
+    SPAWN_FAILED naming ``what`` when it cannot start."""
     with children.spawning() as spawn_id:
         try:
             process = subprocess.Popen(
@@ -74,7 +75,14 @@ def spawn(
                 f"cannot start {what}: {error}", reason="SPAWN_FAILED"
             ) from None
         children.bind(spawn_id, process.pid)
-    return process, spawn_id
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except OSError:  # out of descriptors: a process the host cannot watch must not run
+        process.kill()
+        process.wait()
+        children.release(spawn_id)
+        raise
+    return process, spawn_id, pidfd
 
 
 def set_window_size(fd: int, rows: int, cols: int) -> None:

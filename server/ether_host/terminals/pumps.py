@@ -99,7 +99,7 @@ class Pumps:
 
     def _spawn(self, direction: str, *, stdin: int, stdout: int) -> None:
         env = {"PATH": os.defpath, "LANG": "C", "ETHER_TERMINAL_ID": self._terminal_id}
-        process, spawn_id = processes.spawn(
+        process, spawn_id, pidfd = processes.spawn(
             self._children,
             _pump_argv(),
             env | {"ETHER_PUMP": direction},
@@ -109,13 +109,6 @@ class Pumps:
             stderr=subprocess.DEVNULL,  # cat's "Input/output error" when the PTY closes
             process_group=0,  # signals to the host's group (Ctrl-C) are not for it
         )
-        try:
-            pidfd = os.pidfd_open(process.pid)
-        except OSError:  # out of descriptors: this pump cannot be watched, so it must not run
-            process.kill()
-            process.wait()
-            self._children.release(spawn_id)
-            raise
         # Reaped from the pidfd, not through Popen (which must not wait on it later).
         process.returncode = 0
         self._running[process.pid] = (spawn_id, pidfd)

@@ -162,7 +162,7 @@ class Session:
             self._pumps.start(master)  # first: the program's first bytes have a reader
             # No LINES/COLUMNS: they would override the PTY's size and go stale on resize.
             env = self._env | {"TERM": self.term, "ETHER_TERMINAL_ID": self.id}
-            process, spawn_id = processes.spawn(
+            process, spawn_id, self._pidfd = processes.spawn(
                 self._children,
                 [*processes.session_leader(), *self.program.argv],
                 env,
@@ -172,13 +172,6 @@ class Session:
                 stderr=slave,
                 cwd=self.cwd,
             )
-            try:
-                self._pidfd = os.pidfd_open(process.pid)
-            except OSError:  # out of descriptors: a program the host cannot watch must not run
-                process.kill()
-                process.wait()
-                self._children.release(spawn_id)
-                raise
         except BaseException:
             self._pumps.abort()
             os.close(master)
