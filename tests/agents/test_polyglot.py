@@ -97,6 +97,11 @@ def test_a_go_agent_builds_and_runs_under_a_host_without_home(tmp_path: Path) ->
         assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
         assert data(output)["words"] == 4
         assert any((state / "cache" / "go-build").iterdir())
+        listed = host.supervisor.ListProcesses(
+            supervisor_pb2.ListProcessesRequest(agent="wordcount"), timeout=10
+        ).processes
+        environ = Path(f"/proc/{listed[0].pid}/environ").read_bytes().split(b"\0")
+        assert f"HOME={state.absolute() / 'home'}".encode() in environ
     finally:
         host.stop()
 
