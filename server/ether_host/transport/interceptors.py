@@ -22,6 +22,7 @@ import structlog
 
 from ether_host.auth import LOCAL, Identity, TokenTable
 from ether_host.errors import EtherError
+from ether_host.logs import log_later
 from ether_host.transport.status import internal_status, status_of
 
 log = structlog.get_logger("ether.rpc")
@@ -118,9 +119,9 @@ class RpcLogging:
             "code": code,
             "duration_ms": round((time.perf_counter() - started) * 1000, 3),
         }
-        # Written on the loop's next turn, in this call's context (call_soon copies it): the
-        # line costs tens of µs, and here it would be spent before grpc sends the response.
-        asyncio.get_running_loop().call_soon(_log_rpc, fields)
+        # Rendered a moment later with the lines of other calls, in this call's context: never
+        # before grpc sends the response, and at a fraction of the cost of one line at a time.
+        log_later(log.info, "rpc", fields)
 
     async def _fail(
         self, error: BaseException, method: str, context: grpc.aio.ServicerContext, started: float
@@ -139,10 +140,6 @@ class RpcLogging:
         log.error("rpc crashed", method=method, correlation_id=correlation_id, exc_info=error)
         self._end(context, started, "INTERNAL")
         await context.abort_with_status(internal_status(correlation_id))
-
-
-def _log_rpc(fields: dict[str, Any]) -> None:
-    log.info("rpc", **fields)
 
 
 def _code_name(context: grpc.aio.ServicerContext, default: str) -> str:
