@@ -54,7 +54,7 @@ MAX_DEPTH = 8
 RETRY_ATTEMPTS = 2
 
 
-@dataclass
+@dataclass(slots=True)
 class RunningTask:
     """A task in flight, findable by its public id and by its frame id."""
 

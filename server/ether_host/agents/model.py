@@ -9,7 +9,7 @@ from typing import Any
 SUCCESS, ERROR, PARTIAL = "SUCCESS", "ERROR", "PARTIAL"
 
 
-@dataclass
+@dataclass(slots=True)
 class Budget:
     """Limits of a task; None means no limit of that kind."""
 
@@ -19,7 +19,7 @@ class Budget:
     max_tasks: int | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class TaskInput:
     """One task for one agent, as the dispatcher sees it."""
 
@@ -40,7 +40,7 @@ class TaskInput:
     lineage: tuple[str, ...] = ()  # agents of the ancestor tasks, root first
 
 
-@dataclass
+@dataclass(slots=True)
 class TaskErrorInfo:
     """Why a task failed."""
 
@@ -50,7 +50,7 @@ class TaskErrorInfo:
     retryable: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class Metadata:
     """Provenance: what the host measured plus what the agent reported."""
 
@@ -65,7 +65,7 @@ class Metadata:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class TaskResult:
     """The output of one task."""
 

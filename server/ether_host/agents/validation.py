@@ -27,6 +27,13 @@ def check_task_id(task_id: str) -> None:
 
 
 def check_budget(budget: Budget) -> None:
+    if not (
+        (budget.max_cost or 0) < 0
+        or (budget.max_time or 0) < 0
+        or (budget.max_iterations or 0) < 0
+        or (budget.max_tasks or 0) < 0
+    ):
+        return  # the usual case, checked without building anything (once per task)
     violations = [
         FieldViolation(f"input.context.budget.{name}", "must not be negative")
         for name in ("max_cost", "max_time", "max_iterations", "max_tasks")
@@ -43,12 +50,12 @@ def check_budget(budget: Budget) -> None:
 
 def resolve_action(agent: ManagedAgent, task: TaskInput) -> ActionInfo:
     """The action the task names (or the only one); INVALID_ARGUMENT listing the choices."""
-    names = [a.name for a in agent.actions]
     if not task.action and len(agent.actions) == 1:
         return agent.actions[0]
     for action in agent.actions:
         if action.name == task.action:
             return action
+    names = [a.name for a in agent.actions]
     what = "names no action" if not task.action else f"has no action {task.action!r}"
     raise InvalidArgument(
         f"agent {agent.name} {what}; its actions are: {', '.join(names) or 'none'}",

@@ -56,7 +56,7 @@ class TaskFailure(Exception):
     message: str
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Pending:
     """A task sent to the agent and not yet answered."""
 

@@ -63,7 +63,7 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
         task = convert.task_input(message, convert.rpc_time_left(context.time_remaining()))
         result = await self._dispatcher.execute(task)
         response = agent_io_pb2.ExecuteResponse()
-        response.output.CopyFrom(convert.agent_output(result, convert.wants_json(message)))
+        convert.fill_agent_output(response.output, result, convert.wants_json(message))
         return response
 
     # ExecuteStream and Pipe write with context.write instead of yielding: a generator
@@ -102,22 +102,24 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
         # asyncio's TaskGroup, Queue and Semaphore rather than anyio's: this is the host's
         # hottest loop, and anyio's per-task bookkeeping was a quarter of its CPU per message
         # (bench/RESULTS.md). The structure is the same: every task ends with the stream.
-        finished: asyncio.Queue[agent_io_pb2.AgentOutput | None] = asyncio.Queue()
+        finished: asyncio.Queue[agent_io_pb2.PipeResponse | None] = asyncio.Queue()
         slots = asyncio.Semaphore(PIPE_DEFAULT_IN_FLIGHT)
         unwritten = 0  # tasks started whose output is not written yet
         reading = True
 
         async def run_one(message: agent_io_pb2.AgentInput) -> None:
             task: TaskInput | None = None
+            response = agent_io_pb2.PipeResponse()
             try:
                 task = convert.task_input(message, convert.rpc_time_left(context.time_remaining()))
                 result = await self._dispatcher.execute(task)
-                output = convert.agent_output(result, convert.wants_json(message))
+                convert.fill_agent_output(response.output, result, convert.wants_json(message))
             except EtherError as error:
-                output = convert.error_output(message, error.reason.lower(), error.message)
+                output = response.output
+                output.CopyFrom(convert.error_output(message, error.reason.lower(), error.message))
                 if task is not None:
                     output.task_id = task.task_id
-            finished.put_nowait(output)
+            finished.put_nowait(response)
 
         async def read_inputs(tg: asyncio.TaskGroup) -> None:
             nonlocal slots, unwritten, reading
@@ -139,8 +141,8 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
 
         async with asyncio.TaskGroup() as tg:
             tg.create_task(read_inputs(tg), name="pipe reader")
-            while (output := await finished.get()) is not None:
-                await context.write(agent_io_pb2.PipeResponse(output=output))
+            while (response := await finished.get()) is not None:
+                await context.write(response)
                 unwritten -= 1
                 slots.release()
                 if not reading and not unwritten:
@@ -190,5 +192,5 @@ def _stream_event(
                 )
             )
         return event
-    event.output.CopyFrom(convert.agent_output(item, as_json))
+    convert.fill_agent_output(event.output, item, as_json)
     return event
