@@ -1,4 +1,4 @@
-"""Run tasks on agents: slots, deadlines, cancellation, budgets, retries, host calls.
+"""Run tasks on agents: slots, deadlines, cancellation, budgets, retries.
 
 A task waits for a slot on the least-loaded running replica, is sent as a
 ``task`` frame and waits for its ``result``. When the caller goes away or
@@ -14,42 +14,31 @@ import math
 import platform
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import structlog
 
-from ether_host.agents.model import (
-    ERROR,
-    PARTIAL,
-    SUCCESS,
-    Metadata,
-    TaskErrorInfo,
-    TaskEvent,
-    TaskInput,
-    TaskResult,
-)
+from ether_host.agents.calls import CallHandler, HostCalls
+from ether_host.agents.model import Metadata, TaskEvent, TaskInput, TaskResult
+from ether_host.agents.results import answered_its_deadline, task_result
 from ether_host.agents.validation import check_budget, check_params, check_task_id, resolve_action
 from ether_host.errors import (
     Cancelled,
     DeadlineExceeded,
-    EtherError,
     InvalidArgument,
     NotFound,
     Unavailable,
 )
-from ether_host.link import AgentConnection, LinkClosed, TaskFailure
-from ether_host.link.connection import Pending
+from ether_host.link import AgentConnection, LinkClosed, Pending, TaskFailure
 from ether_host.supervisor import ActionInfo, ManagedAgent, Supervisor
 from ether_host.supervisor.replica import Replica
 
 log = structlog.get_logger("ether.agents")
 
 EventSink = Callable[[TaskEvent], None]
-# A feature's host-call handler: (the calling task, method, params) -> JSON result.
-CallHandler = Callable[["RunningTask", str, dict[str, Any]], Awaitable[Any]]
 MAX_DEPTH = 8
 RETRY_ATTEMPTS = 2
 
@@ -103,10 +92,11 @@ class Dispatcher:
         self.max_depth = max_depth
         self._running: dict[str, RunningTask] = {}
         self._by_frame: dict[tuple[int, str], RunningTask] = {}
-        self._calls: dict[str, CallHandler] = {"agent.call": self._agent_call}
+        self._calls = HostCalls(supervisor, self._caller)
+        self._calls.register("agent.call", self._agent_call)
         self._host = platform.node()
         self._tg: anyio.abc.TaskGroup | None = None
-        supervisor.serve_calls_with(self.handle_call)
+        supervisor.serve_calls_with(self._calls.handle)
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -119,7 +109,7 @@ class Dispatcher:
 
     def register_calls(self, method_or_prefix: str, handler: CallHandler) -> None:
         """Serve ``method`` (or every ``prefix.*`` method) for agents that may call it."""
-        self._calls[method_or_prefix] = handler
+        self._calls.register(method_or_prefix, handler)
 
     # -- public use cases ----------------------------------------------------------------
 
@@ -241,7 +231,7 @@ class Dispatcher:
                 reason = record.cancel_reason or "caller went away"
                 handed_over = self._abandon(connection, replica, pending, reason)
                 raise
-            if timed_out or _answered_its_deadline(pending, deadline):
+            if timed_out or answered_its_deadline(pending, deadline):
                 handed_over = self._abandon(connection, replica, pending, "deadline exceeded")
                 raise DeadlineExceeded(
                     f"task {task.task_id} on agent {agent.name} did not finish before its deadline",
@@ -255,7 +245,15 @@ class Dispatcher:
                 pid=replica.pid,
                 attempt=attempt,
             )
-            return self._result(agent, record, action, pending, metadata)
+            return task_result(
+                task.task_id,
+                agent.name,
+                action.name,
+                pending,
+                metadata,
+                task.budget,
+                record.spent_cost,
+            )
         except TaskFailure as failure:  # the task frame itself broke a link rule (its size)
             raise InvalidArgument(
                 f"task {task.task_id} cannot be sent to agent {agent.name}: {failure.message}",
@@ -341,83 +339,10 @@ class Dispatcher:
             connection.forget(pending.frame_id)
             replica.agent.release(replica)
 
-    def _result(
-        self,
-        agent: ManagedAgent,
-        record: RunningTask,
-        action: ActionInfo,
-        pending: Pending,
-        metadata: Metadata,
-    ) -> TaskResult:
-        task = record.task
-        if pending.failure is not None:
-            if isinstance(pending.failure, LinkClosed):
-                raise pending.failure
-            code = getattr(pending.failure, "code", "internal")
-            message = getattr(pending.failure, "message", str(pending.failure))
-            return TaskResult(
-                task.task_id,
-                ERROR,
-                agent.name,
-                action.name,
-                error=TaskErrorInfo(code, message),
-                metadata=metadata,
-            )
-        frame = pending.result or {}
-        reported = frame.get("metadata") or {}
-        metadata.cost = float(reported.get("cost") or 0.0)
-        metadata.model = str(reported.get("model") or "")
-        metadata.extra = dict(reported.get("extra") or {})
-        metadata.cost += record.spent_cost
-        status = {"ok": SUCCESS, "partial": PARTIAL}.get(str(frame.get("status")), ERROR)
-        error = _error_of(frame.get("error")) if status != SUCCESS else None
-        if status == ERROR and error is None:
-            error = TaskErrorInfo("error", f"agent answered status {frame.get('status')!r}")
-        data = frame.get("result")
-        limit = task.budget.max_cost
-        if limit is not None and metadata.cost > limit:
-            status = PARTIAL if data is not None and status != ERROR else ERROR
-            error = TaskErrorInfo(
-                "budget_exceeded",
-                f"reported cost {metadata.cost:g} exceeds budget.max_cost {limit:g}",
-            )
-        return TaskResult(
-            task.task_id,
-            status,
-            agent.name,
-            action.name,
-            data=data,
-            error=error,
-            metadata=metadata,
-            next_actions=list(frame.get("next_actions") or []),
-        )
-
     # -- host calls ----------------------------------------------------------------------
 
-    async def handle_call(self, connection: AgentConnection, frame: dict[str, Any]) -> Any:
-        """Answer an agent's ``call`` frame; raises TaskFailure for an error reply."""
-        method = str(frame.get("method") or "")
-        caller = self._by_frame.get((id(connection), str(frame.get("task_id") or "")))
-        if caller is None:
-            raise TaskFailure(
-                "invalid_request", f"call {method!r} names no running task of this agent"
-            )
-        agent = self.supervisor.get(caller.agent)
-        if not agent.may_call(method):
-            raise TaskFailure(
-                "permission_denied",
-                f"agent {agent.name} may not call {method!r}; allowed: {sorted(agent.allowed_calls)}",
-            )
-        handler = self._calls.get(method) or self._calls.get(method.split(".", 1)[0] + ".*")
-        if handler is None:
-            raise TaskFailure("method_not_found", f"this host serves no {method!r} calls yet")
-        params = frame.get("params") or {}
-        if not isinstance(params, dict):
-            raise TaskFailure("invalid_params", "call params must be a JSON object")
-        try:
-            return await handler(caller, method, params)
-        except EtherError as error:
-            raise TaskFailure(_code_of(error), error.message) from None
+    def _caller(self, connection: AgentConnection, frame_id: str) -> RunningTask | None:
+        return self._by_frame.get((id(connection), frame_id))
 
     async def _agent_call(self, caller: RunningTask, method: str, params: dict[str, Any]) -> Any:
         del method
@@ -456,21 +381,6 @@ class Dispatcher:
         return result.as_json()
 
 
-# An agent that answers `timeout` this close to the task's deadline stopped for that deadline:
-# it watches its own copy, which can fire a moment before the host's timer does.
-DEADLINE_SLACK = 0.05
-
-
-def _answered_its_deadline(pending: Pending, deadline: float | None) -> bool:
-    """True when the agent gave up at the task's deadline: the caller gets DEADLINE_EXCEEDED,
-    whichever side noticed first, not an ERROR output that depends on a race."""
-    if deadline is None or pending.result is None:
-        return False
-    error = pending.result.get("error")
-    timed_out = isinstance(error, dict) and error.get("code") == "timeout"
-    return timed_out and time.monotonic() >= deadline - DEADLINE_SLACK
-
-
 def _left(deadline: float | None) -> float:
     return math.inf if deadline is None else max(0.0, deadline - time.monotonic())
 
@@ -479,32 +389,3 @@ def _forward(kind: str, sink: EventSink | None) -> Callable[[dict[str, Any]], No
     if sink is None:
         return None
     return lambda frame: sink(TaskEvent(kind, frame))
-
-
-def _error_of(raw: Any) -> TaskErrorInfo | None:
-    if raw is None:
-        return None
-    if isinstance(raw, str):
-        return TaskErrorInfo("error", raw)
-    if isinstance(raw, dict):
-        details = raw.get("data") or raw.get("details") or {}
-        return TaskErrorInfo(
-            str(raw.get("code") or "error"),
-            str(raw.get("message") or ""),
-            details if isinstance(details, dict) else {"data": details},
-            bool(raw.get("retryable")),
-        )
-    return TaskErrorInfo("error", str(raw))
-
-
-def _code_of(error: EtherError) -> str:
-    return {
-        "NOT_FOUND": "not_found",
-        "INVALID_ARGUMENT": "invalid_params",
-        "DEADLINE_EXCEEDED": "timeout",
-        "UNAVAILABLE": "agent_crashed",
-        "RESOURCE_EXHAUSTED": "overloaded",
-        "CANCELLED": "cancelled",
-        "FAILED_PRECONDITION": "not_ready",
-        "PERMISSION_DENIED": "permission_denied",
-    }.get(error.code.value, "internal")

@@ -1,19 +1,21 @@
 """The stdio link: JSON frames, one per line, between the host and an agent process."""
 
-from ether_host.link.connection import (
-    AgentConnection,
+from ether_host.link.connection import AgentConnection
+from ether_host.link.lines import LineSplitter
+from ether_host.link.pending import (
     HandshakeError,
     LinkClosed,
+    Pending,
     ProtocolMismatch,
     TaskFailure,
 )
-from ether_host.link.lines import LineSplitter
 
 __all__ = [
     "AgentConnection",
     "HandshakeError",
     "LineSplitter",
     "LinkClosed",
+    "Pending",
     "ProtocolMismatch",
     "TaskFailure",
 ]

@@ -7,14 +7,12 @@ routing of host calls belong to the agents layer, which passes callbacks in.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import json
 import re
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -23,97 +21,23 @@ import structlog
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
 from ether_host.link.lines import LineSplitter, Oversized
+from ether_host.link.pending import (
+    HandshakeError,
+    LinkClosed,
+    Pending,
+    ProgressSink,
+    ProtocolMismatch,
+    TaskFailure,
+)
+from ether_host.link.writer import StdinWriter
 
 log = structlog.get_logger("ether.link")
 
 PROTOCOL_VERSIONS = (1,)
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
-WRITE_AT_ONCE = 64 * 1024  # a line this long is written at once, not batched
-WRITE_HIGH_WATER = 1024 * 1024  # senders wait for the pipe beyond this much buffered
 _ID_IN_HEAD = re.compile(rb'"id"\s*:\s*"([^"]{1,64})"')
 
-ProgressSink = Callable[[dict[str, Any]], None]
 CallHandler = Callable[["AgentConnection", dict[str, Any]], Awaitable[Any]]
-
-
-class LinkClosed(Exception):
-    """The process's stdout ended or the process died with the task in flight."""
-
-
-class HandshakeError(Exception):
-    """The agent did not complete the handshake; the message says how."""
-
-
-class ProtocolMismatch(HandshakeError):
-    """The agent chose a protocol version this host does not speak: no restart can help."""
-
-
-@dataclass
-class TaskFailure(Exception):
-    """The host failed a task itself (frame too large, bad frame)."""
-
-    code: str
-    message: str
-
-
-@dataclass(eq=False, slots=True)
-class Pending:
-    """A task sent to the agent and not yet answered."""
-
-    frame_id: str
-    on_progress: ProgressSink | None
-    on_log: ProgressSink | None
-    finished: bool = False
-    result: dict[str, Any] | None = None
-    failure: Exception | None = None
-    calls: set[anyio.CancelScope] = field(default_factory=set)
-    # True once the frame was handed to the pipe whole: from then on the agent
-    # runs the task even if the sender is cancelled, so it must be cancelled too.
-    sent: bool = False
-    # Bare asyncio futures, not an Event and asyncio.timeout: this is once per task on the
-    # hottest path, and an Event plus a timeout context cost several times a future and a timer.
-    _waiters: list[asyncio.Future[None]] = field(default_factory=list)
-
-    def finish(
-        self, result: dict[str, Any] | None = None, failure: Exception | None = None
-    ) -> None:
-        if self.finished:
-            return
-        self.finished = True
-        self.result, self.failure = result, failure
-        for scope in self.calls:
-            scope.cancel()
-        for waiter in self._waiters:
-            _wake(waiter)
-
-    async def wait(self, deadline: float | None = None) -> bool:
-        """Wait for the answer; False when ``deadline`` (time.monotonic()) passed first.
-
-        uvloop's timers have millisecond resolution and may fire a little early: the deadline
-        counts as passed only once time.monotonic() says so, as callers (workflow budgets) check.
-        """
-        loop = asyncio.get_running_loop()
-        while not self.finished:
-            waiter: asyncio.Future[None] = loop.create_future()
-            timer = None
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                timer = loop.call_later(left, _wake, waiter)
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            finally:
-                self._waiters.remove(waiter)
-                if timer is not None:
-                    timer.cancel()
-        return True
-
-
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 @dataclass
@@ -145,26 +69,16 @@ class AgentConnection:
         self.fatal: dict[str, Any] | None = None
         self.counters = Counters()
         self.closed = anyio.Event()
-        self._stdin = stdin
-        # grpc.aio pins asyncio, so a process's stdin is an asyncio StreamWriter under
-        # anyio's wrapper; writing to it directly makes "queued whole" a synchronous step.
-        raw = getattr(stdin, "_stream", None)
-        self._raw_stdin: asyncio.StreamWriter | None = (
-            raw if isinstance(raw, asyncio.StreamWriter) else None
-        )
+        self._writer = StdinWriter(stdin, agent)
         self._stdout = stdout
         self._on_call = on_call
         self._on_log = on_log
-        self._write_lock = anyio.Lock()
         self._ids = itertools.count(1)
         self._pending: dict[str, Pending] = {}
         self._hello_seen = anyio.Event()
         self._pongs: dict[str, anyio.Event] = {}
         self._own_calls: dict[str, anyio.CancelScope] = {}
         self._calls_group: TaskGroup | None = None
-        self._stdin_closed = False
-        self._out: list[bytes] = []  # lines queued for the next write (see _queue_line)
-        self._flush_scheduled = False
 
     # -- reading -------------------------------------------------------------------------
 
@@ -400,66 +314,10 @@ class AgentConnection:
                 "frame_too_large",
                 f"frame of {len(data)} bytes exceeds the limit of {self.max_frame}",
             )
-        if self._raw_stdin is None:
-            await self._send_via_stream(data, pending)
-            return
-        if self._stdin_closed or self._raw_stdin.transport.is_closing():
-            raise LinkClosed(f"agent {self.agent}: stdin closed")
-        self._queue_line(data)
-        if pending is not None:
-            pending.sent = True
-        if self._raw_stdin.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-            try:
-                await self._raw_stdin.drain()
-            except (OSError, RuntimeError) as error:
-                raise LinkClosed(f"agent {self.agent}: cannot write to stdin ({error})") from None
-
-    def _queue_line(self, data: bytes) -> None:
-        """The first line of a turn of the event loop goes out at once (no added latency);
-        lines queued later in the same turn go out together at its end, so at many tasks in
-        flight the agent reads several frames per wakeup instead of one."""
-        self._out.append(data)
-        if len(data) >= WRITE_AT_ONCE:
-            self._flush()
-        elif not self._flush_scheduled:
-            self._flush()
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        if not self._out or self._raw_stdin is None:
-            return
-        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
-        self._out.clear()
-        try:
-            self._raw_stdin.write(data)
-        except (OSError, RuntimeError) as error:  # the process is gone: stdout EOF fails its tasks
-            log.info("write to agent stdin failed", agent=self.agent, error=str(error))
-
-    async def _send_via_stream(self, data: bytes, pending: Pending | None) -> None:
-        async with self._write_lock:
-            if self._stdin_closed:
-                raise LinkClosed(f"agent {self.agent}: stdin closed")
-            try:
-                await self._stdin.send(data)
-                if pending is not None:
-                    pending.sent = True
-            except (
-                anyio.BrokenResourceError,
-                anyio.ClosedResourceError,
-                OSError,
-                RuntimeError,
-            ) as error:
-                raise LinkClosed(f"agent {self.agent}: cannot write to stdin ({error})") from None
+        await self._writer.write_line(data, pending)
 
     async def close_stdin(self) -> None:
-        self._flush()  # what was queued goes out before the EOF
-        async with self._write_lock:
-            if not self._stdin_closed:
-                self._stdin_closed = True
-                with contextlib.suppress(OSError, anyio.BrokenResourceError):
-                    await self._stdin.aclose()
+        await self._writer.close()
 
     # -- handshake -----------------------------------------------------------------------
 
