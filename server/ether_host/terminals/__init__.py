@@ -7,13 +7,7 @@ patched pyte off the event loop. See docs/terminals.md.
 
 from ether_host.terminals.attach import AttachItem, Attachment, Exited, Lagged, Output, Snapshot
 from ether_host.terminals.keys import InputSpec
-from ether_host.terminals.manager import (
-    ADMIN,
-    AGENT_RIGHTS,
-    CreateSpec,
-    TerminalManager,
-    parse_signal,
-)
+from ether_host.terminals.manager import ADMIN, AGENT_RIGHTS, TerminalManager
 from ether_host.terminals.model import (
     Cursor,
     ExitInfo,
@@ -24,6 +18,7 @@ from ether_host.terminals.model import (
     TerminalInfo,
     TerminalState,
 )
+from ether_host.terminals.requests import CreateSpec, parse_signal
 from ether_host.terminals.settings import TerminalSettings
 from ether_host.terminals.waiting import (
     ExitWait,

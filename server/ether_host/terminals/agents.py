@@ -34,9 +34,10 @@ from ether_host.errors import EtherError, FieldViolation, InvalidArgument, NotFo
 from ether_host.supervisor import Supervisor
 from ether_host.supervisor.records import State
 from ether_host.terminals.keys import InputSpec
-from ether_host.terminals.manager import AGENT_RIGHTS, CreateSpec, TerminalManager
+from ether_host.terminals.manager import AGENT_RIGHTS, TerminalManager
 from ether_host.terminals.matching import HeadTail, OutputMatcher, compile_regex
 from ether_host.terminals.model import ExitInfo, ScreenRequest, ScreenView, TerminalInfo
+from ether_host.terminals.requests import CreateSpec
 from ether_host.terminals.session import Session
 from ether_host.terminals.waiting import (
     ExitWait,

@@ -8,13 +8,10 @@ right (``terminal.read``, ``terminal.write``, ...).
 
 from __future__ import annotations
 
-import os
 import resource
 import secrets
-import signal
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -32,7 +29,7 @@ from ether_host.errors import (
     Unavailable,
 )
 from ether_host.procs import ChildRegistry
-from ether_host.terminals import keys, policy, processes, waiting
+from ether_host.terminals import keys, processes, waiting
 from ether_host.terminals.attach import Attachment
 from ether_host.terminals.buffer import Notifier
 from ether_host.terminals.model import (
@@ -43,8 +40,9 @@ from ether_host.terminals.model import (
     TerminalInfo,
     TerminalState,
 )
-from ether_host.terminals.session import Session, clamp_size
-from ether_host.terminals.settings import MAX_SIZE, TerminalSettings
+from ether_host.terminals.requests import CreateSpec, parse_signal, plan_launch, size
+from ether_host.terminals.session import Session
+from ether_host.terminals.settings import TerminalSettings
 
 log = structlog.get_logger("ether.terminals")
 
@@ -61,29 +59,9 @@ READ, WRITE, ATTACH, RESIZE, SIGNAL, CLOSE, CREATE = (
 AGENT_RIGHTS = frozenset({READ, WRITE, ATTACH, RESIZE, SIGNAL, CLOSE, CREATE})
 EVENT_HISTORY = 1000
 REQUEST_ID_TTL = 600.0
-MAX_NAME = 128
 MAX_GRACE = 60.0
 DEFAULT_WAIT = 30.0
 REASONS = ("closed", "idle_timeout", "max_lifetime", "owner_gone", "shutdown")
-
-
-@dataclass(frozen=True)
-class CreateSpec:
-    """A CreateTerminal request in domain terms."""
-
-    argv: tuple[str, ...] | None = None  # None (and no command_line): the host's shell
-    command_line: str = ""
-    env: dict[str, str] = field(default_factory=dict)
-    cwd: str = ""
-    rows: int = 0
-    cols: int = 0
-    name: str = ""
-    owner: str = ""
-    scrollback_lines: int = 0
-    term: str = ""
-    idle_timeout: float | None = None
-    max_lifetime: float | None = None
-    request_id: str = ""
 
 
 class TerminalManager:
@@ -235,66 +213,22 @@ class TerminalManager:
             earlier = self._request_ids.get((owner, spec.request_id))
             if earlier is not None and earlier[0] in self.sessions:
                 return self.sessions[earlier[0]].info()
-        settings = self.settings
-        rows = _size(spec.rows, 24, "rows")
-        cols = _size(spec.cols, 80, "cols")
-        cwd = spec.cwd or settings.default_cwd
-        if not _is_directory(cwd):
-            raise InvalidArgument(
-                f"cwd {cwd!r} is not an absolute path to a directory",
-                reason="INVALID_CWD",
-                violations=[FieldViolation("cwd", "an existing absolute directory")],
-            )
-        if len(spec.name) > MAX_NAME:
-            raise InvalidArgument(
-                f"name is {len(spec.name)} characters; at most {MAX_NAME}",
-                reason="INVALID_NAME",
-                violations=[FieldViolation("name", f"at most {MAX_NAME} characters")],
-            )
-        term = spec.term or settings.term
-        if len(term) > 64 or not term.isprintable() or " " in term:
-            raise InvalidArgument(
-                f"term {term!r} is not a terminal type name",
-                reason="INVALID_TERM",
-                violations=[FieldViolation("term", "a name such as xterm-256color")],
-            )
-        if spec.scrollback_lines < 0:
-            raise InvalidArgument(
-                "scrollback_lines is negative",
-                reason="INVALID_SCROLLBACK",
-                violations=[FieldViolation("scrollback_lines", "0 or more")],
-            )
-        scrollback = min(
-            spec.scrollback_lines or settings.scrollback_lines, settings.scrollback_limit
-        )
-        idle = _duration(
-            spec.idle_timeout, settings.idle_timeout, settings.idle_timeout_limit, "idle_timeout"
-        )
-        lifetime = _duration(
-            spec.max_lifetime, settings.lifetime, settings.lifetime_limit, "max_lifetime"
-        )
-        env = policy.build_env(settings, spec.env)
-        argv = (
-            list(settings.shell)
-            if spec.argv is None and not spec.command_line
-            else list(spec.argv or ())
-        )
-        program = policy.resolve(settings, argv, spec.command_line, env)
+        launch = plan_launch(self.settings, spec)
         self._check_limits(owner)
         session = Session(
             terminal_id=f"term-{secrets.token_hex(8)}",
             name=spec.name,
             owner=owner,
-            program=program,
-            env=env,
-            cwd=cwd,
-            rows=rows,
-            cols=cols,
-            term=term,
-            scrollback_lines=scrollback,
-            idle_timeout=idle,
-            max_lifetime=lifetime,
-            settings=settings,
+            program=launch.program,
+            env=launch.env,
+            cwd=launch.cwd,
+            rows=launch.rows,
+            cols=launch.cols,
+            term=launch.term,
+            scrollback_lines=launch.scrollback_lines,
+            idle_timeout=launch.idle_timeout,
+            max_lifetime=launch.max_lifetime,
+            settings=self.settings,
             children=self.children,
             on_exit=self._exited,
             spawn_task=self.spawn,
@@ -429,7 +363,7 @@ class TerminalManager:
     def resize(self, identity: Identity, terminal_id: str, rows: int, cols: int) -> tuple[int, int]:
         session = self.find(identity, terminal_id, RESIZE)
         return session.resize(
-            _size(rows, 0, "rows", keep=session.rows), _size(cols, 0, "cols", keep=session.cols)
+            size(rows, 0, "rows", keep=session.rows), size(cols, 0, "cols", keep=session.cols)
         )
 
     def send_signal(
@@ -478,7 +412,7 @@ class TerminalManager:
         self._attach_may(identity, attachment, RESIZE, "resize")
         session = attachment.session
         session.resize(
-            _size(rows, 0, "rows", keep=session.rows), _size(cols, 0, "cols", keep=session.cols)
+            size(rows, 0, "rows", keep=session.rows), size(cols, 0, "cols", keep=session.cols)
         )
 
     def attach_signal(
@@ -498,10 +432,6 @@ class TerminalManager:
         _require(identity, right, f"terminal {attachment.session.id}")
 
 
-def _is_directory(path: str) -> bool:
-    return os.path.isabs(path) and os.path.isdir(path)
-
-
 def _require(identity: Identity, right: str, what: str) -> None:
     if not identity.may(right):
         raise PermissionDenied(
@@ -509,48 +439,3 @@ def _require(identity: Identity, right: str, what: str) -> None:
             reason="MISSING_RIGHT",
             metadata={"right": right},
         )
-
-
-def _size(value: int, default: int, name: str, keep: int = 0) -> int:
-    """Rows or columns: negative is an error, 0 the default (or ``keep``), large values clamped."""
-    if value < 0:
-        raise InvalidArgument(
-            f"{name} {value} is negative; use 1 to {MAX_SIZE} (0 for the default)",
-            reason="INVALID_SIZE",
-            violations=[FieldViolation(name, f"0 to {MAX_SIZE}")],
-        )
-    if keep:
-        return clamp_size(value, keep)
-    return clamp_size(value, default)
-
-
-def _duration(value: float | None, default: float, limit: float, name: str) -> float:
-    if value is None:
-        return default
-    if value <= 0:
-        raise InvalidArgument(
-            f"{name} must be positive (leave it unset for the host default)",
-            reason="INVALID_DURATION",
-            violations=[FieldViolation(name, "a positive duration")],
-        )
-    return min(value, limit)
-
-
-def parse_signal(name: str) -> int:
-    """'SIGINT', 'int' or '2' -> 2; unknown names and numbers are INVALID_ARGUMENT."""
-    text = name.strip()
-    if text.isdigit():
-        number = int(text)
-        if 1 <= number <= signal.SIGRTMAX:
-            return number
-    else:
-        upper = text.upper()
-        upper = upper if upper.startswith("SIG") else "SIG" + upper
-        found = getattr(signal.Signals, upper, None) if upper.isidentifier() else None
-        if isinstance(found, signal.Signals):
-            return int(found)
-    raise InvalidArgument(
-        f"unknown signal {name!r}; use a name such as SIGINT or INT, or a number",
-        reason="INVALID_SIGNAL",
-        violations=[FieldViolation("signal", "a signal name or number")],
-    )
