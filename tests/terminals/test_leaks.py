@@ -9,6 +9,7 @@ path is in test_agents.py.)
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import grpc
@@ -17,7 +18,7 @@ from ether.v1 import terminal_pb2 as pb
 from ether.v1 import terminal_pb2_grpc
 from tests.support.host import HostProcess
 from tests.support.procs import wait_gone
-from tests.terminals.conftest import start_host
+from tests.terminals.conftest import CONFIG, start_host
 from tests.terminals.support import (
     alive,
     close,
@@ -125,7 +126,28 @@ def test_kill_minus_nine_of_the_host_hangs_up_its_terminals(tmp_path: Path) -> N
     """kill -9 of the host: its I/O pumps die with it (parent-death signal), the PTY masters
     close, and the programs get the hangup a closed terminal sends -- a shell and the job it
     runs are gone within 5 s."""
-    host = start_host(tmp_path / "state")
+    _kill_host_and_check_its_terminals(start_host(tmp_path / "state"))
+
+
+def test_kill_minus_nine_of_a_host_without_setpriv_hangs_up_its_terminals(tmp_path: Path) -> None:
+    """The same where util-linux's setpriv is missing: the pumps arm their parent-death signal
+    with the host's Python instead (prctl, then exec of cat)."""
+    tools = tmp_path / "bin"  # every program of the machine's PATH but setpriv
+    tools.mkdir()
+    for folder in os.environ["PATH"].split(os.pathsep):
+        if os.path.isdir(folder):
+            for entry in os.scandir(folder):
+                link = tools / entry.name
+                if entry.name != "setpriv" and not link.exists():
+                    link.symlink_to(entry.path)
+    config = tmp_path / "host.toml"
+    config.write_text(CONFIG)
+    host = HostProcess(tmp_path / "state", "--config", str(config), env={"PATH": str(tools)})
+    host.wait_serving()
+    _kill_host_and_check_its_terminals(host)
+
+
+def _kill_host_and_check_its_terminals(host: HostProcess) -> None:
     terminal = shell(host)
     write(host, terminal.id, "sleep 3004; echo never\r")
     wait_quiet(host, terminal.id, 0.2)
