@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bench import terminal_keys
 from bench.common import TICK, CpuMeter, EtherHost, median, percentile, spread, wait_quiet
 from bench.report import fmt, machine_facts, markdown_table, write_section
 
@@ -37,6 +38,8 @@ FILE_BYTES = 20 * 1024 * 1024
 ROUNDS = 15  # one round swings from 0.65 to 1.2 on this VM; the verdict is the median
 READS = 50
 PROMPTS = 20
+KEYSTROKES = 200  # per path and round
+KEY_ROUNDS = 3
 IDLE_TERMINALS = 40
 THROUGHPUT_TARGET = 0.8
 READ_TARGET_MS = 5.0
@@ -287,6 +290,14 @@ def _pumps_private_kib(terminal_ids: set[str]) -> int:
     return total
 
 
+KEY_PATHS = {
+    "raw": "raw PTY: this process writes the master and reads it",
+    "pump": "raw PTY through an input pump (pipe + `cat` -> master)",
+    "attached": f"attached gRPC client, keys {terminal_keys.PAUSE * 1000:.0f} ms apart (Attach input -> output message)",
+    "attached, back to back": "attached gRPC client, each key as soon as the last echo is in",
+}
+
+
 def _per_mb(seconds: float, byte_count: int) -> str:
     return fmt(seconds * 1000 / (byte_count / 1e6), 1)
 
@@ -324,6 +335,7 @@ def main(quick: bool = False) -> int:
                     f"{ours['bytes'] / ours['seconds'] / 1e6:.1f} MB/s",
                     file=sys.stderr,
                 )
+            keystrokes = terminal_keys.measure(terminals, KEYSTROKES, KEY_ROUNDS)
             raw_prompts = [raw_prompt() for _ in range(PROMPTS)]
             host_prompts = [prompt_through_host(terminals) for _ in range(PROMPTS)]
             memory = {
@@ -429,6 +441,33 @@ Run on {facts["date"]} at commit {facts["commit"]}; {time.monotonic() - started:
 - ReadScreen: {READS} calls per round right after the flood, TEXT format; the first one feeds the
   emulator the 2 MiB backlog (the fast-forward rule skips all but the last screenful and scrollback).
   First call median {median(firsts):.1f} ms.
+
+### Keystroke echo ({KEY_ROUNDS} rounds x {KEYSTROKES} keys per path, in turns)
+
+{
+        markdown_table(
+            ["path", "p50 µs", "p90 µs", "p99 µs"],
+            [
+                [
+                    KEY_PATHS[name],
+                    fmt(percentile([t * 1e6 for t in times], 50)),
+                    fmt(percentile([t * 1e6 for t in times], 90)),
+                    fmt(percentile([t * 1e6 for t in times], 99)),
+                ]
+                for name, times in keystrokes.items()
+            ],
+        )
+    }
+
+- The program is `cat` on a PTY in raw mode without echo: each byte typed is read by it and
+  written back. Timed from writing one byte to reading it back (bench/terminal_keys.py).
+- The input pump's hop (a pipe and a second `cat` before the master) is the difference between
+  the first two rows. Through the host the key also crosses gRPC twice, the host's input queue and
+  both pumps.
+- Back to back, every echo comes within 5 ms of the one before, which is what the terminal's flood
+  rule (readers woken at most every 5 ms while output keeps coming) takes for a flood: such a
+  key waits for the next wake-up. Keys typed at a human pace ({terminal_keys.PAUSE * 1000:.0f} ms
+  apart) are passed on at once.
 
 ### Start-up and memory
 
