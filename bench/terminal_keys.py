@@ -14,11 +14,10 @@ The program is `cat` on a raw-mode PTY, so every byte typed is read by it and wr
 from __future__ import annotations
 
 import os
-import queue
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 RAW_CAT = "stty raw -echo && echo ready && exec cat"
@@ -75,16 +74,7 @@ def attached_echo(terminals: Any, count: int, pause: float) -> list[float]:
     pb = terminals.pb
     terminal = terminals.create(command_line=RAW_CAT)
     terminals.wait_screen(terminal.id, "ready")
-    requests: queue.Queue[Any] = queue.Queue()
-    requests.put(pb.AttachRequest(start=pb.AttachStart(terminal_id=terminal.id)))
-
-    def stream() -> Iterator[Any]:
-        while (item := requests.get()) is not None:
-            yield item
-
-    responses = terminals.stub.Attach(stream(), timeout=120)
-    next(responses)  # started
-    next(responses)  # snapshot
+    requests, responses = terminals.attach(terminal.id, timeout=120)
     times = []
     try:
         for _ in range(count):

@@ -164,6 +164,21 @@ class Terminals:
         request.timeout.FromSeconds(60)
         return self.stub.WaitFor(request, timeout=70)
 
+    def attach(self, terminal_id: str, timeout: float) -> tuple[queue.Queue[Any], Any]:
+        """An Attach stream past its started and snapshot messages: (requests, responses).
+        Put requests on the queue, then None to end the stream."""
+        requests: queue.Queue[Any] = queue.Queue()
+        requests.put(self.pb.AttachRequest(start=self.pb.AttachStart(terminal_id=terminal_id)))
+
+        def stream() -> Iterator[Any]:
+            while (item := requests.get()) is not None:
+                yield item
+
+        responses = self.stub.Attach(stream(), timeout=timeout)
+        next(responses)  # started
+        next(responses)  # snapshot
+        return requests, responses
+
     def read(self, terminal_id: str) -> float:
         began = time.perf_counter()
         self.stub.ReadScreen(self.pb.ReadScreenRequest(terminal_id=terminal_id), timeout=60)
@@ -174,16 +189,7 @@ def attached_throughput(terminals: Terminals, path: Path, host_pid: int) -> dict
     """Seconds and bytes for `cat path` in a terminal with one attached client reading everything."""
     pb = terminals.pb
     terminal = terminals.create(command_line=f"read go; exec cat {path}")
-    requests: queue.Queue[Any] = queue.Queue()
-    requests.put(pb.AttachRequest(start=pb.AttachStart(terminal_id=terminal.id)))
-
-    def stream() -> Iterator[Any]:
-        while (item := requests.get()) is not None:
-            yield item
-
-    responses = terminals.stub.Attach(stream(), timeout=300)
-    next(responses)  # started
-    next(responses)  # snapshot
+    requests, responses = terminals.attach(terminal.id, timeout=300)
     meter = CpuMeter({"host": host_pid, "client": os.getpid(), "cat": terminal.pid})
     children_before = reaped_children_cpu(host_pid)
     meter.start()
