@@ -27,13 +27,6 @@ def check_task_id(task_id: str) -> None:
 
 
 def check_budget(budget: Budget) -> None:
-    if not (
-        (budget.max_cost or 0) < 0
-        or (budget.max_time or 0) < 0
-        or (budget.max_iterations or 0) < 0
-        or (budget.max_tasks or 0) < 0
-    ):
-        return  # the usual case, checked without building anything (once per task)
     violations = [
         FieldViolation(f"input.context.budget.{name}", "must not be negative")
         for name in ("max_cost", "max_time", "max_iterations", "max_tasks")

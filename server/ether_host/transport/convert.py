@@ -121,6 +121,7 @@ def budget_from(message: common_pb2.Budget) -> Budget:
 
 def task_input(message: agent_io_pb2.AgentInput, rpc_deadline: float | None) -> TaskInput:
     """An AgentInput as a TaskInput; ``rpc_deadline`` is time left on the call, in seconds."""
+    context = message.context
     if message.output_encoding not in _ENCODINGS:
         raise InvalidArgument(
             f"input.output_encoding {message.output_encoding} is not a DataEncoding; use "
@@ -128,25 +129,19 @@ def task_input(message: agent_io_pb2.AgentInput, rpc_deadline: float | None) -> 
             reason="INVALID_OUTPUT_ENCODING",
             violations=[FieldViolation("input.output_encoding", "STRUCT or JSON")],
         )
-    task = TaskInput(
+    return TaskInput(
         agent=message.agent,
         action=message.action,
         params=_params(message),
         task_id=message.task_id,
+        budget=budget_from(context.budget),
+        parent_task=context.parent_task,
+        workflow=context.workflow,
+        session_id=context.session_id,
+        permissions=list(context.permissions),
         idempotent=message.idempotent if message.HasField("idempotent") else None,
         deadline=None if rpc_deadline is None else time.monotonic() + rpc_deadline,
     )
-    # Most calls carry no context: reading its fields one by one would be a dozen protobuf
-    # accessor calls per task for defaults.
-    if message.HasField("context"):
-        context = message.context
-        if context.HasField("budget"):
-            task.budget = budget_from(context.budget)
-        task.parent_task = context.parent_task
-        task.workflow = context.workflow
-        task.session_id = context.session_id
-        task.permissions = list(context.permissions)
-    return task
 
 
 def _params(message: agent_io_pb2.AgentInput) -> dict[str, Any]:
@@ -190,18 +185,12 @@ _STATUS = {
 }
 
 
-def agent_output(result: TaskResult, as_json: bool = False) -> agent_io_pb2.AgentOutput:
-    """The output message; ``as_json`` puts the result in data_json instead of data."""
-    output = agent_io_pb2.AgentOutput()
-    fill_agent_output(output, result, as_json)
-    return output
-
-
 def fill_agent_output(
     output: agent_io_pb2.AgentOutput, result: TaskResult, as_json: bool = False
 ) -> None:
-    """Fill an empty AgentOutput in place, such as a response's ``output`` field: passing a
-    built message into another copies it, field by field."""
+    """Fill an empty AgentOutput in place, such as a response's ``output`` field (passing a
+    built message into another copies it, field by field); ``as_json`` puts the result in
+    data_json instead of data."""
     meta = result.metadata
     output.task_id = result.task_id
     output.status = _STATUS[result.status]
