@@ -83,6 +83,8 @@ def attached_echo(terminals: Any, count: int, pause: float) -> list[float]:
             for message in responses:
                 if message.WhichOneof("kind") == "output" and b"x" in message.output.data:
                     break
+            else:
+                raise RuntimeError(f"terminal {terminal.id}: the stream ended before the echo")
             times.append(time.perf_counter() - began)
             time.sleep(pause)
     finally:
