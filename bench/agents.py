@@ -311,7 +311,9 @@ def _report(
         "quiet). Issue 4 sets no targets of its own for Go and TypeScript: their rows apply the Python "
         'ones. Rows of issue "-" are references, not Ether: the floor (bench/echo/lean_host.py) is the '
         "least a Python grpc.aio host can do for Execute and Pipe (parse, one stdio round trip per task, "
-        "answer), held to the same targets. The last column is the throughput ratio that CPU per call predicts when both sides are "
+        "answer), held to the same targets; the ceiling is bare gRPC echo itself, the most any host "
+        "could show against the sequential target, since Execute is a gRPC call plus a stdio round "
+        "trip. The last column is the throughput ratio that CPU per call predicts when both sides are "
         "CPU-bound on the same two cores (bare total CPU µs per call, server + child + client, over "
         "Ether's): a cross-check that holds still while other processes take a varying share.",
         "",

@@ -165,6 +165,15 @@ def ratios_of(lat: Runs, tput: Runs) -> list[Ratio]:
             2.5,
             "-",
         ),
+        # Execute is a gRPC call plus a stdio round trip, so no host calls faster than bare gRPC
+        # echo: this row is the most any host could show against the sequential target.
+        Ratio(
+            "ceiling, bare gRPC echo (no host, no agent): sequential calls/s / MCP SDK sequential calls/s",
+            per_round(lat, rate("grpc", "mcp")),
+            ">=",
+            2.5,
+            "-",
+        ),
         Ratio(
             f"Struct params: {p50_name}",
             per_round(lat, limit("execute-py-struct")),

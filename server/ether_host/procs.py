@@ -36,6 +36,32 @@ def become_subreaper() -> bool:
         return False
 
 
+# CPU scheduling policies an unprivileged host may give its children, by the names systemd's
+# CPUSchedulingPolicy= uses. "batch" is a normal share of the CPU without wakeup preemption.
+# Where the platform has no such policy (not Linux), setting it is a no-op.
+CPU_POLICIES = ("other", "batch", "idle")
+
+
+def set_cpu_policy(pid: int, policy: str) -> int:
+    """Give every thread of ``pid`` the named CPU scheduling policy; returns how many threads
+    took it. Threads and processes started later inherit it from the thread that starts them,
+    so calling this right after spawn and again once the runtime has started its own threads
+    covers a process for good. A thread that is gone or refuses is skipped, never an error."""
+    number = getattr(os, f"SCHED_{policy.upper()}", None)
+    if number is None or not hasattr(os, "sched_setscheduler"):
+        return 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    changed = 0
+    for tid in tids:
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(int(tid), number, os.sched_param(0))
+            changed += 1
+    return changed
+
+
 @dataclass(frozen=True)
 class ProcEntry:
     """A process as /proc shows it."""

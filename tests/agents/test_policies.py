@@ -3,6 +3,7 @@ told, Pipe's flow control, the directory's filters, and agents deployed from an 
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -124,6 +125,21 @@ def test_a_full_queue_is_resource_exhausted_with_retry_info(
     assert busy.result().output.status == agent_io_pb2.TASK_STATUS_SUCCESS
     assert waiting.result().output.status == agent_io_pb2.TASK_STATUS_SUCCESS
     _remove(host, name)
+
+
+def test_an_agent_can_opt_out_of_the_batch_cpu_policy(host: HostProcess, tmp_path: Path) -> None:
+    """``cpu_scheduling_policy = "other"`` in agent.toml keeps Linux's default policy for every
+    thread of the agent; a policy the host cannot set is refused at deploy, naming the field."""
+    name = deploy(host, _rogue_folder(tmp_path / "other", 'cpu_scheduling_policy = "other"\n'))
+    pid = _agent_pid(host, name)
+    policies = {os.sched_getscheduler(int(tid)) for tid in os.listdir(f"/proc/{pid}/task")}
+    assert policies == {os.SCHED_OTHER}
+    _remove(host, name)
+    with pytest.raises(grpc.RpcError) as error:
+        deploy(host, _rogue_folder(tmp_path / "fifo", 'cpu_scheduling_policy = "fifo"\n'))
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "cpu_scheduling_policy" in error.value.details()
+    assert "batch" in error.value.details()
 
 
 def _until(condition: Callable[[], bool], within: float = 10.0) -> None:

@@ -3,6 +3,7 @@ each other through the host."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -128,3 +129,21 @@ def test_a_typescript_agent_builds_under_a_host_with_node_env_production(tmp_pat
         assert (folder / "node_modules" / ".bin" / "tsc").exists()
     finally:
         host.stop()
+
+
+def _thread_policies(host: HostProcess, name: str) -> set[int]:
+    listed = host.supervisor.ListProcesses(
+        supervisor_pb2.ListProcessesRequest(agent=name), timeout=10
+    )
+    pid = listed.processes[0].pid
+    return {os.sched_getscheduler(int(tid)) for tid in os.listdir(f"/proc/{pid}/task")}
+
+
+def test_agents_in_every_language_run_under_the_batch_cpu_policy(host: HostProcess) -> None:
+    """Every thread of a Python, Go and TypeScript agent is SCHED_BATCH by default, including
+    the threads their runtimes start before hello and the ones they start while working, so a
+    frame written to an agent never preempts the host in the middle of a burst."""
+    output = execute(host, "wordcount", "count_text", {"text": "threads " * 5000})
+    assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
+    for name in ("scout", "wordcount", "report"):
+        assert _thread_policies(host, name) == {os.SCHED_BATCH}, name

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ether_host.errors import FieldViolation, InvalidArgument
+from ether_host.procs import CPU_POLICIES
 
 LANGUAGES = ("python", "go", "typescript")
 KINDS = ("general", "io_gateway")
@@ -65,6 +66,10 @@ class AgentSpec:
     legacy_after: float = 5.0  # silence before a hello-less child is run with the seeds' envelope
     # Agents that declare ping get one every ping_interval; three unanswered -> restarted.
     ping_interval: float = 15.0
+    # "batch": woken by a frame, the agent waits for the host to reach its next wait instead
+    # of preempting it, so the host writes a burst of frames per wakeup (bench: +10-25 % calls/s
+    # at 64 in flight on two cores). "other" is Linux's default; "idle" runs only on spare CPU.
+    cpu_scheduling_policy: str = "batch"
     ping_timeout: float = 10.0
 
 
@@ -154,6 +159,13 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
     protocol = str(merged.get("protocol") or "auto")
     if protocol not in ("auto", "legacy"):
         raise _bad("spec.protocol", f"{protocol!r} is not auto or legacy")
+    cpu_policy = str(merged.get("cpu_scheduling_policy") or "batch").lower()
+    if cpu_policy not in CPU_POLICIES:
+        raise _bad(
+            "spec.cpu_scheduling_policy",
+            f"{cpu_policy!r} is not one of {', '.join(CPU_POLICIES)} (as in systemd's "
+            "CPUSchedulingPolicy=; real-time policies need privileges the host does not take)",
+        )
     return AgentSpec(
         name=name,
         path=path,
@@ -188,4 +200,5 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
         legacy_after=_number(merged, "legacy_after", 0.01, 600) or 5.0,
         ping_interval=_number(merged, "ping_interval", 0.05, 3600) or 15.0,
         ping_timeout=_number(merged, "ping_timeout", 0.05, 600) or 10.0,
+        cpu_scheduling_policy=cpu_policy,
     )

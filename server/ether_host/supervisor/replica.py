@@ -28,7 +28,7 @@ from ether_host.link import AgentConnection, HandshakeError, LinkClosed, Protoco
 from ether_host.link.connection import PROTOCOL_VERSIONS
 from ether_host.link.lines import LineSplitter, Oversized
 from ether_host.link.stderr import MAX_STDERR_LINE, StderrParser
-from ether_host.procs import group_members, kill_group
+from ether_host.procs import group_members, kill_group, set_cpu_policy
 from ether_host.supervisor.environment import agent_environment
 from ether_host.supervisor.records import State
 
@@ -240,6 +240,7 @@ class Replica:
                 )
             registry.bind(spawn_id, process.pid)
             registry.track_group(process.pid)
+            set_cpu_policy(process.pid, spec.cpu_scheduling_policy)
         started = time.monotonic()
         self.pid, self.started_at = process.pid, time.time()
         pgid = process.pid  # recorded now: getpgid() fails once the leader is reaped
@@ -283,6 +284,8 @@ class Replica:
                         welcome=lambda hello: self.agent.welcome_frame(hello),
                     )
                     outcome["hello"] = True
+                    # Again: a runtime (Go, Node) may have started threads before the first call.
+                    set_cpu_policy(process.pid, spec.cpu_scheduling_policy)
                     self.connection = connection
                     self.agent.accept_hello(hello)
                     self._enter(
