@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 from serving import (  # bench/echo/serving.py: run as a script, its folder is on sys.path
+    like_the_host,
     main,
     stopped,
 )
@@ -44,6 +45,7 @@ async def serve() -> None:
     server.add_generic_rpc_handlers((HANDLERS,))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
+    like_the_host()
     print(json.dumps({"port": port}), flush=True)
 
     await stopped()

@@ -23,6 +23,7 @@ from typing import Any
 import grpc
 import orjson
 from serving import (  # bench/echo/serving.py: run as a script, its folder is on sys.path
+    like_the_host,
     main,
     stopped,
 )
@@ -118,6 +119,7 @@ async def serve() -> None:
     server.add_registered_method_handlers("ether.v1.AgentIOService", handlers)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
+    like_the_host()
     print(json.dumps({"port": port, "child": child.pid}), flush=True)
 
     await stopped()

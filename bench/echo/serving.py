@@ -29,6 +29,19 @@ async def stopped() -> None:
     await stop.wait()
 
 
+def like_the_host() -> None:
+    """Give this server's helper threads the CPU policy the Ether host gives its own
+    (SCHED_BATCH for all but the main thread), so the host and its baselines are compared on
+    the same footing: the policy speeds up any grpc.aio server at many calls in flight. Call
+    once the gRPC server has started; keeps at it while the loop runs, as the host does."""
+    from ether_host.procs import keep_helper_threads_batched
+
+    helpers.append(asyncio.ensure_future(keep_helper_threads_batched()))
+
+
+helpers: list[asyncio.Future[None]] = []  # strong references: the loop only keeps weak ones
+
+
 def main(description: str, serve: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Parse ``--loop asyncio|uvloop`` and run ``serve()`` on that loop."""
     parser = argparse.ArgumentParser(description=description)

@@ -31,7 +31,12 @@ from ether_host.auth import load_token_file
 from ether_host.config import HostConfig
 from ether_host.gateway import Gateway
 from ether_host.lifecycle import Lifecycle
-from ether_host.procs import ChildRegistry, become_subreaper, kill_leftovers
+from ether_host.procs import (
+    ChildRegistry,
+    become_subreaper,
+    keep_helper_threads_batched,
+    kill_leftovers,
+)
 from ether_host.supervisor import Supervisor
 from ether_host.terminals import TerminalManager, TerminalSettings
 from ether_host.terminals.agents import AgentTerminals
@@ -185,6 +190,7 @@ async def run_host(
         )
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             await server.start()
+            tg.start_soon(keep_helper_threads_batched)  # gRPC's threads exist once started
             for descriptor, _, _ in services:
                 await health_servicer.set(
                     descriptor.full_name, health_pb2.HealthCheckResponse.SERVING
