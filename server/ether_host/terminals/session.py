@@ -131,6 +131,7 @@ class Session:
         self._settle: asyncio.TimerHandle | None = None
         self._notify_timer: asyncio.TimerHandle | None = None
         self._last_notify = 0.0
+        self._echo_due = False  # input went in since the last output: its echo goes out at once
         self._process: subprocess.Popen[bytes] | None = None
         self._fd = -1  # the PTY master: sizes, foreground group, termios
         self._pumps = Pumps(children, terminal_id)
@@ -281,7 +282,17 @@ class Session:
 
     def _notify_soon(self, now: float) -> None:
         """Wake readers now, or, during a flood, at most every NOTIFY_GAP seconds: each wake-up
-        then finds a few hundred KiB to pass on instead of one read's few KiB."""
+        then finds a few hundred KiB to pass on instead of one read's few KiB. The first output
+        after input is never held: a key typed right after the last echo (or during a flood)
+        gets its echo at once, at the cost of at most one extra wake-up per write."""
+        if self._echo_due:
+            self._echo_due = False
+            if self._notify_timer is not None:
+                self._notify_timer.cancel()
+                self._notify_timer = None
+            self._last_notify = now
+            self._notify()
+            return
         if self._notify_timer is not None:
             return
         wait = self._last_notify + NOTIFY_GAP - now
@@ -410,6 +421,7 @@ class Session:
             )
         self._touch()
         self._input.put(data)
+        self._echo_due = True
         return InputAccepted(len(data), self._input.pending, discarded)
 
     def _exited_error(self, what: str) -> FailedPrecondition:
