@@ -17,7 +17,7 @@ from ether.v1 import agent_io_pb2, common_pb2, supervisor_pb2
 from tests.support.agents import AGENTS, deploy, state_name, watch_until
 from tests.support.calls import agent_input, budget, data, details, execute
 from tests.support.host import HostProcess
-from tests.support.procs import wait_gone
+from tests.support.procs import thread_policies, wait_gone
 
 ROGUE = AGENTS / "rogue"
 
@@ -131,9 +131,7 @@ def test_an_agent_can_opt_out_of_the_batch_cpu_policy(host: HostProcess, tmp_pat
     """``cpu_scheduling_policy = "other"`` in agent.toml keeps Linux's default policy for every
     thread of the agent; a policy the host cannot set is refused at deploy, naming the field."""
     name = deploy(host, _rogue_folder(tmp_path / "other", 'cpu_scheduling_policy = "other"\n'))
-    pid = _agent_pid(host, name)
-    policies = {os.sched_getscheduler(int(tid)) for tid in os.listdir(f"/proc/{pid}/task")}
-    assert policies == {os.SCHED_OTHER}
+    assert set(thread_policies(_agent_pid(host, name)).values()) == {os.SCHED_OTHER}
     _remove(host, name)
     with pytest.raises(grpc.RpcError) as error:
         deploy(host, _rogue_folder(tmp_path / "fifo", 'cpu_scheduling_policy = "fifo"\n'))

@@ -13,6 +13,7 @@ from ether.v1 import agent_io_pb2, supervisor_pb2
 from tests.support.agents import AGENTS, EXAMPLES, deploy, state_name, watch_until
 from tests.support.calls import data, execute
 from tests.support.host import ROOT, HostProcess
+from tests.support.procs import thread_policies
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -135,8 +136,7 @@ def _thread_policies(host: HostProcess, name: str) -> set[int]:
     listed = host.supervisor.ListProcesses(
         supervisor_pb2.ListProcessesRequest(agent=name), timeout=10
     )
-    pid = listed.processes[0].pid
-    return {os.sched_getscheduler(int(tid)) for tid in os.listdir(f"/proc/{pid}/task")}
+    return set(thread_policies(listed.processes[0].pid).values())
 
 
 def test_agents_in_every_language_run_under_the_batch_cpu_policy(host: HostProcess) -> None:

@@ -7,16 +7,7 @@ import os
 import time
 
 from tests.support.host import HostProcess
-
-
-def _policies(pid: int) -> dict[int, int]:
-    policies = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            policies[int(tid)] = os.sched_getscheduler(int(tid))
-        except ProcessLookupError:  # a worker thread that just ended
-            continue
-    return policies
+from tests.support.procs import thread_policies
 
 
 def test_the_hosts_helper_threads_run_batch_and_its_event_loop_does_not(
@@ -28,7 +19,7 @@ def test_the_hosts_helper_threads_run_batch_and_its_event_loop_does_not(
     pid = host.process.pid
     deadline = time.monotonic() + 10
     while True:
-        policies = _policies(pid)
+        policies = thread_policies(pid)
         helpers = {tid: policy for tid, policy in policies.items() if tid != pid}
         if set(helpers.values()) == {os.SCHED_BATCH} or time.monotonic() > deadline:
             break

@@ -1,4 +1,5 @@
-"""Waiting for processes the test does not parent to end, on events (pidfds), not by polling."""
+"""Processes the test does not parent: waiting for them to end, on events (pidfds), not by
+polling, and reading their threads' CPU policies."""
 
 from __future__ import annotations
 
@@ -39,3 +40,13 @@ def wait_gone(pids: list[int], within: float) -> list[int]:
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def thread_policies(pid: int) -> dict[int, int]:
+    """The CPU scheduling policy (os.SCHED_*) of each thread of ``pid``, by thread id; a
+    thread that ends while this reads is left out."""
+    policies = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(ProcessLookupError):
+            policies[int(tid)] = os.sched_getscheduler(int(tid))
+    return policies

@@ -66,11 +66,11 @@ class AgentSpec:
     legacy_after: float = 5.0  # silence before a hello-less child is run with the seeds' envelope
     # Agents that declare ping get one every ping_interval; three unanswered -> restarted.
     ping_interval: float = 15.0
+    ping_timeout: float = 10.0
     # "batch": woken by a frame, the agent waits for the host to reach its next wait instead
-    # of preempting it, so the host writes a burst of frames per wakeup (bench: +10-25 % calls/s
+    # of preempting it, so the host writes a burst of frames per wakeup (bench: Pipe +10-25 %
     # at 64 in flight on two cores). "other" is Linux's default; "idle" runs only on spare CPU.
     cpu_scheduling_policy: str = "batch"
-    ping_timeout: float = 10.0
 
 
 def _bad(field_name: str, problem: str) -> InvalidArgument:
