@@ -42,49 +42,41 @@ def become_subreaper() -> bool:
 CPU_POLICIES = ("other", "batch", "idle")
 
 
-def set_cpu_policy(pid: int, policy: str) -> int:
-    """Give every thread of ``pid`` the named CPU scheduling policy; returns how many threads
-    took it. Threads and processes started later inherit it from the thread that starts them,
-    so calling this right after spawn and again once the runtime has started its own threads
-    covers a process for good. A thread that is gone or refuses is skipped, never an error."""
-    return _set_policy(pid, policy, skip=None)
+def set_cpu_policy(pid: int, policy: str) -> None:
+    """Give every thread of ``pid`` the named CPU scheduling policy. Threads and processes
+    started later inherit it from the thread that starts them, so calling this right after
+    spawn and again once the runtime has started its own threads covers a process for good.
+    A thread that is gone or refuses is skipped, never an error."""
+    _set_policy(pid, policy, skip=None)
 
 
-def batch_helper_threads() -> int:
-    """Put every thread of this process but the main one under SCHED_BATCH; returns how many.
+async def keep_helper_threads_batched(interval: float = 5.0) -> None:
+    """Put every thread of this process but the main one under SCHED_BATCH, now and every
+    ``interval`` s (threads come and go: anyio's workers expire when idle, gRPC's pool grows
+    under load, and the main thread's new ones start with its own policy).
 
     The main thread runs the event loop; gRPC's event engine, its timer and anyio's workers
     only feed it. Woken by the main thread, or by a socket while the main thread runs, a
     batch thread takes a free CPU or waits for the main thread's next wait instead of
     preempting it in the middle of a turn (bench: Execute at one call in flight ~14 % faster).
     """
-    return _set_policy(os.getpid(), "batch", skip=os.getpid())
-
-
-async def keep_helper_threads_batched(interval: float = 5.0) -> None:
-    """Apply batch_helper_threads now and every ``interval`` s: threads come and go (anyio's
-    workers expire when idle, gRPC's pool grows under load) and the main thread's new ones
-    start with its own policy."""
     while True:
-        batch_helper_threads()
+        _set_policy(os.getpid(), "batch", skip=os.getpid())
         await anyio.sleep(interval)
 
 
-def _set_policy(pid: int, policy: str, skip: int | None) -> int:
+def _set_policy(pid: int, policy: str, skip: int | None) -> None:
     number = getattr(os, f"SCHED_{policy.upper()}", None)
     if number is None or not hasattr(os, "sched_setscheduler"):
-        return 0
+        return
     try:
         tids = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
     except OSError:
-        return 0
-    changed = 0
+        return
     for tid in tids:
         if tid != skip:
             with contextlib.suppress(OSError):
                 os.sched_setscheduler(tid, number, os.sched_param(0))
-                changed += 1
-    return changed
 
 
 @dataclass(frozen=True)
