@@ -17,7 +17,7 @@ from typing import Any, Literal, NoReturn, TypeVar
 
 from ._context import Link, Logger, TaskContext
 from ._errors import AgentError
-from ._schema import Schema, type_schema
+from ._schema import Schema, accepts_any_object, type_schema
 
 MAX_FRAME_DEFAULT = 16 * 1024 * 1024
 F = TypeVar("F", bound=Callable[..., Any])
@@ -86,6 +86,12 @@ class ActionSpec:
     param_names: tuple[str, ...]
     integer_params: frozenset[str]
     var_keyword: bool
+    # Whether any object passes params_schema: then a task's params are checked for being an
+    # object only, not walked key by key.
+    any_object_params: bool = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.any_object_params = accepts_any_object(self.params_schema)
 
     def hello(self) -> dict[str, Any]:
         """The action as declared in the hello frame."""

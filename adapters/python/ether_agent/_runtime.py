@@ -24,6 +24,7 @@ from . import _errors as codes
 from ._agent import Agent, Output
 from ._boot import Boot, boot, fatal
 from ._context import LEVELS, TaskContext, int64
+from ._deadlines import Deadlines
 from ._errors import AgentError, FatalError
 from ._hostlife import EXIT_FATAL, host_died, host_is_dead, kill_group_members
 from ._io import FrameReader, FrameWriter, Oversize, diag, encode
@@ -67,17 +68,23 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
-@dataclasses.dataclass(eq=False)
+@dataclasses.dataclass(eq=False, slots=True)
 class _Run:
     """One task in flight."""
 
     id: str
     ctx: TaskContext
     task: asyncio.Task[None] | None = None
-    timer: asyncio.TimerHandle | None = None
+    started: bool = False
     reason: str | None = None
     message: str = ""
     done: bool = False
+
+    def running(self) -> bool:
+        return not self.done
+
+    def time_out(self) -> None:
+        self.cancel(codes.TIMEOUT, "the task's deadline passed")
 
     def cancel(self, reason: str, message: str) -> None:
         if self.done or self.reason is not None:
@@ -85,7 +92,10 @@ class _Run:
         self.reason = reason
         self.message = message
         self.ctx._cancel()
-        if self.task is not None:
+        # A task cancelled before its coroutine first ran would never run any of it, so
+        # nothing would answer for it: an unstarted task is left to start, see the reason
+        # and answer (Runtime._execute).
+        if self.task is not None and self.started:
             self.task.cancel()
 
 
@@ -144,6 +154,7 @@ class Runtime:
 
     async def main(self) -> int:
         self.loop = asyncio.get_running_loop()
+        self._deadlines: Deadlines[_Run] = Deadlines(self.loop, _Run.running, _Run.time_out)
         self._inbox: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._pumping = False
         self._idle = asyncio.Event()
@@ -358,7 +369,9 @@ class Runtime:
         params = frame.get("payload") if legacy else frame.get("params")
         if params is None and not legacy:
             params = {}
-        if not (legacy and spec.style == "payload"):
+        if not (legacy and spec.style == "payload") and not (
+            spec.any_object_params and isinstance(params, dict)
+        ):
             violations = validate(spec.params_schema, params)
             if violations:
                 text = "; ".join(f"{v['field']}: {v['description']}" for v in violations)
@@ -374,19 +387,14 @@ class Runtime:
         self._runs[tid] = run
         self._idle.clear()
         run.task = self.loop.create_task(self._execute(run, spec, params))
-        # A task cancelled before its coroutine first runs never executes any of its
-        # code, so _execute cannot answer for it: answer from here, exactly once.
-        run.task.add_done_callback(lambda _task, run=run: self._answer_unstarted(run))
         if ctx.deadline is not None:
-            run.timer = self.loop.call_at(
-                self.loop.time() + max(0.0, ctx.deadline - time.monotonic()),
-                run.cancel,
-                codes.TIMEOUT,
-                "the task's deadline passed",
-            )
+            self._deadlines.add(ctx.deadline, run)
 
     async def _execute(self, run: _Run, spec: Any, params: Any) -> None:
+        run.started = True
         try:
+            if run.reason is not None:  # cancelled before it started: the handler never runs
+                raise asyncio.CancelledError
             value = await spec.invoke(params, run.ctx, self._pool)
         except asyncio.CancelledError:
             err = AgentError(run.reason or codes.CANCELLED, run.message or "cancelled")
@@ -406,18 +414,11 @@ class Runtime:
             frame["metadata"] = run.ctx.metadata()
         self._finish(run, frame)
 
-    def _answer_unstarted(self, run: _Run) -> None:
-        if not run.done:
-            err = AgentError(run.reason or codes.CANCELLED, run.message or "cancelled")
-            self._finish(run, _error_frame(run.id, err))
-
     def _finish(self, run: _Run, frame: dict[str, Any]) -> None:
         """Send the one result of ``run`` (later calls are no-ops)."""
         if run.done:
             return
         run.done = True
-        if run.timer is not None:
-            run.timer.cancel()
         self._runs.pop(run.id, None)
         if not self._runs:
             self._idle.set()

@@ -119,6 +119,22 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
+# Keys that do not constrain an object: a schema of only these accepts any params object.
+_NOT_CONSTRAINING = frozenset(
+    {"type", "title", "description", "$schema", "$id", "additionalProperties"}
+)
+
+
+def accepts_any_object(schema: Schema) -> bool:
+    """True when every JSON object passes ``schema`` (``dict[str, Any]`` params, say): the
+    runtime then skips walking each task's params (the host decides the same way)."""
+    return (
+        schema.get("type") == "object"
+        and schema.keys() <= _NOT_CONSTRAINING
+        and schema.get("additionalProperties", True) in (True, {})
+    )
+
+
 def validate(schema: Schema, value: Any, path: str = "") -> list[dict[str, str]]:
     """Field violations of ``value`` against ``schema``: ``[{"field", "description"}]``."""
     out: list[dict[str, str]] = []

@@ -77,6 +77,59 @@ def test_output_partial_cost_next_actions_and_logs(agent: Any) -> None:
     assert child.close() == 0
 
 
+def test_a_task_cancelled_before_it_starts_is_answered_once_and_never_runs(agent: Any) -> None:
+    """A cancel read together with its task (one pipe read) comes before the handler starts."""
+    child = agent(
+        """
+        from ether_agent import Agent
+        agent = Agent("t")
+        @agent.action
+        async def work(ctx):
+            ctx.log.info("handler ran")
+            return "done"
+        """
+    )
+    assert child.proc.stdin is not None
+    task = {"type": "task", "id": "h-1", "action": "work", "params": {}}
+    cancel = {"type": "cancel", "id": "h-1", "reason": "changed my mind"}
+    child.proc.stdin.write(b"".join(json.dumps(f).encode() + b"\n" for f in (task, cancel)))
+    child.proc.stdin.flush()
+    answer = child.read()  # a log frame here would mean the handler ran
+    assert answer["type"] == "result" and answer["id"] == "h-1", answer
+    assert answer["status"] == "error" and answer["error"]["code"] == "cancelled", answer
+    child.send({"type": "task", "id": "h-2", "action": "work", "params": {}})
+    assert child.read()["type"] == "log"  # the next task runs, and h-1 got no second answer
+    assert child.read() == {"type": "result", "id": "h-2", "status": "ok", "result": "done"}
+    assert child.close() == 0
+
+
+def test_an_action_taking_any_object_still_refuses_params_that_are_not_one(agent: Any) -> None:
+    """``dict[str, Any]`` params skip the per-key walk, not the check that they are an object."""
+    child = agent(
+        """
+        from typing import Any
+        from ether_agent import Agent
+        agent = Agent("t")
+        @agent.action
+        async def echo(params: dict[str, Any]) -> dict[str, Any]:
+            return params
+        """
+    )
+    assert child.hello["actions"][0]["params_schema"] == {"type": "object"}
+    child.send({"type": "task", "id": "h-1", "action": "echo", "params": {"a": [1, {"b": None}]}})
+    assert child.read() == {
+        "type": "result",
+        "id": "h-1",
+        "status": "ok",
+        "result": {"a": [1, {"b": None}]},
+    }
+    child.send({"type": "task", "id": "h-2", "action": "echo", "params": [1, 2]})
+    refused = child.read()
+    assert refused["status"] == "error" and refused["error"]["code"] == "invalid_params"
+    assert "expected object, got array" in refused["error"]["message"]
+    assert child.close() == 0
+
+
 def test_uncaught_exception_is_internal_with_traceback(agent: Any) -> None:
     """Any other exception becomes error `internal` carrying data.traceback."""
     child = agent(
