@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, openSync, closeSync, readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { closeSync, constants, mkdtempSync, openSync, readFileSync, readSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
@@ -40,5 +41,52 @@ describe("FrameWriter", () => {
     assert.deepEqual(errors, ["EBADF"]);
     writer.writeLine("{}");
     assert.equal(writer.pending, 0);
+  });
+
+  it("puts a frame in a pipe with room before writeLine returns, and keeps order when it is full", async () => {
+    const fifo = join(mkdtempSync(join(tmpdir(), "ether-fw-")), "frames");
+    execFileSync("mkfifo", [fifo]);
+    const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+    const fd = openSync(fifo, "w");
+    const writer = new FrameWriter(fd);
+    const chunk = Buffer.alloc(1 << 16);
+    const readAvailable = (): string => {
+      let text = "";
+      for (;;) {
+        try {
+          const n = readSync(reader, chunk);
+          if (n === 0) return text;
+          text += chunk.toString("utf8", 0, n);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === "EAGAIN") return text;
+          throw err;
+        }
+      }
+    };
+    writer.writeLine('{"type":"pong","id":"1"}');
+    assert.equal(writer.pending, 0);
+    assert.equal(readAvailable(), '{"type":"pong","id":"1"}\n'); // no await: already there
+    // Far more than a pipe holds: part goes at once, the rest queued, the small ones after it.
+    const expected = [JSON.stringify({ id: "big", result: "z".repeat(4 << 20) })];
+    writer.writeLine(expected[0]!);
+    for (let i = 0; i < 50; i++) {
+      expected.push(JSON.stringify({ id: `h-${i}` }));
+      writer.writeLine(expected[i + 1]!);
+    }
+    assert.ok(writer.pending > 0);
+    let flushed = false;
+    const done = writer.flush().then(() => {
+      flushed = true;
+    });
+    let received = "";
+    while (!flushed) {
+      received += readAvailable();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    await done;
+    received += readAvailable();
+    closeSync(fd);
+    closeSync(reader);
+    assert.equal(received, `${expected.join("\n")}\n`);
   });
 });
