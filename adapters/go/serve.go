@@ -70,6 +70,10 @@ type session struct {
 	hard     chan struct{} // closed when stuck handlers are given up on
 	callSeq  atomic.Uint64
 
+	// Owned by whichever goroutine is the reader at the time (see readLoop).
+	frames  *lineReader
+	started *taskRun // a task the frame just read started, for the reader to run
+
 	mu            sync.Mutex
 	gotWelcome    bool
 	orderly       bool // a shutdown frame came
@@ -144,7 +148,8 @@ func (s *session) run(in io.Reader) error {
 	if err := s.w.send(s.hello(proto)); err != nil {
 		return fmt.Errorf("agent: writing hello: %w", err)
 	}
-	go s.readLoop(in)
+	s.frames = newLineReader(in, s.maxFrame.Load)
+	go s.readLoop()
 
 	select {
 	case <-s.welcomed:
@@ -231,11 +236,14 @@ func (s *session) hello(proto int) helloFrame {
 	}
 }
 
-// readLoop reads host frames until EOF. It never blocks on a handler.
-func (s *session) readLoop(in io.Reader) {
-	lr := newLineReader(in, s.maxFrame.Load)
+// readLoop reads host frames until EOF. It never blocks on a handler: when a
+// frame starts a task, a new reader goroutine takes over the frames and this one
+// runs the task. The other way round (go runTask) the task waited for another
+// thread to wake up and pick it up, on every task's path; now the next reader
+// waits for that instead, and the next frame is rarely there yet.
+func (s *session) readLoop() {
 	for {
-		line, tooLong, err := lr.next()
+		line, tooLong, err := s.frames.next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				s.warn("reading frames: %v", err)
@@ -252,6 +260,12 @@ func (s *session) readLoop(in io.Reader) {
 		default:
 			if f, ok := parseFrame(line); ok {
 				s.dispatch(f)
+				if run := s.started; run != nil {
+					s.started = nil
+					go s.readLoop()
+					s.runTask(run.task, run.action)
+					return
+				}
 			} else {
 				s.onNoise("not a JSON object", line)
 			}
@@ -382,7 +396,12 @@ func (s *session) onTask(f rawFrame) {
 	s.tasks[id] = t
 	s.inflight++
 	s.mu.Unlock()
-	go s.runTask(t, ac)
+	s.started = &taskRun{task: t, action: ac} // run by the reader (readLoop)
+}
+
+type taskRun struct {
+	task   *Task
+	action *action
 }
 
 func (s *session) onCancel(f rawFrame) {
