@@ -19,7 +19,6 @@ import structlog
 from anyio.abc import TaskStatus
 
 from ether_host.agents import Dispatcher
-from ether_host.config import ConfigError
 from ether_host.errors import (
     FailedPrecondition,
     FieldViolation,
@@ -40,13 +39,14 @@ from ether_host.workflows.model import (
     StageRecord,
     rfc3339,
 )
+from ether_host.workflows.settings import parse_settings
 from ether_host.workflows.source import Source, load_text
 from ether_host.workflows.spec import parse_spec
 from ether_host.workflows.store import RunStore
 
 log = structlog.get_logger("ether.workflows")
 
-DEFAULT_MAX_ACTIVE_RUNS = 100
+PRUNE_EVERY = 600.0  # seconds between looks for ended runs past keep_days, besides run ends
 SHUTDOWN_GRACE = 10.0
 MAX_REPORT_BYTES = 60 * 1024 * 1024
 PRIVATE_KEYS = ("resume_requests", "next_task", "fanned", "seq", "depth")
@@ -75,17 +75,6 @@ def _check_request_id(request_id: str) -> None:
         )
 
 
-def _settings(table: Mapping[str, Any]) -> int:
-    """The host config's ``[workflows]`` table (max_active_runs); ConfigError for anything else."""
-    for key in table:
-        if key != "max_active_runs":
-            raise ConfigError(f"workflows: unknown key {key!r}; allowed keys are max_active_runs")
-    value = table.get("max_active_runs", DEFAULT_MAX_ACTIVE_RUNS)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"workflows.max_active_runs: expected a positive integer, got {value!r}")
-    return value
-
-
 class Workflows:
     """The workflow runs of one host."""
 
@@ -99,12 +88,14 @@ class Workflows:
         self.store = RunStore(Path(state_dir) / "workflows" / "runs.sqlite3")
         self.supervisor = supervisor
         self.dispatcher = dispatcher
-        self.max_active_runs = _settings(settings or {})
+        self.settings = parse_settings(settings or {})
+        self.max_active_runs = self.settings.max_active_runs
         self._live: dict[str, RunExecution] = {}
         self._requests: dict[str, str] = {}
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
         self._stopping = False
+        self._run_ended = anyio.Event()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -115,6 +106,7 @@ class Workflows:
             await self._recover()
             async with anyio.create_task_group() as tg:
                 self._tg = tg
+                tg.start_soon(self._keep_ended_runs_pruned, name="ended runs pruner")
                 task_status.started()
                 await anyio.sleep_forever()
         finally:
@@ -126,6 +118,40 @@ class Workflows:
         """Mark the runs a stopped host left pending or running as INTERRUPTED."""
         await recovery.interrupt_stale(self.store)
         self._requests = await anyio.to_thread.run_sync(self.store.request_ids)
+
+    async def _keep_ended_runs_pruned(self) -> None:
+        """Delete ended runs past keep_runs and keep_days: at start, after runs end, and every
+        PRUNE_EVERY seconds (for runs that only aged past keep_days)."""
+        if not (self.settings.keep_runs or self.settings.keep_days):
+            return
+        while True:
+            await self.prune_ended_runs()
+            with anyio.move_on_after(PRUNE_EVERY):
+                await self._run_ended.wait()
+            self._run_ended = anyio.Event()
+
+    async def prune_ended_runs(self) -> int:
+        """Delete the ended runs the settings no longer keep, with their tasks and events; the
+        number deleted. Their request ids are forgotten: a CreateRun repeating one makes a new run."""
+        keep, created_before = self.settings.keep_runs, self.settings.created_before(time.time())
+        async with self._lock:  # no resume or cancel of a run while it is being deleted
+            found = await anyio.to_thread.run_sync(
+                self.store.ended_runs_to_delete, keep, created_before
+            )
+            doomed = [run_id for run_id in found if run_id not in self._live]
+            if not doomed:
+                return 0
+            self.store.delete_runs(doomed)
+            await self.store.flush()
+            gone = set(doomed)
+            self._requests = {r: run for r, run in self._requests.items() if run not in gone}
+        log.info(
+            "ended runs deleted",
+            count=len(doomed),
+            keep_runs=keep,
+            keep_days=self.settings.keep_days,
+        )
+        return len(doomed)
 
     async def shutdown(self) -> None:
         """Interrupt every live run (cancel frames to their tasks), then commit the store."""
@@ -225,6 +251,7 @@ class Workflows:
             with anyio.CancelScope(shield=True):
                 await self.store.flush()
             self._live.pop(execution.record.id, None)
+            self._run_ended.set()
 
     # -- read ------------------------------------------------------------------------------
 
@@ -232,7 +259,8 @@ class Workflows:
         body = await anyio.to_thread.run_sync(self.store.get_run, _required(run_id, "run_id"))
         if body is None:
             raise NotFound(
-                f"no run {run_id!r}; ListRuns shows the runs of this host",
+                f"no run {run_id!r}; ListRuns shows the runs of this host (ended runs are "
+                "deleted past the host's [workflows] keep_runs and keep_days)",
                 reason="RUN_NOT_FOUND",
                 resource=("run", run_id),
             )

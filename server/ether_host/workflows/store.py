@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import structlog
 
-from ether_host.workflows.model import RunEvent, parse_rfc3339
+from ether_host.workflows.model import RunEvent, RunState, parse_rfc3339
 
 log = structlog.get_logger("ether.workflows")
 
@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS events (
 );
 """
 BATCH = 5000
+ENDED = tuple(sorted(f"RUN_STATE_{state}" for state in RunState.ENDED))
 
 
 class _Barrier:
@@ -113,6 +114,10 @@ class RunStore:
     def add_event(self, run_id: str, event: RunEvent) -> None:
         self._queue.put(("event", (run_id, event)))
 
+    def delete_runs(self, run_ids: list[str]) -> None:
+        """Delete runs with their tasks and events (after the writes queued before)."""
+        self._queue.put(("delete", run_ids))
+
     async def flush(self) -> None:
         """Wait until every write queued before this call is committed."""
         barrier = _Barrier()
@@ -133,6 +138,7 @@ class RunStore:
             runs: dict[str, dict[str, Any]] = {}
             tasks: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
             events: list[tuple[str, RunEvent]] = []
+            deleted: list[str] = []
             barriers: list[_Barrier] = []
             for entry in batch:
                 if entry is None:
@@ -145,10 +151,12 @@ class RunStore:
                     tasks[(payload[0], int(payload[1]["seq"]))] = payload
                 elif kind == "event":
                     events.append(payload)
+                elif kind == "delete":
+                    deleted.extend(payload)
                 else:
                     barriers.append(payload)
             try:
-                self._commit(connection, runs.values(), tasks.values(), events)
+                self._commit(connection, runs.values(), tasks.values(), events, deleted)
             except Exception as error:
                 self.failed = error
                 log.error("run store write failed", error=str(error), path=str(self.path))
@@ -162,6 +170,7 @@ class RunStore:
         runs: Iterable[dict[str, Any]],
         tasks: Iterable[tuple[str, dict[str, Any]]],
         events: list[tuple[str, RunEvent]],
+        deleted: list[str],
     ) -> None:
         run_rows = [
             (
@@ -181,7 +190,7 @@ class RunStore:
         event_rows = [
             (run_id, e.sequence, e.time, e.kind, json.dumps(e.body)) for run_id, e in events
         ]
-        if not (run_rows or task_rows or event_rows):
+        if not (run_rows or task_rows or event_rows or deleted):
             return
         connection.execute("BEGIN")
         try:
@@ -194,6 +203,10 @@ class RunStore:
             connection.executemany(
                 "INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?, ?)", event_rows
             )
+            # Deleted runs have ended: nothing queued before their delete writes them again.
+            gone = [(run_id,) for run_id in deleted]
+            for table, column in (("runs", "id"), ("tasks", "run_id"), ("events", "run_id")):
+                connection.executemany(f"DELETE FROM {table} WHERE {column} = ?", gone)
         except BaseException:
             connection.execute("ROLLBACK")
             raise
@@ -237,6 +250,20 @@ class RunStore:
             tuple(states),
         )
         return [json.loads(row[0]) for row in rows]
+
+    def ended_runs_to_delete(self, keep: int, created_before: float) -> list[str]:
+        """Ids of the ended runs past the newest ``keep`` ended ones (0: none is past) or
+        created before ``created_before`` (epoch seconds)."""
+        rows = self._query(
+            f"SELECT id, created_at FROM runs WHERE state IN ({', '.join('?' for _ in ENDED)}) "
+            "ORDER BY created_at DESC, rowid DESC",
+            ENDED,
+        )
+        return [
+            run_id
+            for index, (run_id, created_at) in enumerate(rows)
+            if (keep and index >= keep) or created_at < created_before
+        ]
 
     def request_ids(self) -> dict[str, str]:
         return {
