@@ -7,6 +7,7 @@ import heapq
 import itertools
 import math
 import time
+import weakref
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -25,6 +26,8 @@ class Deadlines(Generic[Item]):
     into the loop's timer heap and a cancel, though nearly every task ends long before its
     deadline. Here adding a task is a heap push; the one timer is moved only for an earlier
     deadline, and a finished task is forgotten when the timer next fires or the heap is swept.
+    The heap refers to items weakly: a finished task is freed at once, not kept (with all it
+    refers to) until then, which would fill the garbage collector's older generations.
     """
 
     def __init__(
@@ -36,7 +39,7 @@ class Deadlines(Generic[Item]):
         self._loop = loop
         self._live = live
         self._expire = expire
-        self._heap: list[tuple[float, int, Item]] = []
+        self._heap: list[tuple[float, int, weakref.ref[Item]]] = []
         self._order = itertools.count()  # ties never compare items
         self._timer: asyncio.TimerHandle | None = None
         self._armed_for = math.inf
@@ -47,7 +50,7 @@ class Deadlines(Generic[Item]):
         return len(self._heap)
 
     def add(self, deadline: float, item: Item) -> None:
-        heapq.heappush(self._heap, (deadline, next(self._order), item))
+        heapq.heappush(self._heap, (deadline, next(self._order), weakref.ref(item)))
         if len(self._heap) >= self._sweep_at:
             self._sweep()
         if deadline < self._armed_for:
@@ -66,14 +69,19 @@ class Deadlines(Generic[Item]):
         # deadline has passed only once time.monotonic() says so; the rest waits a new timer.
         now = time.monotonic()
         heap = self._heap
-        while heap and (heap[0][0] <= now or not self._live(heap[0][2])):
-            _, _, item = heapq.heappop(heap)
-            if self._live(item):
+        while heap and (heap[0][0] <= now or not self._alive(heap[0][2])):
+            _, _, ref = heapq.heappop(heap)
+            item = ref()
+            if item is not None and self._live(item):
                 self._expire(item)
         if heap:
             self._arm(heap[0][0])
 
     def _sweep(self) -> None:
-        self._heap = [entry for entry in self._heap if self._live(entry[2])]
+        self._heap = [entry for entry in self._heap if self._alive(entry[2])]
         heapq.heapify(self._heap)
         self._sweep_at = max(_SWEEP_AT_LEAST, 2 * len(self._heap))
+
+    def _alive(self, ref: weakref.ref[Item]) -> bool:
+        item = ref()
+        return item is not None and self._live(item)

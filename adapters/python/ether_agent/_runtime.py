@@ -68,7 +68,7 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
-@dataclasses.dataclass(eq=False, slots=True)
+@dataclasses.dataclass(eq=False, slots=True, weakref_slot=True)
 class _Run:
     """One task in flight."""
 
