@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,6 +192,11 @@ async def run_host(
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             await server.start()
             tg.start_soon(keep_helper_threads_batched)  # gRPC's threads exist once started
+            # What exists now (modules, descriptors, the core) lives as long as the host: out of
+            # the collector's sight, a full collection under load paused the event loop for
+            # ~4 ms instead of ~25 ms (60,000 objects fewer to walk each time).
+            gc.collect()
+            gc.freeze()
             for descriptor, _, _ in services:
                 await health_servicer.set(
                     descriptor.full_name, health_pb2.HealthCheckResponse.SERVING
