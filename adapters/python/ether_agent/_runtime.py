@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import gc
 import itertools
 import os
 import platform
@@ -182,6 +183,11 @@ class Runtime:
         except FatalError as exc:
             self.writer.close(FLUSH_TIMEOUT_S)
             fatal(self.state.channel, exc.code, exc.message)
+        # The agent's code and what its start hooks made live as long as the process: out of
+        # the cyclic collector's sight, its full collections under load walk far fewer objects
+        # (shorter pauses; refcounting still frees anything of it that is dropped).
+        gc.collect()
+        gc.freeze()
         pump = self.loop.create_task(self._pump())
         await self._exit.wait()
         pump.cancel()
