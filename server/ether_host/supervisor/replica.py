@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
 import time
 from collections import deque
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from ether_host.link.lines import LineSplitter, Oversized
 from ether_host.link.stderr import MAX_STDERR_LINE, StderrParser
 from ether_host.procs import group_members, kill_group, set_cpu_policy
 from ether_host.supervisor.environment import agent_environment
+from ether_host.supervisor.pipes import open_agent_process
 from ether_host.supervisor.records import State
 
 if TYPE_CHECKING:
@@ -220,15 +220,7 @@ class Replica:
                 versions=PROTOCOL_VERSIONS,
             )
             try:
-                process = await anyio.open_process(
-                    plan.argv,
-                    cwd=plan.cwd,
-                    env=env,
-                    start_new_session=True,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                )
+                stdio = await open_agent_process(plan.argv, cwd=plan.cwd, env=env)
             except OSError as error:
                 return Exit(
                     None,
@@ -238,16 +230,16 @@ class Replica:
                     0.0,
                     fatal=True,
                 )
+            process = stdio.process
             registry.bind(spawn_id, process.pid)
             registry.track_group(process.pid)
             set_cpu_policy(process.pid, spec.cpu_scheduling_policy)
         started = time.monotonic()
         self.pid, self.started_at = process.pid, time.time()
         pgid = process.pid  # recorded now: getpgid() fails once the leader is reaped
-        assert process.stdin and process.stdout and process.stderr
         connection = AgentConnection(
-            process.stdin,
-            process.stdout,
+            stdio.stdin,
+            stdio.stdout,
             agent=spec.name,
             max_frame=spec.max_frame,
             on_call=self.agent.supervisor.handle_call,
@@ -266,7 +258,7 @@ class Replica:
         try:
             async with anyio.create_task_group() as tg:
                 await tg.start(connection.run_reader)
-                tg.start_soon(self._drain_stderr, process.stderr, stderr_done)
+                tg.start_soon(self._drain_stderr, stdio.stderr, stderr_done)
 
                 async def wait_exit() -> None:
                     await process.wait()
@@ -330,6 +322,7 @@ class Replica:
                     await self._reap_group(pgid)
                     tg.cancel_scope.cancel()
         finally:
+            stdio.close()
             self.connection = None
             registry.release(spawn_id)
             registry.untrack_group(pgid)

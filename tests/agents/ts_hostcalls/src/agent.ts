@@ -1,5 +1,6 @@
 // tshostcalls: exercises the TypeScript SDK's typed host calls: term.run (runCommand),
-// msg.send / msg.receive (messages) and on_message (onMessage).
+// msg.send / msg.receive (messages) and on_message (onMessage), and its channel hygiene.
+import { execFileSync } from "node:child_process";
 import {
   Agent,
   CTX_CALLS,
@@ -26,6 +27,15 @@ agent.action<{ command: string }>(
   async ({ command }, ctx) => {
     const result = await runCommand(ctx, command, { timeout: 30 });
     return { output: result.output, reason: result.reason, exit_code: result.exitCode };
+  },
+);
+
+agent.action<{ text: string }>(
+  "noisy_child",
+  { description: "Start a child that writes `text` to the stdout it inherits (fd 1)." },
+  async ({ text }) => {
+    execFileSync("sh", ["-c", 'printf "%s\\n" "$1"', "sh", text], { stdio: ["ignore", "inherit", "inherit"] });
+    return { done: true };
   },
 );
 
