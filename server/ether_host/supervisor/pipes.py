@@ -1,10 +1,11 @@
 """An agent process's stdio as pipes: the host makes them, rather than the event loop.
 
-uvloop (the host's loop) gives a child stdio over socketpairs. A frame's round trip through
-a pipe takes about half as long as through a socketpair on this machine kind (34-43 µs
-against 70-75 µs between two processes, with half the CPU on each side), and a pipe lets an
-agent reopen its stdout as a private file description (/proc/self/fd/1), which the
-TypeScript adapter needs to move frames off fd 1 and to write them without blocking.
+uvloop (the host's loop) gives a child stdio over socketpairs. A socket cannot be reopened
+through /proc/self/fd/1, which the TypeScript adapter needs to move frames off fd 1 (so that
+child processes inheriting stdout write to the log, not into the link) and to write them
+without libuv's thread pool. Pipes are also the cheaper channel in a tight loop between two
+processes (a round trip of 34-43 µs against 70-75 µs here); between the host and a Python
+agent the difference was within noise.
 """
 
 from __future__ import annotations
