@@ -8,6 +8,8 @@ import subprocess
 import uuid
 from pathlib import Path
 
+import pytest
+
 from ether.v1 import workflow_pb2
 from tests.support.agents import EXAMPLES, deploy
 from tests.support.host import ETHER, HostProcess
@@ -158,10 +160,28 @@ def test_code_review_campaign_example(host: HostProcess, tmp_path: Path) -> None
     assert "### Code review campaign" in report  # the TypeScript agent's rendering, under "Result"
 
 
-def test_bad_workflows_config_refuses_to_start(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ("max_active_runs = 0", "workflows.max_active_runs: expected a positive integer, got 0"),
+        (
+            "keep_runs = -1",
+            "workflows.keep_runs: expected an integer of 0 (keep every run) or more, got -1",
+        ),
+        (
+            "keep_days = 'a week'",
+            "workflows.keep_days: expected a number of days, 0 (no age limit) or more, got 'a week'",
+        ),
+        (
+            "keep_hours = 3",
+            "workflows: unknown key 'keep_hours'; allowed keys are max_active_runs, keep_runs, keep_days",
+        ),
+    ],
+)
+def test_bad_workflows_config_refuses_to_start(tmp_path: Path, table: str, message: str) -> None:
     """A bad [workflows] table stops `ether serve` at once with exit 2, naming the key."""
     config = tmp_path / "ether.toml"
-    config.write_text("[workflows]\nmax_active_runs = 0\n")
+    config.write_text(f"[workflows]\n{table}\n")
     done = subprocess.run(
         [
             str(ETHER),
@@ -178,4 +198,4 @@ def test_bad_workflows_config_refuses_to_start(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 2
-    assert "workflows.max_active_runs: expected a positive integer, got 0" in done.stderr
+    assert message in done.stderr

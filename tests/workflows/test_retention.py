@@ -4,7 +4,6 @@ are deleted with their tasks and events; a run that has not ended never is."""
 from __future__ import annotations
 
 import sqlite3
-import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 from ether.v1 import workflow_pb2
 from tests.support.agents import AGENTS, deploy
 from tests.support.calls import details
-from tests.support.host import ETHER, HostProcess
+from tests.support.host import HostProcess
 from tests.workflows.runs import create, events, run_to_end, state, tasks, wait
 
 ECHO = "name: {name}\nstages:\n  - {{name: a, agent: flow, action: echo}}\n"
@@ -117,42 +116,3 @@ def test_runs_older_than_keep_days_are_deleted_when_the_host_starts(tmp_path: Pa
         assert listed(again) == []
     finally:
         again.stop()
-
-
-@pytest.mark.parametrize(
-    ("table", "message"),
-    [
-        (
-            "keep_runs = -1",
-            "workflows.keep_runs: expected an integer of 0 (keep every run) or more, got -1",
-        ),
-        (
-            "keep_days = 'a week'",
-            "workflows.keep_days: expected a number of days, 0 (no age limit) or more, got 'a week'",
-        ),
-        (
-            "keep_hours = 3",
-            "workflows: unknown key 'keep_hours'; allowed keys are max_active_runs, keep_runs, keep_days",
-        ),
-    ],
-)
-def test_bad_retention_settings_refuse_to_start(tmp_path: Path, table: str, message: str) -> None:
-    config = tmp_path / "ether.toml"
-    config.write_text(f"[workflows]\n{table}\n")
-    done = subprocess.run(
-        [
-            str(ETHER),
-            "serve",
-            "--config",
-            str(config),
-            "--listen",
-            "127.0.0.1:0",
-            "--state-dir",
-            str(tmp_path / "state"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert message in done.stderr
