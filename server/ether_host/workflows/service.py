@@ -125,7 +125,10 @@ class Workflows:
         if not (self.settings.keep_runs or self.settings.keep_days):
             return
         while True:
-            await self.prune_ended_runs()
+            try:
+                await self.prune_ended_runs()
+            except Exception:  # a store error must not take the host down: try again later
+                log.exception("deleting ended runs failed", path=str(self.store.path))
             with anyio.move_on_after(PRUNE_EVERY):
                 await self._run_ended.wait()
             self._run_ended = anyio.Event()
