@@ -349,8 +349,12 @@ def _report(
         f"- Event loops: the host runs on uvloop, so the bare gRPC server and the bare stdio parent run on "
         f"{fx.loop} too (`--baseline-loop`); every gRPC client is plain asyncio, one channel. The host "
         "runs its helper threads (gRPC's event engine and timer, anyio's workers) under SCHED_BATCH "
-        "and its agents too; the bare gRPC server and the floor do the same with their helper threads "
-        "(bench/echo/serving.py), which made them 5-25 % faster at 64 in flight in an A/B.",
+        "and its agents too, and once serving freezes what exists out of the garbage collector's "
+        "sight (gc.freeze), as the Python SDK does in its agents; the bare gRPC server and the floor "
+        "do the same (bench/echo/serving.py): the thread policy made them 5-25 % faster at 64 in "
+        "flight in an A/B. Agents' stdio are pipes the host makes; the bare stdio parent and the "
+        "floor use the loop's own (socketpairs on uvloop), which made no difference measured for a "
+        "Python child.",
         "- Every figure comes from a fresh client process; the harness idles meanwhile. The host runs with "
         "its defaults (log level info: one JSON line per RPC, here to a file).",
         f"- Echo agents: Python SDK, Go and TypeScript adapters, `max_concurrency` 128, one replica each; "

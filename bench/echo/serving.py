@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import signal
 import sys
@@ -30,13 +31,16 @@ async def stopped() -> None:
 
 
 def like_the_host() -> None:
-    """Give this server's helper threads the CPU policy the Ether host gives its own
-    (SCHED_BATCH for all but the main thread), so the host and its baselines are compared on
-    the same footing: the policy speeds up any grpc.aio server at many calls in flight. Call
-    once the gRPC server has started; keeps at it while the loop runs, as the host does."""
+    """Give this server what the Ether host gives itself once serving, so the host and its
+    baselines are compared on the same footing: its helper threads' CPU policy (SCHED_BATCH
+    for all but the main thread; it speeds up any grpc.aio server at many calls in flight),
+    kept while the loop runs, and what exists now frozen out of the garbage collector's sight
+    (gc.freeze). Call once the gRPC server has started."""
     from ether_host.procs import keep_helper_threads_batched
 
     helpers.append(asyncio.ensure_future(keep_helper_threads_batched()))
+    gc.collect()
+    gc.freeze()
 
 
 helpers: list[asyncio.Future[None]] = []  # strong references: the loop only keeps weak ones
