@@ -16,6 +16,7 @@ import fcntl
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import IO
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
@@ -69,22 +70,23 @@ async def open_agent_process(
     for fd in child_ends:  # the child has its copies; ours would hide its end of the pipes
         os.close(fd)
     loop = asyncio.get_running_loop()
-    stdin_fd, stdout_fd, stderr_fd = parent_ends
+    files = [
+        os.fdopen(fd, mode, buffering=0)
+        for fd, mode in zip(parent_ends, ("wb", "rb", "rb"), strict=True)
+    ]
+    transports: list[asyncio.BaseTransport] = []
     try:
-        transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, os.fdopen(stdin_fd, "wb", buffering=0)
-        )
-        stdin_fd = -1
-        transports: list[asyncio.BaseTransport] = [transport]
-        writer = asyncio.StreamWriter(transport, protocol, None, loop)
-        stdout = await _reader(loop, stdout_fd, transports)
-        stdout_fd = -1
-        stderr = await _reader(loop, stderr_fd, transports)
-        stderr_fd = -1
+        # FlowControlMixin is what asyncio's own subprocess pipes use: it gives drain().
+        stdin, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, files[0])
+        transports.append(stdin)
+        writer = asyncio.StreamWriter(stdin, protocol, None, loop)
+        stdout = await _reader(loop, files[1], transports)
+        stderr = await _reader(loop, files[2], transports)
     except BaseException:
-        for fd in (stdin_fd, stdout_fd, stderr_fd):
-            if fd >= 0:
-                os.close(fd)
+        for opened in transports:
+            opened.close()
+        for file in files:  # a no-op for those a transport already closed
+            file.close()
         process.kill()
         raise
     return AgentStdio(
@@ -93,11 +95,11 @@ async def open_agent_process(
 
 
 async def _reader(
-    loop: asyncio.AbstractEventLoop, fd: int, transports: list[asyncio.BaseTransport]
+    loop: asyncio.AbstractEventLoop, file: IO[bytes], transports: list[asyncio.BaseTransport]
 ) -> asyncio.StreamReader:
     reader = asyncio.StreamReader(limit=READ_BYTES, loop=loop)
     transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), os.fdopen(fd, "rb", buffering=0)
+        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), file
     )
     transports.append(transport)
     return reader
