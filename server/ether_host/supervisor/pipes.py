@@ -22,7 +22,11 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Linux
-PIPE_BYTES = 1024 * 1024  # the default /proc/sys/fs/pipe-max-size: a 20 MB result in 20 reads
+# stdout's capacity, about a socketpair's default buffer (212,992 bytes). Not more: Linux counts
+# pipe capacity per user against /proc/sys/fs/pipe-user-pages-soft (16,384 pages), and past it
+# every new pipe of that user gets 8 KiB. At 64 + 16 + 16 pages per agent process, a host runs
+# 170 of them within the limit.
+STDOUT_PIPE_BYTES = 256 * 1024
 READ_BYTES = 256 * 1024
 
 
@@ -51,9 +55,8 @@ async def open_agent_process(
         stdin_read, stdin_write, stdout_read, stdout_write, stderr_read, stderr_write = fds
         child_ends = [stdin_read, stdout_write, stderr_write]
         parent_ends = [stdin_write, stdout_read, stderr_read]
-        for fd in (stdout_read, stderr_read):  # fewer, larger reads of big output
-            with contextlib.suppress(OSError):
-                fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_BYTES)
+        with contextlib.suppress(OSError):  # fewer, larger reads of big results
+            fcntl.fcntl(stdout_read, F_SETPIPE_SZ, STDOUT_PIPE_BYTES)
         process = await anyio.open_process(
             list(argv),
             cwd=cwd,
