@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import itertools
 import json
 import os
@@ -40,6 +41,13 @@ def become_subreaper() -> bool:
 # CPUSchedulingPolicy= uses. "batch" is a normal share of the CPU without wakeup preemption.
 # Where the platform has no such policy (not Linux), setting it is a no-op.
 CPU_POLICIES = ("other", "batch", "idle")
+
+
+def resize_pipe(fd: int, size: int) -> None:
+    """Ask for a pipe of ``size`` bytes. Bounded by /proc/sys/fs/pipe-max-size and the user's
+    pipe-user-pages-soft; the default 64 KiB still works, only less well."""
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
 
 
 def set_cpu_policy(pid: int, policy: str) -> None:

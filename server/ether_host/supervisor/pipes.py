@@ -11,8 +11,6 @@ agent the difference was within noise.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +19,8 @@ from typing import IO
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
-F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # Linux
+from ether_host.procs import resize_pipe
+
 # stdout's capacity, about a socketpair's default buffer (212,992 bytes). Not more: Linux counts
 # pipe capacity per user against /proc/sys/fs/pipe-user-pages-soft (16,384 pages), and past it
 # every new pipe of that user gets 8 KiB. At 64 + 16 + 16 pages per agent process, a host runs
@@ -55,8 +54,7 @@ async def open_agent_process(
         stdin_read, stdin_write, stdout_read, stdout_write, stderr_read, stderr_write = fds
         child_ends = [stdin_read, stdout_write, stderr_write]
         parent_ends = [stdin_write, stdout_read, stderr_read]
-        with contextlib.suppress(OSError):  # fewer, larger reads of big results
-            fcntl.fcntl(stdout_read, F_SETPIPE_SZ, STDOUT_PIPE_BYTES)
+        resize_pipe(stdout_read, STDOUT_PIPE_BYTES)  # fewer, larger reads of big results
         process = await anyio.open_process(
             list(argv),
             cwd=cwd,

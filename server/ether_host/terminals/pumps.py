@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import functools
 import os
 import shutil
@@ -37,7 +36,7 @@ import sys
 import anyio
 import structlog
 
-from ether_host.procs import ChildRegistry
+from ether_host.procs import ChildRegistry, resize_pipe
 from ether_host.terminals import processes
 
 log = structlog.get_logger("ether.terminals")
@@ -82,8 +81,8 @@ class Pumps:
             opened += (out_read, out_write)
             in_read, in_write = os.pipe()
             opened += (in_read, in_write)
-            _resize_pipe(out_read, OUTPUT_PIPE)
-            _resize_pipe(in_read, INPUT_PIPE)
+            resize_pipe(out_read, OUTPUT_PIPE)
+            resize_pipe(in_read, INPUT_PIPE)
             self._spawn("output", stdin=master, stdout=out_write)
             self._spawn("input", stdin=in_read, stdout=master)
         except BaseException:
@@ -150,9 +149,3 @@ class Pumps:
             await self._all_reaped.wait()
         if self._running:  # not seen exiting: the host's sweeper takes them from here
             log.warning("terminal pumps not reaped", terminal=self._terminal_id)
-
-
-def _resize_pipe(fd: int, size: int) -> None:
-    # Bounded by /proc/sys/fs/pipe-max-size; the default 64 KiB still works, only less well.
-    with contextlib.suppress(OSError):
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
