@@ -38,6 +38,7 @@ type action struct {
 	name        string
 	description string
 	schema      json.RawMessage
+	check       paramsCheck // schema, parsed when the action is declared
 	idempotent  bool
 	handler     Handler
 }
@@ -162,6 +163,7 @@ func (a *Agent) Action(name string, h Handler, opts ...ActionOption) {
 	for _, o := range opts {
 		o(ac)
 	}
+	ac.check = compileSchema(ac.schema)
 	a.actions = append(a.actions, ac)
 	a.byName[name] = ac
 }

@@ -525,7 +525,7 @@ func (s *session) runTask(t *Task, ac *action) {
 		v   any
 		err error
 	)
-	if problems := validateParams(ac.schema, t.Params); len(problems) > 0 {
+	if problems := ac.check.validateParams(t.Params); len(problems) > 0 {
 		s.finish(t, nil, Errorf(CodeInvalidParams, "%s", strings.Join(problems, "; ")).WithData("problems", problems))
 		return
 	}

@@ -205,6 +205,20 @@ func TestErrorsMapToCodes(t *testing.T) {
 	}
 }
 
+func TestAnActionTakingAnyObjectStillRefusesParamsThatAreNotOne(t *testing.T) {
+	// echo's schema is {"type":"object"}: params are checked for being an object, not walked.
+	h := startSession(t, testAgent())
+	h.handshake()
+	h.task("h-1", "echo", map[string]any{"a": []any{1.0, map[string]any{"b": nil}}})
+	if r := h.recv(); r["status"] != "ok" || fmt.Sprint(r["result"]) != "map[a:[1 map[b:<nil>]]]" {
+		t.Fatalf("object params result = %v", r)
+	}
+	h.task("h-2", "echo", []any{1, 2})
+	if r := h.recv(); errCode(r) != CodeInvalidParams {
+		t.Fatalf("array params result = %v", r)
+	}
+}
+
 func TestPartialOutputCarriesErrorMetadataAndNextActions(t *testing.T) {
 	h := startSession(t, testAgent())
 	h.handshake()
