@@ -161,7 +161,9 @@ check-generated: setup
 	tools/check-generated $(MAKE) generate
 
 # --- Run -------------------------------------------------------------------------------------------
-test: setup ## Run the test suite (pytest over tests/; TEST_TIMEOUT=seconds per test, PYTEST_ARGS=...)
+test: setup ## Run the test suite (the Go and TypeScript adapters' unit tests, then pytest over tests/; TEST_TIMEOUT=seconds per test, PYTEST_ARGS=...)
+	cd adapters/go && go test ./...
+	cd adapters/typescript && npm test --silent
 	@if ! find tests -name 'test_*.py' 2>/dev/null | grep -q .; then \
 		echo "test: no test files under tests/ yet (nothing run)"; \
 	else \
