@@ -103,3 +103,15 @@ def test_validate_reports_each_field() -> None:
     assert validate(schema, [1]) == [
         {"field": "params", "description": "expected object, got array"}
     ]
+
+
+def test_only_schemas_that_accept_any_object_skip_the_params_walk() -> None:
+    """The runtime checks only the kind of params for these (the host decides the same way)."""
+    from ether_agent._schema import accepts_any_object
+
+    assert accepts_any_object({"type": "object"})
+    assert accepts_any_object({"type": "object", "description": "d", "additionalProperties": {}})
+    assert not accepts_any_object({"type": "object", "properties": {"n": {"type": "integer"}}})
+    assert not accepts_any_object({"type": "object", "required": ["n"]})
+    assert not accepts_any_object({"type": "object", "additionalProperties": False})
+    assert not accepts_any_object({"type": "array"})
