@@ -89,7 +89,6 @@ class Workflows:
         self.supervisor = supervisor
         self.dispatcher = dispatcher
         self.settings = parse_settings(settings or {})
-        self.max_active_runs = self.settings.max_active_runs
         self._live: dict[str, RunExecution] = {}
         self._requests: dict[str, str] = {}
         self._lock = anyio.Lock()
@@ -219,12 +218,13 @@ class Workflows:
                 reason="HOST_STOPPING",
             )
         active = sum(1 for execution in self._live.values() if not execution.done.is_set())
-        if active >= self.max_active_runs:
+        limit = self.settings.max_active_runs
+        if active >= limit:
             raise ResourceExhausted(
-                f"{active} runs are active (limit {self.max_active_runs}); wait for one to end",
+                f"{active} runs are active (limit {limit}); wait for one to end",
                 reason="TOO_MANY_RUNS",
                 retry_after=5.0,
-                metadata={"limit": str(self.max_active_runs)},
+                metadata={"limit": str(limit)},
             )
         if request_id and request_id in self._requests:  # created while this request was validating
             return await self.get(self._requests[request_id])
