@@ -13,12 +13,12 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import orjson
 import structlog
-from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
+from anyio.abc import ByteSendStream, TaskGroup
 
 from ether_host.link.lines import LineSplitter, Oversized
 from ether_host.link.pending import (
@@ -40,6 +40,13 @@ _ID_IN_HEAD = re.compile(rb'"id"\s*:\s*"([^"]{1,64})"')
 CallHandler = Callable[["AgentConnection", dict[str, Any]], Awaitable[Any]]
 
 
+class ChunkSource(Protocol):
+    """An agent's stdout as the loop reads it (supervisor/pipes.py: StdoutPipe)."""
+
+    async def deliver(self, on_chunk: Callable[[bytes], None]) -> None:
+        """Call ``on_chunk`` with every chunk read, in order; return at EOF."""
+
+
 @dataclass
 class Counters:
     """What went wrong on this link, for ListProcesses and logs."""
@@ -55,7 +62,7 @@ class AgentConnection:
     def __init__(
         self,
         stdin: ByteSendStream,
-        stdout: ByteReceiveStream,
+        stdout: ChunkSource,
         *,
         agent: str,
         max_frame: int = DEFAULT_MAX_FRAME,
@@ -87,25 +94,24 @@ class AgentConnection:
     ) -> None:
         """Read stdout to EOF, dispatching frames. Ends when the stream ends."""
         splitter = LineSplitter(self.max_frame)
+
+        def on_chunk(chunk: bytes) -> None:
+            # Runs in the loop's read callback: nothing may escape it. A frame that fails to
+            # be handled is counted and logged, and never passes for the end of stdout.
+            try:
+                lines = splitter.feed(chunk)
+            except Exception:
+                self.counters.protocol_errors += 1
+                log.exception("splitting stdout failed", agent=self.agent)
+                return
+            for line in lines:
+                self._dispatch_guarded(line)
+
         try:
             async with anyio.create_task_group() as calls:
                 self._calls_group = calls
                 task_status.started()
-                while True:
-                    # Only the read is guarded: an error raised while handling a frame must
-                    # never pass for the end of stdout (the reader would stop for good while
-                    # the process lives on, and every later task would wait to its deadline).
-                    try:
-                        chunk = await self._stdout.receive()
-                    except (
-                        anyio.EndOfStream,
-                        anyio.BrokenResourceError,
-                        anyio.ClosedResourceError,
-                        OSError,
-                    ):
-                        break
-                    for line in splitter.feed(chunk):
-                        self._dispatch_guarded(line)
+                await self._stdout.deliver(on_chunk)
                 for line in splitter.finish():
                     self._dispatch_guarded(line)
                 self._fail_all(LinkClosed(f"agent {self.agent}: stdout closed"))

@@ -36,6 +36,14 @@ class LineSplitter:
             newline = chunk.find(b"\n", start)
             end = len(chunk) if newline < 0 else newline
             piece = chunk[start:end]
+            if newline >= 0 and not self._buffer and self._discarding is None:
+                # A whole line in this chunk (the usual case): no copy through the buffer.
+                if len(piece) > self.max_line:
+                    out.append(Oversized(piece[:HEAD_BYTES], len(piece)))
+                else:
+                    out.append(piece[:-1] if piece.endswith(b"\r") else piece)
+                start = newline + 1
+                continue
             if self._discarding is not None:
                 self._discarding = Oversized(
                     self._discarding.head, self._discarding.length + len(piece)
