@@ -111,7 +111,7 @@ async def _reader(
 class StdoutPipe(asyncio.Protocol):
     """The host's end of an agent's stdout, read by the loop itself: each chunk goes to the
     link's callback as it is read. A reader task in between (asyncio's StreamReader and a
-    task awaiting it) cost a task step per read: 3-6 % of the host's CPU per task (A/B)."""
+    task awaiting it) cost a task step per read: 2-7 % of the host's CPU per task in an A/B."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
