@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import duration_pb2
 
 from ether.v1 import agent_io_pb2, common_pb2, supervisor_pb2
 from tests.support.agents import AGENTS, deploy, state_name, watch_until
@@ -138,6 +139,67 @@ def test_an_agent_can_opt_out_of_the_batch_cpu_policy(host: HostProcess, tmp_pat
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "cpu_scheduling_policy" in error.value.details()
     assert "batch" in error.value.details()
+
+
+def test_deploy_settings_override_agent_toml_and_the_status_shows_those_in_effect(
+    host: HostProcess, tmp_path: Path
+) -> None:
+    """Every agent.toml setting has an AgentSpec field. What the request sets wins (zeros
+    included), agent.toml fills in the rest, then the defaults; the status shows the result,
+    and the process runs with it. A value out of range names the request's field."""
+    folder = _rogue_folder(
+        tmp_path / "tuned",
+        'description = "from the file"\nmax_queue = 7\ncancel_grace = 2\n'
+        'cpu_scheduling_policy = "other"\nping_interval = 4\nmax_restarts = 9\n',
+    )
+    response = host.supervisor.DeployAgent(
+        supervisor_pb2.DeployAgentRequest(
+            spec=supervisor_pb2.AgentSpec(
+                path=str(folder),
+                name="tuned",
+                description="from the request",
+                max_queue=3,
+                cpu_scheduling_policy=supervisor_pb2.CPU_SCHEDULING_POLICY_IDLE,
+                stop_grace=duration_pb2.Duration(seconds=0),
+                backoff_cap=duration_pb2.Duration(seconds=12, nanos=500_000_000),
+                start_retries=0,
+            )
+        ),
+        timeout=30,
+    )
+    spec = response.agent.spec
+    # from the request, zeros included
+    assert spec.description == "from the request"
+    assert spec.max_queue == 3
+    assert spec.cpu_scheduling_policy == supervisor_pb2.CPU_SCHEDULING_POLICY_IDLE
+    assert spec.stop_grace.ToTimedelta().total_seconds() == 0
+    assert spec.backoff_cap.ToTimedelta().total_seconds() == 12.5
+    assert spec.start_retries == 0
+    # from agent.toml
+    assert spec.cancel_grace.ToTimedelta().total_seconds() == 2
+    assert spec.ping_interval.ToTimedelta().total_seconds() == 4
+    assert spec.max_restarts == 9
+    assert list(spec.command) == ["python3", "rogue.py"]
+    # defaults
+    assert spec.protocol == supervisor_pb2.LINK_PROTOCOL_AUTO
+    assert spec.ping_timeout.ToTimedelta().total_seconds() == 10
+    assert spec.restart_period.ToTimedelta().total_seconds() == 300
+    watch_until(host, "tuned", {"RUNNING"}, after=response.agent.event_sequence)
+    assert _agent(host, "tuned").description == "from the request"
+    assert set(thread_policies(_agent_pid(host, "tuned")).values()) == {os.SCHED_IDLE}
+    _remove(host, "tuned")
+
+    with pytest.raises(grpc.RpcError) as error:
+        host.supervisor.DeployAgent(
+            supervisor_pb2.DeployAgentRequest(
+                spec=supervisor_pb2.AgentSpec(
+                    path=str(folder), cancel_grace=duration_pb2.Duration(seconds=0)
+                )
+            ),
+            timeout=30,
+        )
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.value.details().startswith("spec.cancel_grace: 0.0 is out of range 0.01..600")
 
 
 def _until(condition: Callable[[], bool], within: float = 10.0) -> None:

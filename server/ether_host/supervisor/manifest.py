@@ -112,17 +112,42 @@ def read_manifest(path: Path) -> dict[str, Any]:
         raise _bad("agent.toml", f"{file}: {error}") from None
 
 
-def _number(values: dict[str, Any], key: str, low: float, high: float) -> float | None:
-    if values.get(key) in (None, ""):
-        return None
-    value = values[key]
-    if not isinstance(value, int | float) or not low <= value <= high:
-        raise _bad(key, f"{value!r} is out of range {low:g}..{high:g}")
-    return float(value)
+class _Merged:
+    """A deploy request over the folder's agent.toml, remembering where each value came from
+    so that an error names the request's field or the file's key."""
 
+    def __init__(self, request: dict[str, Any], manifest: dict[str, Any]) -> None:
+        # A request states only what it sets (transport/supervisor.py leaves unset fields out).
+        requested = {
+            k: v for k, v in request.items() if v is not None and v != "" and v != [] and v != {}
+        }
+        self.values = manifest | requested
+        self._origin = {k: f"agent.toml {k}" for k in manifest} | {
+            k: f"spec.{k}" for k in requested
+        }
 
-def _int_or(value: float | None, default: int) -> int:
-    return default if value is None else int(value)
+    def get(self, key: str) -> Any:
+        return self.values.get(key)
+
+    def field(self, key: str) -> str:
+        return self._origin.get(key, f"spec.{key}")
+
+    def number(self, key: str, low: float, high: float) -> float | None:
+        value = self.values.get(key)
+        if value in (None, ""):
+            return None
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not low <= value <= high
+        ):
+            raise _bad(self.field(key), f"{value!r} is out of range {low:g}..{high:g}")
+        return float(value)
+
+    def setting(self, key: str, low: float, high: float, default: float) -> float:
+        """A number in low..high, or ``default`` when unset (0 is a value, not "unset")."""
+        value = self.number(key, low, high)
+        return default if value is None else value
 
 
 def build_spec(request: dict[str, Any]) -> AgentSpec:
@@ -133,36 +158,36 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
     path = Path(raw_path).expanduser().absolute()
     if not path.is_dir():
         raise _bad("spec.path", f"{path} is not a directory")
-    manifest = read_manifest(path)
-    merged = {k: v for k, v in manifest.items()} | {
-        k: v for k, v in request.items() if v not in (None, "", 0, [], {})
-    }
+    merged = _Merged(request, read_manifest(path))
 
     name = str(merged.get("name") or path.name).lower().replace(".", "-")
     if not NAME_PATTERN.match(name):
         raise _bad(
-            "spec.name", f"{name!r} must be 1-64 characters of a-z 0-9 _ -, starting with a letter"
+            merged.field("name"),
+            f"{name!r} must be 1-64 characters of a-z 0-9 _ -, starting with a letter",
         )
     language = str(merged.get("language") or "").lower() or detect_language(path)
     if language not in LANGUAGES:
-        raise _bad("spec.language", f"{language!r} is not one of {', '.join(LANGUAGES)}")
+        raise _bad(merged.field("language"), f"{language!r} is not one of {', '.join(LANGUAGES)}")
     kind = str(merged.get("type") or merged.get("kind") or "general").lower()
     if kind not in KINDS:
-        raise _bad("spec.type", f"{kind!r} is not one of {', '.join(KINDS)}")
+        raise _bad(merged.field("type"), f"{kind!r} is not one of {', '.join(KINDS)}")
     restart = str(merged.get("restart") or "on-failure").lower().replace("_", "-")
     if restart not in RESTART_POLICIES:
-        raise _bad("spec.restart", f"{restart!r} is not one of {', '.join(RESTART_POLICIES)}")
-    replicas = int(_number(merged, "replicas", 1, 64) or 1)
+        raise _bad(
+            merged.field("restart"), f"{restart!r} is not one of {', '.join(RESTART_POLICIES)}"
+        )
+    replicas = int(merged.setting("replicas", 1, 64, 1))
     command = merged.get("command") or []
     if isinstance(command, str):
         command = command.split()
     protocol = str(merged.get("protocol") or "auto")
     if protocol not in ("auto", "legacy"):
-        raise _bad("spec.protocol", f"{protocol!r} is not auto or legacy")
+        raise _bad(merged.field("protocol"), f"{protocol!r} is not auto or legacy")
     cpu_policy = str(merged.get("cpu_scheduling_policy") or "batch").lower()
     if cpu_policy not in CPU_POLICIES:
         raise _bad(
-            "spec.cpu_scheduling_policy",
+            merged.field("cpu_scheduling_policy"),
             f"{cpu_policy!r} is not one of {', '.join(CPU_POLICIES)} (as in systemd's "
             "CPUSchedulingPolicy=; real-time policies need privileges the host does not take)",
         )
@@ -185,20 +210,20 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
         allowed_calls=[
             str(c) for c in merged.get("calls") or merged.get("allowed_calls") or ["agent.call"]
         ],
-        start_timeout=_number(merged, "start_timeout", 0.1, 600) or 30.0,
-        stop_grace=_number(merged, "stop_grace", 0, 600) or 5.0,
-        cancel_grace=_number(merged, "cancel_grace", 0.01, 600) or 5.0,
-        max_queue=int(_number(merged, "max_queue", 1, 100000) or 1000),
-        max_frame=int(_number(merged, "max_frame", 1024, 256 * 1024 * 1024) or 16 * 1024 * 1024),
-        backoff_base=_number(merged, "backoff_base", 0.05, 60) or 1.0,
-        backoff_cap=_number(merged, "backoff_cap", 0.05, 3600) or 60.0,
-        start_retries=_int_or(_number(merged, "start_retries", 0, 100), 3),
-        max_restarts=_int_or(_number(merged, "max_restarts", 0, 1000), 5),
-        restart_period=_number(merged, "restart_period", 1, 86400) or 300.0,
-        stable_after=_number(merged, "stable_after", 0.01, 3600) or 10.0,
-        reset_after=_number(merged, "reset_after", 0.01, 86400) or 300.0,
-        legacy_after=_number(merged, "legacy_after", 0.01, 600) or 5.0,
-        ping_interval=_number(merged, "ping_interval", 0.05, 3600) or 15.0,
-        ping_timeout=_number(merged, "ping_timeout", 0.05, 600) or 10.0,
+        start_timeout=merged.setting("start_timeout", 0.1, 600, 30.0),
+        stop_grace=merged.setting("stop_grace", 0, 600, 5.0),
+        cancel_grace=merged.setting("cancel_grace", 0.01, 600, 5.0),
+        max_queue=int(merged.setting("max_queue", 1, 100000, 1000)),
+        max_frame=int(merged.setting("max_frame", 1024, 256 * 1024 * 1024, 16 * 1024 * 1024)),
+        backoff_base=merged.setting("backoff_base", 0.05, 60, 1.0),
+        backoff_cap=merged.setting("backoff_cap", 0.05, 3600, 60.0),
+        start_retries=int(merged.setting("start_retries", 0, 100, 3)),
+        max_restarts=int(merged.setting("max_restarts", 0, 1000, 5)),
+        restart_period=merged.setting("restart_period", 1, 86400, 300.0),
+        stable_after=merged.setting("stable_after", 0.01, 3600, 10.0),
+        reset_after=merged.setting("reset_after", 0.01, 86400, 300.0),
+        legacy_after=merged.setting("legacy_after", 0.01, 600, 5.0),
+        ping_interval=merged.setting("ping_interval", 0.05, 3600, 15.0),
+        ping_timeout=merged.setting("ping_timeout", 0.05, 600, 10.0),
         cpu_scheduling_policy=cpu_policy,
     )

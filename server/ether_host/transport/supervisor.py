@@ -11,7 +11,7 @@ from ether.v1 import supervisor_pb2, supervisor_pb2_grpc
 from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.lifecycle import Lifecycle
 from ether_host.paging import paginate
-from ether_host.supervisor import LifecycleEvent, LogLine, ManagedAgent, Supervisor
+from ether_host.supervisor import AgentSpec, LifecycleEvent, LogLine, ManagedAgent, Supervisor
 from ether_host.supervisor.replica import Replica
 from ether_host.transport import convert
 
@@ -117,29 +117,93 @@ class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
             yield _log(line)
 
 
+_LINK_PROTOCOL = {
+    supervisor_pb2.LINK_PROTOCOL_AUTO: "auto",
+    supervisor_pb2.LINK_PROTOCOL_LEGACY: "legacy",
+}
+_LINK_PROTOCOL_VALUES = {v: k for k, v in _LINK_PROTOCOL.items()}
+_CPU_POLICY = {
+    supervisor_pb2.CPU_SCHEDULING_POLICY_BATCH: "batch",
+    supervisor_pb2.CPU_SCHEDULING_POLICY_OTHER: "other",
+    supervisor_pb2.CPU_SCHEDULING_POLICY_IDLE: "idle",
+}
+_CPU_POLICY_VALUES = {v: k for k, v in _CPU_POLICY.items()}
+# AgentSpec's Duration fields, each an agent.toml key of seconds of the same name.
+_DURATIONS = (
+    "start_timeout",
+    "stop_grace",
+    "cancel_grace",
+    "ping_interval",
+    "ping_timeout",
+    "backoff_base",
+    "backoff_cap",
+    "restart_period",
+    "stable_after",
+    "reset_after",
+)
+
+
 def _spec_request(spec: supervisor_pb2.AgentSpec) -> dict[str, Any]:
-    """An AgentSpec message as the plain request the supervisor merges with agent.toml."""
+    """An AgentSpec message as the plain request the supervisor merges with agent.toml: only
+    the fields the caller set, so that agent.toml and the defaults fill in the rest."""
     request: dict[str, Any] = {
         "name": spec.name,
         "path": spec.path,
         "language": convert.LANGUAGE_NAMES.get(spec.language, ""),
         "type": convert.KIND_NAMES.get(spec.type, ""),
-        "replicas": spec.replicas,
         "restart": _RESTART.get(spec.restart, ""),
         "module": spec.module,
         "function": spec.function,
+        "description": spec.description,
+        "main": spec.main,
+        "protocol": _LINK_PROTOCOL.get(spec.protocol, ""),
+        "cpu_scheduling_policy": _CPU_POLICY.get(spec.cpu_scheduling_policy, ""),
+        "command": list(spec.command),
         "env": dict(spec.env),
         "config": convert.struct_to_dict(spec.config),
         "capabilities": list(spec.capabilities),
         "calls": list(spec.allowed_calls),
     }
-    if spec.HasField("start_timeout"):
-        request["start_timeout"] = convert.seconds(spec.start_timeout)
-    if spec.HasField("stop_grace"):
-        request["stop_grace"] = convert.seconds(spec.stop_grace)
-    if spec.max_frame:
-        request["max_frame"] = spec.max_frame
+    for key in ("replicas", "max_queue", "max_frame"):  # 0 means unset
+        if value := getattr(spec, key):
+            request[key] = value
+    for key in ("start_retries", "max_restarts"):  # optional: 0 is a value
+        if spec.HasField(key):
+            request[key] = getattr(spec, key)
+    for key in _DURATIONS:
+        if spec.HasField(key):
+            request[key] = convert.seconds(getattr(spec, key))
     return request
+
+
+def _spec_message(spec: AgentSpec) -> supervisor_pb2.AgentSpec:
+    """The spec an agent runs with, every default filled in."""
+    message = supervisor_pb2.AgentSpec(
+        name=spec.name,
+        path=str(spec.path),
+        language=convert.LANGUAGES[spec.language],
+        type=convert.KINDS[spec.kind],
+        replicas=spec.replicas,
+        restart=_RESTART_VALUES[spec.restart],
+        module=spec.module,
+        function=spec.function,
+        env=spec.env,
+        config=convert.dict_to_struct(spec.config),
+        capabilities=spec.capabilities,
+        allowed_calls=spec.allowed_calls,
+        max_frame=spec.max_frame,
+        description=spec.description,
+        command=spec.command,
+        main=spec.main,
+        protocol=_LINK_PROTOCOL_VALUES[spec.protocol],
+        max_queue=spec.max_queue,
+        cpu_scheduling_policy=_CPU_POLICY_VALUES[spec.cpu_scheduling_policy],
+        start_retries=spec.start_retries,
+        max_restarts=spec.max_restarts,
+    )
+    for key in _DURATIONS:
+        getattr(message, key).CopyFrom(convert.duration(getattr(spec, key)))
+    return message
 
 
 def process_info(replica: Replica) -> supervisor_pb2.ProcessInfo:
@@ -165,26 +229,9 @@ def process_info(replica: Replica) -> supervisor_pb2.ProcessInfo:
 
 
 def agent_status(agent: ManagedAgent) -> supervisor_pb2.AgentStatus:
-    spec = agent.spec
     return supervisor_pb2.AgentStatus(
         info=convert.agent_info(agent),
-        spec=supervisor_pb2.AgentSpec(
-            name=spec.name,
-            path=str(spec.path),
-            language=convert.LANGUAGES[spec.language],
-            type=convert.KINDS[spec.kind],
-            replicas=spec.replicas,
-            restart=_RESTART_VALUES[spec.restart],
-            module=spec.module,
-            function=spec.function,
-            env=spec.env,
-            config=convert.dict_to_struct(spec.config),
-            capabilities=spec.capabilities,
-            allowed_calls=spec.allowed_calls,
-            start_timeout=convert.duration(spec.start_timeout),
-            stop_grace=convert.duration(spec.stop_grace),
-            max_frame=spec.max_frame,
-        ),
+        spec=_spec_message(agent.spec),
         processes=[process_info(r) for r in agent.replicas],
         reason=agent.status_reason(),
         event_sequence=agent.supervisor.events.last_sequence,

@@ -82,6 +82,121 @@ func (RestartPolicy) EnumDescriptor() ([]byte, []int) {
 	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{0}
 }
 
+// LinkProtocol is how the host speaks to an agent over its stdio.
+type LinkProtocol int32
+
+const (
+	// Not set: agent.toml's `protocol`, then LINK_PROTOCOL_AUTO.
+	LinkProtocol_LINK_PROTOCOL_UNSPECIFIED LinkProtocol = 0
+	// The frames of ether.adapter.v1 after a hello; a custom Python `command`
+	// that sends no hello within 5 s (agent.toml's `legacy_after`) is spoken
+	// to in the seeds' envelope.
+	LinkProtocol_LINK_PROTOCOL_AUTO LinkProtocol = 1
+	// The seeds' envelope from the start: {"id","type":"task","payload"} in,
+	// {"id","status","result"|"error"} out, no hello; one action.
+	LinkProtocol_LINK_PROTOCOL_LEGACY LinkProtocol = 2
+)
+
+// Enum value maps for LinkProtocol.
+var (
+	LinkProtocol_name = map[int32]string{
+		0: "LINK_PROTOCOL_UNSPECIFIED",
+		1: "LINK_PROTOCOL_AUTO",
+		2: "LINK_PROTOCOL_LEGACY",
+	}
+	LinkProtocol_value = map[string]int32{
+		"LINK_PROTOCOL_UNSPECIFIED": 0,
+		"LINK_PROTOCOL_AUTO":        1,
+		"LINK_PROTOCOL_LEGACY":      2,
+	}
+)
+
+func (x LinkProtocol) Enum() *LinkProtocol {
+	p := new(LinkProtocol)
+	*p = x
+	return p
+}
+
+func (x LinkProtocol) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LinkProtocol) Descriptor() protoreflect.EnumDescriptor {
+	return file_ether_v1_supervisor_proto_enumTypes[1].Descriptor()
+}
+
+func (LinkProtocol) Type() protoreflect.EnumType {
+	return &file_ether_v1_supervisor_proto_enumTypes[1]
+}
+
+func (x LinkProtocol) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LinkProtocol.Descriptor instead.
+func (LinkProtocol) EnumDescriptor() ([]byte, []int) {
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{1}
+}
+
+// CpuSchedulingPolicy is the Linux CPU scheduling policy of every thread and
+// child process of an agent, as systemd's CPUSchedulingPolicy=.
+type CpuSchedulingPolicy int32
+
+const (
+	// Not set: agent.toml's `cpu_scheduling_policy`, then
+	// CPU_SCHEDULING_POLICY_BATCH.
+	CpuSchedulingPolicy_CPU_SCHEDULING_POLICY_UNSPECIFIED CpuSchedulingPolicy = 0
+	// SCHED_BATCH: fewer preemptions of the host's RPC threads by agents.
+	CpuSchedulingPolicy_CPU_SCHEDULING_POLICY_BATCH CpuSchedulingPolicy = 1
+	// SCHED_OTHER, Linux's default.
+	CpuSchedulingPolicy_CPU_SCHEDULING_POLICY_OTHER CpuSchedulingPolicy = 2
+	// SCHED_IDLE: runs only when nothing else wants the CPU.
+	CpuSchedulingPolicy_CPU_SCHEDULING_POLICY_IDLE CpuSchedulingPolicy = 3
+)
+
+// Enum value maps for CpuSchedulingPolicy.
+var (
+	CpuSchedulingPolicy_name = map[int32]string{
+		0: "CPU_SCHEDULING_POLICY_UNSPECIFIED",
+		1: "CPU_SCHEDULING_POLICY_BATCH",
+		2: "CPU_SCHEDULING_POLICY_OTHER",
+		3: "CPU_SCHEDULING_POLICY_IDLE",
+	}
+	CpuSchedulingPolicy_value = map[string]int32{
+		"CPU_SCHEDULING_POLICY_UNSPECIFIED": 0,
+		"CPU_SCHEDULING_POLICY_BATCH":       1,
+		"CPU_SCHEDULING_POLICY_OTHER":       2,
+		"CPU_SCHEDULING_POLICY_IDLE":        3,
+	}
+)
+
+func (x CpuSchedulingPolicy) Enum() *CpuSchedulingPolicy {
+	p := new(CpuSchedulingPolicy)
+	*p = x
+	return p
+}
+
+func (x CpuSchedulingPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CpuSchedulingPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_ether_v1_supervisor_proto_enumTypes[2].Descriptor()
+}
+
+func (CpuSchedulingPolicy) Type() protoreflect.EnumType {
+	return &file_ether_v1_supervisor_proto_enumTypes[2]
+}
+
+func (x CpuSchedulingPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CpuSchedulingPolicy.Descriptor instead.
+func (CpuSchedulingPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{2}
+}
+
 // AgentSpec is how an agent is deployed. Fields left unset take their
 // values from the folder's agent.toml, then from host defaults.
 type AgentSpec struct {
@@ -124,7 +239,54 @@ type AgentSpec struct {
 	// Largest frame, in bytes, on this agent's stdio link (a task's params or
 	// a result is one frame); the agent may lower it in hello. 0 means
 	// agent.toml's `max_frame`, then 16 MiB; at most 256 MiB.
-	MaxFrame      int64 `protobuf:"varint,15,opt,name=max_frame,json=maxFrame,proto3" json:"max_frame,omitempty"`
+	MaxFrame int64 `protobuf:"varint,15,opt,name=max_frame,json=maxFrame,proto3" json:"max_frame,omitempty"`
+	// One line shown by ListAgents and GetAgent. Empty: agent.toml's.
+	Description string `protobuf:"bytes,16,opt,name=description,proto3" json:"description,omitempty"`
+	// Python: a full custom argv (any program that speaks the protocol or the
+	// seeds' envelope); Go and TypeScript: extra arguments. Empty:
+	// agent.toml's `command`.
+	Command []string `protobuf:"bytes,17,rep,name=command,proto3" json:"command,omitempty"`
+	// TypeScript: the compiled entry, relative to the folder. Empty:
+	// agent.toml's `main`, then package.json's `main`, then dist/agent.js.
+	Main string `protobuf:"bytes,18,opt,name=main,proto3" json:"main,omitempty"`
+	// How the host speaks to the agent; unspecified means agent.toml's, then
+	// LINK_PROTOCOL_AUTO.
+	Protocol LinkProtocol `protobuf:"varint,19,opt,name=protocol,proto3,enum=ether.v1.LinkProtocol" json:"protocol,omitempty"`
+	// Tasks that may wait for a free slot before more are refused with
+	// RESOURCE_EXHAUSTED, 1 to 100000. 0: agent.toml's `max_queue`, then 1000.
+	MaxQueue int32 `protobuf:"varint,20,opt,name=max_queue,json=maxQueue,proto3" json:"max_queue,omitempty"`
+	// Time a cancelled task may take to answer before its process is
+	// restarted (0.01 s to 600 s). Unset: agent.toml's, then 5 s.
+	CancelGrace *durationpb.Duration `protobuf:"bytes,21,opt,name=cancel_grace,json=cancelGrace,proto3" json:"cancel_grace,omitempty"`
+	// CPU policy of the agent's threads and children; unspecified means
+	// agent.toml's, then CPU_SCHEDULING_POLICY_BATCH.
+	CpuSchedulingPolicy CpuSchedulingPolicy `protobuf:"varint,22,opt,name=cpu_scheduling_policy,json=cpuSchedulingPolicy,proto3,enum=ether.v1.CpuSchedulingPolicy" json:"cpu_scheduling_policy,omitempty"`
+	// For agents that declare `ping` in hello: how often the host pings them
+	// (0.05 s to 3600 s). Unset: agent.toml's, then 15 s.
+	PingInterval *durationpb.Duration `protobuf:"bytes,23,opt,name=ping_interval,json=pingInterval,proto3" json:"ping_interval,omitempty"`
+	// How long a ping waits for its pong (0.05 s to 600 s); three missed in a
+	// row restart the process. Unset: agent.toml's, then 10 s.
+	PingTimeout *durationpb.Duration `protobuf:"bytes,24,opt,name=ping_timeout,json=pingTimeout,proto3" json:"ping_timeout,omitempty"`
+	// Restart delay: min(backoff_cap, backoff_base * 2^(n-1)), +-20 % jitter.
+	// Unset: agent.toml's, then 1 s (0.05 s to 60 s).
+	BackoffBase *durationpb.Duration `protobuf:"bytes,25,opt,name=backoff_base,json=backoffBase,proto3" json:"backoff_base,omitempty"`
+	// Longest restart delay (0.05 s to 3600 s). Unset: agent.toml's, then 60 s.
+	BackoffCap *durationpb.Duration `protobuf:"bytes,26,opt,name=backoff_cap,json=backoffCap,proto3" json:"backoff_cap,omitempty"`
+	// Deaths before `stable_after` that are retried before FATAL, 0 to 100.
+	// Unset: agent.toml's, then 3.
+	StartRetries *int32 `protobuf:"varint,27,opt,name=start_retries,json=startRetries,proto3,oneof" json:"start_retries,omitempty"`
+	// Restarts allowed within `restart_period`; one more makes the agent
+	// FATAL. 0 to 1000; unset: agent.toml's, then 5.
+	MaxRestarts *int32 `protobuf:"varint,28,opt,name=max_restarts,json=maxRestarts,proto3,oneof" json:"max_restarts,omitempty"`
+	// The window `max_restarts` counts in (1 s to 86400 s). Unset:
+	// agent.toml's, then 300 s.
+	RestartPeriod *durationpb.Duration `protobuf:"bytes,29,opt,name=restart_period,json=restartPeriod,proto3" json:"restart_period,omitempty"`
+	// A process counts as started once up this long (0.01 s to 3600 s).
+	// Unset: agent.toml's, then 10 s.
+	StableAfter *durationpb.Duration `protobuf:"bytes,30,opt,name=stable_after,json=stableAfter,proto3" json:"stable_after,omitempty"`
+	// The restart backoff resets after a process has been up this long
+	// (0.01 s to 86400 s). Unset: agent.toml's, then 300 s.
+	ResetAfter    *durationpb.Duration `protobuf:"bytes,31,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -262,6 +424,118 @@ func (x *AgentSpec) GetMaxFrame() int64 {
 		return x.MaxFrame
 	}
 	return 0
+}
+
+func (x *AgentSpec) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *AgentSpec) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *AgentSpec) GetMain() string {
+	if x != nil {
+		return x.Main
+	}
+	return ""
+}
+
+func (x *AgentSpec) GetProtocol() LinkProtocol {
+	if x != nil {
+		return x.Protocol
+	}
+	return LinkProtocol_LINK_PROTOCOL_UNSPECIFIED
+}
+
+func (x *AgentSpec) GetMaxQueue() int32 {
+	if x != nil {
+		return x.MaxQueue
+	}
+	return 0
+}
+
+func (x *AgentSpec) GetCancelGrace() *durationpb.Duration {
+	if x != nil {
+		return x.CancelGrace
+	}
+	return nil
+}
+
+func (x *AgentSpec) GetCpuSchedulingPolicy() CpuSchedulingPolicy {
+	if x != nil {
+		return x.CpuSchedulingPolicy
+	}
+	return CpuSchedulingPolicy_CPU_SCHEDULING_POLICY_UNSPECIFIED
+}
+
+func (x *AgentSpec) GetPingInterval() *durationpb.Duration {
+	if x != nil {
+		return x.PingInterval
+	}
+	return nil
+}
+
+func (x *AgentSpec) GetPingTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.PingTimeout
+	}
+	return nil
+}
+
+func (x *AgentSpec) GetBackoffBase() *durationpb.Duration {
+	if x != nil {
+		return x.BackoffBase
+	}
+	return nil
+}
+
+func (x *AgentSpec) GetBackoffCap() *durationpb.Duration {
+	if x != nil {
+		return x.BackoffCap
+	}
+	return nil
+}
+
+func (x *AgentSpec) GetStartRetries() int32 {
+	if x != nil && x.StartRetries != nil {
+		return *x.StartRetries
+	}
+	return 0
+}
+
+func (x *AgentSpec) GetMaxRestarts() int32 {
+	if x != nil && x.MaxRestarts != nil {
+		return *x.MaxRestarts
+	}
+	return 0
+}
+
+func (x *AgentSpec) GetRestartPeriod() *durationpb.Duration {
+	if x != nil {
+		return x.RestartPeriod
+	}
+	return nil
+}
+
+func (x *AgentSpec) GetStableAfter() *durationpb.Duration {
+	if x != nil {
+		return x.StableAfter
+	}
+	return nil
+}
+
+func (x *AgentSpec) GetResetAfter() *durationpb.Duration {
+	if x != nil {
+		return x.ResetAfter
+	}
+	return nil
 }
 
 // ProcessInfo describes one agent process (one replica).
@@ -1544,7 +1818,7 @@ var File_ether_v1_supervisor_proto protoreflect.FileDescriptor
 
 const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\n" +
-	"\x19ether/v1/supervisor.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x15ether/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x88\x05\n" +
+	"\x19ether/v1/supervisor.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x15ether/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\v\n" +
 	"\tAgentSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12.\n" +
@@ -1562,10 +1836,30 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\rstart_timeout\x18\r \x01(\v2\x19.google.protobuf.DurationR\fstartTimeout\x128\n" +
 	"\n" +
 	"stop_grace\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\tstopGrace\x12\x1b\n" +
-	"\tmax_frame\x18\x0f \x01(\x03R\bmaxFrame\x1a6\n" +
+	"\tmax_frame\x18\x0f \x01(\x03R\bmaxFrame\x12 \n" +
+	"\vdescription\x18\x10 \x01(\tR\vdescription\x12\x18\n" +
+	"\acommand\x18\x11 \x03(\tR\acommand\x12\x12\n" +
+	"\x04main\x18\x12 \x01(\tR\x04main\x122\n" +
+	"\bprotocol\x18\x13 \x01(\x0e2\x16.ether.v1.LinkProtocolR\bprotocol\x12\x1b\n" +
+	"\tmax_queue\x18\x14 \x01(\x05R\bmaxQueue\x12<\n" +
+	"\fcancel_grace\x18\x15 \x01(\v2\x19.google.protobuf.DurationR\vcancelGrace\x12Q\n" +
+	"\x15cpu_scheduling_policy\x18\x16 \x01(\x0e2\x1d.ether.v1.CpuSchedulingPolicyR\x13cpuSchedulingPolicy\x12>\n" +
+	"\rping_interval\x18\x17 \x01(\v2\x19.google.protobuf.DurationR\fpingInterval\x12<\n" +
+	"\fping_timeout\x18\x18 \x01(\v2\x19.google.protobuf.DurationR\vpingTimeout\x12<\n" +
+	"\fbackoff_base\x18\x19 \x01(\v2\x19.google.protobuf.DurationR\vbackoffBase\x12:\n" +
+	"\vbackoff_cap\x18\x1a \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"backoffCap\x12(\n" +
+	"\rstart_retries\x18\x1b \x01(\x05H\x00R\fstartRetries\x88\x01\x01\x12&\n" +
+	"\fmax_restarts\x18\x1c \x01(\x05H\x01R\vmaxRestarts\x88\x01\x01\x12@\n" +
+	"\x0erestart_period\x18\x1d \x01(\v2\x19.google.protobuf.DurationR\rrestartPeriod\x12<\n" +
+	"\fstable_after\x18\x1e \x01(\v2\x19.google.protobuf.DurationR\vstableAfter\x12:\n" +
+	"\vreset_after\x18\x1f \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"resetAfter\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc5\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x10\n" +
+	"\x0e_start_retriesB\x0f\n" +
+	"\r_max_restarts\"\xc5\x03\n" +
 	"\vProcessInfo\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x18\n" +
 	"\areplica\x18\x02 \x01(\x05R\areplica\x12\x10\n" +
@@ -1662,7 +1956,16 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\x1aRESTART_POLICY_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15RESTART_POLICY_ALWAYS\x10\x01\x12\x1d\n" +
 	"\x19RESTART_POLICY_ON_FAILURE\x10\x02\x12\x18\n" +
-	"\x14RESTART_POLICY_NEVER\x10\x032\xbd\x05\n" +
+	"\x14RESTART_POLICY_NEVER\x10\x03*_\n" +
+	"\fLinkProtocol\x12\x1d\n" +
+	"\x19LINK_PROTOCOL_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12LINK_PROTOCOL_AUTO\x10\x01\x12\x18\n" +
+	"\x14LINK_PROTOCOL_LEGACY\x10\x02*\x9e\x01\n" +
+	"\x13CpuSchedulingPolicy\x12%\n" +
+	"!CPU_SCHEDULING_POLICY_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bCPU_SCHEDULING_POLICY_BATCH\x10\x01\x12\x1f\n" +
+	"\x1bCPU_SCHEDULING_POLICY_OTHER\x10\x02\x12\x1e\n" +
+	"\x1aCPU_SCHEDULING_POLICY_IDLE\x10\x032\xbd\x05\n" +
 	"\x11SupervisorService\x12J\n" +
 	"\vDeployAgent\x12\x1c.ether.v1.DeployAgentRequest\x1a\x1d.ether.v1.DeployAgentResponse\x12J\n" +
 	"\vRemoveAgent\x12\x1c.ether.v1.RemoveAgentRequest\x1a\x1d.ether.v1.RemoveAgentResponse\x12G\n" +
@@ -1690,89 +1993,101 @@ func file_ether_v1_supervisor_proto_rawDescGZIP() []byte {
 	return file_ether_v1_supervisor_proto_rawDescData
 }
 
-var file_ether_v1_supervisor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_ether_v1_supervisor_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_ether_v1_supervisor_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_ether_v1_supervisor_proto_goTypes = []any{
 	(RestartPolicy)(0),            // 0: ether.v1.RestartPolicy
-	(*AgentSpec)(nil),             // 1: ether.v1.AgentSpec
-	(*ProcessInfo)(nil),           // 2: ether.v1.ProcessInfo
-	(*AgentStatus)(nil),           // 3: ether.v1.AgentStatus
-	(*DeployAgentRequest)(nil),    // 4: ether.v1.DeployAgentRequest
-	(*DeployAgentResponse)(nil),   // 5: ether.v1.DeployAgentResponse
-	(*RemoveAgentRequest)(nil),    // 6: ether.v1.RemoveAgentRequest
-	(*RemoveAgentResponse)(nil),   // 7: ether.v1.RemoveAgentResponse
-	(*StartAgentRequest)(nil),     // 8: ether.v1.StartAgentRequest
-	(*StartAgentResponse)(nil),    // 9: ether.v1.StartAgentResponse
-	(*StopAgentRequest)(nil),      // 10: ether.v1.StopAgentRequest
-	(*StopAgentResponse)(nil),     // 11: ether.v1.StopAgentResponse
-	(*RestartAgentRequest)(nil),   // 12: ether.v1.RestartAgentRequest
-	(*RestartAgentResponse)(nil),  // 13: ether.v1.RestartAgentResponse
-	(*ScaleAgentRequest)(nil),     // 14: ether.v1.ScaleAgentRequest
-	(*ScaleAgentResponse)(nil),    // 15: ether.v1.ScaleAgentResponse
-	(*ListProcessesRequest)(nil),  // 16: ether.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil), // 17: ether.v1.ListProcessesResponse
-	(*WatchEventsRequest)(nil),    // 18: ether.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),   // 19: ether.v1.WatchEventsResponse
-	(*StreamLogsRequest)(nil),     // 20: ether.v1.StreamLogsRequest
-	(*StreamLogsResponse)(nil),    // 21: ether.v1.StreamLogsResponse
-	nil,                           // 22: ether.v1.AgentSpec.EnvEntry
-	(Language)(0),                 // 23: ether.v1.Language
-	(AgentType)(0),                // 24: ether.v1.AgentType
-	(*structpb.Struct)(nil),       // 25: google.protobuf.Struct
-	(*durationpb.Duration)(nil),   // 26: google.protobuf.Duration
-	(AgentState)(0),               // 27: ether.v1.AgentState
-	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
-	(*AgentInfo)(nil),             // 29: ether.v1.AgentInfo
+	(LinkProtocol)(0),             // 1: ether.v1.LinkProtocol
+	(CpuSchedulingPolicy)(0),      // 2: ether.v1.CpuSchedulingPolicy
+	(*AgentSpec)(nil),             // 3: ether.v1.AgentSpec
+	(*ProcessInfo)(nil),           // 4: ether.v1.ProcessInfo
+	(*AgentStatus)(nil),           // 5: ether.v1.AgentStatus
+	(*DeployAgentRequest)(nil),    // 6: ether.v1.DeployAgentRequest
+	(*DeployAgentResponse)(nil),   // 7: ether.v1.DeployAgentResponse
+	(*RemoveAgentRequest)(nil),    // 8: ether.v1.RemoveAgentRequest
+	(*RemoveAgentResponse)(nil),   // 9: ether.v1.RemoveAgentResponse
+	(*StartAgentRequest)(nil),     // 10: ether.v1.StartAgentRequest
+	(*StartAgentResponse)(nil),    // 11: ether.v1.StartAgentResponse
+	(*StopAgentRequest)(nil),      // 12: ether.v1.StopAgentRequest
+	(*StopAgentResponse)(nil),     // 13: ether.v1.StopAgentResponse
+	(*RestartAgentRequest)(nil),   // 14: ether.v1.RestartAgentRequest
+	(*RestartAgentResponse)(nil),  // 15: ether.v1.RestartAgentResponse
+	(*ScaleAgentRequest)(nil),     // 16: ether.v1.ScaleAgentRequest
+	(*ScaleAgentResponse)(nil),    // 17: ether.v1.ScaleAgentResponse
+	(*ListProcessesRequest)(nil),  // 18: ether.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil), // 19: ether.v1.ListProcessesResponse
+	(*WatchEventsRequest)(nil),    // 20: ether.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),   // 21: ether.v1.WatchEventsResponse
+	(*StreamLogsRequest)(nil),     // 22: ether.v1.StreamLogsRequest
+	(*StreamLogsResponse)(nil),    // 23: ether.v1.StreamLogsResponse
+	nil,                           // 24: ether.v1.AgentSpec.EnvEntry
+	(Language)(0),                 // 25: ether.v1.Language
+	(AgentType)(0),                // 26: ether.v1.AgentType
+	(*structpb.Struct)(nil),       // 27: google.protobuf.Struct
+	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
+	(AgentState)(0),               // 29: ether.v1.AgentState
+	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(*AgentInfo)(nil),             // 31: ether.v1.AgentInfo
 }
 var file_ether_v1_supervisor_proto_depIdxs = []int32{
-	23, // 0: ether.v1.AgentSpec.language:type_name -> ether.v1.Language
-	24, // 1: ether.v1.AgentSpec.type:type_name -> ether.v1.AgentType
+	25, // 0: ether.v1.AgentSpec.language:type_name -> ether.v1.Language
+	26, // 1: ether.v1.AgentSpec.type:type_name -> ether.v1.AgentType
 	0,  // 2: ether.v1.AgentSpec.restart:type_name -> ether.v1.RestartPolicy
-	22, // 3: ether.v1.AgentSpec.env:type_name -> ether.v1.AgentSpec.EnvEntry
-	25, // 4: ether.v1.AgentSpec.config:type_name -> google.protobuf.Struct
-	26, // 5: ether.v1.AgentSpec.start_timeout:type_name -> google.protobuf.Duration
-	26, // 6: ether.v1.AgentSpec.stop_grace:type_name -> google.protobuf.Duration
-	27, // 7: ether.v1.ProcessInfo.state:type_name -> ether.v1.AgentState
-	28, // 8: ether.v1.ProcessInfo.started_at:type_name -> google.protobuf.Timestamp
-	29, // 9: ether.v1.AgentStatus.info:type_name -> ether.v1.AgentInfo
-	1,  // 10: ether.v1.AgentStatus.spec:type_name -> ether.v1.AgentSpec
-	2,  // 11: ether.v1.AgentStatus.processes:type_name -> ether.v1.ProcessInfo
-	1,  // 12: ether.v1.DeployAgentRequest.spec:type_name -> ether.v1.AgentSpec
-	3,  // 13: ether.v1.DeployAgentResponse.agent:type_name -> ether.v1.AgentStatus
-	3,  // 14: ether.v1.StartAgentResponse.agent:type_name -> ether.v1.AgentStatus
-	26, // 15: ether.v1.StopAgentRequest.grace:type_name -> google.protobuf.Duration
-	3,  // 16: ether.v1.StopAgentResponse.agent:type_name -> ether.v1.AgentStatus
-	3,  // 17: ether.v1.RestartAgentResponse.agent:type_name -> ether.v1.AgentStatus
-	3,  // 18: ether.v1.ScaleAgentResponse.agent:type_name -> ether.v1.AgentStatus
-	2,  // 19: ether.v1.ListProcessesResponse.processes:type_name -> ether.v1.ProcessInfo
-	28, // 20: ether.v1.WatchEventsResponse.time:type_name -> google.protobuf.Timestamp
-	27, // 21: ether.v1.WatchEventsResponse.state:type_name -> ether.v1.AgentState
-	27, // 22: ether.v1.WatchEventsResponse.previous_state:type_name -> ether.v1.AgentState
-	28, // 23: ether.v1.StreamLogsResponse.time:type_name -> google.protobuf.Timestamp
-	25, // 24: ether.v1.StreamLogsResponse.fields:type_name -> google.protobuf.Struct
-	4,  // 25: ether.v1.SupervisorService.DeployAgent:input_type -> ether.v1.DeployAgentRequest
-	6,  // 26: ether.v1.SupervisorService.RemoveAgent:input_type -> ether.v1.RemoveAgentRequest
-	8,  // 27: ether.v1.SupervisorService.StartAgent:input_type -> ether.v1.StartAgentRequest
-	10, // 28: ether.v1.SupervisorService.StopAgent:input_type -> ether.v1.StopAgentRequest
-	12, // 29: ether.v1.SupervisorService.RestartAgent:input_type -> ether.v1.RestartAgentRequest
-	14, // 30: ether.v1.SupervisorService.ScaleAgent:input_type -> ether.v1.ScaleAgentRequest
-	16, // 31: ether.v1.SupervisorService.ListProcesses:input_type -> ether.v1.ListProcessesRequest
-	18, // 32: ether.v1.SupervisorService.WatchEvents:input_type -> ether.v1.WatchEventsRequest
-	20, // 33: ether.v1.SupervisorService.StreamLogs:input_type -> ether.v1.StreamLogsRequest
-	5,  // 34: ether.v1.SupervisorService.DeployAgent:output_type -> ether.v1.DeployAgentResponse
-	7,  // 35: ether.v1.SupervisorService.RemoveAgent:output_type -> ether.v1.RemoveAgentResponse
-	9,  // 36: ether.v1.SupervisorService.StartAgent:output_type -> ether.v1.StartAgentResponse
-	11, // 37: ether.v1.SupervisorService.StopAgent:output_type -> ether.v1.StopAgentResponse
-	13, // 38: ether.v1.SupervisorService.RestartAgent:output_type -> ether.v1.RestartAgentResponse
-	15, // 39: ether.v1.SupervisorService.ScaleAgent:output_type -> ether.v1.ScaleAgentResponse
-	17, // 40: ether.v1.SupervisorService.ListProcesses:output_type -> ether.v1.ListProcessesResponse
-	19, // 41: ether.v1.SupervisorService.WatchEvents:output_type -> ether.v1.WatchEventsResponse
-	21, // 42: ether.v1.SupervisorService.StreamLogs:output_type -> ether.v1.StreamLogsResponse
-	34, // [34:43] is the sub-list for method output_type
-	25, // [25:34] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	24, // 3: ether.v1.AgentSpec.env:type_name -> ether.v1.AgentSpec.EnvEntry
+	27, // 4: ether.v1.AgentSpec.config:type_name -> google.protobuf.Struct
+	28, // 5: ether.v1.AgentSpec.start_timeout:type_name -> google.protobuf.Duration
+	28, // 6: ether.v1.AgentSpec.stop_grace:type_name -> google.protobuf.Duration
+	1,  // 7: ether.v1.AgentSpec.protocol:type_name -> ether.v1.LinkProtocol
+	28, // 8: ether.v1.AgentSpec.cancel_grace:type_name -> google.protobuf.Duration
+	2,  // 9: ether.v1.AgentSpec.cpu_scheduling_policy:type_name -> ether.v1.CpuSchedulingPolicy
+	28, // 10: ether.v1.AgentSpec.ping_interval:type_name -> google.protobuf.Duration
+	28, // 11: ether.v1.AgentSpec.ping_timeout:type_name -> google.protobuf.Duration
+	28, // 12: ether.v1.AgentSpec.backoff_base:type_name -> google.protobuf.Duration
+	28, // 13: ether.v1.AgentSpec.backoff_cap:type_name -> google.protobuf.Duration
+	28, // 14: ether.v1.AgentSpec.restart_period:type_name -> google.protobuf.Duration
+	28, // 15: ether.v1.AgentSpec.stable_after:type_name -> google.protobuf.Duration
+	28, // 16: ether.v1.AgentSpec.reset_after:type_name -> google.protobuf.Duration
+	29, // 17: ether.v1.ProcessInfo.state:type_name -> ether.v1.AgentState
+	30, // 18: ether.v1.ProcessInfo.started_at:type_name -> google.protobuf.Timestamp
+	31, // 19: ether.v1.AgentStatus.info:type_name -> ether.v1.AgentInfo
+	3,  // 20: ether.v1.AgentStatus.spec:type_name -> ether.v1.AgentSpec
+	4,  // 21: ether.v1.AgentStatus.processes:type_name -> ether.v1.ProcessInfo
+	3,  // 22: ether.v1.DeployAgentRequest.spec:type_name -> ether.v1.AgentSpec
+	5,  // 23: ether.v1.DeployAgentResponse.agent:type_name -> ether.v1.AgentStatus
+	5,  // 24: ether.v1.StartAgentResponse.agent:type_name -> ether.v1.AgentStatus
+	28, // 25: ether.v1.StopAgentRequest.grace:type_name -> google.protobuf.Duration
+	5,  // 26: ether.v1.StopAgentResponse.agent:type_name -> ether.v1.AgentStatus
+	5,  // 27: ether.v1.RestartAgentResponse.agent:type_name -> ether.v1.AgentStatus
+	5,  // 28: ether.v1.ScaleAgentResponse.agent:type_name -> ether.v1.AgentStatus
+	4,  // 29: ether.v1.ListProcessesResponse.processes:type_name -> ether.v1.ProcessInfo
+	30, // 30: ether.v1.WatchEventsResponse.time:type_name -> google.protobuf.Timestamp
+	29, // 31: ether.v1.WatchEventsResponse.state:type_name -> ether.v1.AgentState
+	29, // 32: ether.v1.WatchEventsResponse.previous_state:type_name -> ether.v1.AgentState
+	30, // 33: ether.v1.StreamLogsResponse.time:type_name -> google.protobuf.Timestamp
+	27, // 34: ether.v1.StreamLogsResponse.fields:type_name -> google.protobuf.Struct
+	6,  // 35: ether.v1.SupervisorService.DeployAgent:input_type -> ether.v1.DeployAgentRequest
+	8,  // 36: ether.v1.SupervisorService.RemoveAgent:input_type -> ether.v1.RemoveAgentRequest
+	10, // 37: ether.v1.SupervisorService.StartAgent:input_type -> ether.v1.StartAgentRequest
+	12, // 38: ether.v1.SupervisorService.StopAgent:input_type -> ether.v1.StopAgentRequest
+	14, // 39: ether.v1.SupervisorService.RestartAgent:input_type -> ether.v1.RestartAgentRequest
+	16, // 40: ether.v1.SupervisorService.ScaleAgent:input_type -> ether.v1.ScaleAgentRequest
+	18, // 41: ether.v1.SupervisorService.ListProcesses:input_type -> ether.v1.ListProcessesRequest
+	20, // 42: ether.v1.SupervisorService.WatchEvents:input_type -> ether.v1.WatchEventsRequest
+	22, // 43: ether.v1.SupervisorService.StreamLogs:input_type -> ether.v1.StreamLogsRequest
+	7,  // 44: ether.v1.SupervisorService.DeployAgent:output_type -> ether.v1.DeployAgentResponse
+	9,  // 45: ether.v1.SupervisorService.RemoveAgent:output_type -> ether.v1.RemoveAgentResponse
+	11, // 46: ether.v1.SupervisorService.StartAgent:output_type -> ether.v1.StartAgentResponse
+	13, // 47: ether.v1.SupervisorService.StopAgent:output_type -> ether.v1.StopAgentResponse
+	15, // 48: ether.v1.SupervisorService.RestartAgent:output_type -> ether.v1.RestartAgentResponse
+	17, // 49: ether.v1.SupervisorService.ScaleAgent:output_type -> ether.v1.ScaleAgentResponse
+	19, // 50: ether.v1.SupervisorService.ListProcesses:output_type -> ether.v1.ListProcessesResponse
+	21, // 51: ether.v1.SupervisorService.WatchEvents:output_type -> ether.v1.WatchEventsResponse
+	23, // 52: ether.v1.SupervisorService.StreamLogs:output_type -> ether.v1.StreamLogsResponse
+	44, // [44:53] is the sub-list for method output_type
+	35, // [35:44] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_ether_v1_supervisor_proto_init() }
@@ -1782,6 +2097,7 @@ func file_ether_v1_supervisor_proto_init() {
 	}
 	file_ether_v1_agent_io_proto_init()
 	file_ether_v1_common_proto_init()
+	file_ether_v1_supervisor_proto_msgTypes[0].OneofWrappers = []any{}
 	file_ether_v1_supervisor_proto_msgTypes[1].OneofWrappers = []any{}
 	file_ether_v1_supervisor_proto_msgTypes[18].OneofWrappers = []any{}
 	type x struct{}
@@ -1789,7 +2105,7 @@ func file_ether_v1_supervisor_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ether_v1_supervisor_proto_rawDesc), len(file_ether_v1_supervisor_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      3,
 			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,

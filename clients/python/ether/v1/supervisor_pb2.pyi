@@ -20,13 +20,33 @@ class RestartPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RESTART_POLICY_ALWAYS: _ClassVar[RestartPolicy]
     RESTART_POLICY_ON_FAILURE: _ClassVar[RestartPolicy]
     RESTART_POLICY_NEVER: _ClassVar[RestartPolicy]
+
+class LinkProtocol(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LINK_PROTOCOL_UNSPECIFIED: _ClassVar[LinkProtocol]
+    LINK_PROTOCOL_AUTO: _ClassVar[LinkProtocol]
+    LINK_PROTOCOL_LEGACY: _ClassVar[LinkProtocol]
+
+class CpuSchedulingPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CPU_SCHEDULING_POLICY_UNSPECIFIED: _ClassVar[CpuSchedulingPolicy]
+    CPU_SCHEDULING_POLICY_BATCH: _ClassVar[CpuSchedulingPolicy]
+    CPU_SCHEDULING_POLICY_OTHER: _ClassVar[CpuSchedulingPolicy]
+    CPU_SCHEDULING_POLICY_IDLE: _ClassVar[CpuSchedulingPolicy]
 RESTART_POLICY_UNSPECIFIED: RestartPolicy
 RESTART_POLICY_ALWAYS: RestartPolicy
 RESTART_POLICY_ON_FAILURE: RestartPolicy
 RESTART_POLICY_NEVER: RestartPolicy
+LINK_PROTOCOL_UNSPECIFIED: LinkProtocol
+LINK_PROTOCOL_AUTO: LinkProtocol
+LINK_PROTOCOL_LEGACY: LinkProtocol
+CPU_SCHEDULING_POLICY_UNSPECIFIED: CpuSchedulingPolicy
+CPU_SCHEDULING_POLICY_BATCH: CpuSchedulingPolicy
+CPU_SCHEDULING_POLICY_OTHER: CpuSchedulingPolicy
+CPU_SCHEDULING_POLICY_IDLE: CpuSchedulingPolicy
 
 class AgentSpec(_message.Message):
-    __slots__ = ("name", "path", "language", "type", "replicas", "restart", "module", "function", "env", "config", "capabilities", "allowed_calls", "start_timeout", "stop_grace", "max_frame")
+    __slots__ = ("name", "path", "language", "type", "replicas", "restart", "module", "function", "env", "config", "capabilities", "allowed_calls", "start_timeout", "stop_grace", "max_frame", "description", "command", "main", "protocol", "max_queue", "cancel_grace", "cpu_scheduling_policy", "ping_interval", "ping_timeout", "backoff_base", "backoff_cap", "start_retries", "max_restarts", "restart_period", "stable_after", "reset_after")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +69,22 @@ class AgentSpec(_message.Message):
     START_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     STOP_GRACE_FIELD_NUMBER: _ClassVar[int]
     MAX_FRAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    MAIN_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    MAX_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_GRACE_FIELD_NUMBER: _ClassVar[int]
+    CPU_SCHEDULING_POLICY_FIELD_NUMBER: _ClassVar[int]
+    PING_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    PING_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_BASE_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_CAP_FIELD_NUMBER: _ClassVar[int]
+    START_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    RESTART_PERIOD_FIELD_NUMBER: _ClassVar[int]
+    STABLE_AFTER_FIELD_NUMBER: _ClassVar[int]
+    RESET_AFTER_FIELD_NUMBER: _ClassVar[int]
     name: str
     path: str
     language: _common_pb2.Language
@@ -64,7 +100,23 @@ class AgentSpec(_message.Message):
     start_timeout: _duration_pb2.Duration
     stop_grace: _duration_pb2.Duration
     max_frame: int
-    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ..., language: _Optional[_Union[_common_pb2.Language, str]] = ..., type: _Optional[_Union[_agent_io_pb2.AgentType, str]] = ..., replicas: _Optional[int] = ..., restart: _Optional[_Union[RestartPolicy, str]] = ..., module: _Optional[str] = ..., function: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., capabilities: _Optional[_Iterable[str]] = ..., allowed_calls: _Optional[_Iterable[str]] = ..., start_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., stop_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_frame: _Optional[int] = ...) -> None: ...
+    description: str
+    command: _containers.RepeatedScalarFieldContainer[str]
+    main: str
+    protocol: LinkProtocol
+    max_queue: int
+    cancel_grace: _duration_pb2.Duration
+    cpu_scheduling_policy: CpuSchedulingPolicy
+    ping_interval: _duration_pb2.Duration
+    ping_timeout: _duration_pb2.Duration
+    backoff_base: _duration_pb2.Duration
+    backoff_cap: _duration_pb2.Duration
+    start_retries: int
+    max_restarts: int
+    restart_period: _duration_pb2.Duration
+    stable_after: _duration_pb2.Duration
+    reset_after: _duration_pb2.Duration
+    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ..., language: _Optional[_Union[_common_pb2.Language, str]] = ..., type: _Optional[_Union[_agent_io_pb2.AgentType, str]] = ..., replicas: _Optional[int] = ..., restart: _Optional[_Union[RestartPolicy, str]] = ..., module: _Optional[str] = ..., function: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., capabilities: _Optional[_Iterable[str]] = ..., allowed_calls: _Optional[_Iterable[str]] = ..., start_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., stop_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_frame: _Optional[int] = ..., description: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., main: _Optional[str] = ..., protocol: _Optional[_Union[LinkProtocol, str]] = ..., max_queue: _Optional[int] = ..., cancel_grace: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cpu_scheduling_policy: _Optional[_Union[CpuSchedulingPolicy, str]] = ..., ping_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., ping_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backoff_base: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backoff_cap: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., start_retries: _Optional[int] = ..., max_restarts: _Optional[int] = ..., restart_period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., stable_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., reset_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class ProcessInfo(_message.Message):
     __slots__ = ("agent", "replica", "pid", "state", "started_at", "restarts", "in_flight", "last_exit_code", "last_signal", "reason", "noise_lines", "protocol_errors")

@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ether/v1/supervisor.proto.
  */
 export const file_ether_v1_supervisor: GenFile = /*@__PURE__*/
-  fileDesc("ChlldGhlci92MS9zdXBlcnZpc29yLnByb3RvEghldGhlci52MSLvAwoJQWdlbnRTcGVjEgwKBG5hbWUYASABKAkSDAoEcGF0aBgCIAEoCRIkCghsYW5ndWFnZRgDIAEoDjISLmV0aGVyLnYxLkxhbmd1YWdlEiEKBHR5cGUYBCABKA4yEy5ldGhlci52MS5BZ2VudFR5cGUSEAoIcmVwbGljYXMYBSABKAUSKAoHcmVzdGFydBgGIAEoDjIXLmV0aGVyLnYxLlJlc3RhcnRQb2xpY3kSDgoGbW9kdWxlGAcgASgJEhAKCGZ1bmN0aW9uGAggASgJEikKA2VudhgJIAMoCzIcLmV0aGVyLnYxLkFnZW50U3BlYy5FbnZFbnRyeRInCgZjb25maWcYCiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhQKDGNhcGFiaWxpdGllcxgLIAMoCRIVCg1hbGxvd2VkX2NhbGxzGAwgAygJEjAKDXN0YXJ0X3RpbWVvdXQYDSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLQoKc3RvcF9ncmFjZRgOIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIRCgltYXhfZnJhbWUYDyABKAMaKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLMAgoLUHJvY2Vzc0luZm8SDQoFYWdlbnQYASABKAkSDwoHcmVwbGljYRgCIAEoBRILCgNwaWQYAyABKAUSIwoFc3RhdGUYBCABKA4yFC5ldGhlci52MS5BZ2VudFN0YXRlEi4KCnN0YXJ0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHJlc3RhcnRzGAYgASgFEhEKCWluX2ZsaWdodBgHIAEoBRIbCg5sYXN0X2V4aXRfY29kZRgIIAEoBUgAiAEBEhgKC2xhc3Rfc2lnbmFsGAkgASgFSAGIAQESDgoGcmVhc29uGAogASgJEhMKC25vaXNlX2xpbmVzGAsgASgDEhcKD3Byb3RvY29sX2Vycm9ycxgMIAEoA0IRCg9fbGFzdF9leGl0X2NvZGVCDgoMX2xhc3Rfc2lnbmFsIqUBCgtBZ2VudFN0YXR1cxIhCgRpbmZvGAEgASgLMhMuZXRoZXIudjEuQWdlbnRJbmZvEiEKBHNwZWMYAiABKAsyEy5ldGhlci52MS5BZ2VudFNwZWMSKAoJcHJvY2Vzc2VzGAMgAygLMhUuZXRoZXIudjEuUHJvY2Vzc0luZm8SDgoGcmVhc29uGAQgASgJEhYKDmV2ZW50X3NlcXVlbmNlGAUgASgDIjcKEkRlcGxveUFnZW50UmVxdWVzdBIhCgRzcGVjGAEgASgLMhMuZXRoZXIudjEuQWdlbnRTcGVjIjsKE0RlcGxveUFnZW50UmVzcG9uc2USJAoFYWdlbnQYASABKAsyFS5ldGhlci52MS5BZ2VudFN0YXR1cyIiChJSZW1vdmVBZ2VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCSIVChNSZW1vdmVBZ2VudFJlc3BvbnNlIiEKEVN0YXJ0QWdlbnRSZXF1ZXN0EgwKBG5hbWUYASABKAkiOgoSU3RhcnRBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuZXRoZXIudjEuQWdlbnRTdGF0dXMiSgoQU3RvcEFnZW50UmVxdWVzdBIMCgRuYW1lGAEgASgJEigKBWdyYWNlGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjkKEVN0b3BBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuZXRoZXIudjEuQWdlbnRTdGF0dXMiIwoTUmVzdGFydEFnZW50UmVxdWVzdBIMCgRuYW1lGAEgASgJIjwKFFJlc3RhcnRBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuZXRoZXIudjEuQWdlbnRTdGF0dXMiMwoRU2NhbGVBZ2VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIQCghyZXBsaWNhcxgCIAEoBSI6ChJTY2FsZUFnZW50UmVzcG9uc2USJAoFYWdlbnQYASABKAsyFS5ldGhlci52MS5BZ2VudFN0YXR1cyJMChRMaXN0UHJvY2Vzc2VzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCRINCgVhZ2VudBgDIAEoCSJaChVMaXN0UHJvY2Vzc2VzUmVzcG9uc2USKAoJcHJvY2Vzc2VzGAEgAygLMhUuZXRoZXIudjEuUHJvY2Vzc0luZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjsKEldhdGNoRXZlbnRzUmVxdWVzdBINCgVhZ2VudBgBIAEoCRIWCg5hZnRlcl9zZXF1ZW5jZRgCIAEoAyK8AgoTV2F0Y2hFdmVudHNSZXNwb25zZRIQCghzZXF1ZW5jZRgBIAEoAxIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVhZ2VudBgDIAEoCRIPCgdyZXBsaWNhGAQgASgFEiMKBXN0YXRlGAUgASgOMhQuZXRoZXIudjEuQWdlbnRTdGF0ZRIsCg5wcmV2aW91c19zdGF0ZRgGIAEoDjIULmV0aGVyLnYxLkFnZW50U3RhdGUSDgoGcmVhc29uGAcgASgJEgsKA3BpZBgIIAEoBRIWCglleGl0X2NvZGUYCSABKAVIAIgBARITCgZzaWduYWwYCiABKAVIAYgBARITCgtzdGRlcnJfdGFpbBgLIAMoCUIMCgpfZXhpdF9jb2RlQgkKB19zaWduYWwiRgoRU3RyZWFtTG9nc1JlcXVlc3QSDQoFYWdlbnQYASABKAkSEgoKdGFpbF9saW5lcxgCIAEoBRIOCgZmb2xsb3cYAyABKAgixAEKElN0cmVhbUxvZ3NSZXNwb25zZRIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVhZ2VudBgCIAEoCRIPCgdyZXBsaWNhGAMgASgFEgsKA3BpZBgEIAEoBRIOCgZzb3VyY2UYBSABKAkSDQoFbGV2ZWwYBiABKAkSDwoHbWVzc2FnZRgHIAEoCRInCgZmaWVsZHMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0KoMBCg1SZXN0YXJ0UG9saWN5Eh4KGlJFU1RBUlRfUE9MSUNZX1VOU1BFQ0lGSUVEEAASGQoVUkVTVEFSVF9QT0xJQ1lfQUxXQVlTEAESHQoZUkVTVEFSVF9QT0xJQ1lfT05fRkFJTFVSRRACEhgKFFJFU1RBUlRfUE9MSUNZX05FVkVSEAMyvQUKEVN1cGVydmlzb3JTZXJ2aWNlEkoKC0RlcGxveUFnZW50EhwuZXRoZXIudjEuRGVwbG95QWdlbnRSZXF1ZXN0Gh0uZXRoZXIudjEuRGVwbG95QWdlbnRSZXNwb25zZRJKCgtSZW1vdmVBZ2VudBIcLmV0aGVyLnYxLlJlbW92ZUFnZW50UmVxdWVzdBodLmV0aGVyLnYxLlJlbW92ZUFnZW50UmVzcG9uc2USRwoKU3RhcnRBZ2VudBIbLmV0aGVyLnYxLlN0YXJ0QWdlbnRSZXF1ZXN0GhwuZXRoZXIudjEuU3RhcnRBZ2VudFJlc3BvbnNlEkQKCVN0b3BBZ2VudBIaLmV0aGVyLnYxLlN0b3BBZ2VudFJlcXVlc3QaGy5ldGhlci52MS5TdG9wQWdlbnRSZXNwb25zZRJNCgxSZXN0YXJ0QWdlbnQSHS5ldGhlci52MS5SZXN0YXJ0QWdlbnRSZXF1ZXN0Gh4uZXRoZXIudjEuUmVzdGFydEFnZW50UmVzcG9uc2USRwoKU2NhbGVBZ2VudBIbLmV0aGVyLnYxLlNjYWxlQWdlbnRSZXF1ZXN0GhwuZXRoZXIudjEuU2NhbGVBZ2VudFJlc3BvbnNlElAKDUxpc3RQcm9jZXNzZXMSHi5ldGhlci52MS5MaXN0UHJvY2Vzc2VzUmVxdWVzdBofLmV0aGVyLnYxLkxpc3RQcm9jZXNzZXNSZXNwb25zZRJMCgtXYXRjaEV2ZW50cxIcLmV0aGVyLnYxLldhdGNoRXZlbnRzUmVxdWVzdBodLmV0aGVyLnYxLldhdGNoRXZlbnRzUmVzcG9uc2UwARJJCgpTdHJlYW1Mb2dzEhsuZXRoZXIudjEuU3RyZWFtTG9nc1JlcXVlc3QaHC5ldGhlci52MS5TdHJlYW1Mb2dzUmVzcG9uc2UwAUKYAQoMY29tLmV0aGVyLnYxQg9TdXBlcnZpc29yUHJvdG9QAVo2Z2l0aHViLmNvbS9ldGhlcmhvc3QvZXRoZXIvY2xpZW50cy9nby9ldGhlci92MTtldGhlcnYxogIDRVhYqgIIRXRoZXIuVjHKAghFdGhlclxWMeICFEV0aGVyXFYxXEdQQk1ldGFkYXRh6gIJRXRoZXI6OlYxYgZwcm90bzM", [file_ether_v1_agent_io, file_ether_v1_common, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChlldGhlci92MS9zdXBlcnZpc29yLnByb3RvEghldGhlci52MSKBCQoJQWdlbnRTcGVjEgwKBG5hbWUYASABKAkSDAoEcGF0aBgCIAEoCRIkCghsYW5ndWFnZRgDIAEoDjISLmV0aGVyLnYxLkxhbmd1YWdlEiEKBHR5cGUYBCABKA4yEy5ldGhlci52MS5BZ2VudFR5cGUSEAoIcmVwbGljYXMYBSABKAUSKAoHcmVzdGFydBgGIAEoDjIXLmV0aGVyLnYxLlJlc3RhcnRQb2xpY3kSDgoGbW9kdWxlGAcgASgJEhAKCGZ1bmN0aW9uGAggASgJEikKA2VudhgJIAMoCzIcLmV0aGVyLnYxLkFnZW50U3BlYy5FbnZFbnRyeRInCgZjb25maWcYCiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhQKDGNhcGFiaWxpdGllcxgLIAMoCRIVCg1hbGxvd2VkX2NhbGxzGAwgAygJEjAKDXN0YXJ0X3RpbWVvdXQYDSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLQoKc3RvcF9ncmFjZRgOIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIRCgltYXhfZnJhbWUYDyABKAMSEwoLZGVzY3JpcHRpb24YECABKAkSDwoHY29tbWFuZBgRIAMoCRIMCgRtYWluGBIgASgJEigKCHByb3RvY29sGBMgASgOMhYuZXRoZXIudjEuTGlua1Byb3RvY29sEhEKCW1heF9xdWV1ZRgUIAEoBRIvCgxjYW5jZWxfZ3JhY2UYFSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SPAoVY3B1X3NjaGVkdWxpbmdfcG9saWN5GBYgASgOMh0uZXRoZXIudjEuQ3B1U2NoZWR1bGluZ1BvbGljeRIwCg1waW5nX2ludGVydmFsGBcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi8KDHBpbmdfdGltZW91dBgYIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxiYWNrb2ZmX2Jhc2UYGSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoLYmFja29mZl9jYXAYGiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGgoNc3RhcnRfcmV0cmllcxgbIAEoBUgAiAEBEhkKDG1heF9yZXN0YXJ0cxgcIAEoBUgBiAEBEjEKDnJlc3RhcnRfcGVyaW9kGB0gASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi8KDHN0YWJsZV9hZnRlchgeIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgtyZXNldF9hZnRlchgfIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQhAKDl9zdGFydF9yZXRyaWVzQg8KDV9tYXhfcmVzdGFydHMizAIKC1Byb2Nlc3NJbmZvEg0KBWFnZW50GAEgASgJEg8KB3JlcGxpY2EYAiABKAUSCwoDcGlkGAMgASgFEiMKBXN0YXRlGAQgASgOMhQuZXRoZXIudjEuQWdlbnRTdGF0ZRIuCgpzdGFydGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghyZXN0YXJ0cxgGIAEoBRIRCglpbl9mbGlnaHQYByABKAUSGwoObGFzdF9leGl0X2NvZGUYCCABKAVIAIgBARIYCgtsYXN0X3NpZ25hbBgJIAEoBUgBiAEBEg4KBnJlYXNvbhgKIAEoCRITCgtub2lzZV9saW5lcxgLIAEoAxIXCg9wcm90b2NvbF9lcnJvcnMYDCABKANCEQoPX2xhc3RfZXhpdF9jb2RlQg4KDF9sYXN0X3NpZ25hbCKlAQoLQWdlbnRTdGF0dXMSIQoEaW5mbxgBIAEoCzITLmV0aGVyLnYxLkFnZW50SW5mbxIhCgRzcGVjGAIgASgLMhMuZXRoZXIudjEuQWdlbnRTcGVjEigKCXByb2Nlc3NlcxgDIAMoCzIVLmV0aGVyLnYxLlByb2Nlc3NJbmZvEg4KBnJlYXNvbhgEIAEoCRIWCg5ldmVudF9zZXF1ZW5jZRgFIAEoAyI3ChJEZXBsb3lBZ2VudFJlcXVlc3QSIQoEc3BlYxgBIAEoCzITLmV0aGVyLnYxLkFnZW50U3BlYyI7ChNEZXBsb3lBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuZXRoZXIudjEuQWdlbnRTdGF0dXMiIgoSUmVtb3ZlQWdlbnRSZXF1ZXN0EgwKBG5hbWUYASABKAkiFQoTUmVtb3ZlQWdlbnRSZXNwb25zZSIhChFTdGFydEFnZW50UmVxdWVzdBIMCgRuYW1lGAEgASgJIjoKElN0YXJ0QWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmV0aGVyLnYxLkFnZW50U3RhdHVzIkoKEFN0b3BBZ2VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIoCgVncmFjZRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI5ChFTdG9wQWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmV0aGVyLnYxLkFnZW50U3RhdHVzIiMKE1Jlc3RhcnRBZ2VudFJlcXVlc3QSDAoEbmFtZRgBIAEoCSI8ChRSZXN0YXJ0QWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmV0aGVyLnYxLkFnZW50U3RhdHVzIjMKEVNjYWxlQWdlbnRSZXF1ZXN0EgwKBG5hbWUYASABKAkSEAoIcmVwbGljYXMYAiABKAUiOgoSU2NhbGVBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuZXRoZXIudjEuQWdlbnRTdGF0dXMiTAoUTGlzdFByb2Nlc3Nlc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSDQoFYWdlbnQYAyABKAkiWgoVTGlzdFByb2Nlc3Nlc1Jlc3BvbnNlEigKCXByb2Nlc3NlcxgBIAMoCzIVLmV0aGVyLnYxLlByb2Nlc3NJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI7ChJXYXRjaEV2ZW50c1JlcXVlc3QSDQoFYWdlbnQYASABKAkSFgoOYWZ0ZXJfc2VxdWVuY2UYAiABKAMivAIKE1dhdGNoRXZlbnRzUmVzcG9uc2USEAoIc2VxdWVuY2UYASABKAMSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFYWdlbnQYAyABKAkSDwoHcmVwbGljYRgEIAEoBRIjCgVzdGF0ZRgFIAEoDjIULmV0aGVyLnYxLkFnZW50U3RhdGUSLAoOcHJldmlvdXNfc3RhdGUYBiABKA4yFC5ldGhlci52MS5BZ2VudFN0YXRlEg4KBnJlYXNvbhgHIAEoCRILCgNwaWQYCCABKAUSFgoJZXhpdF9jb2RlGAkgASgFSACIAQESEwoGc2lnbmFsGAogASgFSAGIAQESEwoLc3RkZXJyX3RhaWwYCyADKAlCDAoKX2V4aXRfY29kZUIJCgdfc2lnbmFsIkYKEVN0cmVhbUxvZ3NSZXF1ZXN0Eg0KBWFnZW50GAEgASgJEhIKCnRhaWxfbGluZXMYAiABKAUSDgoGZm9sbG93GAMgASgIIsQBChJTdHJlYW1Mb2dzUmVzcG9uc2USKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFYWdlbnQYAiABKAkSDwoHcmVwbGljYRgDIAEoBRILCgNwaWQYBCABKAUSDgoGc291cmNlGAUgASgJEg0KBWxldmVsGAYgASgJEg8KB21lc3NhZ2UYByABKAkSJwoGZmllbGRzGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCqDAQoNUmVzdGFydFBvbGljeRIeChpSRVNUQVJUX1BPTElDWV9VTlNQRUNJRklFRBAAEhkKFVJFU1RBUlRfUE9MSUNZX0FMV0FZUxABEh0KGVJFU1RBUlRfUE9MSUNZX09OX0ZBSUxVUkUQAhIYChRSRVNUQVJUX1BPTElDWV9ORVZFUhADKl8KDExpbmtQcm90b2NvbBIdChlMSU5LX1BST1RPQ09MX1VOU1BFQ0lGSUVEEAASFgoSTElOS19QUk9UT0NPTF9BVVRPEAESGAoUTElOS19QUk9UT0NPTF9MRUdBQ1kQAiqeAQoTQ3B1U2NoZWR1bGluZ1BvbGljeRIlCiFDUFVfU0NIRURVTElOR19QT0xJQ1lfVU5TUEVDSUZJRUQQABIfChtDUFVfU0NIRURVTElOR19QT0xJQ1lfQkFUQ0gQARIfChtDUFVfU0NIRURVTElOR19QT0xJQ1lfT1RIRVIQAhIeChpDUFVfU0NIRURVTElOR19QT0xJQ1lfSURMRRADMr0FChFTdXBlcnZpc29yU2VydmljZRJKCgtEZXBsb3lBZ2VudBIcLmV0aGVyLnYxLkRlcGxveUFnZW50UmVxdWVzdBodLmV0aGVyLnYxLkRlcGxveUFnZW50UmVzcG9uc2USSgoLUmVtb3ZlQWdlbnQSHC5ldGhlci52MS5SZW1vdmVBZ2VudFJlcXVlc3QaHS5ldGhlci52MS5SZW1vdmVBZ2VudFJlc3BvbnNlEkcKClN0YXJ0QWdlbnQSGy5ldGhlci52MS5TdGFydEFnZW50UmVxdWVzdBocLmV0aGVyLnYxLlN0YXJ0QWdlbnRSZXNwb25zZRJECglTdG9wQWdlbnQSGi5ldGhlci52MS5TdG9wQWdlbnRSZXF1ZXN0GhsuZXRoZXIudjEuU3RvcEFnZW50UmVzcG9uc2USTQoMUmVzdGFydEFnZW50Eh0uZXRoZXIudjEuUmVzdGFydEFnZW50UmVxdWVzdBoeLmV0aGVyLnYxLlJlc3RhcnRBZ2VudFJlc3BvbnNlEkcKClNjYWxlQWdlbnQSGy5ldGhlci52MS5TY2FsZUFnZW50UmVxdWVzdBocLmV0aGVyLnYxLlNjYWxlQWdlbnRSZXNwb25zZRJQCg1MaXN0UHJvY2Vzc2VzEh4uZXRoZXIudjEuTGlzdFByb2Nlc3Nlc1JlcXVlc3QaHy5ldGhlci52MS5MaXN0UHJvY2Vzc2VzUmVzcG9uc2USTAoLV2F0Y2hFdmVudHMSHC5ldGhlci52MS5XYXRjaEV2ZW50c1JlcXVlc3QaHS5ldGhlci52MS5XYXRjaEV2ZW50c1Jlc3BvbnNlMAESSQoKU3RyZWFtTG9ncxIbLmV0aGVyLnYxLlN0cmVhbUxvZ3NSZXF1ZXN0GhwuZXRoZXIudjEuU3RyZWFtTG9nc1Jlc3BvbnNlMAFCmAEKDGNvbS5ldGhlci52MUIPU3VwZXJ2aXNvclByb3RvUAFaNmdpdGh1Yi5jb20vZXRoZXJob3N0L2V0aGVyL2NsaWVudHMvZ28vZXRoZXIvdjE7ZXRoZXJ2MaICA0VYWKoCCEV0aGVyLlYxygIIRXRoZXJcVjHiAhRFdGhlclxWMVxHUEJNZXRhZGF0YeoCCUV0aGVyOjpWMWIGcHJvdG8z", [file_ether_v1_agent_io, file_ether_v1_common, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * AgentSpec is how an agent is deployed. Fields left unset take their
@@ -138,6 +138,133 @@ export type AgentSpec = Message<"ether.v1.AgentSpec"> & {
    * @generated from field: int64 max_frame = 15;
    */
   maxFrame: bigint;
+
+  /**
+   * One line shown by ListAgents and GetAgent. Empty: agent.toml's.
+   *
+   * @generated from field: string description = 16;
+   */
+  description: string;
+
+  /**
+   * Python: a full custom argv (any program that speaks the protocol or the
+   * seeds' envelope); Go and TypeScript: extra arguments. Empty:
+   * agent.toml's `command`.
+   *
+   * @generated from field: repeated string command = 17;
+   */
+  command: string[];
+
+  /**
+   * TypeScript: the compiled entry, relative to the folder. Empty:
+   * agent.toml's `main`, then package.json's `main`, then dist/agent.js.
+   *
+   * @generated from field: string main = 18;
+   */
+  main: string;
+
+  /**
+   * How the host speaks to the agent; unspecified means agent.toml's, then
+   * LINK_PROTOCOL_AUTO.
+   *
+   * @generated from field: ether.v1.LinkProtocol protocol = 19;
+   */
+  protocol: LinkProtocol;
+
+  /**
+   * Tasks that may wait for a free slot before more are refused with
+   * RESOURCE_EXHAUSTED, 1 to 100000. 0: agent.toml's `max_queue`, then 1000.
+   *
+   * @generated from field: int32 max_queue = 20;
+   */
+  maxQueue: number;
+
+  /**
+   * Time a cancelled task may take to answer before its process is
+   * restarted (0.01 s to 600 s). Unset: agent.toml's, then 5 s.
+   *
+   * @generated from field: google.protobuf.Duration cancel_grace = 21;
+   */
+  cancelGrace?: Duration | undefined;
+
+  /**
+   * CPU policy of the agent's threads and children; unspecified means
+   * agent.toml's, then CPU_SCHEDULING_POLICY_BATCH.
+   *
+   * @generated from field: ether.v1.CpuSchedulingPolicy cpu_scheduling_policy = 22;
+   */
+  cpuSchedulingPolicy: CpuSchedulingPolicy;
+
+  /**
+   * For agents that declare `ping` in hello: how often the host pings them
+   * (0.05 s to 3600 s). Unset: agent.toml's, then 15 s.
+   *
+   * @generated from field: google.protobuf.Duration ping_interval = 23;
+   */
+  pingInterval?: Duration | undefined;
+
+  /**
+   * How long a ping waits for its pong (0.05 s to 600 s); three missed in a
+   * row restart the process. Unset: agent.toml's, then 10 s.
+   *
+   * @generated from field: google.protobuf.Duration ping_timeout = 24;
+   */
+  pingTimeout?: Duration | undefined;
+
+  /**
+   * Restart delay: min(backoff_cap, backoff_base * 2^(n-1)), +-20 % jitter.
+   * Unset: agent.toml's, then 1 s (0.05 s to 60 s).
+   *
+   * @generated from field: google.protobuf.Duration backoff_base = 25;
+   */
+  backoffBase?: Duration | undefined;
+
+  /**
+   * Longest restart delay (0.05 s to 3600 s). Unset: agent.toml's, then 60 s.
+   *
+   * @generated from field: google.protobuf.Duration backoff_cap = 26;
+   */
+  backoffCap?: Duration | undefined;
+
+  /**
+   * Deaths before `stable_after` that are retried before FATAL, 0 to 100.
+   * Unset: agent.toml's, then 3.
+   *
+   * @generated from field: optional int32 start_retries = 27;
+   */
+  startRetries?: number | undefined;
+
+  /**
+   * Restarts allowed within `restart_period`; one more makes the agent
+   * FATAL. 0 to 1000; unset: agent.toml's, then 5.
+   *
+   * @generated from field: optional int32 max_restarts = 28;
+   */
+  maxRestarts?: number | undefined;
+
+  /**
+   * The window `max_restarts` counts in (1 s to 86400 s). Unset:
+   * agent.toml's, then 300 s.
+   *
+   * @generated from field: google.protobuf.Duration restart_period = 29;
+   */
+  restartPeriod?: Duration | undefined;
+
+  /**
+   * A process counts as started once up this long (0.01 s to 3600 s).
+   * Unset: agent.toml's, then 10 s.
+   *
+   * @generated from field: google.protobuf.Duration stable_after = 30;
+   */
+  stableAfter?: Duration | undefined;
+
+  /**
+   * The restart backoff resets after a process has been up this long
+   * (0.01 s to 86400 s). Unset: agent.toml's, then 300 s.
+   *
+   * @generated from field: google.protobuf.Duration reset_after = 31;
+   */
+  resetAfter?: Duration | undefined;
 };
 
 /**
@@ -887,6 +1014,86 @@ export enum RestartPolicy {
  */
 export const RestartPolicySchema: GenEnum<RestartPolicy> = /*@__PURE__*/
   enumDesc(file_ether_v1_supervisor, 0);
+
+/**
+ * LinkProtocol is how the host speaks to an agent over its stdio.
+ *
+ * @generated from enum ether.v1.LinkProtocol
+ */
+export enum LinkProtocol {
+  /**
+   * Not set: agent.toml's `protocol`, then LINK_PROTOCOL_AUTO.
+   *
+   * @generated from enum value: LINK_PROTOCOL_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The frames of ether.adapter.v1 after a hello; a custom Python `command`
+   * that sends no hello within 5 s (agent.toml's `legacy_after`) is spoken
+   * to in the seeds' envelope.
+   *
+   * @generated from enum value: LINK_PROTOCOL_AUTO = 1;
+   */
+  AUTO = 1,
+
+  /**
+   * The seeds' envelope from the start: {"id","type":"task","payload"} in,
+   * {"id","status","result"|"error"} out, no hello; one action.
+   *
+   * @generated from enum value: LINK_PROTOCOL_LEGACY = 2;
+   */
+  LEGACY = 2,
+}
+
+/**
+ * Describes the enum ether.v1.LinkProtocol.
+ */
+export const LinkProtocolSchema: GenEnum<LinkProtocol> = /*@__PURE__*/
+  enumDesc(file_ether_v1_supervisor, 1);
+
+/**
+ * CpuSchedulingPolicy is the Linux CPU scheduling policy of every thread and
+ * child process of an agent, as systemd's CPUSchedulingPolicy=.
+ *
+ * @generated from enum ether.v1.CpuSchedulingPolicy
+ */
+export enum CpuSchedulingPolicy {
+  /**
+   * Not set: agent.toml's `cpu_scheduling_policy`, then
+   * CPU_SCHEDULING_POLICY_BATCH.
+   *
+   * @generated from enum value: CPU_SCHEDULING_POLICY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * SCHED_BATCH: fewer preemptions of the host's RPC threads by agents.
+   *
+   * @generated from enum value: CPU_SCHEDULING_POLICY_BATCH = 1;
+   */
+  BATCH = 1,
+
+  /**
+   * SCHED_OTHER, Linux's default.
+   *
+   * @generated from enum value: CPU_SCHEDULING_POLICY_OTHER = 2;
+   */
+  OTHER = 2,
+
+  /**
+   * SCHED_IDLE: runs only when nothing else wants the CPU.
+   *
+   * @generated from enum value: CPU_SCHEDULING_POLICY_IDLE = 3;
+   */
+  IDLE = 3,
+}
+
+/**
+ * Describes the enum ether.v1.CpuSchedulingPolicy.
+ */
+export const CpuSchedulingPolicySchema: GenEnum<CpuSchedulingPolicy> = /*@__PURE__*/
+  enumDesc(file_ether_v1_supervisor, 2);
 
 /**
  * SupervisorService deploys agents and runs their processes.
