@@ -48,8 +48,15 @@ DEFINITION = re.compile(
 def _folder(path: str) -> Path:
     folder = Path(path).expanduser()
     if not folder.is_dir():
-        raise AgentError("not_found", f"{path} is not a directory")
+        raise AgentError("not_found", f"{_shown(path, folder)} is not a directory")
     return folder
+
+
+def _shown(path: str, resolved: Path) -> str:
+    """The path as given, and where a relative one led: the agent runs in its own folder."""
+    if resolved.is_absolute():
+        return path
+    return f"{path} ({resolved.absolute()}: a relative path is read from the agent's folder)"
 
 
 def _walk(root: Path, max_depth: int, include_hidden: bool) -> list[Path]:
@@ -106,7 +113,7 @@ def explore_directory(
 def analyze_file(path: str) -> dict[str, Any]:
     file = Path(path).expanduser()
     if not file.is_file():
-        raise AgentError("not_found", f"{path} is not a file")
+        raise AgentError("not_found", f"{_shown(path, file)} is not a file")
     text = _text(file)
     if text is None:
         return {"path": str(file), "binary": True, "bytes": file.stat().st_size}
