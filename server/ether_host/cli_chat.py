@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-DEFAULT_ADDRESS = "127.0.0.1:50051"
+from ether_host.cli_client import add_connection_arguments, connect
 
 
 def add_parser(commands: Any) -> None:
@@ -24,16 +23,7 @@ def add_parser(commands: Any) -> None:
         "chat", help="talk to a gateway agent (one line of stdin per message)"
     )
     chat.set_defaults(command_parser=chat)
-    chat.add_argument(
-        "--address",
-        default=os.environ.get("ETHER_ADDRESS", DEFAULT_ADDRESS),
-        help=f"host address: HOST:PORT or unix:PATH (default $ETHER_ADDRESS, then {DEFAULT_ADDRESS})",
-    )
-    chat.add_argument(
-        "--token",
-        default=os.environ.get("ETHER_TOKEN", ""),
-        help="bearer token when the host has auth on (default $ETHER_TOKEN)",
-    )
+    add_connection_arguments(chat)
     target = chat.add_mutually_exclusive_group()
     target.add_argument("--agent", default="", help="the gateway agent to talk to, by name")
     target.add_argument(
@@ -59,10 +49,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, lines: TextIO = sys.
 
     from ether.v1 import gateway_pb2, gateway_pb2_grpc
 
-    metadata: tuple[tuple[str, str | bytes], ...] = (
-        (("authorization", f"Bearer {args.token}"),) if args.token else ()
-    )
-    channel = grpc.insecure_channel(args.address)
+    channel, metadata = connect(args)
     gateway = gateway_pb2_grpc.GatewayServiceStub(channel)
     try:
         if args.session:

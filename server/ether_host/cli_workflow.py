@@ -12,15 +12,22 @@ unreachable. A dropped stream is resumed from the last event seen.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
-DEFAULT_ADDRESS = "127.0.0.1:50051"
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL, EXIT_UNREACHABLE = 0, 1, 2, 3, 4
+from ether_host.cli_client import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_PARTIAL,
+    EXIT_USAGE,
+    add_connection_arguments,
+    connect,
+    report_rpc_error,
+)
+
 MAX_SUCCESS_LINES = 200
 RECONNECTS = 5
 
@@ -52,16 +59,7 @@ def add_parser(commands: Any) -> None:
     watch.set_defaults(command_parser=watch)
     watch.add_argument("run_id", help="the run's id (run-...)")
     for sub in (run, watch):
-        sub.add_argument(
-            "--address",
-            default=os.environ.get("ETHER_ADDRESS", DEFAULT_ADDRESS),
-            help=f"host address: HOST:PORT or unix:PATH (default $ETHER_ADDRESS, then {DEFAULT_ADDRESS})",
-        )
-        sub.add_argument(
-            "--token",
-            default=os.environ.get("ETHER_TOKEN", ""),
-            help="bearer token when the host has auth on (default $ETHER_TOKEN)",
-        )
+        add_connection_arguments(sub)
         sub.add_argument(
             "--format", choices=("md", "json"), default="md", help="report format (default md)"
         )
@@ -82,10 +80,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
 
     from ether.v1 import workflow_pb2, workflow_pb2_grpc
 
-    metadata = (("authorization", f"Bearer {args.token}"),) if args.token else ()
-    channel = grpc.insecure_channel(
-        args.address, options=[("grpc.max_receive_message_length", 64 << 20)]
-    )
+    channel, metadata = connect(args)
     stub = workflow_pb2_grpc.WorkflowServiceStub(channel)
     view = _View(err, quiet=args.quiet)
     try:
@@ -148,7 +143,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         return _exit_code(final)
     except grpc.RpcError as error:
         view.stop()
-        return _rpc_error(error, err)
+        return report_rpc_error(error, err, "ether workflow")
     finally:
         channel.close()
 
@@ -197,27 +192,6 @@ def _exit_code(state: int) -> int:
         return EXIT_OK
     if state == workflow_pb2.RUN_STATE_PARTIAL:
         return EXIT_PARTIAL
-    return EXIT_FAILED
-
-
-def _rpc_error(error: Any, err: TextIO) -> int:
-    import grpc
-    from google.rpc import error_details_pb2
-    from grpc_status import rpc_status
-
-    code = error.code()
-    print(f"ether workflow: {code.name}: {error.details()}", file=err)
-    status = rpc_status.from_call(error)
-    for detail in status.details if status is not None else []:
-        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            detail.Unpack(bad)
-            for violation in bad.field_violations:
-                print(f"  {violation.field}: {violation.description}", file=err)
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return EXIT_USAGE
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-        return EXIT_UNREACHABLE
     return EXIT_FAILED
 
 

@@ -181,3 +181,24 @@ def test_terminal_walkthrough_runs_verbatim(readme_host: Host) -> None:
     assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
     assert '"$ ls /usr | head -3"' in result.stdout
     assert '"bin"' in result.stdout
+
+
+def test_cli_block_runs_verbatim(
+    readme_host: Host, agent_calls: list[tuple[str, subprocess.CompletedProcess[str]]]
+) -> None:
+    """The README's `ether` commands, with $ETHER_ADDRESS naming the test host: each exits 0;
+    list names the example agents, the calls print JSON, ps shows scout's two replicas."""
+    env = os.environ | {"ETHER_ADDRESS": readme_host.address}
+    outputs = {}
+    for command in readme_commands("cli"):
+        result = subprocess.run(
+            ["bash", "-c", command], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+        )
+        assert result.returncode == 0, f"{command}\n{result.stderr}"
+        outputs[command.split()[1] + " " + command.split()[2]] = result.stdout
+    assert "scout" in outputs["agents list"] and "wordcount" in outputs["agents list"]
+    assert json.loads(outputs["call scout"])  # the survey: the last call to scout
+    assert json.loads(outputs["call wordcount"])["files"] > 0
+    assert (
+        len([line for line in outputs["agents ps"].splitlines() if line.startswith("scout ")]) == 2
+    )

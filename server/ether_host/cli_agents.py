@@ -1,0 +1,420 @@
+"""``ether agents ...`` and ``ether call``: the agent directory, the supervisor and the task
+contract from a shell, for what would otherwise be a grpcurl line of JSON.
+
+``ether call AGENT ACTION [PARAMS]`` runs one task and prints its result as JSON on stdout
+(progress and logs on stderr with ``--stream``); it exits 0 for SUCCESS, 3 for PARTIAL and
+1 for ERROR. ``ether agents deploy`` waits until the agent runs (exit 0) or cannot (exit 1,
+with the reason and its last stderr lines). Every command exits 2 for a request the host
+refuses as invalid and 4 when the host cannot be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from ether_host.cli_client import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_PARTIAL,
+    EXIT_USAGE,
+    add_connection_arguments,
+    connect,
+    report_rpc_error,
+)
+
+SETTLED = {"RUNNING", "FATAL", "EXITED", "STOPPED"}
+
+
+def add_parsers(commands: Any) -> None:
+    """Register ``agents`` (with its subcommands) and ``call`` on the ``ether`` subparsers."""
+    parser_class = getattr(commands, "_parser_class", None) or argparse.ArgumentParser
+    agents = commands.add_parser("agents", help="list, deploy, scale and watch agents")
+    agents.set_defaults(command_parser=agents)
+    actions = agents.add_subparsers(dest="agents_command", required=True, parser_class=parser_class)
+
+    def sub(name: str, text: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = actions.add_parser(name, help=text, description=text)
+        parser.set_defaults(command_parser=parser)
+        add_connection_arguments(parser)
+        return parser
+
+    listing = sub("list", "the agents, their state, load and actions")
+    listing.add_argument("--capability", default="", help="only agents offering this")
+    listing.add_argument("--json", action="store_true", help="print ListAgents' answer as JSON")
+    sub("show", "one agent with its actions and their params schemas, as JSON").add_argument("name")
+    deploy = sub("deploy", "deploy an agent folder and wait until it runs")
+    deploy.add_argument("path", help="the agent folder (agent.toml in it sets the rest)")
+    deploy.add_argument("--name", default="", help="default: agent.toml's, then the folder's")
+    deploy.add_argument("--replicas", type=int, default=0, help="processes, 1 to 64")
+    deploy.add_argument(
+        "--restart", choices=("always", "on-failure", "never"), default=None, help="restart policy"
+    )
+    deploy.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="repeatable"
+    )
+    for verb in ("stop", "remove"):
+        sub(verb, f"{verb} an agent (every replica)").add_argument("name")
+    start = sub("start", "start an agent and wait until every replica runs")
+    restart = sub("restart", "stop then start an agent, and wait until every replica runs")
+    scale = sub("scale", "run this many replicas of an agent, and wait until they run")
+    for parser in (start, restart, scale):
+        parser.add_argument("name")
+    scale.add_argument("replicas", type=int)
+    for parser in (deploy, start, restart, scale):
+        parser.add_argument("--no-wait", action="store_true", help="do not wait for it to run")
+        parser.add_argument(
+            "--wait-timeout", type=float, default=600.0, help="seconds to wait (default 600)"
+        )
+    sub("ps", "the agents' processes, one line per replica").add_argument(
+        "name", nargs="?", default=""
+    )
+    logs = sub("logs", "an agent's log lines (stderr, log frames, install output)")
+    logs.add_argument("name")
+    logs.add_argument("-n", "--tail", type=int, default=100, help="lines from before (default 100)")
+    logs.add_argument("-f", "--follow", action="store_true", help="then follow new lines")
+
+    call = commands.add_parser(
+        "call",
+        help="run one task and print its result",
+        description="Exit status: 0 SUCCESS, 3 PARTIAL, 1 ERROR or a failed call, 2 a request "
+        "the host refused (unknown action, params not matching the schema), 4 host unreachable.",
+    )
+    call.set_defaults(command_parser=call)
+    call.add_argument("agent")
+    call.add_argument("action")
+    call.add_argument(
+        "params", nargs="?", default="{}", help="a JSON object, or - to read it from stdin"
+    )
+    call.add_argument("--timeout", type=float, default=None, help="deadline, in seconds")
+    call.add_argument("--task-id", default="", help="an id of your own (for CancelTask)")
+    call.add_argument(
+        "--max-cost", type=float, default=None, help="budget: the most the task may report"
+    )
+    call.add_argument(
+        "--stream", action="store_true", help="show progress and log events on stderr"
+    )
+    call.add_argument(
+        "--output", action="store_true", help="print the whole AgentOutput, not only its data"
+    )
+    add_connection_arguments(call)
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Entry point of ``ether agents ...`` and ``ether call``."""
+    import grpc  # imported late: `ether --help` should not load grpc
+
+    from ether.v1 import agent_io_pb2_grpc, supervisor_pb2_grpc
+
+    channel, metadata = connect(args)
+    agents = agent_io_pb2_grpc.AgentIOServiceStub(channel)
+    supervisor = supervisor_pb2_grpc.SupervisorServiceStub(channel)
+    prog = "ether call" if args.command == "call" else f"ether agents {args.agents_command}"
+    try:
+        if args.command == "call":
+            return _call(args, agents, metadata, out, err)
+        command = _COMMANDS[args.agents_command]
+        return command(args, agents, supervisor, metadata, out, err)
+    except grpc.RpcError as error:
+        code = report_rpc_error(error, err, prog)
+        if args.command == "call" and error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return EXIT_FAILED  # the task's deadline, not an unreachable host
+        return code
+    except KeyboardInterrupt:
+        return EXIT_OK if args.command == "agents" and args.agents_command == "logs" else 130
+    finally:
+        channel.close()
+
+
+def _call(args: argparse.Namespace, agents: Any, metadata: Any, out: TextIO, err: TextIO) -> int:
+    from google.protobuf import json_format
+
+    from ether.v1 import agent_io_pb2
+
+    text = sys.stdin.read() if args.params == "-" else args.params
+    try:
+        params = json.loads(text)
+    except json.JSONDecodeError as error:
+        print(f"ether call: params are not JSON: {error}", file=err)
+        return EXIT_USAGE
+    if not isinstance(params, dict):
+        print(f"ether call: params must be a JSON object, not {type(params).__name__}", file=err)
+        return EXIT_USAGE
+    task = agent_io_pb2.AgentInput(
+        agent=args.agent,
+        action=args.action,
+        task_id=args.task_id,
+        params_json=json.dumps(params).encode(),
+        output_encoding=agent_io_pb2.DATA_ENCODING_JSON,
+    )
+    if args.max_cost is not None:
+        task.context.budget.max_cost = args.max_cost
+    if args.stream:
+        output = None
+        for event in agents.ExecuteStream(
+            agent_io_pb2.ExecuteStreamRequest(input=task), timeout=args.timeout, metadata=metadata
+        ):
+            kind = event.WhichOneof("event")
+            if kind == "output":
+                output = event.output
+            elif kind == "progress":
+                done = f"{event.progress.progress:g}/{event.progress.total:g}"
+                print(f"progress {done} {event.progress.message}".rstrip(), file=err)
+            elif kind == "log":
+                print(f"{event.log.level} {event.log.message}", file=err)
+        if output is None:
+            print("ether call: the stream ended without an output", file=err)
+            return EXIT_FAILED
+    else:
+        output = agents.Execute(
+            agent_io_pb2.ExecuteRequest(input=task), timeout=args.timeout, metadata=metadata
+        ).output
+    if args.output:
+        out.write(json_format.MessageToJson(output, indent=2) + "\n")
+    elif output.data_json:
+        out.write(json.dumps(json.loads(output.data_json), indent=2, ensure_ascii=False) + "\n")
+    if output.status == agent_io_pb2.TASK_STATUS_SUCCESS:
+        return EXIT_OK
+    if output.HasField("error"):
+        print(f"ether call: {output.error.code}: {output.error.message}", file=err)
+    return EXIT_PARTIAL if output.status == agent_io_pb2.TASK_STATUS_PARTIAL else EXIT_FAILED
+
+
+def _list(args: argparse.Namespace, agents: Any, _sup: Any, md: Any, out: TextIO, _e: Any) -> int:
+    from google.protobuf import json_format
+
+    from ether.v1 import agent_io_pb2, common_pb2
+
+    found, token = [], ""
+    while True:
+        page = agents.ListAgents(
+            agent_io_pb2.ListAgentsRequest(capability=args.capability, page_token=token),
+            timeout=30,
+            metadata=md,
+        )
+        found.extend(page.agents)
+        token = page.next_page_token
+        if not token:
+            break
+    if args.json:
+        listed = agent_io_pb2.ListAgentsResponse(agents=found)
+        out.write(json_format.MessageToJson(listed, indent=2) + "\n")
+        return EXIT_OK
+    rows = [
+        [
+            a.name,
+            _enum(common_pb2.Language, a.language),
+            _enum(agent_io_pb2.AgentState, a.state),
+            f"{a.ready_replicas}/{a.replicas}",
+            str(a.in_flight),
+            str(a.queued),
+            ", ".join(action.name for action in a.actions),
+        ]
+        for a in found
+    ]
+    _table(["NAME", "LANGUAGE", "STATE", "READY", "IN FLIGHT", "QUEUED", "ACTIONS"], rows, out)
+    return EXIT_OK
+
+
+def _show(args: argparse.Namespace, agents: Any, _sup: Any, md: Any, out: TextIO, _e: Any) -> int:
+    from google.protobuf import json_format
+
+    from ether.v1 import agent_io_pb2
+
+    agent = agents.GetAgent(
+        agent_io_pb2.GetAgentRequest(name=args.name), timeout=30, metadata=md
+    ).agent
+    out.write(json_format.MessageToJson(agent, indent=2) + "\n")
+    return EXIT_OK
+
+
+def _deploy(args: argparse.Namespace, _a: Any, sup: Any, md: Any, out: TextIO, err: TextIO) -> int:
+    from ether.v1 import supervisor_pb2
+
+    env = {}
+    for pair in args.env:
+        key, equals, value = pair.partition("=")
+        if not equals or not key:
+            print(f"ether agents deploy: --env {pair!r} is not KEY=VALUE", file=err)
+            return EXIT_USAGE
+        env[key] = value
+    restart = {
+        None: supervisor_pb2.RESTART_POLICY_UNSPECIFIED,
+        "always": supervisor_pb2.RESTART_POLICY_ALWAYS,
+        "on-failure": supervisor_pb2.RESTART_POLICY_ON_FAILURE,
+        "never": supervisor_pb2.RESTART_POLICY_NEVER,
+    }[args.restart]
+    spec = supervisor_pb2.AgentSpec(
+        path=str(Path(args.path).absolute()),
+        name=args.name,
+        replicas=args.replicas,
+        restart=restart,
+        env=env,
+    )
+    status = sup.DeployAgent(
+        supervisor_pb2.DeployAgentRequest(spec=spec), timeout=60, metadata=md
+    ).agent
+    if args.no_wait:
+        print(status.info.name, file=out)
+        return EXIT_OK
+    return _wait_ready(sup, md, status, args.wait_timeout, out, err)
+
+
+def _wait_ready(sup: Any, md: Any, status: Any, timeout: float, out: TextIO, err: TextIO) -> int:
+    """Follow an agent's lifecycle events from ``status`` (an AgentStatus) until every replica
+    runs (exit 0) or one has stopped for good (exit 1, with its reason and last stderr lines).
+    Events go to stderr as they come; the agent's name goes to stdout once it runs."""
+    from ether.v1 import agent_io_pb2, supervisor_pb2
+
+    name, wanted = status.info.name, status.info.replicas
+    running = {p.replica for p in status.processes if p.state == agent_io_pb2.AGENT_STATE_RUNNING}
+    if len(running) >= wanted:
+        print(name, file=out)
+        return EXIT_OK
+    events = sup.WatchEvents(
+        supervisor_pb2.WatchEventsRequest(agent=name, after_sequence=status.event_sequence),
+        timeout=timeout,
+        metadata=md,
+    )
+    try:
+        for event in events:
+            state = _enum(agent_io_pb2.AgentState, event.state)
+            who = name if event.replica < 0 else f"{name}[{event.replica}]"  # -1: the agent
+            print(f"{who}: {state} {event.reason}".rstrip(), file=err)
+            if state == "RUNNING":
+                running.add(event.replica)
+                if len(running) >= wanted:
+                    print(name, file=out)
+                    return EXIT_OK
+            elif state in SETTLED:
+                for line in event.stderr_tail[-10:]:
+                    print(f"  {line}", file=err)
+                return EXIT_FAILED
+            else:
+                running.discard(event.replica)
+    finally:
+        events.cancel()
+    return EXIT_FAILED
+
+
+def _lifecycle(
+    args: argparse.Namespace, _a: Any, sup: Any, md: Any, out: TextIO, err: TextIO
+) -> int:
+    from ether.v1 import agent_io_pb2, supervisor_pb2
+
+    verb = args.agents_command
+    if verb == "remove":
+        sup.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=args.name), timeout=60, metadata=md)
+        print(f"{args.name}: removed", file=out)
+        return EXIT_OK
+    calls = {
+        "start": lambda: sup.StartAgent(
+            supervisor_pb2.StartAgentRequest(name=args.name), timeout=60, metadata=md
+        ),
+        "stop": lambda: sup.StopAgent(
+            supervisor_pb2.StopAgentRequest(name=args.name), timeout=120, metadata=md
+        ),
+        "restart": lambda: sup.RestartAgent(
+            supervisor_pb2.RestartAgentRequest(name=args.name), timeout=120, metadata=md
+        ),
+        "scale": lambda: sup.ScaleAgent(
+            supervisor_pb2.ScaleAgentRequest(name=args.name, replicas=args.replicas),
+            timeout=120,
+            metadata=md,
+        ),
+    }
+    status = calls[verb]().agent
+    if verb != "stop" and not args.no_wait:
+        return _wait_ready(sup, md, status, args.wait_timeout, out, err)
+    info = status.info
+    state = _enum(agent_io_pb2.AgentState, info.state)
+    print(f"{info.name}: {state}, {info.ready_replicas}/{info.replicas} ready", file=out)
+    return EXIT_OK
+
+
+def _ps(args: argparse.Namespace, _a: Any, sup: Any, md: Any, out: TextIO, _e: Any) -> int:
+    from ether.v1 import agent_io_pb2, supervisor_pb2
+
+    found, token = [], ""
+    while True:
+        page = sup.ListProcesses(
+            supervisor_pb2.ListProcessesRequest(agent=args.name, page_token=token),
+            timeout=30,
+            metadata=md,
+        )
+        found.extend(page.processes)
+        token = page.next_page_token
+        if not token:
+            break
+    now = time.time()
+    rows = [
+        [
+            p.agent,
+            str(p.replica),
+            str(p.pid or "-"),
+            _enum(agent_io_pb2.AgentState, p.state),
+            _uptime(now - p.started_at.ToNanoseconds() / 1e9) if p.pid else "-",
+            str(p.restarts),
+            str(p.in_flight),
+            p.reason,
+        ]
+        for p in found
+    ]
+    header = ["AGENT", "REPLICA", "PID", "STATE", "UP", "RESTARTS", "IN FLIGHT", "REASON"]
+    _table(header, rows, out)
+    return EXIT_OK
+
+
+def _logs(args: argparse.Namespace, _a: Any, sup: Any, md: Any, out: TextIO, _e: Any) -> int:
+    from ether.v1 import supervisor_pb2
+
+    request = supervisor_pb2.StreamLogsRequest(
+        agent=args.name, tail_lines=args.tail, follow=args.follow
+    )
+    for line in sup.StreamLogs(request, metadata=md):
+        at = line.time.ToDatetime().strftime("%H:%M:%S.%f")[:-3]
+        who = "" if line.replica < 0 else f"[{line.replica}] "  # -1: the agent (install)
+        out.write(f"{at} {who}{line.source} {line.level} {line.message}\n")
+        out.flush()
+    return EXIT_OK
+
+
+_COMMANDS = {
+    "list": _list,
+    "show": _show,
+    "deploy": _deploy,
+    "start": _lifecycle,
+    "stop": _lifecycle,
+    "restart": _lifecycle,
+    "remove": _lifecycle,
+    "scale": _lifecycle,
+    "ps": _ps,
+    "logs": _logs,
+}
+
+
+def _enum(enum: Any, value: int) -> str:
+    """AGENT_STATE_RUNNING -> RUNNING: the value's name without the enum's prefix."""
+    name: str = enum.Name(value)
+    prefix = enum.DESCRIPTOR.values[0].name.removesuffix("UNSPECIFIED")
+    return name.removeprefix(prefix)
+
+
+def _uptime(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"
+
+
+def _table(header: list[str], rows: list[list[str]], out: TextIO) -> None:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        out.write(line.rstrip() + "\n")
