@@ -189,17 +189,8 @@ def _list(args: argparse.Namespace, agents: Any, _sup: Any, md: Any, out: TextIO
 
     from ether.v1 import agent_io_pb2, common_pb2
 
-    found, token = [], ""
-    while True:
-        page = agents.ListAgents(
-            agent_io_pb2.ListAgentsRequest(capability=args.capability, page_token=token),
-            timeout=30,
-            metadata=md,
-        )
-        found.extend(page.agents)
-        token = page.next_page_token
-        if not token:
-            break
+    request = agent_io_pb2.ListAgentsRequest(capability=args.capability)
+    found = _every_page(agents.ListAgents, request, "agents", md)
     if args.json:
         listed = agent_io_pb2.ListAgentsResponse(agents=found)
         out.write(json_format.MessageToJson(listed, indent=2) + "\n")
@@ -339,17 +330,8 @@ def _lifecycle(
 def _ps(args: argparse.Namespace, _a: Any, sup: Any, md: Any, out: TextIO, _e: Any) -> int:
     from ether.v1 import agent_io_pb2, supervisor_pb2
 
-    found, token = [], ""
-    while True:
-        page = sup.ListProcesses(
-            supervisor_pb2.ListProcessesRequest(agent=args.name, page_token=token),
-            timeout=30,
-            metadata=md,
-        )
-        found.extend(page.processes)
-        token = page.next_page_token
-        if not token:
-            break
+    request = supervisor_pb2.ListProcessesRequest(agent=args.name)
+    found = _every_page(sup.ListProcesses, request, "processes", md)
     now = time.time()
     rows = [
         [
@@ -395,6 +377,17 @@ _COMMANDS = {
     "ps": _ps,
     "logs": _logs,
 }
+
+
+def _every_page(method: Any, request: Any, field: str, md: Any) -> list[Any]:
+    """The items of every page of a paginated List call, following next_page_token."""
+    found: list[Any] = []
+    while True:
+        page = method(request, timeout=30, metadata=md)
+        found.extend(getattr(page, field))
+        if not page.next_page_token:
+            return found
+        request.page_token = page.next_page_token
 
 
 def _enum(enum: Any, value: int) -> str:
