@@ -9,7 +9,7 @@ from typing import NoReturn
 
 import anyio
 
-from ether_host import cli_agents, cli_chat, cli_workflow
+from ether_host import cli_agents, cli_chat, cli_terminals, cli_workflow
 from ether_host.auth import TokenFileError
 from ether_host.config import LOG_FORMATS, LOG_LEVELS, ConfigError, load_config
 from ether_host.logs import configure_logging, flush_logs
@@ -55,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     cli_agents.add_parsers(commands)
     cli_chat.add_parser(commands)
+    cli_terminals.add_parser(commands)
     cli_workflow.add_parser(commands)
     return parser
 
@@ -95,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(args)
     if args.command in ("agents", "call"):
         return cli_agents.run(args)
+    if args.command == "term":
+        return cli_terminals.run(args)
     if args.command == "chat":
         return cli_chat.run(args)
     if args.command == "workflow":
