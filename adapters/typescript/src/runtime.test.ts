@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
+import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import { AgentProcess, FIXTURE_FUNCTION } from "./testdata/harness.js";
 
@@ -113,13 +114,20 @@ describe("runtime", () => {
     assert.equal(signal, "SIGKILL");
     let alive = true;
     for (let i = 0; i < 20 && alive; i++) {
-      try {
-        process.kill(grandchild, 0);
-        await new Promise((r) => setTimeout(r, 100));
-      } catch {
-        alive = false;
-      }
+      alive = running(grandchild);
+      if (alive) await new Promise((r) => setTimeout(r, 100));
     }
     assert.equal(alive, false, "the grandchild died with the group");
   });
 });
+
+/** Whether `pid` still runs: a zombie has died already and only waits for whoever reaps it
+ * (the orphaned grandchild's new parent, which may take its time). */
+function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
