@@ -4,11 +4,14 @@ keys, the window's size, Ctrl-] to detach without ending the program)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pty
+import select
+import struct
 import subprocess
+import termios
 import time
-
-import ptyprocess
 
 from ether.v1 import terminal_pb2
 from tests.support.host import ETHER, ROOT, HostProcess
@@ -67,32 +70,47 @@ def test_attach_from_a_terminal_follows_its_size_and_ctrl_bracket_detaches(
     """From a real terminal: the remote terminal takes the window's size, keys are typed raw,
     and Ctrl-] detaches (exit 0) while the program keeps running."""
     terminal_id = ether(host, "term", "new", "--", "bash", "--norc").stdout.strip()
-    env = os.environ | {"ETHER_ADDRESS": host.address}
-    client = ptyprocess.PtyProcess.spawn(
-        [str(ETHER), "term", "attach", terminal_id], env=env, dimensions=(30, 100), cwd=str(ROOT)
+    # The client's own terminal: a pty of 30 rows and 100 columns.
+    ours, its = pty.openpty()
+    fcntl.ioctl(its, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    client = subprocess.Popen(
+        [str(ETHER), "term", "attach", terminal_id],
+        stdin=its,
+        stdout=its,
+        stderr=its,
+        cwd=ROOT,
+        env=os.environ | {"ETHER_ADDRESS": host.address},
+        start_new_session=True,
     )
+    os.close(its)
     seen = b""
 
     def until(text: bytes) -> None:
         nonlocal seen
         deadline = time.monotonic() + 20
         while text not in seen:
-            assert time.monotonic() < deadline, seen[-400:]
-            seen += client.read(4096)
+            left = deadline - time.monotonic()
+            assert left > 0, seen[-400:]
+            if select.select([ours], [], [], left)[0]:
+                try:
+                    seen += os.read(ours, 4096)
+                except OSError:  # EIO: the client closed its side
+                    break
 
     try:
         until(b"# ")  # bash's prompt, from the snapshot or the output after it
-        client.write(b"stty size\r")
+        os.write(ours, b"stty size\r")
         until(b"30 100")
-        client.write(b"echo cli-$((40+2))\r")
+        os.write(ours, b"echo cli-$((40+2))\r")
         until(b"cli-42")
-        client.write(b"\x1d")
+        os.write(ours, b"\x1d")
         until(b"detached from " + terminal_id.encode())
-        client.wait()
-        assert client.exitstatus == 0
+        assert client.wait(timeout=20) == 0
     finally:
-        if client.isalive():
-            client.kill(9)
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+        os.close(ours)
     terminal = _terminal(host, terminal_id)
     assert terminal.state == terminal_pb2.TERMINAL_STATE_RUNNING
     assert (terminal.rows, terminal.cols) == (30, 100)
