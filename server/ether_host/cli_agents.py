@@ -23,6 +23,7 @@ from ether_host.cli_client import (
     EXIT_PARTIAL,
     EXIT_USAGE,
     add_connection_arguments,
+    command_group,
     connect,
     report_rpc_error,
 )
@@ -32,17 +33,9 @@ SETTLED = {"RUNNING", "FATAL", "EXITED", "STOPPED"}
 
 def add_parsers(commands: Any) -> None:
     """Register ``agents`` (with its subcommands) and ``call`` on the ``ether`` subparsers."""
-    parser_class = getattr(commands, "_parser_class", None) or argparse.ArgumentParser
-    agents = commands.add_parser("agents", help="list, deploy, scale and watch agents")
-    agents.set_defaults(command_parser=agents)
-    actions = agents.add_subparsers(dest="agents_command", required=True, parser_class=parser_class)
-
-    def sub(name: str, text: str) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = actions.add_parser(name, help=text, description=text)
-        parser.set_defaults(command_parser=parser)
-        add_connection_arguments(parser)
-        return parser
-
+    sub = command_group(
+        commands, "agents", "list, deploy, scale and watch agents", dest="agents_command"
+    )
     listing = sub("list", "the agents, their state, load and actions")
     listing.add_argument("--capability", default="", help="only agents offering this")
     listing.add_argument("--json", action="store_true", help="print ListAgents' answer as JSON")

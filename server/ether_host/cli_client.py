@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from typing import Any, TextIO
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
@@ -26,6 +27,27 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("ETHER_TOKEN", ""),
         help="bearer token when the host has auth on (default $ETHER_TOKEN)",
     )
+
+
+def command_group(
+    commands: Any, name: str, text: str, dest: str
+) -> Callable[[str, str], argparse.ArgumentParser]:
+    """Add ``ether NAME`` with subcommands (chosen one in ``args.<dest>``); returns the maker of
+    its subcommands, each with --address and --token."""
+    parser_class = getattr(commands, "_parser_class", None) or argparse.ArgumentParser
+    group = commands.add_parser(name, help=text)
+    group.set_defaults(command_parser=group)
+    actions = group.add_subparsers(dest=dest, required=True, parser_class=parser_class)
+
+    def subcommand(sub: str, sub_text: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = actions.add_parser(
+            sub, help=sub_text, description=sub_text
+        )
+        parser.set_defaults(command_parser=parser)
+        add_connection_arguments(parser)
+        return parser
+
+    return subcommand
 
 
 def connect(args: argparse.Namespace) -> tuple[Any, Metadata]:

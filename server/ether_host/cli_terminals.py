@@ -23,7 +23,7 @@ from typing import Any, BinaryIO, TextIO
 from ether_host.cli_client import (
     EXIT_FAILED,
     EXIT_OK,
-    add_connection_arguments,
+    command_group,
     connect,
     report_rpc_error,
 )
@@ -34,17 +34,9 @@ READ_BYTES = 4096
 
 def add_parser(commands: Any) -> None:
     """Register ``term`` and its subcommands on the ``ether`` command's subparsers."""
-    parser_class = getattr(commands, "_parser_class", None) or argparse.ArgumentParser
-    term = commands.add_parser("term", help="create, list, attach to and close terminals")
-    term.set_defaults(command_parser=term)
-    actions = term.add_subparsers(dest="term_command", required=True, parser_class=parser_class)
-
-    def sub(name: str, text: str) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = actions.add_parser(name, help=text, description=text)
-        parser.set_defaults(command_parser=parser)
-        add_connection_arguments(parser)
-        return parser
-
+    sub = command_group(
+        commands, "term", "create, list, attach to and close terminals", dest="term_command"
+    )
     new = sub("new", "start a program on a new terminal and print its id")
     new.add_argument("--name", default="", help="a name of your own")
     new.add_argument("--rows", type=int, default=0, help="default: this terminal's, then 24")
