@@ -1,9 +1,11 @@
-"""``ether workflow run|watch``: run a workflow spec, or attach to a run, with live progress.
+"""``ether workflow run|watch|resume``: run a workflow spec, attach to a run, or continue an
+interrupted one, with live progress (``ls``, ``cancel`` and ``report`` are in cli_runs.py).
 
 ``run`` sends the spec file to WorkflowService.CreateRun, follows the run's
 events (a progress bar per stage, a status line per task, all on stderr),
 then writes the report (Markdown or JSON) to ``--output`` or stdout.
-``watch`` attaches to a run that exists, from its current state. Both exit
+``watch`` attaches to a run that exists, from its current state; ``resume``
+continues an INTERRUPTED run (ResumeRun) and follows it. All three exit
 with the run's outcome: 0 succeeded, 3 partial, 1 failed, cancelled or
 interrupted, 2 for a bad spec or a usage error; 4 when the host is
 unreachable. A dropped stream is resumed from the last event seen.
@@ -18,6 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
+from ether_host import cli_runs
 from ether_host.cli_client import (
     EXIT_FAILED,
     EXIT_OK,
@@ -33,7 +36,7 @@ RECONNECTS = 5
 
 
 def add_parser(commands: Any) -> None:
-    """Register ``workflow run`` and ``workflow watch`` on the ``ether`` command's subparsers."""
+    """Register ``workflow run|watch|resume|ls|cancel|report`` on the ``ether`` subparsers."""
     workflow = commands.add_parser("workflow", help="run workflow specs and watch runs")
     workflow.set_defaults(command_parser=workflow)
     actions = workflow.add_subparsers(
@@ -58,7 +61,18 @@ def add_parser(commands: Any) -> None:
     watch = actions.add_parser("watch", help="attach to a run and follow it to its end")
     watch.set_defaults(command_parser=watch)
     watch.add_argument("run_id", help="the run's id (run-...)")
-    for sub in (run, watch):
+    resume = actions.add_parser(
+        "resume", help="continue an INTERRUPTED run (cut short by a host stop) and follow it"
+    )
+    resume.set_defaults(command_parser=resume)
+    resume.add_argument("run_id", help="the run's id (run-...)")
+    resume.add_argument(
+        "--include-non-idempotent",
+        action="store_true",
+        help="also run again the cut-short tasks of actions not marked idempotent",
+    )
+    cli_runs.add_subcommands(actions)
+    for sub in (run, watch, resume):
         add_connection_arguments(sub)
         sub.add_argument(
             "--format", choices=("md", "json"), default="md", help="report format (default md)"
@@ -82,6 +96,13 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
 
     channel, metadata = connect(args)
     stub = workflow_pb2_grpc.WorkflowServiceStub(channel)
+    if args.workflow_command in cli_runs.COMMANDS:
+        try:
+            return cli_runs.run(args, stub, metadata, out, err)
+        except grpc.RpcError as error:
+            return report_rpc_error(error, err, f"ether workflow {args.workflow_command}")
+        finally:
+            channel.close()
     view = _View(err, quiet=args.quiet)
     try:
         if args.workflow_command == "run":
@@ -100,9 +121,19 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
             created = stub.GetRun(
                 workflow_pb2.GetRunRequest(run_id=args.run_id), timeout=30, metadata=metadata
             ).run
-            view.header(created, "attached to")
+            after = created.last_sequence  # before resuming: its events follow from here
+            if args.workflow_command == "resume":
+                created = stub.ResumeRun(
+                    workflow_pb2.ResumeRunRequest(
+                        run_id=args.run_id,
+                        include_non_idempotent=args.include_non_idempotent,
+                        request_id=str(uuid.uuid4()),
+                    ),
+                    timeout=60,
+                    metadata=metadata,
+                ).run
+            view.header(created, "resumed" if args.workflow_command == "resume" else "attached to")
             view.restore(created)
-            after = created.last_sequence
         try:
             final = _follow(stub, created.id, after, view, metadata)
         except KeyboardInterrupt:

@@ -13,7 +13,7 @@ import pytest
 from ether.v1 import workflow_pb2
 from tests.support.agents import EXAMPLES, deploy
 from tests.support.host import ETHER, HostProcess
-from tests.workflows.runs import create, follow_until, logged, started
+from tests.workflows.runs import create, follow_until, logged, started, wait
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -199,3 +199,35 @@ def test_bad_workflows_config_refuses_to_start(tmp_path: Path, table: str, messa
     )
     assert done.returncode == 2
     assert message in done.stderr
+
+
+def test_ls_cancel_and_report(host: HostProcess, flow: str, tmp_path: Path) -> None:
+    """ls lists runs with their state (filtered by --state), cancel ends a running one, and
+    report prints or writes an ended run's report."""
+    tag = f"cancel-{uuid.uuid4().hex[:8]}"
+    run = create(
+        host,
+        f"name: cli-cancel\nstages:\n  - {{name: wait, agent: flow, action: step, "
+        f"inputs: [{{hold: {tag}}}]}}\n",
+    )
+    follow_until(host, run.id, started(1, "wait"))
+    logged(host, flow, "holding", {tag})
+    running = ether(host, "ls", "--state", "running").stdout.splitlines()
+    assert running[0].split() == ["ID", "NAME", "STATE", "TASKS", "CREATED"]
+    assert any(line.split()[:3] == [run.id, "cli-cancel", "RUNNING"] for line in running)
+
+    cancelled = ether(host, "cancel", run.id, "--reason", "not needed")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout.startswith(f"{run.id}: ")
+    wait(host, run.id)
+    listed = ether(host, "ls", "--state", "cancelled").stdout
+    assert run.id in listed and run.id not in ether(host, "ls", "--state", "running").stdout
+
+    printed = ether(host, "report", run.id, "--format", "json")
+    assert printed.returncode == 0, printed.stderr
+    assert json.loads(printed.stdout)["run"]["id"] == run.id
+    written = tmp_path / "cancelled.md"
+    assert ether(host, "report", run.id, "--output", str(written)).returncode == 0
+    assert "CANCELLED" in written.read_text()
+    missing = ether(host, "report", "run-nope")
+    assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr

@@ -4,6 +4,7 @@ with what had finished, and ResumeRun continues it, running again only idempoten
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from ether.v1 import workflow_pb2
 from tests.support.agents import AGENTS, deploy
 from tests.support.calls import details
-from tests.support.host import HostProcess
+from tests.support.host import ETHER, HostProcess
 from tests.workflows.runs import (
     create,
     events,
@@ -204,5 +205,42 @@ def test_cancel_an_interrupted_run(tmp_path: Path) -> None:
         with pytest.raises(grpc.RpcError) as error:
             second.workflows.ResumeRun(workflow_pb2.ResumeRunRequest(run_id=run.id), timeout=10)
         assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    finally:
+        (second or first).stop()
+
+
+def test_resume_from_the_command_line(tmp_path: Path) -> None:
+    """`ether workflow resume` continues an interrupted run, follows it to its end on stderr and
+    exits with its outcome; --include-non-idempotent runs the non-idempotent task again too."""
+    first = HostProcess(tmp_path / "state")
+    second: HostProcess | None = None
+    try:
+        first.wait_serving()
+        deploy(first, AGENTS / "flow")
+        run = create(first, gated(tmp_path / "marker"))
+        holding(first, run.id, tmp_path / "marker")
+        second = restart(first)
+        deploy(second, AGENTS / "flow")
+        listed = subprocess.run(
+            [str(ETHER), "workflow", "ls", "--state", "interrupted", "--address", second.address],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert run.id in listed.stdout and "INTERRUPTED" in listed.stdout, listed.stdout
+        resumed = subprocess.run(
+            [
+                *(str(ETHER), "workflow", "resume", run.id, "--include-non-idempotent"),
+                *("--address", second.address, "--no-report"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert resumed.returncode == 0, resumed.stderr
+        assert f"resumed run {run.id}" in resumed.stderr
+        assert "SUCCEEDED" in resumed.stderr
+        ended = wait(second, run.id)
+        assert state(ended) == "SUCCEEDED" and ended.resume_count == 1
     finally:
         (second or first).stop()
