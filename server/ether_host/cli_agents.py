@@ -25,6 +25,7 @@ from ether_host.cli_client import (
     add_connection_arguments,
     command_group,
     connect,
+    print_table,
     report_rpc_error,
 )
 
@@ -200,7 +201,7 @@ def _list(args: argparse.Namespace, agents: Any, _sup: Any, md: Any, out: TextIO
         ]
         for a in found
     ]
-    _table(["NAME", "LANGUAGE", "STATE", "READY", "IN FLIGHT", "QUEUED", "ACTIONS"], rows, out)
+    print_table(["NAME", "LANGUAGE", "STATE", "READY", "IN FLIGHT", "QUEUED", "ACTIONS"], rows, out)
     return EXIT_OK
 
 
@@ -340,7 +341,7 @@ def _ps(args: argparse.Namespace, _a: Any, sup: Any, md: Any, out: TextIO, _e: A
         for p in found
     ]
     header = ["AGENT", "REPLICA", "PID", "STATE", "UP", "RESTARTS", "IN FLIGHT", "REASON"]
-    _table(header, rows, out)
+    print_table(header, rows, out)
     return EXIT_OK
 
 
@@ -397,10 +398,3 @@ def _uptime(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds // 60}m"
     return f"{seconds // 3600}h"
-
-
-def _table(header: list[str], rows: list[list[str]], out: TextIO) -> None:
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-        out.write(line.rstrip() + "\n")

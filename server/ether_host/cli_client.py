@@ -82,3 +82,11 @@ def report_rpc_error(error: Any, err: TextIO, prog: str) -> int:
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return EXIT_UNREACHABLE
     return EXIT_FAILED
+
+
+def print_table(header: list[str], rows: list[list[str]], out: TextIO) -> None:
+    """Columns padded to their widest cell, two spaces apart, as `docker ps` prints them."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        out.write(line.rstrip() + "\n")

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any, TextIO
 
-from ether_host.cli_client import EXIT_OK, add_connection_arguments
+from ether_host.cli_client import EXIT_OK, add_connection_arguments, print_table
 
 COMMANDS = ("ls", "cancel", "report")
 STATES = ("pending", "running", "succeeded", "partial", "failed", "cancelled", "interrupted")
@@ -62,29 +62,36 @@ def run(args: argparse.Namespace, stub: Any, metadata: Any, out: TextIO, err: Te
         state = workflow_pb2.RunState.Name(cancelled.state).removeprefix("RUN_STATE_")
         print(f"{cancelled.id}: {state}", file=out)
         return EXIT_OK
+    write_report(stub, args.run_id, args, metadata, out, err)
+    return EXIT_OK
+
+
+def write_report(
+    stub: Any, run_id: str, args: argparse.Namespace, metadata: Any, out: TextIO, err: TextIO
+) -> None:
+    """The run's report in ``args.format``, to ``args.output`` or to ``out``."""
+    from ether.v1 import workflow_pb2
+
     fmt = (
         workflow_pb2.REPORT_FORMAT_JSON
         if args.format == "json"
         else workflow_pb2.REPORT_FORMAT_MARKDOWN
     )
     content = stub.GetRunReport(
-        workflow_pb2.GetRunReportRequest(run_id=args.run_id, format=fmt),
-        timeout=60,
-        metadata=metadata,
+        workflow_pb2.GetRunReportRequest(run_id=run_id, format=fmt), timeout=60, metadata=metadata
     ).content
     if args.output:
         Path(args.output).write_text(content, encoding="utf-8")
         print(f"report written to {args.output}", file=err)
     else:
         out.write(content)
-    return EXIT_OK
 
 
 def _table(runs: list[Any], out: TextIO) -> None:
     from ether.v1 import workflow_pb2
 
     header = ["ID", "NAME", "STATE", "TASKS", "CREATED"]
-    rows = [header] + [
+    rows = [
         [
             r.id,
             r.name,
@@ -94,7 +101,4 @@ def _table(runs: list[Any], out: TextIO) -> None:
         ]
         for r in runs
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for row in rows:
-        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-        out.write(line.rstrip() + "\n")
+    print_table(header, rows, out)

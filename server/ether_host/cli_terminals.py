@@ -25,6 +25,7 @@ from ether_host.cli_client import (
     EXIT_OK,
     command_group,
     connect,
+    print_table,
     report_rpc_error,
 )
 
@@ -113,7 +114,7 @@ def _list(found: Any, out: TextIO) -> None:
     from ether.v1 import terminal_pb2
 
     header = ["ID", "NAME", "OWNER", "STATE", "SIZE", "ATTACHED", "COMMAND"]
-    rows = [header] + [
+    rows = [
         [
             t.id,
             t.name or "-",
@@ -125,10 +126,7 @@ def _list(found: Any, out: TextIO) -> None:
         ]
         for t in found
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for row in rows:
-        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-        out.write(line.rstrip() + "\n")
+    print_table(header, rows, out)
 
 
 def _local_size(rows: int, cols: int) -> tuple[int, int]:

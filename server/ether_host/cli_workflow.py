@@ -156,21 +156,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         ).run
         view.summary(ended)
         if not args.no_report:
-            fmt = (
-                workflow_pb2.REPORT_FORMAT_JSON
-                if args.format == "json"
-                else workflow_pb2.REPORT_FORMAT_MARKDOWN
-            )
-            content = stub.GetRunReport(
-                workflow_pb2.GetRunReportRequest(run_id=created.id, format=fmt),
-                timeout=60,
-                metadata=metadata,
-            ).content
-            if args.output:
-                Path(args.output).write_text(content, encoding="utf-8")
-                print(f"report written to {args.output}", file=err)
-            else:
-                out.write(content)
+            cli_runs.write_report(stub, created.id, args, metadata, out, err)
         return _exit_code(final)
     except grpc.RpcError as error:
         view.stop()

@@ -15,6 +15,7 @@ import time
 
 from ether.v1 import terminal_pb2
 from tests.support.host import ETHER, ROOT, HostProcess
+from tests.terminals.support import wait_screen
 
 
 def ether(host: HostProcess, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -70,6 +71,7 @@ def test_attach_from_a_terminal_follows_its_size_and_ctrl_bracket_detaches(
     """From a real terminal: the remote terminal takes the window's size, keys are typed raw,
     and Ctrl-] detaches (exit 0) while the program keeps running."""
     terminal_id = ether(host, "term", "new", "--", "bash", "--norc").stdout.strip()
+    wait_screen(host, terminal_id, "#")  # the prompt is on screen: the snapshot carries it
     # The client's own terminal: a pty of 30 rows and 100 columns.
     ours, its = pty.openpty()
     fcntl.ioctl(its, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
@@ -98,7 +100,7 @@ def test_attach_from_a_terminal_follows_its_size_and_ctrl_bracket_detaches(
                     break
 
     try:
-        until(b"# ")  # bash's prompt, from the snapshot or the output after it
+        until(b"#")  # the prompt, repainted from the snapshot
         os.write(ours, b"stty size\r")
         until(b"30 100")
         os.write(ours, b"echo cli-$((40+2))\r")
