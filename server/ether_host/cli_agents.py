@@ -93,7 +93,7 @@ def add_parsers(commands: Any) -> None:
         "--stream", action="store_true", help="show progress and log events on stderr"
     )
     call.add_argument(
-        "--output", action="store_true", help="print the whole AgentOutput, not only its data"
+        "--full", action="store_true", help="print the whole AgentOutput, not only its data"
     )
     add_connection_arguments(call)
 
@@ -167,7 +167,7 @@ def _call(args: argparse.Namespace, agents: Any, metadata: Any, out: TextIO, err
         output = agents.Execute(
             agent_io_pb2.ExecuteRequest(input=task), timeout=args.timeout, metadata=metadata
         ).output
-    if args.output:
+    if args.full:
         out.write(json_format.MessageToJson(output, indent=2) + "\n")
     elif output.data_json:
         out.write(json.dumps(json.loads(output.data_json), indent=2, ensure_ascii=False) + "\n")

@@ -96,9 +96,9 @@ def test_call_exit_status_follows_the_task_and_the_request(host: HostProcess, wo
 
 
 def test_call_stream_shows_progress_and_logs_on_stderr(host: HostProcess, worker: str) -> None:
-    """--stream prints the task's progress and log events on stderr as they come; --output
+    """--stream prints the task's progress and log events on stderr as they come; --full
     prints the whole AgentOutput (status, metadata) instead of the data alone."""
-    streamed = ether(host, "call", "worker", "nap", '{"ms": 30}', "--stream", "--output")
+    streamed = ether(host, "call", "worker", "nap", '{"ms": 30}', "--stream", "--full")
     assert streamed.returncode == 0, streamed.stderr
     assert "progress 1/10 napping" in streamed.stderr
     assert "info napping" in streamed.stderr
