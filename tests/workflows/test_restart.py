@@ -3,9 +3,11 @@ with what had finished, and ResumeRun continues it, running again only idempoten
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -187,8 +189,9 @@ def test_killed_host_leaves_runs_interrupted_and_resumable(tmp_path: Path) -> No
         (second or first).stop()
 
 
-def test_cancel_an_interrupted_run(tmp_path: Path) -> None:
-    """An interrupted run that will not be resumed can be cancelled; it is then final."""
+@contextlib.contextmanager
+def interrupted(tmp_path: Path) -> Iterator[tuple[HostProcess, workflow_pb2.Run]]:
+    """A host restarted while a gated run held: the new host and the now INTERRUPTED run."""
     first = HostProcess(tmp_path / "state")
     second: HostProcess | None = None
     try:
@@ -197,6 +200,14 @@ def test_cancel_an_interrupted_run(tmp_path: Path) -> None:
         run = create(first, gated(tmp_path / "marker"))
         holding(first, run.id, tmp_path / "marker")
         second = restart(first)
+        yield second, run
+    finally:
+        (second or first).stop()
+
+
+def test_cancel_an_interrupted_run(tmp_path: Path) -> None:
+    """An interrupted run that will not be resumed can be cancelled; it is then final."""
+    with interrupted(tmp_path) as (second, run):
         cancelled = second.workflows.CancelRun(
             workflow_pb2.CancelRunRequest(run_id=run.id, reason="abandoned"), timeout=10
         ).run
@@ -205,21 +216,12 @@ def test_cancel_an_interrupted_run(tmp_path: Path) -> None:
         with pytest.raises(grpc.RpcError) as error:
             second.workflows.ResumeRun(workflow_pb2.ResumeRunRequest(run_id=run.id), timeout=10)
         assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    finally:
-        (second or first).stop()
 
 
 def test_resume_from_the_command_line(tmp_path: Path) -> None:
     """`ether workflow resume` continues an interrupted run, follows it to its end on stderr and
     exits with its outcome; --include-non-idempotent runs the non-idempotent task again too."""
-    first = HostProcess(tmp_path / "state")
-    second: HostProcess | None = None
-    try:
-        first.wait_serving()
-        deploy(first, AGENTS / "flow")
-        run = create(first, gated(tmp_path / "marker"))
-        holding(first, run.id, tmp_path / "marker")
-        second = restart(first)
+    with interrupted(tmp_path) as (second, run):
         deploy(second, AGENTS / "flow")
         listed = subprocess.run(
             [str(ETHER), "workflow", "ls", "--state", "interrupted", "--address", second.address],
@@ -242,5 +244,3 @@ def test_resume_from_the_command_line(tmp_path: Path) -> None:
         assert "SUCCEEDED" in resumed.stderr
         ended = wait(second, run.id)
         assert state(ended) == "SUCCEEDED" and ended.resume_count == 1
-    finally:
-        (second or first).stop()
