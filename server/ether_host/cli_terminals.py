@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any, BinaryIO, TextIO
 
+from ether_host import cli_repaint
 from ether_host.cli_client import (
     EXIT_FAILED,
     EXIT_OK,
@@ -187,6 +188,9 @@ def _attach(
             del error
         finally:
             requests.put(None)
+            if interactive:  # the program may have hidden the cursor or left a colour on
+                screen.write(cli_repaint.restore())
+                screen.flush()
     if detached.is_set():
         print(f"\r\n[detached from {args.terminal_id}]", file=err)
         return EXIT_OK
@@ -263,16 +267,16 @@ def _follow_window_size(interactive: bool, requests: queue.Queue[Any]) -> Iterat
 
 
 def _repaint(screen: Any, interactive: bool) -> bytes:
-    """A snapshot for the local terminal: cleared and drawn, the cursor where it was; for a
-    pipe, the screen's text up to the cursor's line, where the output that follows goes on."""
-    if not interactive:
-        lines = list(screen.lines[: screen.cursor.row + 1])
-        if lines:  # the host trims trailing spaces: the cursor may stand past them
-            lines[-1] = lines[-1].ljust(screen.cursor.col)
-        return "\n".join(lines).encode()
-    text = "\x1b[H\x1b[2J" + "\r\n".join(screen.lines)
-    text += f"\x1b[{screen.cursor.row + 1};{screen.cursor.col + 1}H"
-    return text.encode()
+    """A snapshot for the local terminal: cleared and drawn with its styles, the cursor where
+    it was; for a pipe, the screen's text up to the cursor's line, where the output that follows
+    goes on."""
+    if interactive:
+        return cli_repaint.repaint(screen)
+    # The snapshot keeps trailing spaces (their background may be coloured): a pipe gets none.
+    lines = [line.rstrip(" ") for line in screen.lines[: screen.cursor.row + 1]]
+    if lines:  # the cursor may stand past the last character of its line
+        lines[-1] = lines[-1].ljust(screen.cursor.col)
+    return "\n".join(lines).encode()
 
 
 def _exit_code(status: Any) -> int:

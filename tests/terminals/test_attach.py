@@ -51,7 +51,9 @@ def test_attach_gives_a_snapshot_then_numbered_output_then_the_exit(host: HostPr
     started = client.next().started
     assert not started.read_only and not started.resumed and started.terminal.attached_clients == 1
     snapshot = client.next().snapshot
-    assert snapshot.screen.lines[0] == "ether$" and snapshot.screen.cursor.col == 7
+    assert snapshot.screen.lines[0].rstrip() == "ether$" and snapshot.screen.cursor.col == 7
+    # Every cell is there (trailing spaces kept), so a client repaints the screen exactly.
+    assert {len(line) for line in snapshot.screen.lines} == {snapshot.screen.cols}
     client.send(input=pb.TerminalInput(text="echo attached; exit 5\r"))
     offset, data = snapshot.offset, b""
     for message in client.responses:
@@ -114,7 +116,8 @@ def test_attach_from_an_offset_no_longer_held_starts_with_a_fresh_snapshot(
     assert not started.resumed and started.terminal.retained_offset > 0
     snapshot = client.next().snapshot
     assert (
-        snapshot.screen.lines[-2] == "400000" and snapshot.offset == started.terminal.output_offset
+        snapshot.screen.lines[-2].rstrip() == "400000"
+        and snapshot.offset == started.terminal.output_offset
     )
     client.done()
     close(host, terminal.id)
@@ -205,10 +208,11 @@ def test_attach_resizes_and_signals_the_program(host: HostProcess) -> None:
     terminal = shell(host)
     client = Client(host, pb.AttachStart(terminal_id=terminal.id))
     client.next()  # started
-    client.next()  # snapshot
+    snapshot = client.next().snapshot
     client.send(resize=pb.AttachResize(rows=33, cols=101))
     client.send(input=pb.TerminalInput(text="stty size\r"))
-    wait_output(host, terminal.id, r"33 101")
+    # From the snapshot's offset: the answer may be out before the wait starts.
+    wait_output(host, terminal.id, r"33 101", after=snapshot.offset)
     client.send(signal=pb.AttachSignal(signal="kill"))
     for message in client.responses:
         if message.WhichOneof("kind") == "exit":

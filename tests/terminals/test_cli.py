@@ -13,9 +13,11 @@ import subprocess
 import termios
 import time
 
+import pyte
+
 from ether.v1 import terminal_pb2
 from tests.support.host import ETHER, ROOT, HostProcess
-from tests.terminals.support import wait_screen
+from tests.terminals.support import close, run, shell, wait_screen
 
 
 def ether(host: HostProcess, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -65,6 +67,51 @@ def test_new_ls_piped_attach_screen_and_kill(host: HostProcess) -> None:
     assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr
 
 
+class PtyClient:
+    """``ether term attach`` run in a real terminal of ``rows`` x ``cols`` (a pty), as a user
+    runs it; ``seen`` is everything it drew."""
+
+    def __init__(self, host: HostProcess, terminal_id: str, rows: int, cols: int) -> None:
+        self.ours, its = pty.openpty()
+        fcntl.ioctl(its, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        self.process = subprocess.Popen(
+            [str(ETHER), "term", "attach", terminal_id],
+            stdin=its,
+            stdout=its,
+            stderr=its,
+            cwd=ROOT,
+            env=os.environ | {"ETHER_ADDRESS": host.address},
+            start_new_session=True,
+        )
+        os.close(its)
+        self.seen = b""
+
+    def until(self, text: bytes) -> None:
+        deadline = time.monotonic() + 20
+        while text not in self.seen:
+            left = deadline - time.monotonic()
+            assert left > 0, self.seen[-400:]
+            if select.select([self.ours], [], [], left)[0]:
+                try:
+                    self.seen += os.read(self.ours, 4096)
+                except OSError:  # EIO: the client closed its side
+                    break
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.ours, keys)
+
+    def detach(self) -> None:
+        self.type(b"\x1d")  # Ctrl-]
+        assert self.process.wait(timeout=20) == 0
+        self.until(b"detached from ")
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        os.close(self.ours)
+
+
 def test_attach_from_a_terminal_follows_its_size_and_ctrl_bracket_detaches(
     host: HostProcess,
 ) -> None:
@@ -72,47 +119,16 @@ def test_attach_from_a_terminal_follows_its_size_and_ctrl_bracket_detaches(
     and Ctrl-] detaches (exit 0) while the program keeps running."""
     terminal_id = ether(host, "term", "new", "--", "bash", "--norc").stdout.strip()
     wait_screen(host, terminal_id, "#")  # the prompt is on screen: the snapshot carries it
-    # The client's own terminal: a pty of 30 rows and 100 columns.
-    ours, its = pty.openpty()
-    fcntl.ioctl(its, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
-    client = subprocess.Popen(
-        [str(ETHER), "term", "attach", terminal_id],
-        stdin=its,
-        stdout=its,
-        stderr=its,
-        cwd=ROOT,
-        env=os.environ | {"ETHER_ADDRESS": host.address},
-        start_new_session=True,
-    )
-    os.close(its)
-    seen = b""
-
-    def until(text: bytes) -> None:
-        nonlocal seen
-        deadline = time.monotonic() + 20
-        while text not in seen:
-            left = deadline - time.monotonic()
-            assert left > 0, seen[-400:]
-            if select.select([ours], [], [], left)[0]:
-                try:
-                    seen += os.read(ours, 4096)
-                except OSError:  # EIO: the client closed its side
-                    break
-
+    client = PtyClient(host, terminal_id, rows=30, cols=100)
     try:
-        until(b"#")  # the prompt, repainted from the snapshot
-        os.write(ours, b"stty size\r")
-        until(b"30 100")
-        os.write(ours, b"echo cli-$((40+2))\r")
-        until(b"cli-42")
-        os.write(ours, b"\x1d")
-        until(b"detached from " + terminal_id.encode())
-        assert client.wait(timeout=20) == 0
+        client.until(b"#")  # the prompt, repainted from the snapshot
+        client.type(b"stty size\r")
+        client.until(b"30 100")
+        client.type(b"echo cli-$((40+2))\r")
+        client.until(b"cli-42")
+        client.detach()
     finally:
-        if client.poll() is None:
-            client.kill()
-            client.wait()
-        os.close(ours)
+        client.close()
     terminal = _terminal(host, terminal_id)
     assert terminal.state == terminal_pb2.TERMINAL_STATE_RUNNING
     assert (terminal.rows, terminal.cols) == (30, 100)
@@ -120,3 +136,32 @@ def test_attach_from_a_terminal_follows_its_size_and_ctrl_bracket_detaches(
     while _terminal(host, terminal_id).attached_clients:
         assert time.monotonic() < deadline, "the detached client is still counted as attached"
     assert ether(host, "term", "kill", terminal_id).returncode == 0
+
+
+def test_attach_repaints_colours_and_cursor_as_the_program_left_them(host: HostProcess) -> None:
+    """What was on the screen before attaching comes back in its colours (a coloured status
+    bar to the end of its line included) with the cursor hidden as the program hid it, and a
+    detach leaves the user's terminal with default colours and a visible cursor."""
+    terminal = shell(host)
+    run(host, terminal.id, r"printf '\e[1;31mALERT\e[0m \e[44;97mSTATUS    \e[0m\n\e[?25l'")
+    client = PtyClient(host, terminal.id, rows=terminal.rows, cols=terminal.cols)
+    local = pyte.Screen(terminal.cols, terminal.rows)  # what the user's terminal shows
+    stream = pyte.ByteStream(local)
+    try:
+        client.until(b"STATUS")
+        client.until(b"\x1b[?25l")  # the repaint ends with the cursor's visibility
+        stream.feed(client.seen)
+        row = next(y for y in range(terminal.rows) if local.display[y].startswith("ALERT STATUS"))
+        cells = local.buffer[row]
+        assert (cells[0].fg, cells[0].bold) == ("red", True), "ALERT lost its colour"
+        assert (cells[5].fg, cells[5].bg) == ("default", "default")
+        assert {(cells[x].bg, cells[x].fg) for x in range(6, 16)} == {("blue", "brightwhite")}
+        hidden_while_attached = local.cursor.hidden
+        assert hidden_while_attached, "the repaint showed the cursor the program hid"
+        drawn = len(client.seen)
+        client.detach()
+        stream.feed(client.seen[drawn:])
+        assert not local.cursor.hidden, "the detach left the user's cursor hidden"
+    finally:
+        client.close()
+    close(host, terminal.id)

@@ -82,7 +82,9 @@ class Attachment:
             self.session.attached -= 1
 
     async def _snapshot(self) -> Snapshot:
-        view = await self.session.screen(ScreenRequest(styles=True))
+        # Trailing spaces kept: their background may be coloured (a status bar), and a client
+        # repainting from the snapshot draws every cell.
+        view = await self.session.screen(ScreenRequest(styles=True, keep_trailing_spaces=True))
         self.offset = view.output_offset
         return Snapshot(view, view.output_offset)
 

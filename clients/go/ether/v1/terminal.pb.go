@@ -3447,7 +3447,9 @@ func (x *AttachStarted) GetResumed() bool {
 // offset follows.
 type AttachSnapshot struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The screen, in STRUCTURED form with styles.
+	// The screen, in STRUCTURED form with styles and with trailing spaces
+	// kept (their background may be coloured), so a client can repaint every
+	// cell as the program left it.
 	Screen *Screen `protobuf:"bytes,1,opt,name=screen,proto3" json:"screen,omitempty"`
 	// The screen reflects all output before this offset; the next `output`
 	// starts here.

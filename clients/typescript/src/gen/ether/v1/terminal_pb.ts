@@ -1772,7 +1772,9 @@ export const AttachStartedSchema: GenMessage<AttachStarted> = /*@__PURE__*/
  */
 export type AttachSnapshot = Message<"ether.v1.AttachSnapshot"> & {
   /**
-   * The screen, in STRUCTURED form with styles.
+   * The screen, in STRUCTURED form with styles and with trailing spaces
+   * kept (their background may be coloured), so a client can repaint every
+   * cell as the program left it.
    *
    * @generated from field: ether.v1.Screen screen = 1;
    */

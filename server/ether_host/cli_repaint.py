@@ -1,0 +1,82 @@
+"""Draw an attach snapshot on the local terminal as the program left it: text, colours, cursor.
+
+The snapshot's ``styled_lines`` carry every cell's attributes, so a repaint after attaching (or
+after lagging) shows a coloured prompt, vim's syntax colours or htop's bars at once, instead of
+plain text until the program next redraws. Output that follows is the program's own bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# The host names the 16 basic colours as pyte does ("brown" is SGR 33, often shown yellow).
+BASIC_COLOURS = ("black", "red", "green", "brown", "blue", "magenta", "cyan", "white")
+RESET = "\x1b[0m"
+SHOW_CURSOR = "\x1b[?25h"
+HIDE_CURSOR = "\x1b[?25l"
+
+
+def colour_codes(name: str, background: bool) -> list[str]:
+    """SGR parameters for one of the API's colour names ('' is the default: no parameter)."""
+    if not name:
+        return []
+    if name.startswith("#") and len(name) == 7:
+        try:
+            red, green, blue = (int(name[i : i + 2], 16) for i in (1, 3, 5))
+        except ValueError:
+            return []
+        return ["48" if background else "38", "2", str(red), str(green), str(blue)]
+    bright = name.startswith("bright_")
+    base = name.removeprefix("bright_")
+    if base not in BASIC_COLOURS:
+        return []  # a name this client does not know: drawn in the default colour
+    first = (100 if bright else 40) if background else (90 if bright else 30)
+    return [str(first + BASIC_COLOURS.index(base))]
+
+
+def sgr(run: Any) -> str:
+    """The escape that sets a StyledRun's attributes, from a clean (reset) state."""
+    codes = ["0"]
+    for flag, code in (
+        (run.bold, "1"),
+        (run.italic, "3"),
+        (run.underline, "4"),
+        (run.blink, "5"),
+        (run.reverse, "7"),
+        (run.strikethrough, "9"),
+    ):
+        if flag:
+            codes.append(code)
+    codes += colour_codes(run.fg, background=False)
+    codes += colour_codes(run.bg, background=True)
+    return "\x1b[" + ";".join(codes) + "m"
+
+
+def repaint(screen: Any) -> bytes:
+    """Clear the local terminal and draw ``screen`` (an ether.v1.Screen in STRUCTURED form):
+    each row at its place with its styles, then the cursor where and as the program left it.
+    A screen without styled lines is drawn as plain text."""
+    out = [RESET, "\x1b[H\x1b[2J"]
+    styled = list(screen.styled_lines)
+    for row, line in enumerate(screen.lines):
+        out.append(f"\x1b[{row + 1};1H")
+        if row < len(styled) and styled[row].runs:
+            previous = RESET
+            for run in styled[row].runs:
+                code = sgr(run)
+                if code != previous:
+                    out.append(code)
+                    previous = code
+                out.append(run.text)
+            out.append(RESET)
+        else:
+            out.append(line)
+    out.append(f"\x1b[{screen.cursor.row + 1};{screen.cursor.col + 1}H")
+    out.append(SHOW_CURSOR if screen.cursor.visible else HIDE_CURSOR)
+    return "".join(out).encode()
+
+
+def restore() -> bytes:
+    """What leaves the local terminal usable after a detach or the program's exit: default
+    attributes and a visible cursor, whatever the program had set."""
+    return (RESET + SHOW_CURSOR).encode()
