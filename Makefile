@@ -31,12 +31,13 @@ export npm_config_fund := false
 export npm_config_update_notifier := false
 
 # Pieces that exist only once other parts of the repo land are picked up when present.
-PY_LINT_PATHS := $(wildcard server adapters/python tests bench) tools/protoc-gen-grpcio-python
-TS_PACKAGES   := adapters/typescript examples/agents/report tests/conformance/agents/typescript
+PY_LINT_PATHS := $(wildcard server adapters/python tests bench clients/examples/python) tools/protoc-gen-grpcio-python
+TS_PACKAGES   := adapters/typescript examples/agents/report tests/conformance/agents/typescript clients/examples/typescript
 NPM_DIRS      := clients/typescript $(patsubst %/package.json,%,$(wildcard $(addsuffix /package.json,$(TS_PACKAGES))))
 TS_DIRS       := $(patsubst %/tsconfig.json,%,$(wildcard clients/typescript/tsconfig.json $(addsuffix /tsconfig.json,$(TS_PACKAGES))))
-GO_MODULES    := $(patsubst %/go.mod,%,$(wildcard clients/go/go.mod adapters/go/go.mod examples/agents/*/go.mod tests/conformance/agents/go/go.mod))
+GO_MODULES    := $(patsubst %/go.mod,%,$(wildcard clients/go/go.mod clients/examples/go/go.mod adapters/go/go.mod examples/agents/*/go.mod tests/conformance/agents/go/go.mod))
 TEST_TIMEOUT  ?= 120
+TS_TOUR       := clients/examples/typescript/dist/tour.js
 
 GO_TOOL_STAMPS := \
 	$(STAMP)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION) \
@@ -51,7 +52,7 @@ help: ## Show this help
 	@echo "Usage: make <target>"
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-setup: $(GEN_TOOLS) $(foreach d,$(NPM_DIRS),$(d)/node_modules/.stamp) terminal-tools ## Install every pinned tool and dependency into the repo (idempotent)
+setup: $(GEN_TOOLS) $(foreach d,$(NPM_DIRS),$(d)/node_modules/.stamp) $(TS_TOUR) terminal-tools ## Install every pinned tool and dependency into the repo (idempotent)
 	@echo "setup: done"
 
 # --- Programs for the terminal fidelity tests (tests/terminals/test_fidelity.py) ----------------
@@ -97,6 +98,13 @@ node_modules/.stamp: package.json package-lock.json tools/versions.mk
 	test "$$(node_modules/.bin/protoc-gen-es --version)" = "protoc-gen-es v$(PROTOC_GEN_ES_VERSION)" \
 		|| { echo "package.json pins a protoc-gen-es other than PROTOC_GEN_ES_VERSION=$(PROTOC_GEN_ES_VERSION) (tools/versions.mk)" >&2; exit 1; }
 	touch $@
+
+# The TypeScript client tour (clients/examples/typescript) runs as plain JavaScript: its build
+# compiles clients/typescript (the @etherhost/client package it imports) and then itself.
+$(TS_TOUR): clients/examples/typescript/node_modules/.stamp clients/typescript/node_modules/.stamp \
+		clients/examples/typescript/src/tour.ts $(wildcard clients/typescript/src/gen/ether/*/*.ts)
+	@echo "setup: build the TypeScript client tour"
+	cd clients/examples/typescript && npm run --silent build
 
 %/node_modules/.stamp: $$(wildcard $$*/package.json $$*/package-lock.json)
 	@echo "setup: npm install ($*)"
@@ -179,6 +187,6 @@ bench: setup ## Run the benchmarks under bench/
 	else echo "bench: nothing to run yet (add bench/__main__.py or bench/run.py)"; fi
 
 clean: ## Remove installed tools, dependencies and caches (generated code is kept: it is committed)
-	rm -rf $(VENV) $(TOOLS) node_modules $(foreach d,clients/typescript adapters/typescript,$(d)/node_modules $(d)/dist)
+	rm -rf $(VENV) $(TOOLS) node_modules $(foreach d,clients/typescript clients/examples/typescript adapters/typescript,$(d)/node_modules $(d)/dist)
 	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +
 	rm -rf .mypy_cache .ruff_cache .pytest_cache

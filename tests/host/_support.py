@@ -4,6 +4,7 @@ one-shot runs of `ether` that are expected to fail, the real grpcurl, token file
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 from pathlib import Path
@@ -32,6 +33,8 @@ ETHER_SERVICES = (
     "ether.v1.GatewayService",
 )
 HEALTH = "grpc.health.v1.Health"
+README = ROOT / "README.md"
+README_ADDRESS = "127.0.0.1:50051"  # the address the README's commands name
 REFLECTION = "grpc.reflection.v1alpha.ServerReflection"
 
 
@@ -132,3 +135,19 @@ def wait_serving_via(host: HostProcess, address: str, timeout: float = 60.0) -> 
     response = health.Check(health_pb2.HealthCheckRequest(), timeout=timeout, wait_for_ready=True)
     assert response.status == health_pb2.HealthCheckResponse.SERVING
     return record
+
+
+def readme_commands(block: str) -> list[str]:
+    """The shell commands of the fenced block between ``<!-- BLOCK:start -->`` and
+    ``<!-- BLOCK:end -->``, one per command (backslash continuations joined)."""
+    text = README.read_text(encoding="utf-8")
+    found = re.search(rf"<!-- {block}:start -->\n(.*?)<!-- {block}:end -->", text, flags=re.DOTALL)
+    assert found, f"README.md has no {block} block"
+    fence = re.fullmatch(r"\s*```sh\n(.*?)```\s*", found.group(1), flags=re.DOTALL)
+    assert fence, f"the {block} block of README.md is not one ```sh fence"
+    joined = fence.group(1).replace("\\\n", " ")
+    commands = [
+        line.strip() for line in joined.splitlines() if line.strip() and not line.startswith("#")
+    ]
+    assert commands, f"the {block} block of README.md is empty"
+    return commands

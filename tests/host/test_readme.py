@@ -20,26 +20,15 @@ from ether.v1.agent_io_pb2 import ListAgentsRequest
 from tests.support.agents import EXAMPLES, deploy
 from tests.support.host import ROOT, TOOLS
 
-from ._support import ETHER_SERVICES, HEALTH, REFLECTION, Host
-
-README = ROOT / "README.md"
-README_ADDRESS = "127.0.0.1:50051"
-
-
-def readme_commands(block: str) -> list[str]:
-    """The shell commands of the fenced block between ``<!-- BLOCK:start -->`` and
-    ``<!-- BLOCK:end -->``, one per command (backslash continuations joined)."""
-    text = README.read_text(encoding="utf-8")
-    found = re.search(rf"<!-- {block}:start -->\n(.*?)<!-- {block}:end -->", text, flags=re.DOTALL)
-    assert found, f"README.md has no {block} block"
-    fence = re.fullmatch(r"\s*```sh\n(.*?)```\s*", found.group(1), flags=re.DOTALL)
-    assert fence, f"the {block} block of README.md is not one ```sh fence"
-    joined = fence.group(1).replace("\\\n", " ")
-    commands = [
-        line.strip() for line in joined.splitlines() if line.strip() and not line.startswith("#")
-    ]
-    assert commands, f"the {block} block of README.md is empty"
-    return commands
+from ._support import (
+    ETHER_SERVICES,
+    HEALTH,
+    README,
+    README_ADDRESS,
+    REFLECTION,
+    Host,
+    readme_commands,
+)
 
 
 def run_shell(command: str, address: str) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,126 @@
+"""The client tours in clients/examples (Python, Go, TypeScript) run against a real host that asks
+for a token, and print the same lines: what a user copying them would see.
+
+Each tour lists the agents, calls scout, streams a search, pipes three calls and shows the error
+for an agent that is not there. The expected lines are worked out here from the files scout reads,
+so a tour that printed what it was told rather than what the host answered would fail.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from ether.v1 import supervisor_pb2
+from tests.support.agents import EXAMPLES, state_name
+from tests.support.host import ROOT
+
+from ._support import README_ADDRESS, Host, clean_environment, readme_commands, write_tokens
+
+TOKEN = "tour-token-6d2b9f4e1a7c3058"
+AUTH = [("authorization", f"Bearer {TOKEN}")]
+# The README's commands, one per language, run as they are written (only the address changes).
+TOURS = {
+    language: next(command for command in readme_commands("tours") if language in command)
+    for language in ("python", "go", "typescript")
+}
+PIPED = ("Makefile", "README.md", "pyproject.toml")  # sorted, as the tours print them
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
+    """A host that needs a token for every call, with the scout example agent running."""
+    folder = tmp_path_factory.mktemp("tours")
+    tokens = write_tokens(folder / "tokens", tour=TOKEN)
+    host = Host(
+        "--listen", "127.0.0.1:0", "--auth-tokens-file", str(tokens),
+        "--state-dir", str(folder / "state"), "--log-format", "json",
+    )  # fmt: skip
+    try:
+        host.wait_serving()
+        deployed = host.supervisor.DeployAgent(
+            supervisor_pb2.DeployAgentRequest(
+                spec=supervisor_pb2.AgentSpec(path=str(EXAMPLES / "scout"))
+            ),
+            timeout=30,
+            metadata=AUTH,
+        )
+        events = host.supervisor.WatchEvents(
+            supervisor_pb2.WatchEventsRequest(
+                agent="scout", after_sequence=deployed.agent.event_sequence
+            ),
+            timeout=120,
+            metadata=AUTH,
+        )
+        for event in events:
+            if state_name(event.state) in {"RUNNING", "FATAL"}:
+                assert state_name(event.state) == "RUNNING", "\n".join(event.stderr_tail)
+                events.cancel()
+                break
+        yield host
+    finally:
+        assert host.stop() == 0
+
+
+def run_tour(command: str, host: Host, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", command.replace(README_ADDRESS, host.address)],
+        cwd=ROOT,
+        env=clean_environment(env | {"GOTOOLCHAIN": "local"}),
+        capture_output=True,
+        text=True,
+        timeout=180,  # go run may compile first
+        check=False,
+    )
+
+
+def expected_lines(pid: int) -> list[str]:
+    """What every tour must print, from the files themselves."""
+
+    def lines_of(name: str) -> int:
+        return len((ROOT / name).read_text().splitlines())
+
+    # scout's search_content: *.py files under server/ (no hidden folders), one match per line.
+    servicer = re.compile("class .*Servicer")
+    sources = sorted(
+        path
+        for path in (ROOT / "server").rglob("*.py")
+        if not any(part.startswith(".") for part in path.relative_to(ROOT / "server").parts)
+    )
+    matches = sum(
+        1 for path in sources for line in path.read_text().splitlines() if servicer.search(line)
+    )
+    total = len(sources)
+    progress = [f"progress {index}/{total}" for index in range(0, total, 50)]
+    stream = [f"started pid={pid}", *progress, f"output SUCCESS count={matches}"]
+    return [
+        "agents: scout",
+        f"analyze_file: SUCCESS lines={lines_of('README.md')} pid={pid}",
+        *(f"stream {sequence}: {event}" for sequence, event in enumerate(stream, start=1)),
+        *(f"pipe: {name} SUCCESS lines={lines_of(name)}" for name in PIPED),
+        "missing agent: NOT_FOUND: no agent named 'no-such-agent' (deployed: scout)",
+    ]
+
+
+@pytest.mark.parametrize("language", list(TOURS))
+def test_the_tour_prints_what_the_host_answered(host: Host, language: str) -> None:
+    """Directory, a call, a streamed call, a pipe and a NOT_FOUND, with the token from
+    ETHER_TOKEN, printed line for line as the other languages print them."""
+    tour = run_tour(TOURS[language], host, {"ETHER_TOKEN": TOKEN})
+    assert tour.returncode == 0, tour.stderr
+    listed = host.supervisor.ListProcesses(
+        supervisor_pb2.ListProcessesRequest(agent="scout"), timeout=10, metadata=AUTH
+    )
+    pid = listed.processes[0].pid
+    assert tour.stdout.splitlines() == expected_lines(pid), tour.stderr
+
+
+def test_a_tour_without_the_token_is_refused(host: Host) -> None:
+    """No ETHER_TOKEN: the first call fails UNAUTHENTICATED and the tour says so and exits 1."""
+    tour = run_tour(TOURS["python"], host, {})
+    assert tour.returncode == 1
+    assert tour.stdout == ""
+    assert tour.stderr.startswith("tour: UNAUTHENTICATED"), tour.stderr
