@@ -51,7 +51,6 @@ from ether_host.transport.listen import (
     is_loopback,
     split_host_port,
 )
-from ether_host.transport.pending import pending_servicer
 from ether_host.transport.supervisor import SupervisorServicer
 from ether_host.transport.terminal import TerminalServicer
 from ether_host.transport.workflow import WorkflowServicer
@@ -103,16 +102,6 @@ def build_core(config: HostConfig) -> Core:
     terminals = TerminalManager(TerminalSettings.from_config(config.terminals), children)
     dispatcher.register_calls("term.*", AgentTerminals(terminals, supervisor).handle)
     return Core(Lifecycle(), children, supervisor, dispatcher, workflows, gateway, terminals)
-
-
-def _pending(module: Any, grpc_module: Any, service: str, missing: str) -> tuple[Any, Any, Any]:
-    descriptor = module.DESCRIPTOR.services_by_name[service]
-    base = getattr(grpc_module, f"{service}Servicer")
-    return (
-        descriptor,
-        getattr(grpc_module, f"add_{service}Servicer_to_server"),
-        pending_servicer(base, descriptor, missing),
-    )
 
 
 def _services(core: Core) -> list[tuple[Any, Any, Any]]:

@@ -84,8 +84,8 @@ def test_streams_need_a_token_too(secured: Host) -> None:
     assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
-def test_unlanded_features_still_need_a_token(secured: Host) -> None:
-    """A caller without a token learns nothing, not even which features are missing."""
+def test_every_service_needs_a_token(secured: Host) -> None:
+    """The gateway as well as the agents: a caller without a token learns nothing."""
     with pytest.raises(grpc.RpcError) as error:
         secured.gateway.ListSessions(gateway_pb2.ListSessionsRequest(), timeout=10)
     assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED

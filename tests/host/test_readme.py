@@ -139,6 +139,23 @@ def test_agent_tasks_succeed(
     assert not failed, "tasks of the README that do not succeed:\n" + "\n".join(failed)
 
 
+def test_buf_curl_block_runs_verbatim(
+    readme_host: Host, agent_calls: list[tuple[str, subprocess.CompletedProcess[str]]]
+) -> None:
+    """buf curl, with reflection and with --schema proto, reads scout's directory entry and runs
+    a task whose answer counts the README's own lines."""
+    get_agent, execute = readme_commands("bufcurl")
+    found = run_shell(get_agent, readme_host.address)
+    assert found.returncode == 0, f"{get_agent}\n{found.stderr}"
+    agent = json.loads(found.stdout)["agent"]
+    assert agent["name"] == "scout" and "analyze_file" in {a["name"] for a in agent["actions"]}
+    ran = run_shell(execute, readme_host.address)
+    assert ran.returncode == 0, f"{execute}\n{ran.stderr}"
+    output = json.loads(ran.stdout)["output"]
+    assert output["status"] == "TASK_STATUS_SUCCESS", output
+    assert output["data"]["lines"] == len(README.read_text(encoding="utf-8").splitlines())
+
+
 def test_readme_points_here() -> None:
     """The README says which test runs its commands; keep the pointer true."""
     assert f"tests/host/{Path(__file__).name}" in README.read_text(encoding="utf-8")
