@@ -1,0 +1,40 @@
+"""The host's layers (docs/architecture.md): the core never imports gRPC, the generated messages or
+the transport, so a servicer stays a thin translation and the core can sit behind another front
+(a second host through the bus, an MCP bridge) unchanged."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.support.host import ROOT
+
+HOST = ROOT / "server" / "ether_host"
+# The transport, the composition root and the command-line clients speak gRPC; nothing else may.
+FRONTS = {"transport", "main.py", "__main__.py"} | {p.name for p in HOST.glob("cli*.py")}
+FORBIDDEN = ("grpc", "ether.v1", "ether.adapter", "google.rpc")  # grpc_health etc. included
+FORBIDDEN += ("ether_host.transport", "ether_host.main", "ether_host.cli")
+
+
+def imported(path: Path) -> set[str]:
+    """Every module a source file imports, at any depth (function-level imports included)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}: a relative import hides what it crosses"
+            found.add(node.module or "")
+    return found
+
+
+def test_the_core_never_imports_grpc_or_the_transport() -> None:
+    core = [p for p in HOST.rglob("*.py") if p.relative_to(HOST).parts[0] not in FRONTS]
+    assert len(core) > 50, "the core's modules were not found"
+    crossings = {
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in core
+        for module in imported(path)
+        if module.startswith(FORBIDDEN)
+    }
+    assert not crossings, "\n".join(sorted(crossings))
