@@ -7,6 +7,7 @@ plain text until the program next redraws. Output that follows is the program's 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 # The host names the 16 basic colours as pyte does ("brown" is SGR 33, often shown yellow).
@@ -14,6 +15,11 @@ BASIC_COLOURS = ("black", "red", "green", "brown", "blue", "magenta", "cyan", "w
 RESET = "\x1b[0m"
 SHOW_CURSOR = "\x1b[?25h"
 HIDE_CURSOR = "\x1b[?25l"
+ENTER_ALTERNATE = b"\x1b[?1049h"
+LEAVE_ALTERNATE = b"\x1b[?1049l"
+# The private modes that switch screens (1049 as vim and less use it, and the older 1047 and 47).
+_SCREEN_SWITCH = re.compile(rb"\x1b\[\?(?:1049|1047|47)([hl])")
+_LONGEST_SWITCH = len(ENTER_ALTERNATE)
 
 
 def colour_codes(name: str, background: bool) -> list[str]:
@@ -76,7 +82,35 @@ def repaint(screen: Any) -> bytes:
     return "".join(out).encode()
 
 
-def restore() -> bytes:
-    """What leaves the local terminal usable after a detach or the program's exit: default
-    attributes and a visible cursor, whatever the program had set."""
-    return (RESET + SHOW_CURSOR).encode()
+class LocalScreen:
+    """Which screen the local terminal shows, main or alternate, as the program's output and the
+    repaints switch it: output is passed through as the program wrote it, so a full-screen
+    program (vim, less, htop) switches the local terminal too, and a detach in the middle of one
+    must switch it back or leave the user's shell on the alternate screen."""
+
+    def __init__(self) -> None:
+        self.alternate = False
+        self._tail = b""  # the end of the last chunk: a switch may be split between two
+
+    def repaint(self, screen: Any) -> bytes:
+        """``repaint(screen)`` on the screen the program is on."""
+        switch = b""
+        if screen.alternate_screen != self.alternate:
+            switch = ENTER_ALTERNATE if screen.alternate_screen else LEAVE_ALTERNATE
+            self.alternate = screen.alternate_screen
+        self._tail = b""
+        return switch + repaint(screen)
+
+    def saw(self, data: bytes) -> None:
+        """Follow the switches in a chunk of the program's output."""
+        window = self._tail + data
+        for match in _SCREEN_SWITCH.finditer(window):
+            self.alternate = match.group(1) == b"h"
+        self._tail = window[-(_LONGEST_SWITCH - 1) :]
+
+    def restore(self) -> bytes:
+        """What leaves the local terminal usable after a detach or the program's exit: the main
+        screen, default attributes and a visible cursor, whatever the program had set."""
+        leave = LEAVE_ALTERNATE if self.alternate else b""
+        self.alternate = False
+        return leave + (RESET + SHOW_CURSOR).encode()

@@ -168,13 +168,17 @@ def _attach(
             target=_forward_keys, args=(keys, requests, detach, interactive), daemon=True
         ).start()
     screen = sys.stdout.buffer
+    local = cli_repaint.LocalScreen()
     with _raw(keys if interactive else None), _follow_window_size(interactive, requests):
         try:
             for message in stream:
                 kind = message.WhichOneof("kind")
-                if kind == "snapshot":
-                    screen.write(_repaint(message.snapshot.screen, interactive))
+                if kind == "snapshot" and interactive:
+                    screen.write(local.repaint(message.snapshot.screen))
+                elif kind == "snapshot":
+                    screen.write(_piped_snapshot(message.snapshot.screen))
                 elif kind == "output":
+                    local.saw(message.output.data)
                     screen.write(message.output.data)
                 elif kind == "lagged":
                     screen.write(b"\r\n[ether: output skipped, repainting]\r\n")
@@ -189,7 +193,7 @@ def _attach(
         finally:
             requests.put(None)
             if interactive:  # the program may have hidden the cursor or left a colour on
-                screen.write(cli_repaint.restore())
+                screen.write(local.restore())
                 screen.flush()
     if detached.is_set():
         print(f"\r\n[detached from {args.terminal_id}]", file=err)
@@ -266,12 +270,9 @@ def _follow_window_size(interactive: bool, requests: queue.Queue[Any]) -> Iterat
         signal.signal(signal.SIGWINCH, previous)
 
 
-def _repaint(screen: Any, interactive: bool) -> bytes:
-    """A snapshot for the local terminal: cleared and drawn with its styles, the cursor where
-    it was; for a pipe, the screen's text up to the cursor's line, where the output that follows
-    goes on."""
-    if interactive:
-        return cli_repaint.repaint(screen)
+def _piped_snapshot(screen: Any) -> bytes:
+    """A snapshot for a pipe: the screen's text up to the cursor's line, where the output that
+    follows goes on."""
     # The snapshot keeps trailing spaces (their background may be coloured): a pipe gets none.
     lines = [line.rstrip(" ") for line in screen.lines[: screen.cursor.row + 1]]
     if lines:  # the cursor may stand past the last character of its line

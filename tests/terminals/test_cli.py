@@ -16,6 +16,7 @@ import time
 import pyte
 
 from ether.v1 import terminal_pb2
+from ether_host.cli_repaint import LocalScreen
 from tests.support.host import ETHER, ROOT, HostProcess
 from tests.terminals.support import close, run, shell, wait_screen
 
@@ -165,3 +166,46 @@ def test_attach_repaints_colours_and_cursor_as_the_program_left_them(host: HostP
     finally:
         client.close()
     close(host, terminal.id)
+
+
+def test_a_detach_from_a_full_screen_program_gives_the_user_their_screen_back(
+    host: HostProcess,
+) -> None:
+    """A program that switched to the alternate screen (vim, less, htop) switched the user's
+    terminal too; detaching while it runs switches it back, and attaching to it while it runs
+    switches to the alternate screen before the repaint, so the next detach can leave it."""
+    enter, leave = b"\x1b[?1049h", b"\x1b[?1049l"
+    terminal = shell(host)
+    client = PtyClient(host, terminal.id, rows=terminal.rows, cols=terminal.cols)
+    try:
+        client.until(b"ether$")
+        client.type(b"printf '\\e[?1049hFULL-%s\\n' SCREEN; cat\r")
+        client.until(b"FULL-SCREEN")
+        assert enter in client.seen  # the program's own switch, passed through
+        entered = client.seen.rindex(enter)
+        client.detach()
+        assert leave in client.seen[entered:], "the detach left the user on the alternate screen"
+    finally:
+        client.close()
+    again = PtyClient(host, terminal.id, rows=terminal.rows, cols=terminal.cols)
+    try:
+        again.until(b"FULL-SCREEN")  # the repaint of the alternate screen
+        assert again.seen.index(enter) < again.seen.index(b"FULL-SCREEN")
+        again.detach()
+        assert leave in again.seen[again.seen.index(b"FULL-SCREEN") :]
+    finally:
+        again.close()
+    close(host, terminal.id)
+
+
+def test_a_screen_switch_split_across_output_chunks_is_still_followed() -> None:
+    """Output arrives in chunks of any size: a switch cut in two still counts, so the detach
+    that follows still leaves the alternate screen."""
+    local = LocalScreen()
+    local.saw(b"drawing\x1b[?10")
+    local.saw(b"49hmore")
+    assert local.alternate
+    assert local.restore().startswith(b"\x1b[?1049l")
+    local.saw(b"\x1b[?1049h\x1b[")
+    local.saw(b"?1049l")
+    assert not local.alternate
