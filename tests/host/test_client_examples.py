@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from ether.v1 import supervisor_pb2
-from tests.support.agents import EXAMPLES, state_name
+from tests.support.agents import EXAMPLES, deploy
 from tests.support.host import ROOT
 
 from ._support import README_ADDRESS, Host, clean_environment, readme_commands, write_tokens
@@ -24,7 +24,7 @@ TOKEN = "tour-token-6d2b9f4e1a7c3058"
 AUTH = [("authorization", f"Bearer {TOKEN}")]
 # The README's commands, one per language, run as they are written (only the address changes).
 TOURS = {
-    language: next(command for command in readme_commands("tours") if language in command)
+    language: next(c for c in readme_commands("tours") if f"clients/examples/{language}" in c)
     for language in ("python", "go", "typescript")
 }
 PIPED = ("Makefile", "README.md", "pyproject.toml")  # sorted, as the tours print them
@@ -41,25 +41,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
     )  # fmt: skip
     try:
         host.wait_serving()
-        deployed = host.supervisor.DeployAgent(
-            supervisor_pb2.DeployAgentRequest(
-                spec=supervisor_pb2.AgentSpec(path=str(EXAMPLES / "scout"))
-            ),
-            timeout=30,
-            metadata=AUTH,
-        )
-        events = host.supervisor.WatchEvents(
-            supervisor_pb2.WatchEventsRequest(
-                agent="scout", after_sequence=deployed.agent.event_sequence
-            ),
-            timeout=120,
-            metadata=AUTH,
-        )
-        for event in events:
-            if state_name(event.state) in {"RUNNING", "FATAL"}:
-                assert state_name(event.state) == "RUNNING", "\n".join(event.stderr_tail)
-                events.cancel()
-                break
+        deploy(host, EXAMPLES / "scout", metadata=AUTH)
         yield host
     finally:
         assert host.stop() == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,13 @@ def watch_until(
     after: int = 0,
     timeout: float = 120.0,
     replica: int | None = None,
+    metadata: Sequence[tuple[str, str]] = (),
 ) -> supervisor_pb2.WatchEventsResponse:
     """Follow WatchEvents until ``agent`` (or one replica) enters one of ``states``."""
     stream = host.supervisor.WatchEvents(
-        supervisor_pb2.WatchEventsRequest(agent=agent, after_sequence=after), timeout=timeout
+        supervisor_pb2.WatchEventsRequest(agent=agent, after_sequence=after),
+        timeout=timeout,
+        metadata=tuple(metadata),
     )
     try:
         for event in stream:
@@ -38,19 +42,35 @@ def watch_until(
     raise AssertionError(f"{agent} never reached {states}")
 
 
-def deploy(host: HostProcess, path: Path, *, name: str = "", wait: bool = True, **spec: Any) -> str:
-    """Deploy a folder and (by default) wait until its first replica runs."""
+def deploy(
+    host: HostProcess,
+    path: Path,
+    *,
+    name: str = "",
+    wait: bool = True,
+    metadata: Sequence[tuple[str, str]] = (),
+    **spec: Any,
+) -> str:
+    """Deploy a folder and (by default) wait until its first replica runs; ``metadata`` goes
+    with both calls (a host with auth needs a token)."""
     response = host.supervisor.DeployAgent(
         supervisor_pb2.DeployAgentRequest(
             spec=supervisor_pb2.AgentSpec(name=name, path=str(path), **spec)
         ),
         timeout=30,
+        metadata=tuple(metadata),
     )
     agent = response.agent.info.name
     if wait:
         # The status was taken right after registration: events from before
         # the deploy call are skipped, the install and start are not.
-        event = watch_until(host, agent, {"RUNNING", "FATAL"}, after=response.agent.event_sequence)
+        event = watch_until(
+            host,
+            agent,
+            {"RUNNING", "FATAL"},
+            after=response.agent.event_sequence,
+            metadata=metadata,
+        )
         assert state_name(event.state) == "RUNNING", f"{agent}: {event.reason}\n" + "\n".join(
             event.stderr_tail
         )
