@@ -44,7 +44,9 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
         if request.type:
             agents = [a for a in agents if convert.KINDS[a.spec.kind] == request.type]
         scope = f"agents/{request.capability}/{request.language}/{request.type}"
-        page, token = paginate(agents, request.page_size, request.page_token, scope)
+        page, token = paginate(
+            agents, request.page_size, request.page_token, scope, key=lambda a: (a.name,)
+        )
         return agent_io_pb2.ListAgentsResponse(
             agents=[convert.agent_info(a) for a in page], next_page_token=token
         )

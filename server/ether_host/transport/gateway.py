@@ -61,7 +61,12 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         state = _STATES.get(request.state, "")
         sessions = self._gateway.list_sessions(caller, state)
         page, token = paginate(
-            sessions, request.page_size, request.page_token, f"sessions/{caller.name}/{state}"
+            sessions,
+            request.page_size,
+            request.page_token,
+            f"sessions/{caller.name}/{state}",
+            key=lambda s: (s.created_at, s.id),
+            newest_first=True,
         )
         return gateway_pb2.ListSessionsResponse(
             sessions=[gc.session(s) for s in page], next_page_token=token

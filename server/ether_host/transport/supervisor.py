@@ -78,7 +78,11 @@ class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
         )
         replicas = [r for a in agents for r in a.replicas]
         page, token = paginate(
-            replicas, request.page_size, request.page_token, f"processes/{request.agent}"
+            replicas,
+            request.page_size,
+            request.page_token,
+            f"processes/{request.agent}",
+            key=lambda r: (r.agent.name, r.index),
         )
         return supervisor_pb2.ListProcessesResponse(
             processes=[process_info(r) for r in page], next_page_token=token

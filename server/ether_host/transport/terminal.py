@@ -97,6 +97,7 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
             request.page_size,
             request.page_token,
             f"terminals/{request.owner}/{request.state}",
+            key=lambda i: (i.created_at, i.id),
         )
         return terminal_pb2.ListTerminalsResponse(
             terminals=[terminal_message(i) for i in page], next_page_token=token

@@ -280,11 +280,16 @@ class Workflows:
     ) -> tuple[list[dict[str, Any]], str]:
         await self.store.flush()
         wanted = [f"RUN_STATE_{s}" for s in states]
-        ids = await anyio.to_thread.run_sync(self.store.run_ids, wanted, name)
+        keys = await anyio.to_thread.run_sync(self.store.run_keys, wanted, name)
         page, token = paginate(
-            ids, page_size, page_token, f"runs/{','.join(sorted(states))}/{name}"
+            keys,
+            page_size,
+            page_token,
+            f"runs/{','.join(sorted(states))}/{name}",
+            key=lambda k: (k[0], k[1]),
+            newest_first=True,
         )
-        bodies = await anyio.to_thread.run_sync(self.store.runs, page)
+        bodies = await anyio.to_thread.run_sync(self.store.runs, [k[2] for k in page])
         runs = []
         for body in bodies:
             live = self._live.get(body["id"])
@@ -304,7 +309,7 @@ class Workflows:
                 for t in live.record.tasks()
                 if (not stage or t.stage == stage) and (not state or t.state == state)
             ]
-            page, token = paginate(tasks, page_size, page_token, scope)
+            page, token = paginate(tasks, page_size, page_token, scope, key=lambda t: (t.seq,))
             return [t.api() for t in page], token
         body = await self._stored(run_id)
         names = [s["name"] for s in body["spec"]["stages"]]
@@ -313,7 +318,7 @@ class Workflows:
         seqs = await anyio.to_thread.run_sync(
             self.store.task_seqs, run_id, stage, f"RUN_TASK_STATE_{state}" if state else ""
         )
-        page_seqs, token = paginate(seqs, page_size, page_token, scope)
+        page_seqs, token = paginate(seqs, page_size, page_token, scope, key=lambda s: (s,))
         bodies = await anyio.to_thread.run_sync(self.store.tasks, run_id, page_seqs)
         return [_public(b) for b in bodies], token
 

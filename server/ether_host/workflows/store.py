@@ -223,9 +223,10 @@ class RunStore:
         rows = self._query("SELECT body FROM runs WHERE id = ?", (run_id,))
         return json.loads(rows[0][0]) if rows else None
 
-    def run_ids(self, states: list[str], name: str) -> list[str]:
-        """Ids of the runs matching the filters, newest first."""
-        sql, args = "SELECT id FROM runs WHERE 1=1", []
+    def run_keys(self, states: list[str], name: str) -> list[tuple[float, int, str]]:
+        """(created_at, rowid, id) of the runs matching the filters, newest first: the sort key
+        ListRuns pages by (rowid breaks ties between runs created in the same instant)."""
+        sql, args = "SELECT created_at, rowid, id FROM runs WHERE 1=1", []
         if states:
             sql += f" AND state IN ({', '.join('?' for _ in states)})"
             args.extend(states)
@@ -233,7 +234,7 @@ class RunStore:
             sql += " AND name = ?"
             args.append(name)
         sql += " ORDER BY created_at DESC, rowid DESC"
-        return [row[0] for row in self._query(sql, tuple(args))]
+        return [(row[0], row[1], row[2]) for row in self._query(sql, tuple(args))]
 
     def runs(self, ids: list[str]) -> list[dict[str, Any]]:
         if not ids:
