@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,26 @@ def fresh_host(tmp_path: Path) -> Iterator[HostProcess]:
         yield process
     finally:
         process.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, None]:
+    """A failing test shows the last log lines of every host it used: the hosts still running
+    and those it started (the module's host included)."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    began = time.monotonic() - report.duration
+    for index, host in enumerate(sorted(HostProcess.started, key=lambda h: h.started_at)):
+        if host.process.poll() is not None and host.started_at < began:
+            continue
+        state = "running" if host.process.poll() is None else f"exited {host.process.poll()}"
+        report.sections.append(
+            (
+                f"host {index} ({state}, pid {host.process.pid}): last log lines",
+                "\n".join(host.last_lines()),
+            ),
+        )

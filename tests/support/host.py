@@ -14,9 +14,10 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -36,6 +37,10 @@ TOOLS = ROOT / ".tools" / "bin"
 
 class HostProcess:
     """A running `ether serve` with its log lines captured."""
+
+    # Every host a test started, so a failing test can print their last log lines
+    # (tests/conftest.py): what a stalled deploy or a crashed RPC left in the log.
+    started: ClassVar[weakref.WeakSet[HostProcess]] = weakref.WeakSet()
 
     def __init__(
         self,
@@ -79,6 +84,8 @@ class HostProcess:
         self._reader.start()
         self.address = ""
         self._channel: grpc.Channel | None = None
+        self.started_at = time.monotonic()
+        HostProcess.started.add(self)
 
     def _read_log(self) -> None:
         assert self.process.stderr is not None
@@ -94,6 +101,10 @@ class HostProcess:
                 self._changed.notify_all()
         with self._changed:
             self._changed.notify_all()
+
+    def last_lines(self, count: int = 40) -> list[str]:
+        with self._changed:
+            return self.raw_lines[-count:]
 
     def wait_for_log(
         self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30.0
