@@ -45,7 +45,7 @@ GO_TOOL_STAMPS := \
 	$(STAMP)/grpcurl-$(GRPCURL_VERSION)
 GEN_TOOLS := $(VENV)/.stamp node_modules/.stamp $(GO_TOOL_STAMPS)
 
-.PHONY: help setup generate check test run bench clean lock terminal-tools \
+.PHONY: help setup generate check test test-under-load run bench clean lock terminal-tools \
 	check-python check-proto check-breaking check-go check-ts check-generated
 
 help: ## Show this help
@@ -177,6 +177,12 @@ test: setup ## Run the test suite (the Go and TypeScript adapters' unit tests, t
 	else \
 		$(PY) -m pytest -p no:cacheprovider --timeout=$(TEST_TIMEOUT) tests adapters/python/tests $(PYTEST_ARGS); \
 	fi
+
+test-under-load: setup ## Run `make test` with one core kept busy by a spinning process (what a loaded CI machine does to the tests' budgets)
+	@spin() { while :; do :; done; }; spin & spinner=$$!; \
+	trap 'kill $$spinner 2>/dev/null || true' EXIT; \
+	echo "test-under-load: pid $$spinner spins on one core"; \
+	$(MAKE) test
 
 run: setup ## Start the host with the example agents (ARGS=... are passed to `ether serve`)
 	$(VENV)/bin/ether serve --config examples/ether.toml $(ARGS)
