@@ -141,13 +141,16 @@ class Dispatcher:
             while True:
                 try:
                     return await self._attempt(agent, record, action, attempt, on_event)
-                except Unavailable:
+                except Unavailable as error:
                     idempotent = (
                         task.idempotent
                         if task.idempotent is not None
                         else bool(action and action.idempotent)
                     )
-                    if not idempotent or attempt >= RETRY_ATTEMPTS:
+                    # A task that never reached the dead process did not run: any task may go
+                    # to another replica then.
+                    retryable = idempotent or isinstance(error, _NotSent)
+                    if not retryable or attempt >= RETRY_ATTEMPTS:
                         raise
                     attempt += 1
                     log.info("retrying idempotent task", task_id=task.task_id, attempt=attempt)
@@ -200,10 +203,11 @@ class Dispatcher:
                 )
         connection = replica.connection
         frame_id = ""
+        pending: Pending | None = None
         handed_over = False  # an abandoned task's slot is released by its cancel watcher
         try:
             if connection is None:
-                raise Unavailable(
+                raise _NotSent(
                     f"agent {agent.name} replica {replica.index} stopped before the task was sent",
                     reason="AGENT_UNAVAILABLE",
                     retry_after=1.0,
@@ -261,7 +265,12 @@ class Dispatcher:
                 resource=("agent", agent.name),
             ) from None
         except LinkClosed as closed:
-            raise Unavailable(
+            if connection is not None:
+                # Out of the rotation before the retry below picks a replica: the process's
+                # exit may not be noticed yet, and the dead replica looks the least loaded.
+                replica.link_lost(connection)
+            error = Unavailable if pending is not None and pending.sent else _NotSent
+            raise error(
                 f"agent {agent.name} process {replica.pid or ''} died while running task {task.task_id} ({closed})",
                 reason="AGENT_DIED",
                 resource=("agent", agent.name),
@@ -379,6 +388,10 @@ class Dispatcher:
         result = await self.execute(child)
         caller.spent_cost += result.metadata.cost
         return result.as_json()
+
+
+class _NotSent(Unavailable):
+    """The replica was gone before the task frame went out: the agent never saw the task."""
 
 
 def _left(deadline: float | None) -> float:

@@ -97,8 +97,12 @@ class Replica:
 
     @property
     def ready(self) -> bool:
+        connection = self.connection
         return (
-            self.state is State.RUNNING and self.connection is not None and not self._stop.is_set()
+            self.state is State.RUNNING
+            and connection is not None
+            and not connection.closed.is_set()
+            and not self._stop.is_set()
         )
 
     @property
@@ -114,6 +118,15 @@ class Replica:
             )
             self.reason = why
             self._wedged.set()
+
+    def link_lost(self, connection: AgentConnection) -> None:
+        """A task saw ``connection`` close: take this replica out of the rotation at once.
+
+        The process's exit is noticed a moment later (its reaping, then the state change),
+        and a task retried in between must go to a live replica, not this dead one again.
+        """
+        if self.connection is connection:
+            self.connection = None
 
     def request_stop(self, grace: float | None = None) -> None:
         self._stop_grace = grace
@@ -262,6 +275,7 @@ class Replica:
 
                 async def wait_exit() -> None:
                     await process.wait()
+                    self.link_lost(connection)  # before its tasks fail: a retry goes elsewhere
                     outcome["in_flight"] = connection.in_flight > 0
                     connection.fail_all(
                         LinkClosed(f"agent {spec.name} process {process.pid} exited")

@@ -1,0 +1,165 @@
+"""Supervision that keeps its word: an idempotent task outlives the replica it ran on, an exit
+the host did not ask for is restarted, and scaling converges to the replicas asked for."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+from google.protobuf import duration_pb2
+
+from ether.v1 import agent_io_pb2, supervisor_pb2
+from tests.support.agents import AGENTS, deploy, state_name, watch_until
+from tests.support.calls import agent_input, data
+from tests.support.host import HostProcess
+
+WORKER = AGENTS / "worker"
+
+
+def _pids(host: HostProcess, agent: str) -> list[int]:
+    listed = host.supervisor.ListProcesses(
+        supervisor_pb2.ListProcessesRequest(agent=agent), timeout=10
+    )
+    return [p.pid for p in listed.processes]
+
+
+def _remove(host: HostProcess, name: str) -> None:
+    host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=name), timeout=60)
+
+
+def test_an_idempotent_task_whose_replica_is_killed_finishes_on_the_other(
+    host: HostProcess,
+) -> None:
+    """Two replicas; SIGKILL of the one running an idempotent task: the call still succeeds,
+    answered by the other replica on attempt 2 (not UNAVAILABLE naming the dead pid)."""
+    name = deploy(host, WORKER, name="retrying", replicas=2)
+    try:
+        request = agent_io_pb2.ExecuteStreamRequest(
+            input=agent_input(name, "nap", {"ms": 1500}, idempotent=True)
+        )
+        stream = host.agents.ExecuteStream(request, timeout=60)
+        first = next(stream)
+        assert first.WhichOneof("event") == "started"
+        killed = first.started.pid
+        assert killed in _pids(host, name)
+        os.kill(killed, signal.SIGKILL)
+        events = list(stream)
+        output = events[-1].output
+        assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error.message
+        assert data(output) == {"slept": 1500}
+        assert output.metadata.attempt == 2
+        assert output.metadata.pid not in (0, killed)
+    finally:
+        _remove(host, name)
+
+
+def test_an_idempotent_task_waits_for_the_restart_of_its_only_replica(
+    host: HostProcess,
+) -> None:
+    """One replica; SIGKILL of it while it runs an idempotent task: the retry waits for the
+    restarted process (within the call's deadline) instead of failing on the dead one."""
+    name = deploy(
+        host, WORKER, name="lonely", backoff_base=duration_pb2.Duration(nanos=200_000_000)
+    )
+    try:
+        request = agent_io_pb2.ExecuteStreamRequest(
+            input=agent_input(name, "nap", {"ms": 500}, idempotent=True)
+        )
+        stream = host.agents.ExecuteStream(request, timeout=60)
+        first = next(stream)
+        killed = first.started.pid
+        os.kill(killed, signal.SIGKILL)
+        output = list(stream)[-1].output
+        assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error.message
+        assert output.metadata.attempt == 2
+        assert output.metadata.pid not in (0, killed)
+        assert _pids(host, name) == [output.metadata.pid]
+    finally:
+        _remove(host, name)
+
+
+def test_idempotent_calls_all_succeed_while_replicas_are_killed(host: HostProcess) -> None:
+    """Many concurrent Execute calls and Pipe inputs of an idempotent action while the agent's
+    replicas are SIGKILLed one after the other: every call and every input succeeds."""
+    name = deploy(
+        host,
+        WORKER,
+        name="chaos",
+        replicas=2,
+        # Kills come faster than a start is judged stable: none of them may end in FATAL.
+        start_retries=100,
+        max_restarts=100,
+        backoff_base=duration_pb2.Duration(nanos=200_000_000),
+    )
+    done = threading.Event()
+    failures: list[str] = []
+
+    def execute_loop(worker: int) -> int:
+        calls = 0
+        while not done.is_set():
+            params = {"worker": worker, "call": calls}
+            try:
+                output = host.agents.Execute(
+                    agent_io_pb2.ExecuteRequest(input=agent_input(name, "echo", params)),
+                    timeout=60,
+                ).output
+            except grpc.RpcError as error:
+                failures.append(f"Execute: {error.code().name}: {error.details()}")
+                continue
+            if data(output) != params:
+                failures.append(f"Execute answered {data(output)} for {params}")
+            calls += 1
+        return calls
+
+    def pipe_loop(worker: int) -> int:
+        def inputs() -> Iterator[agent_io_pb2.PipeRequest]:
+            sent = 0
+            while not done.is_set():
+                yield agent_io_pb2.PipeRequest(
+                    input=agent_input(name, "echo", {"pipe": worker, "n": sent}),
+                    max_in_flight=8,
+                )
+                sent += 1
+
+        answered = 0
+        try:
+            for response in host.agents.Pipe(inputs(), timeout=120):
+                output = response.output
+                if output.status != agent_io_pb2.TASK_STATUS_SUCCESS:
+                    failures.append(
+                        f"Pipe input failed: {output.error.code}: {output.error.message}"
+                    )
+                answered += 1
+        except grpc.RpcError as error:
+            failures.append(f"Pipe: {error.code().name}: {error.details()}")
+        return answered
+
+    try:
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            calls = [pool.submit(execute_loop, i) for i in range(4)]
+            calls += [pool.submit(pipe_loop, i) for i in range(2)]
+            try:
+                sequence = 0
+                for round_ in range(4):
+                    replica = round_ % 2
+                    pid = _pids(host, name)[replica]
+                    os.kill(pid, signal.SIGKILL)
+                    back = watch_until(host, name, {"RUNNING"}, after=sequence, replica=replica)
+                    while back.pid == pid:
+                        back = watch_until(
+                            host, name, {"RUNNING"}, after=back.sequence, replica=replica
+                        )
+                    sequence = back.sequence
+            finally:
+                done.set()
+            answered = [future.result() for future in calls]
+        assert failures == []
+        assert all(answered), answered
+        agent = host.agents.GetAgent(agent_io_pb2.GetAgentRequest(name=name), timeout=10).agent
+        assert state_name(agent.state) == "RUNNING"
+    finally:
+        _remove(host, name)
