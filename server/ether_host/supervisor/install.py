@@ -238,7 +238,7 @@ async def _typescript(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchP
     env = base_environment() | {"HOME": os.environ.get("HOME") or str(state_dir / "home")}
     env.pop("NODE_ENV", None)  # an inherited NODE_ENV=production would skip devDependencies (tsc)
     main = spec.main or _package_main(spec.path) or "dist/agent.js"
-    async with _locks.setdefault(str(spec.path), anyio.Lock()), _folder_lock(spec.path):
+    async with _locks.setdefault(str(spec.path), anyio.Lock()), _folder_lock(spec.path, log):
         if stamp.exists() and (spec.path / main).exists():
             log(f"build cached: {spec.path / main}")
         else:
@@ -271,12 +271,25 @@ async def _typescript(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchP
 
 
 @contextlib.asynccontextmanager
-async def _folder_lock(folder: Path) -> AsyncIterator[None]:
+async def _folder_lock(folder: Path, log: LogSink) -> AsyncIterator[None]:
     """An exclusive flock on the agent folder: npm and tsc write into it, and two hosts
-    (or two test runs) building the same folder at once corrupt each other's output."""
+    (or two test runs) building the same folder at once corrupt each other's output.
+
+    Taken without blocking, retried with a backoff: a blocking flock in a worker thread could
+    not be cancelled, so a folder locked by a stuck process left the agent INSTALLING forever,
+    past the install timeout and through a stop."""
     handle = await anyio.to_thread.run_sync(lambda: (folder / ".ether-build.lock").open("a"))
     try:
-        await anyio.to_thread.run_sync(fcntl.flock, handle.fileno(), fcntl.LOCK_EX)
+        pause = 0.01
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if pause == 0.01:
+                    log(f"waiting for another build of {folder} to finish (its .ether-build.lock)")
+                await anyio.sleep(pause)
+                pause = min(pause * 2, 0.5)
         yield
     finally:
         handle.close()  # closing releases the lock
@@ -302,9 +315,16 @@ def _linked_packages(path: Path) -> list[Path]:
 
 
 async def prepare(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
-    """Install or build the agent (cached) and return how to launch it."""
-    if spec.language == "python":
-        return await _python(spec, state_dir, log)
-    if spec.language == "go":
-        return await _go(spec, state_dir, log)
-    return await _typescript(spec, state_dir, log)
+    """Install or build the agent (cached) and return how to launch it.
+
+    The whole phase, waits for locks included, ends within the spec's install_timeout: an
+    agent never stays INSTALLING for good, it ends FATAL with the reason."""
+    build = {"python": _python, "go": _go}.get(spec.language, _typescript)
+    try:
+        with anyio.fail_after(spec.install_timeout):
+            return await build(spec, state_dir, log)
+    except TimeoutError:
+        raise InstallError(
+            f"installing the {spec.language} agent from {spec.path} took longer than its "
+            f"install_timeout of {spec.install_timeout:g} s; see its install log lines"
+        ) from None

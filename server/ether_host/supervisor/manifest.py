@@ -51,6 +51,8 @@ class AgentSpec:
     capabilities: list[str] = field(default_factory=list)
     allowed_calls: list[str] = field(default_factory=lambda: ["agent.call"])
     start_timeout: float = 30.0
+    # The whole INSTALLING phase (dependencies, build, waiting for another build of the folder).
+    install_timeout: float = 600.0
     stop_grace: float = 5.0
     cancel_grace: float = 5.0  # after a cancel frame, how long a task may take to answer
     max_queue: int = 1000
@@ -211,6 +213,7 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
             str(c) for c in merged.get("calls") or merged.get("allowed_calls") or ["agent.call"]
         ],
         start_timeout=merged.setting("start_timeout", 0.1, 600, 30.0),
+        install_timeout=merged.setting("install_timeout", 1, 3600, 600.0),
         stop_grace=merged.setting("stop_grace", 0, 600, 5.0),
         cancel_grace=merged.setting("cancel_grace", 0.01, 600, 5.0),
         max_queue=int(merged.setting("max_queue", 1, 100000, 1000)),
