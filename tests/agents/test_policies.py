@@ -56,7 +56,7 @@ def _agent(host: HostProcess, name: str) -> agent_io_pb2.AgentInfo:
     ("policy", "code", "after"),
     [
         (supervisor_pb2.RESTART_POLICY_NEVER, 3, "EXITED"),
-        (supervisor_pb2.RESTART_POLICY_ON_FAILURE, 0, "EXITED"),
+        (supervisor_pb2.RESTART_POLICY_ON_FAILURE, 0, "BACKOFF"),
         (supervisor_pb2.RESTART_POLICY_ON_FAILURE, 3, "BACKOFF"),
         (supervisor_pb2.RESTART_POLICY_ALWAYS, 0, "BACKOFF"),
     ],
@@ -66,7 +66,8 @@ def test_the_restart_policy_decides_what_follows_an_exit(
     host: HostProcess, policy: int, code: int, after: str
 ) -> None:
     """An agent that exits on its own (no task in flight) is restarted or left EXITED, as its
-    policy says; a restart brings up a new process."""
+    policy says: an agent is a server, so even its exit 0 is a failure under on-failure; a
+    restart brings up a new process."""
     name = f"policy-{policy}-{code}"
     sequence = _deploy_rogue(
         host, name, restart=policy, env={"ROGUE_EXIT_AFTER_WELCOME": str(code)}

@@ -8,13 +8,16 @@ import signal
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 import grpc
+import pytest
 from google.protobuf import duration_pb2
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
-from tests.support.agents import AGENTS, deploy, state_name, watch_until
-from tests.support.calls import agent_input, data
+from tests.support.agents import AGENTS, EXAMPLES, deploy, state_name, watch_until
+from tests.support.calls import agent_input, data, execute
 from tests.support.host import HostProcess
 
 WORKER = AGENTS / "worker"
@@ -161,5 +164,36 @@ def test_idempotent_calls_all_succeed_while_replicas_are_killed(host: HostProces
         assert all(answered), answered
         agent = host.agents.GetAgent(agent_io_pb2.GetAgentRequest(name=name), timeout=10).agent
         assert state_name(agent.state) == "RUNNING"
+    finally:
+        _remove(host, name)
+
+
+@pytest.mark.parametrize(
+    ("folder", "action", "params"),
+    [
+        (WORKER, "echo", {"back": True}),
+        (EXAMPLES / "wordcount", "count_text", {"text": "one two two"}),
+        (EXAMPLES / "report", "render", {"title": "Back", "findings": []}),
+    ],
+    ids=["python", "go", "typescript"],
+)
+def test_an_outside_sigterm_is_restarted_under_on_failure(
+    host: HostProcess, folder: Path, action: str, params: dict[str, Any]
+) -> None:
+    """SIGTERM from outside the host (the adapters then exit 0) is an exit the host did not ask
+    for: the default on-failure policy restarts the replica instead of leaving it EXITED, and
+    the agent answers again."""
+    name = deploy(host, folder, name=f"term-{folder.name}")
+    try:
+        running = watch_until(host, name, {"RUNNING"})
+        assert _pids(host, name) == [running.pid]
+        os.kill(running.pid, signal.SIGTERM)
+        ended = watch_until(host, name, {"BACKOFF", "EXITED", "FATAL"}, after=running.sequence)
+        assert state_name(ended.state) == "BACKOFF", ended.reason
+        back = watch_until(host, name, {"RUNNING", "EXITED", "FATAL"}, after=ended.sequence)
+        assert state_name(back.state) == "RUNNING", back.reason
+        assert back.pid not in (0, running.pid)
+        output = execute(host, name, action, params)
+        assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error.message
     finally:
         _remove(host, name)

@@ -56,7 +56,6 @@ class Exit:
     fatal: bool = False
     stopped: bool = False  # ended by a stop the host asked for
     wedged: bool = False
-    had_in_flight: bool = False
 
 
 def describe_exit(returncode: int | None) -> tuple[int | None, int | None, str]:
@@ -162,8 +161,9 @@ class Replica:
                         stderr_tail=tail,
                     )
                     return
-                failed = ended.wedged or ended.code != 0 or ended.had_in_flight
-                if spec.restart == "never" or (spec.restart == "on-failure" and not failed):
+                # An agent is a long-running server: every exit the host did not ask for is a
+                # failure, exit 0 too (the adapters exit 0 on an outside SIGTERM).
+                if spec.restart == "never":
                     self._enter(
                         State.EXITED,
                         ended.reason,
@@ -265,7 +265,6 @@ class Replica:
             "stopped": False,
             "wedged": False,
             "hello": False,
-            "in_flight": False,
             "incompatible": False,
         }
         try:
@@ -276,7 +275,6 @@ class Replica:
                 async def wait_exit() -> None:
                     await process.wait()
                     self.link_lost(connection)  # before its tasks fail: a retry goes elsewhere
-                    outcome["in_flight"] = connection.in_flight > 0
                     connection.fail_all(
                         LinkClosed(f"agent {spec.name} process {process.pid} exited")
                     )
@@ -366,7 +364,6 @@ class Replica:
             fatal=fatal,
             stopped=outcome["stopped"],
             wedged=outcome["wedged"],
-            had_in_flight=outcome["in_flight"],
         )
 
     def _legacy_after(self) -> float | None:
