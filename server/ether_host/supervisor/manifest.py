@@ -158,7 +158,11 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
     if not raw_path:
         raise _bad("spec.path", "required: the absolute path of the agent folder")
     path = Path(raw_path).expanduser().absolute()
-    if not path.is_dir():
+    try:
+        is_dir = path.is_dir()
+    except OSError as error:  # a name longer than the file system allows (ENAMETOOLONG), ...
+        raise _bad("spec.path", f"{path} cannot name a folder: {error.strerror}") from None
+    if not is_dir:
         raise _bad("spec.path", f"{path} is not a directory")
     merged = _Merged(request, read_manifest(path))
 

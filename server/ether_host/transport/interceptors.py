@@ -19,10 +19,13 @@ from typing import Any, NoReturn
 
 import grpc
 import structlog
+from google.protobuf.descriptor import Descriptor
+from google.protobuf.message import DecodeError, Message
 
 from ether_host.auth import LOCAL, Identity, TokenTable
-from ether_host.errors import EtherError
+from ether_host.errors import EtherError, InvalidArgument
 from ether_host.logs import log_later
+from ether_host.transport import validation
 from ether_host.transport.status import internal_status, status_of
 
 log = structlog.get_logger("ether.rpc")
@@ -37,7 +40,10 @@ OPEN_METHODS_PREFIX = "/grpc.health.v1.Health/"
 
 
 def _rewrap(
-    handler: grpc.RpcMethodHandler, method: str, decorate: Decorator
+    handler: grpc.RpcMethodHandler,
+    method: str,
+    decorate: Decorator,
+    request_deserializer: Callable[[bytes], Any] | None = None,
 ) -> grpc.RpcMethodHandler:
     kinds = (
         ("unary_unary", grpc.unary_unary_rpc_method_handler, False),
@@ -50,10 +56,81 @@ def _rewrap(
         if behavior is not None:
             return factory(
                 decorate(behavior, method, streaming),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=request_deserializer or handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
     return handler
+
+
+class _Rejected:
+    """A unary request the host refuses, carried into the method's task and raised there.
+
+    grpc.aio decodes a unary request before the method's task starts, and answers an
+    exception of the deserializer UNKNOWN with the exception's class name, unlogged; raised
+    in the method's task, the error is logged and mapped like any other.
+    """
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: InvalidArgument) -> None:
+        self.error = error
+
+
+def _checked_requests(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+    """``handler`` with each request checked as it is decoded: bytes that are not its message
+    and a message that breaks the rules of its protos (transport/validation.py) become
+    INVALID_ARGUMENT, for every method of every service, before the method runs."""
+    deserializer = handler.request_deserializer
+    message_type = getattr(deserializer, "__self__", None)  # generated code passes X.FromString
+    if deserializer is None or not (
+        isinstance(message_type, type) and issubclass(message_type, Message)
+    ):
+        return handler
+    descriptor: Descriptor = message_type.DESCRIPTOR  # type: ignore[assignment] # upb's own class
+    check = validation.checker(descriptor)
+    streaming = handler.request_streaming
+
+    def decode(data: bytes) -> Any:
+        try:
+            request = deserializer(data)
+            if check is not None:
+                check(request)
+            return request
+        except DecodeError as error:
+            failure = validation.malformed(descriptor, error)
+        except InvalidArgument as error:
+            failure = error
+        if streaming:
+            # A streamed request is decoded when the method reads it, in the method's task.
+            raise failure
+        return _Rejected(failure)
+
+    if streaming:
+        return _rewrap(handler, method, _as_is, request_deserializer=decode)
+    return _rewrap(handler, method, _raise_rejected, request_deserializer=decode)
+
+
+def _as_is(behavior: Behavior, method: str, streaming: bool) -> Behavior:
+    return behavior
+
+
+def _raise_rejected(behavior: Behavior, method: str, streaming: bool) -> Behavior:
+    if streaming:
+
+        def stream_behavior(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            # Returns the behaviour's generator or coroutine as is: _stream runs either.
+            if type(request) is _Rejected:
+                raise request.error
+            return behavior(request, context)
+
+        return stream_behavior
+
+    async def unary_behavior(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if type(request) is _Rejected:
+            raise request.error
+        return await behavior(request, context)
+
+    return unary_behavior
 
 
 async def _stream(behavior: Behavior, request: Any, context: grpc.aio.ServicerContext) -> None:
@@ -220,6 +297,8 @@ class MethodTableServer(grpc.aio.Server):
         server.add_generic_rpc_handlers([_MethodTable(self._table)])
 
     def _wrap(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        # Innermost: a refused request is raised after the token check, inside the logging.
+        handler = _checked_requests(handler, method)
         for decorate in self._decorators:
             handler = _rewrap(handler, method, decorate)
         return handler

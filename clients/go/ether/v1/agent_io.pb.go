@@ -1168,7 +1168,8 @@ func (x *AgentOutput) GetDataJson() []byte {
 // ListAgentsRequest is the request of AgentIOService.ListAgents.
 type ListAgentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Maximum agents per page, 1 to 1000; 0 means the default of 100.
+	// Maximum agents per page, 1 to 1000; 0 means the default of 100. A larger
+	// value is clamped to 1000 (AIP-158); a negative one is INVALID_ARGUMENT.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response's next_page_token; empty for the first
 	// page.
@@ -1874,7 +1875,7 @@ type PipeRequest struct {
 	Input *AgentInput `protobuf:"bytes,1,opt,name=input,proto3" json:"input,omitempty"`
 	// Maximum tasks of this stream in flight at once (running, or finished
 	// with the output not yet sent), 1 to 1024; read from the first request
-	// only, 0 means the default of 64.
+	// only, 0 means the default of 64. Outside 0..1024: INVALID_ARGUMENT.
 	MaxInFlight   int32 `protobuf:"varint,2,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2076,7 +2077,7 @@ var File_ether_v1_agent_io_proto protoreflect.FileDescriptor
 
 const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\n" +
-	"\x17ether/v1/agent_io.proto\x12\bether.v1\x1a\x15ether/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\x01\n" +
+	"\x17ether/v1/agent_io.proto\x12\bether.v1\x1a\x15ether/v1/common.proto\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\x01\n" +
 	"\n" +
 	"ActionSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -2113,11 +2114,11 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\vpermissions\x18\x04 \x03(\tR\vpermissions\x12%\n" +
 	"\x05trace\x18\x05 \x01(\v2\x0f.ether.v1.TraceR\x05trace\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x06 \x01(\tR\tsessionId\"\xcb\x02\n" +
+	"session_id\x18\x06 \x01(\tR\tsessionId\"\xd3\x02\n" +
 	"\n" +
 	"AgentInput\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
-	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x16\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
+	"\x05agent\x18\x02 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05agent\x12\x16\n" +
 	"\x06action\x18\x03 \x01(\tR\x06action\x12/\n" +
 	"\x06params\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06params\x12/\n" +
 	"\acontext\x18\x05 \x01(\v2\x15.ether.v1.TaskContextR\acontext\x12#\n" +
@@ -2159,9 +2160,9 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\bmetadata\x18\x06 \x01(\v2\x18.ether.v1.OutputMetadataR\bmetadata\x12)\n" +
 	"\x05error\x18\a \x01(\v2\x13.ether.v1.TaskErrorR\x05error\x127\n" +
 	"\fnext_actions\x18\b \x03(\v2\x14.ether.v1.NextActionR\vnextActions\x12\x1b\n" +
-	"\tdata_json\x18\t \x01(\fR\bdataJson\"\xc8\x01\n" +
-	"\x11ListAgentsRequest\x12\x1b\n" +
-	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\tdata_json\x18\t \x01(\fR\bdataJson\"\xd5\x01\n" +
+	"\x11ListAgentsRequest\x12(\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x1e\n" +
 	"\n" +
@@ -2171,17 +2172,17 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\x04type\x18\x05 \x01(\x0e2\x13.ether.v1.AgentTypeR\x04type\"i\n" +
 	"\x12ListAgentsResponse\x12+\n" +
 	"\x06agents\x18\x01 \x03(\v2\x13.ether.v1.AgentInfoR\x06agents\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"%\n" +
-	"\x0fGetAgentRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"=\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"-\n" +
+	"\x0fGetAgentRequest\x12\x1a\n" +
+	"\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04name\"=\n" +
 	"\x10GetAgentResponse\x12)\n" +
-	"\x05agent\x18\x01 \x01(\v2\x13.ether.v1.AgentInfoR\x05agent\"<\n" +
-	"\x0eExecuteRequest\x12*\n" +
-	"\x05input\x18\x01 \x01(\v2\x14.ether.v1.AgentInputR\x05input\"@\n" +
+	"\x05agent\x18\x01 \x01(\v2\x13.ether.v1.AgentInfoR\x05agent\"D\n" +
+	"\x0eExecuteRequest\x122\n" +
+	"\x05input\x18\x01 \x01(\v2\x14.ether.v1.AgentInputB\x06\xa2\xbb\x18\x02\b\x01R\x05input\"@\n" +
 	"\x0fExecuteResponse\x12-\n" +
-	"\x06output\x18\x01 \x01(\v2\x15.ether.v1.AgentOutputR\x06output\"B\n" +
-	"\x14ExecuteStreamRequest\x12*\n" +
-	"\x05input\x18\x01 \x01(\v2\x14.ether.v1.AgentInputR\x05input\"9\n" +
+	"\x06output\x18\x01 \x01(\v2\x15.ether.v1.AgentOutputR\x06output\"J\n" +
+	"\x14ExecuteStreamRequest\x122\n" +
+	"\x05input\x18\x01 \x01(\v2\x14.ether.v1.AgentInputB\x06\xa2\xbb\x18\x02\b\x01R\x05input\"9\n" +
 	"\vTaskStarted\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\"Z\n" +
@@ -2201,14 +2202,14 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\bprogress\x18\x05 \x01(\v2\x16.ether.v1.TaskProgressH\x00R\bprogress\x12%\n" +
 	"\x03log\x18\x06 \x01(\v2\x11.ether.v1.TaskLogH\x00R\x03log\x12/\n" +
 	"\x06output\x18\a \x01(\v2\x15.ether.v1.AgentOutputH\x00R\x06outputB\a\n" +
-	"\x05event\"]\n" +
-	"\vPipeRequest\x12*\n" +
-	"\x05input\x18\x01 \x01(\v2\x14.ether.v1.AgentInputR\x05input\x12\"\n" +
-	"\rmax_in_flight\x18\x02 \x01(\x05R\vmaxInFlight\"=\n" +
+	"\x05event\"p\n" +
+	"\vPipeRequest\x122\n" +
+	"\x05input\x18\x01 \x01(\v2\x14.ether.v1.AgentInputB\x06\xa2\xbb\x18\x02\b\x01R\x05input\x12-\n" +
+	"\rmax_in_flight\x18\x02 \x01(\x05B\t\xa2\xbb\x18\x05\x10\x00\x18\x80\bR\vmaxInFlight\"=\n" +
 	"\fPipeResponse\x12-\n" +
-	"\x06output\x18\x01 \x01(\v2\x15.ether.v1.AgentOutputR\x06output\"D\n" +
-	"\x11CancelTaskRequest\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06output\x18\x01 \x01(\v2\x15.ether.v1.AgentOutputR\x06output\"L\n" +
+	"\x11CancelTaskRequest\x12\x1f\n" +
+	"\atask_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x06taskId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"2\n" +
 	"\x12CancelTaskResponse\x12\x1c\n" +
 	"\tcancelled\x18\x01 \x01(\bR\tcancelled*r\n" +
@@ -2359,6 +2360,7 @@ func file_ether_v1_agent_io_proto_init() {
 		return
 	}
 	file_ether_v1_common_proto_init()
+	file_ether_v1_rules_proto_init()
 	file_ether_v1_agent_io_proto_msgTypes[4].OneofWrappers = []any{}
 	file_ether_v1_agent_io_proto_msgTypes[19].OneofWrappers = []any{
 		(*ExecuteStreamResponse_Started)(nil),

@@ -82,7 +82,11 @@ type AgentIOServiceClient interface {
 	// running or waiting for their output to be sent, so a fast producer, or
 	// a client that stops reading, is flow-controlled by HTTP/2. A request the host cannot
 	// run (unknown agent, bad params) is answered in-stream by an output with
-	// status TASK_STATUS_ERROR and an error code; the stream keeps going.
+	// status TASK_STATUS_ERROR and an error code; the stream keeps going. A
+	// request that breaks the field rules every request is checked against
+	// (an input without its agent, an enum number the enum lacks,
+	// max_in_flight outside 0..1024; see ether/v1/rules.proto) or is not
+	// valid protobuf ends the stream with INVALID_ARGUMENT.
 	// Half-closing the request side lets in-flight tasks finish, then the
 	// stream ends OK.
 	Pipe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PipeRequest, PipeResponse], error)
@@ -230,7 +234,11 @@ type AgentIOServiceServer interface {
 	// running or waiting for their output to be sent, so a fast producer, or
 	// a client that stops reading, is flow-controlled by HTTP/2. A request the host cannot
 	// run (unknown agent, bad params) is answered in-stream by an output with
-	// status TASK_STATUS_ERROR and an error code; the stream keeps going.
+	// status TASK_STATUS_ERROR and an error code; the stream keeps going. A
+	// request that breaks the field rules every request is checked against
+	// (an input without its agent, an enum number the enum lacks,
+	// max_in_flight outside 0..1024; see ether/v1/rules.proto) or is not
+	// valid protobuf ends the stream with INVALID_ARGUMENT.
 	// Half-closing the request side lets in-flight tasks finish, then the
 	// stream ends OK.
 	Pipe(grpc.BidiStreamingServer[PipeRequest, PipeResponse]) error

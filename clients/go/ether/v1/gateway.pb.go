@@ -905,7 +905,8 @@ func (x *GetSessionResponse) GetSession() *Session {
 // ListSessionsRequest is the request of GatewayService.ListSessions.
 type ListSessionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Maximum sessions per page, 1 to 1000; 0 means the default of 100.
+	// Maximum sessions per page, 1 to 1000; 0 means the default of 100. A larger
+	// value is clamped to 1000 (AIP-158); a negative one is INVALID_ARGUMENT.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response's next_page_token; empty for the first
 	// page.
@@ -3613,7 +3614,8 @@ func (x *AuditRecord) GetError() string {
 // ListAuditRequest is the request of GatewayService.ListAudit.
 type ListAuditRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Maximum records per page, 1 to 1000; 0 means the default of 100.
+	// Maximum records per page, 1 to 1000; 0 means the default of 100. A larger
+	// value is clamped to 1000 (AIP-158); a negative one is INVALID_ARGUMENT.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response's next_page_token; empty for the first
 	// page.
@@ -3890,7 +3892,7 @@ var File_ether_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_ether_v1_gateway_proto_rawDesc = "" +
 	"\n" +
-	"\x16ether/v1/gateway.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"V\n" +
+	"\x16ether/v1/gateway.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"V\n" +
 	"\x0fPipelineTrigger\x12\x14\n" +
 	"\x05every\x18\x01 \x01(\x05R\x05every\x12\x19\n" +
 	"\bat_turns\x18\x02 \x03(\x05R\aatTurns\x12\x12\n" +
@@ -3946,29 +3948,29 @@ const file_ether_v1_gateway_proto_rawDesc = "" +
 	"request_id\x18\a \x01(\tR\trequestIdB\b\n" +
 	"\x06target\"B\n" +
 	"\x13OpenSessionResponse\x12+\n" +
-	"\asession\x18\x01 \x01(\v2\x11.ether.v1.SessionR\asession\"2\n" +
-	"\x11GetSessionRequest\x12\x1d\n" +
+	"\asession\x18\x01 \x01(\v2\x11.ether.v1.SessionR\asession\":\n" +
+	"\x11GetSessionRequest\x12%\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"A\n" +
+	"session_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\tsessionId\"A\n" +
 	"\x12GetSessionResponse\x12+\n" +
-	"\asession\x18\x01 \x01(\v2\x11.ether.v1.SessionR\asession\"\x7f\n" +
-	"\x13ListSessionsRequest\x12\x1b\n" +
-	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\asession\x18\x01 \x01(\v2\x11.ether.v1.SessionR\asession\"\x8c\x01\n" +
+	"\x13ListSessionsRequest\x12(\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12,\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x16.ether.v1.SessionStateR\x05state\"m\n" +
 	"\x14ListSessionsResponse\x12-\n" +
 	"\bsessions\x18\x01 \x03(\v2\x11.ether.v1.SessionR\bsessions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"L\n" +
-	"\x13CloseSessionRequest\x12\x1d\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"T\n" +
+	"\x13CloseSessionRequest\x12%\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"session_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\tsessionId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"C\n" +
 	"\x14CloseSessionResponse\x12+\n" +
-	"\asession\x18\x01 \x01(\v2\x11.ether.v1.SessionR\asession\"m\n" +
-	"\rConverseStart\x12\x1d\n" +
+	"\asession\x18\x01 \x01(\v2\x11.ether.v1.SessionR\asession\"u\n" +
+	"\rConverseStart\x12%\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12*\n" +
+	"session_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\tsessionId\x12*\n" +
 	"\x0eafter_sequence\x18\x02 \x01(\x03H\x00R\rafterSequence\x88\x01\x01B\x11\n" +
 	"\x0f_after_sequence\"z\n" +
 	"\vUserMessage\x12\x12\n" +
@@ -4032,10 +4034,10 @@ const file_ether_v1_gateway_proto_rawDesc = "" +
 	"\x0estep_completed\x18\v \x01(\v2\x1f.ether.v1.PipelineStepCompletedH\x00R\rstepCompleted\x12@\n" +
 	"\x0eturn_completed\x18\f \x01(\v2\x17.ether.v1.TurnCompletedH\x00R\rturnCompleted\x12@\n" +
 	"\x0esession_closed\x18\r \x01(\v2\x17.ether.v1.SessionClosedH\x00R\rsessionClosedB\a\n" +
-	"\x05event\"F\n" +
-	"\x11GetContextRequest\x12\x1d\n" +
+	"\x05event\"N\n" +
+	"\x11GetContextRequest\x12%\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x12\n" +
+	"session_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\tsessionId\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\tR\x04keys\"\x9c\x01\n" +
 	"\x12GetContextResponse\x121\n" +
 	"\acontext\x18\x01 \x01(\v2\x17.google.protobuf.StructR\acontext\x12\x18\n" +
@@ -4043,23 +4045,23 @@ const file_ether_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"!\n" +
 	"\vContextKeys\x12\x12\n" +
-	"\x04keys\x18\x01 \x03(\tR\x04keys\"\xd3\x02\n" +
-	"\x14UpdateContextRequest\x12\x1d\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\"\xe3\x02\n" +
+	"\x14UpdateContextRequest\x12%\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12.\n" +
+	"session_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\tsessionId\x12.\n" +
 	"\x10expected_version\x18\x02 \x01(\x03H\x01R\x0fexpectedVersion\x88\x01\x01\x12+\n" +
 	"\x03set\x18\x03 \x01(\v2\x17.google.protobuf.StructH\x00R\x03set\x12:\n" +
 	"\vmerge_patch\x18\x04 \x01(\v2\x17.google.protobuf.StructH\x00R\n" +
 	"mergePatch\x12/\n" +
 	"\x06remove\x18\x05 \x01(\v2\x15.ether.v1.ContextKeysH\x00R\x06remove\x123\n" +
-	"\areplace\x18\x06 \x01(\v2\x17.google.protobuf.StructH\x00R\areplaceB\b\n" +
-	"\x06updateB\x13\n" +
+	"\areplace\x18\x06 \x01(\v2\x17.google.protobuf.StructH\x00R\areplaceB\x10\n" +
+	"\x06update\x12\x06\xaa\xbb\x18\x02\b\x01B\x13\n" +
 	"\x11_expected_version\"H\n" +
 	"\x15UpdateContextResponse\x12/\n" +
-	"\x06change\x18\x01 \x01(\v2\x17.ether.v1.ContextChangeR\x06change\"p\n" +
-	"\x13WatchContextRequest\x12\x1d\n" +
+	"\x06change\x18\x01 \x01(\v2\x17.ether.v1.ContextChangeR\x06change\"x\n" +
+	"\x13WatchContextRequest\x12%\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\x12(\n" +
+	"session_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\tsessionId\x12(\n" +
 	"\rafter_version\x18\x02 \x01(\x03H\x00R\fafterVersion\x88\x01\x01B\x10\n" +
 	"\x0e_after_version\"^\n" +
 	"\x0fContextSnapshot\x121\n" +
@@ -4083,10 +4085,10 @@ const file_ether_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\t \x01(\tR\tsessionId\x123\n" +
 	"\asent_at\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"\xcf\x01\n" +
-	"\x12SendMessageRequest\x12\x14\n" +
-	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x12\n" +
-	"\x04type\x18\x02 \x01(\tR\x04type\x12*\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"\xdf\x01\n" +
+	"\x12SendMessageRequest\x12\x1c\n" +
+	"\x05agent\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05agent\x12\x1a\n" +
+	"\x04type\x18\x02 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04type\x12*\n" +
 	"\x04data\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x04data\x12%\n" +
 	"\x0ecorrelation_id\x18\x04 \x01(\tR\rcorrelationId\x12\x1d\n" +
 	"\n" +
@@ -4095,12 +4097,12 @@ const file_ether_v1_gateway_proto_rawDesc = "" +
 	"request_id\x18\x06 \x01(\tR\trequestId\"l\n" +
 	"\x13SendMessageResponse\x120\n" +
 	"\amessage\x18\x01 \x01(\v2\x16.ether.v1.AgentMessageR\amessage\x12#\n" +
-	"\rmailbox_depth\x18\x02 \x01(\x05R\fmailboxDepth\"\x8b\x01\n" +
+	"\rmailbox_depth\x18\x02 \x01(\x05R\fmailboxDepth\"\x93\x01\n" +
 	"\x10SubscribeRequest\x12\x16\n" +
 	"\x05agent\x18\x01 \x01(\tH\x00R\x05agent\x12\x16\n" +
 	"\x05topic\x18\x02 \x01(\tH\x00R\x05topic\x12*\n" +
-	"\x0eafter_sequence\x18\x03 \x01(\x03H\x01R\rafterSequence\x88\x01\x01B\b\n" +
-	"\x06sourceB\x11\n" +
+	"\x0eafter_sequence\x18\x03 \x01(\x03H\x01R\rafterSequence\x88\x01\x01B\x10\n" +
+	"\x06source\x12\x06\xaa\xbb\x18\x02\b\x01B\x11\n" +
 	"\x0f_after_sequence\"d\n" +
 	"\x12SubscriptionLagged\x12\x18\n" +
 	"\adropped\x18\x01 \x01(\x03R\adropped\x124\n" +
@@ -4108,10 +4110,10 @@ const file_ether_v1_gateway_proto_rawDesc = "" +
 	"\x11SubscribeResponse\x122\n" +
 	"\amessage\x18\x01 \x01(\v2\x16.ether.v1.AgentMessageH\x00R\amessage\x126\n" +
 	"\x06lagged\x18\x02 \x01(\v2\x1c.ether.v1.SubscriptionLaggedH\x00R\x06laggedB\a\n" +
-	"\x05event\"\xac\x01\n" +
-	"\x0ePublishRequest\x12\x14\n" +
-	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
-	"\x04type\x18\x02 \x01(\tR\x04type\x12*\n" +
+	"\x05event\"\xbc\x01\n" +
+	"\x0ePublishRequest\x12\x1c\n" +
+	"\x05topic\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05topic\x12\x1a\n" +
+	"\x04type\x18\x02 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04type\x12*\n" +
 	"\x04data\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x04data\x12%\n" +
 	"\x0ecorrelation_id\x18\x04 \x01(\tR\rcorrelationId\x12\x1d\n" +
 	"\n" +
@@ -4141,9 +4143,9 @@ const file_ether_v1_gateway_proto_rawDesc = "" +
 	"\x0eresponse_bytes\x18\x10 \x01(\x03R\rresponseBytes\x125\n" +
 	"\bduration\x18\x11 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12%\n" +
 	"\x0eredirect_depth\x18\x12 \x01(\x05R\rredirectDepth\x12\x14\n" +
-	"\x05error\x18\x13 \x01(\tR\x05error\"\x9f\x02\n" +
-	"\x10ListAuditRequest\x12\x1b\n" +
-	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\x05error\x18\x13 \x01(\tR\x05error\"\xac\x02\n" +
+	"\x10ListAuditRequest\x12(\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x14\n" +
 	"\x05agent\x18\x03 \x01(\tR\x05agent\x123\n" +
@@ -4372,6 +4374,7 @@ func file_ether_v1_gateway_proto_init() {
 		return
 	}
 	file_ether_v1_agent_io_proto_init()
+	file_ether_v1_rules_proto_init()
 	file_ether_v1_gateway_proto_msgTypes[5].OneofWrappers = []any{
 		(*OpenSessionRequest_Agent)(nil),
 		(*OpenSessionRequest_Capability)(nil),

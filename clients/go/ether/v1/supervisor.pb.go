@@ -1234,7 +1234,7 @@ type ScaleAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Agent name.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// New number of replicas, 1 to 64.
+	// New number of replicas, 1 to 64. Required.
 	Replicas      int32 `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1333,7 +1333,8 @@ func (x *ScaleAgentResponse) GetAgent() *AgentStatus {
 // ListProcessesRequest is the request of SupervisorService.ListProcesses.
 type ListProcessesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Maximum processes per page, 1 to 1000; 0 means 100.
+	// Maximum processes per page, 1 to 1000; 0 means the default of 100. A larger
+	// value is clamped to 1000 (AIP-158); a negative one is INVALID_ARGUMENT.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response; empty for the first page.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
@@ -1818,10 +1819,10 @@ var File_ether_v1_supervisor_proto protoreflect.FileDescriptor
 
 const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\n" +
-	"\x19ether/v1/supervisor.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x15ether/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\v\n" +
+	"\x19ether/v1/supervisor.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x15ether/v1/common.proto\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\v\n" +
 	"\tAgentSpec\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\x12.\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\x04path\x18\x02 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04path\x12.\n" +
 	"\blanguage\x18\x03 \x01(\x0e2\x12.ether.v1.LanguageR\blanguage\x12'\n" +
 	"\x04type\x18\x04 \x01(\x0e2\x13.ether.v1.AgentTypeR\x04type\x12\x1a\n" +
 	"\breplicas\x18\x05 \x01(\x05R\breplicas\x121\n" +
@@ -1884,43 +1885,44 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\x04spec\x18\x02 \x01(\v2\x13.ether.v1.AgentSpecR\x04spec\x123\n" +
 	"\tprocesses\x18\x03 \x03(\v2\x15.ether.v1.ProcessInfoR\tprocesses\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12%\n" +
-	"\x0eevent_sequence\x18\x05 \x01(\x03R\reventSequence\"=\n" +
-	"\x12DeployAgentRequest\x12'\n" +
-	"\x04spec\x18\x01 \x01(\v2\x13.ether.v1.AgentSpecR\x04spec\"B\n" +
+	"\x0eevent_sequence\x18\x05 \x01(\x03R\reventSequence\"E\n" +
+	"\x12DeployAgentRequest\x12/\n" +
+	"\x04spec\x18\x01 \x01(\v2\x13.ether.v1.AgentSpecB\x06\xa2\xbb\x18\x02\b\x01R\x04spec\"B\n" +
 	"\x13DeployAgentResponse\x12+\n" +
-	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"(\n" +
-	"\x12RemoveAgentRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
-	"\x13RemoveAgentResponse\"'\n" +
-	"\x11StartAgentRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"A\n" +
+	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"0\n" +
+	"\x12RemoveAgentRequest\x12\x1a\n" +
+	"\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04name\"\x15\n" +
+	"\x13RemoveAgentResponse\"/\n" +
+	"\x11StartAgentRequest\x12\x1a\n" +
+	"\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04name\"A\n" +
 	"\x12StartAgentResponse\x12+\n" +
-	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"W\n" +
-	"\x10StopAgentRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12/\n" +
+	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"_\n" +
+	"\x10StopAgentRequest\x12\x1a\n" +
+	"\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04name\x12/\n" +
 	"\x05grace\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05grace\"@\n" +
 	"\x11StopAgentResponse\x12+\n" +
-	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\")\n" +
-	"\x13RestartAgentRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"C\n" +
+	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"1\n" +
+	"\x13RestartAgentRequest\x12\x1a\n" +
+	"\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04name\"C\n" +
 	"\x14RestartAgentResponse\x12+\n" +
-	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"C\n" +
-	"\x11ScaleAgentRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
-	"\breplicas\x18\x02 \x01(\x05R\breplicas\"A\n" +
+	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"W\n" +
+	"\x11ScaleAgentRequest\x12\x1a\n" +
+	"\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04name\x12&\n" +
+	"\breplicas\x18\x02 \x01(\x05B\n" +
+	"\xa2\xbb\x18\x06\b\x01\x10\x01\x18@R\breplicas\"A\n" +
 	"\x12ScaleAgentResponse\x12+\n" +
-	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"h\n" +
-	"\x14ListProcessesRequest\x12\x1b\n" +
-	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"u\n" +
+	"\x14ListProcessesRequest\x12(\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x14\n" +
 	"\x05agent\x18\x03 \x01(\tR\x05agent\"t\n" +
 	"\x15ListProcessesResponse\x123\n" +
 	"\tprocesses\x18\x01 \x03(\v2\x15.ether.v1.ProcessInfoR\tprocesses\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Q\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"b\n" +
 	"\x12WatchEventsRequest\x12\x14\n" +
-	"\x05agent\x18\x01 \x01(\tR\x05agent\x12%\n" +
-	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\"\x9d\x03\n" +
+	"\x05agent\x18\x01 \x01(\tR\x05agent\x126\n" +
+	"\x0eafter_sequence\x18\x02 \x01(\x03B\x0f\xa2\xbb\x18\v\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01R\rafterSequence\"\x9d\x03\n" +
 	"\x13WatchEventsResponse\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
@@ -1937,11 +1939,11 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"stderrTailB\f\n" +
 	"\n" +
 	"_exit_codeB\t\n" +
-	"\a_signal\"`\n" +
-	"\x11StreamLogsRequest\x12\x14\n" +
-	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x1d\n" +
+	"\a_signal\"s\n" +
+	"\x11StreamLogsRequest\x12\x1c\n" +
+	"\x05agent\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05agent\x12(\n" +
 	"\n" +
-	"tail_lines\x18\x02 \x01(\x05R\ttailLines\x12\x16\n" +
+	"tail_lines\x18\x02 \x01(\x05B\t\xa2\xbb\x18\x05\x10\x00\x18\x90NR\ttailLines\x12\x16\n" +
 	"\x06follow\x18\x03 \x01(\bR\x06follow\"\xff\x01\n" +
 	"\x12StreamLogsResponse\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
@@ -2097,6 +2099,7 @@ func file_ether_v1_supervisor_proto_init() {
 	}
 	file_ether_v1_agent_io_proto_init()
 	file_ether_v1_common_proto_init()
+	file_ether_v1_rules_proto_init()
 	file_ether_v1_supervisor_proto_msgTypes[0].OneofWrappers = []any{}
 	file_ether_v1_supervisor_proto_msgTypes[1].OneofWrappers = []any{}
 	file_ether_v1_supervisor_proto_msgTypes[18].OneofWrappers = []any{}

@@ -1166,9 +1166,11 @@ type CreateTerminalRequest struct {
 	// Absolute working directory. Empty: the host's configured terminal
 	// directory.
 	Cwd string `protobuf:"bytes,4,opt,name=cwd,proto3" json:"cwd,omitempty"`
-	// Rows, 1 to 1000; 0 means 24. Larger values are clamped.
+	// Rows, 1 to 1000; 0 means 24. A larger value is clamped to 1000; a
+	// negative one is INVALID_ARGUMENT.
 	Rows int32 `protobuf:"varint,5,opt,name=rows,proto3" json:"rows,omitempty"`
-	// Columns, 1 to 1000; 0 means 80. Larger values are clamped.
+	// Columns, 1 to 1000; 0 means 80. A larger value is clamped to 1000; a
+	// negative one is INVALID_ARGUMENT.
 	Cols int32 `protobuf:"varint,6,opt,name=cols,proto3" json:"cols,omitempty"`
 	// Human label, up to 128 characters. Optional.
 	Name string `protobuf:"bytes,7,opt,name=name,proto3" json:"name,omitempty"`
@@ -1486,7 +1488,8 @@ func (x *GetTerminalResponse) GetTerminal() *Terminal {
 // ListTerminalsRequest is the request of TerminalService.ListTerminals.
 type ListTerminalsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Maximum terminals per page, 1 to 1000; 0 means the default of 100.
+	// Maximum terminals per page, 1 to 1000; 0 means the default of 100. A larger
+	// value is clamped to 1000 (AIP-158); a negative one is INVALID_ARGUMENT.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response's next_page_token; empty for the first
 	// page.
@@ -2291,10 +2294,11 @@ type ResizeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the terminal. Required.
 	TerminalId string `protobuf:"bytes,1,opt,name=terminal_id,json=terminalId,proto3" json:"terminal_id,omitempty"`
-	// New number of rows, clamped to 1..1000; 0 keeps the current rows.
+	// New number of rows, 1 to 1000; 0 keeps the current rows. A larger
+	// value is clamped to 1000; a negative one is INVALID_ARGUMENT.
 	Rows int32 `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"`
-	// New number of columns, clamped to 1..1000; 0 keeps the current
-	// columns.
+	// New number of columns, 1 to 1000; 0 keeps the current columns. A
+	// larger value is clamped to 1000; a negative one is INVALID_ARGUMENT.
 	Cols          int32 `protobuf:"varint,3,opt,name=cols,proto3" json:"cols,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3148,10 +3152,11 @@ func (x *AttachStart) GetReadOnly() bool {
 // AttachResize resizes the terminal from an Attach stream, as Resize does.
 type AttachResize struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// New number of rows, clamped to 1..1000; 0 keeps the current rows.
+	// New number of rows, 1 to 1000; 0 keeps the current rows. A larger
+	// value is clamped to 1000; a negative one is INVALID_ARGUMENT.
 	Rows int32 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
-	// New number of columns, clamped to 1..1000; 0 keeps the current
-	// columns.
+	// New number of columns, 1 to 1000; 0 keeps the current columns. A
+	// larger value is clamped to 1000; a negative one is INVALID_ARGUMENT.
 	Cols          int32 `protobuf:"varint,2,opt,name=cols,proto3" json:"cols,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3802,7 +3807,7 @@ var File_ether_v1_terminal_proto protoreflect.FileDescriptor
 
 const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\n" +
-	"\x17ether/v1/terminal.proto\x12\bether.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x1a\n" +
+	"\x17ether/v1/terminal.proto\x12\bether.v1\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x1a\n" +
 	"\x04Argv\x12\x12\n" +
 	"\x04args\x18\x01 \x03(\tR\x04args\"\xa0\x01\n" +
 	"\n" +
@@ -3877,17 +3882,17 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\x03alt\x18\x05 \x01(\bR\x03alt\x12\x16\n" +
 	"\x06repeat\x18\x06 \x01(\x05R\x06repeat\x12\x14\n" +
 	"\x05paste\x18\a \x01(\bR\x05pasteB\a\n" +
-	"\x05input\"\x9f\x04\n" +
+	"\x05input\"\xc1\x04\n" +
 	"\x15CreateTerminalRequest\x12$\n" +
 	"\x04argv\x18\x01 \x01(\v2\x0e.ether.v1.ArgvH\x00R\x04argv\x12#\n" +
 	"\fcommand_line\x18\x02 \x01(\tH\x00R\vcommandLine\x12:\n" +
 	"\x03env\x18\x03 \x03(\v2(.ether.v1.CreateTerminalRequest.EnvEntryR\x03env\x12\x10\n" +
-	"\x03cwd\x18\x04 \x01(\tR\x03cwd\x12\x12\n" +
-	"\x04rows\x18\x05 \x01(\x05R\x04rows\x12\x12\n" +
-	"\x04cols\x18\x06 \x01(\x05R\x04cols\x12\x12\n" +
+	"\x03cwd\x18\x04 \x01(\tR\x03cwd\x12\x1f\n" +
+	"\x04rows\x18\x05 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\x04rows\x12\x1f\n" +
+	"\x04cols\x18\x06 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\x04cols\x12\x12\n" +
 	"\x04name\x18\a \x01(\tR\x04name\x12\x14\n" +
-	"\x05owner\x18\b \x01(\tR\x05owner\x12)\n" +
-	"\x10scrollback_lines\x18\t \x01(\x05R\x0fscrollbackLines\x12\x12\n" +
+	"\x05owner\x18\b \x01(\tR\x05owner\x121\n" +
+	"\x10scrollback_lines\x18\t \x01(\x05B\x06\xa2\xbb\x18\x02\x10\x00R\x0fscrollbackLines\x12\x12\n" +
 	"\x04term\x18\n" +
 	" \x01(\tR\x04term\x12<\n" +
 	"\fidle_timeout\x18\v \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x12<\n" +
@@ -3899,23 +3904,23 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\t\n" +
 	"\acommand\"H\n" +
 	"\x16CreateTerminalResponse\x12.\n" +
-	"\bterminal\x18\x01 \x01(\v2\x12.ether.v1.TerminalR\bterminal\"5\n" +
-	"\x12GetTerminalRequest\x12\x1f\n" +
-	"\vterminal_id\x18\x01 \x01(\tR\n" +
+	"\bterminal\x18\x01 \x01(\v2\x12.ether.v1.TerminalR\bterminal\"=\n" +
+	"\x12GetTerminalRequest\x12'\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\n" +
 	"terminalId\"E\n" +
 	"\x13GetTerminalResponse\x12.\n" +
-	"\bterminal\x18\x01 \x01(\v2\x12.ether.v1.TerminalR\bterminal\"\x97\x01\n" +
-	"\x14ListTerminalsRequest\x12\x1b\n" +
-	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\bterminal\x18\x01 \x01(\v2\x12.ether.v1.TerminalR\bterminal\"\xa4\x01\n" +
+	"\x14ListTerminalsRequest\x12(\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x14\n" +
 	"\x05owner\x18\x03 \x01(\tR\x05owner\x12-\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x17.ether.v1.TerminalStateR\x05state\"q\n" +
 	"\x15ListTerminalsResponse\x120\n" +
 	"\tterminals\x18\x01 \x03(\v2\x12.ether.v1.TerminalR\tterminals\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"h\n" +
-	"\x14CloseTerminalRequest\x12\x1f\n" +
-	"\vterminal_id\x18\x01 \x01(\tR\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"p\n" +
+	"\x14CloseTerminalRequest\x12'\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\n" +
 	"terminalId\x12/\n" +
 	"\x05grace\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05grace\"G\n" +
 	"\x15CloseTerminalResponse\x12.\n" +
@@ -3935,64 +3940,64 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\acreated\x18\x03 \x01(\v2\x19.ether.v1.TerminalCreatedH\x00R\acreated\x122\n" +
 	"\x06exited\x18\x04 \x01(\v2\x18.ether.v1.TerminalExitedH\x00R\x06exited\x122\n" +
 	"\x06closed\x18\x05 \x01(\v2\x18.ether.v1.TerminalClosedH\x00R\x06closedB\a\n" +
-	"\x05event\"c\n" +
-	"\x11WriteInputRequest\x12\x1f\n" +
-	"\vterminal_id\x18\x01 \x01(\tR\n" +
-	"terminalId\x12-\n" +
-	"\x05input\x18\x02 \x01(\v2\x17.ether.v1.TerminalInputR\x05input\"\x85\x01\n" +
+	"\x05event\"s\n" +
+	"\x11WriteInputRequest\x12'\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\n" +
+	"terminalId\x125\n" +
+	"\x05input\x18\x02 \x01(\v2\x17.ether.v1.TerminalInputB\x06\xa2\xbb\x18\x02\b\x01R\x05input\"\x85\x01\n" +
 	"\x12WriteInputResponse\x12!\n" +
 	"\fbytes_queued\x18\x01 \x01(\x03R\vbytesQueued\x12#\n" +
 	"\rbytes_pending\x18\x02 \x01(\x03R\fbytesPending\x12'\n" +
-	"\x0fbytes_discarded\x18\x03 \x01(\x03R\x0ebytesDiscarded\"\x97\x02\n" +
-	"\x11ReadScreenRequest\x12\x1f\n" +
-	"\vterminal_id\x18\x01 \x01(\tR\n" +
+	"\x0fbytes_discarded\x18\x03 \x01(\x03R\x0ebytesDiscarded\"\xa7\x02\n" +
+	"\x11ReadScreenRequest\x12'\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\n" +
 	"terminalId\x12.\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x16.ether.v1.ScreenFormatR\x06format\x12-\n" +
-	"\x12include_scrollback\x18\x03 \x01(\bR\x11includeScrollback\x12)\n" +
-	"\x10scrollback_limit\x18\x04 \x01(\x05R\x0fscrollbackLimit\x12%\n" +
+	"\x12include_scrollback\x18\x03 \x01(\bR\x11includeScrollback\x121\n" +
+	"\x10scrollback_limit\x18\x04 \x01(\x05B\x06\xa2\xbb\x18\x02\x10\x00R\x0fscrollbackLimit\x12%\n" +
 	"\x0einclude_styles\x18\x05 \x01(\bR\rincludeStyles\x120\n" +
 	"\x14keep_trailing_spaces\x18\x06 \x01(\bR\x12keepTrailingSpaces\">\n" +
 	"\x12ReadScreenResponse\x12(\n" +
-	"\x06screen\x18\x01 \x01(\v2\x10.ether.v1.ScreenR\x06screen\"X\n" +
-	"\rResizeRequest\x12\x1f\n" +
-	"\vterminal_id\x18\x01 \x01(\tR\n" +
-	"terminalId\x12\x12\n" +
-	"\x04rows\x18\x02 \x01(\x05R\x04rows\x12\x12\n" +
-	"\x04cols\x18\x03 \x01(\x05R\x04cols\"8\n" +
+	"\x06screen\x18\x01 \x01(\v2\x10.ether.v1.ScreenR\x06screen\"z\n" +
+	"\rResizeRequest\x12'\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\n" +
+	"terminalId\x12\x1f\n" +
+	"\x04rows\x18\x02 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\x04rows\x12\x1f\n" +
+	"\x04cols\x18\x03 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\x04cols\"8\n" +
 	"\x0eResizeResponse\x12\x12\n" +
 	"\x04rows\x18\x01 \x01(\x05R\x04rows\x12\x12\n" +
-	"\x04cols\x18\x02 \x01(\x05R\x04cols\"l\n" +
-	"\x11SendSignalRequest\x12\x1f\n" +
-	"\vterminal_id\x18\x01 \x01(\tR\n" +
-	"terminalId\x12\x16\n" +
-	"\x06signal\x18\x02 \x01(\tR\x06signal\x12\x1e\n" +
+	"\x04cols\x18\x02 \x01(\x05R\x04cols\"|\n" +
+	"\x11SendSignalRequest\x12'\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\n" +
+	"terminalId\x12\x1e\n" +
+	"\x06signal\x18\x02 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x06signal\x12\x1e\n" +
 	"\n" +
 	"foreground\x18\x03 \x01(\bR\n" +
 	"foreground\"Q\n" +
 	"\x12SendSignalResponse\x12\x16\n" +
 	"\x06signal\x18\x01 \x01(\x05R\x06signal\x12#\n" +
-	"\rprocess_group\x18\x02 \x01(\x05R\fprocessGroup\"V\n" +
-	"\x0fScreenCondition\x12\x14\n" +
-	"\x05regex\x18\x01 \x01(\tR\x05regex\x12-\n" +
-	"\x12include_scrollback\x18\x02 \x01(\bR\x11includeScrollback\"r\n" +
-	"\x0fOutputCondition\x12\x14\n" +
-	"\x05regex\x18\x01 \x01(\tR\x05regex\x12&\n" +
+	"\rprocess_group\x18\x02 \x01(\x05R\fprocessGroup\"^\n" +
+	"\x0fScreenCondition\x12\x1c\n" +
+	"\x05regex\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05regex\x12-\n" +
+	"\x12include_scrollback\x18\x02 \x01(\bR\x11includeScrollback\"z\n" +
+	"\x0fOutputCondition\x12\x1c\n" +
+	"\x05regex\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05regex\x12&\n" +
 	"\fafter_offset\x18\x02 \x01(\x03H\x00R\vafterOffset\x88\x01\x01\x12\x10\n" +
 	"\x03raw\x18\x03 \x01(\bR\x03rawB\x0f\n" +
 	"\r_after_offset\"\x0f\n" +
-	"\rExitCondition\"G\n" +
-	"\x0eQuietCondition\x125\n" +
-	"\bduration\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\bduration\"\xfb\x02\n" +
-	"\x0eWaitForRequest\x12\x1f\n" +
-	"\vterminal_id\x18\x01 \x01(\tR\n" +
+	"\rExitCondition\"O\n" +
+	"\x0eQuietCondition\x12=\n" +
+	"\bduration\x18\x01 \x01(\v2\x19.google.protobuf.DurationB\x06\xa2\xbb\x18\x02\b\x01R\bduration\"\x8b\x03\n" +
+	"\x0eWaitForRequest\x12'\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\n" +
 	"terminalId\x123\n" +
 	"\x06screen\x18\x02 \x01(\v2\x19.ether.v1.ScreenConditionH\x00R\x06screen\x123\n" +
 	"\x06output\x18\x03 \x01(\v2\x19.ether.v1.OutputConditionH\x00R\x06output\x12-\n" +
 	"\x04exit\x18\x04 \x01(\v2\x17.ether.v1.ExitConditionH\x00R\x04exit\x120\n" +
 	"\x05quiet\x18\x05 \x01(\v2\x18.ether.v1.QuietConditionH\x00R\x05quiet\x123\n" +
 	"\atimeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12;\n" +
-	"\rscreen_format\x18\a \x01(\x0e2\x16.ether.v1.ScreenFormatR\fscreenFormatB\v\n" +
-	"\tcondition\"\xd0\x02\n" +
+	"\rscreen_format\x18\a \x01(\x0e2\x16.ether.v1.ScreenFormatR\fscreenFormatB\x13\n" +
+	"\tcondition\x12\x06\xaa\xbb\x18\x02\b\x01\"\xd0\x02\n" +
 	"\x0fWaitForResponse\x12(\n" +
 	"\x06screen\x18\x01 \x01(\v2\x10.ether.v1.ScreenR\x06screen\x12\x14\n" +
 	"\x05match\x18\x02 \x01(\tR\x05match\x12\x16\n" +
@@ -4008,19 +4013,19 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\routput_offset\x18\x02 \x01(\x03R\foutputOffset\x125\n" +
 	"\vexit_status\x18\x03 \x01(\v2\x14.ether.v1.ExitStatusR\n" +
 	"exitStatus\x121\n" +
-	"\x06waited\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x06waited\"\x81\x01\n" +
-	"\vAttachStart\x12\x1f\n" +
-	"\vterminal_id\x18\x01 \x01(\tR\n" +
+	"\x06waited\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x06waited\"\x89\x01\n" +
+	"\vAttachStart\x12'\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\n" +
 	"terminalId\x12$\n" +
 	"\vfrom_offset\x18\x02 \x01(\x03H\x00R\n" +
 	"fromOffset\x88\x01\x01\x12\x1b\n" +
 	"\tread_only\x18\x03 \x01(\bR\breadOnlyB\x0e\n" +
-	"\f_from_offset\"6\n" +
-	"\fAttachResize\x12\x12\n" +
-	"\x04rows\x18\x01 \x01(\x05R\x04rows\x12\x12\n" +
-	"\x04cols\x18\x02 \x01(\x05R\x04cols\"F\n" +
-	"\fAttachSignal\x12\x16\n" +
-	"\x06signal\x18\x01 \x01(\tR\x06signal\x12\x1e\n" +
+	"\f_from_offset\"P\n" +
+	"\fAttachResize\x12\x1f\n" +
+	"\x04rows\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\x04rows\x12\x1f\n" +
+	"\x04cols\x18\x02 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\x04cols\"N\n" +
+	"\fAttachSignal\x12\x1e\n" +
+	"\x06signal\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x06signal\x12\x1e\n" +
 	"\n" +
 	"foreground\x18\x02 \x01(\bR\n" +
 	"foreground\"\xdb\x01\n" +
@@ -4282,6 +4287,7 @@ func file_ether_v1_terminal_proto_init() {
 	if File_ether_v1_terminal_proto != nil {
 		return
 	}
+	file_ether_v1_rules_proto_init()
 	file_ether_v1_terminal_proto_msgTypes[1].OneofWrappers = []any{}
 	file_ether_v1_terminal_proto_msgTypes[7].OneofWrappers = []any{
 		(*TerminalInput_Data)(nil),

@@ -1830,7 +1830,8 @@ func (x *GetRunResponse) GetRun() *Run {
 // ListRunsRequest is the request of WorkflowService.ListRuns.
 type ListRunsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Maximum runs per page, 1 to 1000; 0 means the default of 100.
+	// Maximum runs per page, 1 to 1000; 0 means the default of 100. A larger
+	// value is clamped to 1000 (AIP-158); a negative one is INVALID_ARGUMENT.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response's next_page_token; empty for the first
 	// page.
@@ -1961,7 +1962,8 @@ type ListRunTasksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the run. Required.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// Maximum tasks per page, 1 to 1000; 0 means the default of 100.
+	// Maximum tasks per page, 1 to 1000; 0 means the default of 100. A larger
+	// value is clamped to 1000 (AIP-158); a negative one is INVALID_ARGUMENT.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response's next_page_token; empty for the first
 	// page.
@@ -3376,7 +3378,7 @@ var File_ether_v1_workflow_proto protoreflect.FileDescriptor
 
 const file_ether_v1_workflow_proto_rawDesc = "" +
 	"\n" +
-	"\x17ether/v1/workflow.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x15ether/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf7\x01\n" +
+	"\x17ether/v1/workflow.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x15ether/v1/common.proto\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf7\x01\n" +
 	"\vRetryPolicy\x12!\n" +
 	"\fmax_attempts\x18\x01 \x01(\x05R\vmaxAttempts\x12B\n" +
 	"\x0finitial_backoff\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x0einitialBackoff\x12:\n" +
@@ -3489,51 +3491,51 @@ const file_ether_v1_workflow_proto_rawDesc = "" +
 	"proposedBy\x129\n" +
 	"\n" +
 	"started_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x125\n" +
-	"\bended_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\"\xb2\x01\n" +
+	"\bended_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\"\xba\x01\n" +
 	"\x10CreateRunRequest\x12,\n" +
 	"\x04spec\x18\x01 \x01(\v2\x16.ether.v1.WorkflowSpecH\x00R\x04spec\x12\x1d\n" +
 	"\tspec_text\x18\x02 \x01(\tH\x00R\bspecText\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\x12#\n" +
-	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnlyB\r\n" +
-	"\vspec_source\"4\n" +
+	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnlyB\x15\n" +
+	"\vspec_source\x12\x06\xaa\xbb\x18\x02\b\x01\"4\n" +
 	"\x11CreateRunResponse\x12\x1f\n" +
-	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"&\n" +
-	"\rGetRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\"1\n" +
+	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\".\n" +
+	"\rGetRunRequest\x12\x1d\n" +
+	"\x06run_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05runId\"1\n" +
 	"\x0eGetRunResponse\x12\x1f\n" +
-	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"\x8d\x01\n" +
-	"\x0fListRunsRequest\x12\x1b\n" +
-	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"\x9a\x01\n" +
+	"\x0fListRunsRequest\x12(\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12*\n" +
 	"\x06states\x18\x03 \x03(\x0e2\x12.ether.v1.RunStateR\x06states\x12\x12\n" +
 	"\x04name\x18\x04 \x01(\tR\x04name\"]\n" +
 	"\x10ListRunsResponse\x12!\n" +
 	"\x04runs\x18\x01 \x03(\v2\r.ether.v1.RunR\x04runs\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xac\x01\n" +
-	"\x13ListRunTasksRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1b\n" +
-	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc1\x01\n" +
+	"\x13ListRunTasksRequest\x12\x1d\n" +
+	"\x06run_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05runId\x12(\n" +
+	"\tpage_size\x18\x02 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x14\n" +
 	"\x05stage\x18\x04 \x01(\tR\x05stage\x12,\n" +
 	"\x05state\x18\x05 \x01(\x0e2\x16.ether.v1.RunTaskStateR\x05state\"g\n" +
 	"\x14ListRunTasksResponse\x12'\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x11.ether.v1.RunTaskR\x05tasks\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"A\n" +
-	"\x10CancelRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x16\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"I\n" +
+	"\x10CancelRunRequest\x12\x1d\n" +
+	"\x06run_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05runId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"4\n" +
 	"\x11CancelRunResponse\x12\x1f\n" +
-	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"\\\n" +
-	"\x0eWaitRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\x123\n" +
+	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"d\n" +
+	"\x0eWaitRunRequest\x12\x1d\n" +
+	"\x06run_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05runId\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"2\n" +
 	"\x0fWaitRunResponse\x12\x1f\n" +
-	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"\x88\x01\n" +
-	"\x16StreamRunEventsRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12%\n" +
+	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"\x90\x01\n" +
+	"\x16StreamRunEventsRequest\x12\x1d\n" +
+	"\x06run_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05runId\x12%\n" +
 	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\x120\n" +
 	"\x14exclude_task_details\x18\x03 \x01(\bR\x12excludeTaskDetails\"\f\n" +
 	"\n" +
@@ -3586,17 +3588,17 @@ const file_ether_v1_workflow_proto_rawDesc = "" +
 	" \x01(\v2\x18.ether.v1.RunTaskStartedH\x00R\vtaskStarted\x12@\n" +
 	"\rtask_progress\x18\v \x01(\v2\x19.ether.v1.RunTaskProgressH\x00R\ftaskProgress\x12C\n" +
 	"\x0etask_completed\x18\f \x01(\v2\x1a.ether.v1.RunTaskCompletedH\x00R\rtaskCompletedB\a\n" +
-	"\x05event\"~\n" +
-	"\x10ResumeRunRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\x124\n" +
+	"\x05event\"\x86\x01\n" +
+	"\x10ResumeRunRequest\x12\x1d\n" +
+	"\x06run_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05runId\x124\n" +
 	"\x16include_non_idempotent\x18\x02 \x01(\bR\x14includeNonIdempotent\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\"4\n" +
 	"\x11ResumeRunResponse\x12\x1f\n" +
-	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"\\\n" +
-	"\x13GetRunReportRequest\x12\x15\n" +
-	"\x06run_id\x18\x01 \x01(\tR\x05runId\x12.\n" +
-	"\x06format\x18\x02 \x01(\x0e2\x16.ether.v1.ReportFormatR\x06format\"\xb4\x01\n" +
+	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"l\n" +
+	"\x13GetRunReportRequest\x12\x1d\n" +
+	"\x06run_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05runId\x126\n" +
+	"\x06format\x18\x02 \x01(\x0e2\x16.ether.v1.ReportFormatB\x06\xa2\xbb\x18\x02\b\x01R\x06format\"\xb4\x01\n" +
 	"\x14GetRunReportResponse\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12!\n" +
 	"\fcontent_type\x18\x02 \x01(\tR\vcontentType\x12.\n" +
@@ -3825,6 +3827,7 @@ func file_ether_v1_workflow_proto_init() {
 	}
 	file_ether_v1_agent_io_proto_init()
 	file_ether_v1_common_proto_init()
+	file_ether_v1_rules_proto_init()
 	file_ether_v1_workflow_proto_msgTypes[11].OneofWrappers = []any{
 		(*CreateRunRequest_Spec)(nil),
 		(*CreateRunRequest_SpecText)(nil),

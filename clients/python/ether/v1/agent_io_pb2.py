@@ -23,12 +23,13 @@ _sym_db = _symbol_database.Default()
 
 
 from ether.v1 import common_pb2 as ether_dot_v1_dot_common__pb2
+from ether.v1 import rules_pb2 as ether_dot_v1_dot_rules__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x65ther/v1/agent_io.proto\x12\x08\x65ther.v1\x1a\x15\x65ther/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\x01\n\nActionSpec\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12<\n\rparams_schema\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x0cparamsSchema\x12\x1e\n\nidempotent\x18\x04 \x01(\x08R\nidempotent\"\xd5\x03\n\tAgentInfo\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\'\n\x04type\x18\x02 \x01(\x0e\x32\x13.ether.v1.AgentTypeR\x04type\x12.\n\x08language\x18\x03 \x01(\x0e\x32\x12.ether.v1.LanguageR\x08language\x12\x18\n\x07version\x18\x04 \x01(\tR\x07version\x12 \n\x0b\x64\x65scription\x18\x05 \x01(\tR\x0b\x64\x65scription\x12.\n\x07\x61\x63tions\x18\x06 \x03(\x0b\x32\x14.ether.v1.ActionSpecR\x07\x61\x63tions\x12\"\n\x0c\x63\x61pabilities\x18\x07 \x03(\tR\x0c\x63\x61pabilities\x12*\n\x05state\x18\x08 \x01(\x0e\x32\x14.ether.v1.AgentStateR\x05state\x12\x1a\n\x08replicas\x18\t \x01(\x05R\x08replicas\x12%\n\x0eready_replicas\x18\n \x01(\x05R\rreadyReplicas\x12\x1b\n\tin_flight\x18\x0b \x01(\x05R\x08inFlight\x12\x16\n\x06queued\x18\x0c \x01(\x05R\x06queued\x12\'\n\x0fmax_concurrency\x18\r \x01(\x05R\x0emaxConcurrency\"e\n\x05Trace\x12 \n\x0croot_task_id\x18\x01 \x01(\tR\nrootTaskId\x12$\n\x0eparent_task_id\x18\x02 \x01(\tR\x0cparentTaskId\x12\x14\n\x05\x64\x65pth\x18\x03 \x01(\x05R\x05\x64\x65pth\"\xdc\x01\n\x0bTaskContext\x12\x1f\n\x0bparent_task\x18\x01 \x01(\tR\nparentTask\x12\x1a\n\x08workflow\x18\x02 \x01(\tR\x08workflow\x12(\n\x06\x62udget\x18\x03 \x01(\x0b\x32\x10.ether.v1.BudgetR\x06\x62udget\x12 \n\x0bpermissions\x18\x04 \x03(\tR\x0bpermissions\x12%\n\x05trace\x18\x05 \x01(\x0b\x32\x0f.ether.v1.TraceR\x05trace\x12\x1d\n\nsession_id\x18\x06 \x01(\tR\tsessionId\"\xcb\x02\n\nAgentInput\x12\x17\n\x07task_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n\x05\x61gent\x18\x02 \x01(\tR\x05\x61gent\x12\x16\n\x06\x61\x63tion\x18\x03 \x01(\tR\x06\x61\x63tion\x12/\n\x06params\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructR\x06params\x12/\n\x07\x63ontext\x18\x05 \x01(\x0b\x32\x15.ether.v1.TaskContextR\x07\x63ontext\x12#\n\nidempotent\x18\x06 \x01(\x08H\x00R\nidempotent\x88\x01\x01\x12\x1f\n\x0bparams_json\x18\x07 \x01(\x0cR\nparamsJson\x12?\n\x0foutput_encoding\x18\x08 \x01(\x0e\x32\x16.ether.v1.DataEncodingR\x0eoutputEncodingB\r\n\x0b_idempotent\"\xb3\x02\n\x0eOutputMetadata\x12\x35\n\x08\x64uration\x18\x01 \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration\x12\x12\n\x04\x63ost\x18\x02 \x01(\x01R\x04\x63ost\x12\x14\n\x05model\x18\x03 \x01(\tR\x05model\x12\x39\n\nstarted_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartedAt\x12\x12\n\x04host\x18\x05 \x01(\tR\x04host\x12\x10\n\x03pid\x18\x06 \x01(\x05R\x03pid\x12\x18\n\x07\x61ttempt\x18\x07 \x01(\x05R\x07\x61ttempt\x12\x16\n\x06\x63\x61\x63hed\x18\x08 \x01(\x08R\x06\x63\x61\x63hed\x12-\n\x05\x65xtra\x18\t \x01(\x0b\x32\x17.google.protobuf.StructR\x05\x65xtra\"\x8a\x01\n\tTaskError\x12\x12\n\x04\x63ode\x18\x01 \x01(\tR\x04\x63ode\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x31\n\x07\x64\x65tails\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x07\x64\x65tails\x12\x1c\n\tretryable\x18\x04 \x01(\x08R\tretryable\"\x83\x01\n\nNextAction\x12\x14\n\x05\x61gent\x18\x01 \x01(\tR\x05\x61gent\x12\x16\n\x06\x61\x63tion\x18\x02 \x01(\tR\x06\x61\x63tion\x12/\n\x06params\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x06params\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\"\xe5\x02\n\x0b\x41gentOutput\x12\x17\n\x07task_id\x18\x01 \x01(\tR\x06taskId\x12,\n\x06status\x18\x02 \x01(\x0e\x32\x14.ether.v1.TaskStatusR\x06status\x12\x14\n\x05\x61gent\x18\x03 \x01(\tR\x05\x61gent\x12\x16\n\x06\x61\x63tion\x18\x04 \x01(\tR\x06\x61\x63tion\x12*\n\x04\x64\x61ta\x18\x05 \x01(\x0b\x32\x16.google.protobuf.ValueR\x04\x64\x61ta\x12\x34\n\x08metadata\x18\x06 \x01(\x0b\x32\x18.ether.v1.OutputMetadataR\x08metadata\x12)\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x13.ether.v1.TaskErrorR\x05\x65rror\x12\x37\n\x0cnext_actions\x18\x08 \x03(\x0b\x32\x14.ether.v1.NextActionR\x0bnextActions\x12\x1b\n\tdata_json\x18\t \x01(\x0cR\x08\x64\x61taJson\"\xc8\x01\n\x11ListAgentsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\x12\x1e\n\ncapability\x18\x03 \x01(\tR\ncapability\x12.\n\x08language\x18\x04 \x01(\x0e\x32\x12.ether.v1.LanguageR\x08language\x12\'\n\x04type\x18\x05 \x01(\x0e\x32\x13.ether.v1.AgentTypeR\x04type\"i\n\x12ListAgentsResponse\x12+\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x13.ether.v1.AgentInfoR\x06\x61gents\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"%\n\x0fGetAgentRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"=\n\x10GetAgentResponse\x12)\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x13.ether.v1.AgentInfoR\x05\x61gent\"<\n\x0e\x45xecuteRequest\x12*\n\x05input\x18\x01 \x01(\x0b\x32\x14.ether.v1.AgentInputR\x05input\"@\n\x0f\x45xecuteResponse\x12-\n\x06output\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentOutputR\x06output\"B\n\x14\x45xecuteStreamRequest\x12*\n\x05input\x18\x01 \x01(\x0b\x32\x14.ether.v1.AgentInputR\x05input\"9\n\x0bTaskStarted\x12\x10\n\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x18\n\x07\x61ttempt\x18\x02 \x01(\x05R\x07\x61ttempt\"Z\n\x0cTaskProgress\x12\x1a\n\x08progress\x18\x01 \x01(\x01R\x08progress\x12\x14\n\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n\x07message\x18\x03 \x01(\tR\x07message\"j\n\x07TaskLog\x12\x14\n\x05level\x18\x01 \x01(\tR\x05level\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12/\n\x06\x66ields\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x06\x66ields\"\xc6\x02\n\x15\x45xecuteStreamResponse\x12\x1a\n\x08sequence\x18\x01 \x01(\x03R\x08sequence\x12\x17\n\x07task_id\x18\x02 \x01(\tR\x06taskId\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12\x31\n\x07started\x18\x04 \x01(\x0b\x32\x15.ether.v1.TaskStartedH\x00R\x07started\x12\x34\n\x08progress\x18\x05 \x01(\x0b\x32\x16.ether.v1.TaskProgressH\x00R\x08progress\x12%\n\x03log\x18\x06 \x01(\x0b\x32\x11.ether.v1.TaskLogH\x00R\x03log\x12/\n\x06output\x18\x07 \x01(\x0b\x32\x15.ether.v1.AgentOutputH\x00R\x06outputB\x07\n\x05\x65vent\"]\n\x0bPipeRequest\x12*\n\x05input\x18\x01 \x01(\x0b\x32\x14.ether.v1.AgentInputR\x05input\x12\"\n\rmax_in_flight\x18\x02 \x01(\x05R\x0bmaxInFlight\"=\n\x0cPipeResponse\x12-\n\x06output\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentOutputR\x06output\"D\n\x11\x43\x61ncelTaskRequest\x12\x17\n\x07task_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"2\n\x12\x43\x61ncelTaskResponse\x12\x1c\n\tcancelled\x18\x01 \x01(\x08R\tcancelled*r\n\nTaskStatus\x12\x1b\n\x17TASK_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13TASK_STATUS_SUCCESS\x10\x01\x12\x15\n\x11TASK_STATUS_ERROR\x10\x02\x12\x17\n\x13TASK_STATUS_PARTIAL\x10\x03*Z\n\tAgentType\x12\x1a\n\x16\x41GENT_TYPE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41GENT_TYPE_GENERAL\x10\x01\x12\x19\n\x15\x41GENT_TYPE_IO_GATEWAY\x10\x02*\xf3\x01\n\nAgentState\x12\x1b\n\x17\x41GENT_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x41GENT_STATE_INSTALLING\x10\x01\x12\x18\n\x14\x41GENT_STATE_STARTING\x10\x02\x12\x17\n\x13\x41GENT_STATE_RUNNING\x10\x03\x12\x17\n\x13\x41GENT_STATE_BACKOFF\x10\x04\x12\x18\n\x14\x41GENT_STATE_STOPPING\x10\x05\x12\x17\n\x13\x41GENT_STATE_STOPPED\x10\x06\x12\x16\n\x12\x41GENT_STATE_EXITED\x10\x07\x12\x15\n\x11\x41GENT_STATE_FATAL\x10\x08*_\n\x0c\x44\x61taEncoding\x12\x1d\n\x19\x44\x41TA_ENCODING_UNSPECIFIED\x10\x00\x12\x18\n\x14\x44\x41TA_ENCODING_STRUCT\x10\x01\x12\x16\n\x12\x44\x41TA_ENCODING_JSON\x10\x02\x32\xb4\x03\n\x0e\x41gentIOService\x12G\n\nListAgents\x12\x1b.ether.v1.ListAgentsRequest\x1a\x1c.ether.v1.ListAgentsResponse\x12\x41\n\x08GetAgent\x12\x19.ether.v1.GetAgentRequest\x1a\x1a.ether.v1.GetAgentResponse\x12>\n\x07\x45xecute\x12\x18.ether.v1.ExecuteRequest\x1a\x19.ether.v1.ExecuteResponse\x12R\n\rExecuteStream\x12\x1e.ether.v1.ExecuteStreamRequest\x1a\x1f.ether.v1.ExecuteStreamResponse0\x01\x12\x39\n\x04Pipe\x12\x15.ether.v1.PipeRequest\x1a\x16.ether.v1.PipeResponse(\x01\x30\x01\x12G\n\nCancelTask\x12\x1b.ether.v1.CancelTaskRequest\x1a\x1c.ether.v1.CancelTaskResponseB\x95\x01\n\x0c\x63om.ether.v1B\x0c\x41gentIoProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03\x45XX\xaa\x02\x08\x45ther.V1\xca\x02\x08\x45ther\\V1\xe2\x02\x14\x45ther\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x65ther/v1/agent_io.proto\x12\x08\x65ther.v1\x1a\x15\x65ther/v1/common.proto\x1a\x14\x65ther/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\x01\n\nActionSpec\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12<\n\rparams_schema\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x0cparamsSchema\x12\x1e\n\nidempotent\x18\x04 \x01(\x08R\nidempotent\"\xd5\x03\n\tAgentInfo\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\'\n\x04type\x18\x02 \x01(\x0e\x32\x13.ether.v1.AgentTypeR\x04type\x12.\n\x08language\x18\x03 \x01(\x0e\x32\x12.ether.v1.LanguageR\x08language\x12\x18\n\x07version\x18\x04 \x01(\tR\x07version\x12 \n\x0b\x64\x65scription\x18\x05 \x01(\tR\x0b\x64\x65scription\x12.\n\x07\x61\x63tions\x18\x06 \x03(\x0b\x32\x14.ether.v1.ActionSpecR\x07\x61\x63tions\x12\"\n\x0c\x63\x61pabilities\x18\x07 \x03(\tR\x0c\x63\x61pabilities\x12*\n\x05state\x18\x08 \x01(\x0e\x32\x14.ether.v1.AgentStateR\x05state\x12\x1a\n\x08replicas\x18\t \x01(\x05R\x08replicas\x12%\n\x0eready_replicas\x18\n \x01(\x05R\rreadyReplicas\x12\x1b\n\tin_flight\x18\x0b \x01(\x05R\x08inFlight\x12\x16\n\x06queued\x18\x0c \x01(\x05R\x06queued\x12\'\n\x0fmax_concurrency\x18\r \x01(\x05R\x0emaxConcurrency\"e\n\x05Trace\x12 \n\x0croot_task_id\x18\x01 \x01(\tR\nrootTaskId\x12$\n\x0eparent_task_id\x18\x02 \x01(\tR\x0cparentTaskId\x12\x14\n\x05\x64\x65pth\x18\x03 \x01(\x05R\x05\x64\x65pth\"\xdc\x01\n\x0bTaskContext\x12\x1f\n\x0bparent_task\x18\x01 \x01(\tR\nparentTask\x12\x1a\n\x08workflow\x18\x02 \x01(\tR\x08workflow\x12(\n\x06\x62udget\x18\x03 \x01(\x0b\x32\x10.ether.v1.BudgetR\x06\x62udget\x12 \n\x0bpermissions\x18\x04 \x03(\tR\x0bpermissions\x12%\n\x05trace\x18\x05 \x01(\x0b\x32\x0f.ether.v1.TraceR\x05trace\x12\x1d\n\nsession_id\x18\x06 \x01(\tR\tsessionId\"\xd3\x02\n\nAgentInput\x12\x17\n\x07task_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n\x05\x61gent\x18\x02 \x01(\tB\x06\xa2\xbb\x18\x02\x08\x01R\x05\x61gent\x12\x16\n\x06\x61\x63tion\x18\x03 \x01(\tR\x06\x61\x63tion\x12/\n\x06params\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructR\x06params\x12/\n\x07\x63ontext\x18\x05 \x01(\x0b\x32\x15.ether.v1.TaskContextR\x07\x63ontext\x12#\n\nidempotent\x18\x06 \x01(\x08H\x00R\nidempotent\x88\x01\x01\x12\x1f\n\x0bparams_json\x18\x07 \x01(\x0cR\nparamsJson\x12?\n\x0foutput_encoding\x18\x08 \x01(\x0e\x32\x16.ether.v1.DataEncodingR\x0eoutputEncodingB\r\n\x0b_idempotent\"\xb3\x02\n\x0eOutputMetadata\x12\x35\n\x08\x64uration\x18\x01 \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration\x12\x12\n\x04\x63ost\x18\x02 \x01(\x01R\x04\x63ost\x12\x14\n\x05model\x18\x03 \x01(\tR\x05model\x12\x39\n\nstarted_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartedAt\x12\x12\n\x04host\x18\x05 \x01(\tR\x04host\x12\x10\n\x03pid\x18\x06 \x01(\x05R\x03pid\x12\x18\n\x07\x61ttempt\x18\x07 \x01(\x05R\x07\x61ttempt\x12\x16\n\x06\x63\x61\x63hed\x18\x08 \x01(\x08R\x06\x63\x61\x63hed\x12-\n\x05\x65xtra\x18\t \x01(\x0b\x32\x17.google.protobuf.StructR\x05\x65xtra\"\x8a\x01\n\tTaskError\x12\x12\n\x04\x63ode\x18\x01 \x01(\tR\x04\x63ode\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x31\n\x07\x64\x65tails\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x07\x64\x65tails\x12\x1c\n\tretryable\x18\x04 \x01(\x08R\tretryable\"\x83\x01\n\nNextAction\x12\x14\n\x05\x61gent\x18\x01 \x01(\tR\x05\x61gent\x12\x16\n\x06\x61\x63tion\x18\x02 \x01(\tR\x06\x61\x63tion\x12/\n\x06params\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x06params\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\"\xe5\x02\n\x0b\x41gentOutput\x12\x17\n\x07task_id\x18\x01 \x01(\tR\x06taskId\x12,\n\x06status\x18\x02 \x01(\x0e\x32\x14.ether.v1.TaskStatusR\x06status\x12\x14\n\x05\x61gent\x18\x03 \x01(\tR\x05\x61gent\x12\x16\n\x06\x61\x63tion\x18\x04 \x01(\tR\x06\x61\x63tion\x12*\n\x04\x64\x61ta\x18\x05 \x01(\x0b\x32\x16.google.protobuf.ValueR\x04\x64\x61ta\x12\x34\n\x08metadata\x18\x06 \x01(\x0b\x32\x18.ether.v1.OutputMetadataR\x08metadata\x12)\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x13.ether.v1.TaskErrorR\x05\x65rror\x12\x37\n\x0cnext_actions\x18\x08 \x03(\x0b\x32\x14.ether.v1.NextActionR\x0bnextActions\x12\x1b\n\tdata_json\x18\t \x01(\x0cR\x08\x64\x61taJson\"\xd5\x01\n\x11ListAgentsRequest\x12(\n\tpage_size\x18\x01 \x01(\x05\x42\x0b\xa2\xbb\x18\x07\x10\x00\x18\xe8\x07 \x01R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\x12\x1e\n\ncapability\x18\x03 \x01(\tR\ncapability\x12.\n\x08language\x18\x04 \x01(\x0e\x32\x12.ether.v1.LanguageR\x08language\x12\'\n\x04type\x18\x05 \x01(\x0e\x32\x13.ether.v1.AgentTypeR\x04type\"i\n\x12ListAgentsResponse\x12+\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x13.ether.v1.AgentInfoR\x06\x61gents\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"-\n\x0fGetAgentRequest\x12\x1a\n\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\x08\x01R\x04name\"=\n\x10GetAgentResponse\x12)\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x13.ether.v1.AgentInfoR\x05\x61gent\"D\n\x0e\x45xecuteRequest\x12\x32\n\x05input\x18\x01 \x01(\x0b\x32\x14.ether.v1.AgentInputB\x06\xa2\xbb\x18\x02\x08\x01R\x05input\"@\n\x0f\x45xecuteResponse\x12-\n\x06output\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentOutputR\x06output\"J\n\x14\x45xecuteStreamRequest\x12\x32\n\x05input\x18\x01 \x01(\x0b\x32\x14.ether.v1.AgentInputB\x06\xa2\xbb\x18\x02\x08\x01R\x05input\"9\n\x0bTaskStarted\x12\x10\n\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x18\n\x07\x61ttempt\x18\x02 \x01(\x05R\x07\x61ttempt\"Z\n\x0cTaskProgress\x12\x1a\n\x08progress\x18\x01 \x01(\x01R\x08progress\x12\x14\n\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n\x07message\x18\x03 \x01(\tR\x07message\"j\n\x07TaskLog\x12\x14\n\x05level\x18\x01 \x01(\tR\x05level\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12/\n\x06\x66ields\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\x06\x66ields\"\xc6\x02\n\x15\x45xecuteStreamResponse\x12\x1a\n\x08sequence\x18\x01 \x01(\x03R\x08sequence\x12\x17\n\x07task_id\x18\x02 \x01(\tR\x06taskId\x12.\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12\x31\n\x07started\x18\x04 \x01(\x0b\x32\x15.ether.v1.TaskStartedH\x00R\x07started\x12\x34\n\x08progress\x18\x05 \x01(\x0b\x32\x16.ether.v1.TaskProgressH\x00R\x08progress\x12%\n\x03log\x18\x06 \x01(\x0b\x32\x11.ether.v1.TaskLogH\x00R\x03log\x12/\n\x06output\x18\x07 \x01(\x0b\x32\x15.ether.v1.AgentOutputH\x00R\x06outputB\x07\n\x05\x65vent\"p\n\x0bPipeRequest\x12\x32\n\x05input\x18\x01 \x01(\x0b\x32\x14.ether.v1.AgentInputB\x06\xa2\xbb\x18\x02\x08\x01R\x05input\x12-\n\rmax_in_flight\x18\x02 \x01(\x05\x42\t\xa2\xbb\x18\x05\x10\x00\x18\x80\x08R\x0bmaxInFlight\"=\n\x0cPipeResponse\x12-\n\x06output\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentOutputR\x06output\"L\n\x11\x43\x61ncelTaskRequest\x12\x1f\n\x07task_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\x08\x01R\x06taskId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"2\n\x12\x43\x61ncelTaskResponse\x12\x1c\n\tcancelled\x18\x01 \x01(\x08R\tcancelled*r\n\nTaskStatus\x12\x1b\n\x17TASK_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13TASK_STATUS_SUCCESS\x10\x01\x12\x15\n\x11TASK_STATUS_ERROR\x10\x02\x12\x17\n\x13TASK_STATUS_PARTIAL\x10\x03*Z\n\tAgentType\x12\x1a\n\x16\x41GENT_TYPE_UNSPECIFIED\x10\x00\x12\x16\n\x12\x41GENT_TYPE_GENERAL\x10\x01\x12\x19\n\x15\x41GENT_TYPE_IO_GATEWAY\x10\x02*\xf3\x01\n\nAgentState\x12\x1b\n\x17\x41GENT_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x41GENT_STATE_INSTALLING\x10\x01\x12\x18\n\x14\x41GENT_STATE_STARTING\x10\x02\x12\x17\n\x13\x41GENT_STATE_RUNNING\x10\x03\x12\x17\n\x13\x41GENT_STATE_BACKOFF\x10\x04\x12\x18\n\x14\x41GENT_STATE_STOPPING\x10\x05\x12\x17\n\x13\x41GENT_STATE_STOPPED\x10\x06\x12\x16\n\x12\x41GENT_STATE_EXITED\x10\x07\x12\x15\n\x11\x41GENT_STATE_FATAL\x10\x08*_\n\x0c\x44\x61taEncoding\x12\x1d\n\x19\x44\x41TA_ENCODING_UNSPECIFIED\x10\x00\x12\x18\n\x14\x44\x41TA_ENCODING_STRUCT\x10\x01\x12\x16\n\x12\x44\x41TA_ENCODING_JSON\x10\x02\x32\xb4\x03\n\x0e\x41gentIOService\x12G\n\nListAgents\x12\x1b.ether.v1.ListAgentsRequest\x1a\x1c.ether.v1.ListAgentsResponse\x12\x41\n\x08GetAgent\x12\x19.ether.v1.GetAgentRequest\x1a\x1a.ether.v1.GetAgentResponse\x12>\n\x07\x45xecute\x12\x18.ether.v1.ExecuteRequest\x1a\x19.ether.v1.ExecuteResponse\x12R\n\rExecuteStream\x12\x1e.ether.v1.ExecuteStreamRequest\x1a\x1f.ether.v1.ExecuteStreamResponse0\x01\x12\x39\n\x04Pipe\x12\x15.ether.v1.PipeRequest\x1a\x16.ether.v1.PipeResponse(\x01\x30\x01\x12G\n\nCancelTask\x12\x1b.ether.v1.CancelTaskRequest\x1a\x1c.ether.v1.CancelTaskResponseB\x95\x01\n\x0c\x63om.ether.v1B\x0c\x41gentIoProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03\x45XX\xaa\x02\x08\x45ther.V1\xca\x02\x08\x45ther\\V1\xe2\x02\x14\x45ther\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,62 +37,78 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ether.v1.agent_io_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\014com.ether.v1B\014AgentIoProtoP\001Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\242\002\003EXX\252\002\010Ether.V1\312\002\010Ether\\V1\342\002\024Ether\\V1\\GPBMetadata\352\002\tEther::V1'
-  _globals['_TASKSTATUS']._serialized_start=3871
-  _globals['_TASKSTATUS']._serialized_end=3985
-  _globals['_AGENTTYPE']._serialized_start=3987
-  _globals['_AGENTTYPE']._serialized_end=4077
-  _globals['_AGENTSTATE']._serialized_start=4080
-  _globals['_AGENTSTATE']._serialized_end=4323
-  _globals['_DATAENCODING']._serialized_start=4325
-  _globals['_DATAENCODING']._serialized_end=4420
-  _globals['_ACTIONSPEC']._serialized_start=156
-  _globals['_ACTIONSPEC']._serialized_end=316
-  _globals['_AGENTINFO']._serialized_start=319
-  _globals['_AGENTINFO']._serialized_end=788
-  _globals['_TRACE']._serialized_start=790
-  _globals['_TRACE']._serialized_end=891
-  _globals['_TASKCONTEXT']._serialized_start=894
-  _globals['_TASKCONTEXT']._serialized_end=1114
-  _globals['_AGENTINPUT']._serialized_start=1117
-  _globals['_AGENTINPUT']._serialized_end=1448
-  _globals['_OUTPUTMETADATA']._serialized_start=1451
-  _globals['_OUTPUTMETADATA']._serialized_end=1758
-  _globals['_TASKERROR']._serialized_start=1761
-  _globals['_TASKERROR']._serialized_end=1899
-  _globals['_NEXTACTION']._serialized_start=1902
-  _globals['_NEXTACTION']._serialized_end=2033
-  _globals['_AGENTOUTPUT']._serialized_start=2036
-  _globals['_AGENTOUTPUT']._serialized_end=2393
-  _globals['_LISTAGENTSREQUEST']._serialized_start=2396
-  _globals['_LISTAGENTSREQUEST']._serialized_end=2596
-  _globals['_LISTAGENTSRESPONSE']._serialized_start=2598
-  _globals['_LISTAGENTSRESPONSE']._serialized_end=2703
-  _globals['_GETAGENTREQUEST']._serialized_start=2705
-  _globals['_GETAGENTREQUEST']._serialized_end=2742
-  _globals['_GETAGENTRESPONSE']._serialized_start=2744
-  _globals['_GETAGENTRESPONSE']._serialized_end=2805
-  _globals['_EXECUTEREQUEST']._serialized_start=2807
-  _globals['_EXECUTEREQUEST']._serialized_end=2867
-  _globals['_EXECUTERESPONSE']._serialized_start=2869
-  _globals['_EXECUTERESPONSE']._serialized_end=2933
-  _globals['_EXECUTESTREAMREQUEST']._serialized_start=2935
-  _globals['_EXECUTESTREAMREQUEST']._serialized_end=3001
-  _globals['_TASKSTARTED']._serialized_start=3003
-  _globals['_TASKSTARTED']._serialized_end=3060
-  _globals['_TASKPROGRESS']._serialized_start=3062
-  _globals['_TASKPROGRESS']._serialized_end=3152
-  _globals['_TASKLOG']._serialized_start=3154
-  _globals['_TASKLOG']._serialized_end=3260
-  _globals['_EXECUTESTREAMRESPONSE']._serialized_start=3263
-  _globals['_EXECUTESTREAMRESPONSE']._serialized_end=3589
-  _globals['_PIPEREQUEST']._serialized_start=3591
-  _globals['_PIPEREQUEST']._serialized_end=3684
-  _globals['_PIPERESPONSE']._serialized_start=3686
-  _globals['_PIPERESPONSE']._serialized_end=3747
-  _globals['_CANCELTASKREQUEST']._serialized_start=3749
-  _globals['_CANCELTASKREQUEST']._serialized_end=3817
-  _globals['_CANCELTASKRESPONSE']._serialized_start=3819
-  _globals['_CANCELTASKRESPONSE']._serialized_end=3869
-  _globals['_AGENTIOSERVICE']._serialized_start=4423
-  _globals['_AGENTIOSERVICE']._serialized_end=4859
+  _globals['_AGENTINPUT'].fields_by_name['agent']._loaded_options = None
+  _globals['_AGENTINPUT'].fields_by_name['agent']._serialized_options = b'\242\273\030\002\010\001'
+  _globals['_LISTAGENTSREQUEST'].fields_by_name['page_size']._loaded_options = None
+  _globals['_LISTAGENTSREQUEST'].fields_by_name['page_size']._serialized_options = b'\242\273\030\007\020\000\030\350\007 \001'
+  _globals['_GETAGENTREQUEST'].fields_by_name['name']._loaded_options = None
+  _globals['_GETAGENTREQUEST'].fields_by_name['name']._serialized_options = b'\242\273\030\002\010\001'
+  _globals['_EXECUTEREQUEST'].fields_by_name['input']._loaded_options = None
+  _globals['_EXECUTEREQUEST'].fields_by_name['input']._serialized_options = b'\242\273\030\002\010\001'
+  _globals['_EXECUTESTREAMREQUEST'].fields_by_name['input']._loaded_options = None
+  _globals['_EXECUTESTREAMREQUEST'].fields_by_name['input']._serialized_options = b'\242\273\030\002\010\001'
+  _globals['_PIPEREQUEST'].fields_by_name['input']._loaded_options = None
+  _globals['_PIPEREQUEST'].fields_by_name['input']._serialized_options = b'\242\273\030\002\010\001'
+  _globals['_PIPEREQUEST'].fields_by_name['max_in_flight']._loaded_options = None
+  _globals['_PIPEREQUEST'].fields_by_name['max_in_flight']._serialized_options = b'\242\273\030\005\020\000\030\200\010'
+  _globals['_CANCELTASKREQUEST'].fields_by_name['task_id']._loaded_options = None
+  _globals['_CANCELTASKREQUEST'].fields_by_name['task_id']._serialized_options = b'\242\273\030\002\010\001'
+  _globals['_TASKSTATUS']._serialized_start=3965
+  _globals['_TASKSTATUS']._serialized_end=4079
+  _globals['_AGENTTYPE']._serialized_start=4081
+  _globals['_AGENTTYPE']._serialized_end=4171
+  _globals['_AGENTSTATE']._serialized_start=4174
+  _globals['_AGENTSTATE']._serialized_end=4417
+  _globals['_DATAENCODING']._serialized_start=4419
+  _globals['_DATAENCODING']._serialized_end=4514
+  _globals['_ACTIONSPEC']._serialized_start=178
+  _globals['_ACTIONSPEC']._serialized_end=338
+  _globals['_AGENTINFO']._serialized_start=341
+  _globals['_AGENTINFO']._serialized_end=810
+  _globals['_TRACE']._serialized_start=812
+  _globals['_TRACE']._serialized_end=913
+  _globals['_TASKCONTEXT']._serialized_start=916
+  _globals['_TASKCONTEXT']._serialized_end=1136
+  _globals['_AGENTINPUT']._serialized_start=1139
+  _globals['_AGENTINPUT']._serialized_end=1478
+  _globals['_OUTPUTMETADATA']._serialized_start=1481
+  _globals['_OUTPUTMETADATA']._serialized_end=1788
+  _globals['_TASKERROR']._serialized_start=1791
+  _globals['_TASKERROR']._serialized_end=1929
+  _globals['_NEXTACTION']._serialized_start=1932
+  _globals['_NEXTACTION']._serialized_end=2063
+  _globals['_AGENTOUTPUT']._serialized_start=2066
+  _globals['_AGENTOUTPUT']._serialized_end=2423
+  _globals['_LISTAGENTSREQUEST']._serialized_start=2426
+  _globals['_LISTAGENTSREQUEST']._serialized_end=2639
+  _globals['_LISTAGENTSRESPONSE']._serialized_start=2641
+  _globals['_LISTAGENTSRESPONSE']._serialized_end=2746
+  _globals['_GETAGENTREQUEST']._serialized_start=2748
+  _globals['_GETAGENTREQUEST']._serialized_end=2793
+  _globals['_GETAGENTRESPONSE']._serialized_start=2795
+  _globals['_GETAGENTRESPONSE']._serialized_end=2856
+  _globals['_EXECUTEREQUEST']._serialized_start=2858
+  _globals['_EXECUTEREQUEST']._serialized_end=2926
+  _globals['_EXECUTERESPONSE']._serialized_start=2928
+  _globals['_EXECUTERESPONSE']._serialized_end=2992
+  _globals['_EXECUTESTREAMREQUEST']._serialized_start=2994
+  _globals['_EXECUTESTREAMREQUEST']._serialized_end=3068
+  _globals['_TASKSTARTED']._serialized_start=3070
+  _globals['_TASKSTARTED']._serialized_end=3127
+  _globals['_TASKPROGRESS']._serialized_start=3129
+  _globals['_TASKPROGRESS']._serialized_end=3219
+  _globals['_TASKLOG']._serialized_start=3221
+  _globals['_TASKLOG']._serialized_end=3327
+  _globals['_EXECUTESTREAMRESPONSE']._serialized_start=3330
+  _globals['_EXECUTESTREAMRESPONSE']._serialized_end=3656
+  _globals['_PIPEREQUEST']._serialized_start=3658
+  _globals['_PIPEREQUEST']._serialized_end=3770
+  _globals['_PIPERESPONSE']._serialized_start=3772
+  _globals['_PIPERESPONSE']._serialized_end=3833
+  _globals['_CANCELTASKREQUEST']._serialized_start=3835
+  _globals['_CANCELTASKREQUEST']._serialized_end=3911
+  _globals['_CANCELTASKRESPONSE']._serialized_start=3913
+  _globals['_CANCELTASKRESPONSE']._serialized_end=3963
+  _globals['_AGENTIOSERVICE']._serialized_start=4517
+  _globals['_AGENTIOSERVICE']._serialized_end=4953
 # @@protoc_insertion_point(module_scope)

@@ -1,6 +1,7 @@
 import datetime
 
 from ether.v1 import common_pb2 as _common_pb2
+from ether.v1 import rules_pb2 as _rules_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2

@@ -24,12 +24,13 @@ _sym_db = _symbol_database.Default()
 
 from ether.v1 import agent_io_pb2 as ether_dot_v1_dot_agent__io__pb2
 from ether.v1 import common_pb2 as ether_dot_v1_dot_common__pb2
+from ether.v1 import rules_pb2 as ether_dot_v1_dot_rules__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x65ther/v1/supervisor.proto\x12\x08\x65ther.v1\x1a\x17\x65ther/v1/agent_io.proto\x1a\x15\x65ther/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x0b\n\tAgentSpec\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n\x04path\x18\x02 \x01(\tR\x04path\x12.\n\x08language\x18\x03 \x01(\x0e\x32\x12.ether.v1.LanguageR\x08language\x12\'\n\x04type\x18\x04 \x01(\x0e\x32\x13.ether.v1.AgentTypeR\x04type\x12\x1a\n\x08replicas\x18\x05 \x01(\x05R\x08replicas\x12\x31\n\x07restart\x18\x06 \x01(\x0e\x32\x17.ether.v1.RestartPolicyR\x07restart\x12\x16\n\x06module\x18\x07 \x01(\tR\x06module\x12\x1a\n\x08\x66unction\x18\x08 \x01(\tR\x08\x66unction\x12.\n\x03\x65nv\x18\t \x03(\x0b\x32\x1c.ether.v1.AgentSpec.EnvEntryR\x03\x65nv\x12/\n\x06\x63onfig\x18\n \x01(\x0b\x32\x17.google.protobuf.StructR\x06\x63onfig\x12\"\n\x0c\x63\x61pabilities\x18\x0b \x03(\tR\x0c\x63\x61pabilities\x12#\n\rallowed_calls\x18\x0c \x03(\tR\x0c\x61llowedCalls\x12>\n\rstart_timeout\x18\r \x01(\x0b\x32\x19.google.protobuf.DurationR\x0cstartTimeout\x12\x38\n\nstop_grace\x18\x0e \x01(\x0b\x32\x19.google.protobuf.DurationR\tstopGrace\x12\x1b\n\tmax_frame\x18\x0f \x01(\x03R\x08maxFrame\x12 \n\x0b\x64\x65scription\x18\x10 \x01(\tR\x0b\x64\x65scription\x12\x18\n\x07\x63ommand\x18\x11 \x03(\tR\x07\x63ommand\x12\x12\n\x04main\x18\x12 \x01(\tR\x04main\x12\x32\n\x08protocol\x18\x13 \x01(\x0e\x32\x16.ether.v1.LinkProtocolR\x08protocol\x12\x1b\n\tmax_queue\x18\x14 \x01(\x05R\x08maxQueue\x12<\n\x0c\x63\x61ncel_grace\x18\x15 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0b\x63\x61ncelGrace\x12Q\n\x15\x63pu_scheduling_policy\x18\x16 \x01(\x0e\x32\x1d.ether.v1.CpuSchedulingPolicyR\x13\x63puSchedulingPolicy\x12>\n\rping_interval\x18\x17 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0cpingInterval\x12<\n\x0cping_timeout\x18\x18 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0bpingTimeout\x12<\n\x0c\x62\x61\x63koff_base\x18\x19 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0b\x62\x61\x63koffBase\x12:\n\x0b\x62\x61\x63koff_cap\x18\x1a \x01(\x0b\x32\x19.google.protobuf.DurationR\nbackoffCap\x12(\n\rstart_retries\x18\x1b \x01(\x05H\x00R\x0cstartRetries\x88\x01\x01\x12&\n\x0cmax_restarts\x18\x1c \x01(\x05H\x01R\x0bmaxRestarts\x88\x01\x01\x12@\n\x0erestart_period\x18\x1d \x01(\x0b\x32\x19.google.protobuf.DurationR\rrestartPeriod\x12<\n\x0cstable_after\x18\x1e \x01(\x0b\x32\x19.google.protobuf.DurationR\x0bstableAfter\x12:\n\x0breset_after\x18\x1f \x01(\x0b\x32\x19.google.protobuf.DurationR\nresetAfter\x1a\x36\n\x08\x45nvEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\x42\x10\n\x0e_start_retriesB\x0f\n\r_max_restarts\"\xc5\x03\n\x0bProcessInfo\x12\x14\n\x05\x61gent\x18\x01 \x01(\tR\x05\x61gent\x12\x18\n\x07replica\x18\x02 \x01(\x05R\x07replica\x12\x10\n\x03pid\x18\x03 \x01(\x05R\x03pid\x12*\n\x05state\x18\x04 \x01(\x0e\x32\x14.ether.v1.AgentStateR\x05state\x12\x39\n\nstarted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartedAt\x12\x1a\n\x08restarts\x18\x06 \x01(\x05R\x08restarts\x12\x1b\n\tin_flight\x18\x07 \x01(\x05R\x08inFlight\x12)\n\x0elast_exit_code\x18\x08 \x01(\x05H\x00R\x0clastExitCode\x88\x01\x01\x12$\n\x0blast_signal\x18\t \x01(\x05H\x01R\nlastSignal\x88\x01\x01\x12\x16\n\x06reason\x18\n \x01(\tR\x06reason\x12\x1f\n\x0bnoise_lines\x18\x0b \x01(\x03R\nnoiseLines\x12\'\n\x0fprotocol_errors\x18\x0c \x01(\x03R\x0eprotocolErrorsB\x11\n\x0f_last_exit_codeB\x0e\n\x0c_last_signal\"\xd3\x01\n\x0b\x41gentStatus\x12\'\n\x04info\x18\x01 \x01(\x0b\x32\x13.ether.v1.AgentInfoR\x04info\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x13.ether.v1.AgentSpecR\x04spec\x12\x33\n\tprocesses\x18\x03 \x03(\x0b\x32\x15.ether.v1.ProcessInfoR\tprocesses\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\x12%\n\x0e\x65vent_sequence\x18\x05 \x01(\x03R\reventSequence\"=\n\x12\x44\x65ployAgentRequest\x12\'\n\x04spec\x18\x01 \x01(\x0b\x32\x13.ether.v1.AgentSpecR\x04spec\"B\n\x13\x44\x65ployAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\"(\n\x12RemoveAgentRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"\x15\n\x13RemoveAgentResponse\"\'\n\x11StartAgentRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"A\n\x12StartAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\"W\n\x10StopAgentRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12/\n\x05grace\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x05grace\"@\n\x11StopAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\")\n\x13RestartAgentRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\"C\n\x14RestartAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\"C\n\x11ScaleAgentRequest\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n\x08replicas\x18\x02 \x01(\x05R\x08replicas\"A\n\x12ScaleAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\"h\n\x14ListProcessesRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\x12\x14\n\x05\x61gent\x18\x03 \x01(\tR\x05\x61gent\"t\n\x15ListProcessesResponse\x12\x33\n\tprocesses\x18\x01 \x03(\x0b\x32\x15.ether.v1.ProcessInfoR\tprocesses\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Q\n\x12WatchEventsRequest\x12\x14\n\x05\x61gent\x18\x01 \x01(\tR\x05\x61gent\x12%\n\x0e\x61\x66ter_sequence\x18\x02 \x01(\x03R\rafterSequence\"\x9d\x03\n\x13WatchEventsResponse\x12\x1a\n\x08sequence\x18\x01 \x01(\x03R\x08sequence\x12.\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12\x14\n\x05\x61gent\x18\x03 \x01(\tR\x05\x61gent\x12\x18\n\x07replica\x18\x04 \x01(\x05R\x07replica\x12*\n\x05state\x18\x05 \x01(\x0e\x32\x14.ether.v1.AgentStateR\x05state\x12;\n\x0eprevious_state\x18\x06 \x01(\x0e\x32\x14.ether.v1.AgentStateR\rpreviousState\x12\x16\n\x06reason\x18\x07 \x01(\tR\x06reason\x12\x10\n\x03pid\x18\x08 \x01(\x05R\x03pid\x12 \n\texit_code\x18\t \x01(\x05H\x00R\x08\x65xitCode\x88\x01\x01\x12\x1b\n\x06signal\x18\n \x01(\x05H\x01R\x06signal\x88\x01\x01\x12\x1f\n\x0bstderr_tail\x18\x0b \x03(\tR\nstderrTailB\x0c\n\n_exit_codeB\t\n\x07_signal\"`\n\x11StreamLogsRequest\x12\x14\n\x05\x61gent\x18\x01 \x01(\tR\x05\x61gent\x12\x1d\n\ntail_lines\x18\x02 \x01(\x05R\ttailLines\x12\x16\n\x06\x66ollow\x18\x03 \x01(\x08R\x06\x66ollow\"\xff\x01\n\x12StreamLogsResponse\x12.\n\x04time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12\x14\n\x05\x61gent\x18\x02 \x01(\tR\x05\x61gent\x12\x18\n\x07replica\x18\x03 \x01(\x05R\x07replica\x12\x10\n\x03pid\x18\x04 \x01(\x05R\x03pid\x12\x16\n\x06source\x18\x05 \x01(\tR\x06source\x12\x14\n\x05level\x18\x06 \x01(\tR\x05level\x12\x18\n\x07message\x18\x07 \x01(\tR\x07message\x12/\n\x06\x66ields\x18\x08 \x01(\x0b\x32\x17.google.protobuf.StructR\x06\x66ields*\x83\x01\n\rRestartPolicy\x12\x1e\n\x1aRESTART_POLICY_UNSPECIFIED\x10\x00\x12\x19\n\x15RESTART_POLICY_ALWAYS\x10\x01\x12\x1d\n\x19RESTART_POLICY_ON_FAILURE\x10\x02\x12\x18\n\x14RESTART_POLICY_NEVER\x10\x03*_\n\x0cLinkProtocol\x12\x1d\n\x19LINK_PROTOCOL_UNSPECIFIED\x10\x00\x12\x16\n\x12LINK_PROTOCOL_AUTO\x10\x01\x12\x18\n\x14LINK_PROTOCOL_LEGACY\x10\x02*\x9e\x01\n\x13\x43puSchedulingPolicy\x12%\n!CPU_SCHEDULING_POLICY_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x43PU_SCHEDULING_POLICY_BATCH\x10\x01\x12\x1f\n\x1b\x43PU_SCHEDULING_POLICY_OTHER\x10\x02\x12\x1e\n\x1a\x43PU_SCHEDULING_POLICY_IDLE\x10\x03\x32\xbd\x05\n\x11SupervisorService\x12J\n\x0b\x44\x65ployAgent\x12\x1c.ether.v1.DeployAgentRequest\x1a\x1d.ether.v1.DeployAgentResponse\x12J\n\x0bRemoveAgent\x12\x1c.ether.v1.RemoveAgentRequest\x1a\x1d.ether.v1.RemoveAgentResponse\x12G\n\nStartAgent\x12\x1b.ether.v1.StartAgentRequest\x1a\x1c.ether.v1.StartAgentResponse\x12\x44\n\tStopAgent\x12\x1a.ether.v1.StopAgentRequest\x1a\x1b.ether.v1.StopAgentResponse\x12M\n\x0cRestartAgent\x12\x1d.ether.v1.RestartAgentRequest\x1a\x1e.ether.v1.RestartAgentResponse\x12G\n\nScaleAgent\x12\x1b.ether.v1.ScaleAgentRequest\x1a\x1c.ether.v1.ScaleAgentResponse\x12P\n\rListProcesses\x12\x1e.ether.v1.ListProcessesRequest\x1a\x1f.ether.v1.ListProcessesResponse\x12L\n\x0bWatchEvents\x12\x1c.ether.v1.WatchEventsRequest\x1a\x1d.ether.v1.WatchEventsResponse0\x01\x12I\n\nStreamLogs\x12\x1b.ether.v1.StreamLogsRequest\x1a\x1c.ether.v1.StreamLogsResponse0\x01\x42\x98\x01\n\x0c\x63om.ether.v1B\x0fSupervisorProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03\x45XX\xaa\x02\x08\x45ther.V1\xca\x02\x08\x45ther\\V1\xe2\x02\x14\x45ther\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x65ther/v1/supervisor.proto\x12\x08\x65ther.v1\x1a\x17\x65ther/v1/agent_io.proto\x1a\x15\x65ther/v1/common.proto\x1a\x14\x65ther/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\x0b\n\tAgentSpec\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n\x04path\x18\x02 \x01(\tB\x06\xa2\xbb\x18\x02\x08\x01R\x04path\x12.\n\x08language\x18\x03 \x01(\x0e\x32\x12.ether.v1.LanguageR\x08language\x12\'\n\x04type\x18\x04 \x01(\x0e\x32\x13.ether.v1.AgentTypeR\x04type\x12\x1a\n\x08replicas\x18\x05 \x01(\x05R\x08replicas\x12\x31\n\x07restart\x18\x06 \x01(\x0e\x32\x17.ether.v1.RestartPolicyR\x07restart\x12\x16\n\x06module\x18\x07 \x01(\tR\x06module\x12\x1a\n\x08\x66unction\x18\x08 \x01(\tR\x08\x66unction\x12.\n\x03\x65nv\x18\t \x03(\x0b\x32\x1c.ether.v1.AgentSpec.EnvEntryR\x03\x65nv\x12/\n\x06\x63onfig\x18\n \x01(\x0b\x32\x17.google.protobuf.StructR\x06\x63onfig\x12\"\n\x0c\x63\x61pabilities\x18\x0b \x03(\tR\x0c\x63\x61pabilities\x12#\n\rallowed_calls\x18\x0c \x03(\tR\x0c\x61llowedCalls\x12>\n\rstart_timeout\x18\r \x01(\x0b\x32\x19.google.protobuf.DurationR\x0cstartTimeout\x12\x38\n\nstop_grace\x18\x0e \x01(\x0b\x32\x19.google.protobuf.DurationR\tstopGrace\x12\x1b\n\tmax_frame\x18\x0f \x01(\x03R\x08maxFrame\x12 \n\x0b\x64\x65scription\x18\x10 \x01(\tR\x0b\x64\x65scription\x12\x18\n\x07\x63ommand\x18\x11 \x03(\tR\x07\x63ommand\x12\x12\n\x04main\x18\x12 \x01(\tR\x04main\x12\x32\n\x08protocol\x18\x13 \x01(\x0e\x32\x16.ether.v1.LinkProtocolR\x08protocol\x12\x1b\n\tmax_queue\x18\x14 \x01(\x05R\x08maxQueue\x12<\n\x0c\x63\x61ncel_grace\x18\x15 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0b\x63\x61ncelGrace\x12Q\n\x15\x63pu_scheduling_policy\x18\x16 \x01(\x0e\x32\x1d.ether.v1.CpuSchedulingPolicyR\x13\x63puSchedulingPolicy\x12>\n\rping_interval\x18\x17 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0cpingInterval\x12<\n\x0cping_timeout\x18\x18 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0bpingTimeout\x12<\n\x0c\x62\x61\x63koff_base\x18\x19 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0b\x62\x61\x63koffBase\x12:\n\x0b\x62\x61\x63koff_cap\x18\x1a \x01(\x0b\x32\x19.google.protobuf.DurationR\nbackoffCap\x12(\n\rstart_retries\x18\x1b \x01(\x05H\x00R\x0cstartRetries\x88\x01\x01\x12&\n\x0cmax_restarts\x18\x1c \x01(\x05H\x01R\x0bmaxRestarts\x88\x01\x01\x12@\n\x0erestart_period\x18\x1d \x01(\x0b\x32\x19.google.protobuf.DurationR\rrestartPeriod\x12<\n\x0cstable_after\x18\x1e \x01(\x0b\x32\x19.google.protobuf.DurationR\x0bstableAfter\x12:\n\x0breset_after\x18\x1f \x01(\x0b\x32\x19.google.protobuf.DurationR\nresetAfter\x1a\x36\n\x08\x45nvEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\x42\x10\n\x0e_start_retriesB\x0f\n\r_max_restarts\"\xc5\x03\n\x0bProcessInfo\x12\x14\n\x05\x61gent\x18\x01 \x01(\tR\x05\x61gent\x12\x18\n\x07replica\x18\x02 \x01(\x05R\x07replica\x12\x10\n\x03pid\x18\x03 \x01(\x05R\x03pid\x12*\n\x05state\x18\x04 \x01(\x0e\x32\x14.ether.v1.AgentStateR\x05state\x12\x39\n\nstarted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartedAt\x12\x1a\n\x08restarts\x18\x06 \x01(\x05R\x08restarts\x12\x1b\n\tin_flight\x18\x07 \x01(\x05R\x08inFlight\x12)\n\x0elast_exit_code\x18\x08 \x01(\x05H\x00R\x0clastExitCode\x88\x01\x01\x12$\n\x0blast_signal\x18\t \x01(\x05H\x01R\nlastSignal\x88\x01\x01\x12\x16\n\x06reason\x18\n \x01(\tR\x06reason\x12\x1f\n\x0bnoise_lines\x18\x0b \x01(\x03R\nnoiseLines\x12\'\n\x0fprotocol_errors\x18\x0c \x01(\x03R\x0eprotocolErrorsB\x11\n\x0f_last_exit_codeB\x0e\n\x0c_last_signal\"\xd3\x01\n\x0b\x41gentStatus\x12\'\n\x04info\x18\x01 \x01(\x0b\x32\x13.ether.v1.AgentInfoR\x04info\x12\'\n\x04spec\x18\x02 \x01(\x0b\x32\x13.ether.v1.AgentSpecR\x04spec\x12\x33\n\tprocesses\x18\x03 \x03(\x0b\x32\x15.ether.v1.ProcessInfoR\tprocesses\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\x12%\n\x0e\x65vent_sequence\x18\x05 \x01(\x03R\reventSequence\"E\n\x12\x44\x65ployAgentRequest\x12/\n\x04spec\x18\x01 \x01(\x0b\x32\x13.ether.v1.AgentSpecB\x06\xa2\xbb\x18\x02\x08\x01R\x04spec\"B\n\x13\x44\x65ployAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\"0\n\x12RemoveAgentRequest\x12\x1a\n\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\x08\x01R\x04name\"\x15\n\x13RemoveAgentResponse\"/\n\x11StartAgentRequest\x12\x1a\n\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\x08\x01R\x04name\"A\n\x12StartAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\"_\n\x10StopAgentRequest\x12\x1a\n\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\x08\x01R\x04name\x12/\n\x05grace\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x05grace\"@\n\x11StopAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\"1\n\x13RestartAgentRequest\x12\x1a\n\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\x08\x01R\x04name\"C\n\x14RestartAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\"W\n\x11ScaleAgentRequest\x12\x1a\n\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\x08\x01R\x04name\x12&\n\x08replicas\x18\x02 \x01(\x05\x42\n\xa2\xbb\x18\x06\x08\x01\x10\x01\x18@R\x08replicas\"A\n\x12ScaleAgentResponse\x12+\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x15.ether.v1.AgentStatusR\x05\x61gent\"u\n\x14ListProcessesRequest\x12(\n\tpage_size\x18\x01 \x01(\x05\x42\x0b\xa2\xbb\x18\x07\x10\x00\x18\xe8\x07 \x01R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\x12\x14\n\x05\x61gent\x18\x03 \x01(\tR\x05\x61gent\"t\n\x15ListProcessesResponse\x12\x33\n\tprocesses\x18\x01 \x03(\x0b\x32\x15.ether.v1.ProcessInfoR\tprocesses\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"b\n\x12WatchEventsRequest\x12\x14\n\x05\x61gent\x18\x01 \x01(\tR\x05\x61gent\x12\x36\n\x0e\x61\x66ter_sequence\x18\x02 \x01(\x03\x42\x0f\xa2\xbb\x18\x0b\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01R\rafterSequence\"\x9d\x03\n\x13WatchEventsResponse\x12\x1a\n\x08sequence\x18\x01 \x01(\x03R\x08sequence\x12.\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12\x14\n\x05\x61gent\x18\x03 \x01(\tR\x05\x61gent\x12\x18\n\x07replica\x18\x04 \x01(\x05R\x07replica\x12*\n\x05state\x18\x05 \x01(\x0e\x32\x14.ether.v1.AgentStateR\x05state\x12;\n\x0eprevious_state\x18\x06 \x01(\x0e\x32\x14.ether.v1.AgentStateR\rpreviousState\x12\x16\n\x06reason\x18\x07 \x01(\tR\x06reason\x12\x10\n\x03pid\x18\x08 \x01(\x05R\x03pid\x12 \n\texit_code\x18\t \x01(\x05H\x00R\x08\x65xitCode\x88\x01\x01\x12\x1b\n\x06signal\x18\n \x01(\x05H\x01R\x06signal\x88\x01\x01\x12\x1f\n\x0bstderr_tail\x18\x0b \x03(\tR\nstderrTailB\x0c\n\n_exit_codeB\t\n\x07_signal\"s\n\x11StreamLogsRequest\x12\x1c\n\x05\x61gent\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\x08\x01R\x05\x61gent\x12(\n\ntail_lines\x18\x02 \x01(\x05\x42\t\xa2\xbb\x18\x05\x10\x00\x18\x90NR\ttailLines\x12\x16\n\x06\x66ollow\x18\x03 \x01(\x08R\x06\x66ollow\"\xff\x01\n\x12StreamLogsResponse\x12.\n\x04time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12\x14\n\x05\x61gent\x18\x02 \x01(\tR\x05\x61gent\x12\x18\n\x07replica\x18\x03 \x01(\x05R\x07replica\x12\x10\n\x03pid\x18\x04 \x01(\x05R\x03pid\x12\x16\n\x06source\x18\x05 \x01(\tR\x06source\x12\x14\n\x05level\x18\x06 \x01(\tR\x05level\x12\x18\n\x07message\x18\x07 \x01(\tR\x07message\x12/\n\x06\x66ields\x18\x08 \x01(\x0b\x32\x17.google.protobuf.StructR\x06\x66ields*\x83\x01\n\rRestartPolicy\x12\x1e\n\x1aRESTART_POLICY_UNSPECIFIED\x10\x00\x12\x19\n\x15RESTART_POLICY_ALWAYS\x10\x01\x12\x1d\n\x19RESTART_POLICY_ON_FAILURE\x10\x02\x12\x18\n\x14RESTART_POLICY_NEVER\x10\x03*_\n\x0cLinkProtocol\x12\x1d\n\x19LINK_PROTOCOL_UNSPECIFIED\x10\x00\x12\x16\n\x12LINK_PROTOCOL_AUTO\x10\x01\x12\x18\n\x14LINK_PROTOCOL_LEGACY\x10\x02*\x9e\x01\n\x13\x43puSchedulingPolicy\x12%\n!CPU_SCHEDULING_POLICY_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x43PU_SCHEDULING_POLICY_BATCH\x10\x01\x12\x1f\n\x1b\x43PU_SCHEDULING_POLICY_OTHER\x10\x02\x12\x1e\n\x1a\x43PU_SCHEDULING_POLICY_IDLE\x10\x03\x32\xbd\x05\n\x11SupervisorService\x12J\n\x0b\x44\x65ployAgent\x12\x1c.ether.v1.DeployAgentRequest\x1a\x1d.ether.v1.DeployAgentResponse\x12J\n\x0bRemoveAgent\x12\x1c.ether.v1.RemoveAgentRequest\x1a\x1d.ether.v1.RemoveAgentResponse\x12G\n\nStartAgent\x12\x1b.ether.v1.StartAgentRequest\x1a\x1c.ether.v1.StartAgentResponse\x12\x44\n\tStopAgent\x12\x1a.ether.v1.StopAgentRequest\x1a\x1b.ether.v1.StopAgentResponse\x12M\n\x0cRestartAgent\x12\x1d.ether.v1.RestartAgentRequest\x1a\x1e.ether.v1.RestartAgentResponse\x12G\n\nScaleAgent\x12\x1b.ether.v1.ScaleAgentRequest\x1a\x1c.ether.v1.ScaleAgentResponse\x12P\n\rListProcesses\x12\x1e.ether.v1.ListProcessesRequest\x1a\x1f.ether.v1.ListProcessesResponse\x12L\n\x0bWatchEvents\x12\x1c.ether.v1.WatchEventsRequest\x1a\x1d.ether.v1.WatchEventsResponse0\x01\x12I\n\nStreamLogs\x12\x1b.ether.v1.StreamLogsRequest\x1a\x1c.ether.v1.StreamLogsResponse0\x01\x42\x98\x01\n\x0c\x63om.ether.v1B\x0fSupervisorProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03\x45XX\xaa\x02\x08\x45ther.V1\xca\x02\x08\x45ther\\V1\xe2\x02\x14\x45ther\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,56 +40,80 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\n\014com.ether.v1B\017SupervisorProtoP\001Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\242\002\003EXX\252\002\010Ether.V1\312\002\010Ether\\V1\342\002\024Ether\\V1\\GPBMetadata\352\002\tEther::V1'
   _globals['_AGENTSPEC_ENVENTRY']._loaded_options = None
   _globals['_AGENTSPEC_ENVENTRY']._serialized_options = b'8\001'
-  _globals['_RESTARTPOLICY']._serialized_start=4149
-  _globals['_RESTARTPOLICY']._serialized_end=4280
-  _globals['_LINKPROTOCOL']._serialized_start=4282
-  _globals['_LINKPROTOCOL']._serialized_end=4377
-  _globals['_CPUSCHEDULINGPOLICY']._serialized_start=4380
-  _globals['_CPUSCHEDULINGPOLICY']._serialized_end=4538
-  _globals['_AGENTSPEC']._serialized_start=183
-  _globals['_AGENTSPEC']._serialized_end=1690
-  _globals['_AGENTSPEC_ENVENTRY']._serialized_start=1601
-  _globals['_AGENTSPEC_ENVENTRY']._serialized_end=1655
-  _globals['_PROCESSINFO']._serialized_start=1693
-  _globals['_PROCESSINFO']._serialized_end=2146
-  _globals['_AGENTSTATUS']._serialized_start=2149
-  _globals['_AGENTSTATUS']._serialized_end=2360
-  _globals['_DEPLOYAGENTREQUEST']._serialized_start=2362
-  _globals['_DEPLOYAGENTREQUEST']._serialized_end=2423
-  _globals['_DEPLOYAGENTRESPONSE']._serialized_start=2425
-  _globals['_DEPLOYAGENTRESPONSE']._serialized_end=2491
-  _globals['_REMOVEAGENTREQUEST']._serialized_start=2493
-  _globals['_REMOVEAGENTREQUEST']._serialized_end=2533
-  _globals['_REMOVEAGENTRESPONSE']._serialized_start=2535
-  _globals['_REMOVEAGENTRESPONSE']._serialized_end=2556
-  _globals['_STARTAGENTREQUEST']._serialized_start=2558
-  _globals['_STARTAGENTREQUEST']._serialized_end=2597
-  _globals['_STARTAGENTRESPONSE']._serialized_start=2599
-  _globals['_STARTAGENTRESPONSE']._serialized_end=2664
-  _globals['_STOPAGENTREQUEST']._serialized_start=2666
-  _globals['_STOPAGENTREQUEST']._serialized_end=2753
-  _globals['_STOPAGENTRESPONSE']._serialized_start=2755
-  _globals['_STOPAGENTRESPONSE']._serialized_end=2819
-  _globals['_RESTARTAGENTREQUEST']._serialized_start=2821
-  _globals['_RESTARTAGENTREQUEST']._serialized_end=2862
-  _globals['_RESTARTAGENTRESPONSE']._serialized_start=2864
-  _globals['_RESTARTAGENTRESPONSE']._serialized_end=2931
-  _globals['_SCALEAGENTREQUEST']._serialized_start=2933
-  _globals['_SCALEAGENTREQUEST']._serialized_end=3000
-  _globals['_SCALEAGENTRESPONSE']._serialized_start=3002
-  _globals['_SCALEAGENTRESPONSE']._serialized_end=3067
-  _globals['_LISTPROCESSESREQUEST']._serialized_start=3069
-  _globals['_LISTPROCESSESREQUEST']._serialized_end=3173
-  _globals['_LISTPROCESSESRESPONSE']._serialized_start=3175
-  _globals['_LISTPROCESSESRESPONSE']._serialized_end=3291
-  _globals['_WATCHEVENTSREQUEST']._serialized_start=3293
-  _globals['_WATCHEVENTSREQUEST']._serialized_end=3374
-  _globals['_WATCHEVENTSRESPONSE']._serialized_start=3377
-  _globals['_WATCHEVENTSRESPONSE']._serialized_end=3790
-  _globals['_STREAMLOGSREQUEST']._serialized_start=3792
-  _globals['_STREAMLOGSREQUEST']._serialized_end=3888
-  _globals['_STREAMLOGSRESPONSE']._serialized_start=3891
-  _globals['_STREAMLOGSRESPONSE']._serialized_end=4146
-  _globals['_SUPERVISORSERVICE']._serialized_start=4541
-  _globals['_SUPERVISORSERVICE']._serialized_end=5242
+  _globals['_AGENTSPEC'].fields_by_name['path']._loaded_options = None
+  _globals['_AGENTSPEC'].fields_by_name['path']._serialized_options = b'\242\273\030\002\010\001'
+  _globals['_DEPLOYAGENTREQUEST'].fields_by_name['spec']._loaded_options = None
+  _globals['_DEPLOYAGENTREQUEST'].fields_by_name['spec']._serialized_options = b'\242\273\030\002\010\001'
+  _globals['_REMOVEAGENTREQUEST'].fields_by_name['name']._loaded_options = None
+  _globals['_REMOVEAGENTREQUEST'].fields_by_name['name']._serialized_options = b'\242\273\030\002\010\001'
+  _globals['_STARTAGENTREQUEST'].fields_by_name['name']._loaded_options = None
+  _globals['_STARTAGENTREQUEST'].fields_by_name['name']._serialized_options = b'\242\273\030\002\010\001'
+  _globals['_STOPAGENTREQUEST'].fields_by_name['name']._loaded_options = None
+  _globals['_STOPAGENTREQUEST'].fields_by_name['name']._serialized_options = b'\242\273\030\002\010\001'
+  _globals['_RESTARTAGENTREQUEST'].fields_by_name['name']._loaded_options = None
+  _globals['_RESTARTAGENTREQUEST'].fields_by_name['name']._serialized_options = b'\242\273\030\002\010\001'
+  _globals['_SCALEAGENTREQUEST'].fields_by_name['name']._loaded_options = None
+  _globals['_SCALEAGENTREQUEST'].fields_by_name['name']._serialized_options = b'\242\273\030\002\010\001'
+  _globals['_SCALEAGENTREQUEST'].fields_by_name['replicas']._loaded_options = None
+  _globals['_SCALEAGENTREQUEST'].fields_by_name['replicas']._serialized_options = b'\242\273\030\006\010\001\020\001\030@'
+  _globals['_LISTPROCESSESREQUEST'].fields_by_name['page_size']._loaded_options = None
+  _globals['_LISTPROCESSESREQUEST'].fields_by_name['page_size']._serialized_options = b'\242\273\030\007\020\000\030\350\007 \001'
+  _globals['_WATCHEVENTSREQUEST'].fields_by_name['after_sequence']._loaded_options = None
+  _globals['_WATCHEVENTSREQUEST'].fields_by_name['after_sequence']._serialized_options = b'\242\273\030\013\020\377\377\377\377\377\377\377\377\377\001'
+  _globals['_STREAMLOGSREQUEST'].fields_by_name['agent']._loaded_options = None
+  _globals['_STREAMLOGSREQUEST'].fields_by_name['agent']._serialized_options = b'\242\273\030\002\010\001'
+  _globals['_STREAMLOGSREQUEST'].fields_by_name['tail_lines']._loaded_options = None
+  _globals['_STREAMLOGSREQUEST'].fields_by_name['tail_lines']._serialized_options = b'\242\273\030\005\020\000\030\220N'
+  _globals['_RESTARTPOLICY']._serialized_start=4288
+  _globals['_RESTARTPOLICY']._serialized_end=4419
+  _globals['_LINKPROTOCOL']._serialized_start=4421
+  _globals['_LINKPROTOCOL']._serialized_end=4516
+  _globals['_CPUSCHEDULINGPOLICY']._serialized_start=4519
+  _globals['_CPUSCHEDULINGPOLICY']._serialized_end=4677
+  _globals['_AGENTSPEC']._serialized_start=205
+  _globals['_AGENTSPEC']._serialized_end=1720
+  _globals['_AGENTSPEC_ENVENTRY']._serialized_start=1631
+  _globals['_AGENTSPEC_ENVENTRY']._serialized_end=1685
+  _globals['_PROCESSINFO']._serialized_start=1723
+  _globals['_PROCESSINFO']._serialized_end=2176
+  _globals['_AGENTSTATUS']._serialized_start=2179
+  _globals['_AGENTSTATUS']._serialized_end=2390
+  _globals['_DEPLOYAGENTREQUEST']._serialized_start=2392
+  _globals['_DEPLOYAGENTREQUEST']._serialized_end=2461
+  _globals['_DEPLOYAGENTRESPONSE']._serialized_start=2463
+  _globals['_DEPLOYAGENTRESPONSE']._serialized_end=2529
+  _globals['_REMOVEAGENTREQUEST']._serialized_start=2531
+  _globals['_REMOVEAGENTREQUEST']._serialized_end=2579
+  _globals['_REMOVEAGENTRESPONSE']._serialized_start=2581
+  _globals['_REMOVEAGENTRESPONSE']._serialized_end=2602
+  _globals['_STARTAGENTREQUEST']._serialized_start=2604
+  _globals['_STARTAGENTREQUEST']._serialized_end=2651
+  _globals['_STARTAGENTRESPONSE']._serialized_start=2653
+  _globals['_STARTAGENTRESPONSE']._serialized_end=2718
+  _globals['_STOPAGENTREQUEST']._serialized_start=2720
+  _globals['_STOPAGENTREQUEST']._serialized_end=2815
+  _globals['_STOPAGENTRESPONSE']._serialized_start=2817
+  _globals['_STOPAGENTRESPONSE']._serialized_end=2881
+  _globals['_RESTARTAGENTREQUEST']._serialized_start=2883
+  _globals['_RESTARTAGENTREQUEST']._serialized_end=2932
+  _globals['_RESTARTAGENTRESPONSE']._serialized_start=2934
+  _globals['_RESTARTAGENTRESPONSE']._serialized_end=3001
+  _globals['_SCALEAGENTREQUEST']._serialized_start=3003
+  _globals['_SCALEAGENTREQUEST']._serialized_end=3090
+  _globals['_SCALEAGENTRESPONSE']._serialized_start=3092
+  _globals['_SCALEAGENTRESPONSE']._serialized_end=3157
+  _globals['_LISTPROCESSESREQUEST']._serialized_start=3159
+  _globals['_LISTPROCESSESREQUEST']._serialized_end=3276
+  _globals['_LISTPROCESSESRESPONSE']._serialized_start=3278
+  _globals['_LISTPROCESSESRESPONSE']._serialized_end=3394
+  _globals['_WATCHEVENTSREQUEST']._serialized_start=3396
+  _globals['_WATCHEVENTSREQUEST']._serialized_end=3494
+  _globals['_WATCHEVENTSRESPONSE']._serialized_start=3497
+  _globals['_WATCHEVENTSRESPONSE']._serialized_end=3910
+  _globals['_STREAMLOGSREQUEST']._serialized_start=3912
+  _globals['_STREAMLOGSREQUEST']._serialized_end=4027
+  _globals['_STREAMLOGSRESPONSE']._serialized_start=4030
+  _globals['_STREAMLOGSRESPONSE']._serialized_end=4285
+  _globals['_SUPERVISORSERVICE']._serialized_start=4680
+  _globals['_SUPERVISORSERVICE']._serialized_end=5381
 # @@protoc_insertion_point(module_scope)
