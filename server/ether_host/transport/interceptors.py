@@ -213,6 +213,11 @@ class RpcLogging:
             code = _code_name(context, "CANCELLED")
             self._end(context, started, code)
             raise error
+        if _client_gone(error):
+            # A client that cancels, or whose deadline passes, is normal: not a fault of ours.
+            log.debug("rpc ended by the client", method=method, error=type(error).__name__)
+            self._end(context, started, _code_name(context, "CANCELLED"))
+            raise error
         correlation_id = uuid.uuid4().hex[:12]
         log.error("rpc crashed", method=method, correlation_id=correlation_id, exc_info=error)
         self._end(context, started, "INTERNAL")
@@ -223,6 +228,22 @@ def _code_name(context: grpc.aio.ServicerContext, default: str) -> str:
     """The status code set on the call so far (None before one is set)."""
     found: object = context.code()
     return found.name if isinstance(found, grpc.StatusCode) else default
+
+
+def _client_gone(error: BaseException) -> bool:
+    """Whether ``error`` says only that the call ended under the servicer.
+
+    A read or write on a call the client has cancelled (or whose deadline or connection has
+    gone) raises grpc.aio.InternalError (ExecuteBatchError) rather than CancelledError when it
+    races the cancellation, as it does with many streams on one connection; grpc's own handler
+    ignores it for a closed call. Task groups wrap it with their children's cancellations.
+    """
+    if isinstance(error, BaseExceptionGroup):
+        leaves = error.exceptions
+        return all(
+            isinstance(e, asyncio.CancelledError) or _client_gone(e) for e in leaves
+        ) and any(not isinstance(e, asyncio.CancelledError) for e in leaves)
+    return isinstance(error, grpc.aio.InternalError)
 
 
 def _unwrap(error: BaseException) -> BaseException:
