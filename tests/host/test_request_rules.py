@@ -19,8 +19,15 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor
 from google.protobuf.message import Message
 
-from ether.v1 import rules_pb2, supervisor_pb2, terminal_pb2, workflow_pb2
-from tests.support.calls import details
+from ether.v1 import (
+    agent_io_pb2,
+    gateway_pb2,
+    rules_pb2,
+    supervisor_pb2,
+    terminal_pb2,
+    workflow_pb2,
+)
+from tests.support.calls import agent_input, details
 from tests.support.host import HostProcess
 
 from ._support import service_descriptors
@@ -259,6 +266,36 @@ def test_an_invalid_duration_is_refused_wherever_one_is_accepted(host: HostProce
                 violations,
             )
     assert seen >= 10
+    _no_crash_logged(host)
+
+
+def test_an_invalid_timestamp_is_refused(host: HostProcess) -> None:
+    """ListAudit's start_time with negative nanos is refused naming the field."""
+    services = service_descriptors()
+    method = services["ether.v1.GatewayService"].methods_by_name["ListAudit"]
+    request = gateway_pb2.ListAuditRequest()
+    request.start_time.nanos = -1
+    _, violations = _refused(host.channel, "ether.v1.GatewayService", method, request)
+    assert "not a valid Timestamp" in violations["start_time"]
+    _no_crash_logged(host)
+
+
+def test_a_pipe_input_without_its_agent_ends_the_stream(host: HostProcess) -> None:
+    """On Pipe an input that names no agent is a malformed request: the stream ends with
+    INVALID_ARGUMENT naming input.agent, while an unknown agent is still answered in-stream."""
+    unknown = agent_io_pb2.PipeRequest(input=agent_input("no-such-agent", "run"))
+    outputs = list(host.agents.Pipe(iter([unknown]), timeout=DEADLINE))
+    assert [o.output.status for o in outputs] == [agent_io_pb2.TASK_STATUS_ERROR]
+    with pytest.raises(grpc.RpcError) as caught:
+        list(
+            host.agents.Pipe(
+                iter([agent_io_pb2.PipeRequest(input=agent_input(""))]), timeout=DEADLINE
+            )
+        )
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert [v.field for v in details(caught.value)["BadRequest"].field_violations] == [
+        "input.agent"
+    ]
     _no_crash_logged(host)
 
 

@@ -168,12 +168,12 @@ var File_ether_v1_common_proto protoreflect.FileDescriptor
 
 const file_ether_v1_common_proto_rawDesc = "" +
 	"\n" +
-	"\x15ether/v1/common.proto\x12\bether.v1\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\"\xea\x01\n" +
+	"\x15ether/v1/common.proto\x12\bether.v1\x1a\x1egoogle/protobuf/duration.proto\"\xda\x01\n" +
 	"\x06Budget\x12\x1e\n" +
 	"\bmax_cost\x18\x01 \x01(\x01H\x00R\amaxCost\x88\x01\x01\x124\n" +
-	"\bmax_time\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\amaxTime\x122\n" +
-	"\x0emax_iterations\x18\x03 \x01(\x05B\x06\xa2\xbb\x18\x02\x10\x00H\x01R\rmaxIterations\x88\x01\x01\x12(\n" +
-	"\tmax_tasks\x18\x04 \x01(\x05B\x06\xa2\xbb\x18\x02\x10\x00H\x02R\bmaxTasks\x88\x01\x01B\v\n" +
+	"\bmax_time\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\amaxTime\x12*\n" +
+	"\x0emax_iterations\x18\x03 \x01(\x05H\x01R\rmaxIterations\x88\x01\x01\x12 \n" +
+	"\tmax_tasks\x18\x04 \x01(\x05H\x02R\bmaxTasks\x88\x01\x01B\v\n" +
 	"\t_max_costB\x11\n" +
 	"\x0f_max_iterationsB\f\n" +
 	"\n" +
@@ -218,7 +218,6 @@ func file_ether_v1_common_proto_init() {
 	if File_ether_v1_common_proto != nil {
 		return
 	}
-	file_ether_v1_rules_proto_init()
 	file_ether_v1_common_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

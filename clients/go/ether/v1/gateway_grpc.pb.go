@@ -70,6 +70,13 @@ const (
 // and publish), `gateway.admin` (watch an agent's mailbox) and
 // `gateway.audit` (read the audit log). A token without a rights column
 // holds them all.
+//
+// Every request is checked before the method runs, as in every Ether
+// service: a field or oneof marked required by (ether.v1.field) or
+// (ether.v1.oneof) left unset, an integer outside its range, an enum number
+// the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+// protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+// naming the field (ether/v1/rules.proto, docs/errors.md).
 type GatewayServiceClient interface {
 	// OpenSession opens a user session served by an I/O gateway agent and
 	// returns it. The caller's identity becomes the session's owner.
@@ -390,6 +397,13 @@ type GatewayService_WatchAuditClient = grpc.ServerStreamingClient[WatchAuditResp
 // and publish), `gateway.admin` (watch an agent's mailbox) and
 // `gateway.audit` (read the audit log). A token without a rights column
 // holds them all.
+//
+// Every request is checked before the method runs, as in every Ether
+// service: a field or oneof marked required by (ether.v1.field) or
+// (ether.v1.oneof) left unset, an integer outside its range, an enum number
+// the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+// protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+// naming the field (ether/v1/rules.proto, docs/errors.md).
 type GatewayServiceServer interface {
 	// OpenSession opens a user session served by an I/O gateway agent and
 	// returns it. The caller's identity becomes the session's owner.

@@ -45,6 +45,13 @@ const (
 // `fatal` frame or a failed install make the agent FATAL, which is sticky
 // until StartAgent or RestartAgent. WatchEvents streams every state change
 // and StreamLogs an agent's stderr and install log.
+//
+// Every request is checked before the method runs, as in every Ether
+// service: a field or oneof marked required by (ether.v1.field) or
+// (ether.v1.oneof) left unset, an integer outside its range, an enum number
+// the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+// protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+// naming the field (ether/v1/rules.proto, docs/errors.md).
 type SupervisorServiceClient interface {
 	// DeployAgent registers an agent from a folder and starts it. The call
 	// returns once the agent is registered; installation and start continue
@@ -232,6 +239,13 @@ type SupervisorService_StreamLogsClient = grpc.ServerStreamingClient[StreamLogsR
 // `fatal` frame or a failed install make the agent FATAL, which is sticky
 // until StartAgent or RestartAgent. WatchEvents streams every state change
 // and StreamLogs an agent's stderr and install log.
+//
+// Every request is checked before the method runs, as in every Ether
+// service: a field or oneof marked required by (ether.v1.field) or
+// (ether.v1.oneof) left unset, an integer outside its range, an enum number
+// the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+// protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+// naming the field (ether/v1/rules.proto, docs/errors.md).
 type SupervisorServiceServer interface {
 	// DeployAgent registers an agent from a folder and starts it. The call
 	// returns once the agent is registered; installation and start continue

@@ -42,6 +42,13 @@ class AgentIOServiceStub:
     The caller's gRPC deadline and `context.budget.max_time` (the shorter
     wins) become the task's deadline: it is sent to the agent and enforced by
     the host. Cancelling the RPC (or disconnecting) cancels the task.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     @_typing.overload
@@ -122,6 +129,13 @@ class AgentIOServiceAsyncStub(AgentIOServiceStub):
     The caller's gRPC deadline and `context.budget.max_time` (the shorter
     wins) become the task's deadline: it is sent to the agent and enforced by
     the host. Cancelling the RPC (or disconnecting) cancels the task.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -198,6 +212,13 @@ class AgentIOServiceServicer(metaclass=_abc_1.ABCMeta):
     The caller's gRPC deadline and `context.budget.max_time` (the shorter
     wins) become the task's deadline: it is sent to the agent and enforced by
     the host. Cancelling the RPC (or disconnecting) cancels the task.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     @_abc_1.abstractmethod

@@ -1,6 +1,5 @@
 import datetime
 
-from ether.v1 import rules_pb2 as _rules_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor

@@ -58,6 +58,13 @@ class GatewayServiceStub:
     and publish), `gateway.admin` (watch an agent's mailbox) and
     `gateway.audit` (read the audit log). A token without a rights column
     holds them all.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     def __init__(self, channel):
@@ -166,6 +173,13 @@ class GatewayServiceServicer:
     and publish), `gateway.admin` (watch an agent's mailbox) and
     `gateway.audit` (read the audit log). A token without a rights column
     holds them all.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     def OpenSession(self, request, context):
@@ -455,6 +469,13 @@ class GatewayService:
     and publish), `gateway.admin` (watch an agent's mailbox) and
     `gateway.audit` (read the audit log). A token without a rights column
     holds them all.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     @staticmethod

@@ -59,6 +59,13 @@ class GatewayServiceStub:
     and publish), `gateway.admin` (watch an agent's mailbox) and
     `gateway.audit` (read the audit log). A token without a rights column
     holds them all.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     @_typing.overload
@@ -226,6 +233,13 @@ class GatewayServiceAsyncStub(GatewayServiceStub):
     and publish), `gateway.admin` (watch an agent's mailbox) and
     `gateway.audit` (read the audit log). A token without a rights column
     holds them all.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -389,6 +403,13 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
     and publish), `gateway.admin` (watch an agent's mailbox) and
     `gateway.audit` (read the audit log). A token without a rights column
     holds them all.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     @_abc_1.abstractmethod

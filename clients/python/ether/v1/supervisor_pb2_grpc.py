@@ -37,6 +37,13 @@ class SupervisorServiceStub:
     `fatal` frame or a failed install make the agent FATAL, which is sticky
     until StartAgent or RestartAgent. WatchEvents streams every state change
     and StreamLogs an agent's stderr and install log.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     def __init__(self, channel):
@@ -104,6 +111,13 @@ class SupervisorServiceServicer:
     `fatal` frame or a failed install make the agent FATAL, which is sticky
     until StartAgent or RestartAgent. WatchEvents streams every state change
     and StreamLogs an agent's stderr and install log.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     def DeployAgent(self, request, context):
@@ -272,6 +286,13 @@ class SupervisorService:
     `fatal` frame or a failed install make the agent FATAL, which is sticky
     until StartAgent or RestartAgent. WatchEvents streams every state change
     and StreamLogs an agent's stderr and install log.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     @staticmethod

@@ -38,6 +38,13 @@ class SupervisorServiceStub:
     `fatal` frame or a failed install make the agent FATAL, which is sticky
     until StartAgent or RestartAgent. WatchEvents streams every state change
     and StreamLogs an agent's stderr and install log.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     @_typing.overload
@@ -120,6 +127,13 @@ class SupervisorServiceAsyncStub(SupervisorServiceStub):
     `fatal` frame or a failed install make the agent FATAL, which is sticky
     until StartAgent or RestartAgent. WatchEvents streams every state change
     and StreamLogs an agent's stderr and install log.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -198,6 +212,13 @@ class SupervisorServiceServicer(metaclass=_abc_1.ABCMeta):
     `fatal` frame or a failed install make the agent FATAL, which is sticky
     until StartAgent or RestartAgent. WatchEvents streams every state change
     and StreamLogs an agent's stderr and install log.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     @_abc_1.abstractmethod

@@ -55,6 +55,13 @@ class TerminalServiceStub:
     where DESIGN.md says "Session", because GatewayService owns user
     sessions in the same package (OpenSession, CloseSession), and each RPC
     needs its own uniquely named request and response.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     @_typing.overload
@@ -211,6 +218,13 @@ class TerminalServiceAsyncStub(TerminalServiceStub):
     where DESIGN.md says "Session", because GatewayService owns user
     sessions in the same package (OpenSession, CloseSession), and each RPC
     needs its own uniquely named request and response.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -363,6 +377,13 @@ class TerminalServiceServicer(metaclass=_abc_1.ABCMeta):
     where DESIGN.md says "Session", because GatewayService owns user
     sessions in the same package (OpenSession, CloseSession), and each RPC
     needs its own uniquely named request and response.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     @_abc_1.abstractmethod

@@ -43,6 +43,13 @@ class WorkflowServiceStub:
     that were cut short are RUN_STATE_INTERRUPTED until ResumeRun continues
     them. A task that ran and failed is not an RPC error: it is recorded
     with status TASK_STATUS_ERROR and handled by the stage's failure policy.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     def __init__(self, channel):
@@ -116,6 +123,13 @@ class WorkflowServiceServicer:
     that were cut short are RUN_STATE_INTERRUPTED until ResumeRun continues
     them. A task that ran and failed is not an RPC error: it is recorded
     with status TASK_STATUS_ERROR and handled by the stage's failure policy.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     def CreateRun(self, request, context):
@@ -307,6 +321,13 @@ class WorkflowService:
     that were cut short are RUN_STATE_INTERRUPTED until ResumeRun continues
     them. A task that ran and failed is not an RPC error: it is recorded
     with status TASK_STATUS_ERROR and handled by the stage's failure policy.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     @staticmethod

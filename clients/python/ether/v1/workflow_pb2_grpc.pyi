@@ -44,6 +44,13 @@ class WorkflowServiceStub:
     that were cut short are RUN_STATE_INTERRUPTED until ResumeRun continues
     them. A task that ran and failed is not an RPC error: it is recorded
     with status TASK_STATUS_ERROR and handled by the stage's failure policy.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     @_typing.overload
@@ -149,6 +156,13 @@ class WorkflowServiceAsyncStub(WorkflowServiceStub):
     that were cut short are RUN_STATE_INTERRUPTED until ResumeRun continues
     them. A task that ran and failed is not an RPC error: it is recorded
     with status TASK_STATUS_ERROR and handled by the stage's failure policy.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -250,6 +264,13 @@ class WorkflowServiceServicer(metaclass=_abc_1.ABCMeta):
     that were cut short are RUN_STATE_INTERRUPTED until ResumeRun continues
     them. A task that ran and failed is not an RPC error: it is recorded
     with status TASK_STATUS_ERROR and handled by the stage's failure policy.
+
+    Every request is checked before the method runs, as in every Ether
+    service: a field or oneof marked required by (ether.v1.field) or
+    (ether.v1.oneof) left unset, an integer outside its range, an enum number
+    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+    naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     @_abc_1.abstractmethod

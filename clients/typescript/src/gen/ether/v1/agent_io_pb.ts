@@ -1253,6 +1253,13 @@ export const DataEncodingSchema: GenEnum<DataEncoding> = /*@__PURE__*/
  * wins) become the task's deadline: it is sent to the agent and enforced by
  * the host. Cancelling the RPC (or disconnecting) cancels the task.
  *
+ * Every request is checked before the method runs, as in every Ether
+ * service: a field or oneof marked required by (ether.v1.field) or
+ * (ether.v1.oneof) left unset, an integer outside its range, an enum number
+ * the enum lacks, an invalid Duration or Timestamp, or bytes that are not
+ * protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
+ * naming the field (ether/v1/rules.proto, docs/errors.md).
+ *
  * @generated from service ether.v1.AgentIOService
  */
 export const AgentIOService: GenService<{

@@ -4,7 +4,6 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import { file_ether_v1_rules } from "./rules_pb.js";
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -13,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ether/v1/common.proto.
  */
 export const file_ether_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("ChVldGhlci92MS9jb21tb24ucHJvdG8SCGV0aGVyLnYxIr8BCgZCdWRnZXQSFQoIbWF4X2Nvc3QYASABKAFIAIgBARIrCghtYXhfdGltZRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIjCg5tYXhfaXRlcmF0aW9ucxgDIAEoBUIGorsYAhAASAGIAQESHgoJbWF4X3Rhc2tzGAQgASgFQgaiuxgCEABIAogBAUILCglfbWF4X2Nvc3RCEQoPX21heF9pdGVyYXRpb25zQgwKCl9tYXhfdGFza3MqYwoITGFuZ3VhZ2USGAoUTEFOR1VBR0VfVU5TUEVDSUZJRUQQABITCg9MQU5HVUFHRV9QWVRIT04QARIPCgtMQU5HVUFHRV9HTxACEhcKE0xBTkdVQUdFX1RZUEVTQ1JJUFQQA0KUAQoMY29tLmV0aGVyLnYxQgtDb21tb25Qcm90b1ABWjZnaXRodWIuY29tL2V0aGVyaG9zdC9ldGhlci9jbGllbnRzL2dvL2V0aGVyL3YxO2V0aGVydjGiAgNFWFiqAghFdGhlci5WMcoCCEV0aGVyXFYx4gIURXRoZXJcVjFcR1BCTWV0YWRhdGHqAglFdGhlcjo6VjFiBnByb3RvMw", [file_ether_v1_rules, file_google_protobuf_duration]);
+  fileDesc("ChVldGhlci92MS9jb21tb24ucHJvdG8SCGV0aGVyLnYxIq8BCgZCdWRnZXQSFQoIbWF4X2Nvc3QYASABKAFIAIgBARIrCghtYXhfdGltZRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIbCg5tYXhfaXRlcmF0aW9ucxgDIAEoBUgBiAEBEhYKCW1heF90YXNrcxgEIAEoBUgCiAEBQgsKCV9tYXhfY29zdEIRCg9fbWF4X2l0ZXJhdGlvbnNCDAoKX21heF90YXNrcypjCghMYW5ndWFnZRIYChRMQU5HVUFHRV9VTlNQRUNJRklFRBAAEhMKD0xBTkdVQUdFX1BZVEhPThABEg8KC0xBTkdVQUdFX0dPEAISFwoTTEFOR1VBR0VfVFlQRVNDUklQVBADQpQBCgxjb20uZXRoZXIudjFCC0NvbW1vblByb3RvUAFaNmdpdGh1Yi5jb20vZXRoZXJob3N0L2V0aGVyL2NsaWVudHMvZ28vZXRoZXIvdjE7ZXRoZXJ2MaICA0VYWKoCCEV0aGVyLlYxygIIRXRoZXJcVjHiAhRFdGhlclxWMVxHUEJNZXRhZGF0YeoCCUV0aGVyOjpWMWIGcHJvdG8z", [file_google_protobuf_duration]);
 
 /**
  * Budget bounds what a task, a workflow stage or a whole run may spend.
