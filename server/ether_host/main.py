@@ -27,6 +27,7 @@ from ether.v1 import (
     workflow_pb2,
     workflow_pb2_grpc,
 )
+from ether_host import containment
 from ether_host.agents import Dispatcher
 from ether_host.auth import load_token_file
 from ether_host.config import HostConfig
@@ -168,6 +169,7 @@ async def run_host(
 
     if not become_subreaper():
         log.warning("cannot become a child subreaper; orphans of agents re-parent to init")
+    containment.probe()  # once, at start: PID namespaces per child, or one warning why not
     async with anyio.create_task_group() as tg:
         tg.start_soon(core.children.run_reaper)
         await tg.start(core.supervisor.run)

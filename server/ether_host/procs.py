@@ -5,7 +5,9 @@ agent dies, its descendants are re-parented to the host instead of init. The
 registry knows the processes the host started itself (each gets an
 ``ETHER_SPAWN_ID`` in its environment); any other child is an orphan of one
 of them. The reaper kills live orphans whose spawn has ended and collects
-zombies, so nothing an agent or a terminal started outlives it.
+zombies, so nothing an agent or a terminal started outlives it -- while the host lives.
+After ``kill -9`` of the host only a PID namespace per child holds (containment.py); the
+registry and the sweeper are what remains where bubblewrap cannot make one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import itertools
 import json
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +28,11 @@ import structlog
 
 log = structlog.get_logger("ether.procs")
 PR_SET_CHILD_SUBREAPER = 36
+
+# A contained agent's pid is its program's (containment.py); the host's child is the bwrap
+# wrapper around it, which the sweeper must leave to the code that waits on it (reaping it
+# first would lose the exit status). Program pid -> wrapper pid, kept by supervisor/pipes.py.
+wrappers: dict[int, int] = {}
 
 
 def become_subreaper() -> bool:
@@ -236,7 +243,7 @@ class ChildRegistry:
 
     @property
     def own_pids(self) -> set[int]:
-        return {pid for pid in self._pids.values() if pid is not None}
+        return _with_wrappers(pid for pid in self._pids.values() if pid is not None)
 
     @property
     def busy(self) -> bool:
@@ -248,7 +255,7 @@ class ChildRegistry:
         # This runs in a worker thread while the event loop adds and removes spawns:
         # work on a snapshot (dict() copies atomically under the GIL).
         spawns = dict(self._pids)
-        own = {pid for pid in spawns.values() if pid is not None}
+        own = _with_wrappers(pid for pid in spawns.values() if pid is not None)
         busy = any(pid is None for pid in spawns.values())
         handled = 0
         for entry in children(me):
@@ -280,6 +287,12 @@ class ChildRegistry:
             except Exception:  # a sweeper bug must never take the host down
                 log.exception("orphan sweep failed")
             await anyio.sleep(interval)
+
+
+def _with_wrappers(pids: Iterable[int]) -> set[int]:
+    own = set(pids)
+    known = dict(wrappers)  # the sweep runs in a worker thread: a snapshot (atomic under the GIL)
+    return own | {known[pid] for pid in own if pid in known}
 
 
 def kill_group(pgid: int, signum: int) -> None:

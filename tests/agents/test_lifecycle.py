@@ -13,7 +13,7 @@ from ether.v1 import agent_io_pb2, supervisor_pb2, terminal_pb2
 from tests.support.agents import AGENTS, deploy, state_name, watch_until
 from tests.support.calls import data, execute, struct
 from tests.support.host import HostProcess
-from tests.support.procs import wait_gone
+from tests.support.procs import host_pid, path_without, wait_gone
 from tests.support.wheel import build_wheel
 
 
@@ -119,21 +119,22 @@ def test_stop_kills_a_child_ignoring_sigterm_and_its_grandchild(host: HostProces
     deploy(host, AGENTS / "lifecycle", name="stubborn", env={"ROGUE_IGNORE_TERM": "1"})
     pid = processes(host, "stubborn")[0].pid
     grandchild = data(execute(host, "stubborn", "grandchild", {}))
-    assert grandchild["pgid"] == pid
-    assert alive(int(grandchild["pid"]))
+    assert host_pid(grandchild["pgid"], pid) == pid
+    grandchild_pid = host_pid(grandchild["pid"], pid)
+    assert alive(grandchild_pid)
     stopped = host.supervisor.StopAgent(
         supervisor_pb2.StopAgentRequest(name="stubborn"), timeout=60
     )
     assert stopped.agent.info.state == agent_io_pb2.AGENT_STATE_STOPPED
     assert group_alive(pid) == []
-    assert not alive(pid) and not alive(int(grandchild["pid"]))
+    assert not alive(pid) and not alive(grandchild_pid)
 
 
 def test_crashed_agent_leaves_no_grandchild(host: HostProcess) -> None:
     """When an agent dies, the grandchildren it left in its group are killed before the restart."""
     deploy(host, AGENTS / "lifecycle", name="orphaner")
     pid = processes(host, "orphaner")[0].pid
-    grandchild = int(data(execute(host, "orphaner", "grandchild", {}))["pid"])
+    grandchild = host_pid(data(execute(host, "orphaner", "grandchild", {}))["pid"], pid)
     after = host.supervisor.StartAgent(
         supervisor_pb2.StartAgentRequest(name="orphaner"), timeout=10
     )
@@ -265,7 +266,7 @@ def test_kill_minus_nine_of_the_host_leaves_nothing(tmp_path: Path) -> None:
     deploy(host, AGENTS / "worker")
     deploy(host, AGENTS.parent / "conformance" / "agents" / "python", name="other")
     agents = [p.pid for name in ("worker", "other") for p in processes(host, name)]
-    grandchild = int(data(execute(host, "worker", "grandchild", {}))["pid"])
+    grandchild = host_pid(data(execute(host, "worker", "grandchild", {}))["pid"], agents[0])
     host.process.kill()
     host.process.wait()
     survivors = wait_gone([*agents, grandchild], within=5.0)
@@ -281,7 +282,7 @@ def test_ctrl_c_to_the_hosts_process_group_stops_it_cleanly(tmp_path: Path) -> N
     host.wait_serving()
     deploy(host, AGENTS / "worker")
     agents = [p.pid for p in processes(host, "worker")]
-    grandchild = int(data(execute(host, "worker", "grandchild", {}))["pid"])
+    grandchild = host_pid(data(execute(host, "worker", "grandchild", {}))["pid"], agents[0])
     terminal = host.terminals.CreateTerminal(
         terminal_pb2.CreateTerminalRequest(argv=terminal_pb2.Argv(args=["sleep", "600"])),
         timeout=30,
@@ -294,18 +295,20 @@ def test_ctrl_c_to_the_hosts_process_group_stops_it_cleanly(tmp_path: Path) -> N
 
 
 def test_next_host_kills_what_a_killed_host_left(tmp_path: Path) -> None:
-    """A raw agent without an adapter cannot notice its host died; the next host started on the
-    same state directory kills the process group it left behind."""
+    """Where the host cannot run agents in PID namespaces (no bubblewrap here), a raw agent
+    without an adapter cannot notice its host died; the next host started on the same state
+    directory kills the process group it left behind."""
     state = tmp_path / "state"
-    first = HostProcess(state)
+    no_bwrap = {"PATH": path_without(tmp_path / "bin", "bwrap")}
+    first = HostProcess(state, env=no_bwrap)
     first.wait_serving()
     deploy(first, AGENTS / "lifecycle", name="raw")
     leader = processes(first, "raw")[0].pid
-    grandchild = int(data(execute(first, "raw", "grandchild", {}))["pid"])
+    grandchild = host_pid(data(execute(first, "raw", "grandchild", {}))["pid"], leader)
     first.process.kill()
     first.process.wait()
     assert alive(grandchild)  # nothing in a raw agent ends it
-    second = HostProcess(state)
+    second = HostProcess(state, env=no_bwrap)
     try:
         second.wait_serving()
         assert not alive(grandchild)

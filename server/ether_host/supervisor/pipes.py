@@ -9,19 +9,29 @@ agent the difference was within noise.
 
 An agent's stdout has no reader task: the loop hands each chunk it reads to the link
 (``StdoutPipe.deliver``), one task step per read fewer than asyncio's StreamReader.
+
+Where bubblewrap can make a PID namespace, the agent runs in one of its own (containment.py):
+nothing it starts, however it detaches, outlives it or the host. The process handed back is
+then the agent's own (``ContainedProcess``: its pid, its exit status), not bwrap's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
+import shutil
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from signal import SIGKILL, SIGTERM, Signals
 from typing import IO, cast
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
+from ether_host import containment, procs
 from ether_host.procs import resize_pipe
 
 # stdout's capacity, about a socketpair's default buffer (212,992 bytes). Not more: Linux counts
@@ -30,11 +40,15 @@ from ether_host.procs import resize_pipe
 # 170 of them within the limit.
 STDOUT_PIPE_BYTES = 256 * 1024
 READ_BYTES = 256 * 1024
+# How long a contained agent may take to appear inside its namespace (bwrap's setup takes ~3 ms;
+# far longer on a loaded machine), and how often to look.
+PROGRAM_START_LIMIT = 30.0
+PROGRAM_POLL = 0.001
 
 
 @dataclass
 class AgentStdio:
-    process: Process
+    process: Process  # the agent's own pid and exit, also when bwrap runs it
     stdin: PipeWriter
     stdout: StdoutPipe
     stderr: PipeReader
@@ -49,7 +63,15 @@ class AgentStdio:
 async def open_agent_process(
     argv: Sequence[str], *, cwd: str | os.PathLike[str], env: Mapping[str, str]
 ) -> AgentStdio:
-    """Start ``argv`` in a new session with pipes for stdin, stdout and stderr."""
+    """Start ``argv`` in a new session with pipes for stdin, stdout and stderr (in a PID
+    namespace of its own where bubblewrap can make one)."""
+    contained = containment.probe()
+    if contained.active:
+        _check_executable(argv[0], cwd, env)  # bwrap would fail only inside, with exit 1
+        # The host's pid means nothing inside the namespace (an adapter probing it would think
+        # the host gone); the namespace itself ends with the host.
+        env = {name: value for name, value in env.items() if name != "ETHER_HOST_PPID"}
+    wrapped, wrapped_env = contained.wrap(argv, env)
     fds: list[int] = []
     try:
         for _ in range(3):
@@ -59,9 +81,9 @@ async def open_agent_process(
         parent_ends = [stdin_write, stdout_read, stderr_read]
         resize_pipe(stdout_read, STDOUT_PIPE_BYTES)  # fewer, larger reads of big results
         process = await anyio.open_process(
-            list(argv),
+            wrapped,
             cwd=cwd,
-            env=dict(env),
+            env=wrapped_env,
             start_new_session=True,
             stdin=stdin_read,
             stdout=stdout_write,
@@ -73,6 +95,14 @@ async def open_agent_process(
         raise
     for fd in child_ends:  # the child has its copies; ours would hide its end of the pipes
         os.close(fd)
+    if contained.active:
+        try:
+            process = await _contained(process)
+        except BaseException:
+            for fd in parent_ends:
+                os.close(fd)
+            process.kill()
+            raise
     loop = asyncio.get_running_loop()
     files = [
         os.fdopen(fd, mode, buffering=0)
@@ -95,6 +125,90 @@ async def open_agent_process(
         process.kill()
         raise
     return AgentStdio(process, PipeWriter(writer), stdout, PipeReader(stderr), transports)
+
+
+def _check_executable(program: str, cwd: str | os.PathLike[str], env: Mapping[str, str]) -> None:
+    """Raise what exec would (ENOENT) for a program that is not there."""
+    if os.sep in program:
+        found = os.path.join(cwd, program)
+        if os.path.isfile(found) and os.access(found, os.X_OK):
+            return
+    elif shutil.which(program, path=env.get("PATH", os.defpath)):
+        return
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+
+
+async def _contained(wrapper: Process) -> ContainedProcess:
+    """Wait until the agent runs inside the namespace (a session leader of its own)."""
+    deadline = time.monotonic() + PROGRAM_START_LIMIT
+    while wrapper.returncode is None and time.monotonic() < deadline:
+        pid = containment.program_pid(wrapper.pid)
+        if pid is not None:
+            return ContainedProcess(wrapper, pid)
+        await anyio.sleep(PROGRAM_POLL)
+    # Gone before its program started (bwrap failed: its stderr says why), or never seen: the
+    # wrapper stands for it, and killing it ends the namespace.
+    return ContainedProcess(wrapper, wrapper.pid)
+
+
+class ContainedProcess(Process):
+    """An agent in a PID namespace, seen as the agent itself.
+
+    ``pid`` is the agent's (a session and process group leader, so signals to its group reach
+    it and what it started, as without a namespace); its exit is the wrapper's, with bwrap's
+    128+N read back as signal N. SIGKILL goes to the wrapper: the namespace dies with it."""
+
+    def __init__(self, wrapper: Process, pid: int) -> None:
+        self._wrapper = wrapper
+        self._pid = pid
+        if pid != wrapper.pid:
+            procs.wrappers[pid] = wrapper.pid
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    @property
+    def returncode(self) -> int | None:
+        return containment.program_returncode(self._wrapper.returncode)
+
+    async def wait(self) -> int:
+        try:
+            await self._wrapper.wait()
+        finally:
+            if self._wrapper.returncode is not None:
+                procs.wrappers.pop(self._pid, None)
+        code = self.returncode
+        assert code is not None
+        return code
+
+    def terminate(self) -> None:
+        self.send_signal(SIGTERM)
+
+    def kill(self) -> None:
+        self._wrapper.kill()
+
+    def send_signal(self, signal: Signals) -> None:
+        if signal == SIGKILL or self._pid == self._wrapper.pid:
+            self._wrapper.send_signal(signal)
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self._pid, signal)
+
+    async def aclose(self) -> None:
+        await self._wrapper.aclose()
+
+    @property
+    def stdin(self) -> ByteSendStream | None:
+        return None  # the agent's pipes are AgentStdio's, made by the host
+
+    @property
+    def stdout(self) -> ByteReceiveStream | None:
+        return None
+
+    @property
+    def stderr(self) -> ByteReceiveStream | None:
+        return None
 
 
 async def _reader(

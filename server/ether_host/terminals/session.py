@@ -29,7 +29,7 @@ import anyio
 import structlog
 
 from ether_host.errors import FailedPrecondition, ResourceExhausted
-from ether_host.procs import ChildRegistry
+from ether_host.procs import ChildRegistry, start_time
 from ether_host.terminals import processes
 from ether_host.terminals.buffer import Notifier, OutputBuffer
 from ether_host.terminals.emulator import Emulator, ResizeMark
@@ -136,6 +136,8 @@ class Session:
         self._fd = -1  # the PTY master: sizes, foreground group, termios
         self._pumps = Pumps(children, terminal_id)
         self._pidfd = -1
+        self._contained = False  # in a PID namespace: the process started is bwrap's
+        self._between: dict[int, int] = {}  # bwrap's init (pid -> start time)
         self.pid = 0
         self.spawn_id = ""
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -163,9 +165,9 @@ class Session:
             self._pumps.start(master)  # first: the program's first bytes have a reader
             # No LINES/COLUMNS: they would override the PTY's size and go stale on resize.
             env = self._env | {"TERM": self.term, "ETHER_TERMINAL_ID": self.id}
-            process, spawn_id, self._pidfd = processes.spawn(
+            process, spawn_id, self._pidfd, self._contained = processes.spawn_program(
                 self._children,
-                [*processes.session_leader(), *self.program.argv],
+                list(self.program.argv),
                 env,
                 repr(self.program.display_argv[0]),
                 stdin=slave,
@@ -192,8 +194,11 @@ class Session:
         process group exists and signals reach it. Takes a millisecond or two after start."""
         deadline = time.monotonic() + limit
         while not self._reaped.is_set() and time.monotonic() < deadline:
-            session = processes.session_of(self.pid)
-            if session is None or session == self.pid:
+            assert self._process is not None
+            program = processes.program_pid(self._process.pid, self._contained)
+            if program is not None:
+                self.pid, between = program  # contained: the program inside, not bwrap
+                self._between = {pid: start_time(pid) or 0 for pid in between}
                 return
             await anyio.sleep(0.001)
         log.info(
@@ -352,12 +357,14 @@ class Session:
             self._finish()
 
     def _on_child_exit(self) -> None:
+        assert self._process is not None
         try:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            pid, status = os.waitpid(self._process.pid, os.WNOHANG)
         except ChildProcessError:
-            pid, status = self.pid, 0
+            pid, status = self._process.pid, 0
         if pid == 0:
             return
+        status = processes.program_status(status, self._contained)
         assert self._loop is not None
         self._loop.remove_reader(self._pidfd)
         os.close(self._pidfd)
@@ -519,6 +526,7 @@ class Session:
     async def _kill(self, grace: float) -> None:
         members = await anyio.to_thread.run_sync(self._members)
         if not members and self._reaped.is_set():
+            await self._reap_between()
             return
         self._signal(members, signal.SIGHUP)
         self._signal(members, signal.SIGCONT)
@@ -539,6 +547,7 @@ class Session:
                 self._signal(members, signal.SIGKILL)
                 await anyio.sleep(POLL)
         self._reap_orphans()
+        await self._reap_between()
 
     def _signal(self, pids: list[int], signum: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -549,9 +558,21 @@ class Session:
 
     def _members(self) -> list[int]:
         """Live processes of this terminal: its group, its session, its descendants, its spawn id."""
-        found = processes.tree(self.pid, self.spawn_id)
+        wrapper = self._process.pid if self._contained and self._process is not None else None
+        found = processes.tree(self.pid, self.spawn_id, skip=wrapper)
         self._known.update(found)
         return sorted(found)
+
+    async def _reap_between(self) -> None:
+        """Reap bwrap's init: it dies just after the wrapper (killed with the namespace), and
+        is then re-parented to the host, a subreaper, as a zombie. Bounded; the sweeper reaps
+        what this misses."""
+        if not self._between or not self._reaped.is_set():
+            return  # still the wrapper's child (the wrapper reaps it)
+        for _ in range(int(KILL_WAIT / POLL)):
+            if not processes.reap_orphans(self._between):
+                return
+            await anyio.sleep(POLL)  # dying: the kernel is killing the namespace
 
     def _reap_orphans(self) -> None:
         """Collect zombies of this terminal's processes that were re-parented to the host."""
