@@ -101,7 +101,8 @@ def size(value: int, default: int, name: str, keep: int = 0) -> int:
     """Rows or columns: negative is an error, 0 the default (or ``keep``), large values clamped."""
     if value < 0:
         raise InvalidArgument(
-            f"{name} {value} is negative; use 1 to {MAX_SIZE} (0 for the default)",
+            f"{name} {value} is negative; use 1 to {MAX_SIZE}, or 0 for "
+            + ("the current size" if keep else "the default"),
             reason="INVALID_SIZE",
             violations=[FieldViolation(name, f"0 to {MAX_SIZE}")],
         )
