@@ -33,6 +33,11 @@ class HostConfig:
     log_level: str = "info"
     auth_tokens_file: str = ""
     shutdown_grace: float = 5.0
+    # Calls served at once (unary and streams); grpc answers the next RESOURCE_EXHAUSTED.
+    max_concurrent_rpcs: int = 10000
+    # Response streams open at once on the host and per caller (transport/limits.py).
+    max_streams: int = 5000
+    max_streams_per_caller: int = 1000
     agents_dir: str = ""
     # Agents deployed at start, from the TOML file's [[agents]] tables.
     agents: tuple[Mapping[str, Any], ...] = field(default=())
@@ -94,6 +99,19 @@ def _seconds(key: str) -> Callable[[Any], float]:
     return parse
 
 
+def _count(key: str, lowest: int, highest: int) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            raise ConfigError(f"{key}: expected a whole number, got {value!r}") from None
+        if not lowest <= number <= highest:
+            raise ConfigError(f"{key}: {number} is out of range; allowed {lowest} to {highest}")
+        return number
+
+    return parse
+
+
 def _table(key: str) -> Callable[[Any], Mapping[str, Any]]:
     def parse(value: Any) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
@@ -120,6 +138,9 @@ SETTINGS: dict[str, Callable[[Any], Any]] = {
     "log_level": _choice("log_level", LOG_LEVELS),
     "auth_tokens_file": _text("auth_tokens_file"),
     "shutdown_grace": _seconds("shutdown_grace"),
+    "max_concurrent_rpcs": _count("max_concurrent_rpcs", 1, 1_000_000),
+    "max_streams": _count("max_streams", 1, 1_000_000),
+    "max_streams_per_caller": _count("max_streams_per_caller", 1, 1_000_000),
     "agents_dir": _text("agents_dir"),
     "agents": _agents,
     "terminals": _table("terminals"),

@@ -45,6 +45,7 @@ from ether_host.terminals.agents import AgentTerminals
 from ether_host.transport.agent_io import AgentIOServicer
 from ether_host.transport.gateway import GatewayServicer
 from ether_host.transport.interceptors import MethodTableServer, RpcLogging, TokenAuth
+from ether_host.transport.limits import StreamQuota, server_options
 from ether_host.transport.listen import (
     ListenError,
     bind_tcp,
@@ -58,15 +59,6 @@ from ether_host.transport.workflow import WorkflowServicer
 from ether_host.workflows import Workflows
 
 log = structlog.get_logger("ether.host")
-
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-SERVER_OPTIONS = [
-    # grpc enables SO_REUSEPORT by default on Linux, which would let a second
-    # host silently share the port; we want "address in use" instead.
-    ("grpc.so_reuseport", 0),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-]
 
 
 def _check_exposure(config: HostConfig, auth_on: bool) -> None:
@@ -148,7 +140,11 @@ async def run_host(
     decorators = [RpcLogging().decorate]
     if tokens is not None:
         decorators.append(TokenAuth(tokens).decorate)
-    server = MethodTableServer(grpc.aio.server(options=SERVER_OPTIONS), decorators)
+    decorators.append(StreamQuota(config.max_streams_per_caller, config.max_streams).decorate)
+    grpc_server = grpc.aio.server(
+        options=server_options(config), maximum_concurrent_rpcs=config.max_concurrent_rpcs
+    )
+    server = MethodTableServer(grpc_server, decorators)
 
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
