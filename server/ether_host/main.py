@@ -31,7 +31,7 @@ from ether_host import containment
 from ether_host.agents import Dispatcher
 from ether_host.auth import load_token_file
 from ether_host.config import HostConfig
-from ether_host.gateway import Gateway
+from ether_host.gateway import Gateway, GatewayStore
 from ether_host.lifecycle import Lifecycle
 from ether_host.procs import (
     ChildRegistry,
@@ -91,7 +91,8 @@ def build_core(config: HostConfig) -> Core:
     supervisor = Supervisor(config.state_dir, children)
     dispatcher = Dispatcher(supervisor)
     workflows = Workflows(config.state_dir, supervisor, dispatcher, config.workflows)
-    gateway = Gateway(supervisor, dispatcher, config.state_dir, config.gateway)
+    gateway_store = GatewayStore(config.state_dir.absolute() / "gateway" / "state.sqlite3")
+    gateway = Gateway(supervisor, dispatcher, config.state_dir, config.gateway, gateway_store)
     terminals = TerminalManager(TerminalSettings.from_config(config.terminals), children)
     dispatcher.register_calls("term.*", AgentTerminals(terminals, supervisor).handle)
     return Core(Lifecycle(), children, supervisor, dispatcher, workflows, gateway, terminals)

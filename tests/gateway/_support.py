@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import grpc
+from google.protobuf import json_format
 
 from ether.v1 import gateway_pb2
 from tests.support.calls import struct
@@ -117,6 +118,22 @@ def reply_text(events: list[gateway_pb2.ConverseResponse]) -> str:
     final = [r for r in of(events, "reply") if not r.partial]
     assert final, f"no reply in {kinds(events)}: {of(events, 'error')}"
     return str(final[-1].text)
+
+
+def send(
+    host: HostProcess, agent: str, kind: str, payload: Any = None, **fields: Any
+) -> gateway_pb2.SendMessageResponse:
+    request = gateway_pb2.SendMessageRequest(agent=agent, type=kind, **fields)
+    if payload is not None:
+        json_format.ParseDict(payload, request.data)
+    return host.gateway.SendMessage(request, timeout=10)  # type: ignore[no-any-return]
+
+
+def subscribe(host: HostProcess, after: int | None = None, **source: str) -> Any:
+    request = gateway_pb2.SubscribeRequest(**source)
+    if after is not None:
+        request.after_sequence = after
+    return host.gateway.Subscribe(request, timeout=60)
 
 
 def code(error: grpc.RpcError) -> grpc.StatusCode:

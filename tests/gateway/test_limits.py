@@ -105,7 +105,9 @@ def test_idle_session_closes_itself(limited: HostProcess) -> None:
     assert got.state == gateway_pb2.SESSION_STATE_CLOSED
 
 
-def test_host_shutdown_ends_streams_with_session_closed(tmp_path: Path) -> None:
+def test_host_shutdown_ends_streams_unavailable_and_keeps_the_session(tmp_path: Path) -> None:
+    """The session is not closed by a shutdown (the next host has it, tests/gateway/
+    test_restart.py): its stream ends UNAVAILABLE HOST_STOPPING, the sign to resume elsewhere."""
     host = HostProcess(tmp_path / "state")
     try:
         host.wait_serving()
@@ -113,8 +115,11 @@ def test_host_shutdown_ends_streams_with_session_closed(tmp_path: Path) -> None:
         talk = Conversation(host, open_session(host, agent="chatter").id)
         assert reply_text(talk.turn("before")) == "chatter heard: before"
         host.process.send_signal(signal.SIGTERM)
-        rest = talk.rest()
-        assert kinds(rest) == ["session_closed"] and rest[0].session_closed.reason == "shutdown"
+        with pytest.raises(grpc.RpcError) as error:
+            talk.rest()
+        assert error.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert details(error.value)["ErrorInfo"].reason == "HOST_STOPPING"
+        assert "session_closed" not in kinds(talk.events)
         assert host.process.wait(60) == 0
     finally:
         host.stop()

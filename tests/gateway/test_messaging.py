@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import grpc
 import pytest
 from google.protobuf import json_format
@@ -12,6 +10,8 @@ from ether.v1 import agent_io_pb2, gateway_pb2
 from tests.support.agents import AGENTS, deploy
 from tests.support.calls import data, details, execute, struct
 from tests.support.host import HostProcess
+
+from ._support import send, subscribe
 
 TOOLBOX = AGENTS / "toolbox"
 
@@ -26,22 +26,6 @@ def postbox(host: HostProcess) -> str:
 def inbox(host: HostProcess) -> str:
     """A toolbox agent without a handler, mailbox of 3: messages wait for msg.receive."""
     return deploy(host, TOOLBOX, name="inbox", config=struct({"mailbox_size": 3}))
-
-
-def send(
-    host: HostProcess, agent: str, kind: str, payload: Any = None, **fields: Any
-) -> gateway_pb2.SendMessageResponse:
-    request = gateway_pb2.SendMessageRequest(agent=agent, type=kind, **fields)
-    if payload is not None:
-        json_format.ParseDict(payload, request.data)
-    return host.gateway.SendMessage(request, timeout=10)  # type: ignore[no-any-return]
-
-
-def subscribe(host: HostProcess, after: int | None = None, **source: str) -> Any:
-    request = gateway_pb2.SubscribeRequest(**source)
-    if after is not None:
-        request.after_sequence = after
-    return host.gateway.Subscribe(request, timeout=60)
 
 
 def test_message_reaches_the_agents_handler_with_the_transport_sender(

@@ -38,6 +38,16 @@ class History(Generic[T]):
         self._grown = anyio.Event()
         return self._last
 
+    def restore(self, items: list[tuple[int, T]], last: int) -> None:
+        """Continue a history kept elsewhere (a store, across a host restart): ``items`` are its
+        held (sequence, item) pairs, consecutive and ending at ``last``, or none."""
+        assert not items or (
+            items[-1][0] == last and items[-1][0] - items[0][0] == len(items) - 1
+        ), "restored items must be consecutive and end at last"
+        self._items.clear()
+        self._items.extend(items)
+        self._last = last
+
     def close(self) -> None:
         """Followers finish once they have read everything."""
         self._closed = True

@@ -8,6 +8,7 @@ from ether_host.gateway.messaging import Lagged, Message
 from ether_host.gateway.pipeline import Pipeline, Step, Trigger
 from ether_host.gateway.service import Gateway
 from ether_host.gateway.sessions import CLOSED, OPEN, Session
+from ether_host.gateway.store import GatewayStore
 
 __all__ = [
     "ALLOWED",
@@ -22,6 +23,7 @@ __all__ = [
     "AuditRecord",
     "Change",
     "Gateway",
+    "GatewayStore",
     "Lagged",
     "Message",
     "Pipeline",

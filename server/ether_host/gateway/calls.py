@@ -45,6 +45,23 @@ class HostCalls:
         self.gateway = gateway
 
     async def ctx(self, caller: RunningTask, method: str, params: dict[str, Any]) -> Any:
+        answer = self._ctx(caller, method, params)
+        if method != "ctx.get":
+            await self._durable()  # the agent is told only what a restart keeps
+        return answer
+
+    async def msg(self, caller: RunningTask, method: str, params: dict[str, Any]) -> Any:
+        answer = await self._msg(caller, method, params)
+        await self._durable()  # a message sent is kept, one received is gone, across a restart
+        return answer
+
+    async def _durable(self) -> None:
+        try:
+            await self.gateway.store.durable()
+        except EtherError as error:
+            raise _failure(error) from None
+
+    def _ctx(self, caller: RunningTask, method: str, params: dict[str, Any]) -> Any:
         session = self._session(caller, method)
         author = f"agent:{caller.agent}"
         expected = params.get("expected_version")
@@ -107,7 +124,7 @@ class HostCalls:
             f"no host call {method!r}; ctx offers get, put, patch, remove, emit and reply",
         )
 
-    async def msg(self, caller: RunningTask, method: str, params: dict[str, Any]) -> Any:
+    async def _msg(self, caller: RunningTask, method: str, params: dict[str, Any]) -> Any:
         messaging = self.gateway.messaging
         sender = f"agent:{caller.agent}"
         try:

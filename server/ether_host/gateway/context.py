@@ -10,6 +10,7 @@ kept in a bounded history, so watchers can resume after a version.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -75,6 +76,29 @@ class Context:
         self.changes: History[Change] = History(history)
         self._on_change = on_change
         self.closed = False
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The document itself, not a copy: read it, never change it (a write replaces it)."""
+        return self._document
+
+    def restore(
+        self, document: dict[str, Any], version: int, updated_at: float, changes: list[Change]
+    ) -> None:
+        """Continue a stored context: its document at ``version`` and the changes kept before
+        it (they count only when they run up to ``version`` without a gap)."""
+        self._document = document
+        self.version = version
+        self.updated_at = updated_at
+        kept = [c for c in changes if c.version <= version]
+        if (
+            not kept
+            or kept[-1].version != version
+            or any(b.version != a.version + 1 for a, b in itertools.pairwise(kept))
+        ):
+            kept = []  # watchers resuming before `version` get a snapshot instead
+        # change n has history sequence n - 1 (the document at version 1 is no change)
+        self.changes.restore([(c.version - 1, c) for c in kept], version - 1)
 
     def snapshot(self, keys: list[str] | None = None) -> dict[str, Any]:
         """A deep copy of the document, or of the named top-level keys that exist."""

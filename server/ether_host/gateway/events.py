@@ -6,6 +6,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ether_host.gateway.context import Change
+
 # Event kinds; each names the ConverseResponse field it becomes.
 ACCEPTED = "accepted"
 REPLY = "reply"
@@ -47,3 +49,31 @@ def error_data(
         "details": details or {},
         "retryable": retryable,
     }
+
+
+def event_record(event: SessionEvent) -> dict[str, Any]:
+    """The event as plain JSON values, for the store."""
+    data = event.data
+    if event.kind == CONTEXT_CHANGED:
+        data = {
+            "version": data.version,
+            "keys": list(data.keys),
+            "values": data.values,
+            "author": data.author,
+            "time": data.time,
+        }
+    return {"kind": event.kind, "turn": event.turn, "data": data, "time": event.time}
+
+
+def event_from(record: dict[str, Any]) -> SessionEvent:
+    """An event read back from the store."""
+    data = record["data"]
+    if record["kind"] == CONTEXT_CHANGED:
+        data = Change(
+            int(data["version"]),
+            tuple(data["keys"]),
+            data["values"],
+            data["author"],
+            float(data["time"]),
+        )
+    return SessionEvent(record["kind"], int(record["turn"]), data, float(record["time"]))

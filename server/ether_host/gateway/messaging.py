@@ -17,6 +17,12 @@ many messages it missed.
 
 The sender of a message is always who the transport says: the caller's
 identity, or ``agent:<name>`` for an agent's host call.
+
+Mailboxes (the messages not yet delivered), topic histories and agents'
+subscriptions are written to the gateway store, so a restarted host
+delivers what the last one accepted: a message leaves the store when a
+handler has taken it or ``msg.receive`` has returned it, and the next one is
+handed over only once that is committed.
 """
 
 from __future__ import annotations
@@ -35,11 +41,13 @@ from anyio.abc import TaskStatus
 
 from ether_host.agents import Dispatcher, TaskInput
 from ether_host.agents.model import ERROR
+from ether_host.background import start_detached
 from ether_host.bus import History
 from ether_host.errors import EtherError, FieldViolation, InvalidArgument, ResourceExhausted
 from ether_host.gateway.context import json_size
 from ether_host.gateway.sessions import healthy
 from ether_host.gateway.settings import GatewaySettings
+from ether_host.gateway.store import GatewayStore, Saved
 from ether_host.supervisor import ManagedAgent, Supervisor
 
 log = structlog.get_logger("ether.gateway")
@@ -121,11 +129,16 @@ class Messaging:
     """Mailboxes by agent name, topics by name, and delivery to on_message handlers."""
 
     def __init__(
-        self, supervisor: Supervisor, dispatcher: Dispatcher, settings: GatewaySettings
+        self,
+        supervisor: Supervisor,
+        dispatcher: Dispatcher,
+        settings: GatewaySettings,
+        store: GatewayStore,
     ) -> None:
         self.supervisor = supervisor
         self.dispatcher = dispatcher
         self.settings = settings
+        self.store = store
         self.mailboxes: dict[str, Mailbox] = {}
         self.topics: dict[str, Topic] = {}
         self._sent: OrderedDict[tuple[str, str], tuple[Message, int]] = OrderedDict()
@@ -147,6 +160,27 @@ class Messaging:
                 if mailbox is not None:
                     mailbox.wake()
 
+    def restore(self, saved: Saved) -> None:
+        """Take back the mailboxes, topics and subscriptions the last host stored (before
+        ``run``, which starts delivery; an agent not deployed yet gets its messages once it is)."""
+        for agent, (last, waiting) in saved.mailboxes.items():
+            box = self.mailboxes[agent] = Mailbox(agent, self.settings.topic_retention)
+            box.queue.extend(Message(**body) for body in waiting)
+            box.copies.restore([], max([last] + [m.sequence for m in box.queue]))
+        for name, retained in saved.topics.items():
+            channel = self.topics[name] = Topic(name, self.settings.topic_retention)
+            channel.history.restore([(n, Message(**body)) for n, body in retained], retained[-1][0])
+        for name, agent in saved.subscriptions:
+            self.topic(name).agents.add(agent)
+        for sender, request_id, depth, body in saved.sent:
+            self._sent[(sender, request_id)] = (Message(**body), depth)
+        if saved.mailboxes or saved.topics:
+            log.info(
+                "messages restored",
+                waiting=sum(len(box.queue) for box in self.mailboxes.values()),
+                topics=len(saved.topics),
+            )
+
     # -- mailboxes -----------------------------------------------------------------------
 
     def mailbox(self, agent: str) -> Mailbox:
@@ -155,8 +189,8 @@ class Messaging:
         if agent in self.mailboxes:
             return self.mailboxes[agent]
         box = self.mailboxes[agent] = Mailbox(agent, self.settings.topic_retention)
-        if self._tg is not None:
-            self._tg.start_soon(self._deliver, box)
+        if self._tg is not None:  # not in the context of the call that made the box first
+            start_detached(self._tg, self._deliver, box)
         return box
 
     def capacity(self, agent: ManagedAgent) -> int:
@@ -206,6 +240,9 @@ class Messaging:
         box.queue.append(message)
         box.wake()
         outcome = (message, len(box.queue))
+        self.store.put_message(
+            agent, message.as_json(), (sender, request_id, len(box.queue)) if request_id else None
+        )
         if request_id:
             self._sent[(sender, request_id)] = outcome
             while len(self._sent) > REMEMBERED_REQUEST_IDS:
@@ -218,7 +255,9 @@ class Messaging:
         with anyio.move_on_after(wait):
             while not box.queue:
                 await box.wait()
-        return [box.queue.popleft() for _ in range(min(max_count, len(box.queue)))]
+        taken = [box.queue.popleft() for _ in range(min(max_count, len(box.queue)))]
+        self.store.take_messages([m.id for m in taken])
+        return taken
 
     async def _deliver(self, box: Mailbox) -> None:
         """Hand messages to the agent's on_message action, in order, one at a time."""
@@ -252,6 +291,14 @@ class Messaging:
             finally:
                 if message.session_id:
                     self.revoke(task.task_id, message.session_id)
+            # Taken (whatever its handler answered): committed before the next is handed over,
+            # so a restart delivers again at most this one, if it came in the very instant.
+            self.store.take_messages([message.id])
+            try:
+                await self.store.durable()
+            except EtherError as error:
+                log.error("message delivery not recorded", agent=box.agent, error=error.message)
+            log.info("message delivered", agent=box.agent, message=message.id)
             if result.status == ERROR and result.error is not None:
                 log.warning(
                     "on_message handler failed",
@@ -295,6 +342,7 @@ class Messaging:
             sent_at=time.time(),
         )
         channel.history.append(message)
+        self.store.put_topic_message(topic, message.as_json())
         reached = channel.readers
         for agent in sorted(channel.agents):
             try:
@@ -320,6 +368,7 @@ class Messaging:
             channel.agents.add(agent)
         else:
             channel.agents.discard(agent)
+        self.store.subscription(topic, agent, on)
         return sorted(t.name for t in self.topics.values() if agent in t.agents)
 
     async def follow(

@@ -261,3 +261,28 @@ def describe(pipeline: Pipeline) -> dict[str, Any]:
         ],
         "turn_timeout": pipeline.turn_timeout,
     }
+
+
+def restore_pipeline(described: dict[str, Any]) -> Pipeline:
+    """A pipeline from :func:`describe`, as a stored session kept it. It was checked when the
+    session opened; its agents are not looked up again (after a restart they may not be
+    deployed yet: a step then fails as it would if the agent had been removed)."""
+    problems: list[FieldViolation] = []
+    steps = tuple(
+        Step(
+            name=str(s["name"]),
+            agent=str(s.get("agent") or ""),
+            action=str(s.get("action") or ""),
+            params=dict(s.get("params") or {}),
+            parallel_group=str(s.get("parallel_group") or ""),
+            trigger=_trigger(f"pipeline.steps[{index}]", s.get("trigger"), problems),
+            reply=bool(s.get("reply")),
+            output_key=str(s.get("output_key") or ""),
+            timeout=s.get("timeout"),
+        )
+        for index, s in enumerate(described.get("steps") or [])
+    )
+    _raise(problems)
+    return Pipeline(
+        steps, described.get("turn_timeout"), implicit_reply=not any(s.reply for s in steps)
+    )

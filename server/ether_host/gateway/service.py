@@ -5,6 +5,11 @@ whose sessions exist (owners) and what is allowed (rights):
 ``gateway.message`` to send and publish, ``gateway.admin`` to watch an
 agent's mailbox, ``gateway.audit`` to read the egress audit log. Tokens
 without a rights column hold every right.
+
+What a use case changes is committed to the gateway store before it
+answers (``store.durable()``), and a Converse stream shows an event only
+once it is committed: a client is never told of something a ``kill -9`` of
+the host could take back.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from anyio.abc import TaskStatus
 
 from ether_host.agents import Dispatcher
 from ether_host.auth import Identity
-from ether_host.errors import PermissionDenied
+from ether_host.background import start_detached
+from ether_host.errors import PermissionDenied, Unavailable
 from ether_host.gateway.calls import HostCalls
 from ether_host.gateway.context import Change
 from ether_host.gateway.egress.audit import AuditFilter, AuditLog, AuditRecord
@@ -28,6 +34,7 @@ from ether_host.gateway.events import SessionEvent
 from ether_host.gateway.messaging import Lagged, Message, Messaging
 from ether_host.gateway.sessions import Session, SessionStore, Turn
 from ether_host.gateway.settings import GatewaySettings
+from ether_host.gateway.store import GatewayStore
 from ether_host.gateway.turns import TurnRunner
 from ether_host.supervisor import Supervisor
 
@@ -47,12 +54,17 @@ class Gateway:
         dispatcher: Dispatcher,
         state_dir: Path,
         table: Mapping[str, Any],
+        store: GatewayStore,
     ) -> None:
         self.settings = GatewaySettings.from_table(table)
         self.supervisor = supervisor
-        self.sessions = SessionStore(supervisor, self.settings)
+        self.store = store
+        store.retain(
+            events=self.settings.event_history, topic_messages=self.settings.topic_retention
+        )
+        self.sessions = SessionStore(supervisor, self.settings, store)
         self.turns = TurnRunner(dispatcher, self.sessions, self.settings)
-        self.messaging = Messaging(supervisor, dispatcher, self.settings)
+        self.messaging = Messaging(supervisor, dispatcher, self.settings, store)
         self.audit = AuditLog(state_dir.absolute() / "gateway" / "audit.sqlite3")
         self.egress = Egress(dict(table.get("egress") or {}), self.audit, self._deployment_egress)
         self.stopping = False
@@ -66,24 +78,34 @@ class Gateway:
         dispatcher.register_calls("net.fetch", calls.fetch)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Own the session workers, the reaper and message delivery until cancelled."""
+        """Restore what the last host stored, then own the session workers, the reaper and
+        message delivery until cancelled."""
         self.audit.open()
+        saved = await anyio.to_thread.run_sync(self.store.open)
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
+                self.messaging.restore(saved)
+                self.sessions.restore(saved.sessions)
                 await tg.start(self.messaging.run)
                 tg.start_soon(self.sessions.reap)
                 task_status.started()
                 await anyio.sleep_forever()
         finally:
             self._tg = None
-            self.sessions.close_all("shutdown")
+            # Blocking, on purpose: the host is stopping and the last writes must land.
+            self.store.close()
             self.audit.close()
 
     def shutdown(self) -> None:
-        """The host is stopping: close every session so streams end with session_closed."""
+        """The host is stopping: sessions stay open for the next host; their running turns
+        stop now (before the agents do, so no turn ends in an agent error), and streams end
+        UNAVAILABLE so clients resume them on the restarted host."""
         self.stopping = True
-        self.sessions.close_all("shutdown")
+        for session in self.sessions.sessions.values():
+            if session.worker is not None:
+                session.worker.cancel()
+            session.wake()
         self.audit.wake()
 
     def until_stopping(self) -> bool:
@@ -91,7 +113,8 @@ class Gateway:
 
     def _start_worker(self, session: Session) -> None:
         assert self._tg is not None, "the gateway is not running"
-        self._tg.start_soon(self.turns.serve, session, name=f"session {session.id}")
+        # Not in the context of the RPC that opened the session: the session outlives it.
+        start_detached(self._tg, self.turns.serve, session, name=f"session {session.id}")
 
     def _deployment_egress(self, agent: str) -> Any:
         found = self.supervisor.agents.get(agent)
@@ -109,8 +132,10 @@ class Gateway:
 
     # -- sessions ------------------------------------------------------------------------
 
-    def open_session(self, caller: Identity, **options: Any) -> Session:
-        return self.sessions.open(caller.name, **options)
+    async def open_session(self, caller: Identity, **options: Any) -> Session:
+        session = self.sessions.open(caller.name, **options)
+        await self.store.durable()
+        return session
 
     def get_session(self, caller: Identity, session_id: str) -> Session:
         return self.sessions.get(caller.name, session_id)
@@ -118,10 +143,12 @@ class Gateway:
     def list_sessions(self, caller: Identity, state: str) -> list[Session]:
         return self.sessions.list(caller.name, state)
 
-    def close_session(self, caller: Identity, session_id: str, reason: str) -> Session:
-        return self.sessions.close(
+    async def close_session(self, caller: Identity, session_id: str, reason: str) -> Session:
+        session = self.sessions.close(
             self.sessions.get(caller.name, session_id), reason or "closed by the client"
         )
+        await self.store.durable()
+        return session
 
     def start_conversation(
         self, caller: Identity, session_id: str, after: int | None
@@ -133,11 +160,27 @@ class Gateway:
         self.sessions.check_resume(session, after)
         return session, after
 
-    def follow_session(
+    async def follow_session(
         self, session: Session, after: int, done: Callable[[], bool]
     ) -> AsyncIterator[tuple[int, SessionEvent]]:
-        """The session's events after ``after`` as they come, until ``done()``, its close or shutdown."""
-        return self.sessions.follow(session, after, lambda: self.stopping or done())
+        """The session's events after ``after`` as they come, until ``done()``, its close or
+        shutdown; each once it is committed (so a resumed stream never contradicts it)."""
+        async for sequence, event in self.sessions.follow(
+            session, after, lambda: self.stopping or done()
+        ):
+            await self.store.durable()
+            yield sequence, event
+
+    def check_interrupted(self, session: Session, done: bool) -> None:
+        """UNAVAILABLE when a stream of ``session`` ended because the host is stopping."""
+        if self.stopping and session.is_open and not done:
+            raise Unavailable(
+                f"the host is stopping; session {session.id} stays open: resume it on the "
+                "restarted host with after_sequence set to the last event you received",
+                reason="HOST_STOPPING",
+                resource=("session", session.id),
+                retry_after=1.0,
+            )
 
     def submit(
         self, session: Session, text: str, data: dict[str, Any], client_message_id: str
@@ -152,11 +195,13 @@ class Gateway:
         session = self.sessions.get(caller.name, session_id)
         return session, session.context.snapshot(keys)
 
-    def update_context(
+    async def update_context(
         self, caller: Identity, session_id: str, kind: str, value: Any, expected_version: int | None
     ) -> Change:
         session = self.sessions.get_open(caller.name, session_id)
-        return session.context.update(kind, value, caller.name, expected_version)
+        change = session.context.update(kind, value, caller.name, expected_version)
+        await self.store.durable()
+        return change
 
     async def watch_context(
         self, caller: Identity, session_id: str, after_version: int | None
@@ -171,10 +216,12 @@ class Gateway:
             yield "change", change
         if not session.is_open:
             yield "closed", session.close_reason
+        else:
+            self.check_interrupted(session, False)
 
     # -- messaging -----------------------------------------------------------------------
 
-    def send_message(
+    async def send_message(
         self,
         caller: Identity,
         agent: str,
@@ -188,7 +235,7 @@ class Gateway:
         _require(caller, RIGHT_MESSAGE, "send messages")
         if session_id:
             self.sessions.get(caller.name, session_id)
-        return self.messaging.send(
+        outcome = self.messaging.send(
             caller.name,
             agent,
             kind,
@@ -197,8 +244,10 @@ class Gateway:
             session_id=session_id,
             request_id=request_id,
         )
+        await self.store.durable()
+        return outcome
 
-    def publish(
+    async def publish(
         self,
         caller: Identity,
         topic: str,
@@ -211,9 +260,11 @@ class Gateway:
         _require(caller, RIGHT_MESSAGE, "publish")
         if session_id:
             self.sessions.get(caller.name, session_id)
-        return self.messaging.publish(
+        outcome = self.messaging.publish(
             caller.name, topic, kind, data, correlation_id=correlation_id, session_id=session_id
         )
+        await self.store.durable()
+        return outcome
 
     def subscribe(
         self, caller: Identity, *, agent: str = "", topic: str = "", after: int | None = None

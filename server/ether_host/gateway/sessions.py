@@ -11,6 +11,12 @@ Sessions belong to the identity that opened them; to anyone else they do
 not exist (NOT_FOUND). Events are numbered per session and kept in a
 bounded history, so a client that reconnects resumes after the last one it
 saw.
+
+Every session is also written to the gateway store (each event with the
+session's row, and the context with the change that made it), so it is
+still there after a host restart. A turn that was running or waiting when
+the host stopped did not finish: the restarted host ends it with an
+``error`` event ``host_restarted`` and its ``turn_completed``.
 """
 
 from __future__ import annotations
@@ -38,9 +44,10 @@ from ether_host.errors import (
 )
 from ether_host.gateway import events as ev
 from ether_host.gateway.context import Change, Context, json_size
-from ether_host.gateway.events import SessionEvent
-from ether_host.gateway.pipeline import Pipeline, build_pipeline
+from ether_host.gateway.events import SessionEvent, error_data, event_from, event_record
+from ether_host.gateway.pipeline import Pipeline, build_pipeline, describe, restore_pipeline
 from ether_host.gateway.settings import GatewaySettings
+from ether_host.gateway.store import GatewayStore, SavedSession
 from ether_host.supervisor import ManagedAgent, State, Supervisor
 
 log = structlog.get_logger("ether.gateway")
@@ -101,6 +108,10 @@ class Session:
         )
         self.task_roots: set[str] = set()  # root tasks allowed to use ctx.* on this session
         self.message_ids: OrderedDict[str, int] = OrderedDict()
+        self.request_id = ""  # the OpenSession request_id that made it
+        self._pipeline_record = describe(pipeline)  # a pipeline never changes: described once
+        # Called with each event emitted (None: the session itself changed); the store's hook.
+        self.journal: Callable[[Session, tuple[int, SessionEvent] | None], None] | None = None
         self.queue: MemoryObjectSendStream[Turn]
         self.inbox: MemoryObjectReceiveStream[Turn]
         self.queue, self.inbox = anyio.create_memory_object_stream[Turn](settings.turn_queue)
@@ -113,7 +124,31 @@ class Session:
     def emit(self, kind: str, turn: int, data: Any) -> int:
         """Append an event to the session's stream; returns its sequence number."""
         self.last_activity_at = time.time()
-        return self.events.append(SessionEvent(kind, turn, data))
+        event = SessionEvent(kind, turn, data)
+        sequence = self.events.append(event)
+        if self.journal is not None:
+            self.journal(self, (sequence, event))
+        return sequence
+
+    def record(self) -> dict[str, Any]:
+        """The session's own fields as plain values (context and events are stored apart)."""
+        return {
+            "id": self.id,
+            "owner": self.owner,
+            "agent": self.agent,
+            "capability": self.capability,
+            "pipeline": self._pipeline_record,
+            "metadata": self.metadata,
+            "idle_timeout": self.idle_timeout,
+            "state": self.state,
+            "created_at": self.created_at,
+            "last_activity_at": self.last_activity_at,
+            "closed_at": self.closed_at,
+            "close_reason": self.close_reason,
+            "turns": self.turns,
+            "completed": self.completed,
+            "request_id": self.request_id,
+        }
 
     def wake(self) -> None:
         """Make followers of the event stream re-check their stop condition."""
@@ -143,9 +178,12 @@ def _why(agent: ManagedAgent | None) -> str:
 class SessionStore:
     """Every session of this host, by id, and the agents serving them."""
 
-    def __init__(self, supervisor: Supervisor, settings: GatewaySettings) -> None:
+    def __init__(
+        self, supervisor: Supervisor, settings: GatewaySettings, store: GatewayStore
+    ) -> None:
         self.supervisor = supervisor
         self.settings = settings
+        self.store = store
         self.sessions: dict[str, Session] = {}
         self._request_ids: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._changed = anyio.Event()
@@ -262,11 +300,9 @@ class SessionStore:
             min(timeout, self.settings.max_idle_timeout),
             self.settings,
         )
-        self.sessions[session.id] = session
-        if request_id:
-            self._request_ids[(owner, request_id)] = session.id
-            while len(self._request_ids) > REMEMBERED_REQUEST_IDS:
-                self._request_ids.popitem(last=False)
+        session.request_id = request_id
+        self._add(session)
+        self._journal(session, None)
         if self.on_open is not None:
             self.on_open(session)
         self.wake()
@@ -278,6 +314,93 @@ class SessionStore:
             capability=capability,
         )
         return session
+
+    def _add(self, session: Session) -> None:
+        self.sessions[session.id] = session
+        session.journal = self._journal
+        if session.request_id:
+            self._request_ids[(session.owner, session.request_id)] = session.id
+            while len(self._request_ids) > REMEMBERED_REQUEST_IDS:
+                self._request_ids.popitem(last=False)
+
+    def _journal(self, session: Session, emitted: tuple[int, SessionEvent] | None) -> None:
+        """Queue the session's row to the store, with the event just emitted; the context
+        goes with the event that announces its change (one atomic write), or with the row
+        when the session opens."""
+        context = None
+        if emitted is None or emitted[1].kind == ev.CONTEXT_CHANGED:
+            c = session.context
+            context = (c.version, c.updated_at, c.document)
+        event = None if emitted is None else (emitted[0], event_record(emitted[1]))
+        self.store.save_session(session.id, session.owner, session.record(), event, context)
+
+    def restore(self, saved: list[SavedSession]) -> None:
+        """Take back the sessions the last host stored; their unfinished turns end here."""
+        for stored in saved:
+            body = stored.body
+            session = Session(
+                body["id"],
+                body["owner"],
+                body["agent"],
+                body["capability"],
+                restore_pipeline(body["pipeline"]),
+                body["metadata"],
+                {},
+                float(body["idle_timeout"]),
+                self.settings,
+            )
+            session.state = body["state"]
+            session.created_at = float(body["created_at"])
+            session.closed_at = body["closed_at"]
+            session.close_reason = body["close_reason"]
+            session.turns = int(body["turns"])
+            session.completed = int(body["completed"])
+            session.request_id = body["request_id"]
+            events = [(sequence, event_from(record)) for sequence, record in stored.events]
+            session.events.restore(events, events[-1][0] if events else 0)
+            session.context.restore(
+                stored.document,
+                stored.version,
+                stored.updated_at,
+                [e.data for _, e in events if e.kind == ev.CONTEXT_CHANGED],
+            )
+            session.last_activity_at = max(
+                [float(body["last_activity_at"])] + [e.time for _, e in events]
+            )
+            for _, event in events:
+                client_id = event.data.get("client_message_id") if event.kind == ev.ACCEPTED else ""
+                if client_id:
+                    session.message_ids[client_id] = event.turn
+            self._add(session)
+            if session.is_open:
+                self._end_interrupted_turns(session)
+                if self.on_open is not None:
+                    self.on_open(session)
+        if saved:
+            log.info(
+                "sessions restored",
+                sessions=len(saved),
+                open=sum(1 for s in self.sessions.values() if s.is_open),
+            )
+        self.wake()
+
+    @staticmethod
+    def _end_interrupted_turns(session: Session) -> None:
+        # A turn's text lives only in the queue of the host that accepted it: it cannot run
+        # again here. The client sees it end, and may send it again.
+        for number in range(session.completed + 1, session.turns + 1):
+            session.emit(
+                ev.ERROR,
+                number,
+                error_data(
+                    "",
+                    "host_restarted",
+                    "the host restarted before this turn finished; send the message again",
+                    retryable=True,
+                ),
+            )
+            session.completed = number
+            session.emit(ev.TURN_COMPLETED, number, {"latency": 0.0, "steps_run": []})
 
     def get(self, owner: str, session_id: str) -> Session:
         session = self.sessions.get(session_id)
@@ -454,6 +577,7 @@ class SessionStore:
                     due = (session.closed_at or now) + self.settings.retention
                     if due <= now:
                         self.sessions.pop(session.id, None)
+                        self.store.drop_session(session.id)
                         continue
                 next_due = min(next_due, due)
             with anyio.move_on_after(max(0.05, next_due - time.time())):

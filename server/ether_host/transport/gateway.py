@@ -34,7 +34,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
     async def OpenSession(
         self, request: gateway_pb2.OpenSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> gateway_pb2.OpenSessionResponse:
-        session = self._gateway.open_session(
+        session = await self._gateway.open_session(
             current_identity.get(),
             agent=request.agent,
             capability=request.capability,
@@ -75,7 +75,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
     async def CloseSession(
         self, request: gateway_pb2.CloseSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> gateway_pb2.CloseSessionResponse:
-        session = self._gateway.close_session(
+        session = await self._gateway.close_session(
             current_identity.get(), request.session_id, request.reason
         )
         return gateway_pb2.CloseSessionResponse(session=gc.session(session))
@@ -144,9 +144,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
             tg.start_soon(read)
             async for sequence, event in self._gateway.follow_session(session, cursor, finished):
                 await context.write(gc.converse_event(sequence, event))
+            ended = finished()  # before the cancel, which ends the reading side too
             tg.cancel_scope.cancel()
         if state["error"] is not None:
             raise state["error"]
+        self._gateway.check_interrupted(session, ended)
 
     # -- context -------------------------------------------------------------------------
 
@@ -182,7 +184,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
                 violations=[FieldViolation("update", "required")],
             )
         expected = request.expected_version if request.HasField("expected_version") else None
-        change = self._gateway.update_context(
+        change = await self._gateway.update_context(
             current_identity.get(), request.session_id, op, value, expected
         )
         return gateway_pb2.UpdateContextResponse(change=gc.change(change))
@@ -201,7 +203,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
     async def SendMessage(
         self, request: gateway_pb2.SendMessageRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> gateway_pb2.SendMessageResponse:
-        message, depth = self._gateway.send_message(
+        message, depth = await self._gateway.send_message(
             current_identity.get(),
             request.agent,
             request.type,
@@ -239,7 +241,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
     async def Publish(
         self, request: gateway_pb2.PublishRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> gateway_pb2.PublishResponse:
-        message, reached = self._gateway.publish(
+        message, reached = await self._gateway.publish(
             current_identity.get(),
             request.topic,
             request.type,
