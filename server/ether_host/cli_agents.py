@@ -252,7 +252,10 @@ def _deploy(args: argparse.Namespace, _a: Any, sup: Any, md: Any, out: TextIO, e
 def _wait_ready(sup: Any, md: Any, status: Any, timeout: float, out: TextIO, err: TextIO) -> int:
     """Follow an agent's lifecycle events from ``status`` (an AgentStatus) until every replica
     runs (exit 0) or one has stopped for good (exit 1, with its reason and last stderr lines).
-    Events go to stderr as they come; the agent's name goes to stdout once it runs."""
+    Events go to stderr as they come; the agent's name goes to stdout once it runs. A wait
+    that outlasts ``timeout`` exits 1 saying how many replicas run."""
+    import grpc
+
     from ether.v1 import agent_io_pb2, supervisor_pb2
 
     name, wanted = status.info.name, status.info.replicas
@@ -267,6 +270,8 @@ def _wait_ready(sup: Any, md: Any, status: Any, timeout: float, out: TextIO, err
     )
     try:
         for event in events:
+            if event.replica >= wanted:
+                continue  # a replica scaled away, stopping
             state = _enum(agent_io_pb2.AgentState, event.state)
             who = name if event.replica < 0 else f"{name}[{event.replica}]"  # -1: the agent
             print(f"{who}: {state} {event.reason}".rstrip(), file=err)
@@ -275,15 +280,30 @@ def _wait_ready(sup: Any, md: Any, status: Any, timeout: float, out: TextIO, err
                 if len(running) >= wanted:
                     print(name, file=out)
                     return EXIT_OK
-            elif state in SETTLED:
+                continue
+            running.discard(event.replica)
+            # STOPPED is the end of a replica scaled away whose index was taken again (its
+            # successor starts next), unless the whole agent was stopped meanwhile.
+            if state in SETTLED and (state != "STOPPED" or _all_stopped(sup, md, name)):
                 for line in event.stderr_tail[-10:]:
                     print(f"  {line}", file=err)
                 return EXIT_FAILED
-            else:
-                running.discard(event.replica)
+    except grpc.RpcError as error:
+        if error.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+            raise
+        print(f"{name}: {len(running)} of {wanted} replicas running after {timeout:g}s", file=err)
     finally:
         events.cancel()
     return EXIT_FAILED
+
+
+def _all_stopped(sup: Any, md: Any, name: str) -> bool:
+    from ether.v1 import agent_io_pb2, supervisor_pb2
+
+    listed = sup.ListProcesses(
+        supervisor_pb2.ListProcessesRequest(agent=name), timeout=30, metadata=md
+    )
+    return all(p.state == agent_io_pb2.AGENT_STATE_STOPPED for p in listed.processes)
 
 
 def _lifecycle(

@@ -19,6 +19,7 @@ from ether.v1 import agent_io_pb2, supervisor_pb2
 from tests.support.agents import AGENTS, EXAMPLES, deploy, state_name, watch_until
 from tests.support.calls import agent_input, data, execute
 from tests.support.host import HostProcess
+from tests.support.procs import wait_gone
 
 WORKER = AGENTS / "worker"
 
@@ -195,5 +196,56 @@ def test_an_outside_sigterm_is_restarted_under_on_failure(
         assert back.pid not in (0, running.pid)
         output = execute(host, name, action, params)
         assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error.message
+    finally:
+        _remove(host, name)
+
+
+def _wait_converged(host: HostProcess, name: str, replicas: int, after: int) -> None:
+    """Follow WatchEvents from ``after`` until GetAgent shows ``replicas`` ready of
+    ``replicas``."""
+
+    def converged() -> bool:
+        agent = host.agents.GetAgent(agent_io_pb2.GetAgentRequest(name=name), timeout=10).agent
+        return agent.replicas == replicas and agent.ready_replicas == replicas
+
+    if converged():
+        return
+    stream = host.supervisor.WatchEvents(
+        supervisor_pb2.WatchEventsRequest(agent=name, after_sequence=after), timeout=120
+    )
+    try:
+        for _ in stream:
+            if converged():
+                return
+    finally:
+        stream.cancel()
+
+
+@pytest.mark.parametrize(
+    "folder", [EXAMPLES / "scout", EXAMPLES / "wordcount"], ids=["python", "go"]
+)
+def test_scaling_down_then_up_converges_to_the_replicas_asked_for(
+    host: HostProcess, folder: Path
+) -> None:
+    """ScaleAgent 1->2->1->2->3->1->2: a scale down returns once the processes scaled away have
+    ended; after each step GetAgent shows as many ready replicas as asked for, and
+    ListProcesses lists exactly replicas 0..n-1, all RUNNING with a process of their own (no
+    replica left STOPPED, none scaled away still listed)."""
+    name = deploy(host, folder, name=f"scale-{folder.name}")
+    try:
+        for replicas in (2, 1, 2, 3, 1, 2):
+            scaled_away = _pids(host, name)[replicas:]
+            status = host.supervisor.ScaleAgent(
+                supervisor_pb2.ScaleAgentRequest(name=name, replicas=replicas), timeout=60
+            ).agent
+            # Scaling down returns once the replicas scaled away are down.
+            assert wait_gone(scaled_away, within=0) == []
+            _wait_converged(host, name, replicas, status.event_sequence)
+            listed = host.supervisor.ListProcesses(
+                supervisor_pb2.ListProcessesRequest(agent=name), timeout=10
+            ).processes
+            assert [p.replica for p in listed] == list(range(replicas)), replicas
+            assert {state_name(p.state) for p in listed} == {"RUNNING"}
+            assert len({p.pid for p in listed} - {0}) == replicas
     finally:
         _remove(host, name)

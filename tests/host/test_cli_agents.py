@@ -130,6 +130,49 @@ def test_scale_stop_start_and_remove(host: HostProcess) -> None:
     assert gone.returncode == 1 and "NOT_FOUND" in gone.stderr
 
 
+def test_scale_down_then_up_returns_once_exactly_those_replicas_run(host: HostProcess) -> None:
+    """scale 2, 1, 2, 3, 1: each returns (exit 0, the name on stdout) once the agent runs exactly
+    that many replicas, and ps lists exactly those, all RUNNING (none scaled away left over)."""
+    name = deploy(host, AGENTS / "worker", name="scaled")
+    try:
+        for replicas in (2, 1, 2, 3, 1):
+            scaled = ether(host, "agents", "scale", name, str(replicas), timeout=120)
+            assert scaled.returncode == 0, scaled.stderr
+            assert scaled.stdout == f"{name}\n"
+            processes = _processes(host, name)
+            assert [p.replica for p in processes] == list(range(replicas))
+            assert {p.state for p in processes} == {agent_io_pb2.AGENT_STATE_RUNNING}
+            listed = ether(host, "agents", "ps", name)
+            rows = [line.split() for line in listed.stdout.splitlines()[1:]]
+            assert [(row[1], row[3]) for row in rows] == [
+                (str(i), "RUNNING") for i in range(replicas)
+            ]
+    finally:
+        host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=name), timeout=60)
+
+
+def test_a_wait_that_runs_out_exits_1_saying_how_many_replicas_run(host: HostProcess) -> None:
+    """An agent still starting when --wait-timeout runs out: exit 1 with how many replicas run,
+    not the exit 4 of a host that cannot be reached."""
+    deployed = ether(
+        host,
+        "agents",
+        "deploy",
+        str(AGENTS / "rogue"),
+        "--name",
+        "mute",
+        "--env",
+        "ROGUE_NO_HELLO=1",
+        "--wait-timeout",
+        "1",
+    )
+    try:
+        assert deployed.returncode == 1, deployed.stderr
+        assert "mute: 0 of 1 replicas running after 1s" in deployed.stderr
+    finally:
+        host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name="mute"), timeout=60)
+
+
 def test_a_deploy_that_cannot_run_exits_1_with_the_reason(
     host: HostProcess, tmp_path: Path
 ) -> None:

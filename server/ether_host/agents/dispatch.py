@@ -25,6 +25,7 @@ from ether_host.agents.calls import CallHandler, HostCalls
 from ether_host.agents.model import Metadata, TaskEvent, TaskInput, TaskResult
 from ether_host.agents.results import answered_its_deadline, task_result
 from ether_host.agents.validation import check_budget, check_params, check_task_id, resolve_action
+from ether_host.background import start_detached
 from ether_host.errors import (
     Cancelled,
     DeadlineExceeded,
@@ -332,7 +333,7 @@ class Dispatcher:
             return False  # answered, or never sent: nothing runs on the agent
         # The caller is gone: late progress and log frames have nobody to go to.
         pending.on_progress = pending.on_log = None
-        self._tg.start_soon(self._watch_cancelled, connection, replica, pending, reason)
+        start_detached(self._tg, self._watch_cancelled, connection, replica, pending, reason)
         return True
 
     async def _watch_cancelled(

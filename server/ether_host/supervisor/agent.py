@@ -10,6 +10,7 @@ import anyio
 import structlog
 
 from ether_host import __version__
+from ether_host.background import start_detached
 from ether_host.bus import History
 from ether_host.errors import FailedPrecondition, ResourceExhausted
 from ether_host.supervisor.install import InstallError, LaunchPlan, prepare
@@ -70,6 +71,9 @@ class ManagedAgent:
         self._done = anyio.Event()
         self._done.set()
         self._replica_group: anyio.abc.TaskGroup | None = None
+        # Replicas scaled away and still stopping, by index: a replica added later at the
+        # same index starts once its predecessor is down (one process per index at a time).
+        self._retiring: dict[int, Replica] = {}
 
     @property
     def name(self) -> str:
@@ -97,7 +101,9 @@ class ManagedAgent:
 
     @property
     def in_flight(self) -> int:
-        return sum(r.assigned for r in self.replicas)
+        return sum(r.assigned for r in self.replicas) + sum(
+            r.assigned for r in self._retiring.values()
+        )
 
     def _notify(self) -> None:
         self._changed.set()
@@ -228,7 +234,7 @@ class ManagedAgent:
                     self._replica_group = tg
                     self.replicas = [Replica(self, i) for i in range(self.spec.replicas)]
                     for replica in self.replicas:
-                        tg.start_soon(replica.run)
+                        tg.start_soon(self._run_replica, replica)
         finally:
             self._replica_group = None
             self._active = False
@@ -267,19 +273,46 @@ class ManagedAgent:
                 replica.request_stop(grace)
             await self._done.wait()
 
-    def scale(self, replicas: int) -> None:
+    async def _run_replica(self, replica: Replica, predecessor: Replica | None = None) -> None:
+        try:
+            if predecessor is not None:
+                await predecessor.done.wait()
+            await replica.run()
+        finally:
+            if self._retiring.get(replica.index) is replica:
+                del self._retiring[replica.index]
+            self._notify()
+
+    async def scale(self, replicas: int) -> None:
+        """Run ``replicas`` processes: start the missing replicas and stop the extra ones,
+        waiting (shielded, like a stop) until those are down.
+
+        The agent's replicas are then exactly ``0 .. replicas-1``: a replica scaled away leaves
+        the list at once (its stop goes on in the background of this call), so a later scale up
+        adds a new replica at that index instead of counting the stopping one.
+        """
         self.spec.replicas = replicas
-        if self._replica_group is None:
+        group = self._replica_group
+        if group is None:  # not running: run() starts spec.replicas fresh ones
+            if not self._active:
+                self.replicas = self.replicas[:replicas]
             return
-        while len(self.replicas) < replicas:
-            replica = Replica(self, len(self.replicas))
-            self.replicas.append(replica)
-            self._replica_group.start_soon(replica.run)
-        for replica in self.replicas[replicas:]:
+        kept, retired = self.replicas[:replicas], self.replicas[replicas:]
+        for index in range(len(kept), replicas):
+            replica = Replica(self, index)
+            kept.append(replica)
+            # Not in the context of the ScaleAgent call: the replica outlives it.
+            start_detached(group, self._run_replica, replica, self._retiring.get(index))
+        for replica in retired:
+            self._retiring[replica.index] = replica
             replica.request_stop()
-        self.replicas = self.replicas[:replicas] + [
-            r for r in self.replicas[replicas:] if not r.done.is_set()
-        ]
+        self.replicas = kept
+        self._notify()
+        with anyio.CancelScope(shield=True):
+            # Until each is down, or the agent itself has ended (a replica cancelled before
+            # it ever ran never sets its done).
+            while self._active and not all(r.done.is_set() for r in retired):
+                await self._changed.wait()
 
     # -- slots ---------------------------------------------------------------------------
 

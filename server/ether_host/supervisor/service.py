@@ -10,6 +10,7 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
+from ether_host.background import start_detached
 from ether_host.bus import History
 from ether_host.errors import AlreadyExists, InvalidArgument, NotFound
 from ether_host.link.connection import DEFAULT_MAX_FRAME
@@ -89,7 +90,8 @@ class Supervisor:
 
     def _start(self, agent: ManagedAgent) -> None:
         assert self._tg is not None, "supervisor is not running"
-        self._tg.start_soon(agent.run)
+        # Not in the context of the RPC that deployed or started it: the agent outlives it.
+        start_detached(self._tg, agent.run, name=f"agent {agent.name}")
 
     async def start(self, name: str) -> ManagedAgent:
         agent = self.get(name)
@@ -111,13 +113,14 @@ class Supervisor:
         agent = await self.stop(name)
         self.agents.pop(agent.name, None)
 
-    def scale(self, name: str, replicas: int) -> ManagedAgent:
+    async def scale(self, name: str, replicas: int) -> ManagedAgent:
+        """Set the replicas; returns once the replicas scaled away are down."""
         if not 1 <= replicas <= 64:
             raise InvalidArgument(
                 f"replicas: {replicas} is out of range 1..64", reason="INVALID_REPLICAS"
             )
         agent = self.get(name)
-        agent.scale(replicas)
+        await agent.scale(replicas)
         return agent
 
     async def stop_all(self) -> None:

@@ -22,6 +22,7 @@ from ether_host.auth import Identity
 from ether_host.bus import History
 from ether_host.errors import (
     FieldViolation,
+from ether_host.background import run_detached, start_detached
     InvalidArgument,
     NotFound,
     PermissionDenied,
@@ -117,7 +118,7 @@ class TerminalManager:
     def spawn(self, function: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         if self._tg is None:
             raise Unavailable("the terminal service is not running", reason="TERMINALS_NOT_RUNNING")
-        self._tg.start_soon(function, *args)
+        start_detached(self._tg, function, *args)  # never in the context of a request
 
     async def _expire(self) -> None:
         assert self._changed is not None
@@ -233,7 +234,8 @@ class TerminalManager:
             on_exit=self._exited,
             spawn_task=self.spawn,
         )
-        session.start()
+        # The PTY's readers and the exit watcher outlive this call: not in its context.
+        run_detached(session.start)
         self.sessions[session.id] = session
         await session.established()
         if spec.request_id:

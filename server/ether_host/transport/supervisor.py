@@ -65,7 +65,7 @@ class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
     async def ScaleAgent(
         self, request: supervisor_pb2.ScaleAgentRequest, context: grpc.aio.ServicerContext
     ) -> supervisor_pb2.ScaleAgentResponse:
-        agent = self._supervisor.scale(request.name, request.replicas)
+        agent = await self._supervisor.scale(request.name, request.replicas)
         return supervisor_pb2.ScaleAgentResponse(agent=agent_status(agent))
 
     async def ListProcesses(

@@ -19,6 +19,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from ether_host.agents import Dispatcher
+from ether_host.background import start_detached
 from ether_host.errors import (
     FailedPrecondition,
     FieldViolation,
@@ -245,7 +246,8 @@ class Workflows:
         assert self._tg is not None, "workflow service is not running"
         execution.save_run()
         self._live[execution.record.id] = execution
-        self._tg.start_soon(self._drive, execution, name=f"run {execution.record.id}")
+        # Not in the context of the RPC that started the run: the run outlives it.
+        start_detached(self._tg, self._drive, execution, name=f"run {execution.record.id}")
 
     async def _drive(self, execution: RunExecution) -> None:
         try:
