@@ -45,7 +45,7 @@ GO_TOOL_STAMPS := \
 	$(STAMP)/grpcurl-$(GRPCURL_VERSION)
 GEN_TOOLS := $(VENV)/.stamp node_modules/.stamp $(GO_TOOL_STAMPS)
 
-.PHONY: help setup generate check test test-under-load run bench clean lock terminal-tools \
+.PHONY: help setup generate check test test-under-load run chaos bench clean lock terminal-tools \
 	check-python check-proto check-breaking check-go check-ts check-generated
 
 help: ## Show this help
@@ -186,6 +186,9 @@ test-under-load: setup ## Run `make test` with one core kept busy by a spinning 
 
 run: setup ## Start the host with the example agents (ARGS=... are passed to `ether serve`)
 	$(VENV)/bin/ether serve --config examples/ether.toml $(ARGS)
+
+chaos: setup ## Traffic to echo agents in three languages while agents and the host are killed; prints lost/duplicated/late/orphaned (ARGS=--seed N --record ...; at most ~10 minutes; not part of make test)
+	$(PY) -m bench.chaos $(ARGS)
 
 bench: setup ## Run the benchmarks under bench/
 	@if [ -f bench/__main__.py ]; then $(PY) -m bench $(ARGS); \
