@@ -151,6 +151,7 @@ def test_idempotent_calls_all_succeed_while_replicas_are_killed(host: HostProces
                 for round_ in range(4):
                     replica = round_ % 2
                     pid = _pids(host, name)[replica]
+                    assert pid > 0  # never os.kill(0, ...): that is our own process group
                     os.kill(pid, signal.SIGKILL)
                     back = watch_until(host, name, {"RUNNING"}, after=sequence, replica=replica)
                     while back.pid == pid:
