@@ -147,7 +147,7 @@ def test_cancelled_streams_log_no_errors_but_a_real_fault_does(host: HostProcess
     # logged), and the host still serves.
     opened = ROUNDS * (STREAMS_PER_KIND * 4 + ATTACHES)
     streamed = ("/ExecuteStream", "/Pipe", "/StreamLogs", "/WatchEvents", "/Attach")
-    host.wait_for_log(lambda r: _count_lines(host, streamed) >= opened)
+    host.wait_for_log(lambda r: _count_lines(host, streamed) >= opened, timeout=120)
     assert _errors(host) == []
     listed = host.supervisor.ListProcesses(
         supervisor_pb2.ListProcessesRequest(agent=agent), timeout=30
