@@ -92,14 +92,18 @@ def test_max_lifetime_closes_even_a_busy_terminal(host: HostProcess) -> None:
 
 
 def test_a_program_that_exits_leaves_no_strays_once_closed(host: HostProcess) -> None:
-    """A shell that exits on its own stays readable; closing it ends what it left running."""
+    """A shell that exits on its own stays readable; closing it ends what it left running
+    (in a PID namespace, what it left ends with it: the namespace dies with its program)."""
     terminal = shell(host)
     pids = family(host, terminal.id)
+    programs = list(processes_of(terminal.id, pumps=False))
     write(host, terminal.id, "exit 0\r")
     info = host.terminals.WaitFor(
         pb.WaitForRequest(terminal_id=terminal.id, exit=pb.ExitCondition()), timeout=30
     )
     assert info.exit_status.code == 0 and info.screen.lines[info.screen.cursor.row - 1] == "exit"
+    if shutil.which("bwrap"):
+        assert wait_gone(programs, within=KILL_BUDGET) == []
     close(host, terminal.id, grace=0.5)
     assert alive(pids) == []
 
