@@ -112,13 +112,20 @@ def test_host_shutdown_ends_streams_unavailable_and_keeps_the_session(tmp_path: 
     try:
         host.wait_serving()
         deploy(host, AGENTS / "chatter")
-        talk = Conversation(host, open_session(host, agent="chatter").id)
+        session = open_session(host, agent="chatter")
+        talk = Conversation(host, session.id)
         assert reply_text(talk.turn("before")) == "chatter heard: before"
+        watch = host.gateway.WatchContext(
+            gateway_pb2.WatchContextRequest(session_id=session.id), timeout=30
+        )
+        assert next(watch).WhichOneof("event") == "snapshot"
         host.process.send_signal(signal.SIGTERM)
-        with pytest.raises(grpc.RpcError) as error:
-            talk.rest()
-        assert error.value.code() == grpc.StatusCode.UNAVAILABLE
-        assert details(error.value)["ErrorInfo"].reason == "HOST_STOPPING"
+        for stream in (talk.rest, lambda: list(watch)):
+            with pytest.raises(grpc.RpcError) as error:
+                stream()
+            assert error.value.code() == grpc.StatusCode.UNAVAILABLE
+            info = details(error.value).get("ErrorInfo")
+            assert info is not None and info.reason == "HOST_STOPPING", error.value
         assert "session_closed" not in kinds(talk.events)
         assert host.process.wait(60) == 0
     finally:

@@ -125,7 +125,8 @@ def test_a_session_resumes_with_its_events_context_and_turns(
 @STOPS
 def test_messages_are_delivered_once_and_topics_kept(hosts: list[HostProcess], kill: bool) -> None:
     """An accepted, undelivered message reaches its agent after the restart; one delivered or
-    received before it does not come again; a topic's history is still there, numbered on."""
+    received before it does not come again; a topic's history is still there, numbered on; so
+    is the egress audit log."""
     host = hosts[0]
     deploy(host, TOOLBOX, name="early", env=HANDLER)
     deploy(host, TOOLBOX, name="inbox")  # no handler: its messages wait
@@ -141,6 +142,9 @@ def test_messages_are_delivered_once_and_topics_kept(hosts: list[HostProcess], k
     got = data(execute(host, "inbox", "receive", {"max_messages": 1}))
     assert [m["id"] for m in got] == [taken]
     news = [publish(host, "news", {"n": n}) for n in (1, 2)]
+    execute(host, "inbox", "subscribe", {"topic": "news"})  # later news lands in its mailbox
+    refused = execute(host, "inbox", "get", {"url": "http://127.0.0.1:9/"})  # deny by default
+    assert refused.error.code == "host_not_allowed"
 
     host = again(hosts, kill)
     inbox = subscribe(host, topic="inbox.received", after=0)
@@ -148,7 +152,6 @@ def test_messages_are_delivered_once_and_topics_kept(hosts: list[HostProcess], k
     assert data_of(next(inbox))["id"] == waiting
     marker = send(host, "inbox", "note", {"n": 3}).message.id
     assert data_of(next(inbox))["id"] == marker  # `waiting` once, `taken` never
-    inbox.cancel()
 
     early = subscribe(host, topic="early.received", after=0)
     first = next(early)
@@ -164,6 +167,12 @@ def test_messages_are_delivered_once_and_topics_kept(hosts: list[HostProcess], k
     history.cancel()
     assert [(m.message.id, m.message.sequence) for m in kept] == [(n.id, n.sequence) for n in news]
     assert publish(host, "news", {"n": 3}).sequence == 3
+    copied = data_of(next(inbox))  # the agent's subscription to the topic was kept
+    inbox.cancel()
+    assert (copied["type"], copied["data"]) == ("headline", {"n": 3})
+
+    audit = host.gateway.ListAudit(gateway_pb2.ListAuditRequest(agent="inbox"), timeout=10)
+    assert [(r.reason, r.port) for r in audit.records] == [("host_not_allowed", 9)]
 
 
 def data_of(response: gateway_pb2.SubscribeResponse) -> dict[str, Any]:

@@ -106,6 +106,7 @@ class Gateway:
             if session.worker is not None:
                 session.worker.cancel()
             session.wake()
+            session.context.changes.wake()  # WatchContext streams end too
         self.audit.wake()
 
     def until_stopping(self) -> bool:
