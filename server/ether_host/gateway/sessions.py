@@ -493,6 +493,15 @@ class SessionStore:
                 retry_after=1.0,
                 resource=("session", session.id),
             ) from None
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            # Its worker has stopped with the host: the restarted host takes the message.
+            raise Unavailable(
+                f"the host is stopping; send the message to session {session.id} again on the "
+                "restarted host",
+                reason="HOST_STOPPING",
+                retry_after=1.0,
+                resource=("session", session.id),
+            ) from None
         session.turns = turn.number
         if client_message_id:
             session.message_ids[client_message_id] = turn.number
