@@ -93,7 +93,9 @@ def build_core(config: HostConfig) -> Core:
     workflows = Workflows(config.state_dir, supervisor, dispatcher, config.workflows)
     gateway_store = GatewayStore(config.state_dir.absolute() / "gateway" / "state.sqlite3")
     gateway = Gateway(supervisor, dispatcher, config.state_dir, config.gateway, gateway_store)
-    terminals = TerminalManager(TerminalSettings.from_config(config.terminals), children)
+    terminals = TerminalManager(
+        TerminalSettings.from_config(config.terminals), children, config.state_dir
+    )
     dispatcher.register_calls("term.*", AgentTerminals(terminals, supervisor).handle)
     return Core(Lifecycle(), children, supervisor, dispatcher, workflows, gateway, terminals)
 

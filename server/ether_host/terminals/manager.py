@@ -8,10 +8,13 @@ right (``terminal.read``, ``terminal.write``, ...).
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import resource
 import secrets
 import time
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -19,10 +22,10 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from ether_host.auth import Identity
+from ether_host.background import run_detached, start_detached
 from ether_host.bus import History
 from ether_host.errors import (
     FieldViolation,
-from ether_host.background import run_detached, start_detached
     InvalidArgument,
     NotFound,
     PermissionDenied,
@@ -41,6 +44,7 @@ from ether_host.terminals.model import (
     TerminalInfo,
     TerminalState,
 )
+from ether_host.terminals.records import FormerTerminal, TerminalRecords
 from ether_host.terminals.requests import CreateSpec, parse_signal, plan_launch, size
 from ether_host.terminals.session import Session
 from ether_host.terminals.settings import TerminalSettings
@@ -68,9 +72,20 @@ REASONS = ("closed", "idle_timeout", "max_lifetime", "owner_gone", "shutdown")
 class TerminalManager:
     """Owns every terminal of the host."""
 
-    def __init__(self, settings: TerminalSettings, children: ChildRegistry) -> None:
+    def __init__(
+        self, settings: TerminalSettings, children: ChildRegistry, state_dir: Path | None = None
+    ) -> None:
         self.settings = settings
         self.children = children
+        # Each terminal's record under the state directory, and the terminals of the host's
+        # earlier runs read from there at start (records.py): ids that outlive their PTYs.
+        self._records = (
+            TerminalRecords(state_dir / "terminals" / "terminals.sqlite3")
+            if state_dir is not None
+            else None
+        )
+        self._former: dict[str, FormerTerminal] = {}
+        self._started_at = time.time()
         self.sessions: dict[str, Session] = {}
         self.events: History[TerminalEvent] = History(EVENT_HISTORY)
         self._request_ids: dict[tuple[str, str], tuple[str, float]] = {}
@@ -93,15 +108,30 @@ class TerminalManager:
         """Expire idle and old terminals until cancelled; owned by the host's task group."""
         self._warn_of_descriptor_limit()
         self._changed = Notifier()
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            for job in self._background:
-                tg.start_soon(job)
-            task_status.started()
-            try:
-                await self._expire()
-            finally:
-                self._tg = None
+        self._started_at = time.time()
+        if self._records is not None:
+            self._former = await anyio.to_thread.run_sync(self._records.open)
+            lost = sum(1 for f in self._former.values() if f.lost)
+            if lost:
+                log.warning(
+                    "terminals were running when the host last stopped without closing them; "
+                    "their ids now answer NOT_FOUND (TERMINAL_LOST_IN_RESTART)",
+                    lost=lost,
+                )
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                for job in self._background:
+                    tg.start_soon(job)
+                task_status.started()
+                try:
+                    await self._expire()
+                finally:
+                    self._tg = None
+        finally:
+            if self._records is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._records.close)
 
     def _warn_of_descriptor_limit(self) -> None:
         limit, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -172,6 +202,8 @@ class TerminalManager:
                 violations=[FieldViolation("terminal_id", "required")],
             )
         session = self.sessions.get(terminal_id)
+        if session is None and terminal_id in self._former:
+            raise self._former_error(identity, terminal_id)
         if session is None or not self._visible(identity, session):
             raise NotFound(
                 f"no terminal {terminal_id!r} (it may have been closed)",
@@ -233,6 +265,7 @@ class TerminalManager:
             children=self.children,
             on_exit=self._exited,
             spawn_task=self.spawn,
+            record_exit=self._record_exit if self._records is not None else None,
         )
         # The PTY's readers and the exit watcher outlive this call: not in its context.
         run_detached(session.start)
@@ -244,6 +277,8 @@ class TerminalManager:
                 time.monotonic() + REQUEST_ID_TTL,
             )
         info = session.info()
+        if self._records is not None:  # before the id is given out: it must outlive the host
+            await self._record(self._records.created, info)
         self.events.append(TerminalEvent("created", info))
         self._announced.add(session.id)
         if session.id in self._early_exits:  # it exited while we waited for it to start
@@ -290,7 +325,89 @@ class TerminalManager:
         if not session.closed:
             self.events.append(TerminalEvent("exited", session.info()))
 
+    async def _record_exit(self, session: Session, screen: ScreenView) -> None:
+        """Commit a program's exit status and last screen (before the exit is reported)."""
+        assert self._records is not None
+        info = dataclasses.replace(session.info(), state=TerminalState.EXITED, exit=screen.exit)
+        await self._record(self._records.exited, info, screen)
+
+    async def _record(self, write: Callable[..., None], *args: Any) -> None:
+        try:
+            await anyio.to_thread.run_sync(write, *args)
+        except Exception:  # e.g. a full disk: the terminal works on, unrecorded
+            log.exception("could not record a terminal under the state directory")
+
+    # -- terminals of the host's earlier runs ---------------------------------------------
+
+    def _former_readable(self, identity: Identity, terminal_id: str) -> FormerTerminal | None:
+        """A terminal that ended before the host restarted, if the caller may read it."""
+        former = self._former.get(terminal_id)
+        if terminal_id in self.sessions or former is None or former.lost:
+            return None
+        if former.info.owner != identity.name and not identity.may(ADMIN):
+            return None
+        _require(identity, READ, f"terminal {terminal_id}")
+        return former
+
+    def _former_error(self, identity: Identity, terminal_id: str) -> NotFound:
+        """NOT_FOUND for the id of a terminal of an earlier run, saying what became of it."""
+        former = self._former[terminal_id]
+        if former.info.owner != identity.name and not identity.may(ADMIN):
+            return NotFound(
+                f"no terminal {terminal_id!r} (it may have been closed)",
+                reason="TERMINAL_NOT_FOUND",
+                resource=("terminal", terminal_id),
+            )
+        restarted = _iso(self._started_at)
+        metadata = {"host_restarted_at": restarted, "state": former.state}
+        if former.lost:
+            return NotFound(
+                f"terminal {terminal_id} was lost in a host restart: it was still running when "
+                f"the host stopped without closing it (killed or crashed) and its program ended "
+                f"with the host, before a final screen or exit status could be recorded; the "
+                f"host restarted at {restarted}. Terminals do not survive the host: create a "
+                f"new one (close terminals before stopping the host to keep their last screen)",
+                reason="TERMINAL_LOST_IN_RESTART",
+                metadata=metadata,
+                resource=("terminal", terminal_id),
+            )
+        exit_info = former.info.exit
+        how = []
+        if former.close_reason:
+            how.append(f"closed: {former.close_reason}")
+            metadata["close_reason"] = former.close_reason
+        if exit_info is not None:
+            how.append(exit_info.describe())
+            if exit_info.code is not None:
+                metadata["exit_code"] = str(exit_info.code)
+            else:
+                metadata["signal"] = exit_info.signal_name
+        return NotFound(
+            f"terminal {terminal_id} ended before the host restarted at {restarted} "
+            f"({', '.join(how) or 'exited'}): it takes no more input, signals, resizes or "
+            f"attaches. GetTerminal and ReadScreen still show its last state and screen; "
+            f"create a new terminal to go on",
+            reason="TERMINAL_ENDED_BEFORE_RESTART",
+            metadata=metadata,
+            resource=("terminal", terminal_id),
+        )
+
+    async def _former_screen(
+        self, identity: Identity, former: FormerTerminal, request: ScreenRequest
+    ) -> ScreenView:
+        assert self._records is not None
+        view = await anyio.to_thread.run_sync(self._records.screen, former.info.id)
+        if view is None:  # closed without an exit on record (its record could not be written)
+            raise self._former_error(identity, former.info.id)
+        if request.keep_trailing_spaces:
+            return view
+        # Recorded with every cell; styles and scrollback are not recorded.
+        return dataclasses.replace(view, lines=[line.rstrip(" ") for line in view.lines])
+
     def get(self, identity: Identity, terminal_id: str) -> TerminalInfo:
+        former = self._former_readable(identity, terminal_id)
+        if former is not None:
+            return former.info
         return self.find(identity, terminal_id, READ).info()
 
     def list(
@@ -329,6 +446,8 @@ class TerminalManager:
             self._announced.discard(session.id)
             self._early_exits.discard(session.id)
             info = session.info()
+            if self._records is not None:
+                await self._record(self._records.closed, info, reason)
             self.events.append(TerminalEvent("closed", info, reason))
             log.info(
                 "terminal closed",
@@ -360,6 +479,9 @@ class TerminalManager:
                 reason="INVALID_SCROLLBACK_LIMIT",
                 violations=[FieldViolation("scrollback_limit", "0 or more")],
             )
+        former = self._former_readable(identity, terminal_id)
+        if former is not None:
+            return await self._former_screen(identity, former, request)
         return await self.find(identity, terminal_id, READ).screen(request)
 
     def resize(self, identity: Identity, terminal_id: str, rows: int, cols: int) -> tuple[int, int]:
@@ -432,6 +554,10 @@ class TerminalManager:
                 resource=("terminal", attachment.session.id),
             )
         _require(identity, right, f"terminal {attachment.session.id}")
+
+
+def _iso(when: float) -> str:
+    return datetime.datetime.fromtimestamp(when, datetime.UTC).isoformat(timespec="seconds")
 
 
 def _require(identity: Identity, right: str, what: str) -> None:

@@ -23,12 +23,12 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import structlog
 
-from ether_host.errors import FailedPrecondition, ResourceExhausted
+from ether_host.errors import EtherError, FailedPrecondition, ResourceExhausted
 from ether_host.procs import ChildRegistry, start_time
 from ether_host.terminals import processes
 from ether_host.terminals.buffer import Notifier, OutputBuffer
@@ -53,6 +53,7 @@ READS_PER_WAKE = 8  # the output pipe holds up to 1 MiB
 NOTIFY_GAP = 0.005  # during a flood, readers are woken at most this often
 EXIT_SETTLE = 0.1  # after the program exits, how long to wait for the PTY's last bytes
 KILL_WAIT = 5.0
+RECORD_WAIT = 10.0  # how long a close waits for the exit's record before going on without it
 POLL = 0.02
 MAX_MARKS = 256
 
@@ -90,6 +91,7 @@ class Session:
         children: ChildRegistry,
         on_exit: Callable[[Session], None],
         spawn_task: Callable[..., None],
+        record_exit: Callable[[Session, ScreenView], Awaitable[None]] | None = None,
     ) -> None:
         self.id = terminal_id
         self.name = name
@@ -118,6 +120,8 @@ class Session:
         self._children = children
         self._on_exit = on_exit
         self._spawn_task = spawn_task
+        self._record_exit = record_exit
+        self._ending = False  # the program is reaped and its exit is being recorded
         self._emulator = Emulator(rows, cols, scrollback_lines)
         self._emulator_lock = anyio.Lock()
         self._marks: list[ResizeMark] = []
@@ -384,13 +388,42 @@ class Session:
             self._settle = self._loop.call_later(EXIT_SETTLE, self._finish)
 
     def _finish(self) -> None:
-        if self.exit is not None or self._reaped_status is None:
+        if self._ending or self.exit is not None or self._reaped_status is None:
             return
+        self._ending = True
         if self._settle is not None:
             self._settle.cancel()
-        self.exit = self._reaped_status
         self._input.drop()
         self._touch()
+        if self._record_exit is None:
+            self._publish_exit()
+            return
+        try:
+            self._spawn_task(self._record_then_publish)
+        except EtherError:  # the terminal service is not running: nothing records
+            self._publish_exit()
+
+    async def _record_then_publish(self) -> None:
+        """Record the exit status and the last screen, then let readers see the exit.
+
+        The exit becomes visible (WaitFor, Attach's `exit`, GetTerminal, the `exited`
+        event) only once its record is committed: a client told that the program exited
+        can still read how it ended after the host is killed and restarted.
+        """
+        assert self._record_exit is not None and self._reaped_status is not None
+        try:
+            with anyio.CancelScope(shield=True):
+                view = await self._final_screen(self._reaped_status)
+                await self._record_exit(self, view)
+        except Exception:  # a full disk must not leave the exit unreported
+            log.exception("could not record the terminal's exit", terminal=self.id)
+        finally:
+            self._publish_exit()
+
+    def _publish_exit(self) -> None:
+        if self.exit is not None or self._reaped_status is None:
+            return
+        self.exit = self._reaped_status
         self._finished.set()
         log.info("terminal exited", terminal=self.id, pid=self.pid, status=self.exit.describe())
         self._notify()
@@ -482,6 +515,13 @@ class Session:
             exit_info = self.exit
             return await anyio.to_thread.run_sync(self._emulator.render, request, exit_info)
 
+    async def _final_screen(self, exit_info: ExitInfo) -> ScreenView:
+        """The last screen, with every cell (a reader of the record may want them)."""
+        async with self._emulator_lock:
+            await self._advance(self.buffer.end)
+            request = ScreenRequest(keep_trailing_spaces=True)
+            return await anyio.to_thread.run_sync(self._emulator.render, request, exit_info)
+
     async def _advance(self, target: int) -> None:
         """Feed the emulator up to ``target`` (call with the emulator lock held)."""
         emulator = self._emulator
@@ -521,6 +561,10 @@ class Session:
             self._release()
             with anyio.CancelScope(shield=True):
                 await self._pumps.stop()
+                # The close is reported after the exit it caused, and after its record.
+                with anyio.move_on_after(RECORD_WAIT):
+                    await self._finished.wait()
+                self._publish_exit()
             self._terminated.set()
 
     async def _kill(self, grace: float) -> None:
