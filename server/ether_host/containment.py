@@ -12,7 +12,9 @@ bubblewrap makes the namespace (``bwrap --unshare-pid``). The host starts ``bwra
 (pid 2). ``--die-with-parent`` arms PR_SET_PDEATHSIG(SIGKILL) in the wrapper and in the init:
 the host dies -> the wrapper dies -> the init dies -> the kernel kills the namespace. And when the
 program exits, the wrapper exits with its status, and the init and whatever the program left
-die the same way. Cost: about 3 ms per start (bwrap + a fresh /proc) on a 2-core VM.
+die the same way. Cost, on a 2-core VM under load (load average ~11): `bwrap ... true` runs
+in ~4-5 ms against 0.6 ms for `true`; an agent runs inside 5-10 ms after its spawn, against
+~1 ms without bwrap.
 
 The program runs as a session leader of its own (``setsid``, ``setsid --ctty`` on a PTY), so
 it keeps today's signal semantics: its process group is its pid, signals to that group reach
