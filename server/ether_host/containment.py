@@ -10,7 +10,9 @@ namespace).
 bubblewrap makes the namespace (``bwrap --unshare-pid``). The host starts ``bwrap`` (the
 "wrapper"); bwrap starts an init (pid 1 inside, which reaps orphans there) and the program
 (pid 2). ``--die-with-parent`` arms PR_SET_PDEATHSIG(SIGKILL) in the wrapper and in the init:
-the host dies -> the wrapper dies -> the init dies -> the kernel kills the namespace. And when the
+the host dies -> the wrapper dies -> the init dies -> the kernel kills the namespace. (The
+wrapper's parent-death signal fires when the host *thread* that spawned it ends: spawn from the
+event loop's thread, never from a worker thread, which anyio retires when idle.) And when the
 program exits, the wrapper exits with its status, and the init and whatever the program left
 die the same way. Cost, on a 2-core VM under load (load average ~11): `bwrap ... true` runs
 in ~4-5 ms against 0.6 ms for `true`; an agent runs inside 5-10 ms after its spawn, against
