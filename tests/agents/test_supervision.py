@@ -17,7 +17,7 @@ from google.protobuf import duration_pb2
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
 from tests.support.agents import AGENTS, EXAMPLES, deploy, state_name, watch_until
-from tests.support.calls import agent_input, data, execute
+from tests.support.calls import agent_input, data, details, execute
 from tests.support.host import HostProcess
 from tests.support.procs import wait_gone
 
@@ -166,6 +166,177 @@ def test_idempotent_calls_all_succeed_while_replicas_are_killed(host: HostProces
         assert all(answered), answered
         agent = host.agents.GetAgent(agent_io_pb2.GetAgentRequest(name=name), timeout=10).agent
         assert state_name(agent.state) == "RUNNING"
+    finally:
+        _remove(host, name)
+
+
+def test_an_idempotent_task_outlives_both_replicas_dying_in_turn(host: HostProcess) -> None:
+    """Two replicas; the process running an idempotent task is SIGKILLed on each of its first
+    three attempts (both replicas in turn, then a restarted one): the call still succeeds, on
+    attempt 4, well within its deadline, instead of failing UNAVAILABLE after one retry."""
+    name = deploy(
+        host,
+        WORKER,
+        name="twice-dead",
+        replicas=2,
+        start_retries=100,
+        max_restarts=100,
+        backoff_base=duration_pb2.Duration(nanos=100_000_000),
+    )
+    try:
+        request = agent_io_pb2.ExecuteStreamRequest(
+            input=agent_input(name, "nap", {"ms": 3000}, idempotent=True)
+        )
+        stream = host.agents.ExecuteStream(request, timeout=120)
+        killed: list[int] = []
+        output = None
+        for event in stream:
+            kind = event.WhichOneof("event")
+            if kind == "started":
+                assert event.started.attempt == len(killed) + 1
+                assert event.started.pid not in killed
+                if len(killed) < 3:
+                    assert event.started.pid > 0  # never os.kill(0, ...)
+                    os.kill(event.started.pid, signal.SIGKILL)
+                    killed.append(event.started.pid)
+            elif kind == "output":
+                output = event.output
+        assert output is not None
+        assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error.message
+        assert data(output) == {"slept": 3000}
+        assert output.metadata.attempt == 4
+        assert output.metadata.pid not in (0, *killed)
+        # Both replicas were among the dead: the task went from one to the other.
+        assert len(set(killed)) == 3
+    finally:
+        _remove(host, name)
+
+
+def test_a_non_idempotent_task_whose_process_died_is_not_retried(host: HostProcess) -> None:
+    """Two replicas; SIGKILL of the one running a task that is not idempotent (it may have
+    run): the call fails UNAVAILABLE naming the dead process, with no second attempt."""
+    name = deploy(host, WORKER, name="once-only", replicas=2)
+    try:
+        request = agent_io_pb2.ExecuteStreamRequest(input=agent_input(name, "nap", {"ms": 3000}))
+        stream = host.agents.ExecuteStream(request, timeout=60)
+        first = next(stream)
+        assert first.WhichOneof("event") == "started"
+        assert first.started.attempt == 1
+        killed = first.started.pid
+        assert killed > 0
+        # The frame is out once the agent says it is napping; before that the task would be
+        # "never sent", which is retried whatever its action.
+        for event in stream:
+            if event.WhichOneof("event") == "log":
+                break
+        os.kill(killed, signal.SIGKILL)
+        with pytest.raises(grpc.RpcError) as failed:
+            for event in stream:
+                assert event.WhichOneof("event") != "started", "the task was sent again"
+        assert failed.value.code() == grpc.StatusCode.UNAVAILABLE, failed.value.details()
+        assert details(failed.value)["ErrorInfo"].reason == "AGENT_DIED"
+    finally:
+        _remove(host, name)
+
+
+def test_a_task_refused_as_shutting_down_runs_on_the_other_replica(
+    host: HostProcess, tmp_path: Path
+) -> None:
+    """Two replicas; the replica that gets a task (not idempotent) answers it `shutting_down`,
+    as a draining agent does: the task did not run there, so the caller gets the other
+    replica's success (attempt 2). The refusing process gets no more tasks, and since it does not
+    exit by itself it is restarted."""
+    name = deploy(host, WORKER, name="refusing", replicas=2)
+    try:
+        events = list(
+            host.agents.ExecuteStream(
+                agent_io_pb2.ExecuteStreamRequest(
+                    input=agent_input(name, "refuse_once", {"marker": str(tmp_path / "refused")})
+                ),
+                timeout=60,
+            )
+        )
+        started = [e.started for e in events if e.WhichOneof("event") == "started"]
+        output = events[-1].output
+        assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error.message
+        assert data(output) == {"served": True}
+        assert [s.attempt for s in started] == [1, 2]
+        refused = started[0].pid
+        assert output.metadata.attempt == 2
+        assert output.metadata.pid not in (0, refused)
+        # Out of the rotation: the least-loaded choice would otherwise send it every other task.
+        for call in range(6):
+            answer = execute(host, name, "echo", {"call": call})
+            assert answer.status == agent_io_pb2.TASK_STATUS_SUCCESS, answer.error.message
+            assert answer.metadata.pid != refused
+            assert answer.metadata.attempt == 1
+        # Shown STOPPING while it drains; it never exits on its own, so it is replaced once a
+        # stop would have ended it.
+        stopping = watch_until(host, name, {"STOPPING"})
+        assert stopping.pid == refused
+        back = watch_until(
+            host, name, {"RUNNING"}, after=stopping.sequence, replica=stopping.replica
+        )
+        assert back.pid not in (0, refused)
+        assert refused not in _pids(host, name)
+    finally:
+        _remove(host, name)
+
+
+def test_calls_succeed_while_a_replica_drains_after_an_outside_sigterm(host: HostProcess) -> None:
+    """Two replicas; calls of an action that is not idempotent flow while one replica, with a
+    task in flight, gets SIGTERM from outside: it drains (answering new tasks `shutting_down`)
+    and exits, and every call still succeeds on the other replica or the restarted one."""
+    name = deploy(host, WORKER, name="draining", replicas=2, start_retries=100)
+    done = threading.Event()
+    failures: list[str] = []
+
+    def call_loop(worker: int) -> int:
+        calls = 0
+        while not done.is_set():
+            try:
+                output = execute(host, name, "add", {"a": worker, "b": calls}, timeout=60)
+            except grpc.RpcError as error:
+                failures.append(f"{error.code().name}: {error.details()}")
+                continue
+            if output.status != agent_io_pb2.TASK_STATUS_SUCCESS:
+                failures.append(f"{output.error.code}: {output.error.message}")
+            elif data(output) != {"sum": worker + calls}:
+                failures.append(f"add answered {data(output)}")
+            calls += 1
+        return calls
+
+    try:
+        # A task in flight keeps the terminated replica draining (the adapter's grace) rather
+        # than gone at once, so tasks keep reaching it meanwhile.
+        nap = host.agents.ExecuteStream(
+            agent_io_pb2.ExecuteStreamRequest(input=agent_input(name, "nap", {"ms": 20000})),
+            timeout=60,
+        )
+        draining = next(nap).started.pid
+        assert draining > 0
+        replica = next(
+            p.replica
+            for p in host.supervisor.ListProcesses(
+                supervisor_pb2.ListProcessesRequest(agent=name), timeout=10
+            ).processes
+            if p.pid == draining
+        )
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            loops = [pool.submit(call_loop, i) for i in range(4)]
+            try:
+                os.kill(draining, signal.SIGTERM)
+                back = watch_until(host, name, {"RUNNING"}, replica=replica)
+                while back.pid in (0, draining):
+                    back = watch_until(
+                        host, name, {"RUNNING"}, after=back.sequence, replica=replica
+                    )
+            finally:
+                done.set()
+            answered = [loop.result() for loop in loops]
+        nap.cancel()
+        assert failures == []
+        assert all(answered), answered
     finally:
         _remove(host, name)
 

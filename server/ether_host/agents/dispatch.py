@@ -4,7 +4,9 @@ A task waits for a slot on the least-loaded running replica, is sent as a
 ``task`` frame and waits for its ``result``. When the caller goes away or
 CancelTask is called, the agent gets a ``cancel`` frame; a deadline does the
 same and then fails the task with DEADLINE_EXCEEDED. An agent that does not
-answer a cancel within ``cancel_grace`` is wedged: its process is restarted.
+answer a cancel within ``cancel_grace`` is wedged: its process is restarted. A task that did
+not run (never sent, or refused as ``shutting_down``), or an idempotent one whose process died,
+is tried again on a live replica, a few times, within its deadline (docs/agents.md, "Retries").
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import math
 import platform
+import random
 import secrets
 import time
 from collections.abc import Callable
@@ -33,7 +36,7 @@ from ether_host.errors import (
     NotFound,
     Unavailable,
 )
-from ether_host.link import AgentConnection, LinkClosed, Pending, TaskFailure
+from ether_host.link import SHUTTING_DOWN, AgentConnection, LinkClosed, Pending, TaskFailure
 from ether_host.supervisor import ActionInfo, ManagedAgent, Supervisor
 from ether_host.supervisor.replica import Replica
 
@@ -41,7 +44,13 @@ log = structlog.get_logger("ether.agents")
 
 EventSink = Callable[[TaskEvent], None]
 MAX_DEPTH = 8
-RETRY_ATTEMPTS = 2
+# A task that did not run (never sent, or refused by an agent shutting down), or an idempotent
+# one whose process died under it, is tried again on a live replica (or the restarted one) while
+# its deadline allows, at most this many attempts in all: a fault costs the caller nothing, and
+# an agent that kills every task it gets is not fed the same task for ever.
+MAX_ATTEMPTS = 5
+RETRY_BACKOFF = 0.025  # before the 2nd attempt; doubled for each next one (jittered)
+RETRY_BACKOFF_CAP = 0.5
 
 
 @dataclass(slots=True)
@@ -143,18 +152,21 @@ class Dispatcher:
                 try:
                     return await self._attempt(agent, record, action, attempt, on_event)
                 except Unavailable as error:
-                    idempotent = (
-                        task.idempotent
-                        if task.idempotent is not None
-                        else bool(action and action.idempotent)
-                    )
-                    # A task that never reached the dead process did not run: any task may go
-                    # to another replica then.
-                    retryable = idempotent or isinstance(error, _NotSent)
-                    if not retryable or attempt >= RETRY_ATTEMPTS:
+                    delay = self._retry_delay(record, action, attempt, error)
+                    if delay is None:
                         raise
                     attempt += 1
-                    log.info("retrying idempotent task", task_id=task.task_id, attempt=attempt)
+                    log.info(
+                        "retrying task",
+                        task_id=task.task_id,
+                        attempt=attempt,
+                        reason=error.reason,
+                        after=round(delay, 3),
+                    )
+                    # The replica that failed is already out of the rotation: the next attempt
+                    # goes to a live one or waits for the restart. The pause only keeps a task
+                    # from spinning through replicas that die as soon as they get it.
+                    await asyncio.sleep(delay)
         except asyncio.CancelledError:
             # Ours only when cancel() asked and nobody else cancels the task as well.
             if record.cancel_reason and record.owner is not None and record.owner.uncancel() == 0:
@@ -178,6 +190,27 @@ class Dispatcher:
             return  # already being cancelled
         record.cancel_reason = reason or "cancelled by CancelTask"
         record.owner.cancel()
+
+    def _retry_delay(
+        self, record: RunningTask, action: ActionInfo | None, attempt: int, error: Unavailable
+    ) -> float | None:
+        """How long to wait before trying ``record``'s task again, or None: do not.
+
+        A task that did not run (never sent, or refused by an agent that is shutting down) may
+        go again whatever its action; one that was sent to a process that died may have run, so
+        it goes again only when it is idempotent (by the action, or by ``AgentInput``).
+        """
+        task = record.task
+        idempotent = (
+            task.idempotent if task.idempotent is not None else bool(action and action.idempotent)
+        )
+        if not (idempotent or isinstance(error, _NotRun)) or attempt >= MAX_ATTEMPTS:
+            return None
+        delay = min(RETRY_BACKOFF_CAP, RETRY_BACKOFF * 2 ** (attempt - 1))
+        delay *= random.uniform(0.5, 1.0)
+        # No time left for another attempt after the pause: the caller gets this error now, not
+        # a DEADLINE_EXCEEDED later that hides what happened.
+        return delay if _left(record.deadline) > delay else None
 
     # -- one attempt ---------------------------------------------------------------------
 
@@ -242,6 +275,15 @@ class Dispatcher:
                     f"task {task.task_id} on agent {agent.name} did not finish before its deadline",
                     reason="TASK_DEADLINE_EXCEEDED",
                     resource=("task", task.task_id),
+                )
+            if _refused(pending):
+                # The agent is draining (an outside SIGTERM, say) and did not run the task; the
+                # link has taken this replica out of the rotation already.
+                raise _Refused(
+                    f"agent {agent.name} process {replica.pid or ''} is shutting down and refused task {task.task_id}",
+                    reason="AGENT_SHUTTING_DOWN",
+                    resource=("agent", agent.name),
+                    retry_after=1.0,
                 )
             metadata = Metadata(
                 duration=time.monotonic() - clock,
@@ -391,8 +433,24 @@ class Dispatcher:
         return result.as_json()
 
 
-class _NotSent(Unavailable):
+class _NotRun(Unavailable):
+    """The agent did not run the task: trying it again cannot run it twice."""
+
+
+class _NotSent(_NotRun):
     """The replica was gone before the task frame went out: the agent never saw the task."""
+
+
+class _Refused(_NotRun):
+    """The agent answered ``shutting_down``: it takes no more tasks and did not run this one."""
+
+
+def _refused(pending: Pending) -> bool:
+    result = pending.result
+    if result is None:
+        return False
+    error = result.get("error")
+    return isinstance(error, dict) and error.get("code") == SHUTTING_DOWN
 
 
 def _left(deadline: float | None) -> float:

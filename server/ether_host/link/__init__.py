@@ -1,6 +1,6 @@
 """The stdio link: JSON frames, one per line, between the host and an agent process."""
 
-from ether_host.link.connection import AgentConnection
+from ether_host.link.connection import SHUTTING_DOWN, AgentConnection
 from ether_host.link.lines import LineSplitter
 from ether_host.link.pending import (
     HandshakeError,
@@ -11,6 +11,7 @@ from ether_host.link.pending import (
 )
 
 __all__ = [
+    "SHUTTING_DOWN",
     "AgentConnection",
     "HandshakeError",
     "LineSplitter",

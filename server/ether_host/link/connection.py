@@ -34,6 +34,7 @@ from ether_host.link.writer import StdinWriter
 log = structlog.get_logger("ether.link")
 
 PROTOCOL_VERSIONS = (1,)
+SHUTTING_DOWN = "shutting_down"  # the error code of a task refused because the agent drains
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 _ID_IN_HEAD = re.compile(rb'"id"\s*:\s*"([^"]{1,64})"')
 
@@ -76,6 +77,10 @@ class AgentConnection:
         self.fatal: dict[str, Any] | None = None
         self.counters = Counters()
         self.closed = anyio.Event()
+        # Set by the first task the agent answers `shutting_down` (protocol rule 9): the link
+        # says nothing else when the agent drains (after an outside SIGTERM, say), and from then
+        # on it refuses every task, so nothing more may be sent to it.
+        self.draining = anyio.Event()
         self._writer = StdinWriter(stdin, agent)
         self._stdout = stdout
         self._on_call = on_call
@@ -239,6 +244,11 @@ class AgentConnection:
                 "result for unknown or finished task dropped", agent=self.agent, id=frame_id
             )
             return
+        error = frame.get("error")
+        if isinstance(error, dict) and error.get("code") == SHUTTING_DOWN:
+            if not self.draining.is_set():
+                log.info("agent is shutting down; no more tasks to it", agent=self.agent)
+            self.draining.set()
         pending.finish(result=frame)
 
     def _on_task_event(self, kind: str, frame: dict[str, Any]) -> None:

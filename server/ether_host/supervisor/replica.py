@@ -101,6 +101,7 @@ class Replica:
             self.state is State.RUNNING
             and connection is not None
             and not connection.closed.is_set()
+            and not connection.draining.is_set()
             and not self._stop.is_set()
         )
 
@@ -298,6 +299,7 @@ class Replica:
                         pid=process.pid,
                     )
                     tg.start_soon(self._keep_alive, connection)
+                    tg.start_soon(self._watch_draining, connection)
                     with anyio.CancelScope() as watch:
                         async with anyio.create_task_group() as waits:
                             for event, key in (
@@ -425,6 +427,17 @@ class Replica:
         for line in splitter.finish():
             emit(line)
         done.set()
+
+    async def _watch_draining(self, connection: AgentConnection) -> None:
+        """The agent began shutting down on its own (it answered a task ``shutting_down``,
+        after an outside SIGTERM say): show the replica STOPPING while it drains and exits, and
+        restart it if it is still there well after a stop would have killed it, so a replica
+        that refuses every task never stays out of the rotation for good."""
+        await connection.draining.wait()
+        if self.state is State.RUNNING and not self._stop.is_set():
+            self._enter(State.STOPPING, "the agent is shutting down", pid=self.pid)
+        await anyio.sleep(self.agent.spec.stop_grace + TERM_WAIT)
+        self.mark_wedged("it has refused tasks as shutting down for too long")
 
     async def _keep_alive(self, connection: AgentConnection) -> None:
         """Ping agents that declared ping; three misses in a row -> restart."""

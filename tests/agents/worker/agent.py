@@ -82,3 +82,14 @@ def grandchild() -> dict[str, Any]:
         stderr=subprocess.DEVNULL,
     )
     return {"pid": child.pid}
+
+
+@agent.action(description="Answer shutting_down, as a draining agent does, once per marker file.")
+def refuse_once(marker: str) -> dict[str, Any]:
+    import os
+
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return {"served": True}
+    raise AgentError("shutting_down", "this agent is shutting down", retryable=True)
