@@ -10,6 +10,7 @@ answers one), ROGUE_LINGER=1 stays up after
 stdin ends or a shutdown frame (only a signal it does not ignore ends it).
 """
 
+import base64
 import json
 import os
 import signal
@@ -56,6 +57,11 @@ def handle(task: dict) -> None:
         write_raw(
             b'not json at all\n42\n[1,2]\n\xff\xfe invalid utf-8 \xc3\x28\n{"id":\n{"type":"result","id":"h-999999","status":"ok"}\n'
         )
+        result(frame_id, {"survived": True})
+    elif action == "spew":
+        # Bytes a fuzzer chose, raw on stdout (then a newline, so they end as one line or
+        # more), and then the answer: the host must skip whatever they were and carry on.
+        write_raw(base64.b64decode(params["b64"]) + b"\n", int(params.get("chunk", 0)))
         result(frame_id, {"survived": True})
     elif action == "hang":
         pass  # never answers, ignores cancel
@@ -135,7 +141,7 @@ def main() -> None:
     if not os.environ.get("ROGUE_NO_HELLO"):
         actions = [
             *("echo", "sized", "garbage", "hang", "crash", "grandchild", "print"),
-            *("deadline", "nap", "stderr", "give_up", "chatter"),
+            *("deadline", "nap", "stderr", "give_up", "chatter", "spew"),
         ]
         send(
             {
