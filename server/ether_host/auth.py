@@ -1,44 +1,78 @@
-"""Bearer-token identities.
+"""Who is calling: identities from bearer tokens and client certificates.
 
-A token file holds one token per line: ``NAME TOKEN [RIGHT,RIGHT...]``. Blank
-lines and lines starting with ``#`` are skipped. Rights default to ``*`` (all);
-later features check them (for instance ``terminal.write``).
+The credentials file (``auth_tokens_file``) holds one credential per line:
+``NAME CREDENTIAL [RIGHT,RIGHT...]``. A credential is a bearer token (16 characters or more)
+or ``cert:SUBJECT``, a client certificate whose subject common name or one of whose subject
+alternative names (DNS name, e-mail, URI or IP address) is SUBJECT; the host accepts only
+certificates signed by its ``tls.client_ca``. Blank lines and lines starting with ``#`` are
+skipped. Rights default to ``*`` (all); rights.py lists them and which RPC needs which.
 """
 
 from __future__ import annotations
 
 import hmac
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+CERT_PREFIX = "cert:"
+
 
 class TokenFileError(Exception):
-    """The token file cannot be used; the host refuses to start."""
+    """The credentials file cannot be used; the host refuses to start."""
 
 
 @dataclass(frozen=True)
 class Identity:
-    """Who is calling: a token's name, or ``local`` when auth is off."""
+    """Who is calling: a credential's name, or ``local`` when auth is off."""
 
     name: str
     rights: frozenset[str] = frozenset({"*"})
 
-    def may(self, right: str) -> bool:
-        """True when this identity holds ``right`` (or every right)."""
-        return "*" in self.rights or right in self.rights
+    def may(self, right: str, scope: str = "") -> bool:
+        """True when this identity holds ``right`` (or every right, or ``right:scope``)."""
+        rights = self.rights
+        return "*" in rights or right in rights or (bool(scope) and f"{right}:{scope}" in rights)
 
 
 LOCAL = Identity("local")
 
 
-class TokenTable:
-    """Looks up identities by bearer token in constant time per token."""
+def both(token: Identity, certificate: Identity) -> Identity | str:
+    """The caller when a call must carry a token and a certificate: both must name the same
+    identity, which then holds only the rights both lines grant; else why not."""
+    if token.name != certificate.name:
+        return (
+            f"the bearer token is {token.name!r}'s but the client certificate is "
+            f"{certificate.name!r}'s: both must belong to one identity"
+        )
+    if "*" in token.rights:
+        return certificate
+    if "*" in certificate.rights:
+        return token
+    return Identity(token.name, token.rights & certificate.rights)
 
-    def __init__(self, identities: dict[str, Identity]) -> None:
+
+class TokenTable:
+    """Looks up identities by bearer token (in constant time per token) or by the names a
+    verified client certificate carries."""
+
+    def __init__(
+        self, identities: dict[str, Identity], certificates: dict[str, Identity] | None = None
+    ) -> None:
         self._by_token = identities
+        self._by_subject = certificates or {}
 
     def __len__(self) -> int:
-        return len(self._by_token)
+        return len(self._by_token) + len(self._by_subject)
+
+    @property
+    def has_tokens(self) -> bool:
+        return bool(self._by_token)
+
+    @property
+    def has_certificates(self) -> bool:
+        return bool(self._by_subject)
 
     def identify(self, token: str) -> Identity | None:
         """The identity holding ``token``, or None."""
@@ -48,28 +82,55 @@ class TokenTable:
                 found = identity
         return found
 
+    def identify_certificate(self, subjects: Iterable[str]) -> Identity | None:
+        """The identity of a verified certificate: the first of its names (common name, then
+        alternative names) that a ``cert:`` line names, or None."""
+        for subject in subjects:
+            identity = self._by_subject.get(subject)
+            if identity is not None:
+                return identity
+        return None
+
 
 def load_token_file(path: Path) -> TokenTable:
-    """Parse a token file; raise TokenFileError naming the file and line."""
+    """Parse a credentials file; raise TokenFileError naming the file and line."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise TokenFileError(f"cannot read token file {path}: {error.strerror}") from None
     identities: dict[str, Identity] = {}
+    certificates: dict[str, Identity] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         parts = line.split()
         if len(parts) not in (2, 3):
-            raise TokenFileError(f"token file {path} line {number}: expected 'NAME TOKEN [RIGHTS]'")
-        name, token = parts[0], parts[1]
-        if len(token) < 16:
+            raise TokenFileError(
+                f"token file {path} line {number}: expected 'NAME TOKEN [RIGHTS]' "
+                "or 'NAME cert:SUBJECT [RIGHTS]'"
+            )
+        name, credential = parts[0], parts[1]
+        rights = frozenset(parts[2].split(",")) if len(parts) == 3 else frozenset({"*"})
+        if credential.startswith(CERT_PREFIX):
+            subject = credential[len(CERT_PREFIX) :]
+            if not subject:
+                raise TokenFileError(
+                    f"token file {path} line {number}: 'cert:' needs the certificate's common "
+                    "name or alternative name after it"
+                )
+            if subject in certificates:
+                raise TokenFileError(
+                    f"token file {path} line {number}: certificate subject {subject!r} is "
+                    f"already {certificates[subject].name!r}'s"
+                )
+            certificates[subject] = Identity(name, rights)
+            continue
+        if len(credential) < 16:
             raise TokenFileError(
                 f"token file {path} line {number}: token of {name!r} is shorter than 16 characters"
             )
-        rights = frozenset(parts[2].split(",")) if len(parts) == 3 else frozenset({"*"})
-        identities[token] = Identity(name, rights)
-    if not identities:
+        identities[credential] = Identity(name, rights)
+    if not identities and not certificates:
         raise TokenFileError(f"token file {path} holds no tokens")
-    return TokenTable(identities)
+    return TokenTable(identities, certificates)

@@ -50,6 +50,25 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--shutdown-grace", dest="shutdown_grace", help="seconds to drain RPCs on stop"
     )
+    serve.add_argument("--tls-cert", dest="tls_cert", help="serve TLS: certificate chain (PEM)")
+    serve.add_argument("--tls-key", dest="tls_key", help="serve TLS: private key (PEM)")
+    serve.add_argument(
+        "--tls-client-ca",
+        dest="tls_client_ca",
+        help="require client certificates signed by this CA (PEM); the token file maps them",
+    )
+    serve.add_argument(
+        "--tls-require-token",
+        dest="tls_require_token",
+        action="store_const",
+        const=True,
+        help="with --tls-client-ca: every call needs a token AND a certificate",
+    )
+    serve.add_argument(
+        "--default-deadline",
+        dest="default_deadline",
+        help="seconds a call with one response and no deadline may run (default 3600; 0: none)",
+    )
     serve.add_argument(
         "--agents-dir", dest="agents_dir", help="deploy every agent folder in this directory"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -16,7 +17,8 @@ Metadata = tuple[tuple[str, str | bytes], ...]
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
-    """--address and --token, defaulting to $ETHER_ADDRESS and $ETHER_TOKEN."""
+    """--address, --token and the TLS files, defaulting to $ETHER_ADDRESS, $ETHER_TOKEN,
+    $ETHER_TLS_CA, $ETHER_TLS_CLIENT_CERT and $ETHER_TLS_CLIENT_KEY."""
     parser.add_argument(
         "--address",
         default=os.environ.get("ETHER_ADDRESS", DEFAULT_ADDRESS),
@@ -26,6 +28,22 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
         "--token",
         default=os.environ.get("ETHER_TOKEN", ""),
         help="bearer token when the host has auth on (default $ETHER_TOKEN)",
+    )
+    parser.add_argument(
+        "--tls-ca",
+        default=os.environ.get("ETHER_TLS_CA", ""),
+        help="connect with TLS, trusting the host's certificate if this CA (PEM) signed it "
+        "(default $ETHER_TLS_CA)",
+    )
+    parser.add_argument(
+        "--tls-cert",
+        default=os.environ.get("ETHER_TLS_CLIENT_CERT", ""),
+        help="client certificate (PEM) for a host that asks for one (default $ETHER_TLS_CLIENT_CERT)",
+    )
+    parser.add_argument(
+        "--tls-key",
+        default=os.environ.get("ETHER_TLS_CLIENT_KEY", ""),
+        help="the client certificate's private key (PEM) (default $ETHER_TLS_CLIENT_KEY)",
     )
 
 
@@ -55,10 +73,28 @@ def connect(args: argparse.Namespace) -> tuple[Any, Metadata]:
     import grpc  # imported late: `ether --help` should not load grpc
 
     metadata: Metadata = (("authorization", f"Bearer {args.token}"),) if args.token else ()
-    channel = grpc.insecure_channel(
-        args.address, options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+    options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+    tls = getattr(args, "tls_ca", "") or getattr(args, "tls_cert", "")
+    if not tls:
+        return grpc.insecure_channel(args.address, options=options), metadata
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=_read(args.tls_ca),
+        private_key=_read(args.tls_key),
+        certificate_chain=_read(args.tls_cert),
     )
-    return channel, metadata
+    return grpc.secure_channel(args.address, credentials, options=options), metadata
+
+
+def _read(path: str) -> bytes | None:
+    """A PEM file's bytes (None for ''); a file that cannot be read ends the command (exit 2)."""
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as error:
+        print(f"ether: cannot read {path}: {error.strerror}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
 
 
 def report_rpc_error(error: Any, err: TextIO, prog: str) -> int:

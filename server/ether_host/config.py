@@ -38,6 +38,19 @@ class HostConfig:
     # Response streams open at once on the host and per caller (transport/limits.py).
     max_streams: int = 5000
     max_streams_per_caller: int = 1000
+    # A call with one response and no deadline of its own ends DEADLINE_EXCEEDED after this
+    # many seconds (0: never); response streams are not bounded (transport/limits.py).
+    default_deadline: float = 3600.0
+    # Client pings closer together than this, with no data between, are strikes; the
+    # third earns the connection a GOAWAY too_many_pings (gRPC keepalive enforcement).
+    keepalive_min_ping_interval: float = 60.0
+    # TLS: the server's certificate chain and key (PEM); with client_ca, every client must
+    # present a certificate it signed, and its subject maps to an identity (auth.py).
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_client_ca: str = ""
+    # With client_ca and a token file: a call needs the token AND the certificate.
+    tls_require_token: bool = False
     agents_dir: str = ""
     # Agents deployed at start, from the TOML file's [[agents]] tables.
     agents: tuple[Mapping[str, Any], ...] = field(default=())
@@ -112,6 +125,33 @@ def _count(key: str, lowest: int, highest: int) -> Callable[[Any], int]:
     return parse
 
 
+def _seconds_up_to(key: str, highest: float) -> Callable[[Any], float]:
+    def parse(value: Any) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: expected a number of seconds, got {value!r}") from None
+        if not 0 <= number <= highest:
+            raise ConfigError(f"{key}: {number} is out of range; allowed 0 to {highest:g} seconds")
+        return number
+
+    return parse
+
+
+def _flag(key: str) -> Callable[[Any], bool]:
+    def parse(value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError(f"{key}: {value!r} is not allowed; use true or false")
+
+    return parse
+
+
 def _table(key: str) -> Callable[[Any], Mapping[str, Any]]:
     def parse(value: Any) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
@@ -141,6 +181,12 @@ SETTINGS: dict[str, Callable[[Any], Any]] = {
     "max_concurrent_rpcs": _count("max_concurrent_rpcs", 1, 1_000_000),
     "max_streams": _count("max_streams", 1, 1_000_000),
     "max_streams_per_caller": _count("max_streams_per_caller", 1, 1_000_000),
+    "default_deadline": _seconds_up_to("default_deadline", 7 * 86400),
+    "keepalive_min_ping_interval": _seconds_up_to("keepalive_min_ping_interval", 3600),
+    "tls_cert": _text("tls_cert"),
+    "tls_key": _text("tls_key"),
+    "tls_client_ca": _text("tls_client_ca"),
+    "tls_require_token": _flag("tls_require_token"),
     "agents_dir": _text("agents_dir"),
     "agents": _agents,
     "terminals": _table("terminals"),
@@ -150,12 +196,24 @@ SETTINGS: dict[str, Callable[[Any], Any]] = {
 # Keys that only a TOML file can set (structured values).
 FILE_ONLY = {"agents", "terminals", "gateway", "workflows"}
 ENV_PREFIX = "ETHER_"
+# TOML tables whose keys are settings of their own: [tls] cert = ... is tls_cert.
+SECTIONS = ("tls",)
+
+
+def _flatten(values: Mapping[str, Any]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in values.items():
+        if key in SECTIONS and isinstance(value, Mapping):
+            flat.update({f"{key}_{inner}": v for inner, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
 
 
 def _apply(config: HostConfig, values: Mapping[str, Any], origin: str) -> HostConfig:
     known = {f.name for f in fields(HostConfig)}
     changes: dict[str, Any] = {}
-    for key, raw in values.items():
+    for key, raw in _flatten(values).items():
         if key not in known:
             allowed = ", ".join(sorted(SETTINGS))
             raise ConfigError(f"{origin}: unknown key {key!r}; allowed keys are {allowed}")

@@ -29,7 +29,7 @@ from ether.v1 import (
 )
 from ether_host import containment
 from ether_host.agents import Dispatcher
-from ether_host.auth import load_token_file
+from ether_host.auth import TokenFileError, TokenTable, load_token_file
 from ether_host.config import HostConfig
 from ether_host.gateway import Gateway, GatewayStore
 from ether_host.lifecycle import Lifecycle
@@ -44,13 +44,19 @@ from ether_host.terminals import TerminalManager, TerminalSettings
 from ether_host.terminals.agents import AgentTerminals
 from ether_host.transport.agent_io import AgentIOServicer
 from ether_host.transport.gateway import GatewayServicer
-from ether_host.transport.interceptors import MethodTableServer, RpcLogging, TokenAuth
+from ether_host.transport.interceptors import (
+    Authenticate,
+    DefaultDeadline,
+    MethodTableServer,
+    RpcLogging,
+)
 from ether_host.transport.limits import StreamQuota, server_options
 from ether_host.transport.listen import (
     ListenError,
     bind_tcp,
     bind_unix,
     is_loopback,
+    server_credentials,
     split_host_port,
 )
 from ether_host.transport.supervisor import SupervisorServicer
@@ -62,13 +68,47 @@ log = structlog.get_logger("ether.host")
 
 
 def _check_exposure(config: HostConfig, auth_on: bool) -> None:
-    if config.listen and not auth_on:
-        host, _ = split_host_port(config.listen)
-        if not is_loopback(host):
-            raise ListenError(
-                f"refusing to listen on non-loopback address {config.listen} without auth: "
-                "set auth_tokens_file (--auth-tokens-file) or listen on 127.0.0.1"
-            )
+    """Beyond loopback, calls cross a network: they need credentials, and TLS so that a token
+    is not readable on the way."""
+    if not config.listen:
+        return
+    host, _ = split_host_port(config.listen)
+    if is_loopback(host):
+        return
+    if not auth_on:
+        raise ListenError(
+            f"refusing to listen on non-loopback address {config.listen} without auth: "
+            "set auth_tokens_file (--auth-tokens-file) or listen on 127.0.0.1"
+        )
+    if not config.tls_cert:
+        raise ListenError(
+            f"refusing to listen on non-loopback address {config.listen} in plaintext: "
+            "set tls_cert and tls_key (--tls-cert, --tls-key) or listen on 127.0.0.1"
+        )
+
+
+def _authenticate(config: HostConfig, tokens: TokenTable | None) -> Authenticate | None:
+    """Who must show what: a token when the file has tokens, a client certificate when
+    tls_client_ca is set, both when tls_require_token says so (docs/auth.md)."""
+    certificate = bool(config.tls_client_ca)
+    if certificate and tokens is None:
+        raise TokenFileError(
+            "tls_client_ca needs auth_tokens_file: its 'NAME cert:SUBJECT [RIGHTS]' lines say "
+            "who each client certificate is"
+        )
+    if tokens is None:
+        return None
+    if config.tls_require_token and not certificate:
+        raise TokenFileError("tls_require_token needs tls_client_ca (a token AND a certificate)")
+    token = not certificate or config.tls_require_token
+    if token and not tokens.has_tokens:
+        raise TokenFileError(f"token file {config.auth_tokens_file} holds no tokens")
+    if certificate and not tokens.has_certificates:
+        raise TokenFileError(
+            f"token file {config.auth_tokens_file} has no 'NAME cert:SUBJECT' line for "
+            "tls_client_ca's certificates"
+        )
+    return Authenticate(tokens, token=token, certificate=certificate)
 
 
 @dataclass
@@ -139,10 +179,14 @@ async def run_host(
     _check_exposure(config, tokens is not None)
     config.state_dir.mkdir(parents=True, exist_ok=True)
 
+    authenticate = _authenticate(config, tokens)
+    credentials = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
+
     core = build_core(config)
     decorators = [RpcLogging().decorate]
-    if tokens is not None:
-        decorators.append(TokenAuth(tokens).decorate)
+    if authenticate is not None:
+        decorators.append(authenticate.decorate)
+    decorators.append(DefaultDeadline(config.default_deadline).decorate)
     decorators.append(StreamQuota(config.max_streams_per_caller, config.max_streams).decorate)
     grpc_server = grpc.aio.server(
         options=server_options(config), maximum_concurrent_rpcs=config.max_concurrent_rpcs
@@ -160,7 +204,7 @@ async def run_host(
 
     addresses = []
     if config.listen:
-        addresses.append(bind_tcp(server, config.listen))
+        addresses.append(bind_tcp(server, config.listen, credentials))
     if config.unix_socket:
         addresses.append(bind_unix(server, config.unix_socket))
     if not addresses:
@@ -196,6 +240,8 @@ async def run_host(
                 "serving",
                 addresses=addresses,
                 auth=tokens is not None,
+                tls=credentials is not None,
+                client_certificates=bool(config.tls_client_ca),
                 state_dir=str(config.state_dir),
             )
             task_status.started(addresses)

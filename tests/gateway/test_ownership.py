@@ -28,7 +28,9 @@ def bearer(token: str) -> list[tuple[str, str]]:
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
     folder = tmp_path_factory.mktemp("gateway-auth")
     tokens = folder / "tokens"
-    tokens.write_text(f"alice {ALICE}\nbob {BOB} gateway.message\ncarol {CAROL} agents.read\n")
+    tokens.write_text(
+        f"alice {ALICE}\nbob {BOB} gateway.message,gateway.session\ncarol {CAROL} agent.read\n"
+    )
     tokens.chmod(0o600)
     config = folder / "ether.toml"
     config.write_text(f'[[agents]]\npath = "{AGENTS / "chatter"}"\n')

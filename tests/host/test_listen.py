@@ -1,5 +1,5 @@
-"""Where the host listens: loopback by default, non-loopback only with auth, unix sockets in a
-private directory, and "address in use" instead of a silently shared port."""
+"""Where the host listens: loopback by default, non-loopback only with auth and TLS, unix
+sockets in a private directory, and "address in use" instead of a silently shared port."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from ether.v1 import agent_io_pb2
+from ether.v1 import agent_io_pb2, agent_io_pb2_grpc
+from tests.support.certs import Authority
 from tests.support.host import HostProcess
 
-from ._support import ETHER_SERVICES, Host, grpcurl, run_ether, wait_serving_via, write_tokens
+from ._support import ETHER_SERVICES, Host, grpcurl, run_ether, write_tokens
 
 TOKEN = "listen-test-token-0123456789"
 
@@ -38,19 +39,44 @@ def test_non_loopback_without_auth_is_refused(
     assert '"serving"' not in result.stderr
 
 
-def test_non_loopback_with_auth_is_accepted(tmp_path: Path) -> None:
-    """With a token file the host listens on every interface (we only talk over loopback)."""
+def test_non_loopback_in_plaintext_is_refused(tmp_path: Path) -> None:
+    """Tokens alone are not enough beyond loopback: they would cross the network readable."""
     tokens = write_tokens(tmp_path / "tokens", ops=TOKEN)
+    result = run_ether(
+        "--listen", "0.0.0.0:0", "--auth-tokens-file", str(tokens), "--state-dir", str(tmp_path / "state"),
+        timeout=15,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "refusing to listen on non-loopback address 0.0.0.0:0 in plaintext" in result.stderr
+    assert "tls_cert" in result.stderr  # says how to fix it
+    assert '"serving"' not in result.stderr
+
+
+def test_non_loopback_with_auth_and_tls_is_accepted(tmp_path: Path) -> None:
+    """With a token file and a server certificate the host listens on every interface (we only
+    talk over loopback), in TLS only."""
+    tokens = write_tokens(tmp_path / "tokens", ops=TOKEN)
+    authority = Authority(tmp_path, "listen")
+    server = authority.issue("server", "ether host", server=True)
     host = Host(
         "--listen", "0.0.0.0:0", "--auth-tokens-file", str(tokens), "--state-dir", str(tmp_path / "state"),
-        "--log-format", "json",
+        "--tls-cert", str(server.cert), "--tls-key", str(server.key), "--log-format", "json",
     )  # fmt: skip
     try:
-        record = wait_serving_via(host, "127.0.0.1:PORT")
-        assert record["auth"] is True
+        record = host.wait_for_log(lambda r: r.get("event") == "serving", 60)
+        assert (record["auth"], record["tls"]) == (True, True)
         assert str(record["addresses"][0]).startswith("0.0.0.0:")
+        address = "127.0.0.1:" + str(record["addresses"][0]).rpartition(":")[2]
         metadata = [("authorization", f"Bearer {TOKEN}")]
-        host.agents.ListAgents(agent_io_pb2.ListAgentsRequest(), metadata=metadata, timeout=10)
+        trust = grpc.ssl_channel_credentials(authority.pem.read_bytes())
+        with grpc.secure_channel(address, trust) as channel:
+            stub = agent_io_pb2_grpc.AgentIOServiceStub(channel)
+            stub.ListAgents(agent_io_pb2.ListAgentsRequest(), metadata=metadata, timeout=30)
+        with grpc.insecure_channel(address) as plain, pytest.raises(grpc.RpcError) as error:
+            agent_io_pb2_grpc.AgentIOServiceStub(plain).ListAgents(
+                agent_io_pb2.ListAgentsRequest(), metadata=metadata, timeout=30
+            )
+        assert error.value.code() == grpc.StatusCode.UNAVAILABLE
     finally:
         assert host.stop() == 0
 

@@ -10,12 +10,14 @@ import anyio
 import grpc
 
 from ether.v1 import agent_io_pb2, agent_io_pb2_grpc
+from ether_host import rights
 from ether_host.agents import Dispatcher, TaskEvent, TaskInput
 from ether_host.errors import EtherError, InvalidArgument
 from ether_host.paging import paginate
 from ether_host.supervisor import Supervisor
 from ether_host.transport import convert
 from ether_host.transport.convert import dict_to_struct, timestamp
+from ether_host.transport.interceptors import current_identity
 
 PIPE_DEFAULT_IN_FLIGHT = 64
 PIPE_MAX_IN_FLIGHT = 1024
@@ -62,6 +64,7 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
         self, request: agent_io_pb2.ExecuteRequest, context: grpc.aio.ServicerContext
     ) -> agent_io_pb2.ExecuteResponse:
         message = _required_input(request.input)
+        _may_execute(message)
         task = convert.task_input(message, convert.rpc_time_left(context.time_remaining()))
         result = await self._dispatcher.execute(task)
         response = agent_io_pb2.ExecuteResponse()
@@ -74,6 +77,7 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
         self, request: agent_io_pb2.ExecuteStreamRequest, context: grpc.aio.ServicerContext
     ) -> None:
         message = _required_input(request.input)
+        _may_execute(message)
         task = convert.task_input(message, convert.rpc_time_left(context.time_remaining()))
         as_json = convert.wants_json(message)
         send, receive = anyio.create_memory_object_stream[Any](1000)
@@ -113,6 +117,7 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
             task: TaskInput | None = None
             response = agent_io_pb2.PipeResponse()
             try:
+                _may_execute(message)
                 task = convert.task_input(message, convert.rpc_time_left(context.time_remaining()))
                 result = await self._dispatcher.execute(task)
                 convert.fill_agent_output(response.output, result, convert.wants_json(message))
@@ -155,6 +160,12 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
     ) -> agent_io_pb2.CancelTaskResponse:
         self._dispatcher.cancel(request.task_id, request.reason)
         return agent_io_pb2.CancelTaskResponse(cancelled=True)
+
+
+def _may_execute(message: agent_io_pb2.AgentInput) -> None:
+    """PERMISSION_DENIED unless the caller holds agent.execute, or agent.execute:<agent> for
+    the agent this input names (the interceptor let in a caller with it for some agent)."""
+    rights.require(current_identity.get(), rights.AGENT_EXECUTE, message.agent)
 
 
 def _required_input(message: agent_io_pb2.AgentInput) -> agent_io_pb2.AgentInput:

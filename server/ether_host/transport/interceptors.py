@@ -1,4 +1,4 @@
-"""What wraps every RPC: logging and error mapping, and token auth.
+"""What wraps every RPC: logging and error mapping, authentication and rights.
 
 Both wrap the method handler's behaviour rather than the call, so that code
 they run (binding log context, setting the caller's identity) happens in the
@@ -22,10 +22,11 @@ import structlog
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError, Message
 
-from ether_host.auth import LOCAL, Identity, TokenTable
-from ether_host.errors import EtherError, InvalidArgument
+from ether_host import rights
+from ether_host.auth import LOCAL, Identity, TokenTable, both
+from ether_host.errors import DeadlineExceeded, EtherError, InvalidArgument
 from ether_host.logs import log_later
-from ether_host.transport import validation
+from ether_host.transport import convert, validation
 from ether_host.transport.status import internal_status, status_of
 
 log = structlog.get_logger("ether.rpc")
@@ -36,7 +37,9 @@ Behavior = Callable[[Any, grpc.aio.ServicerContext], Any]
 Decorator = Callable[[Behavior, str, bool], Behavior]
 
 # Health must answer without a token so load balancers and probes work.
-OPEN_METHODS_PREFIX = "/grpc.health.v1.Health/"
+OPEN_METHODS_PREFIX = rights.OPEN_PREFIXES[0]
+# The names a verified client certificate carries (grpc's auth context; values are bytes).
+CERTIFICATE_NAMES = ("x509_common_name", "x509_subject_alternative_name")
 
 
 def _rewrap(
@@ -256,14 +259,18 @@ def _unwrap(error: BaseException) -> BaseException:
     return error
 
 
-class TokenAuth:
-    """Requires a valid bearer token on every method but health."""
+class Authenticate:
+    """Names the caller of every method but health, from its bearer token, its client
+    certificate or both (as configured), and refuses a method whose right (rights.py) the
+    caller lacks: UNAUTHENTICATED without a valid credential, PERMISSION_DENIED naming the
+    right. Checked before the method runs, so a refused call starts nothing."""
 
-    def __init__(self, tokens: TokenTable) -> None:
+    def __init__(self, tokens: TokenTable, *, token: bool, certificate: bool) -> None:
         self._tokens = tokens
+        self._token = token
+        self._certificate = certificate
 
-    def _identify(self, context: grpc.aio.ServicerContext) -> Identity | str:
-        """The caller's identity, or the reason it has none."""
+    def _from_token(self, context: grpc.aio.ServicerContext) -> Identity | str:
         values = [v for k, v in context.invocation_metadata() or () if k == "authorization"]
         if not values:
             return "missing bearer token: send the metadata 'authorization: Bearer <token>'"
@@ -275,27 +282,104 @@ class TokenAuth:
             return "invalid bearer token: it matches no token in the host's token file"
         return identity
 
+    def _from_certificate(self, context: grpc.aio.ServicerContext) -> Identity | str:
+        found = context.auth_context()
+        # The TLS handshake has verified the chain to client_ca and the validity dates; a
+        # caller without a certificate here came over the unix socket, which has no TLS.
+        names = [
+            value.decode("utf-8", "replace")
+            for key in CERTIFICATE_NAMES
+            for value in found.get(key, ())
+        ]
+        if not names:
+            return (
+                "no client certificate: connect over TLS with a certificate signed by tls.client_ca"
+            )
+        identity = self._tokens.identify_certificate(names)
+        if identity is None:
+            return (
+                f"client certificate {names[0]!r} maps to no identity: the token file needs a "
+                f"line 'NAME cert:{names[0]} [RIGHTS]'"
+            )
+        return identity
+
+    def _identify(self, context: grpc.aio.ServicerContext) -> Identity | str:
+        """The caller's identity, or the reason it has none."""
+        by_certificate = self._from_certificate(context) if self._certificate else None
+        if isinstance(by_certificate, str):
+            return by_certificate
+        by_token = self._from_token(context) if self._token else None
+        if isinstance(by_token, str):
+            return by_token
+        if by_token is not None and by_certificate is not None:
+            return both(by_token, by_certificate)
+        identity = by_token or by_certificate
+        assert identity is not None
+        return identity
+
+    def _admit(self, context: grpc.aio.ServicerContext, right: str | None, scoped: bool) -> Any:
+        """The caller, set for the call; a coroutine to await (the abort) when refused."""
+        identity = self._identify(context)
+        if isinstance(identity, str):
+            return context.abort(grpc.StatusCode.UNAUTHENTICATED, identity)
+        current_identity.set(identity)
+        if right is not None:
+            (rights.require_some if scoped else rights.require)(identity, right)
+        return None
+
     def decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
         if method.startswith(OPEN_METHODS_PREFIX):
             return behavior
+        right = rights.right_of(method)
+        scoped = method in rights.SCOPED_METHODS
         if streaming:
 
             async def stream_behavior(request: Any, context: grpc.aio.ServicerContext) -> None:
-                identity = self._identify(context)
-                if isinstance(identity, str):
-                    await context.abort(grpc.StatusCode.UNAUTHENTICATED, identity)
-                current_identity.set(identity)
+                refused = self._admit(context, right, scoped)
+                if refused is not None:
+                    await refused
                 await _stream(behavior, request, context)
 
             return stream_behavior
 
         async def unary_behavior(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            identity = self._identify(context)
-            if isinstance(identity, str):
-                await context.abort(grpc.StatusCode.UNAUTHENTICATED, identity)
-            assert isinstance(identity, Identity)
-            current_identity.set(identity)
+            refused = self._admit(context, right, scoped)
+            if refused is not None:
+                await refused
             return await behavior(request, context)
+
+        return unary_behavior
+
+
+class DefaultDeadline:
+    """Ends a call with one response that the client gave no deadline DEADLINE_EXCEEDED after
+    ``seconds`` (the setting default_deadline), cancelling its work as a client's own deadline
+    would. Response streams (WatchEvents, StreamLogs, Attach, Converse, ...) are meant to
+    follow for as long as the client reads, so they get none."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
+        if streaming or not self.seconds:
+            return behavior
+        seconds = self.seconds
+
+        async def unary_behavior(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            if convert.rpc_time_left(context.time_remaining()) is not None:
+                return await behavior(request, context)
+            try:
+                async with asyncio.timeout(seconds) as scope:
+                    return await behavior(request, context)
+            except TimeoutError:
+                if not scope.expired():
+                    raise
+            raise DeadlineExceeded(
+                f"the call set no deadline and ran past the host's default of {seconds:g} s "
+                "(default_deadline); set a deadline on the call for longer",
+                reason="DEFAULT_DEADLINE",
+                metadata={"setting": "default_deadline", "seconds": f"{seconds:g}"},
+            )
 
         return unary_behavior
 

@@ -29,6 +29,11 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # limit and its hard limit at random, and past the hard one always (RESOURCE_EXHAUSTED); one
 # value for both makes the answer the same every time.
 MAX_METADATA_BYTES = 16 * 1024
+# Too-frequent pings tolerated before GOAWAY too_many_pings (grpc's default, written down).
+MAX_PING_STRIKES = 2
+# The host pings an idle connection every 2 minutes and drops it when no ack comes in 20 s.
+KEEPALIVE_TIME_MS = 120_000
+KEEPALIVE_TIMEOUT_MS = 20_000
 
 
 def server_options(config: HostConfig) -> list[tuple[str, Any]]:
@@ -45,6 +50,21 @@ def server_options(config: HostConfig) -> list[tuple[str, Any]]:
         # rest itself. With maximum_concurrent_rpcs it bounds the handlers a stream flood that
         # opens and resets streams (CVE-2023-44487, "rapid reset") can start.
         ("grpc.max_concurrent_streams", config.max_concurrent_rpcs),
+        # Keepalive enforcement (grpc's doc/keepalive.md): a client's pings closer together
+        # than this with no data between are strikes, and past max_ping_strikes the connection
+        # gets GOAWAY ENHANCE_YOUR_CALM "too_many_pings", so a ping flood costs the host little.
+        # Pings on a connection without calls are allowed at that rate: a client may keep an
+        # idle channel to the host open through NATs and load balancers.
+        (
+            "grpc.http2.min_ping_interval_without_data_ms",
+            int(config.keepalive_min_ping_interval * 1000),
+        ),
+        ("grpc.http2.max_ping_strikes", MAX_PING_STRIKES),
+        ("grpc.keepalive_permit_without_calls", 1),
+        # The host's own pings find connections whose peer vanished without a FIN (a client
+        # machine that lost power holds its streams' quota until then).
+        ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
     ]
 
 

@@ -1,4 +1,4 @@
-"""Listening addresses: loopback checks, unix socket directories, clear bind errors."""
+"""Listening addresses: loopback checks, unix socket directories, TLS, clear bind errors."""
 
 from __future__ import annotations
 
@@ -42,6 +42,35 @@ def is_loopback(host: str) -> bool:
     return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
 
 
+def _read_pem(key: str, path_text: str) -> bytes:
+    try:
+        data = Path(path_text).read_bytes()
+    except OSError as error:
+        raise ListenError(f"{key}: cannot read {path_text}: {error.strerror}") from None
+    if b"-----BEGIN " not in data:
+        raise ListenError(f"{key}: {path_text} is not PEM (expected '-----BEGIN ...')")
+    return data
+
+
+def server_credentials(cert: str, key: str, client_ca: str) -> grpc.ServerCredentials | None:
+    """TLS credentials from PEM files, or None for plaintext. With ``client_ca`` the handshake
+    requires a client certificate signed by it: a client without one, with one of another CA or
+    an expired one never reaches a method (UNAVAILABLE on its side, nothing to log on ours)."""
+    if not (cert or key or client_ca):
+        return None
+    if not (cert and key):
+        raise ListenError(
+            "tls: cert and key are both needed (tls_cert and tls_key, PEM files); "
+            "client_ca alone cannot serve TLS"
+        )
+    chain = _read_pem("tls.cert", cert)
+    private_key = _read_pem("tls.key", key)
+    roots = _read_pem("tls.client_ca", client_ca) if client_ca else None
+    return grpc.ssl_server_credentials(
+        [(private_key, chain)], root_certificates=roots, require_client_auth=roots is not None
+    )
+
+
 def _port_in_use(host: str, port: int) -> bool:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
@@ -52,11 +81,17 @@ def _port_in_use(host: str, port: int) -> bool:
     return False
 
 
-def bind_tcp(server: grpc.aio.Server, address: str) -> str:
-    """Bind ``address`` and return ``host:port`` with the real port."""
+def bind_tcp(
+    server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None = None
+) -> str:
+    """Bind ``address`` (with TLS when given ``credentials``); return ``host:port`` with the
+    real port."""
     host, port = split_host_port(address)
     try:
-        bound = server.add_insecure_port(address)
+        if credentials is None:
+            bound = server.add_insecure_port(address)
+        else:
+            bound = server.add_secure_port(address, credentials)
     except RuntimeError:
         bound = 0
     if not bound:
