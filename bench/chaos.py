@@ -43,10 +43,24 @@ from google.protobuf import duration_pb2
 
 from bench.common import REPO, EtherHost
 from bench.report import machine_markdown, markdown_table, write_section
-from ether.v1 import agent_io_pb2, agent_io_pb2_grpc, supervisor_pb2, supervisor_pb2_grpc
+from ether.v1 import (
+    agent_io_pb2,
+    agent_io_pb2_grpc,
+    gateway_pb2,
+    gateway_pb2_grpc,
+    supervisor_pb2,
+    supervisor_pb2_grpc,
+)
 
 ECHO = Path(__file__).resolve().parent / "echo"
-AGENTS = {"echo-py": "python", "echo-go": "go", "echo-ts": "typescript"}
+ECHO_AGENTS = {"echo-py": "python", "echo-go": "go", "echo-ts": "typescript"}
+# The message consumer: republishes every message it gets on the topic "postbox.received".
+POSTBOX = "postbox"
+TOOLBOX = REPO / "tests" / "agents" / "toolbox"
+AGENTS = {
+    **{name: (ECHO / folder, {}) for name, folder in ECHO_AGENTS.items()},
+    POSTBOX: (TOOLBOX, {"TOOLBOX_ON_MESSAGE": "1"}),
+}
 DEADLINE = 10.0  # each call's deadline
 LATE_MARGIN = 1.0  # an answer later than deadline + margin counts as late
 ORPHAN_BUDGET = 20.0  # seconds for a killed host's processes to be gone
@@ -132,13 +146,13 @@ class Cluster:
         known = {
             a.name for a in stub.ListAgents(agent_io_pb2.ListAgentsRequest(), timeout=30).agents
         }
-        for name, folder in AGENTS.items():
+        for name, (folder, env) in AGENTS.items():
             if name in known:
                 self.wait_running(name)
                 continue
             if self.epoch:
                 self.redeploys += 1
-            self.host.deploy(ECHO / folder, name=name, replicas=2, **RESTART_POLICY)
+            self.host.deploy(folder, name=name, replicas=2, env=env, **RESTART_POLICY)
             self.wait_running(name)
 
     def wait_running(self, name: str, timeout: float = 120.0) -> None:
@@ -246,7 +260,7 @@ def client(
         channel = cluster.channel()
         epoch = cluster.epoch
         stub = agent_io_pb2_grpc.AgentIOServiceStub(channel)
-        agent = rng.choice(list(AGENTS))
+        agent = rng.choice(list(ECHO_AGENTS))
         kind = rng.choice(["execute", "stream", "pipe"])
         n += 1
         prefix = f"w{worker}-{n}"
@@ -315,6 +329,80 @@ def _pipe(stub: Any, agent: str, ids: list[str], worker: int, history: History) 
     if sorted(seen) != sorted(ids):
         return f"pipe answered {len(seen)} of {len(ids)} inputs"
     return worst
+
+
+# --- messages -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Mail:
+    """Messages accepted by SendMessage and seen again on the consumer's topic."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    accepted: set[str] = field(default_factory=set)
+    refused: collections.Counter[str] = field(default_factory=collections.Counter)
+    received: collections.Counter[str] = field(default_factory=collections.Counter)
+    lagged: int = 0
+
+    @property
+    def lost(self) -> set[str]:
+        with self.lock:
+            return self.accepted - set(self.received)
+
+    @property
+    def duplicates(self) -> int:
+        with self.lock:
+            return sum(1 for n in self.received.values() if n > 1)
+
+
+def sender(cluster: Cluster, mail: Mail, stop: threading.Event) -> None:
+    """SendMessage to the postbox, about 20 a second. A call cut by a host kill is sent again
+    with the same request_id, so a message the dead host had accepted is not sent twice."""
+    n = 0
+    while not stop.is_set():
+        n += 1
+        request = gateway_pb2.SendMessageRequest(agent=POSTBOX, type="note", request_id=f"m-{n}")
+        request.data.struct_value.update({"n": n})
+        while not stop.is_set():
+            stub = gateway_pb2_grpc.GatewayServiceStub(cluster.channel())
+            try:
+                answer = stub.SendMessage(request, timeout=DEADLINE)
+            except grpc.RpcError as error:
+                if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    time.sleep(0.2)
+                    continue  # the same request_id again
+                with mail.lock:
+                    mail.refused[error.code().name] += 1
+                break
+            with mail.lock:
+                mail.accepted.add(answer.message.id)
+            break
+        stop.wait(0.05)
+
+
+def receiver(cluster: Cluster, mail: Mail, stop: threading.Event) -> None:
+    """Follow the postbox's topic from the start, resuming after the last message seen when a
+    host kill ends the stream."""
+    after = 0
+    while not stop.is_set():
+        stub = gateway_pb2_grpc.GatewayServiceStub(cluster.channel())
+        stream = stub.Subscribe(
+            gateway_pb2.SubscribeRequest(topic=f"{POSTBOX}.received", after_sequence=after)
+        )
+        stopper = threading.Thread(target=lambda s=stream: (stop.wait(), s.cancel()), daemon=True)
+        stopper.start()
+        try:
+            for event in stream:
+                if event.HasField("lagged"):
+                    with mail.lock:
+                        mail.lagged += 1
+                    continue
+                after = event.message.sequence
+                body = event.message.data.struct_value
+                with mail.lock:
+                    mail.received[str(body["id"])] += 1
+        except grpc.RpcError:
+            time.sleep(0.2)
 
 
 # --- the nemesis ---------------------------------------------------------------------------------
@@ -422,6 +510,13 @@ def main(argv: list[str] | None = None) -> int:
     root = REPO / ".ether" / "chaos" / str(seed)  # the hosts' logs stay for a failed run
     shutil.rmtree(root, ignore_errors=True)
     cluster = Cluster(root / "state", root / "logs")
+    mail, mail_stop, receiving = Mail(), threading.Event(), threading.Event()
+    mailers = [
+        threading.Thread(target=sender, args=(cluster, mail, mail_stop), daemon=True),
+        threading.Thread(target=receiver, args=(cluster, mail, receiving), daemon=True),
+    ]
+    for thread in mailers:
+        thread.start()
     try:
         print(
             f"chaos: {args.chaos:.0f} s of traffic, agent faults and {args.host_kills} host kills",
@@ -433,6 +528,13 @@ def main(argv: list[str] | None = None) -> int:
         start_usage = host_usage(cluster.host.pid)
         soak = phase(cluster, seed + 1, args.soak, 0, rng)
         end_usage = host_usage(cluster.host.pid)
+        mail_stop.set()
+        mailers[0].join(DEADLINE * 3)
+        drained = time.monotonic() + 60  # what was accepted last still has to arrive
+        while mail.lost and time.monotonic() < drained:
+            time.sleep(0.2)
+        receiving.set()
+        mailers[1].join(DEADLINE)
     except BaseException:
         for path in sorted((root / "logs").glob("*.log")):
             print(f"--- {path.name} (last lines)", file=sys.stderr)
@@ -444,6 +546,16 @@ def main(argv: list[str] | None = None) -> int:
     fd_growth = (end_usage[1] - start_usage[1]) / start_usage[1]
     rows = [[f"chaos: {r[0]}", r[1], r[2]] for r in summary(*chaos)]
     rows += [[f"soak: {r[0]}", r[1], r[2]] for r in summary(*soak) if "host kill" not in r[0]]
+    refused = ", ".join(f"{k} {v}" for k, v in sorted(mail.refused.items())) or "none"
+    rows += [
+        ["messages accepted by SendMessage (both phases)", len(mail.accepted), "-"],
+        ["messages refused (mailbox full: back-pressure)", refused, "-"],
+        ["accepted messages lost", len(mail.lost), "0"],
+        ["messages delivered twice (at least once across faults)", mail.duplicates, "-"],
+        ["receiver lagged past the topic's history", mail.lagged, "0"],
+    ]
+    if mail.lost:
+        failures.append(f"{len(mail.lost)} accepted messages never reached the postbox")
     rows += [
         [
             "agents redeployed by the driver after a host restart",
