@@ -149,6 +149,9 @@ def test_turn_timeout_is_an_error_and_the_session_goes_on(
         ([step("x", action="nope")], "pipeline.steps[0].action"),
         ([step("x", trigger={"when": "__import__('os')"})], "pipeline.steps[0].trigger.when"),
         ([step("x", trigger={"when": "context.a >"})], "pipeline.steps[0].trigger.when"),
+        # Nested past MAX_DEPTH (64) within 1000 characters: refused, not a RecursionError.
+        ([step("x", trigger={"when": "-" * 998 + "1"})], "pipeline.steps[0].trigger.when"),
+        ([step("x", trigger={"when": "not " * 249 + "turn"})], "pipeline.steps[0].trigger.when"),
         ([step("x", trigger={"at_turns": [0]})], "pipeline.steps[0].trigger.at_turns"),
         ([step("a", reply=True), step("b", reply=True)], "pipeline.steps"),
         ([step("a", reply=True), step("b")], "pipeline.steps[0].reply"),

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 MAX_LENGTH = 1000
+# Nesting of operators, calls, paths and lists: checking and evaluating recurse this deep at most.
+MAX_DEPTH = 64
 ROOTS = ("context", "turn", "message")
 CONSTANTS = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
 _COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
@@ -51,7 +53,7 @@ class Condition:
             raise ConditionError(
                 f"does not parse at column {error.offset or 0}: {error.msg}"
             ) from None
-        _check(tree.body)
+        _check(tree.body, 1)
         self.text = text
         self._tree = tree.body
 
@@ -62,18 +64,21 @@ class Condition:
             return False
 
 
-def _check(node: ast.AST) -> None:
+def _check(node: ast.AST, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise ConditionError(f"nests more than {MAX_DEPTH} levels deep")
+    depth += 1
     if isinstance(node, ast.BoolOp):
         for value in node.values:
-            _check(value)
+            _check(value, depth)
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not | ast.USub):
-        _check(node.operand)
+        _check(node.operand, depth)
     elif isinstance(node, ast.Compare):
         if not all(type(op) in _COMPARE for op in node.ops):
             raise ConditionError("only == != < <= > >= in and not in compare")
-        _check(node.left)
+        _check(node.left, depth)
         for comparator in node.comparators:
-            _check(comparator)
+            _check(comparator, depth)
     elif isinstance(node, ast.Call):
         if not (
             isinstance(node.func, ast.Name)
@@ -82,24 +87,24 @@ def _check(node: ast.AST) -> None:
             and not node.keywords
         ):
             raise ConditionError("the only function is len(x)")
-        _check(node.args[0])
+        _check(node.args[0], depth)
     elif isinstance(node, ast.Constant):
         if not isinstance(node.value, str | int | float | bool | type(None)):
             raise ConditionError(f"unsupported literal {node.value!r}")
     elif isinstance(node, ast.List | ast.Tuple):
         for element in node.elts:
-            _check(element)
+            _check(element, depth)
     elif isinstance(node, ast.Name):
         if node.id not in ROOTS and node.id not in CONSTANTS:
             raise ConditionError(
                 f"unknown name {node.id!r}; use context.<key>, turn or message.text"
             )
     elif isinstance(node, ast.Attribute):
-        _check(node.value)
+        _check(node.value, depth)
     elif isinstance(node, ast.Subscript):
         if not isinstance(node.slice, ast.Constant) or not isinstance(node.slice.value, str | int):
             raise ConditionError("an index must be a literal string or number")
-        _check(node.value)
+        _check(node.value, depth)
     else:
         raise ConditionError(f"{type(node).__name__} is not allowed in a condition")
 

@@ -6,6 +6,12 @@ and the bytes are decoded as UTF-8 with invalid bytes shown as U+FFFD. Every
 character keeps the byte offset it came from, so a match reports the output
 offsets it spans. Each search covers the new text plus the last
 ``OVERLAP`` characters before it: a match may be up to 64 KiB long.
+
+A caller's regex is compiled by RE2, never by ``re``: RE2 matches in time linear
+in the text whatever the pattern (no backtracking), so no pattern can hold the
+event loop, where every search runs. RE2 has no backreferences or lookaround;
+a pattern that needs them is INVALID_ARGUMENT saying so. Patterns are at most
+``MAX_REGEX_BYTES`` long. The host's own patterns below stay with ``re``.
 """
 
 from __future__ import annotations
@@ -13,12 +19,16 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass
+from typing import Any
+
+import re2
 
 from ether_host.errors import FieldViolation, InvalidArgument
 
 OVERLAP = 64 * 1024
 WINDOW = 1024 * 1024
 MAX_HELD = 4096
+MAX_REGEX_BYTES = 4096  # a caller's regex, in UTF-8 bytes
 
 _STRIP = re.compile(
     rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[PX^_].*?\x1b\\|\x1b[ -/]*[0-~]"
@@ -31,24 +41,98 @@ _INCOMPLETE_ESC = re.compile(
 _SURROGATE = re.compile("[\udc80-\udcff]")
 
 
-def compile_regex(pattern: str, field: str) -> re.Pattern[str]:
-    """Compile with MULTILINE; a bad pattern is INVALID_ARGUMENT naming the position."""
+@dataclass(frozen=True)
+class RegexMatch:
+    """Where a regex matched: the text, its groups ('' for one that took no part), the span."""
+
+    text: str
+    groups: tuple[str, ...]
+    start: int
+    end: int
+
+
+class Regex:
+    """A caller's regex compiled by RE2 in multi-line mode (``^``/``$`` at line ends)."""
+
+    def __init__(self, pattern: str, compiled: Any) -> None:
+        self.pattern = pattern
+        self._compiled = compiled
+
+    def search(self, text: str, pos: int = 0) -> RegexMatch | None:
+        """The first match starting at ``pos`` or later, as ``re``'s ``search(text, pos)``:
+        ``^`` and ``\\b`` still see the character before ``pos``. Costs O(len(text) - pos)
+        (RE2's own ``pos`` would re-encode the whole text)."""
+        pos = min(max(pos, 0), len(text))
+        base = max(0, pos - 1)
+        match = self._compiled.search(text[base:] if base else text, pos - base)
+        if match is None:
+            return None
+        start, end = match.span()
+        return RegexMatch(
+            match.group(0), tuple(g or "" for g in match.groups()), start + base, end + base
+        )
+
+
+def _re2_options() -> Any:
+    options = re2.Options()
+    options.log_errors = False  # a bad pattern is the caller's error, reported to the caller
+    return options
+
+
+_RE2_OPTIONS = _re2_options()
+
+
+def compile_regex(pattern: str, field: str) -> Regex:
+    """Compile with RE2 in multi-line mode; a bad pattern is INVALID_ARGUMENT saying why."""
     if not pattern:
         raise InvalidArgument(
             f"{field}: the regex is empty",
             reason="EMPTY_REGEX",
             violations=[FieldViolation(field, "required")],
         )
+    size = len(pattern) if len(pattern) > MAX_REGEX_BYTES else len(pattern.encode(errors="replace"))
+    if size > MAX_REGEX_BYTES:
+        raise InvalidArgument(
+            f"{field}: the regex is longer than {MAX_REGEX_BYTES} bytes",
+            reason="REGEX_TOO_LONG",
+            metadata={"limit": str(MAX_REGEX_BYTES)},
+            violations=[FieldViolation(field, f"at most {MAX_REGEX_BYTES} bytes")],
+        )
     try:
-        return re.compile(pattern, re.MULTILINE)
+        return Regex(pattern, re2.compile("(?m)" + pattern, _RE2_OPTIONS))
+    except (re2.error, UnicodeEncodeError) as error:
+        problem = error.args[0] if error.args else "does not compile"
+        if isinstance(problem, bytes):
+            problem = problem.decode("utf-8", errors="replace")
+        rejected = str(problem)
+    try:  # a plain syntax error: Python's parser names its position
+        re.compile(pattern, re.MULTILINE)
     except re.error as error:
         position = error.pos if error.pos is not None else 0
         raise InvalidArgument(
-            f"{field}: regex {pattern!r} does not compile: {error.msg} at position {position}",
+            f"{field}: regex {_clip(pattern)!r} does not compile: {error.msg} at position {position} "
+            "(patterns use RE2 syntax)",
             reason="INVALID_REGEX",
-            metadata={"position": str(position)},
+            metadata={"position": str(position), "syntax": "RE2"},
             violations=[FieldViolation(field, f"{error.msg} at position {position}")],
         ) from None
+    except (RecursionError, OverflowError, ValueError):
+        pass
+    description = (
+        f"not RE2 syntax ({rejected}): RE2 matches in linear time and has no "
+        "backreferences, lookahead or lookbehind; write \\z, not \\Z, for the end of the text"
+    )
+    raise InvalidArgument(
+        f"{field}: regex {_clip(pattern)!r} is {description}",
+        reason="INVALID_REGEX",
+        metadata={"syntax": "RE2"},
+        violations=[FieldViolation(field, description)],
+    )
+
+
+def _clip(pattern: str) -> str:
+    """The start of a long pattern, for messages (which travel in trailers of at most 8 KiB)."""
+    return pattern if len(pattern) <= 200 else pattern[:200] + "..."
 
 
 def _utf8_cut(data: bytes) -> int:
@@ -171,7 +255,7 @@ class OutputMatch:
 class OutputMatcher:
     """Searches a regex in output from an offset on, incrementally."""
 
-    def __init__(self, regex: re.Pattern[str], offset: int, raw: bool) -> None:
+    def __init__(self, regex: Regex, offset: int, raw: bool) -> None:
         self.regex = regex
         self.output = OutputText(offset, raw)
         self._searched = 0  # text before this index had no match starting in it
@@ -186,12 +270,12 @@ class OutputMatcher:
                 self._searched -= self.output.trim(OVERLAP)
             return None
         return OutputMatch(
-            match.group(0),
-            tuple(g or "" for g in match.groups()),
-            self.output.offset_of(match.start()),
-            self.output.end_offset_of(match.end())
-            if match.end() > match.start()
-            else self.output.offset_of(match.start()),
+            match.text,
+            match.groups,
+            self.output.offset_of(match.start),
+            self.output.end_offset_of(match.end)
+            if match.end > match.start
+            else self.output.offset_of(match.start),
         )
 
 

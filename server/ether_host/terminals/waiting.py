@@ -230,7 +230,7 @@ class _ScreenWaiter(_Waiter):
         match = self.regex.search(text)
         if match is None:
             return None
-        return _Found(view, match.group(0), tuple(g or "" for g in match.groups()))
+        return _Found(view, match.text, match.groups)
 
     async def pace(self, deadline: float) -> None:
         gap = self.last + SCREEN_CHECK_INTERVAL - time.monotonic()

@@ -18,7 +18,7 @@ from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.lifecycle import Lifecycle
 from ether_host.transport.convert import integral, seconds
 from ether_host.transport.interceptors import current_identity
-from ether_host.workflows import Workflows
+from ether_host.workflows import Workflows, check_spec_size
 
 M = TypeVar("M", bound=Message)
 FORMATS = {workflow_pb2.REPORT_FORMAT_JSON: "json", workflow_pb2.REPORT_FORMAT_MARKDOWN: "markdown"}
@@ -44,11 +44,19 @@ class WorkflowServicer(workflow_pb2_grpc.WorkflowServiceServicer):
         self, request: workflow_pb2.CreateRunRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> workflow_pb2.CreateRunResponse:
         source = request.WhichOneof("spec_source")
-        spec = (
-            integral(json_format.MessageToDict(request.spec, preserving_proto_field_name=True))
-            if source == "spec"
-            else None
-        )
+        spec = None
+        if source == "spec":
+            check_spec_size(request.spec.ByteSize(), "spec")  # before anything is decoded
+            try:
+                spec = integral(
+                    json_format.MessageToDict(request.spec, preserving_proto_field_name=True)
+                )
+            except json_format.SerializeToJsonError as error:  # NaN or infinity in a Value
+                raise InvalidArgument(
+                    f"spec: {error}",
+                    reason="INVALID_WORKFLOW",
+                    violations=[FieldViolation("spec", f"{error}: numbers must be finite")],
+                ) from None
         run = await self._workflows.create(
             spec,
             request.spec_text if source == "spec_text" else None,

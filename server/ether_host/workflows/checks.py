@@ -11,7 +11,7 @@ from typing import Any
 
 from ether_host.agents import Budget
 from ether_host.errors import FieldViolation
-from ether_host.workflows.source import Source
+from ether_host.workflows.source import Source, finite
 
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*(ms|s|m|h))+\s*$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h)")
@@ -109,7 +109,10 @@ class Checker:
                 f"expected a duration such as 30s, 1.5s, 500ms, 2m or 1h (or seconds), got {value!r}",
             )
             return None
-        if seconds < 0 or math.isnan(seconds) or math.isinf(seconds):
+        if math.isnan(seconds) or math.isinf(seconds):
+            self.bad(path, f"must be a finite duration, got {value!r}")
+            return None
+        if seconds < 0:
             self.bad(path, f"must not be negative, got {value!r}")
             return None
         return seconds
@@ -120,7 +123,23 @@ class Checker:
         if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
             self.bad(path, f"expected a mapping of parameter names to values, got {kind(value)}")
             return {}
+        self.json(value, path)
         return copy.deepcopy(value)
+
+    def json(self, value: Any, path: str) -> bool:
+        """Whether ``value`` can travel as JSON; each infinite or NaN number is a violation."""
+        found = 0
+        stack: list[tuple[Any, str]] = [(value, path)]
+        while stack and found < 10:
+            item, where = stack.pop()
+            if isinstance(item, dict):
+                stack.extend((v, join(where, k)) for k, v in reversed(item.items()))
+            elif isinstance(item, list):
+                stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(item))))
+            elif not finite(item):
+                self.bad(where, f"{item} is not a JSON number: numbers must be finite")
+                found += 1
+        return not found
 
     def budget(self, value: Any, path: str) -> Budget:
         raw = self.mapping(value, path, ("max_cost", "max_time", "max_iterations", "max_tasks"))

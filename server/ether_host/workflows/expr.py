@@ -11,16 +11,23 @@ Operands: ``<stage>.status`` (SUCCEEDED, PARTIAL, FAILED, SKIPPED, CANCELLED),
 Operators: ``== != < <= > >=``, ``in``, ``not in``, ``and``, ``or``, ``not``,
 ``len(...)`` and parentheses. Comparing values of different kinds is false,
 never an error, so a condition cannot crash a run.
+
+An expression is at most ``MAX_WHEN_BYTES`` long and nests at most
+``MAX_WHEN_DEPTH`` levels (parentheses, ``not``, ``len(...)``, lists), checked
+before and while it is parsed; ``and``/``or`` chains are flat, so neither
+parsing nor evaluating ever recurses deeper than that.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ether_host.workflows.limits import MAX_WHEN_BYTES, MAX_WHEN_DEPTH
 from ether_host.workflows.paths import Missing, resolve
 
 STATUS_NAMES = ("SUCCEEDED", "PARTIAL", "FAILED", "SKIPPED", "CANCELLED")
@@ -76,7 +83,16 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.tokens = _tokens(text)
         self.at = 0
+        self.depth = 0
         self.refs: list[Ref] = []
+
+    def enter(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_WHEN_DEPTH:
+            raise ExprError(
+                f"nests more than {MAX_WHEN_DEPTH} levels deep (MAX_WHEN_DEPTH): "
+                "parentheses, not, len(...) and lists each add one"
+            )
 
     def peek(self, offset: int = 0) -> tuple[str, str]:
         index = self.at + offset
@@ -97,23 +113,26 @@ class _Parser:
         return node
 
     def or_(self) -> Node:
-        node = self.and_()
+        nodes = [self.and_()]
         while self.peek()[0] == "or":
             self.at += 1
-            node = ("or", node, self.and_())
-        return node
+            nodes.append(self.and_())
+        return nodes[0] if len(nodes) == 1 else ("or", *nodes)
 
     def and_(self) -> Node:
-        node = self.not_()
+        nodes = [self.not_()]
         while self.peek()[0] == "and":
             self.at += 1
-            node = ("and", node, self.not_())
-        return node
+            nodes.append(self.not_())
+        return nodes[0] if len(nodes) == 1 else ("and", *nodes)
 
     def not_(self) -> Node:
         if self.peek()[0] == "not":
             self.at += 1
-            return ("not", self.not_())
+            self.enter()
+            node = ("not", self.not_())
+            self.depth -= 1
+            return node
         return self.compare()
 
     def compare(self) -> Node:
@@ -147,14 +166,19 @@ class _Parser:
             return ("lit", {"true": True, "false": False, "null": None}[kind])
         if kind == "len":
             self.take("op", "(")
+            self.enter()
             inner = self.or_()
+            self.depth -= 1
             self.take("op", ")")
             return ("len", inner)
         if kind == "op" and value == "(":
+            self.enter()
             inner = self.or_()
+            self.depth -= 1
             self.take("op", ")")
             return inner
         if kind == "op" and value == "[":
+            self.enter()
             items: list[Node] = []
             while self.peek() != ("op", "]"):
                 items.append(self.operand())
@@ -165,6 +189,7 @@ class _Parser:
                         f"expected ',' or ']' in a list but found {self.peek()[1] or 'the end'!r}"
                     )
             self.at += 1
+            self.depth -= 1
             return ("list", *items)
         if kind == "name":
             return self.reference(value)
@@ -211,10 +236,25 @@ class Condition:
 
 def parse_condition(text: str) -> Condition:
     """Parse ``text``; ExprError with a message a person can act on."""
-    parser = _Parser(text)
-    if not parser.tokens:
-        raise ExprError("empty expression")
-    tree = parser.parse()
+    # More characters than the limit are at least as many bytes: no need to encode them.
+    if len(text) > MAX_WHEN_BYTES or len(text.encode(errors="surrogatepass")) > MAX_WHEN_BYTES:
+        raise ExprError(f"is longer than {MAX_WHEN_BYTES} bytes (MAX_WHEN_BYTES)")
+    parsed = _parse(text)
+    if isinstance(parsed, str):
+        raise ExprError(parsed)
+    return parsed
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(text: str) -> Condition | str:
+    """A condition, or why ``text`` is not one (cached: a spec may repeat a condition)."""
+    try:
+        parser = _Parser(text)
+        if not parser.tokens:
+            raise ExprError("empty expression")
+        tree = parser.parse()
+    except ExprError as error:
+        return str(error)
     return Condition(text, tree, tuple(parser.refs))
 
 
@@ -237,9 +277,9 @@ def _eval(node: Node, env: Env) -> Any:
     if kind == "not":
         return not _truthy(_eval(node[1], env))
     if kind == "and":
-        return _truthy(_eval(node[1], env)) and _truthy(_eval(node[2], env))
+        return all(_truthy(_eval(child, env)) for child in node[1:])
     if kind == "or":
-        return _truthy(_eval(node[1], env)) or _truthy(_eval(node[2], env))
+        return any(_truthy(_eval(child, env)) for child in node[1:])
     if kind == "in":
         item, container = _eval(node[1], env), _eval(node[2], env)
         if isinstance(container, str):

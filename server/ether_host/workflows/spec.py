@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import re
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,8 +20,9 @@ from ether_host.agents import Budget
 from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.workflows.checks import Checker, join, kind, suggest
 from ether_host.workflows.expr import Condition, ExprError, parse_condition
+from ether_host.workflows.limits import MAX_SPEC_BYTES
 from ether_host.workflows.paths import DataPath, PathError, parse_path
-from ether_host.workflows.source import Source
+from ether_host.workflows.source import Source, check_shape
 
 STAGE_NAME = re.compile(r"^[a-z0-9_-]{1,64}$")
 PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
@@ -28,6 +30,11 @@ DEFAULT_STAGE_CONCURRENCY = 16
 DEFAULT_RUN_CONCURRENCY = 64
 MAX_CONCURRENCY = 10000
 STOP, CONTINUE = "STOP", "CONTINUE"
+KNOWN_SHOWN = 20  # earlier stages listed in an "unknown stage" message
+CYCLE_PATHS = 10  # cycles spelled out stage by stage; later ones are only named
+CYCLE_SHOWN = 12  # stages of a cycle named in its message
+VIOLATION_CHARS = 400  # longest description of one problem
+REPORT_CHARS = 3000  # field paths and descriptions of all the problems listed in one error
 
 # What the validator needs to know about agents: None for an unknown agent,
 # else (its action names, or [] before its first hello).
@@ -189,6 +196,8 @@ SPEC_FIELDS = ("name", "description", "stages", "budget", "default_retry", "max_
 
 def parse_spec(source: Source, catalog: Catalog) -> WorkflowSpec:
     """Validate a whole spec; INVALID_ARGUMENT listing every problem found."""
+    if not source.bounded:  # given as data: text was bounded while it was read
+        check_shape(source.data)
     check = Checker(source)
     raw = source.data
     if not isinstance(raw, dict):
@@ -207,6 +216,9 @@ def parse_spec(source: Source, catalog: Catalog) -> WorkflowSpec:
     layout = _Layout(
         [s.get("name") if isinstance(s, dict) else None for s in stages_raw], _graph(stages_raw)
     )
+    for position, stage_name in enumerate(layout.names):
+        if isinstance(stage_name, str):
+            layout.first.setdefault(stage_name, position)
     stages = [
         _stage(check, catalog, item, f"stages[{i}]", i, layout) for i, item in enumerate(stages_raw)
     ]
@@ -222,14 +234,13 @@ def parse_spec(source: Source, catalog: Catalog) -> WorkflowSpec:
 def _stage(
     check: Checker, catalog: Catalog, value: Any, path: str, index: int, layout: _Layout
 ) -> StageSpec:
-    names = layout.names
     raw = check.mapping(value, path, STAGE_FIELDS)
     name = check.text(raw.get("name"), f"{path}.name", 64)
     if not STAGE_NAME.match(name):
         check.bad(f"{path}.name", f"stage name {name!r} must be 1-64 characters of a-z 0-9 _ -")
-    elif names.index(name) != index:
+    elif layout.first[name] != index:
         check.bad(
-            f"{path}.name", f"stage name {name!r} is already used by stages[{names.index(name)}]"
+            f"{path}.name", f"stage name {name!r} is already used by stages[{layout.first[name]}]"
         )
     stage = StageSpec(
         name=name,
@@ -255,7 +266,7 @@ def _stage(
     _inputs(check, stage, raw, path, index, layout)
     _actions(check, catalog, stage, raw, path)
     _policy(check, catalog, stage, raw, path)
-    when = check.text(raw.get("when"), f"{path}.when")
+    when = check.text(raw.get("when"), f"{path}.when", MAX_SPEC_BYTES)  # parse: MAX_WHEN_BYTES
     if when.strip():
         try:
             stage.when = parse_condition(when)
@@ -281,7 +292,7 @@ def _inputs(
             )
         elif not inputs and isinstance(raw.get("inputs"), list) and check.source.marks:
             check.bad(f"{path}.inputs", "is empty; leave it out to run one task without input")
-        else:
+        elif check.json(inputs, f"{path}.inputs"):
             stage.inputs = copy.deepcopy(inputs)
     input_from = check.text(raw.get("input_from"), f"{path}.input_from", 1024)
     if input_from:
@@ -335,13 +346,22 @@ def _reference(target: Any, name: str, index: int, layout: _Layout) -> str:
     names = layout.names
     if target == name:
         return f"cycle: stage {name!r} reads its own data; only earlier stages may be named"
-    if target not in names:
-        known = ", ".join(str(n) for n in names[:index]) or "none"
-        return f"unknown stage {target!r}; earlier stages: {known}"
-    if names.index(target) > index:
-        loop = _cycle(str(target), name, layout.edges)
-        if loop:
-            return f"cycle: {' -> '.join([name, *loop])}; only earlier stages may be named"
+    if target not in layout.first:
+        known = ", ".join(str(n) for n in names[: min(index, KNOWN_SHOWN)]) or "none"
+        more = f" and {index - KNOWN_SHOWN} more" if index > KNOWN_SHOWN else ""
+        return f"unknown stage {target!r}; earlier stages: {known}{more}"
+    if layout.first[target] > index:
+        if layout.in_cycle(name, target):
+            loop = _cycle(str(target), name, layout.edges) if layout.take_search() else []
+            if loop:
+                steps = [name, *loop]
+                if len(steps) > CYCLE_SHOWN:
+                    steps = [*steps[: CYCLE_SHOWN - 2], f"... ({len(steps) - 1} stages)", name]
+                return f"cycle: {' -> '.join(steps)}; only earlier stages may be named"
+            return (
+                f"cycle: stage {target!r} runs after {name!r} and reads it, directly or through "
+                "other stages; only earlier stages may be named"
+            )
         return (
             f"forward reference: stage {target!r} runs after {name!r}; "
             "stages run in order, so only earlier stages may be named"
@@ -352,10 +372,28 @@ def _reference(target: Any, name: str, index: int, layout: _Layout) -> str:
 @dataclass
 class _Layout:
     """The stage names in order, and which stages each one names (input_from, reduce, when),
-    to tell a forward reference that closes a cycle from one that does not."""
+    to tell a forward reference that closes a cycle from one that does not.
+
+    Every check is linear in the stages, or nearly: names are looked up in ``first``,
+    cycles found from the strongly connected components of ``edges`` (computed once), and
+    only the first CYCLE_PATHS cycles are spelled out stage by stage."""
 
     names: list[Any]
     edges: dict[str, set[str]]
+    first: dict[str, int] = field(default_factory=dict)  # name -> index of its first stage
+    component: dict[str, int] | None = None
+    searches: int = CYCLE_PATHS
+
+    def in_cycle(self, name: str, target: str) -> bool:
+        """Whether ``target`` reads ``name``, directly or not (``name`` reads ``target``)."""
+        if self.component is None:
+            self.component = _components(self.edges)
+        found = self.component.get(name)
+        return found is not None and found == self.component.get(target)
+
+    def take_search(self) -> bool:
+        self.searches -= 1
+        return self.searches >= 0
 
 
 def _graph(stages: list[Any]) -> dict[str, set[str]]:
@@ -367,7 +405,7 @@ def _graph(stages: list[Any]) -> dict[str, set[str]]:
         targets: set[str] = set()
         source = item.get("input_from")
         if isinstance(source, str) and source:
-            targets.add(source.split(".", 1)[0])
+            targets.add(source.strip().split(".", 1)[0])
         elif item.get("reduce") and previous:
             targets.add(previous)
         if isinstance(item.get("when"), str):
@@ -379,18 +417,66 @@ def _graph(stages: list[Any]) -> dict[str, set[str]]:
 
 
 def _cycle(start: str, goal: str, edges: dict[str, set[str]]) -> list[str]:
-    """A path start -> ... -> goal along ``edges``, or []."""
-    paths = [[start]]
-    seen = {start}
-    while paths:
-        path = paths.pop(0)
-        if path[-1] == goal:
-            return path
-        for nxt in sorted(edges.get(path[-1], ())):
-            if nxt not in seen:
-                seen.add(nxt)
-                paths.append([*path, nxt])
+    """A shortest path start -> ... -> goal along ``edges``, or []."""
+    parent: dict[str, str | None] = {start: None}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        if node == goal:
+            path: list[str] = []
+            step: str | None = node
+            while step is not None:
+                path.append(step)
+                step = parent[step]
+            return path[::-1]
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in parent:
+                parent[nxt] = node
+                queue.append(nxt)
     return []
+
+
+def _components(edges: dict[str, set[str]]) -> dict[str, int]:
+    """Strongly connected component of each stage (Tarjan's algorithm, without recursion)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    component: dict[str, int] = {}
+    found = 0
+
+    def visit(node: str) -> Iterator[str]:
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        on_stack.add(node)
+        return iter(sorted(edges.get(node, ())))
+
+    for root in edges:
+        if root in order:
+            continue
+        work = [(root, visit(root))]
+        while work:
+            node, pending = work[-1]
+            for nxt in pending:
+                if nxt not in order:
+                    work.append((nxt, visit(nxt)))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], order[nxt])
+            else:
+                work.pop()
+                if work:
+                    above = work[-1][0]
+                    low[above] = min(low[above], low[node])
+                if low[node] == order[node]:
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component[member] = found
+                        if member == node:
+                            break
+                    found += 1
+    return component
 
 
 def _actions(
@@ -495,13 +581,33 @@ def _policy(
 
 
 def _invalid(violations: list[FieldViolation]) -> InvalidArgument:
-    first = violations[0]
+    """The error for ``violations``, the first ones as fit in REPORT_CHARS: the details travel
+    in the status trailers, which gRPC clients refuse past 8 KiB by default."""
+    kept: list[FieldViolation] = []
+    room = REPORT_CHARS
+    for violation in violations:
+        clipped = FieldViolation(
+            _clip(violation.field, VIOLATION_CHARS // 4), _clip(violation.description)
+        )
+        room -= len(clipped.field) + len(clipped.description)
+        if kept and room < 0:
+            break
+        kept.append(clipped)
+    first = kept[0]
     more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+    if len(kept) < len(violations):
+        kept.append(
+            FieldViolation("spec", f"{len(violations) - len(kept)} more problems not listed")
+        )
     return InvalidArgument(
         f"invalid workflow spec: {first.field}: {first.description}{more}",
         reason="INVALID_WORKFLOW",
-        violations=violations[:100],
+        violations=kept,
     )
+
+
+def _clip(text: str, limit: int = VIOLATION_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _retry_json(retry: RetrySpec) -> dict[str, Any]:
