@@ -58,6 +58,8 @@ class HostConfig:
     terminals: Mapping[str, Any] = field(default_factory=dict)
     gateway: Mapping[str, Any] = field(default_factory=dict)
     workflows: Mapping[str, Any] = field(default_factory=dict)
+    # Memory, processes, files and CPU per agent replica and terminal (resources.py).
+    limits: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _choice(key: str, allowed: tuple[str, ...]) -> Callable[[Any], str]:
@@ -192,9 +194,10 @@ SETTINGS: dict[str, Callable[[Any], Any]] = {
     "terminals": _table("terminals"),
     "gateway": _table("gateway"),
     "workflows": _table("workflows"),
+    "limits": _table("limits"),
 }
 # Keys that only a TOML file can set (structured values).
-FILE_ONLY = {"agents", "terminals", "gateway", "workflows"}
+FILE_ONLY = {"agents", "terminals", "gateway", "workflows", "limits"}
 ENV_PREFIX = "ETHER_"
 # TOML tables whose keys are settings of their own: [tls] cert = ... is tls_cert.
 SECTIONS = ("tls",)

@@ -39,6 +39,7 @@ from ether_host.procs import (
     keep_helper_threads_batched,
     kill_leftovers,
 )
+from ether_host.resources import LimitSettings, Resources
 from ether_host.supervisor import Supervisor
 from ether_host.terminals import TerminalManager, TerminalSettings
 from ether_host.terminals.agents import AgentTerminals
@@ -125,6 +126,8 @@ class Core:
 
 
 def build_core(config: HostConfig) -> Core:
+    # First: a bad [limits] table stops the start (exit 2) before anything runs.
+    resources = Resources(LimitSettings.from_config(config.limits))
     record = config.state_dir / "children.json"
     kill_leftovers(record)
     children = ChildRegistry(record)
@@ -137,6 +140,7 @@ def build_core(config: HostConfig) -> Core:
         TerminalSettings.from_config(config.terminals), children, config.state_dir
     )
     dispatcher.register_calls("term.*", AgentTerminals(terminals, supervisor).handle)
+    supervisor.resources = terminals.resources = resources
     return Core(Lifecycle(), children, supervisor, dispatcher, workflows, gateway, terminals)
 
 
@@ -213,6 +217,7 @@ async def run_host(
     if not become_subreaper():
         log.warning("cannot become a child subreaper; orphans of agents re-parent to init")
     containment.probe()  # once, at start: PID namespaces per child, or one warning why not
+    core.supervisor.resources.start()  # which limits cgroups enforce, which rlimits (logged)
     async with anyio.create_task_group() as tg:
         tg.start_soon(core.children.run_reaper)
         await tg.start(core.supervisor.run)
@@ -260,5 +265,6 @@ async def run_host(
         await core.terminals.close_all()
         await server.stop(config.shutdown_grace)
         await core.supervisor.stop_all()
+        core.supervisor.resources.close()  # this host's control groups
         tg.cancel_scope.cancel()
     log.info("stopped")

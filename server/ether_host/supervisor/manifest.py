@@ -15,6 +15,7 @@ from typing import Any
 
 from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.procs import CPU_POLICIES
+from ether_host.resources import agent_limits
 
 LANGUAGES = ("python", "go", "typescript")
 KINDS = ("general", "io_gateway")
@@ -73,6 +74,8 @@ class AgentSpec:
     # of preempting it, so the host writes a burst of frames per wakeup (bench: Pipe +10-25 %
     # at 64 in flight on two cores). "other" is Linux's default; "idle" runs only on spare CPU.
     cpu_scheduling_policy: str = "batch"
+    # agent.toml's [limits]: the host's limits of each replica, lowered (resources.py).
+    limits: dict[str, int] = field(default_factory=dict)
 
 
 def _bad(field_name: str, problem: str) -> InvalidArgument:
@@ -197,6 +200,7 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
             f"{cpu_policy!r} is not one of {', '.join(CPU_POLICIES)} (as in systemd's "
             "CPUSchedulingPolicy=; real-time policies need privileges the host does not take)",
         )
+    limits = agent_limits(merged.get("limits") or {})  # INVALID_ARGUMENT naming a bad key
     return AgentSpec(
         name=name,
         path=path,
@@ -233,4 +237,5 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
         ping_interval=merged.setting("ping_interval", 0.05, 3600, 15.0),
         ping_timeout=merged.setting("ping_timeout", 0.05, 600, 10.0),
         cpu_scheduling_policy=cpu_policy,
+        limits=limits,
     )

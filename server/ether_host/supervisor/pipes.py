@@ -61,7 +61,11 @@ class AgentStdio:
 
 
 async def open_agent_process(
-    argv: Sequence[str], *, cwd: str | os.PathLike[str], env: Mapping[str, str]
+    argv: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str],
+    env: Mapping[str, str],
+    prelude: Sequence[str] = (),
 ) -> AgentStdio:
     """Start ``argv`` in a new session with pipes for stdin, stdout and stderr (in a PID
     namespace of its own where bubblewrap can make one)."""
@@ -72,6 +76,9 @@ async def open_agent_process(
         # the host gone); the namespace itself ends with the host.
         env = {name: value for name, value in env.items() if name != "ETHER_HOST_PPID"}
     wrapped, wrapped_env = contained.wrap(argv, env)
+    # ``prelude`` first (resources.py): the agent is in its control groups and under its
+    # rlimits before the wrapper or the agent runs. Its execs keep the pid.
+    wrapped = [*prelude, *wrapped]
     fds: list[int] = []
     try:
         for _ in range(3):

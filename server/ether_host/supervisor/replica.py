@@ -225,6 +225,9 @@ class Replica:
         self._wedged = anyio.Event()
         self.stderr_tail.clear()
         registry = self.agent.supervisor.children
+        resources = self.agent.supervisor.resources
+        # Its own control groups (memory, pids, cpu) and rlimits, joined before it runs.
+        limits = resources.for_agent(spec.name, self.index, resources.agent_limits(spec.limits))
         with registry.spawning() as spawn_id:
             env = agent_environment(
                 agent=spec.name,
@@ -234,8 +237,11 @@ class Replica:
                 versions=PROTOCOL_VERSIONS,
             )
             try:
-                stdio = await open_agent_process(plan.argv, cwd=plan.cwd, env=env)
+                stdio = await open_agent_process(
+                    plan.argv, cwd=plan.cwd, env=env, prelude=limits.prelude()
+                )
             except OSError as error:
+                await limits.remove()
                 return Exit(
                     None,
                     None,
@@ -340,9 +346,14 @@ class Replica:
             self.connection = None
             registry.release(spawn_id)
             registry.untrack_group(pgid)
+            with anyio.CancelScope(shield=True):
+                await limits.remove()  # what ran into a limit is read before
             self.pid = 0
         uptime = time.monotonic() - started
         code, signum, reason = describe_exit(process.returncode)
+        exceeded = limits.explain(signum)  # "memory limit 64 MiB exceeded"
+        if exceeded:
+            reason = f"{'; '.join(exceeded)} ({reason})"
         if "handshake_error" in outcome:
             reason = f"{outcome['handshake_error']} ({reason})"
         # A protocol version the host does not speak is the same on every start: no retry.

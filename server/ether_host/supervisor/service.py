@@ -12,9 +12,10 @@ from anyio.abc import TaskStatus
 
 from ether_host.background import start_detached
 from ether_host.bus import History
-from ether_host.errors import AlreadyExists, InvalidArgument, NotFound
+from ether_host.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from ether_host.link.connection import DEFAULT_MAX_FRAME
 from ether_host.procs import ChildRegistry
+from ether_host.resources import Resources, narrow
 from ether_host.supervisor.agent import ManagedAgent
 from ether_host.supervisor.manifest import MANIFEST, MARKERS, build_spec
 from ether_host.supervisor.records import LifecycleEvent
@@ -42,6 +43,8 @@ class Supervisor:
         self.events: History[LifecycleEvent] = History(EVENT_HISTORY)
         self._call_handler: CallHandler | None = None
         self._tg: anyio.abc.TaskGroup | None = None
+        # Memory, processes, files and CPU of each replica (the host's: wired by main).
+        self.resources = Resources.unlimited()
 
     def serve_calls_with(self, handler: CallHandler) -> None:
         """Set who answers agents' host calls (the agents layer; wired by main)."""
@@ -77,6 +80,7 @@ class Supervisor:
 
     def deploy(self, request: dict[str, Any]) -> ManagedAgent:
         spec = build_spec(request)
+        narrow(self.resources.settings.agents, spec.limits)  # FAILED_PRECONDITION above the host's
         if spec.name in self.agents:
             raise AlreadyExists(
                 f"an agent named {spec.name!r} is already deployed; remove it first",
@@ -146,5 +150,5 @@ class Supervisor:
         for request in requests:
             try:
                 self.deploy(request)
-            except (InvalidArgument, AlreadyExists) as error:
+            except (InvalidArgument, AlreadyExists, FailedPrecondition) as error:
                 log.error("agent not deployed", path=request.get("path"), error=str(error))

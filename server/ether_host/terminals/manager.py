@@ -33,6 +33,7 @@ from ether_host.errors import (
     Unavailable,
 )
 from ether_host.procs import ChildRegistry
+from ether_host.resources import Resources
 from ether_host.terminals import keys, processes, waiting
 from ether_host.terminals.attach import Attachment
 from ether_host.terminals.buffer import Notifier
@@ -77,6 +78,8 @@ class TerminalManager:
     ) -> None:
         self.settings = settings
         self.children = children
+        # Memory, processes, files and CPU of each terminal (the host's: wired by main).
+        self.resources = Resources.unlimited()
         # Each terminal's record under the state directory, and the terminals of the host's
         # earlier runs read from there at start (records.py): ids that outlive their PTYs.
         self._records = (
@@ -267,6 +270,7 @@ class TerminalManager:
             spawn_task=self.spawn,
             record_exit=self._record_exit if self._records is not None else None,
         )
+        session.limits = self.resources.for_terminal(session.id)
         # The PTY's readers and the exit watcher outlive this call: not in its context.
         run_detached(session.start)
         self.sessions[session.id] = session

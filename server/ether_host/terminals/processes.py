@@ -10,7 +10,7 @@ import resource
 import struct
 import subprocess
 import termios
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,12 @@ from ether_host.procs import ChildRegistry, spawn_id_of
 
 
 def spawn_program(
-    children: ChildRegistry, argv: list[str], env: dict[str, str], what: str, **options: Any
+    children: ChildRegistry,
+    argv: list[str],
+    env: dict[str, str],
+    what: str,
+    prelude: Sequence[str] = (),
+    **options: Any,
 ) -> tuple[subprocess.Popen[bytes], str, int, bool]:
     """``spawn`` for a terminal's program: a session leader on the PTY its stdin is, in a PID
     namespace of its own when the host can make one (the last item says whether). Contained,
@@ -40,7 +45,11 @@ def spawn_program(
     def wrap(env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         return contained.wrap(argv, env, ctty=True)
 
-    process, spawn_id, pidfd = spawn(children, argv, env, what, wrap=wrap, **options)
+    def limited(env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        wrapped, env = wrap(env)  # ``prelude`` (resources.py) first: its execs keep the pid
+        return [*prelude, *wrapped], env
+
+    process, spawn_id, pidfd = spawn(children, argv, env, what, wrap=limited, **options)
     return process, spawn_id, pidfd, contained.active
 
 

@@ -30,6 +30,7 @@ import structlog
 
 from ether_host.errors import EtherError, FailedPrecondition, ResourceExhausted
 from ether_host.procs import ChildRegistry, start_time
+from ether_host.resources import Group
 from ether_host.terminals import processes
 from ether_host.terminals.buffer import Notifier, OutputBuffer
 from ether_host.terminals.emulator import Emulator, ResizeMark
@@ -144,6 +145,7 @@ class Session:
         self._between: dict[int, int] = {}  # bwrap's init (pid -> start time)
         self.pid = 0
         self.spawn_id = ""
+        self.limits: Group | None = None  # control groups and rlimits (set by the manager)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._known: dict[
             int, int
@@ -177,6 +179,7 @@ class Session:
                 stdin=slave,
                 stdout=slave,
                 stderr=slave,
+                prelude=self.limits.prelude() if self.limits is not None else (),
                 cwd=self.cwd,
             )
         except BaseException:
@@ -561,6 +564,8 @@ class Session:
             self._release()
             with anyio.CancelScope(shield=True):
                 await self._pumps.stop()
+                if self.limits is not None:  # kills what is left in them (a fork bomb's)
+                    await self.limits.remove()
                 # The close is reported after the exit it caused, and after its record.
                 with anyio.move_on_after(RECORD_WAIT):
                     await self._finished.wait()

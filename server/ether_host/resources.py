@@ -1,0 +1,637 @@
+"""Resource limits of every agent replica and every terminal: memory, processes, open files,
+file size, CPU time and CPU weight.
+
+The host config's ``[limits.agents]`` and ``[limits.terminals]`` tables set them (defaults in
+``AGENT_DEFAULTS`` and ``TERMINAL_DEFAULTS``); an agent's ``agent.toml`` ``[limits]`` may only
+lower them (``narrow``). Each child gets a control group of its own per controller the host may
+use (``<own cgroup>/ether-<host pid>/<agent>-<replica>-<n>`` or ``.../term-<id>``), removed when
+it ends; the groups of a host killed with -9 are removed by the next host at start
+(``Resources.start``).
+
+Which mechanism enforces what is decided once at start, per resource, and reported by
+``Resources.mechanisms`` (logged as "resource limits"):
+
+- memory: the cgroup v1 memory controller (the kernel's OOM killer ends the group's largest
+  process past the limit, and ``memory.oom_control`` counts it: the replica's exit reason then
+  says "memory limit 64 MiB exceeded"); else RLIMIT_DATA (allocations past it fail in the
+  program -- MemoryError, ENOMEM -- which the host cannot see).
+- pids: the cgroup v1 pids controller (processes and threads; a fork past it fails with
+  EAGAIN, for root too); else RLIMIT_NPROC, which is weak: it counts every process of the
+  host's user, not the child's alone, and root is exempt (so as root nothing enforces it).
+- open files, file size, CPU time: always rlimits (RLIMIT_NOFILE, RLIMIT_FSIZE, RLIMIT_CPU),
+  which are per process: a child's children each get the same allowance.
+- CPU weight: the cgroup v1 cpu controller (cpu.shares; 100 is the host's own weight, as in
+  systemd's CPUWeight=); no fallback.
+
+The cgroup v2 hierarchy is not used: on this machine kind it has no memory, pids or cpu
+controller, and on a pure v2 host it needs delegation the host does not set up (a fallback to
+rlimits then, logged).
+
+A child is in its groups before it runs anything: its argv is prefixed (``Group.prelude``) with
+a POSIX shell step that writes its own pid into each group's ``cgroup.procs`` and execs the rest
+(util-linux ``prlimit`` for the rlimits, then the containment wrapper and the program). The pid
+stays the same through the execs, so the pid the host started is the one in the groups.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from ether_host.config import ConfigError
+from ether_host.errors import FailedPrecondition, FieldViolation, InvalidArgument
+
+log = structlog.get_logger("ether.resources")
+
+MECHANISMS = ("auto", "rlimit")
+CONTROLLERS = ("memory", "pids", "cpu")
+PROBE_TIMEOUT = 10.0
+REMOVE_LIMIT = 5.0  # seconds to empty and remove a child's groups
+# cpu.shares of a group of weight 100 (the weight of the host's own group).
+SHARES_PER_WEIGHT = 1024 / 100
+
+# Join the groups named before "--" (their cgroup.procs files), then exec the rest. $$ is the
+# shell's pid, which the exec keeps: nothing runs outside the groups.
+_JOIN = (
+    'while [ "$1" != -- ]; do echo $$ >"$1" || { echo "ether: cannot join the control group '
+    '$1" >&2; exit 126; }; shift; done; shift; exec "$@"'
+)
+# The rlimits where util-linux prlimit is missing: name=soft:hard pairs before "--".
+_RLIMIT_SHIM = (
+    "import os, resource, sys\n"
+    "args = sys.argv[1:]\n"
+    "while args[0] != '--':\n"
+    "    name, value = args.pop(0).split('=')\n"
+    "    soft, hard = (int(v) for v in value.split(':'))\n"
+    "    resource.setrlimit(getattr(resource, name), (soft, hard))\n"
+    "os.execvp(args[1], args[1:])\n"
+)
+_PRLIMIT_OPTIONS = {
+    "RLIMIT_DATA": "--data",
+    "RLIMIT_NPROC": "--nproc",
+    "RLIMIT_NOFILE": "--nofile",
+    "RLIMIT_FSIZE": "--fsize",
+    "RLIMIT_CPU": "--cpu",
+}
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1000,
+    "kib": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1000**2,
+    "mib": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1000**3,
+    "gib": 1 << 30,
+    "t": 1 << 40,
+    "tb": 1000**4,
+    "tib": 1 << 40,
+}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Limits of one child; 0 is no limit. Sizes in bytes, CPU time in seconds, CPU weight
+    1-10000 relative to the host's 100."""
+
+    memory: int = 0
+    pids: int = 0
+    open_files: int = 0
+    file_size: int = 0
+    cpu_time: int = 0
+    cpu_weight: int = 0
+
+    def describe(self) -> dict[str, str]:
+        """Each limit in words ("1 GiB", "512", "unlimited")."""
+        return {name: _words(name, getattr(self, name)) for name in _KEYS}
+
+
+AGENT_DEFAULTS = Limits(memory=1 << 30, pids=512, open_files=4096)
+TERMINAL_DEFAULTS = Limits(memory=2 << 30, pids=1024, open_files=4096)
+
+
+def _words(name: str, value: int) -> str:
+    if value == 0:
+        return "unlimited"
+    if name in ("memory", "file_size"):
+        return human_size(value)
+    if name == "cpu_time":
+        return f"{value} s"
+    return str(value)
+
+
+def human_size(size: int) -> str:
+    for unit, factor in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} bytes"
+
+
+def _size(value: Any) -> int:
+    """Bytes from a whole number or a string with a unit ("64MiB", "1 GiB", "512k");
+    "unlimited" and 0 are no limit. ValueError says what is wrong."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a size")
+    if isinstance(value, int):
+        number = value
+    else:
+        text = str(value).strip().lower()
+        if text in ("unlimited", "none", "max"):
+            return 0
+        if text.startswith("-"):
+            raise ValueError(f"{value!r} is negative")
+        match = _SIZE.match(text)
+        if match is None or match.group(2) not in _UNITS:
+            raise ValueError(f"{value!r} is not a size (use bytes or 64MiB, 1GiB, ...)")
+        number = int(float(match.group(1)) * _UNITS[match.group(2)])
+    if number < 0:
+        raise ValueError(f"{value!r} is negative")
+    return number
+
+
+def _whole(highest: int) -> Any:
+    def parse(value: Any) -> int:
+        if isinstance(value, bool):
+            raise ValueError(f"{value!r} is not a whole number")
+        text = str(value).strip().lower()
+        if text in ("unlimited", "none", "max"):
+            return 0
+        try:
+            number = int(text)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a whole number") from None
+        if number < 0:
+            raise ValueError(f"{value!r} is negative")
+        if number > highest:
+            raise ValueError(f"{number} is more than {highest}")
+        return number
+
+    return parse
+
+
+_KEYS = {
+    "memory": _size,
+    "pids": _whole(4_194_304),
+    "open_files": _whole(1 << 30),
+    "file_size": _size,
+    "cpu_time": _whole(1 << 31),
+    "cpu_weight": _whole(10_000),
+}
+
+
+def parse_limits(table: Any, where: str) -> dict[str, int]:
+    """The limits a table sets, by name; ValueError naming ``where.<key>`` when one is bad."""
+    if not isinstance(table, Mapping):
+        raise ValueError(f"{where}: expected a table, got {table!r}")
+    found = {}
+    for key, raw in table.items():
+        parse = _KEYS.get(key)
+        if parse is None:
+            raise ValueError(f"{where}: unknown key {key!r}; allowed keys are {', '.join(_KEYS)}")
+        try:
+            found[key] = parse(raw)
+        except ValueError as error:
+            raise ValueError(f"{where}.{key}: {error}") from None
+    return found
+
+
+@dataclass(frozen=True)
+class LimitSettings:
+    """The host config's ``[limits]`` table."""
+
+    mechanism: str = "auto"  # "rlimit": never cgroups (also to test the fallback)
+    agents: Limits = AGENT_DEFAULTS
+    terminals: Limits = TERMINAL_DEFAULTS
+
+    @classmethod
+    def from_config(cls, table: Mapping[str, Any]) -> LimitSettings:
+        """Validate the ``[limits]`` table; ConfigError naming the bad key."""
+        settings = cls()
+        for key, raw in table.items():
+            if key == "mechanism":
+                text = str(raw).strip().lower()
+                if text not in MECHANISMS:
+                    raise ConfigError(
+                        f"limits.mechanism: {raw!r} is not allowed; use one of "
+                        f"{', '.join(MECHANISMS)}"
+                    )
+                settings = replace(settings, mechanism=text)
+            elif key in ("agents", "terminals"):
+                try:
+                    values = parse_limits(raw, f"limits.{key}")
+                except ValueError as error:
+                    raise ConfigError(str(error)) from None
+                settings = replace(settings, **{key: replace(getattr(settings, key), **values)})
+            else:
+                raise ConfigError(
+                    f"limits: unknown key {key!r}; allowed keys are agents, mechanism, terminals"
+                )
+        return settings
+
+
+def agent_limits(table: Any) -> dict[str, int]:
+    """An agent.toml ``[limits]`` table, checked; INVALID_ARGUMENT naming a bad key."""
+    try:
+        return parse_limits(table, "agent.toml limits")
+    except ValueError as error:
+        name, _, problem = str(error).partition(": ")
+        raise InvalidArgument(
+            str(error), reason="INVALID_AGENT_SPEC", violations=[FieldViolation(name, problem)]
+        ) from None
+
+
+def narrow(host: Limits, asked: Mapping[str, int]) -> Limits:
+    """``host`` lowered by what an agent asked; FAILED_PRECONDITION naming a limit it asked
+    to raise (no limit when the host has one counts as raising it)."""
+    for key, value in asked.items():
+        allowed = getattr(host, key)
+        if allowed and (value == 0 or value > allowed):
+            raise FailedPrecondition(
+                f"agent.toml limits.{key}: {_words(key, value)} is more than the host allows "
+                f"({_words(key, allowed)}, set by limits.agents.{key} in the host config); "
+                "an agent may only lower the host's limits",
+                reason="LIMIT_ABOVE_HOST",
+                metadata={"setting": f"limits.{key}", "allowed": str(allowed)},
+            )
+    return replace(host, **asked)
+
+
+# -- the kernel's side ------------------------------------------------------------------------
+
+
+def _v1_mounts() -> dict[str, Path]:
+    """controller -> mount point of the cgroup v1 hierarchies that carry it."""
+    found: dict[str, Path] = {}
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        before, _, after = line.partition(" - ")
+        parts = after.split()
+        if len(parts) >= 3 and parts[0] == "cgroup":
+            for option in parts[2].split(","):
+                if option in CONTROLLERS:
+                    found[option] = Path(before.split()[4])
+    return found
+
+
+def _own_paths() -> dict[str, str]:
+    """controller -> this process's cgroup path in its v1 hierarchy."""
+    found: dict[str, str] = {}
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        _, names, path = line.split(":", 2)
+        for name in names.split(","):
+            found[name] = path
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _procs(group: Path) -> list[int]:
+    try:
+        return [int(line) for line in (group / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _empty_and_remove(group: Path) -> bool:
+    """SIGKILL what runs in ``group`` (and its child groups) and remove them; False while a
+    process is still there (a fork bomb refilling it, a process still exiting)."""
+    done = True
+    with contextlib.suppress(OSError):
+        for child in [p for p in group.iterdir() if p.is_dir()]:
+            done = _empty_and_remove(child) and done
+    for pid in _procs(group):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    try:
+        group.rmdir()
+    except FileNotFoundError:
+        return done
+    except OSError:
+        return False
+    return done
+
+
+def _write(path: Path, value: str) -> None:
+    path.write_text(value)
+
+
+@dataclass
+class Group:
+    """The control groups and rlimits of one child."""
+
+    limits: Limits
+    paths: dict[str, Path] = field(default_factory=dict)  # controller -> its group
+    rlimits: dict[str, tuple[int, int]] = field(default_factory=dict)
+    prlimit: str | None = None
+    # What ``exceeded`` found when the groups were removed (they say nothing after).
+    _seen: list[str] | None = None
+
+    def prelude(self) -> list[str]:
+        """The argv prefix that puts the child in its groups and under its rlimits before it
+        runs: ``[*prelude, *argv]`` is what to start."""
+        argv: list[str] = []
+        if self.paths:
+            procs = [str(path / "cgroup.procs") for path in self.paths.values()]
+            argv += ["/bin/sh", "-c", _JOIN, "ether-limits", *procs, "--"]
+        if self.rlimits:
+            if self.prlimit is not None:
+                options = [
+                    f"{_PRLIMIT_OPTIONS[name]}={soft}:{hard}"
+                    for name, (soft, hard) in self.rlimits.items()
+                ]
+                argv += [self.prlimit, *options, "--"]
+            else:
+                pairs = [f"{name}={soft}:{hard}" for name, (soft, hard) in self.rlimits.items()]
+                argv += [sys.executable, "-c", _RLIMIT_SHIM, *pairs, "--"]
+        return argv
+
+    def exceeded(self) -> list[str]:
+        """What the child ran into, in words ("memory limit 64 MiB exceeded"): the memory
+        group's OOM kills and the forks the pids group refused."""
+        if self._seen is not None:
+            return list(self._seen)
+        found = []
+        memory = self.paths.get("memory")
+        if memory is not None and _counter(memory / "memory.oom_control", "oom_kill") > 0:
+            found.append(f"memory limit {human_size(self.limits.memory)} exceeded")
+        pids = self.paths.get("pids")
+        if pids is not None:
+            refused = _counter(pids / "pids.events", "max")
+            if refused:
+                found.append(f"pids limit {self.limits.pids} reached ({refused} forks refused)")
+        return found
+
+    def explain(self, signum: int | None) -> list[str]:
+        """``exceeded``, and the rlimit a death by ``signum`` means (SIGXCPU, SIGXFSZ)."""
+        found = self.exceeded()
+        if signum == signal.SIGXCPU and self.limits.cpu_time:
+            found.append(f"CPU time limit {self.limits.cpu_time} s exceeded")
+        if signum == signal.SIGXFSZ and self.limits.file_size:
+            found.append(f"file size limit {human_size(self.limits.file_size)} exceeded")
+        return found
+
+    async def remove(self) -> None:
+        """Kill whatever still runs in the groups and remove them (bounded; a group that
+        stays busy is logged and left to the next host's start)."""
+        if self._seen is None:
+            self._seen = self.exceeded()
+        with anyio.move_on_after(REMOVE_LIMIT):
+            while self.paths:
+                for controller, path in list(self.paths.items()):
+                    if _empty_and_remove(path):
+                        del self.paths[controller]
+                if self.paths:
+                    await anyio.sleep(0.01)
+        if self.paths:
+            log.warning("control groups not removed", groups=[str(p) for p in self.paths.values()])
+
+
+def _counter(path: Path, name: str) -> int:
+    try:
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == name:
+                return int(value)
+    except (OSError, ValueError):
+        return 0
+    return 0
+
+
+class Resources:
+    """The host's limits and how they are enforced: ``start`` once, then a ``Group`` per
+    child (``for_agent``, ``for_terminal``)."""
+
+    def __init__(self, settings: LimitSettings | None = None) -> None:
+        self.settings = settings or LimitSettings()
+        self.bases: dict[str, Path] = {}  # controller -> this host's group (ether-<pid>)
+        self.unusable: dict[str, str] = {}  # controller -> why not
+        self.prlimit = shutil.which("prlimit")
+        self._serial = itertools.count(1)
+        self._root = os.geteuid() == 0
+
+    @classmethod
+    def unlimited(cls) -> Resources:
+        """No limits at all (parts built without the host's, in tests)."""
+        return cls(LimitSettings(agents=Limits(), terminals=Limits()))
+
+    def start(self) -> None:
+        """Remove the groups of dead hosts, find the controllers this host may use (make a
+        group, write a limit, start a process in it) and log what enforces each limit."""
+        mounts, own = _v1_mounts(), _own_paths()
+        for controller in CONTROLLERS:
+            if self.settings.mechanism == "rlimit":
+                self.unusable[controller] = "limits.mechanism is rlimit"
+                continue
+            if controller not in mounts or controller not in own:
+                self.unusable[controller] = f"no cgroup v1 {controller} hierarchy is mounted"
+                continue
+            parent = mounts[controller] / own[controller].lstrip("/")
+            _remove_stale(parent)
+            base = parent / f"ether-{os.getpid()}"
+            try:
+                base.mkdir(exist_ok=True)
+                self.bases[controller] = base
+                self._probe(controller, base)
+            except (OSError, subprocess.SubprocessError, RuntimeError) as error:
+                self.unusable[controller] = f"{base}: {error}"
+                self.bases.pop(controller, None)
+                with contextlib.suppress(OSError):
+                    base.rmdir()
+        log.info(
+            "resource limits",
+            mechanisms=self.mechanisms(),
+            agents=self.settings.agents.describe(),
+            terminals=self.settings.terminals.describe(),
+            **({"cgroups_unusable": self.unusable} if self.unusable else {}),
+        )
+
+    def _probe(self, controller: str, base: Path) -> None:
+        probe = base / "probe"
+        probe.mkdir(exist_ok=True)
+        try:
+            _write(probe / _LIMIT_FILES[controller], _PROBE_VALUES[controller])
+            run = subprocess.run(
+                ["/bin/sh", "-c", _JOIN, "ether-limits", str(probe / "cgroup.procs"), "--", "true"],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=PROBE_TIMEOUT,
+                check=False,
+            )
+            if run.returncode != 0:
+                raise RuntimeError(run.stderr.decode(errors="replace").strip() or "cannot join")
+        finally:
+            with contextlib.suppress(OSError):
+                probe.rmdir()
+
+    def mechanisms(self) -> dict[str, str]:
+        """resource -> what enforces it on this host ("cgroup v1 memory", "rlimit RLIMIT_DATA",
+        "none: ..."), for the start log and the host's self-description."""
+        found = {
+            "memory": "cgroup v1 memory" if "memory" in self.bases else "rlimit RLIMIT_DATA",
+            "pids": (
+                "cgroup v1 pids"
+                if "pids" in self.bases
+                else "none: root is exempt from RLIMIT_NPROC"
+                if self._root
+                else "rlimit RLIMIT_NPROC (counts every process of the host's user)"
+            ),
+            "open_files": "rlimit RLIMIT_NOFILE",
+            "file_size": "rlimit RLIMIT_FSIZE",
+            "cpu_time": "rlimit RLIMIT_CPU",
+            "cpu_weight": "cgroup v1 cpu" if "cpu" in self.bases else "none: no cpu controller",
+        }
+        return found
+
+    def agent_limits(self, asked: Mapping[str, int]) -> Limits:
+        """An agent's limits: the host's, lowered by what its agent.toml asks. Deploys are
+        refused above the host's (``narrow``); an agent recorded under a host config that has
+        since been lowered gets the lower limit."""
+        host = self.settings.agents
+        lowered = {
+            key: value
+            if not getattr(host, key)
+            else min(value or getattr(host, key), getattr(host, key))
+            for key, value in asked.items()
+        }
+        return replace(host, **lowered)
+
+    def for_agent(self, agent: str, replica: int, limits: Limits) -> Group:
+        return self._group(f"{agent}-{replica}-{next(self._serial)}", limits)
+
+    def for_terminal(self, terminal_id: str) -> Group:
+        return self._group(terminal_id, self.settings.terminals)
+
+    def _group(self, name: str, limits: Limits) -> Group:
+        group = Group(limits, prlimit=self.prlimit)
+        wanted = {
+            "memory": limits.memory,
+            "pids": limits.pids,
+            "cpu": limits.cpu_weight,
+        }
+        for controller, value in wanted.items():
+            base = self.bases.get(controller)
+            if not value or base is None:
+                continue
+            path = base / name
+            try:
+                path.mkdir()
+                for file, text in _settings(controller, value):
+                    if (path / file).exists():
+                        _write(path / file, text)
+            except OSError as error:
+                # The rlimit stands in where there is one; the child is never left unlimited
+                # without a word.
+                log.warning(
+                    "cannot make a control group; using the rlimit fallback",
+                    group=str(path),
+                    error=str(error),
+                )
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+                continue
+            group.paths[controller] = path
+        self._rlimits(group, limits)
+        return group
+
+    def _rlimits(self, group: Group, limits: Limits) -> None:
+        wanted = {
+            "RLIMIT_NOFILE": limits.open_files,
+            "RLIMIT_FSIZE": limits.file_size,
+            "RLIMIT_CPU": limits.cpu_time,
+        }
+        if "memory" not in group.paths:
+            wanted["RLIMIT_DATA"] = limits.memory
+        if "pids" not in group.paths and not self._root:
+            wanted["RLIMIT_NPROC"] = limits.pids
+        for name, value in wanted.items():
+            if not value:
+                continue
+            _, hard = resource.getrlimit(getattr(resource, name))
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)  # only root may raise a hard limit
+            # CPU time: SIGXCPU at the soft limit (a program may catch it), SIGKILL a second on.
+            top = value + 1 if name == "RLIMIT_CPU" and hard == resource.RLIM_INFINITY else value
+            group.rlimits[name] = (value, top)
+
+    def close(self) -> None:
+        """Remove this host's groups (at its stop; what still runs in them is killed)."""
+        for base in self.bases.values():
+            _empty_and_remove(base)
+
+
+_LIMIT_FILES = {"memory": "memory.limit_in_bytes", "pids": "pids.max", "cpu": "cpu.shares"}
+_PROBE_VALUES = {"memory": str(1 << 30), "pids": "max", "cpu": "1024"}
+
+
+def _settings(controller: str, value: int) -> list[tuple[str, str]]:
+    """The files that set a limit of ``value`` in a v1 group of ``controller``."""
+    if controller == "memory":
+        # Swap too, where accounted: otherwise a group swaps past its limit instead of ending.
+        return [("memory.limit_in_bytes", str(value)), ("memory.memsw.limit_in_bytes", str(value))]
+    if controller == "pids":
+        return [("pids.max", str(value))]
+    return [("cpu.shares", str(max(2, round(value * SHARES_PER_WEIGHT))))]
+
+
+def _remove_stale(parent: Path) -> None:
+    """Remove the ``ether-<pid>`` groups of hosts that are gone (killed with -9), with
+    whatever still runs in them."""
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        match = re.fullmatch(r"ether-(\d+)", entry.name)
+        if match is None or not entry.is_dir() or _alive(int(match.group(1))):
+            continue
+        for _ in range(100):
+            if _empty_and_remove(entry):
+                log.warning("removed the control groups of a host that is gone", group=str(entry))
+                break
+        else:
+            log.warning("cannot remove the control groups of a host that is gone", group=str(entry))
+
+
+__all__ = [
+    "AGENT_DEFAULTS",
+    "TERMINAL_DEFAULTS",
+    "Group",
+    "LimitSettings",
+    "Limits",
+    "Resources",
+    "agent_limits",
+    "narrow",
+]
