@@ -239,19 +239,20 @@ def test_a_non_idempotent_task_whose_process_died_is_not_retried(host: HostProce
         _remove(host, name)
 
 
-def test_a_task_refused_as_shutting_down_runs_on_the_other_replica(
-    host: HostProcess, tmp_path: Path
-) -> None:
-    """Two replicas; the replica that gets a task (not idempotent) answers it `shutting_down`,
-    as a draining agent does: the task did not run there, so the caller gets the other
-    replica's success (attempt 2). The refusing process gets no more tasks, and since it does not
-    exit by itself it is restarted."""
+def test_a_task_refused_as_shutting_down_runs_on_the_other_replica(host: HostProcess) -> None:
+    """Two replicas; the one that gets a task (not idempotent) answers it `shutting_down`, as a
+    draining agent does: the task did not run there, so the caller gets the other replica's
+    success (attempt 2). The refusing process gets no more tasks, shows STOPPING, and since it
+    does not exit by itself it is restarted."""
     name = deploy(host, WORKER, name="refusing", replicas=2)
     try:
+        # Both replicas idle: a call goes to the first of them, this one and the next alike.
+        spawn = data(execute(host, name, "whoami"))["spawn"]
+        assert spawn
         events = list(
             host.agents.ExecuteStream(
                 agent_io_pb2.ExecuteStreamRequest(
-                    input=agent_input(name, "refuse_once", {"marker": str(tmp_path / "refused")})
+                    input=agent_input(name, "refuse_in", {"spawn": spawn})
                 ),
                 timeout=60,
             )
@@ -264,9 +265,9 @@ def test_a_task_refused_as_shutting_down_runs_on_the_other_replica(
         refused = started[0].pid
         assert output.metadata.attempt == 2
         assert output.metadata.pid not in (0, refused)
-        # Out of the rotation: the least-loaded choice would otherwise send it every other task.
-        for call in range(6):
-            answer = execute(host, name, "echo", {"call": call})
+        # Out of the rotation: as the first replica it would otherwise get every next call.
+        for _ in range(6):
+            answer = execute(host, name, "refuse_in", {"spawn": spawn})
             assert answer.status == agent_io_pb2.TASK_STATUS_SUCCESS, answer.error.message
             assert answer.metadata.pid != refused
             assert answer.metadata.attempt == 1

@@ -17,6 +17,8 @@ func main() {
 	)
 	a.Action("echo", func(_ context.Context, t *agent.Task) (any, error) {
 		return t.Params, nil
-	}, agent.WithActionDescription("Return the params unchanged."), agent.WithSchema(`{"type":"object"}`))
+	}, agent.WithActionDescription("Return the params unchanged."), agent.WithSchema(`{"type":"object"}`),
+		// Safe to run twice: the host may retry it on another replica when a process dies (make chaos).
+		agent.Idempotent())
 	a.Serve()
 }

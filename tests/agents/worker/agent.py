@@ -84,12 +84,17 @@ def grandchild() -> dict[str, Any]:
     return {"pid": child.pid}
 
 
-@agent.action(description="Answer shutting_down, as a draining agent does, once per marker file.")
-def refuse_once(marker: str) -> dict[str, Any]:
+@agent.action(description="Return this process's spawn id (ETHER_SPAWN_ID).")
+def whoami() -> dict[str, Any]:
     import os
 
-    try:
-        os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
-    except FileExistsError:
-        return {"served": True}
-    raise AgentError("shutting_down", "this agent is shutting down", retryable=True)
+    return {"spawn": os.environ.get("ETHER_SPAWN_ID", "")}
+
+
+@agent.action(description="Answer shutting_down, as a draining agent does, in the process `spawn`.")
+def refuse_in(spawn: str) -> dict[str, Any]:
+    import os
+
+    if os.environ.get("ETHER_SPAWN_ID", "") == spawn:
+        raise AgentError("shutting_down", "this agent is shutting down", retryable=True)
+    return {"served": True}

@@ -9,6 +9,11 @@ const agent = new Agent({
   maxConcurrency: 128,
 });
 
-agent.action("echo", { description: "Returns its params unchanged." }, (params: JsonObject) => params);
+// Safe to run twice: the host may retry it on another replica when a process dies (make chaos).
+agent.action(
+  "echo",
+  { description: "Returns its params unchanged.", idempotent: true },
+  (params: JsonObject) => params,
+);
 
 await agent.serve();
