@@ -445,7 +445,9 @@ class Replica:
         restart it if it is still there well after a stop would have killed it, so a replica
         that refuses every task never stays out of the rotation for good."""
         await connection.draining.wait()
-        if self.state is State.RUNNING and not self._stop.is_set():
+        if self._stop.is_set():
+            return  # a stop the host asked for: it shows STOPPING and ends the process itself
+        if self.state is State.RUNNING:
             self._enter(State.STOPPING, "the agent is shutting down", pid=self.pid)
         await anyio.sleep(self.agent.spec.stop_grace + TERM_WAIT)
         self.mark_wedged("it has refused tasks as shutting down for too long")
