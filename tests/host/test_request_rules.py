@@ -4,9 +4,10 @@ protobuf at all, a Struct nested past protobuf's depth limit -- each answers INV
 with a message a person can act on and google.rpc details (ErrorInfo, and a BadRequest
 violation naming each bad field), never INTERNAL or UNKNOWN.
 
-The required fields and ranges are read from the protos' own annotations
+The required fields, ranges, counts and lengths are read from the protos' own annotations
 (ether/v1/rules.proto), so a new RPC or field is covered by declaring it there; the RPCs whose
-empty request is valid are listed here, so a forgotten annotation fails this test."""
+empty request is valid are listed here, so a forgotten annotation fails this test. Pipe answers
+a bad input in its stream (an output with error code invalid_argument) and goes on."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import message_factory
+from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor
 from google.protobuf.message import Message
 
@@ -27,6 +28,7 @@ from ether.v1 import (
     terminal_pb2,
     workflow_pb2,
 )
+from ether_host.transport import validation
 from tests.support.calls import agent_input, details
 from tests.support.host import HostProcess
 
@@ -53,6 +55,7 @@ EMPTY_IS_VALID = {
     "Converse",
     "ListAudit",
     "WatchAudit",
+    "Pipe",  # its one required field, input, is answered in the stream
 }
 DEADLINE = 60.0  # an answer never comes this late; a stream that got no error would wait
 NOT_PROTOBUF = b"\x0a\xff"  # field 1, length-delimited, with a length that never ends
@@ -63,9 +66,20 @@ def _field_rules(field: FieldDescriptor) -> rules_pb2.FieldRules:
     return rules
 
 
+def _in_stream(method: MethodDescriptor, path: tuple[FieldDescriptor, ...]) -> bool:
+    """Whether a problem at ``path`` is answered in the stream (a Pipe input) rather than
+    ending the call."""
+    answered = validation.ANSWERED_IN_STREAM.get(method.input_type.full_name, frozenset())
+    return bool(path) and path[0].name in answered
+
+
 def _required_names(descriptor: Descriptor) -> set[str]:
-    """The fields (and oneofs) of a request that must be set, by name."""
-    names = {f.name for f in descriptor.fields if _field_rules(f).required}
+    """The fields (and oneofs) of a request that must be set before the method runs, by
+    name (a Pipe input's are answered in the stream)."""
+    answered = validation.ANSWERED_IN_STREAM.get(descriptor.full_name, frozenset())
+    names = {
+        f.name for f in descriptor.fields if _field_rules(f).required and f.name not in answered
+    }
     for oneof in descriptor.oneofs:
         rules = oneof.GetOptions().Extensions[rules_pb2.oneof]  # type: ignore[index]
         if rules.required:
@@ -154,6 +168,35 @@ class _NoViolations:
     field_violations: tuple[Any, ...] = ()
 
 
+def _answered_in_stream(
+    channel: grpc.Channel, service: str, method: MethodDescriptor, request: Message
+) -> tuple[agent_io_pb2.TaskError, dict[str, str]]:
+    """Send one input on ``method`` (Pipe), which must answer it in the stream with error
+    code invalid_argument and end OK; the error and its violations (field -> description)."""
+    outputs = _call(channel, service, method, request)
+    assert len(outputs) == 1, outputs
+    error = outputs[0].output.error
+    assert outputs[0].output.status == agent_io_pb2.TASK_STATUS_ERROR
+    assert error.code == "invalid_argument", (error.code, error.message)
+    found = json_format.MessageToDict(error.details)
+    violations = {v["field"]: v["description"] for v in found.get("field_violations", [])}
+    return error, violations
+
+
+def _violations(
+    channel: grpc.Channel,
+    service: str,
+    method: MethodDescriptor,
+    path: tuple[FieldDescriptor, ...],
+    request: Message,
+) -> dict[str, str]:
+    """The violations ``method`` names for ``request``, broken at ``path``: from its
+    INVALID_ARGUMENT status, or from its in-stream answer for a Pipe input."""
+    if _in_stream(method, path):
+        return _answered_in_stream(channel, service, method, request)[1]
+    return _refused(channel, service, method, request)[1]
+
+
 def _no_crash_logged(host: HostProcess) -> None:
     crashes = [r for r in host.records if r.get("event") == "rpc crashed"]
     assert not crashes, [(r.get("method"), r.get("exception")) for r in crashes]
@@ -162,14 +205,24 @@ def _no_crash_logged(host: HostProcess) -> None:
 def test_an_empty_request_names_every_missing_required_field(host: HostProcess) -> None:
     """Every RPC of the five services, called with an empty request, either needs nothing or
     answers INVALID_ARGUMENT with one BadRequest violation per required field, named as in the
-    proto -- GetAgent {} no longer answers NOT_FOUND "no agent named ''"."""
+    proto -- GetAgent {} no longer answers NOT_FOUND "no agent named ''". Pipe answers an
+    empty request in its stream: "input is required"."""
     needs_nothing = set()
     for service, method in METHODS:
+        request = message_factory.GetMessageClass(method.input_type)()
+        answered = {
+            f.name
+            for f in method.input_type.fields
+            if _field_rules(f).required and _in_stream(method, (f,))
+        }
+        if answered:
+            task_error, violations = _answered_in_stream(host.channel, service, method, request)
+            assert set(violations) == answered, (method.name, violations)
+            assert task_error.message == "input is required"
         required = _required_names(method.input_type)
         if not required:
             needs_nothing.add(method.name)
             continue
-        request = message_factory.GetMessageClass(method.input_type)()
         error, violations = _refused(host.channel, service, method, request)
         assert set(violations) == required, (method.name, violations)
         assert all(description.startswith("is required") for description in violations.values())
@@ -205,12 +258,188 @@ def test_every_documented_range_is_enforced(host: HostProcess) -> None:
         if rules.HasField("max") and not rules.clamp:
             probes.append(rules.max + 1)
         for value in probes:
-            _, violations = _refused(host.channel, service, method, _with(make(), path, value))
+            request = _with(make(), path, value)
+            violations = _violations(host.channel, service, method, path, request)
             assert _dotted(path) in violations, (method.name, value, violations)
             assert str(value) in violations[_dotted(path)]
         if path[-1].name == "page_size" and not _required_names(method.input_type):
             # A list with nothing else to set: a page size above the maximum just clamps.
             _call(host.channel, service, method, _with(make(), path, rules.max + 1))
+    _no_crash_logged(host)
+
+
+def _fields(
+    descriptor: Descriptor, prefix: tuple[FieldDescriptor, ...] = ()
+) -> Iterator[tuple[FieldDescriptor, ...]]:
+    """Every field reachable from a request, repeated and map fields included (a repeated
+    message stands for its first element)."""
+    for field in descriptor.fields:
+        path = (*prefix, field)
+        yield path
+        kind = field.message_type
+        if kind is None or kind.GetOptions().map_entry or kind.full_name.startswith("google."):
+            continue
+        if kind not in [f.containing_type for f in path]:  # a type that nests itself: once
+            yield from _fields(kind, path)
+
+
+def _named(path: tuple[FieldDescriptor, ...]) -> str:
+    """The path a violation names for the field at the end of ``path`` as a whole."""
+    return ".".join([_dotted(path[:-1]), path[-1].name] if len(path) > 1 else [path[0].name])
+
+
+def _limited() -> Iterator[tuple[str, MethodDescriptor, tuple[FieldDescriptor, ...]]]:
+    for service, method in METHODS:
+        for path in _fields(method.input_type):
+            rules = _field_rules(path[-1])
+            if rules.HasField("max_items") or rules.HasField("max_len"):
+                yield service, method, path
+
+
+def _holder(request: Message, path: tuple[FieldDescriptor, ...]) -> Any:
+    """The message that holds the field at the end of ``path``, its parents set."""
+    target: Any = request
+    for field in path[:-1]:
+        target = getattr(target, field.name)
+        if field.is_repeated:
+            target = target[0] if len(target) else target.add()
+    return target
+
+
+def _value(field: FieldDescriptor, length: int = 1) -> Any:
+    """A value of a scalar field (an element of a list, a map's value) ``length`` long."""
+    if field.type == FieldDescriptor.TYPE_STRING:
+        return "x" * length
+    if field.type == FieldDescriptor.TYPE_BYTES:
+        return b"x" * length
+    return 1  # an integer, or an enum's first defined value
+
+
+def _with_items(request: Message, path: tuple[FieldDescriptor, ...], count: int) -> Message:
+    """``request`` with ``count`` valid elements (or map entries) in the field at ``path``."""
+    field = path[-1]
+    values = getattr(_holder(request, path), field.name)
+    kind = field.message_type
+    if kind is not None and kind.GetOptions().map_entry:
+        value_field = kind.fields_by_name["value"]
+        for index in range(count):
+            if value_field.message_type is None:
+                values[f"k{index}"] = _value(value_field)
+            else:
+                values[f"k{index}"].SetInParent()
+    elif kind is not None:
+        for _ in range(count):
+            values.add()
+    else:
+        values.extend([_value(field)] * count)
+    return request
+
+
+def _with_length(
+    request: Message, path: tuple[FieldDescriptor, ...], length: int
+) -> tuple[Message, str]:
+    """``request`` with one string (or bytes) ``length`` long in the field at ``path`` (its
+    first element, or the value of the map entry "k"), and the path a violation names."""
+    field = path[-1]
+    holder = _holder(request, path)
+    dotted = _named(path)
+    kind = field.message_type
+    if kind is not None and kind.GetOptions().map_entry:
+        getattr(holder, field.name)["k"] = _value(kind.fields_by_name["value"], length)
+        return request, f"{dotted}['k']"
+    if field.is_repeated:
+        getattr(holder, field.name).append(_value(field, length))
+        return request, f"{dotted}[0]"
+    setattr(holder, field.name, _value(field, length))
+    return request, dotted
+
+
+def _fill_required(message: Message) -> Message:
+    """``message`` with every required field and oneof that is unset set to a valid value,
+    in it and in the messages it holds."""
+    descriptor = message.DESCRIPTOR
+    for oneof in descriptor.oneofs:
+        rules = oneof.GetOptions().Extensions[rules_pb2.oneof]  # type: ignore[index]
+        if rules.required and message.WhichOneof(oneof.name) is None:
+            _set_valid(message, oneof.fields[0])
+    for field in descriptor.fields:
+        if not _field_rules(field).required:
+            continue
+        if field.is_repeated:
+            unset = not len(getattr(message, field.name))
+        elif field.has_presence:
+            unset = not message.HasField(field.name)
+        else:
+            unset = not getattr(message, field.name)
+        if unset:
+            _set_valid(message, field)
+    for field, value in message.ListFields():
+        kind = field.message_type
+        if kind is None or kind.GetOptions().map_entry or kind.full_name.startswith("google."):
+            continue
+        for item in value if field.is_repeated else [value]:
+            _fill_required(item)
+    return message
+
+
+def _set_valid(message: Message, field: FieldDescriptor) -> None:
+    rules = _field_rules(field)
+    if field.message_type is not None:
+        getattr(message, field.name).SetInParent()
+    elif field.is_repeated:
+        getattr(message, field.name).append(_value(field))
+    elif field.type == FieldDescriptor.TYPE_BOOL:
+        setattr(message, field.name, True)
+    elif field.type in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES):
+        setattr(message, field.name, _value(field))
+    else:
+        setattr(message, field.name, max(rules.min, 1) if rules.HasField("min") else 1)
+
+
+def _passes_the_rules(method: MethodDescriptor, request: Message) -> None:
+    """The host's own checks of ``method``'s requests -- the interceptor's, and Pipe's of
+    each input -- accept ``request``."""
+    check = validation.checker(method.input_type)
+    if check is not None:
+        check(request)
+    for name in validation.ANSWERED_IN_STREAM.get(method.input_type.full_name, ()):
+        validation.field_checker(method.input_type, name)(request)
+
+
+def test_every_declared_count_and_length_is_enforced(host: HostProcess) -> None:
+    """Each list, map and string with a declared max_items or max_len, in any request
+    (ListRuns' states, GetContext's keys, AgentSpec's env and command, CreateTerminal's argv,
+    every name and id...), refuses one item or one character over the limit with a violation
+    naming the field and the limit (a Pipe input: in the stream); at the limit, with the
+    request's required fields set, the request passes the rules."""
+    limited = list(_limited())
+    declared = {(m.name, _named(p)) for _, m, p in limited}
+    assert {
+        ("ListRuns", "states"),
+        ("GetContext", "keys"),
+        ("DeployAgent", "spec.env"),
+        ("DeployAgent", "spec.command"),
+        ("CreateTerminal", "argv.args"),
+        ("OpenSession", "pipeline.steps[0].trigger.at_turns"),
+        ("Pipe", "input.agent"),
+    } <= declared
+    for service, method, path in limited:
+        rules = _field_rules(path[-1])
+        make = message_factory.GetMessageClass(method.input_type)
+        limits = []
+        if rules.HasField("max_items"):
+            limit = rules.max_items
+            over = _with_items(make(), path, limit + 1)
+            limits.append((over, _named(path), limit, _with_items(make(), path, limit)))
+        if rules.HasField("max_len"):
+            limit = rules.max_len
+            over, named = _with_length(make(), path, limit + 1)
+            limits.append((over, named, limit, _with_length(make(), path, limit)[0]))
+        for over, named, limit, at_limit in limits:
+            violations = _violations(host.channel, service, method, path, over)
+            assert named in violations, (method.name, named, violations)
+            assert f"at most {limit}" in violations[named], (method.name, violations[named])
+            _passes_the_rules(method, _fill_required(at_limit))
     _no_crash_logged(host)
 
 
@@ -260,7 +489,8 @@ def test_an_invalid_duration_is_refused_wherever_one_is_accepted(host: HostProce
             if kind is None or kind.full_name != "google.protobuf.Duration":
                 continue
             seen += 1
-            _, violations = _refused(host.channel, service, method, _with(make(), path, invalid))
+            request = _with(make(), path, invalid)
+            violations = _violations(host.channel, service, method, path, request)
             assert "not a valid Duration" in violations.get(_dotted(path), ""), (
                 method.name,
                 violations,
@@ -280,21 +510,59 @@ def test_an_invalid_timestamp_is_refused(host: HostProcess) -> None:
     _no_crash_logged(host)
 
 
-def test_a_pipe_input_without_its_agent_ends_the_stream(host: HostProcess) -> None:
-    """On Pipe an input that names no agent is a malformed request: the stream ends with
-    INVALID_ARGUMENT naming input.agent, while an unknown agent is still answered in-stream."""
-    unknown = agent_io_pb2.PipeRequest(input=agent_input("no-such-agent", "run"))
-    outputs = list(host.agents.Pipe(iter([unknown]), timeout=DEADLINE))
-    assert [o.output.status for o in outputs] == [agent_io_pb2.TASK_STATUS_ERROR]
-    with pytest.raises(grpc.RpcError) as caught:
+def test_a_pipe_input_that_breaks_the_rules_is_answered_in_the_stream(host: HostProcess) -> None:
+    """On Pipe an input that breaks the rules -- no input, no agent, an agent name too long,
+    an undefined enum -- is answered in the stream like an unknown agent: an output with error
+    code invalid_argument, the message Execute's INVALID_ARGUMENT carries, the violations in
+    its details and its task_id echoed; the other inputs are answered and the stream ends OK.
+    Only what concerns the stream (max_in_flight out of range) ends it."""
+    too_long = "a" * 257
+    inputs = {
+        "unknown": agent_input("no-such-agent", "run"),
+        "no-agent": agent_input(""),
+        "long-name": agent_input(too_long, "run"),
+        "bad-enum": agent_input("no-such-agent", "run"),
+    }
+    inputs["bad-enum"].output_encoding = 99  # type: ignore[assignment]
+    for task_id, message in inputs.items():
+        message.task_id = task_id
+    requests = [agent_io_pb2.PipeRequest(input=m) for m in inputs.values()]
+    requests.insert(1, agent_io_pb2.PipeRequest())  # no input at all
+    outputs = {
+        o.output.task_id: o.output for o in host.agents.Pipe(iter(requests), timeout=DEADLINE)
+    }
+    assert set(outputs) == {*inputs, ""}
+    assert all(o.status == agent_io_pb2.TASK_STATUS_ERROR for o in outputs.values())
+    assert outputs["unknown"].error.code != "invalid_argument"
+    expected = {
+        "": ["input"],
+        "no-agent": ["input.agent"],
+        "long-name": ["input.agent"],
+        "bad-enum": ["input.output_encoding"],
+    }
+    for task_id, fields in expected.items():
+        error = outputs[task_id].error
+        assert error.code == "invalid_argument", (task_id, error.code, error.message)
+        found = json_format.MessageToDict(error.details)
+        assert [v["field"] for v in found["field_violations"]] == fields, found
+        if task_id:  # the same message as Execute's status for the same input
+            with pytest.raises(grpc.RpcError) as caught:
+                host.agents.Execute(
+                    agent_io_pb2.ExecuteRequest(input=inputs[task_id]), timeout=DEADLINE
+                )
+            assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert error.message == caught.value.details()
+            assert found["reason"] == details(caught.value)["ErrorInfo"].reason
+    with pytest.raises(grpc.RpcError) as stream_level:
         list(
             host.agents.Pipe(
-                iter([agent_io_pb2.PipeRequest(input=agent_input(""))]), timeout=DEADLINE
+                iter([agent_io_pb2.PipeRequest(input=inputs["unknown"], max_in_flight=5000)]),
+                timeout=DEADLINE,
             )
         )
-    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert [v.field for v in details(caught.value)["BadRequest"].field_violations] == [
-        "input.agent"
+    assert stream_level.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert [v.field for v in details(stream_level.value)["BadRequest"].field_violations] == [
+        "max_in_flight"
     ]
     _no_crash_logged(host)
 

@@ -15,7 +15,7 @@ from ether_host.agents import Dispatcher, TaskEvent, TaskInput
 from ether_host.errors import EtherError, InvalidArgument
 from ether_host.paging import paginate
 from ether_host.supervisor import Supervisor
-from ether_host.transport import convert
+from ether_host.transport import convert, validation
 from ether_host.transport.convert import dict_to_struct, timestamp
 from ether_host.transport.interceptors import current_identity
 
@@ -113,9 +113,16 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
         unwritten = 0  # tasks started whose output is not written yet
         reading = True
 
-        async def run_one(message: agent_io_pb2.AgentInput) -> None:
+        async def run_one(request: agent_io_pb2.PipeRequest) -> None:
+            message = request.input
             task: TaskInput | None = None
             response = agent_io_pb2.PipeResponse()
+            try:
+                _check_pipe_input(request)  # the rules Execute's input is checked against
+            except InvalidArgument as error:
+                response.output.CopyFrom(_invalid_output(message, error))
+                finished.put_nowait(response)
+                return
             try:
                 _may_execute(message)
                 task = convert.task_input(message, convert.rpc_time_left(context.time_remaining()))
@@ -141,7 +148,7 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
                 # until the task's output is written, so slow readers slow the stream too.
                 await slots.acquire()
                 unwritten += 1
-                tg.create_task(run_one(request.input), name="pipe task")
+                tg.create_task(run_one(request), name="pipe task")
             reading = False
             if not unwritten:
                 finished.put_nowait(None)
@@ -160,6 +167,33 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
     ) -> agent_io_pb2.CancelTaskResponse:
         self._dispatcher.cancel(request.task_id, request.reason)
         return agent_io_pb2.CancelTaskResponse(cancelled=True)
+
+
+# The check the interceptor leaves to Pipe (validation.ANSWERED_IN_STREAM), so a bad input is
+# answered in the stream with the message Execute's status would carry, and the stream goes on.
+_check_pipe_input = validation.field_checker(
+    agent_io_pb2.PipeRequest.DESCRIPTOR,  # type: ignore[arg-type] # upb's own class
+    "input",
+)
+
+
+def _invalid_output(
+    message: agent_io_pb2.AgentInput, error: InvalidArgument
+) -> agent_io_pb2.AgentOutput:
+    """The in-stream answer to an input that breaks the rules: code invalid_argument, the
+    message of Execute's INVALID_ARGUMENT, and in details the reason and field violations."""
+    output = convert.error_output(message, "invalid_argument", error.message)
+    output.error.details.CopyFrom(
+        dict_to_struct(
+            {
+                "reason": error.reason,
+                "field_violations": [
+                    {"field": v.field, "description": v.description} for v in error.violations
+                ],
+            }
+        )
+    )
+    return output
 
 
 def _may_execute(message: agent_io_pb2.AgentInput) -> None:

@@ -1,11 +1,12 @@
 """The checks every request gets before its method runs, read from the protos once.
 
 The rules live in the .proto files (``ether.v1.field`` and ``ether.v1.oneof``, declared in
-ether/v1/rules.proto): a required field or oneof, an integer range, a clamp. Beside them,
-every enum field must hold a number its enum defines, and every Duration and Timestamp must
-be valid; the servicers and the core may then rely on all of that. A request type's checks
-are compiled from its descriptor into a list of small closures the first time it is
-registered, so a request type without rules costs one call that finds nothing to do.
+ether/v1/rules.proto): a required field or oneof, an integer range, a clamp, the most items of
+a list or map, the longest string or bytes. Beside them, every enum field must hold a number
+its enum defines, and every Duration and Timestamp must be valid; the servicers and the core
+may then rely on all of that. A request type's checks are compiled from its descriptor into a
+list of small closures the first time it is registered, so a request type without rules costs
+one call that finds nothing to do.
 """
 
 from __future__ import annotations
@@ -54,15 +55,40 @@ class _Broken:
 _Check = Callable[[Message, str, list[_Broken]], None]
 
 
+# The fields of a streamed request that carry one item of work each, whose problems the method
+# answers in the stream instead of ending it (docs/errors.md): the check of the whole request
+# leaves them out, and the method checks them with ``field_checker``. Pipe answers an input that
+# breaks the rules as it answers one it cannot run, so one bad input does not cancel the others.
+ANSWERED_IN_STREAM: dict[str, frozenset[str]] = {"ether.v1.PipeRequest": frozenset({"input"})}
+
+
 def checker(descriptor: Descriptor) -> Callable[[Message], None] | None:
     """The check of a request of this type, or None when the type has nothing to check.
 
     The check raises InvalidArgument naming every broken rule, and lowers a value above
-    the maximum of a field that clamps to that maximum, in place.
+    the maximum of a field that clamps to that maximum, in place. The fields
+    ``ANSWERED_IN_STREAM`` names for this type are left to the method.
     """
-    checks = _plan(descriptor)
+    skipped = ANSWERED_IN_STREAM.get(descriptor.full_name)
+    checks = _plan(descriptor) if skipped is None else _plan_fields(descriptor, skipped)
     if not checks:
         return None
+
+    def check(request: Message) -> None:
+        broken: list[_Broken] = []
+        for each in checks:
+            each(request, "", broken)
+        if broken:
+            raise _invalid(broken)
+
+    return check
+
+
+def field_checker(descriptor: Descriptor, name: str) -> Callable[[Message], None]:
+    """The check of one field of a request of this type (its rules and its message's), named
+    from the request down as ``checker`` names it: a method's own check of a field
+    ``ANSWERED_IN_STREAM`` leaves to it, so both give the same message."""
+    checks = _field_checks(descriptor.fields_by_name[name])
 
     def check(request: Message) -> None:
         broken: list[_Broken] = []
@@ -118,13 +144,21 @@ def _plan(descriptor: Descriptor) -> list[_Check]:
         return checks  # Struct, Value and the rest hold anything; Duration etc. are below
     _planning.add(name)
     try:
-        for field in descriptor.fields:  # in declaration order, as the message names them
-            oneof = field.containing_oneof
-            if oneof is not None and field is oneof.fields[0] and _oneof_rules(oneof).required:
-                checks.append(_required_oneof(oneof.name, [f.name for f in oneof.fields]))
-            checks.extend(_field_checks(field))
+        checks.extend(_plan_fields(descriptor, frozenset()))
     finally:
         _planning.discard(name)
+    return checks
+
+
+def _plan_fields(descriptor: Descriptor, skipped: frozenset[str]) -> list[_Check]:
+    checks: list[_Check] = []
+    for field in descriptor.fields:  # in declaration order, as the message names them
+        if field.name in skipped:
+            continue
+        oneof = field.containing_oneof
+        if oneof is not None and field is oneof.fields[0] and _oneof_rules(oneof).required:
+            checks.append(_required_oneof(oneof.name, [f.name for f in oneof.fields]))
+        checks.extend(_field_checks(field))
     return checks
 
 
@@ -147,12 +181,22 @@ def _field_checks(field: FieldDescriptor) -> list[_Check]:
         checks.append(_required(field))
     if field.type in _INTEGERS and (rules.HasField("min") or rules.HasField("max")):
         checks.append(_in_range(field, rules))
+    # The checks of the field's value, or of each element: behind the count when there is one.
+    each: list[_Check] = []
+    if rules.HasField("max_len"):
+        each.append(_within_length(field, rules.max_len))
     if field.type == FieldDescriptor.TYPE_ENUM:
-        checks.append(_defined_enum(field))
+        each.append(_defined_enum(field))
     if field.type == FieldDescriptor.TYPE_MESSAGE:
         inner = _message_check(field)
         if inner is not None:
-            checks.append(inner)
+            each.append(inner)
+    if rules.HasField("max_items"):
+        if not field.is_repeated:
+            raise ValueError(f"{field.full_name}: max_items is for repeated and map fields")
+        checks.append(_counted(field, rules.max_items, each))
+    else:
+        checks.extend(each)
     return checks
 
 
@@ -215,6 +259,92 @@ def _in_range(field: FieldDescriptor, rules: rules_pb2.FieldRules) -> _Check:
         elif low is None or value >= low:
             return
         broken.append(_Broken(prefix + name, f"is {value}; expected {expected}"))
+
+    return check
+
+
+def _counted(field: FieldDescriptor, limit: int, each: list[_Check]) -> _Check:
+    """At most ``limit`` elements (or map entries), then ``each`` check of them.
+
+    Past the limit the elements are not checked: a list of millions of bad values is one
+    violation, not millions.
+    """
+    name = field.name
+    kind = field.message_type
+    unit = "entries" if kind is not None and kind.GetOptions().map_entry else "items"
+
+    def check(message: Message, prefix: str, broken: list[_Broken]) -> None:
+        count = len(getattr(message, name))
+        if count > limit:
+            broken.append(_Broken(prefix + name, f"has {count} {unit}; at most {limit}"))
+            return
+        for one in each:
+            one(message, prefix, broken)
+
+    return check
+
+
+def _unit(field: FieldDescriptor) -> str:
+    if field.type == FieldDescriptor.TYPE_STRING:
+        return "characters"
+    if field.type == FieldDescriptor.TYPE_BYTES:
+        return "bytes"
+    raise ValueError(f"{field.full_name}: max_len is for string and bytes fields")
+
+
+def _within_length(field: FieldDescriptor, limit: int) -> _Check:
+    """No string (or bytes) of the field longer than ``limit``: the value, each element of
+    a list, each key and value of a map."""
+    name = field.name
+    kind = field.message_type
+    if kind is not None and kind.GetOptions().map_entry:
+        key, value = kind.fields_by_name["key"], kind.fields_by_name["value"]
+        key_unit = _unit(key) if key.type == FieldDescriptor.TYPE_STRING else None
+        value_unit = (
+            _unit(value)
+            if value.type in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES)
+            else None
+        )
+        if key_unit is None and value_unit is None:
+            raise ValueError(f"{field.full_name}: max_len is for maps of strings or bytes")
+
+        def check_map(message: Message, prefix: str, broken: list[_Broken]) -> None:
+            for k, v in getattr(message, name).items():
+                if key_unit is not None and len(k) > limit:
+                    broken.append(
+                        _Broken(
+                            prefix + name,
+                            f"has a key {len(k)} {key_unit} long; at most {limit}",
+                        )
+                    )
+                elif value_unit is not None and len(v) > limit:
+                    broken.append(
+                        _Broken(
+                            f"{prefix}{name}[{k!r}]",
+                            f"is {len(v)} {value_unit} long; at most {limit}",
+                        )
+                    )
+
+        return check_map
+    unit = _unit(field)
+    if field.is_repeated:
+
+        def check_each(message: Message, prefix: str, broken: list[_Broken]) -> None:
+            for index, item in enumerate(getattr(message, name)):
+                if len(item) > limit:
+                    broken.append(
+                        _Broken(
+                            f"{prefix}{name}[{index}]",
+                            f"is {len(item)} {unit} long; at most {limit}",
+                        )
+                    )
+
+        return check_each
+
+    def check(message: Message, prefix: str, broken: list[_Broken]) -> None:
+        size = len(getattr(message, name))
+        if size > limit:
+            broken.append(_Broken(prefix + name, f"is {size} {unit} long; at most {limit}"))
 
     return check
 

@@ -504,8 +504,10 @@ func (x *AgentInfo) GetMaxConcurrency() int32 {
 type Trace struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the root task of the tree. Set by the host.
+	// At most 256 characters.
 	RootTaskId string `protobuf:"bytes,1,opt,name=root_task_id,json=rootTaskId,proto3" json:"root_task_id,omitempty"`
 	// Id of the task that started this one; empty for a root task.
+	// At most 256 characters.
 	ParentTaskId string `protobuf:"bytes,2,opt,name=parent_task_id,json=parentTaskId,proto3" json:"parent_task_id,omitempty"`
 	// Depth in the tree: 0 for a root task. The host refuses calls deeper
 	// than its limit (default 8) with RESOURCE_EXHAUSTED.
@@ -570,18 +572,22 @@ type TaskContext struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the task that started this one, if any. Set by the host for
 	// sub-agent calls; a client may leave it empty.
+	// At most 256 characters.
 	ParentTask string `protobuf:"bytes,1,opt,name=parent_task,json=parentTask,proto3" json:"parent_task,omitempty"`
 	// Id of the workflow run this task belongs to, if any.
+	// At most 256 characters.
 	Workflow string `protobuf:"bytes,2,opt,name=workflow,proto3" json:"workflow,omitempty"`
 	// Limits for this task. Sub-tasks inherit what is left.
 	Budget *Budget `protobuf:"bytes,3,opt,name=budget,proto3" json:"budget,omitempty"`
 	// Permissions the caller grants the task (such as "net", "term"); the
 	// host intersects them with its own policy. Empty: the agent's defaults.
+	// At most 1,000 items, each at most 256 characters.
 	Permissions []string `protobuf:"bytes,4,rep,name=permissions,proto3" json:"permissions,omitempty"`
 	// Position in a tree of tasks. Filled by the host.
 	Trace *Trace `protobuf:"bytes,5,opt,name=trace,proto3" json:"trace,omitempty"`
 	// Gateway session the task runs for, if any; host calls such as ctx.get
 	// act on this session's context.
+	// At most 256 characters.
 	SessionId     string `protobuf:"bytes,6,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -665,11 +671,14 @@ type AgentInput struct {
 	// Client-chosen id of the task, unique among the caller's running tasks;
 	// the host generates one ("t-" + 16 hex digits) when empty. Up to 128
 	// characters of [A-Za-z0-9._:-].
+	// Longer: INVALID_ARGUMENT naming input.task_id.
 	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Name of the agent to run the task. Required.
+	// At most 256 characters.
 	Agent string `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
 	// Action of the agent to run. May be empty only when the agent has
 	// exactly one action.
+	// At most 256 characters.
 	Action string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
 	// The action's parameters, checked against the action's params_schema.
 	// params_json carries the same as JSON bytes.
@@ -1173,9 +1182,11 @@ type ListAgentsRequest struct {
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response's next_page_token; empty for the first
 	// page.
+	// At most 4,096 characters.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only agents that list this capability tag or offer an action with this
 	// name. Empty: no filter.
+	// At most 256 characters.
 	Capability string `protobuf:"bytes,3,opt,name=capability,proto3" json:"capability,omitempty"`
 	// Only agents of this language. Unspecified: any.
 	Language Language `protobuf:"varint,4,opt,name=language,proto3,enum=ether.v1.Language" json:"language,omitempty"`
@@ -1309,6 +1320,7 @@ func (x *ListAgentsResponse) GetNextPageToken() string {
 type GetAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Name of the agent. Required.
+	// At most 256 characters.
 	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1975,8 +1987,10 @@ func (x *PipeResponse) GetOutput() *AgentOutput {
 type CancelTaskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the running task.
+	// At most 256 characters.
 	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Why it is cancelled; passed to the agent and recorded.
+	// At most 64 KiB (65,536 characters).
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2100,26 +2114,27 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	" \x01(\x05R\rreadyReplicas\x12\x1b\n" +
 	"\tin_flight\x18\v \x01(\x05R\binFlight\x12\x16\n" +
 	"\x06queued\x18\f \x01(\x05R\x06queued\x12'\n" +
-	"\x0fmax_concurrency\x18\r \x01(\x05R\x0emaxConcurrency\"e\n" +
-	"\x05Trace\x12 \n" +
-	"\froot_task_id\x18\x01 \x01(\tR\n" +
-	"rootTaskId\x12$\n" +
-	"\x0eparent_task_id\x18\x02 \x01(\tR\fparentTaskId\x12\x14\n" +
-	"\x05depth\x18\x03 \x01(\x05R\x05depth\"\xdc\x01\n" +
-	"\vTaskContext\x12\x1f\n" +
-	"\vparent_task\x18\x01 \x01(\tR\n" +
-	"parentTask\x12\x1a\n" +
-	"\bworkflow\x18\x02 \x01(\tR\bworkflow\x12(\n" +
-	"\x06budget\x18\x03 \x01(\v2\x10.ether.v1.BudgetR\x06budget\x12 \n" +
-	"\vpermissions\x18\x04 \x03(\tR\vpermissions\x12%\n" +
-	"\x05trace\x18\x05 \x01(\v2\x0f.ether.v1.TraceR\x05trace\x12\x1d\n" +
+	"\x0fmax_concurrency\x18\r \x01(\x05R\x0emaxConcurrency\"w\n" +
+	"\x05Trace\x12)\n" +
+	"\froot_task_id\x18\x01 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\n" +
+	"rootTaskId\x12-\n" +
+	"\x0eparent_task_id\x18\x02 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\fparentTaskId\x12\x14\n" +
+	"\x05depth\x18\x03 \x01(\x05R\x05depth\"\x83\x02\n" +
+	"\vTaskContext\x12(\n" +
+	"\vparent_task\x18\x01 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\n" +
+	"parentTask\x12#\n" +
+	"\bworkflow\x18\x02 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\bworkflow\x12(\n" +
+	"\x06budget\x18\x03 \x01(\v2\x10.ether.v1.BudgetR\x06budget\x12,\n" +
+	"\vpermissions\x18\x04 \x03(\tB\n" +
+	"\xa2\xbb\x18\x06(\xe8\a0\x80\x02R\vpermissions\x12%\n" +
+	"\x05trace\x18\x05 \x01(\v2\x0f.ether.v1.TraceR\x05trace\x12&\n" +
 	"\n" +
-	"session_id\x18\x06 \x01(\tR\tsessionId\"\xd3\x02\n" +
+	"session_id\x18\x06 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\tsessionId\"\xe8\x02\n" +
 	"\n" +
-	"AgentInput\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1c\n" +
-	"\x05agent\x18\x02 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05agent\x12\x16\n" +
-	"\x06action\x18\x03 \x01(\tR\x06action\x12/\n" +
+	"AgentInput\x12 \n" +
+	"\atask_id\x18\x01 \x01(\tB\a\xa2\xbb\x18\x030\x80\x01R\x06taskId\x12\x1f\n" +
+	"\x05agent\x18\x02 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x05agent\x12\x1f\n" +
+	"\x06action\x18\x03 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x06action\x12/\n" +
 	"\x06params\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06params\x12/\n" +
 	"\acontext\x18\x05 \x01(\v2\x15.ether.v1.TaskContextR\acontext\x12#\n" +
 	"\n" +
@@ -2160,21 +2175,21 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\bmetadata\x18\x06 \x01(\v2\x18.ether.v1.OutputMetadataR\bmetadata\x12)\n" +
 	"\x05error\x18\a \x01(\v2\x13.ether.v1.TaskErrorR\x05error\x127\n" +
 	"\fnext_actions\x18\b \x03(\v2\x14.ether.v1.NextActionR\vnextActions\x12\x1b\n" +
-	"\tdata_json\x18\t \x01(\fR\bdataJson\"\xd5\x01\n" +
+	"\tdata_json\x18\t \x01(\fR\bdataJson\"\xe7\x01\n" +
 	"\x11ListAgentsRequest\x12(\n" +
-	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12\x1d\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12&\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x1e\n" +
+	"page_token\x18\x02 \x01(\tB\a\xa2\xbb\x18\x030\x80 R\tpageToken\x12'\n" +
 	"\n" +
-	"capability\x18\x03 \x01(\tR\n" +
+	"capability\x18\x03 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\n" +
 	"capability\x12.\n" +
 	"\blanguage\x18\x04 \x01(\x0e2\x12.ether.v1.LanguageR\blanguage\x12'\n" +
 	"\x04type\x18\x05 \x01(\x0e2\x13.ether.v1.AgentTypeR\x04type\"i\n" +
 	"\x12ListAgentsResponse\x12+\n" +
 	"\x06agents\x18\x01 \x03(\v2\x13.ether.v1.AgentInfoR\x06agents\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"-\n" +
-	"\x0fGetAgentRequest\x12\x1a\n" +
-	"\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04name\"=\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"0\n" +
+	"\x0fGetAgentRequest\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x04name\"=\n" +
 	"\x10GetAgentResponse\x12)\n" +
 	"\x05agent\x18\x01 \x01(\v2\x13.ether.v1.AgentInfoR\x05agent\"D\n" +
 	"\x0eExecuteRequest\x122\n" +
@@ -2207,10 +2222,10 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\x05input\x18\x01 \x01(\v2\x14.ether.v1.AgentInputB\x06\xa2\xbb\x18\x02\b\x01R\x05input\x12-\n" +
 	"\rmax_in_flight\x18\x02 \x01(\x05B\t\xa2\xbb\x18\x05\x10\x00\x18\x80\bR\vmaxInFlight\"=\n" +
 	"\fPipeResponse\x12-\n" +
-	"\x06output\x18\x01 \x01(\v2\x15.ether.v1.AgentOutputR\x06output\"L\n" +
-	"\x11CancelTaskRequest\x12\x1f\n" +
-	"\atask_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x06taskId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"2\n" +
+	"\x06output\x18\x01 \x01(\v2\x15.ether.v1.AgentOutputR\x06output\"Y\n" +
+	"\x11CancelTaskRequest\x12\"\n" +
+	"\atask_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x06taskId\x12 \n" +
+	"\x06reason\x18\x02 \x01(\tB\b\xa2\xbb\x18\x040\x80\x80\x04R\x06reason\"2\n" +
 	"\x12CancelTaskResponse\x12\x1c\n" +
 	"\tcancelled\x18\x01 \x01(\bR\tcancelled*r\n" +
 	"\n" +

@@ -139,10 +139,13 @@ type PipelineTrigger struct {
 	// Run on every N-th turn (turn % N == 0), N >= 1. 0: no cadence rule.
 	Every int32 `protobuf:"varint,1,opt,name=every,proto3" json:"every,omitempty"`
 	// Run on exactly these turns, such as [10, 30]. Empty: no rule.
+	// At most 1,000 turns.
 	AtTurns []int32 `protobuf:"varint,2,rep,packed,name=at_turns,json=atTurns,proto3" json:"at_turns,omitempty"`
 	// Condition on the context and the turn, in the workflow `when`
 	// language: `context.<key>.<path>`, `turn`, `message.text`, literals,
-	// comparisons, `in`, `len(...)`, and/or/not. Empty: no rule.
+	// comparisons, `in`, `len(...)`, and/or/not. Empty: no rule. At most
+	// 1,000 characters, nesting at most 64 levels: INVALID_ARGUMENT past
+	// either.
 	When          string `protobuf:"bytes,3,opt,name=when,proto3" json:"when,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -210,18 +213,22 @@ func (x *PipelineTrigger) GetWhen() string {
 type PipelineStep struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Step name, unique in the pipeline, [a-z0-9_-]{1,64}; shown in events.
+	// At most 64 characters.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Agent that runs the step. Required, except for the reply step (empty:
 	// the session's gateway agent).
+	// At most 256 characters.
 	Agent string `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
 	// Action of the agent. Required unless the agent has one action. The
 	// reply step with no agent runs the gateway agent's `respond` action, or
 	// its only action.
+	// At most 256 characters.
 	Action string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
 	// Params of the step's task.
 	Params *structpb.Struct `protobuf:"bytes,4,opt,name=params,proto3" json:"params,omitempty"`
 	// Consecutive steps with the same non-empty group run concurrently; the
 	// next step starts when the whole group is done. Empty: runs alone.
+	// At most 256 characters.
 	ParallelGroup string `protobuf:"bytes,5,opt,name=parallel_group,json=parallelGroup,proto3" json:"parallel_group,omitempty"`
 	// When the step runs. Unset: every turn.
 	Trigger *PipelineTrigger `protobuf:"bytes,6,opt,name=trigger,proto3" json:"trigger,omitempty"`
@@ -231,6 +238,7 @@ type PipelineStep struct {
 	Reply bool `protobuf:"varint,7,opt,name=reply,proto3" json:"reply,omitempty"`
 	// Context key the step's output data is written to (a context change
 	// follows). Empty: not written.
+	// At most 4,096 characters.
 	OutputKey string `protobuf:"bytes,8,opt,name=output_key,json=outputKey,proto3" json:"output_key,omitempty"`
 	// Time limit of the step's task. Unset: the rest of the turn's timeout.
 	Timeout       *durationpb.Duration `protobuf:"bytes,9,opt,name=timeout,proto3" json:"timeout,omitempty"`
@@ -336,6 +344,7 @@ func (x *PipelineStep) GetTimeout() *durationpb.Duration {
 type PipelineSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The steps, in order.
+	// At most 64 steps.
 	Steps []*PipelineStep `protobuf:"bytes,1,rep,name=steps,proto3" json:"steps,omitempty"`
 	// Time limit of a whole turn. Unset: 60 seconds.
 	TurnTimeout   *durationpb.Duration `protobuf:"bytes,2,opt,name=turn_timeout,json=turnTimeout,proto3" json:"turn_timeout,omitempty"`
@@ -650,6 +659,7 @@ type OpenSessionRequest struct {
 	IdleTimeout *durationpb.Duration `protobuf:"bytes,6,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
 	// Optional idempotency key (AIP-155), a UUID: repeating a request with
 	// the same request_id returns the session the first request opened.
+	// At most 128 characters.
 	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -751,12 +761,14 @@ type isOpenSessionRequest_Target interface {
 
 type OpenSessionRequest_Agent struct {
 	// A gateway agent by name.
+	// At most 256 characters.
 	Agent string `protobuf:"bytes,1,opt,name=agent,proto3,oneof"`
 }
 
 type OpenSessionRequest_Capability struct {
 	// Any gateway agent offering this capability tag (least loaded healthy
 	// one).
+	// At most 256 characters.
 	Capability string `protobuf:"bytes,2,opt,name=capability,proto3,oneof"`
 }
 
@@ -814,6 +826,7 @@ func (x *OpenSessionResponse) GetSession() *Session {
 type GetSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the session. Required.
+	// At most 256 characters.
 	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -910,6 +923,7 @@ type ListSessionsRequest struct {
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response's next_page_token; empty for the first
 	// page.
+	// At most 4,096 characters.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only sessions in this state. Unspecified: any.
 	State         SessionState `protobuf:"varint,3,opt,name=state,proto3,enum=ether.v1.SessionState" json:"state,omitempty"`
@@ -1027,8 +1041,10 @@ func (x *ListSessionsResponse) GetNextPageToken() string {
 type CloseSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the session. Required.
+	// At most 256 characters.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Why; passed to the agents and shown in the final events.
+	// At most 64 KiB (65,536 characters).
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1128,6 +1144,7 @@ func (x *CloseSessionResponse) GetSession() *Session {
 type ConverseStart struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the session. Required.
+	// At most 256 characters.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Replay events with a sequence number greater than this, then follow.
 	// Unset: only new events. To resume after a disconnect, pass the last
@@ -1192,6 +1209,7 @@ type UserMessage struct {
 	// Client-chosen id, up to 128 characters; a message resent with an id
 	// the session already accepted is not run again (its `accepted` event
 	// is sent again). Empty: no deduplication.
+	// Longer: INVALID_ARGUMENT naming message.client_message_id.
 	ClientMessageId string `protobuf:"bytes,3,opt,name=client_message_id,json=clientMessageId,proto3" json:"client_message_id,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
@@ -2169,8 +2187,10 @@ func (*ConverseResponse_SessionClosed) isConverseResponse_Event() {}
 type GetContextRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the session. Required.
+	// At most 256 characters.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Only these top-level keys. Empty: the whole document.
+	// At most 10,000 keys, each at most 4,096 characters.
 	Keys          []string `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2288,6 +2308,7 @@ func (x *GetContextResponse) GetUpdatedAt() *timestamppb.Timestamp {
 type ContextKeys struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The keys.
+	// At most 10,000 keys, each at most 4,096 characters.
 	Keys          []string `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2334,6 +2355,7 @@ func (x *ContextKeys) GetKeys() []string {
 type UpdateContextRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the session. Required.
+	// At most 256 characters.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Apply only if the context is at this version (compare-and-set).
 	// Unset: apply to whatever version is current.
@@ -2521,6 +2543,7 @@ func (x *UpdateContextResponse) GetChange() *ContextChange {
 type WatchContextRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the session. Required.
+	// At most 256 characters.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Send the changes after this version, without a snapshot. Unset, or
 	// older than the retained changes: a snapshot first, then changes.
@@ -2873,17 +2896,22 @@ func (x *AgentMessage) GetSentAt() *timestamppb.Timestamp {
 type SendMessageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Name of the recipient agent. Required.
+	// At most 256 characters.
 	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
 	// Message type in lower_snake, such as "review_request". Required.
+	// At most 256 characters.
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	// Payload; any JSON value. Up to the size limit (default 256 KiB as
 	// JSON).
 	Data *structpb.Value `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
 	// Links a reply to the message it answers. Optional.
+	// At most 256 characters.
 	CorrelationId string `protobuf:"bytes,4,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
 	// Session the message concerns; must be one of the caller's. Optional.
+	// At most 256 characters.
 	SessionId string `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Optional idempotency key (AIP-155), a UUID.
+	// At most 128 characters.
 	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3101,11 +3129,13 @@ type isSubscribeRequest_Source interface {
 
 type SubscribeRequest_Agent struct {
 	// Copies of the messages arriving in this agent's mailbox.
+	// At most 256 characters.
 	Agent string `protobuf:"bytes,1,opt,name=agent,proto3,oneof"`
 }
 
 type SubscribeRequest_Topic struct {
 	// Messages published on this topic: [a-z0-9._-]{1,128}.
+	// Longer: INVALID_ARGUMENT naming topic.
 	Topic string `protobuf:"bytes,2,opt,name=topic,proto3,oneof"`
 }
 
@@ -3260,14 +3290,18 @@ func (*SubscribeResponse_Lagged) isSubscribeResponse_Event() {}
 type PublishRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Topic: [a-z0-9._-]{1,128}, such as "session.milestones". Required.
+	// Longer: INVALID_ARGUMENT naming topic.
 	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	// Message type in lower_snake. Required.
+	// At most 256 characters.
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	// Payload; any JSON value, up to the size limit (default 256 KiB).
 	Data *structpb.Value `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
 	// Links related messages. Optional.
+	// At most 256 characters.
 	CorrelationId string `protobuf:"bytes,4,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
 	// Session the message concerns; must be one of the caller's. Optional.
+	// At most 256 characters.
 	SessionId     string `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3619,8 +3653,10 @@ type ListAuditRequest struct {
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response's next_page_token; empty for the first
 	// page.
+	// At most 4,096 characters.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only records of this agent. Empty: any.
+	// At most 256 characters.
 	Agent string `protobuf:"bytes,3,opt,name=agent,proto3" json:"agent,omitempty"`
 	// Only records with this decision. Unspecified: any.
 	Decision AuditDecision `protobuf:"varint,4,opt,name=decision,proto3,enum=ether.v1.AuditDecision" json:"decision,omitempty"`
@@ -3629,6 +3665,7 @@ type ListAuditRequest struct {
 	// Only records before this time. Unset: no upper bound.
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	// Only records for this host name. Empty: any.
+	// At most 256 characters.
 	Host          string `protobuf:"bytes,7,opt,name=host,proto3" json:"host,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3772,10 +3809,12 @@ func (x *ListAuditResponse) GetNextPageToken() string {
 type WatchAuditRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only records of this agent. Empty: any.
+	// At most 256 characters.
 	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
 	// Only records with this decision. Unspecified: any.
 	Decision AuditDecision `protobuf:"varint,2,opt,name=decision,proto3,enum=ether.v1.AuditDecision" json:"decision,omitempty"`
 	// Only records for this host name. Empty: any.
+	// At most 256 characters.
 	Host string `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
 	// Replay stored records with an id greater than this, then follow.
 	// Unset: only new records.
@@ -3892,24 +3931,24 @@ var File_ether_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_ether_v1_gateway_proto_rawDesc = "" +
 	"\n" +
-	"\x16ether/v1/gateway.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"V\n" +
+	"\x16ether/v1/gateway.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"_\n" +
 	"\x0fPipelineTrigger\x12\x14\n" +
-	"\x05every\x18\x01 \x01(\x05R\x05every\x12\x19\n" +
-	"\bat_turns\x18\x02 \x03(\x05R\aatTurns\x12\x12\n" +
-	"\x04when\x18\x03 \x01(\tR\x04when\"\xc7\x02\n" +
-	"\fPipelineStep\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05agent\x18\x02 \x01(\tR\x05agent\x12\x16\n" +
-	"\x06action\x18\x03 \x01(\tR\x06action\x12/\n" +
-	"\x06params\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06params\x12%\n" +
-	"\x0eparallel_group\x18\x05 \x01(\tR\rparallelGroup\x123\n" +
+	"\x05every\x18\x01 \x01(\x05R\x05every\x12\"\n" +
+	"\bat_turns\x18\x02 \x03(\x05B\a\xa2\xbb\x18\x03(\xe8\aR\aatTurns\x12\x12\n" +
+	"\x04when\x18\x03 \x01(\tR\x04when\"\xf3\x02\n" +
+	"\fPipelineStep\x12\x1a\n" +
+	"\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x020@R\x04name\x12\x1d\n" +
+	"\x05agent\x18\x02 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x05agent\x12\x1f\n" +
+	"\x06action\x18\x03 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x06action\x12/\n" +
+	"\x06params\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06params\x12.\n" +
+	"\x0eparallel_group\x18\x05 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\rparallelGroup\x123\n" +
 	"\atrigger\x18\x06 \x01(\v2\x19.ether.v1.PipelineTriggerR\atrigger\x12\x14\n" +
-	"\x05reply\x18\a \x01(\bR\x05reply\x12\x1d\n" +
+	"\x05reply\x18\a \x01(\bR\x05reply\x12&\n" +
 	"\n" +
-	"output_key\x18\b \x01(\tR\toutputKey\x123\n" +
-	"\atimeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\atimeout\"z\n" +
-	"\fPipelineSpec\x12,\n" +
-	"\x05steps\x18\x01 \x03(\v2\x16.ether.v1.PipelineStepR\x05steps\x12<\n" +
+	"output_key\x18\b \x01(\tB\a\xa2\xbb\x18\x030\x80 R\toutputKey\x123\n" +
+	"\atimeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x82\x01\n" +
+	"\fPipelineSpec\x124\n" +
+	"\x05steps\x18\x01 \x03(\v2\x16.ether.v1.PipelineStepB\x06\xa2\xbb\x18\x02(@R\x05steps\x12<\n" +
 	"\fturn_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vturnTimeout\"\xd8\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
@@ -3934,49 +3973,49 @@ const file_ether_v1_gateway_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\tR\x04keys\x12/\n" +
 	"\x06values\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x06values\x12\x16\n" +
-	"\x06author\x18\x04 \x01(\tR\x06author\"\xd1\x02\n" +
-	"\x12OpenSessionRequest\x12\x16\n" +
-	"\x05agent\x18\x01 \x01(\tH\x00R\x05agent\x12 \n" +
+	"\x06author\x18\x04 \x01(\tR\x06author\"\xec\x02\n" +
+	"\x12OpenSessionRequest\x12\x1f\n" +
+	"\x05agent\x18\x01 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02H\x00R\x05agent\x12)\n" +
 	"\n" +
-	"capability\x18\x02 \x01(\tH\x00R\n" +
+	"capability\x18\x02 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02H\x00R\n" +
 	"capability\x122\n" +
 	"\bpipeline\x18\x03 \x01(\v2\x16.ether.v1.PipelineSpecR\bpipeline\x121\n" +
 	"\acontext\x18\x04 \x01(\v2\x17.google.protobuf.StructR\acontext\x123\n" +
 	"\bmetadata\x18\x05 \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12<\n" +
-	"\fidle_timeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x12\x1d\n" +
+	"\fidle_timeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x12&\n" +
 	"\n" +
-	"request_id\x18\a \x01(\tR\trequestIdB\b\n" +
+	"request_id\x18\a \x01(\tB\a\xa2\xbb\x18\x030\x80\x01R\trequestIdB\b\n" +
 	"\x06target\"B\n" +
 	"\x13OpenSessionResponse\x12+\n" +
-	"\asession\x18\x01 \x01(\v2\x11.ether.v1.SessionR\asession\":\n" +
-	"\x11GetSessionRequest\x12%\n" +
+	"\asession\x18\x01 \x01(\v2\x11.ether.v1.SessionR\asession\"=\n" +
+	"\x11GetSessionRequest\x12(\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\tsessionId\"A\n" +
+	"session_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\tsessionId\"A\n" +
 	"\x12GetSessionResponse\x12+\n" +
-	"\asession\x18\x01 \x01(\v2\x11.ether.v1.SessionR\asession\"\x8c\x01\n" +
+	"\asession\x18\x01 \x01(\v2\x11.ether.v1.SessionR\asession\"\x95\x01\n" +
 	"\x13ListSessionsRequest\x12(\n" +
-	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12\x1d\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12&\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\x12,\n" +
+	"page_token\x18\x02 \x01(\tB\a\xa2\xbb\x18\x030\x80 R\tpageToken\x12,\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x16.ether.v1.SessionStateR\x05state\"m\n" +
 	"\x14ListSessionsResponse\x12-\n" +
 	"\bsessions\x18\x01 \x03(\v2\x11.ether.v1.SessionR\bsessions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"T\n" +
-	"\x13CloseSessionRequest\x12%\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"a\n" +
+	"\x13CloseSessionRequest\x12(\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\tsessionId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"C\n" +
+	"session_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\tsessionId\x12 \n" +
+	"\x06reason\x18\x02 \x01(\tB\b\xa2\xbb\x18\x040\x80\x80\x04R\x06reason\"C\n" +
 	"\x14CloseSessionResponse\x12+\n" +
-	"\asession\x18\x01 \x01(\v2\x11.ether.v1.SessionR\asession\"u\n" +
-	"\rConverseStart\x12%\n" +
+	"\asession\x18\x01 \x01(\v2\x11.ether.v1.SessionR\asession\"x\n" +
+	"\rConverseStart\x12(\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\tsessionId\x12*\n" +
+	"session_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\tsessionId\x12*\n" +
 	"\x0eafter_sequence\x18\x02 \x01(\x03H\x00R\rafterSequence\x88\x01\x01B\x11\n" +
-	"\x0f_after_sequence\"z\n" +
+	"\x0f_after_sequence\"\x83\x01\n" +
 	"\vUserMessage\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12+\n" +
-	"\x04data\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x04data\x12*\n" +
-	"\x11client_message_id\x18\x03 \x01(\tR\x0fclientMessageId\"}\n" +
+	"\x04data\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x04data\x123\n" +
+	"\x11client_message_id\x18\x03 \x01(\tB\a\xa2\xbb\x18\x030\x80\x01R\x0fclientMessageId\"}\n" +
 	"\x0fConverseRequest\x12/\n" +
 	"\x05start\x18\x01 \x01(\v2\x17.ether.v1.ConverseStartH\x00R\x05start\x121\n" +
 	"\amessage\x18\x02 \x01(\v2\x15.ether.v1.UserMessageH\x00R\amessageB\x06\n" +
@@ -4034,21 +4073,23 @@ const file_ether_v1_gateway_proto_rawDesc = "" +
 	"\x0estep_completed\x18\v \x01(\v2\x1f.ether.v1.PipelineStepCompletedH\x00R\rstepCompleted\x12@\n" +
 	"\x0eturn_completed\x18\f \x01(\v2\x17.ether.v1.TurnCompletedH\x00R\rturnCompleted\x12@\n" +
 	"\x0esession_closed\x18\r \x01(\v2\x17.ether.v1.SessionClosedH\x00R\rsessionClosedB\a\n" +
-	"\x05event\"N\n" +
-	"\x11GetContextRequest\x12%\n" +
+	"\x05event\"]\n" +
+	"\x11GetContextRequest\x12(\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\tsessionId\x12\x12\n" +
-	"\x04keys\x18\x02 \x03(\tR\x04keys\"\x9c\x01\n" +
+	"session_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\tsessionId\x12\x1e\n" +
+	"\x04keys\x18\x02 \x03(\tB\n" +
+	"\xa2\xbb\x18\x06(\x90N0\x80 R\x04keys\"\x9c\x01\n" +
 	"\x12GetContextResponse\x121\n" +
 	"\acontext\x18\x01 \x01(\v2\x17.google.protobuf.StructR\acontext\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x129\n" +
 	"\n" +
-	"updated_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"!\n" +
-	"\vContextKeys\x12\x12\n" +
-	"\x04keys\x18\x01 \x03(\tR\x04keys\"\xe3\x02\n" +
-	"\x14UpdateContextRequest\x12%\n" +
+	"updated_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"-\n" +
+	"\vContextKeys\x12\x1e\n" +
+	"\x04keys\x18\x01 \x03(\tB\n" +
+	"\xa2\xbb\x18\x06(\x90N0\x80 R\x04keys\"\xe6\x02\n" +
+	"\x14UpdateContextRequest\x12(\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\tsessionId\x12.\n" +
+	"session_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\tsessionId\x12.\n" +
 	"\x10expected_version\x18\x02 \x01(\x03H\x01R\x0fexpectedVersion\x88\x01\x01\x12+\n" +
 	"\x03set\x18\x03 \x01(\v2\x17.google.protobuf.StructH\x00R\x03set\x12:\n" +
 	"\vmerge_patch\x18\x04 \x01(\v2\x17.google.protobuf.StructH\x00R\n" +
@@ -4058,10 +4099,10 @@ const file_ether_v1_gateway_proto_rawDesc = "" +
 	"\x06update\x12\x06\xaa\xbb\x18\x02\b\x01B\x13\n" +
 	"\x11_expected_version\"H\n" +
 	"\x15UpdateContextResponse\x12/\n" +
-	"\x06change\x18\x01 \x01(\v2\x17.ether.v1.ContextChangeR\x06change\"x\n" +
-	"\x13WatchContextRequest\x12%\n" +
+	"\x06change\x18\x01 \x01(\v2\x17.ether.v1.ContextChangeR\x06change\"{\n" +
+	"\x13WatchContextRequest\x12(\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\tsessionId\x12(\n" +
+	"session_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\tsessionId\x12(\n" +
 	"\rafter_version\x18\x02 \x01(\x03H\x00R\fafterVersion\x88\x01\x01B\x10\n" +
 	"\x0e_after_version\"^\n" +
 	"\x0fContextSnapshot\x121\n" +
@@ -4085,22 +4126,22 @@ const file_ether_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\t \x01(\tR\tsessionId\x123\n" +
 	"\asent_at\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"\xdf\x01\n" +
-	"\x12SendMessageRequest\x12\x1c\n" +
-	"\x05agent\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05agent\x12\x1a\n" +
-	"\x04type\x18\x02 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04type\x12*\n" +
-	"\x04data\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x04data\x12%\n" +
-	"\x0ecorrelation_id\x18\x04 \x01(\tR\rcorrelationId\x12\x1d\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"\x80\x02\n" +
+	"\x12SendMessageRequest\x12\x1f\n" +
+	"\x05agent\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x05agent\x12\x1d\n" +
+	"\x04type\x18\x02 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x04type\x12*\n" +
+	"\x04data\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x04data\x12.\n" +
+	"\x0ecorrelation_id\x18\x04 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\rcorrelationId\x12&\n" +
 	"\n" +
-	"session_id\x18\x05 \x01(\tR\tsessionId\x12\x1d\n" +
+	"session_id\x18\x05 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\tsessionId\x12&\n" +
 	"\n" +
-	"request_id\x18\x06 \x01(\tR\trequestId\"l\n" +
+	"request_id\x18\x06 \x01(\tB\a\xa2\xbb\x18\x030\x80\x01R\trequestId\"l\n" +
 	"\x13SendMessageResponse\x120\n" +
 	"\amessage\x18\x01 \x01(\v2\x16.ether.v1.AgentMessageR\amessage\x12#\n" +
-	"\rmailbox_depth\x18\x02 \x01(\x05R\fmailboxDepth\"\x93\x01\n" +
-	"\x10SubscribeRequest\x12\x16\n" +
-	"\x05agent\x18\x01 \x01(\tH\x00R\x05agent\x12\x16\n" +
-	"\x05topic\x18\x02 \x01(\tH\x00R\x05topic\x12*\n" +
+	"\rmailbox_depth\x18\x02 \x01(\x05R\fmailboxDepth\"\xa5\x01\n" +
+	"\x10SubscribeRequest\x12\x1f\n" +
+	"\x05agent\x18\x01 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02H\x00R\x05agent\x12\x1f\n" +
+	"\x05topic\x18\x02 \x01(\tB\a\xa2\xbb\x18\x030\x80\x01H\x00R\x05topic\x12*\n" +
 	"\x0eafter_sequence\x18\x03 \x01(\x03H\x01R\rafterSequence\x88\x01\x01B\x10\n" +
 	"\x06source\x12\x06\xaa\xbb\x18\x02\b\x01B\x11\n" +
 	"\x0f_after_sequence\"d\n" +
@@ -4110,14 +4151,14 @@ const file_ether_v1_gateway_proto_rawDesc = "" +
 	"\x11SubscribeResponse\x122\n" +
 	"\amessage\x18\x01 \x01(\v2\x16.ether.v1.AgentMessageH\x00R\amessage\x126\n" +
 	"\x06lagged\x18\x02 \x01(\v2\x1c.ether.v1.SubscriptionLaggedH\x00R\x06laggedB\a\n" +
-	"\x05event\"\xbc\x01\n" +
-	"\x0ePublishRequest\x12\x1c\n" +
-	"\x05topic\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05topic\x12\x1a\n" +
-	"\x04type\x18\x02 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04type\x12*\n" +
-	"\x04data\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x04data\x12%\n" +
-	"\x0ecorrelation_id\x18\x04 \x01(\tR\rcorrelationId\x12\x1d\n" +
+	"\x05event\"\xd4\x01\n" +
+	"\x0ePublishRequest\x12\x1f\n" +
+	"\x05topic\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x01R\x05topic\x12\x1d\n" +
+	"\x04type\x18\x02 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x04type\x12*\n" +
+	"\x04data\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x04data\x12.\n" +
+	"\x0ecorrelation_id\x18\x04 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\rcorrelationId\x12&\n" +
 	"\n" +
-	"session_id\x18\x05 \x01(\tR\tsessionId\"e\n" +
+	"session_id\x18\x05 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\tsessionId\"e\n" +
 	"\x0fPublishResponse\x120\n" +
 	"\amessage\x18\x01 \x01(\v2\x16.ether.v1.AgentMessageR\amessage\x12 \n" +
 	"\vsubscribers\x18\x02 \x01(\x05R\vsubscribers\"\xda\x04\n" +
@@ -4143,24 +4184,24 @@ const file_ether_v1_gateway_proto_rawDesc = "" +
 	"\x0eresponse_bytes\x18\x10 \x01(\x03R\rresponseBytes\x125\n" +
 	"\bduration\x18\x11 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12%\n" +
 	"\x0eredirect_depth\x18\x12 \x01(\x05R\rredirectDepth\x12\x14\n" +
-	"\x05error\x18\x13 \x01(\tR\x05error\"\xac\x02\n" +
+	"\x05error\x18\x13 \x01(\tR\x05error\"\xc7\x02\n" +
 	"\x10ListAuditRequest\x12(\n" +
-	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12\x1d\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12&\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x14\n" +
-	"\x05agent\x18\x03 \x01(\tR\x05agent\x123\n" +
+	"page_token\x18\x02 \x01(\tB\a\xa2\xbb\x18\x030\x80 R\tpageToken\x12\x1d\n" +
+	"\x05agent\x18\x03 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x05agent\x123\n" +
 	"\bdecision\x18\x04 \x01(\x0e2\x17.ether.v1.AuditDecisionR\bdecision\x129\n" +
 	"\n" +
 	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
-	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x12\n" +
-	"\x04host\x18\a \x01(\tR\x04host\"l\n" +
+	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1b\n" +
+	"\x04host\x18\a \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x04host\"l\n" +
 	"\x11ListAuditResponse\x12/\n" +
 	"\arecords\x18\x01 \x03(\v2\x15.ether.v1.AuditRecordR\arecords\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9f\x01\n" +
-	"\x11WatchAuditRequest\x12\x14\n" +
-	"\x05agent\x18\x01 \x01(\tR\x05agent\x123\n" +
-	"\bdecision\x18\x02 \x01(\x0e2\x17.ether.v1.AuditDecisionR\bdecision\x12\x12\n" +
-	"\x04host\x18\x03 \x01(\tR\x04host\x12\x1e\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb1\x01\n" +
+	"\x11WatchAuditRequest\x12\x1d\n" +
+	"\x05agent\x18\x01 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x05agent\x123\n" +
+	"\bdecision\x18\x02 \x01(\x0e2\x17.ether.v1.AuditDecisionR\bdecision\x12\x1b\n" +
+	"\x04host\x18\x03 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x04host\x12\x1e\n" +
 	"\bafter_id\x18\x04 \x01(\x03H\x00R\aafterId\x88\x01\x01B\v\n" +
 	"\t_after_id\"C\n" +
 	"\x12WatchAuditResponse\x12-\n" +

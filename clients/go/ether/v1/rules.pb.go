@@ -37,8 +37,9 @@ const (
 // its message is answered INVALID_ARGUMENT with reason MALFORMED_REQUEST.
 //
 // Ether declares its own option rather than google.api.field_behavior
-// because it also carries ranges, and because it keeps the generated Python,
-// Go and TypeScript code free of a dependency on googleapis.
+// because it also carries ranges, counts and lengths, and because it keeps
+// the generated Python, Go and TypeScript code free of a dependency on
+// googleapis.
 type FieldRules struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The field must be set: a non-empty string or bytes, a non-zero number or
@@ -53,7 +54,16 @@ type FieldRules struct {
 	Max *int64 `protobuf:"varint,3,opt,name=max,proto3,oneof" json:"max,omitempty"`
 	// A value above `max` is lowered to `max` rather than rejected (as
 	// page_size is, per AIP-158).
-	Clamp         bool `protobuf:"varint,4,opt,name=clamp,proto3" json:"clamp,omitempty"`
+	Clamp bool `protobuf:"varint,4,opt,name=clamp,proto3" json:"clamp,omitempty"`
+	// The most elements a repeated field, or entries a map field, may hold.
+	// More: reason INVALID_FIELD, with a violation naming the field and the
+	// limit; its elements are then not checked one by one.
+	MaxItems *uint32 `protobuf:"varint,5,opt,name=max_items,json=maxItems,proto3,oneof" json:"max_items,omitempty"`
+	// The longest a string may be, in characters (Unicode code points), or a
+	// bytes field, in bytes. On a repeated field it bounds each element; on a
+	// map, each key and each value. Longer: reason INVALID_FIELD, with a
+	// violation naming the field (the element, the map entry) and the limit.
+	MaxLen        *uint32 `protobuf:"varint,6,opt,name=max_len,json=maxLen,proto3,oneof" json:"max_len,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -114,6 +124,20 @@ func (x *FieldRules) GetClamp() bool {
 		return x.Clamp
 	}
 	return false
+}
+
+func (x *FieldRules) GetMaxItems() uint32 {
+	if x != nil && x.MaxItems != nil {
+		return *x.MaxItems
+	}
+	return 0
+}
+
+func (x *FieldRules) GetMaxLen() uint32 {
+	if x != nil && x.MaxLen != nil {
+		return *x.MaxLen
+	}
+	return 0
 }
 
 // OneofRules are the checks the host makes on a oneof of every request.
@@ -202,15 +226,21 @@ var File_ether_v1_rules_proto protoreflect.FileDescriptor
 
 const file_ether_v1_rules_proto_rawDesc = "" +
 	"\n" +
-	"\x14ether/v1/rules.proto\x12\bether.v1\x1a google/protobuf/descriptor.proto\"|\n" +
+	"\x14ether/v1/rules.proto\x12\bether.v1\x1a google/protobuf/descriptor.proto\"\xd6\x01\n" +
 	"\n" +
 	"FieldRules\x12\x1a\n" +
 	"\brequired\x18\x01 \x01(\bR\brequired\x12\x15\n" +
 	"\x03min\x18\x02 \x01(\x03H\x00R\x03min\x88\x01\x01\x12\x15\n" +
 	"\x03max\x18\x03 \x01(\x03H\x01R\x03max\x88\x01\x01\x12\x14\n" +
-	"\x05clamp\x18\x04 \x01(\bR\x05clampB\x06\n" +
+	"\x05clamp\x18\x04 \x01(\bR\x05clamp\x12 \n" +
+	"\tmax_items\x18\x05 \x01(\rH\x02R\bmaxItems\x88\x01\x01\x12\x1c\n" +
+	"\amax_len\x18\x06 \x01(\rH\x03R\x06maxLen\x88\x01\x01B\x06\n" +
 	"\x04_minB\x06\n" +
-	"\x04_max\"(\n" +
+	"\x04_maxB\f\n" +
+	"\n" +
+	"_max_itemsB\n" +
+	"\n" +
+	"\b_max_len\"(\n" +
 	"\n" +
 	"OneofRules\x12\x1a\n" +
 	"\brequired\x18\x01 \x01(\bR\brequired:K\n" +

@@ -30,12 +30,17 @@ type RestartPolicy int32
 const (
 	// Not set: the default, RESTART_POLICY_ON_FAILURE.
 	RestartPolicy_RESTART_POLICY_UNSPECIFIED RestartPolicy = 0
-	// Restart after every exit, also a clean one.
+	// Restart after every exit the host did not ask for. An agent is a
+	// long-running server, so this behaves exactly as
+	// RESTART_POLICY_ON_FAILURE; it is kept for agent.toml's `always`.
 	RestartPolicy_RESTART_POLICY_ALWAYS RestartPolicy = 1
-	// Restart after a non-zero exit, a signal, or an exit with tasks in
-	// flight; not after exit code 0.
+	// Restart after every exit the host did not ask for, whatever its code:
+	// a non-zero exit, a signal, and exit code 0 too (the adapters exit 0 on
+	// a SIGTERM from outside the host). A stop, restart or scale-down the
+	// host made is not restarted.
 	RestartPolicy_RESTART_POLICY_ON_FAILURE RestartPolicy = 2
-	// Never restart.
+	// Never restart: a replica whose process exited stays
+	// AGENT_STATE_EXITED until StartAgent or RestartAgent.
 	RestartPolicy_RESTART_POLICY_NEVER RestartPolicy = 3
 )
 
@@ -203,8 +208,10 @@ type AgentSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Unique agent name: 1 to 64 characters of [a-z0-9_-], starting with a
 	// letter. Defaults to agent.toml's name, then the folder name.
+	// Longer: INVALID_ARGUMENT naming spec.name.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Absolute path of the agent folder on the host machine. Required.
+	// At most 4,096 characters.
 	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	// Language; unspecified means detect it from the folder.
 	Language Language `protobuf:"varint,3,opt,name=language,proto3,enum=ether.v1.Language" json:"language,omitempty"`
@@ -216,20 +223,26 @@ type AgentSpec struct {
 	Restart RestartPolicy `protobuf:"varint,6,opt,name=restart,proto3,enum=ether.v1.RestartPolicy" json:"restart,omitempty"`
 	// For Python callback modules: the module to load (such as "agent").
 	// Empty: agent.toml's `module`, then "agent".
+	// At most 256 characters.
 	Module string `protobuf:"bytes,7,opt,name=module,proto3" json:"module,omitempty"`
 	// For Python callback modules: the function that handles a task. Empty
 	// means the module uses the ether_agent SDK or agent.toml's `function`.
+	// At most 256 characters.
 	Function string `protobuf:"bytes,8,opt,name=function,proto3" json:"function,omitempty"`
 	// Extra environment variables for the agent's processes (added to the
 	// host's allowlisted environment).
+	// At most 1,000 variables, names and values of at most 64 KiB (65,536
+	// characters) each.
 	Env map[string]string `protobuf:"bytes,9,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Configuration passed to the agent in the welcome frame.
 	Config *structpb.Struct `protobuf:"bytes,10,opt,name=config,proto3" json:"config,omitempty"`
 	// Capability tags added to what the agent declares.
+	// At most 1,000 tags, each at most 256 characters.
 	Capabilities []string `protobuf:"bytes,11,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	// Host calls the agent may make ("agent.call", "ctx.*", "term.*",
 	// "msg.*", "net.fetch"); intersected with what the agent declares.
 	// Empty: agent.toml's `calls`, then ["agent.call"].
+	// At most 1,000 items, each at most 256 characters.
 	AllowedCalls []string `protobuf:"bytes,12,rep,name=allowed_calls,json=allowedCalls,proto3" json:"allowed_calls,omitempty"`
 	// Time to wait for hello after spawn. Unset: 30 s.
 	StartTimeout *durationpb.Duration `protobuf:"bytes,13,opt,name=start_timeout,json=startTimeout,proto3" json:"start_timeout,omitempty"`
@@ -241,13 +254,16 @@ type AgentSpec struct {
 	// agent.toml's `max_frame`, then 16 MiB; at most 256 MiB.
 	MaxFrame int64 `protobuf:"varint,15,opt,name=max_frame,json=maxFrame,proto3" json:"max_frame,omitempty"`
 	// One line shown by ListAgents and GetAgent. Empty: agent.toml's.
+	// At most 64 KiB (65,536 characters).
 	Description string `protobuf:"bytes,16,opt,name=description,proto3" json:"description,omitempty"`
 	// Python: a full custom argv (any program that speaks the protocol or the
 	// seeds' envelope); Go and TypeScript: extra arguments. Empty:
 	// agent.toml's `command`.
+	// At most 10,000 arguments, each at most 128 KiB (131,072 characters).
 	Command []string `protobuf:"bytes,17,rep,name=command,proto3" json:"command,omitempty"`
 	// TypeScript: the compiled entry, relative to the folder. Empty:
 	// agent.toml's `main`, then package.json's `main`, then dist/agent.js.
+	// At most 4,096 characters.
 	Main string `protobuf:"bytes,18,opt,name=main,proto3" json:"main,omitempty"`
 	// How the host speaks to the agent; unspecified means agent.toml's, then
 	// LINK_PROTOCOL_AUTO.
@@ -865,6 +881,7 @@ func (x *DeployAgentResponse) GetAgent() *AgentStatus {
 type RemoveAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Agent name.
+	// At most 256 characters.
 	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -948,6 +965,7 @@ func (*RemoveAgentResponse) Descriptor() ([]byte, []int) {
 type StartAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Agent name.
+	// At most 256 characters.
 	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1040,6 +1058,7 @@ func (x *StartAgentResponse) GetAgent() *AgentStatus {
 type StopAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Agent name.
+	// At most 256 characters.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Grace before SIGTERM; unset means the agent's stop_grace.
 	Grace         *durationpb.Duration `protobuf:"bytes,2,opt,name=grace,proto3" json:"grace,omitempty"`
@@ -1141,6 +1160,7 @@ func (x *StopAgentResponse) GetAgent() *AgentStatus {
 type RestartAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Agent name.
+	// At most 256 characters.
 	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1233,6 +1253,7 @@ func (x *RestartAgentResponse) GetAgent() *AgentStatus {
 type ScaleAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Agent name.
+	// At most 256 characters.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// New number of replicas, 1 to 64. Required.
 	Replicas      int32 `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`
@@ -1287,7 +1308,9 @@ func (x *ScaleAgentRequest) GetReplicas() int32 {
 // ScaleAgentResponse is the response of SupervisorService.ScaleAgent.
 type ScaleAgentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent after scaling was requested.
+	// The agent once the replicas scaled away are down: added replicas are
+	// still starting (AGENT_STATE_STARTING, or INSTALLING when the agent is
+	// being built).
 	Agent         *AgentStatus `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1337,8 +1360,10 @@ type ListProcessesRequest struct {
 	// value is clamped to 1000 (AIP-158); a negative one is INVALID_ARGUMENT.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response; empty for the first page.
+	// At most 4,096 characters.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only processes of this agent. Empty: all agents.
+	// At most 256 characters.
 	Agent         string `protobuf:"bytes,3,opt,name=agent,proto3" json:"agent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1454,6 +1479,7 @@ func (x *ListProcessesResponse) GetNextPageToken() string {
 type WatchEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only events of this agent. Empty: all agents.
+	// At most 256 characters.
 	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
 	// Replay held events with a sequence above this; 0 replays all held
 	// events, -1 sends only new events.
@@ -1646,6 +1672,7 @@ func (x *WatchEventsResponse) GetStderrTail() []string {
 type StreamLogsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Agent name. Required.
+	// At most 256 characters.
 	Agent string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
 	// Lines of history to send first, 0 to 10000; 0 means 100.
 	TailLines int32 `protobuf:"varint,2,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"`
@@ -1819,28 +1846,30 @@ var File_ether_v1_supervisor_proto protoreflect.FileDescriptor
 
 const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\n" +
-	"\x19ether/v1/supervisor.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x15ether/v1/common.proto\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xeb\v\n" +
-	"\tAgentSpec\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
-	"\x04path\x18\x02 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04path\x12.\n" +
+	"\x19ether/v1/supervisor.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x15ether/v1/common.proto\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\f\n" +
+	"\tAgentSpec\x12\x1a\n" +
+	"\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x020@R\x04name\x12\x1d\n" +
+	"\x04path\x18\x02 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80 R\x04path\x12.\n" +
 	"\blanguage\x18\x03 \x01(\x0e2\x12.ether.v1.LanguageR\blanguage\x12'\n" +
 	"\x04type\x18\x04 \x01(\x0e2\x13.ether.v1.AgentTypeR\x04type\x12\x1a\n" +
 	"\breplicas\x18\x05 \x01(\x05R\breplicas\x121\n" +
-	"\arestart\x18\x06 \x01(\x0e2\x17.ether.v1.RestartPolicyR\arestart\x12\x16\n" +
-	"\x06module\x18\a \x01(\tR\x06module\x12\x1a\n" +
-	"\bfunction\x18\b \x01(\tR\bfunction\x12.\n" +
-	"\x03env\x18\t \x03(\v2\x1c.ether.v1.AgentSpec.EnvEntryR\x03env\x12/\n" +
+	"\arestart\x18\x06 \x01(\x0e2\x17.ether.v1.RestartPolicyR\arestart\x12\x1f\n" +
+	"\x06module\x18\a \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x06module\x12#\n" +
+	"\bfunction\x18\b \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\bfunction\x12;\n" +
+	"\x03env\x18\t \x03(\v2\x1c.ether.v1.AgentSpec.EnvEntryB\v\xa2\xbb\x18\a(\xe8\a0\x80\x80\x04R\x03env\x12/\n" +
 	"\x06config\x18\n" +
-	" \x01(\v2\x17.google.protobuf.StructR\x06config\x12\"\n" +
-	"\fcapabilities\x18\v \x03(\tR\fcapabilities\x12#\n" +
-	"\rallowed_calls\x18\f \x03(\tR\fallowedCalls\x12>\n" +
+	" \x01(\v2\x17.google.protobuf.StructR\x06config\x12.\n" +
+	"\fcapabilities\x18\v \x03(\tB\n" +
+	"\xa2\xbb\x18\x06(\xe8\a0\x80\x02R\fcapabilities\x12/\n" +
+	"\rallowed_calls\x18\f \x03(\tB\n" +
+	"\xa2\xbb\x18\x06(\xe8\a0\x80\x02R\fallowedCalls\x12>\n" +
 	"\rstart_timeout\x18\r \x01(\v2\x19.google.protobuf.DurationR\fstartTimeout\x128\n" +
 	"\n" +
 	"stop_grace\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\tstopGrace\x12\x1b\n" +
-	"\tmax_frame\x18\x0f \x01(\x03R\bmaxFrame\x12 \n" +
-	"\vdescription\x18\x10 \x01(\tR\vdescription\x12\x18\n" +
-	"\acommand\x18\x11 \x03(\tR\acommand\x12\x12\n" +
-	"\x04main\x18\x12 \x01(\tR\x04main\x122\n" +
+	"\tmax_frame\x18\x0f \x01(\x03R\bmaxFrame\x12*\n" +
+	"\vdescription\x18\x10 \x01(\tB\b\xa2\xbb\x18\x040\x80\x80\x04R\vdescription\x12%\n" +
+	"\acommand\x18\x11 \x03(\tB\v\xa2\xbb\x18\a(\x90N0\x80\x80\bR\acommand\x12\x1b\n" +
+	"\x04main\x18\x12 \x01(\tB\a\xa2\xbb\x18\x030\x80 R\x04main\x122\n" +
 	"\bprotocol\x18\x13 \x01(\x0e2\x16.ether.v1.LinkProtocolR\bprotocol\x12\x1b\n" +
 	"\tmax_queue\x18\x14 \x01(\x05R\bmaxQueue\x12<\n" +
 	"\fcancel_grace\x18\x15 \x01(\v2\x19.google.protobuf.DurationR\vcancelGrace\x12Q\n" +
@@ -1889,39 +1918,39 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\x12DeployAgentRequest\x12/\n" +
 	"\x04spec\x18\x01 \x01(\v2\x13.ether.v1.AgentSpecB\x06\xa2\xbb\x18\x02\b\x01R\x04spec\"B\n" +
 	"\x13DeployAgentResponse\x12+\n" +
-	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"0\n" +
-	"\x12RemoveAgentRequest\x12\x1a\n" +
-	"\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04name\"\x15\n" +
-	"\x13RemoveAgentResponse\"/\n" +
-	"\x11StartAgentRequest\x12\x1a\n" +
-	"\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04name\"A\n" +
+	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"3\n" +
+	"\x12RemoveAgentRequest\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x04name\"\x15\n" +
+	"\x13RemoveAgentResponse\"2\n" +
+	"\x11StartAgentRequest\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x04name\"A\n" +
 	"\x12StartAgentResponse\x12+\n" +
-	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"_\n" +
-	"\x10StopAgentRequest\x12\x1a\n" +
-	"\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04name\x12/\n" +
+	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"b\n" +
+	"\x10StopAgentRequest\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x04name\x12/\n" +
 	"\x05grace\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05grace\"@\n" +
 	"\x11StopAgentResponse\x12+\n" +
-	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"1\n" +
-	"\x13RestartAgentRequest\x12\x1a\n" +
-	"\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04name\"C\n" +
+	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"4\n" +
+	"\x13RestartAgentRequest\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x04name\"C\n" +
 	"\x14RestartAgentResponse\x12+\n" +
-	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"W\n" +
-	"\x11ScaleAgentRequest\x12\x1a\n" +
-	"\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x04name\x12&\n" +
+	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"Z\n" +
+	"\x11ScaleAgentRequest\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x04name\x12&\n" +
 	"\breplicas\x18\x02 \x01(\x05B\n" +
 	"\xa2\xbb\x18\x06\b\x01\x10\x01\x18@R\breplicas\"A\n" +
 	"\x12ScaleAgentResponse\x12+\n" +
-	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"u\n" +
+	"\x05agent\x18\x01 \x01(\v2\x15.ether.v1.AgentStatusR\x05agent\"\x87\x01\n" +
 	"\x14ListProcessesRequest\x12(\n" +
-	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12\x1d\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12&\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x14\n" +
-	"\x05agent\x18\x03 \x01(\tR\x05agent\"t\n" +
+	"page_token\x18\x02 \x01(\tB\a\xa2\xbb\x18\x030\x80 R\tpageToken\x12\x1d\n" +
+	"\x05agent\x18\x03 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x05agent\"t\n" +
 	"\x15ListProcessesResponse\x123\n" +
 	"\tprocesses\x18\x01 \x03(\v2\x15.ether.v1.ProcessInfoR\tprocesses\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"b\n" +
-	"\x12WatchEventsRequest\x12\x14\n" +
-	"\x05agent\x18\x01 \x01(\tR\x05agent\x126\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"k\n" +
+	"\x12WatchEventsRequest\x12\x1d\n" +
+	"\x05agent\x18\x01 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x05agent\x126\n" +
 	"\x0eafter_sequence\x18\x02 \x01(\x03B\x0f\xa2\xbb\x18\v\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01R\rafterSequence\"\x9d\x03\n" +
 	"\x13WatchEventsResponse\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12.\n" +
@@ -1939,9 +1968,9 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"stderrTailB\f\n" +
 	"\n" +
 	"_exit_codeB\t\n" +
-	"\a_signal\"s\n" +
-	"\x11StreamLogsRequest\x12\x1c\n" +
-	"\x05agent\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05agent\x12(\n" +
+	"\a_signal\"v\n" +
+	"\x11StreamLogsRequest\x12\x1f\n" +
+	"\x05agent\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x05agent\x12(\n" +
 	"\n" +
 	"tail_lines\x18\x02 \x01(\x05B\t\xa2\xbb\x18\x05\x10\x00\x18\x90NR\ttailLines\x12\x16\n" +
 	"\x06follow\x18\x03 \x01(\bR\x06follow\"\xff\x01\n" +

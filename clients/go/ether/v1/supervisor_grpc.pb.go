@@ -82,7 +82,13 @@ type SupervisorServiceClient interface {
 	//
 	// Errors: NOT_FOUND (unknown agent).
 	RestartAgent(ctx context.Context, in *RestartAgentRequest, opts ...grpc.CallOption) (*RestartAgentResponse, error)
-	// ScaleAgent changes the number of replicas of an agent.
+	// ScaleAgent changes the number of replicas of an agent, keeping replicas
+	// 0 to n-1. Scaling down stops the highest replicas (shutdown frame,
+	// SIGTERM, SIGKILL, as StopAgent) and returns once they are down; they
+	// leave ListProcesses at once. Scaling up starts the new replicas at the
+	// free indices in the background and returns at once, before they run:
+	// watch WatchEvents from AgentStatus.event_sequence (as `ether agents
+	// scale` does) to know when they are RUNNING.
 	//
 	// Errors: NOT_FOUND (unknown agent); INVALID_ARGUMENT (replicas outside
 	// 1..64).
@@ -276,7 +282,13 @@ type SupervisorServiceServer interface {
 	//
 	// Errors: NOT_FOUND (unknown agent).
 	RestartAgent(context.Context, *RestartAgentRequest) (*RestartAgentResponse, error)
-	// ScaleAgent changes the number of replicas of an agent.
+	// ScaleAgent changes the number of replicas of an agent, keeping replicas
+	// 0 to n-1. Scaling down stops the highest replicas (shutdown frame,
+	// SIGTERM, SIGKILL, as StopAgent) and returns once they are down; they
+	// leave ListProcesses at once. Scaling up starts the new replicas at the
+	// free indices in the background and returns at once, before they run:
+	// watch WatchEvents from AgentStatus.event_sequence (as `ether agents
+	// scale` does) to know when they are RUNNING.
 	//
 	// Errors: NOT_FOUND (unknown agent); INVALID_ARGUMENT (replicas outside
 	// 1..64).

@@ -294,6 +294,7 @@ type Argv struct {
 	// argv[0] (a name looked up on PATH, or a path) followed by the
 	// arguments. At least one element. The command policy is checked on the
 	// resolved path of argv[0].
+	// At most 10,000 arguments, each at most 128 KiB (131,072 characters).
 	Args          []string `protobuf:"bytes,1,rep,name=args,proto3" json:"args,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1136,6 +1137,7 @@ type TerminalInput_Key struct {
 type TerminalInput_Ctrl struct {
 	// A control character by its letter: "c" sends Ctrl-C (0x03). One of
 	// a-z (case-insensitive), @ [ \ ] ^ _ or ? (DEL).
+	// At most 256 characters.
 	Ctrl string `protobuf:"bytes,4,opt,name=ctrl,proto3,oneof"`
 }
 
@@ -1162,9 +1164,12 @@ type CreateTerminalRequest struct {
 	// they override allowlisted values. TERM is set by the host (see `term`;
 	// naming it here is INVALID_ARGUMENT); LINES and COLUMNS are not set, so
 	// programs read the size from the PTY and follow resizes.
+	// At most 1,000 variables, names and values of at most 64 KiB (65,536
+	// characters) each.
 	Env map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Absolute working directory. Empty: the host's configured terminal
 	// directory.
+	// At most 4,096 characters.
 	Cwd string `protobuf:"bytes,4,opt,name=cwd,proto3" json:"cwd,omitempty"`
 	// Rows, 1 to 1000; 0 means 24. A larger value is clamped to 1000; a
 	// negative one is INVALID_ARGUMENT.
@@ -1173,15 +1178,18 @@ type CreateTerminalRequest struct {
 	// negative one is INVALID_ARGUMENT.
 	Cols int32 `protobuf:"varint,6,opt,name=cols,proto3" json:"cols,omitempty"`
 	// Human label, up to 128 characters. Optional.
+	// Longer: INVALID_ARGUMENT naming name.
 	Name string `protobuf:"bytes,7,opt,name=name,proto3" json:"name,omitempty"`
 	// Leave empty: the host sets the owner to the caller's identity. A
 	// caller with the admin right may create a terminal for another owner
 	// (such as "agent:scout"); others get PERMISSION_DENIED.
+	// At most 256 characters.
 	Owner string `protobuf:"bytes,8,opt,name=owner,proto3" json:"owner,omitempty"`
 	// Scrollback lines to keep; 0 means the host default (1000); clamped to
 	// the host maximum (default 100000).
 	ScrollbackLines int32 `protobuf:"varint,9,opt,name=scrollback_lines,json=scrollbackLines,proto3" json:"scrollback_lines,omitempty"`
 	// TERM for the program; empty means "xterm-256color".
+	// At most 256 characters.
 	Term string `protobuf:"bytes,10,opt,name=term,proto3" json:"term,omitempty"`
 	// Close the terminal after this long without input or output. Unset:
 	// the host default (30 minutes); clamped to the host maximum.
@@ -1191,6 +1199,7 @@ type CreateTerminalRequest struct {
 	MaxLifetime *durationpb.Duration `protobuf:"bytes,12,opt,name=max_lifetime,json=maxLifetime,proto3" json:"max_lifetime,omitempty"`
 	// Optional idempotency key (AIP-155), a UUID: repeating a request with
 	// the same request_id within 10 minutes returns the terminal it created.
+	// At most 128 characters.
 	RequestId     string `protobuf:"bytes,13,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1340,6 +1349,7 @@ type CreateTerminalRequest_Argv struct {
 type CreateTerminalRequest_CommandLine struct {
 	// A command line run with "/bin/sh -c". The command policy is checked
 	// on the shell, and on the command line's first word.
+	// At most 128 KiB (131,072 characters).
 	CommandLine string `protobuf:"bytes,2,opt,name=command_line,json=commandLine,proto3,oneof"`
 }
 
@@ -1397,6 +1407,7 @@ func (x *CreateTerminalResponse) GetTerminal() *Terminal {
 type GetTerminalRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the terminal. Required.
+	// At most 256 characters.
 	TerminalId    string `protobuf:"bytes,1,opt,name=terminal_id,json=terminalId,proto3" json:"terminal_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1493,9 +1504,11 @@ type ListTerminalsRequest struct {
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response's next_page_token; empty for the first
 	// page.
+	// At most 4,096 characters.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only terminals of this owner. Empty: the caller's own; "*": every
 	// owner (admin right required, as for any other identity).
+	// At most 256 characters.
 	Owner string `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
 	// Only terminals in this state. Unspecified: any.
 	State         TerminalState `protobuf:"varint,4,opt,name=state,proto3,enum=ether.v1.TerminalState" json:"state,omitempty"`
@@ -1620,6 +1633,7 @@ func (x *ListTerminalsResponse) GetNextPageToken() string {
 type CloseTerminalRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the terminal. Required.
+	// At most 256 characters.
 	TerminalId string `protobuf:"bytes,1,opt,name=terminal_id,json=terminalId,proto3" json:"terminal_id,omitempty"`
 	// Time between SIGHUP and SIGKILL. Unset: 2 seconds; at most 60 seconds.
 	Grace         *durationpb.Duration `protobuf:"bytes,2,opt,name=grace,proto3" json:"grace,omitempty"`
@@ -1722,6 +1736,7 @@ type WatchTerminalsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only terminals of this owner. Empty: the caller's own; "*": every
 	// owner (admin right required, as for any other identity).
+	// At most 256 characters.
 	Owner string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
 	// When true, the stream starts with a `created` event for every
 	// existing terminal that matches, then follows changes.
@@ -2031,6 +2046,7 @@ func (*WatchTerminalsResponse_Closed) isWatchTerminalsResponse_Event() {}
 type WriteInputRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the terminal. Required.
+	// At most 256 characters.
 	TerminalId string `protobuf:"bytes,1,opt,name=terminal_id,json=terminalId,proto3" json:"terminal_id,omitempty"`
 	// The input. Required.
 	Input         *TerminalInput `protobuf:"bytes,2,opt,name=input,proto3" json:"input,omitempty"`
@@ -2155,6 +2171,7 @@ func (x *WriteInputResponse) GetBytesDiscarded() int64 {
 type ReadScreenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the terminal. Required.
+	// At most 256 characters.
 	TerminalId string `protobuf:"bytes,1,opt,name=terminal_id,json=terminalId,proto3" json:"terminal_id,omitempty"`
 	// How much to return. Unspecified: SCREEN_FORMAT_TEXT.
 	Format ScreenFormat `protobuf:"varint,2,opt,name=format,proto3,enum=ether.v1.ScreenFormat" json:"format,omitempty"`
@@ -2293,6 +2310,7 @@ func (x *ReadScreenResponse) GetScreen() *Screen {
 type ResizeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the terminal. Required.
+	// At most 256 characters.
 	TerminalId string `protobuf:"bytes,1,opt,name=terminal_id,json=terminalId,proto3" json:"terminal_id,omitempty"`
 	// New number of rows, 1 to 1000; 0 keeps the current rows. A larger
 	// value is clamped to 1000; a negative one is INVALID_ARGUMENT.
@@ -2414,9 +2432,11 @@ func (x *ResizeResponse) GetCols() int32 {
 type SendSignalRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the terminal. Required.
+	// At most 256 characters.
 	TerminalId string `protobuf:"bytes,1,opt,name=terminal_id,json=terminalId,proto3" json:"terminal_id,omitempty"`
 	// The signal: a name with or without the SIG prefix ("SIGINT", "INT",
 	// case-insensitive) or a decimal number ("2"). Required.
+	// At most 256 characters.
 	Signal string `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
 	// False (default): the terminal's process group (the program started
 	// by CreateTerminal and its children). True: the terminal's foreground
@@ -2536,7 +2556,9 @@ func (x *SendSignalResponse) GetProcessGroup() int32 {
 // ScreenCondition waits for a regex to match the screen.
 type ScreenCondition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Python `re` syntax, searched in the visible lines joined with "\n"
+	// RE2 syntax (no backreferences or lookaround; matched in linear time),
+	// at most 4 KiB (4,096 bytes of UTF-8): longer is INVALID_ARGUMENT with
+	// reason REGEX_TOO_LONG. Searched in the visible lines joined with "\n"
 	// (MULTILINE, so ^ and $ work per line). Lines are searched as ReadScreen
 	// returns them, without trailing spaces, except that the cursor's line
 	// keeps the spaces before the cursor, so ">>> $" matches a prompt that
@@ -2595,7 +2617,9 @@ func (x *ScreenCondition) GetIncludeScrollback() bool {
 // OutputCondition waits for a regex to match the program's output.
 type OutputCondition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Python `re` syntax, searched in the output after `after_offset`.
+	// RE2 syntax (no backreferences or lookaround; matched in linear time),
+	// at most 4 KiB (4,096 bytes of UTF-8): longer is INVALID_ARGUMENT with
+	// reason REGEX_TOO_LONG. Searched in the output after `after_offset`.
 	// Required.
 	Regex string `protobuf:"bytes,1,opt,name=regex,proto3" json:"regex,omitempty"`
 	// Match only output from this offset on. Unset: from the terminal's
@@ -2749,6 +2773,7 @@ func (x *QuietCondition) GetDuration() *durationpb.Duration {
 type WaitForRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the terminal. Required.
+	// At most 256 characters.
 	TerminalId string `protobuf:"bytes,1,opt,name=terminal_id,json=terminalId,proto3" json:"terminal_id,omitempty"`
 	// The condition to wait for. Required.
 	//
@@ -3086,6 +3111,7 @@ func (x *WaitForFailure) GetWaited() *durationpb.Duration {
 type AttachStart struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the terminal. Required.
+	// At most 256 characters.
 	TerminalId string `protobuf:"bytes,1,opt,name=terminal_id,json=terminalId,proto3" json:"terminal_id,omitempty"`
 	// Resume from this output offset (the last offset the client received
 	// plus the data's length). Unset, or no longer retained: the stream
@@ -3210,6 +3236,7 @@ func (x *AttachResize) GetCols() int32 {
 type AttachSignal struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The signal, as in SendSignalRequest.signal. Required.
+	// At most 256 characters.
 	Signal string `protobuf:"bytes,1,opt,name=signal,proto3" json:"signal,omitempty"`
 	// Send to the foreground process group, as in
 	// SendSignalRequest.foreground.
@@ -3807,9 +3834,9 @@ var File_ether_v1_terminal_proto protoreflect.FileDescriptor
 
 const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\n" +
-	"\x17ether/v1/terminal.proto\x12\bether.v1\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x1a\n" +
-	"\x04Argv\x12\x12\n" +
-	"\x04args\x18\x01 \x03(\tR\x04args\"\xa0\x01\n" +
+	"\x17ether/v1/terminal.proto\x12\bether.v1\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"'\n" +
+	"\x04Argv\x12\x1f\n" +
+	"\x04args\x18\x01 \x03(\tB\v\xa2\xbb\x18\a(\x90N0\x80\x80\bR\x04args\"\xa0\x01\n" +
 	"\n" +
 	"ExitStatus\x12\x17\n" +
 	"\x04code\x18\x01 \x01(\x05H\x00R\x04code\x88\x01\x01\x12\x16\n" +
@@ -3873,60 +3900,60 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"exitStatus\x12#\n" +
 	"\routput_offset\x18\n" +
 	" \x01(\x03R\foutputOffset\x127\n" +
-	"\fstyled_lines\x18\v \x03(\v2\x14.ether.v1.StyledLineR\vstyledLines\"\xbd\x01\n" +
+	"\fstyled_lines\x18\v \x03(\v2\x14.ether.v1.StyledLineR\vstyledLines\"\xc6\x01\n" +
 	"\rTerminalInput\x12\x14\n" +
 	"\x04data\x18\x01 \x01(\fH\x00R\x04data\x12\x14\n" +
 	"\x04text\x18\x02 \x01(\tH\x00R\x04text\x12!\n" +
-	"\x03key\x18\x03 \x01(\x0e2\r.ether.v1.KeyH\x00R\x03key\x12\x14\n" +
-	"\x04ctrl\x18\x04 \x01(\tH\x00R\x04ctrl\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\x0e2\r.ether.v1.KeyH\x00R\x03key\x12\x1d\n" +
+	"\x04ctrl\x18\x04 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02H\x00R\x04ctrl\x12\x10\n" +
 	"\x03alt\x18\x05 \x01(\bR\x03alt\x12\x16\n" +
 	"\x06repeat\x18\x06 \x01(\x05R\x06repeat\x12\x14\n" +
 	"\x05paste\x18\a \x01(\bR\x05pasteB\a\n" +
-	"\x05input\"\xc1\x04\n" +
+	"\x05input\"\x85\x05\n" +
 	"\x15CreateTerminalRequest\x12$\n" +
-	"\x04argv\x18\x01 \x01(\v2\x0e.ether.v1.ArgvH\x00R\x04argv\x12#\n" +
-	"\fcommand_line\x18\x02 \x01(\tH\x00R\vcommandLine\x12:\n" +
-	"\x03env\x18\x03 \x03(\v2(.ether.v1.CreateTerminalRequest.EnvEntryR\x03env\x12\x10\n" +
-	"\x03cwd\x18\x04 \x01(\tR\x03cwd\x12\x1f\n" +
+	"\x04argv\x18\x01 \x01(\v2\x0e.ether.v1.ArgvH\x00R\x04argv\x12-\n" +
+	"\fcommand_line\x18\x02 \x01(\tB\b\xa2\xbb\x18\x040\x80\x80\bH\x00R\vcommandLine\x12G\n" +
+	"\x03env\x18\x03 \x03(\v2(.ether.v1.CreateTerminalRequest.EnvEntryB\v\xa2\xbb\x18\a(\xe8\a0\x80\x80\x04R\x03env\x12\x19\n" +
+	"\x03cwd\x18\x04 \x01(\tB\a\xa2\xbb\x18\x030\x80 R\x03cwd\x12\x1f\n" +
 	"\x04rows\x18\x05 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\x04rows\x12\x1f\n" +
-	"\x04cols\x18\x06 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\x04cols\x12\x12\n" +
-	"\x04name\x18\a \x01(\tR\x04name\x12\x14\n" +
-	"\x05owner\x18\b \x01(\tR\x05owner\x121\n" +
-	"\x10scrollback_lines\x18\t \x01(\x05B\x06\xa2\xbb\x18\x02\x10\x00R\x0fscrollbackLines\x12\x12\n" +
+	"\x04cols\x18\x06 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\x04cols\x12\x1b\n" +
+	"\x04name\x18\a \x01(\tB\a\xa2\xbb\x18\x030\x80\x01R\x04name\x12\x1d\n" +
+	"\x05owner\x18\b \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x05owner\x121\n" +
+	"\x10scrollback_lines\x18\t \x01(\x05B\x06\xa2\xbb\x18\x02\x10\x00R\x0fscrollbackLines\x12\x1b\n" +
 	"\x04term\x18\n" +
-	" \x01(\tR\x04term\x12<\n" +
+	" \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x04term\x12<\n" +
 	"\fidle_timeout\x18\v \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x12<\n" +
-	"\fmax_lifetime\x18\f \x01(\v2\x19.google.protobuf.DurationR\vmaxLifetime\x12\x1d\n" +
+	"\fmax_lifetime\x18\f \x01(\v2\x19.google.protobuf.DurationR\vmaxLifetime\x12&\n" +
 	"\n" +
-	"request_id\x18\r \x01(\tR\trequestId\x1a6\n" +
+	"request_id\x18\r \x01(\tB\a\xa2\xbb\x18\x030\x80\x01R\trequestId\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\t\n" +
 	"\acommand\"H\n" +
 	"\x16CreateTerminalResponse\x12.\n" +
-	"\bterminal\x18\x01 \x01(\v2\x12.ether.v1.TerminalR\bterminal\"=\n" +
-	"\x12GetTerminalRequest\x12'\n" +
-	"\vterminal_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\n" +
+	"\bterminal\x18\x01 \x01(\v2\x12.ether.v1.TerminalR\bterminal\"@\n" +
+	"\x12GetTerminalRequest\x12*\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\n" +
 	"terminalId\"E\n" +
 	"\x13GetTerminalResponse\x12.\n" +
-	"\bterminal\x18\x01 \x01(\v2\x12.ether.v1.TerminalR\bterminal\"\xa4\x01\n" +
+	"\bterminal\x18\x01 \x01(\v2\x12.ether.v1.TerminalR\bterminal\"\xb6\x01\n" +
 	"\x14ListTerminalsRequest\x12(\n" +
-	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12\x1d\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12&\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\x12\x14\n" +
-	"\x05owner\x18\x03 \x01(\tR\x05owner\x12-\n" +
+	"page_token\x18\x02 \x01(\tB\a\xa2\xbb\x18\x030\x80 R\tpageToken\x12\x1d\n" +
+	"\x05owner\x18\x03 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x05owner\x12-\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x17.ether.v1.TerminalStateR\x05state\"q\n" +
 	"\x15ListTerminalsResponse\x120\n" +
 	"\tterminals\x18\x01 \x03(\v2\x12.ether.v1.TerminalR\tterminals\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"p\n" +
-	"\x14CloseTerminalRequest\x12'\n" +
-	"\vterminal_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"s\n" +
+	"\x14CloseTerminalRequest\x12*\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\n" +
 	"terminalId\x12/\n" +
 	"\x05grace\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05grace\"G\n" +
 	"\x15CloseTerminalResponse\x12.\n" +
-	"\bterminal\x18\x01 \x01(\v2\x12.ether.v1.TerminalR\bterminal\"X\n" +
-	"\x15WatchTerminalsRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12)\n" +
+	"\bterminal\x18\x01 \x01(\v2\x12.ether.v1.TerminalR\bterminal\"a\n" +
+	"\x15WatchTerminalsRequest\x12\x1d\n" +
+	"\x05owner\x18\x01 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x05owner\x12)\n" +
 	"\x10include_existing\x18\x02 \x01(\bR\x0fincludeExisting\"\x11\n" +
 	"\x0fTerminalCreated\"G\n" +
 	"\x0eTerminalExited\x125\n" +
@@ -3940,17 +3967,17 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\acreated\x18\x03 \x01(\v2\x19.ether.v1.TerminalCreatedH\x00R\acreated\x122\n" +
 	"\x06exited\x18\x04 \x01(\v2\x18.ether.v1.TerminalExitedH\x00R\x06exited\x122\n" +
 	"\x06closed\x18\x05 \x01(\v2\x18.ether.v1.TerminalClosedH\x00R\x06closedB\a\n" +
-	"\x05event\"s\n" +
-	"\x11WriteInputRequest\x12'\n" +
-	"\vterminal_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\n" +
+	"\x05event\"v\n" +
+	"\x11WriteInputRequest\x12*\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\n" +
 	"terminalId\x125\n" +
 	"\x05input\x18\x02 \x01(\v2\x17.ether.v1.TerminalInputB\x06\xa2\xbb\x18\x02\b\x01R\x05input\"\x85\x01\n" +
 	"\x12WriteInputResponse\x12!\n" +
 	"\fbytes_queued\x18\x01 \x01(\x03R\vbytesQueued\x12#\n" +
 	"\rbytes_pending\x18\x02 \x01(\x03R\fbytesPending\x12'\n" +
-	"\x0fbytes_discarded\x18\x03 \x01(\x03R\x0ebytesDiscarded\"\xa7\x02\n" +
-	"\x11ReadScreenRequest\x12'\n" +
-	"\vterminal_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\n" +
+	"\x0fbytes_discarded\x18\x03 \x01(\x03R\x0ebytesDiscarded\"\xaa\x02\n" +
+	"\x11ReadScreenRequest\x12*\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\n" +
 	"terminalId\x12.\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x16.ether.v1.ScreenFormatR\x06format\x12-\n" +
 	"\x12include_scrollback\x18\x03 \x01(\bR\x11includeScrollback\x121\n" +
@@ -3958,19 +3985,19 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\x0einclude_styles\x18\x05 \x01(\bR\rincludeStyles\x120\n" +
 	"\x14keep_trailing_spaces\x18\x06 \x01(\bR\x12keepTrailingSpaces\">\n" +
 	"\x12ReadScreenResponse\x12(\n" +
-	"\x06screen\x18\x01 \x01(\v2\x10.ether.v1.ScreenR\x06screen\"z\n" +
-	"\rResizeRequest\x12'\n" +
-	"\vterminal_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\n" +
+	"\x06screen\x18\x01 \x01(\v2\x10.ether.v1.ScreenR\x06screen\"}\n" +
+	"\rResizeRequest\x12*\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\n" +
 	"terminalId\x12\x1f\n" +
 	"\x04rows\x18\x02 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\x04rows\x12\x1f\n" +
 	"\x04cols\x18\x03 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\x04cols\"8\n" +
 	"\x0eResizeResponse\x12\x12\n" +
 	"\x04rows\x18\x01 \x01(\x05R\x04rows\x12\x12\n" +
-	"\x04cols\x18\x02 \x01(\x05R\x04cols\"|\n" +
-	"\x11SendSignalRequest\x12'\n" +
-	"\vterminal_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\n" +
-	"terminalId\x12\x1e\n" +
-	"\x06signal\x18\x02 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x06signal\x12\x1e\n" +
+	"\x04cols\x18\x02 \x01(\x05R\x04cols\"\x82\x01\n" +
+	"\x11SendSignalRequest\x12*\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\n" +
+	"terminalId\x12!\n" +
+	"\x06signal\x18\x02 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x06signal\x12\x1e\n" +
 	"\n" +
 	"foreground\x18\x03 \x01(\bR\n" +
 	"foreground\"Q\n" +
@@ -3987,9 +4014,9 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\r_after_offset\"\x0f\n" +
 	"\rExitCondition\"O\n" +
 	"\x0eQuietCondition\x12=\n" +
-	"\bduration\x18\x01 \x01(\v2\x19.google.protobuf.DurationB\x06\xa2\xbb\x18\x02\b\x01R\bduration\"\x8b\x03\n" +
-	"\x0eWaitForRequest\x12'\n" +
-	"\vterminal_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\n" +
+	"\bduration\x18\x01 \x01(\v2\x19.google.protobuf.DurationB\x06\xa2\xbb\x18\x02\b\x01R\bduration\"\x8e\x03\n" +
+	"\x0eWaitForRequest\x12*\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\n" +
 	"terminalId\x123\n" +
 	"\x06screen\x18\x02 \x01(\v2\x19.ether.v1.ScreenConditionH\x00R\x06screen\x123\n" +
 	"\x06output\x18\x03 \x01(\v2\x19.ether.v1.OutputConditionH\x00R\x06output\x12-\n" +
@@ -4013,9 +4040,9 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\routput_offset\x18\x02 \x01(\x03R\foutputOffset\x125\n" +
 	"\vexit_status\x18\x03 \x01(\v2\x14.ether.v1.ExitStatusR\n" +
 	"exitStatus\x121\n" +
-	"\x06waited\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x06waited\"\x89\x01\n" +
-	"\vAttachStart\x12'\n" +
-	"\vterminal_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\n" +
+	"\x06waited\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x06waited\"\x8c\x01\n" +
+	"\vAttachStart\x12*\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\n" +
 	"terminalId\x12$\n" +
 	"\vfrom_offset\x18\x02 \x01(\x03H\x00R\n" +
 	"fromOffset\x88\x01\x01\x12\x1b\n" +
@@ -4023,9 +4050,9 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\f_from_offset\"P\n" +
 	"\fAttachResize\x12\x1f\n" +
 	"\x04rows\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\x04rows\x12\x1f\n" +
-	"\x04cols\x18\x02 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\x04cols\"N\n" +
-	"\fAttachSignal\x12\x1e\n" +
-	"\x06signal\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x06signal\x12\x1e\n" +
+	"\x04cols\x18\x02 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\x04cols\"Q\n" +
+	"\fAttachSignal\x12!\n" +
+	"\x06signal\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x06signal\x12\x1e\n" +
 	"\n" +
 	"foreground\x18\x02 \x01(\bR\n" +
 	"foreground\"\xdb\x01\n" +

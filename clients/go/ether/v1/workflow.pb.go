@@ -696,7 +696,10 @@ type Stage struct {
 	// name), `<stage>.data.<path>` (null when the path names nothing),
 	// literals (numbers, strings, true, false, null, [lists]), == != < <= >
 	// >=, `in`, `not in`, `len(...)`, and/or/not, parentheses. Comparing
-	// values of different kinds is false. Empty: always run.
+	// values of different kinds is false. Empty: always run. At most 4 KiB
+	// (UTF-8 bytes), nesting at most 64 levels (each parenthesis, `not`,
+	// `len(...)` and list adds one); past either: INVALID_ARGUMENT naming
+	// stages[i].when.
 	When string `protobuf:"bytes,13,opt,name=when,proto3" json:"when,omitempty"`
 	// What a failed task does to the stage and the run. Unspecified: STOP.
 	OnFailure FailurePolicy `protobuf:"varint,14,opt,name=on_failure,json=onFailure,proto3,enum=ether.v1.FailurePolicy" json:"on_failure,omitempty"`
@@ -870,6 +873,14 @@ func (x *Stage) GetFollowNextActions() *FollowNextActions {
 }
 
 // WorkflowSpec is a declarative workflow: stages run in order.
+//
+// A spec, as a message or as spec_text, is bounded before anything of it is
+// built (docs/workflows.md, "Spec limits"): 256 KiB encoded (the message's
+// wire size, or the text's UTF-8 bytes), mappings and lists nested at most
+// 64 levels, at most 100,000 nodes and 1 MiB of scalar text with YAML
+// aliases expanded, and each `when` at most 4 KiB nested at most 64 levels.
+// These bound every list and string in it (stages, inputs, map, params).
+// Past one: INVALID_ARGUMENT, reason INVALID_WORKFLOW, naming the limit.
 type WorkflowSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Workflow name, shown in lists and reports, up to 128 characters.
@@ -1591,6 +1602,7 @@ type CreateRunRequest struct {
 	// Optional idempotency key (AIP-155), such as a UUID, at most 128
 	// characters: repeating a request with the same request_id returns the
 	// run the first request created, whatever the spec says.
+	// Longer: INVALID_ARGUMENT naming request_id.
 	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Validate the spec and return the run that would be created, in
 	// RUN_STATE_PENDING with an empty id, without starting it.
@@ -1673,7 +1685,7 @@ type isCreateRunRequest_SpecSource interface {
 }
 
 type CreateRunRequest_Spec struct {
-	// The spec as a message.
+	// The spec as a message, at most 256 KiB encoded (see WorkflowSpec).
 	Spec *WorkflowSpec `protobuf:"bytes,1,opt,name=spec,proto3,oneof"`
 }
 
@@ -1682,6 +1694,10 @@ type CreateRunRequest_SpecText struct {
 	// field names as WorkflowSpec in lower_snake (examples/workflows/).
 	// Durations may be written as "30s", "1.5s", "500ms", "2m", "1h30m" or
 	// a number of seconds; on_failure as stop or continue; reduce as true.
+	// At most 256 KiB of UTF-8, nesting at most 64 levels, at most 100,000
+	// nodes and 1 MiB of scalar text with aliases expanded (WorkflowSpec
+	// has the limits); past one: INVALID_ARGUMENT naming spec_text, the
+	// limit, and the line and column where it was passed.
 	SpecText string `protobuf:"bytes,2,opt,name=spec_text,json=specText,proto3,oneof"`
 }
 
@@ -1739,6 +1755,7 @@ func (x *CreateRunResponse) GetRun() *Run {
 type GetRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the run. Required.
+	// At most 256 characters.
 	RunId         string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1835,10 +1852,13 @@ type ListRunsRequest struct {
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response's next_page_token; empty for the first
 	// page.
+	// At most 4,096 characters.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only runs in one of these states. Empty: any state.
+	// At most 1,000 states.
 	States []RunState `protobuf:"varint,3,rep,packed,name=states,proto3,enum=ether.v1.RunState" json:"states,omitempty"`
 	// Only runs of the workflow with this exact name. Empty: any.
+	// At most 256 characters.
 	Name          string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1961,14 +1981,17 @@ func (x *ListRunsResponse) GetNextPageToken() string {
 type ListRunTasksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the run. Required.
+	// At most 256 characters.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Maximum tasks per page, 1 to 1000; 0 means the default of 100. A larger
 	// value is clamped to 1000 (AIP-158); a negative one is INVALID_ARGUMENT.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Token from a previous response's next_page_token; empty for the first
 	// page.
+	// At most 4,096 characters.
 	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only tasks of this stage. Empty: every stage.
+	// At most 256 characters.
 	Stage string `protobuf:"bytes,4,opt,name=stage,proto3" json:"stage,omitempty"`
 	// Only tasks in this state. Unspecified: any.
 	State         RunTaskState `protobuf:"varint,5,opt,name=state,proto3,enum=ether.v1.RunTaskState" json:"state,omitempty"`
@@ -2100,8 +2123,10 @@ func (x *ListRunTasksResponse) GetNextPageToken() string {
 type CancelRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the run. Required.
+	// At most 256 characters.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Why; recorded in the run's error and passed to the agents.
+	// At most 64 KiB (65,536 characters).
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2201,6 +2226,7 @@ func (x *CancelRunResponse) GetRun() *Run {
 type WaitRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the run. Required.
+	// At most 256 characters.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Longest time to wait. Unset: until the run ends or the caller's gRPC
 	// deadline passes.
@@ -2303,6 +2329,7 @@ func (x *WaitRunResponse) GetRun() *Run {
 type StreamRunEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the run. Required.
+	// At most 256 characters.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Send events with a sequence number greater than this; 0 sends all.
 	// To resume after a disconnect, pass the last sequence received.
@@ -3138,12 +3165,14 @@ func (*StreamRunEventsResponse_TaskCompleted) isStreamRunEventsResponse_Event() 
 type ResumeRunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the interrupted run. Required.
+	// At most 256 characters.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// Also run again unfinished tasks of non-idempotent actions (they may
 	// have had effects before the interruption).
 	IncludeNonIdempotent bool `protobuf:"varint,2,opt,name=include_non_idempotent,json=includeNonIdempotent,proto3" json:"include_non_idempotent,omitempty"`
 	// Optional idempotency key (AIP-155): a repeated request with the same
 	// request_id returns the run without resuming it twice.
+	// At most 128 characters.
 	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3250,6 +3279,7 @@ func (x *ResumeRunResponse) GetRun() *Run {
 type GetRunReportRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of the run. Required.
+	// At most 256 characters.
 	RunId string `protobuf:"bytes,1,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// The report's format. Required.
 	Format        ReportFormat `protobuf:"varint,2,opt,name=format,proto3,enum=ether.v1.ReportFormat" json:"format,omitempty"`
@@ -3491,51 +3521,51 @@ const file_ether_v1_workflow_proto_rawDesc = "" +
 	"proposedBy\x129\n" +
 	"\n" +
 	"started_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x125\n" +
-	"\bended_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\"\xba\x01\n" +
+	"\bended_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\"\xc3\x01\n" +
 	"\x10CreateRunRequest\x12,\n" +
 	"\x04spec\x18\x01 \x01(\v2\x16.ether.v1.WorkflowSpecH\x00R\x04spec\x12\x1d\n" +
-	"\tspec_text\x18\x02 \x01(\tH\x00R\bspecText\x12\x1d\n" +
+	"\tspec_text\x18\x02 \x01(\tH\x00R\bspecText\x12&\n" +
 	"\n" +
-	"request_id\x18\x03 \x01(\tR\trequestId\x12#\n" +
+	"request_id\x18\x03 \x01(\tB\a\xa2\xbb\x18\x030\x80\x01R\trequestId\x12#\n" +
 	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnlyB\x15\n" +
 	"\vspec_source\x12\x06\xaa\xbb\x18\x02\b\x01\"4\n" +
 	"\x11CreateRunResponse\x12\x1f\n" +
-	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\".\n" +
-	"\rGetRunRequest\x12\x1d\n" +
-	"\x06run_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05runId\"1\n" +
+	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"1\n" +
+	"\rGetRunRequest\x12 \n" +
+	"\x06run_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x05runId\"1\n" +
 	"\x0eGetRunResponse\x12\x1f\n" +
-	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"\x9a\x01\n" +
+	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"\xb5\x01\n" +
 	"\x0fListRunsRequest\x12(\n" +
-	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12\x1d\n" +
+	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12&\n" +
 	"\n" +
-	"page_token\x18\x02 \x01(\tR\tpageToken\x12*\n" +
-	"\x06states\x18\x03 \x03(\x0e2\x12.ether.v1.RunStateR\x06states\x12\x12\n" +
-	"\x04name\x18\x04 \x01(\tR\x04name\"]\n" +
+	"page_token\x18\x02 \x01(\tB\a\xa2\xbb\x18\x030\x80 R\tpageToken\x123\n" +
+	"\x06states\x18\x03 \x03(\x0e2\x12.ether.v1.RunStateB\a\xa2\xbb\x18\x03(\xe8\aR\x06states\x12\x1b\n" +
+	"\x04name\x18\x04 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x04name\"]\n" +
 	"\x10ListRunsResponse\x12!\n" +
 	"\x04runs\x18\x01 \x03(\v2\r.ether.v1.RunR\x04runs\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc1\x01\n" +
-	"\x13ListRunTasksRequest\x12\x1d\n" +
-	"\x06run_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05runId\x12(\n" +
-	"\tpage_size\x18\x02 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12\x1d\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd6\x01\n" +
+	"\x13ListRunTasksRequest\x12 \n" +
+	"\x06run_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x05runId\x12(\n" +
+	"\tpage_size\x18\x02 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12&\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x14\n" +
-	"\x05stage\x18\x04 \x01(\tR\x05stage\x12,\n" +
+	"page_token\x18\x03 \x01(\tB\a\xa2\xbb\x18\x030\x80 R\tpageToken\x12\x1d\n" +
+	"\x05stage\x18\x04 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x05stage\x12,\n" +
 	"\x05state\x18\x05 \x01(\x0e2\x16.ether.v1.RunTaskStateR\x05state\"g\n" +
 	"\x14ListRunTasksResponse\x12'\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x11.ether.v1.RunTaskR\x05tasks\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"I\n" +
-	"\x10CancelRunRequest\x12\x1d\n" +
-	"\x06run_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05runId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"4\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"V\n" +
+	"\x10CancelRunRequest\x12 \n" +
+	"\x06run_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x05runId\x12 \n" +
+	"\x06reason\x18\x02 \x01(\tB\b\xa2\xbb\x18\x040\x80\x80\x04R\x06reason\"4\n" +
 	"\x11CancelRunResponse\x12\x1f\n" +
-	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"d\n" +
-	"\x0eWaitRunRequest\x12\x1d\n" +
-	"\x06run_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05runId\x123\n" +
+	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"g\n" +
+	"\x0eWaitRunRequest\x12 \n" +
+	"\x06run_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x05runId\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"2\n" +
 	"\x0fWaitRunResponse\x12\x1f\n" +
-	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"\x90\x01\n" +
-	"\x16StreamRunEventsRequest\x12\x1d\n" +
-	"\x06run_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05runId\x12%\n" +
+	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"\x93\x01\n" +
+	"\x16StreamRunEventsRequest\x12 \n" +
+	"\x06run_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x05runId\x12%\n" +
 	"\x0eafter_sequence\x18\x02 \x01(\x03R\rafterSequence\x120\n" +
 	"\x14exclude_task_details\x18\x03 \x01(\bR\x12excludeTaskDetails\"\f\n" +
 	"\n" +
@@ -3588,16 +3618,16 @@ const file_ether_v1_workflow_proto_rawDesc = "" +
 	" \x01(\v2\x18.ether.v1.RunTaskStartedH\x00R\vtaskStarted\x12@\n" +
 	"\rtask_progress\x18\v \x01(\v2\x19.ether.v1.RunTaskProgressH\x00R\ftaskProgress\x12C\n" +
 	"\x0etask_completed\x18\f \x01(\v2\x1a.ether.v1.RunTaskCompletedH\x00R\rtaskCompletedB\a\n" +
-	"\x05event\"\x86\x01\n" +
-	"\x10ResumeRunRequest\x12\x1d\n" +
-	"\x06run_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05runId\x124\n" +
-	"\x16include_non_idempotent\x18\x02 \x01(\bR\x14includeNonIdempotent\x12\x1d\n" +
+	"\x05event\"\x92\x01\n" +
+	"\x10ResumeRunRequest\x12 \n" +
+	"\x06run_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x05runId\x124\n" +
+	"\x16include_non_idempotent\x18\x02 \x01(\bR\x14includeNonIdempotent\x12&\n" +
 	"\n" +
-	"request_id\x18\x03 \x01(\tR\trequestId\"4\n" +
+	"request_id\x18\x03 \x01(\tB\a\xa2\xbb\x18\x030\x80\x01R\trequestId\"4\n" +
 	"\x11ResumeRunResponse\x12\x1f\n" +
-	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"l\n" +
-	"\x13GetRunReportRequest\x12\x1d\n" +
-	"\x06run_id\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x02\b\x01R\x05runId\x126\n" +
+	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"o\n" +
+	"\x13GetRunReportRequest\x12 \n" +
+	"\x06run_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x05runId\x126\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x16.ether.v1.ReportFormatB\x06\xa2\xbb\x18\x02\b\x01R\x06format\"\xb4\x01\n" +
 	"\x14GetRunReportResponse\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12!\n" +

@@ -93,13 +93,18 @@ class AgentIOServiceStub:
     completion order (match them by task_id). The host reads new inputs
     only while fewer than `max_in_flight` of this stream's tasks are
     running or waiting for their output to be sent, so a fast producer, or
-    a client that stops reading, is flow-controlled by HTTP/2. A request the host cannot
-    run (unknown agent, bad params) is answered in-stream by an output with
-    status TASK_STATUS_ERROR and an error code; the stream keeps going. A
-    request that breaks the field rules every request is checked against
-    (an input without its agent, an enum number the enum lacks,
-    max_in_flight outside 0..1024; see ether/v1/rules.proto) or is not
-    valid protobuf ends the stream with INVALID_ARGUMENT.
+    a client that stops reading, is flow-controlled by HTTP/2.
+
+    Each input is answered in-stream, and the stream keeps going: an input
+    the host cannot run (unknown agent, bad params) is an output with
+    status TASK_STATUS_ERROR and an error code, and so is an input that
+    breaks the field rules every request is checked against (an input
+    without its agent, an enum number the enum lacks, a name too long; see
+    ether/v1/rules.proto): error code "invalid_argument", the message
+    Execute would give in its INVALID_ARGUMENT status, and the input's
+    task_id echoed. Only what concerns the stream as a whole ends it with
+    INVALID_ARGUMENT: a max_in_flight outside 0..1024 in the first
+    request, or bytes that are not valid protobuf.
     Half-closing the request side lets in-flight tasks finish, then the
     stream ends OK.
     """
@@ -177,13 +182,18 @@ class AgentIOServiceAsyncStub(AgentIOServiceStub):
     completion order (match them by task_id). The host reads new inputs
     only while fewer than `max_in_flight` of this stream's tasks are
     running or waiting for their output to be sent, so a fast producer, or
-    a client that stops reading, is flow-controlled by HTTP/2. A request the host cannot
-    run (unknown agent, bad params) is answered in-stream by an output with
-    status TASK_STATUS_ERROR and an error code; the stream keeps going. A
-    request that breaks the field rules every request is checked against
-    (an input without its agent, an enum number the enum lacks,
-    max_in_flight outside 0..1024; see ether/v1/rules.proto) or is not
-    valid protobuf ends the stream with INVALID_ARGUMENT.
+    a client that stops reading, is flow-controlled by HTTP/2.
+
+    Each input is answered in-stream, and the stream keeps going: an input
+    the host cannot run (unknown agent, bad params) is an output with
+    status TASK_STATUS_ERROR and an error code, and so is an input that
+    breaks the field rules every request is checked against (an input
+    without its agent, an enum number the enum lacks, a name too long; see
+    ether/v1/rules.proto): error code "invalid_argument", the message
+    Execute would give in its INVALID_ARGUMENT status, and the input's
+    task_id echoed. Only what concerns the stream as a whole ends it with
+    INVALID_ARGUMENT: a max_in_flight outside 0..1024 in the first
+    request, or bytes that are not valid protobuf.
     Half-closing the request side lets in-flight tasks finish, then the
     stream ends OK.
     """
@@ -288,13 +298,18 @@ class AgentIOServiceServicer(metaclass=_abc_1.ABCMeta):
         completion order (match them by task_id). The host reads new inputs
         only while fewer than `max_in_flight` of this stream's tasks are
         running or waiting for their output to be sent, so a fast producer, or
-        a client that stops reading, is flow-controlled by HTTP/2. A request the host cannot
-        run (unknown agent, bad params) is answered in-stream by an output with
-        status TASK_STATUS_ERROR and an error code; the stream keeps going. A
-        request that breaks the field rules every request is checked against
-        (an input without its agent, an enum number the enum lacks,
-        max_in_flight outside 0..1024; see ether/v1/rules.proto) or is not
-        valid protobuf ends the stream with INVALID_ARGUMENT.
+        a client that stops reading, is flow-controlled by HTTP/2.
+
+        Each input is answered in-stream, and the stream keeps going: an input
+        the host cannot run (unknown agent, bad params) is an output with
+        status TASK_STATUS_ERROR and an error code, and so is an input that
+        breaks the field rules every request is checked against (an input
+        without its agent, an enum number the enum lacks, a name too long; see
+        ether/v1/rules.proto): error code "invalid_argument", the message
+        Execute would give in its INVALID_ARGUMENT status, and the input's
+        task_id echoed. Only what concerns the stream as a whole ends it with
+        INVALID_ARGUMENT: a max_in_flight outside 0..1024 in the first
+        request, or bytes that are not valid protobuf.
         Half-closing the request side lets in-flight tasks finish, then the
         stream ends OK.
         """

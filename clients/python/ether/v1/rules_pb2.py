@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x65ther/v1/rules.proto\x12\x08\x65ther.v1\x1a google/protobuf/descriptor.proto\"|\n\nFieldRules\x12\x1a\n\x08required\x18\x01 \x01(\x08R\x08required\x12\x15\n\x03min\x18\x02 \x01(\x03H\x00R\x03min\x88\x01\x01\x12\x15\n\x03max\x18\x03 \x01(\x03H\x01R\x03max\x88\x01\x01\x12\x14\n\x05\x63lamp\x18\x04 \x01(\x08R\x05\x63lampB\x06\n\x04_minB\x06\n\x04_max\"(\n\nOneofRules\x12\x1a\n\x08required\x18\x01 \x01(\x08R\x08required:K\n\x05\x66ield\x12\x1d.google.protobuf.FieldOptions\x18\xb4\x87\x03 \x01(\x0b\x32\x14.ether.v1.FieldRulesR\x05\x66ield:K\n\x05oneof\x12\x1d.google.protobuf.OneofOptions\x18\xb5\x87\x03 \x01(\x0b\x32\x14.ether.v1.OneofRulesR\x05oneofB\x93\x01\n\x0c\x63om.ether.v1B\nRulesProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03\x45XX\xaa\x02\x08\x45ther.V1\xca\x02\x08\x45ther\\V1\xe2\x02\x14\x45ther\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x65ther/v1/rules.proto\x12\x08\x65ther.v1\x1a google/protobuf/descriptor.proto\"\xd6\x01\n\nFieldRules\x12\x1a\n\x08required\x18\x01 \x01(\x08R\x08required\x12\x15\n\x03min\x18\x02 \x01(\x03H\x00R\x03min\x88\x01\x01\x12\x15\n\x03max\x18\x03 \x01(\x03H\x01R\x03max\x88\x01\x01\x12\x14\n\x05\x63lamp\x18\x04 \x01(\x08R\x05\x63lamp\x12 \n\tmax_items\x18\x05 \x01(\rH\x02R\x08maxItems\x88\x01\x01\x12\x1c\n\x07max_len\x18\x06 \x01(\rH\x03R\x06maxLen\x88\x01\x01\x42\x06\n\x04_minB\x06\n\x04_maxB\x0c\n\n_max_itemsB\n\n\x08_max_len\"(\n\nOneofRules\x12\x1a\n\x08required\x18\x01 \x01(\x08R\x08required:K\n\x05\x66ield\x12\x1d.google.protobuf.FieldOptions\x18\xb4\x87\x03 \x01(\x0b\x32\x14.ether.v1.FieldRulesR\x05\x66ield:K\n\x05oneof\x12\x1d.google.protobuf.OneofOptions\x18\xb5\x87\x03 \x01(\x0b\x32\x14.ether.v1.OneofRulesR\x05oneofB\x93\x01\n\x0c\x63om.ether.v1B\nRulesProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03\x45XX\xaa\x02\x08\x45ther.V1\xca\x02\x08\x45ther\\V1\xe2\x02\x14\x45ther\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,8 +33,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ether.v1.rules_pb2', _globa
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\014com.ether.v1B\nRulesProtoP\001Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\242\002\003EXX\252\002\010Ether.V1\312\002\010Ether\\V1\342\002\024Ether\\V1\\GPBMetadata\352\002\tEther::V1'
-  _globals['_FIELDRULES']._serialized_start=68
-  _globals['_FIELDRULES']._serialized_end=192
-  _globals['_ONEOFRULES']._serialized_start=194
-  _globals['_ONEOFRULES']._serialized_end=234
+  _globals['_FIELDRULES']._serialized_start=69
+  _globals['_FIELDRULES']._serialized_end=283
+  _globals['_ONEOFRULES']._serialized_start=285
+  _globals['_ONEOFRULES']._serialized_end=325
 # @@protoc_insertion_point(module_scope)

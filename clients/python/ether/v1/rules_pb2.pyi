@@ -10,16 +10,20 @@ ONEOF_FIELD_NUMBER: _ClassVar[int]
 oneof: _descriptor.FieldDescriptor
 
 class FieldRules(_message.Message):
-    __slots__ = ("required", "min", "max", "clamp")
+    __slots__ = ("required", "min", "max", "clamp", "max_items", "max_len")
     REQUIRED_FIELD_NUMBER: _ClassVar[int]
     MIN_FIELD_NUMBER: _ClassVar[int]
     MAX_FIELD_NUMBER: _ClassVar[int]
     CLAMP_FIELD_NUMBER: _ClassVar[int]
+    MAX_ITEMS_FIELD_NUMBER: _ClassVar[int]
+    MAX_LEN_FIELD_NUMBER: _ClassVar[int]
     required: bool
     min: int
     max: int
     clamp: bool
-    def __init__(self, required: _Optional[bool] = ..., min: _Optional[int] = ..., max: _Optional[int] = ..., clamp: _Optional[bool] = ...) -> None: ...
+    max_items: int
+    max_len: int
+    def __init__(self, required: _Optional[bool] = ..., min: _Optional[int] = ..., max: _Optional[int] = ..., clamp: _Optional[bool] = ..., max_items: _Optional[int] = ..., max_len: _Optional[int] = ...) -> None: ...
 
 class OneofRules(_message.Message):
     __slots__ = ("required",)

@@ -86,7 +86,13 @@ class SupervisorServiceStub:
     Errors: NOT_FOUND (unknown agent).
     """
     ScaleAgent: _grpc.UnaryUnaryMultiCallable[_supervisor_pb2.ScaleAgentRequest, _supervisor_pb2.ScaleAgentResponse]
-    """ScaleAgent changes the number of replicas of an agent.
+    """ScaleAgent changes the number of replicas of an agent, keeping replicas
+    0 to n-1. Scaling down stops the highest replicas (shutdown frame,
+    SIGTERM, SIGKILL, as StopAgent) and returns once they are down; they
+    leave ListProcesses at once. Scaling up starts the new replicas at the
+    free indices in the background and returns at once, before they run:
+    watch WatchEvents from AgentStatus.event_sequence (as `ether agents
+    scale` does) to know when they are RUNNING.
 
     Errors: NOT_FOUND (unknown agent); INVALID_ARGUMENT (replicas outside
     1..64).
@@ -172,7 +178,13 @@ class SupervisorServiceAsyncStub(SupervisorServiceStub):
     Errors: NOT_FOUND (unknown agent).
     """
     ScaleAgent: _aio.UnaryUnaryMultiCallable[_supervisor_pb2.ScaleAgentRequest, _supervisor_pb2.ScaleAgentResponse]  # type: ignore[assignment]
-    """ScaleAgent changes the number of replicas of an agent.
+    """ScaleAgent changes the number of replicas of an agent, keeping replicas
+    0 to n-1. Scaling down stops the highest replicas (shutdown frame,
+    SIGTERM, SIGKILL, as StopAgent) and returns once they are down; they
+    leave ListProcesses at once. Scaling up starts the new replicas at the
+    free indices in the background and returns at once, before they run:
+    watch WatchEvents from AgentStatus.event_sequence (as `ether agents
+    scale` does) to know when they are RUNNING.
 
     Errors: NOT_FOUND (unknown agent); INVALID_ARGUMENT (replicas outside
     1..64).
@@ -291,7 +303,13 @@ class SupervisorServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _supervisor_pb2.ScaleAgentRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_supervisor_pb2.ScaleAgentResponse, _abc.Awaitable[_supervisor_pb2.ScaleAgentResponse]]:
-        """ScaleAgent changes the number of replicas of an agent.
+        """ScaleAgent changes the number of replicas of an agent, keeping replicas
+        0 to n-1. Scaling down stops the highest replicas (shutdown frame,
+        SIGTERM, SIGKILL, as StopAgent) and returns once they are down; they
+        leave ListProcesses at once. Scaling up starts the new replicas at the
+        free indices in the background and returns at once, before they run:
+        watch WatchEvents from AgentStatus.event_sequence (as `ether agents
+        scale` does) to know when they are RUNNING.
 
         Errors: NOT_FOUND (unknown agent); INVALID_ARGUMENT (replicas outside
         1..64).

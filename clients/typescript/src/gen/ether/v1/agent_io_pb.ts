@@ -15,7 +15,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ether/v1/agent_io.proto.
  */
 export const file_ether_v1_agent_io: GenFile = /*@__PURE__*/
-  fileDesc("ChdldGhlci92MS9hZ2VudF9pby5wcm90bxIIZXRoZXIudjEicwoKQWN0aW9uU3BlYxIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEi4KDXBhcmFtc19zY2hlbWEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhIKCmlkZW1wb3RlbnQYBCABKAgi0AIKCUFnZW50SW5mbxIMCgRuYW1lGAEgASgJEiEKBHR5cGUYAiABKA4yEy5ldGhlci52MS5BZ2VudFR5cGUSJAoIbGFuZ3VhZ2UYAyABKA4yEi5ldGhlci52MS5MYW5ndWFnZRIPCgd2ZXJzaW9uGAQgASgJEhMKC2Rlc2NyaXB0aW9uGAUgASgJEiUKB2FjdGlvbnMYBiADKAsyFC5ldGhlci52MS5BY3Rpb25TcGVjEhQKDGNhcGFiaWxpdGllcxgHIAMoCRIjCgVzdGF0ZRgIIAEoDjIULmV0aGVyLnYxLkFnZW50U3RhdGUSEAoIcmVwbGljYXMYCSABKAUSFgoOcmVhZHlfcmVwbGljYXMYCiABKAUSEQoJaW5fZmxpZ2h0GAsgASgFEg4KBnF1ZXVlZBgMIAEoBRIXCg9tYXhfY29uY3VycmVuY3kYDSABKAUiRAoFVHJhY2USFAoMcm9vdF90YXNrX2lkGAEgASgJEhYKDnBhcmVudF90YXNrX2lkGAIgASgJEg0KBWRlcHRoGAMgASgFIp8BCgtUYXNrQ29udGV4dBITCgtwYXJlbnRfdGFzaxgBIAEoCRIQCgh3b3JrZmxvdxgCIAEoCRIgCgZidWRnZXQYAyABKAsyEC5ldGhlci52MS5CdWRnZXQSEwoLcGVybWlzc2lvbnMYBCADKAkSHgoFdHJhY2UYBSABKAsyDy5ldGhlci52MS5UcmFjZRISCgpzZXNzaW9uX2lkGAYgASgJIoMCCgpBZ2VudElucHV0Eg8KB3Rhc2tfaWQYASABKAkSFQoFYWdlbnQYAiABKAlCBqK7GAIIARIOCgZhY3Rpb24YAyABKAkSJwoGcGFyYW1zGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgdjb250ZXh0GAUgASgLMhUuZXRoZXIudjEuVGFza0NvbnRleHQSFwoKaWRlbXBvdGVudBgGIAEoCEgAiAEBEhMKC3BhcmFtc19qc29uGAcgASgMEi8KD291dHB1dF9lbmNvZGluZxgIIAEoDjIWLmV0aGVyLnYxLkRhdGFFbmNvZGluZ0INCgtfaWRlbXBvdGVudCLuAQoOT3V0cHV0TWV0YWRhdGESKwoIZHVyYXRpb24YASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEY29zdBgCIAEoARINCgVtb2RlbBgDIAEoCRIuCgpzdGFydGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRob3N0GAUgASgJEgsKA3BpZBgGIAEoBRIPCgdhdHRlbXB0GAcgASgFEg4KBmNhY2hlZBgIIAEoCBImCgVleHRyYRgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiZwoJVGFza0Vycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIoCgdkZXRhaWxzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIRCglyZXRyeWFibGUYBCABKAgiZAoKTmV4dEFjdGlvbhINCgVhZ2VudBgBIAEoCRIOCgZhY3Rpb24YAiABKAkSJwoGcGFyYW1zGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZyZWFzb24YBCABKAkimAIKC0FnZW50T3V0cHV0Eg8KB3Rhc2tfaWQYASABKAkSJAoGc3RhdHVzGAIgASgOMhQuZXRoZXIudjEuVGFza1N0YXR1cxINCgVhZ2VudBgDIAEoCRIOCgZhY3Rpb24YBCABKAkSJAoEZGF0YRgFIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIqCghtZXRhZGF0YRgGIAEoCzIYLmV0aGVyLnYxLk91dHB1dE1ldGFkYXRhEiIKBWVycm9yGAcgASgLMhMuZXRoZXIudjEuVGFza0Vycm9yEioKDG5leHRfYWN0aW9ucxgIIAMoCzIULmV0aGVyLnYxLk5leHRBY3Rpb24SEQoJZGF0YV9qc29uGAkgASgMIqQBChFMaXN0QWdlbnRzUmVxdWVzdBIeCglwYWdlX3NpemUYASABKAVCC6K7GAcQABjoByABEhIKCnBhZ2VfdG9rZW4YAiABKAkSEgoKY2FwYWJpbGl0eRgDIAEoCRIkCghsYW5ndWFnZRgEIAEoDjISLmV0aGVyLnYxLkxhbmd1YWdlEiEKBHR5cGUYBSABKA4yEy5ldGhlci52MS5BZ2VudFR5cGUiUgoSTGlzdEFnZW50c1Jlc3BvbnNlEiMKBmFnZW50cxgBIAMoCzITLmV0aGVyLnYxLkFnZW50SW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiJwoPR2V0QWdlbnRSZXF1ZXN0EhQKBG5hbWUYASABKAlCBqK7GAIIASI2ChBHZXRBZ2VudFJlc3BvbnNlEiIKBWFnZW50GAEgASgLMhMuZXRoZXIudjEuQWdlbnRJbmZvIj0KDkV4ZWN1dGVSZXF1ZXN0EisKBWlucHV0GAEgASgLMhQuZXRoZXIudjEuQWdlbnRJbnB1dEIGorsYAggBIjgKD0V4ZWN1dGVSZXNwb25zZRIlCgZvdXRwdXQYASABKAsyFS5ldGhlci52MS5BZ2VudE91dHB1dCJDChRFeGVjdXRlU3RyZWFtUmVxdWVzdBIrCgVpbnB1dBgBIAEoCzIULmV0aGVyLnYxLkFnZW50SW5wdXRCBqK7GAIIASIrCgtUYXNrU3RhcnRlZBILCgNwaWQYASABKAUSDwoHYXR0ZW1wdBgCIAEoBSJACgxUYXNrUHJvZ3Jlc3MSEAoIcHJvZ3Jlc3MYASABKAESDQoFdG90YWwYAiABKAESDwoHbWVzc2FnZRgDIAEoCSJSCgdUYXNrTG9nEg0KBWxldmVsGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSJwoGZmllbGRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKOAgoVRXhlY3V0ZVN0cmVhbVJlc3BvbnNlEhAKCHNlcXVlbmNlGAEgASgDEg8KB3Rhc2tfaWQYAiABKAkSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKAoHc3RhcnRlZBgEIAEoCzIVLmV0aGVyLnYxLlRhc2tTdGFydGVkSAASKgoIcHJvZ3Jlc3MYBSABKAsyFi5ldGhlci52MS5UYXNrUHJvZ3Jlc3NIABIgCgNsb2cYBiABKAsyES5ldGhlci52MS5UYXNrTG9nSAASJwoGb3V0cHV0GAcgASgLMhUuZXRoZXIudjEuQWdlbnRPdXRwdXRIAEIHCgVldmVudCJcCgtQaXBlUmVxdWVzdBIrCgVpbnB1dBgBIAEoCzIULmV0aGVyLnYxLkFnZW50SW5wdXRCBqK7GAIIARIgCg1tYXhfaW5fZmxpZ2h0GAIgASgFQgmiuxgFEAAYgAgiNQoMUGlwZVJlc3BvbnNlEiUKBm91dHB1dBgBIAEoCzIVLmV0aGVyLnYxLkFnZW50T3V0cHV0IjwKEUNhbmNlbFRhc2tSZXF1ZXN0EhcKB3Rhc2tfaWQYASABKAlCBqK7GAIIARIOCgZyZWFzb24YAiABKAkiJwoSQ2FuY2VsVGFza1Jlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCCpyCgpUYXNrU3RhdHVzEhsKF1RBU0tfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFwoTVEFTS19TVEFUVVNfU1VDQ0VTUxABEhUKEVRBU0tfU1RBVFVTX0VSUk9SEAISFwoTVEFTS19TVEFUVVNfUEFSVElBTBADKloKCUFnZW50VHlwZRIaChZBR0VOVF9UWVBFX1VOU1BFQ0lGSUVEEAASFgoSQUdFTlRfVFlQRV9HRU5FUkFMEAESGQoVQUdFTlRfVFlQRV9JT19HQVRFV0FZEAIq8wEKCkFnZW50U3RhdGUSGwoXQUdFTlRfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZBR0VOVF9TVEFURV9JTlNUQUxMSU5HEAESGAoUQUdFTlRfU1RBVEVfU1RBUlRJTkcQAhIXChNBR0VOVF9TVEFURV9SVU5OSU5HEAMSFwoTQUdFTlRfU1RBVEVfQkFDS09GRhAEEhgKFEFHRU5UX1NUQVRFX1NUT1BQSU5HEAUSFwoTQUdFTlRfU1RBVEVfU1RPUFBFRBAGEhYKEkFHRU5UX1NUQVRFX0VYSVRFRBAHEhUKEUFHRU5UX1NUQVRFX0ZBVEFMEAgqXwoMRGF0YUVuY29kaW5nEh0KGURBVEFfRU5DT0RJTkdfVU5TUEVDSUZJRUQQABIYChREQVRBX0VOQ09ESU5HX1NUUlVDVBABEhYKEkRBVEFfRU5DT0RJTkdfSlNPThACMrQDCg5BZ2VudElPU2VydmljZRJHCgpMaXN0QWdlbnRzEhsuZXRoZXIudjEuTGlzdEFnZW50c1JlcXVlc3QaHC5ldGhlci52MS5MaXN0QWdlbnRzUmVzcG9uc2USQQoIR2V0QWdlbnQSGS5ldGhlci52MS5HZXRBZ2VudFJlcXVlc3QaGi5ldGhlci52MS5HZXRBZ2VudFJlc3BvbnNlEj4KB0V4ZWN1dGUSGC5ldGhlci52MS5FeGVjdXRlUmVxdWVzdBoZLmV0aGVyLnYxLkV4ZWN1dGVSZXNwb25zZRJSCg1FeGVjdXRlU3RyZWFtEh4uZXRoZXIudjEuRXhlY3V0ZVN0cmVhbVJlcXVlc3QaHy5ldGhlci52MS5FeGVjdXRlU3RyZWFtUmVzcG9uc2UwARI5CgRQaXBlEhUuZXRoZXIudjEuUGlwZVJlcXVlc3QaFi5ldGhlci52MS5QaXBlUmVzcG9uc2UoATABEkcKCkNhbmNlbFRhc2sSGy5ldGhlci52MS5DYW5jZWxUYXNrUmVxdWVzdBocLmV0aGVyLnYxLkNhbmNlbFRhc2tSZXNwb25zZUKVAQoMY29tLmV0aGVyLnYxQgxBZ2VudElvUHJvdG9QAVo2Z2l0aHViLmNvbS9ldGhlcmhvc3QvZXRoZXIvY2xpZW50cy9nby9ldGhlci92MTtldGhlcnYxogIDRVhYqgIIRXRoZXIuVjHKAghFdGhlclxWMeICFEV0aGVyXFYxXEdQQk1ldGFkYXRh6gIJRXRoZXI6OlYxYgZwcm90bzM", [file_ether_v1_common, file_ether_v1_rules, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChdldGhlci92MS9hZ2VudF9pby5wcm90bxIIZXRoZXIudjEicwoKQWN0aW9uU3BlYxIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEi4KDXBhcmFtc19zY2hlbWEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhIKCmlkZW1wb3RlbnQYBCABKAgi0AIKCUFnZW50SW5mbxIMCgRuYW1lGAEgASgJEiEKBHR5cGUYAiABKA4yEy5ldGhlci52MS5BZ2VudFR5cGUSJAoIbGFuZ3VhZ2UYAyABKA4yEi5ldGhlci52MS5MYW5ndWFnZRIPCgd2ZXJzaW9uGAQgASgJEhMKC2Rlc2NyaXB0aW9uGAUgASgJEiUKB2FjdGlvbnMYBiADKAsyFC5ldGhlci52MS5BY3Rpb25TcGVjEhQKDGNhcGFiaWxpdGllcxgHIAMoCRIjCgVzdGF0ZRgIIAEoDjIULmV0aGVyLnYxLkFnZW50U3RhdGUSEAoIcmVwbGljYXMYCSABKAUSFgoOcmVhZHlfcmVwbGljYXMYCiABKAUSEQoJaW5fZmxpZ2h0GAsgASgFEg4KBnF1ZXVlZBgMIAEoBRIXCg9tYXhfY29uY3VycmVuY3kYDSABKAUiVgoFVHJhY2USHQoMcm9vdF90YXNrX2lkGAEgASgJQgeiuxgDMIACEh8KDnBhcmVudF90YXNrX2lkGAIgASgJQgeiuxgDMIACEg0KBWRlcHRoGAMgASgFIsYBCgtUYXNrQ29udGV4dBIcCgtwYXJlbnRfdGFzaxgBIAEoCUIHorsYAzCAAhIZCgh3b3JrZmxvdxgCIAEoCUIHorsYAzCAAhIgCgZidWRnZXQYAyABKAsyEC5ldGhlci52MS5CdWRnZXQSHwoLcGVybWlzc2lvbnMYBCADKAlCCqK7GAYo6AcwgAISHgoFdHJhY2UYBSABKAsyDy5ldGhlci52MS5UcmFjZRIbCgpzZXNzaW9uX2lkGAYgASgJQgeiuxgDMIACIpgCCgpBZ2VudElucHV0EhgKB3Rhc2tfaWQYASABKAlCB6K7GAMwgAESGAoFYWdlbnQYAiABKAlCCaK7GAUIATCAAhIXCgZhY3Rpb24YAyABKAlCB6K7GAMwgAISJwoGcGFyYW1zGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBImCgdjb250ZXh0GAUgASgLMhUuZXRoZXIudjEuVGFza0NvbnRleHQSFwoKaWRlbXBvdGVudBgGIAEoCEgAiAEBEhMKC3BhcmFtc19qc29uGAcgASgMEi8KD291dHB1dF9lbmNvZGluZxgIIAEoDjIWLmV0aGVyLnYxLkRhdGFFbmNvZGluZ0INCgtfaWRlbXBvdGVudCLuAQoOT3V0cHV0TWV0YWRhdGESKwoIZHVyYXRpb24YASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEY29zdBgCIAEoARINCgVtb2RlbBgDIAEoCRIuCgpzdGFydGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRob3N0GAUgASgJEgsKA3BpZBgGIAEoBRIPCgdhdHRlbXB0GAcgASgFEg4KBmNhY2hlZBgIIAEoCBImCgVleHRyYRgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiZwoJVGFza0Vycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIoCgdkZXRhaWxzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIRCglyZXRyeWFibGUYBCABKAgiZAoKTmV4dEFjdGlvbhINCgVhZ2VudBgBIAEoCRIOCgZhY3Rpb24YAiABKAkSJwoGcGFyYW1zGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZyZWFzb24YBCABKAkimAIKC0FnZW50T3V0cHV0Eg8KB3Rhc2tfaWQYASABKAkSJAoGc3RhdHVzGAIgASgOMhQuZXRoZXIudjEuVGFza1N0YXR1cxINCgVhZ2VudBgDIAEoCRIOCgZhY3Rpb24YBCABKAkSJAoEZGF0YRgFIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIqCghtZXRhZGF0YRgGIAEoCzIYLmV0aGVyLnYxLk91dHB1dE1ldGFkYXRhEiIKBWVycm9yGAcgASgLMhMuZXRoZXIudjEuVGFza0Vycm9yEioKDG5leHRfYWN0aW9ucxgIIAMoCzIULmV0aGVyLnYxLk5leHRBY3Rpb24SEQoJZGF0YV9qc29uGAkgASgMIrYBChFMaXN0QWdlbnRzUmVxdWVzdBIeCglwYWdlX3NpemUYASABKAVCC6K7GAcQABjoByABEhsKCnBhZ2VfdG9rZW4YAiABKAlCB6K7GAMwgCASGwoKY2FwYWJpbGl0eRgDIAEoCUIHorsYAzCAAhIkCghsYW5ndWFnZRgEIAEoDjISLmV0aGVyLnYxLkxhbmd1YWdlEiEKBHR5cGUYBSABKA4yEy5ldGhlci52MS5BZ2VudFR5cGUiUgoSTGlzdEFnZW50c1Jlc3BvbnNlEiMKBmFnZW50cxgBIAMoCzITLmV0aGVyLnYxLkFnZW50SW5mbxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiKgoPR2V0QWdlbnRSZXF1ZXN0EhcKBG5hbWUYASABKAlCCaK7GAUIATCAAiI2ChBHZXRBZ2VudFJlc3BvbnNlEiIKBWFnZW50GAEgASgLMhMuZXRoZXIudjEuQWdlbnRJbmZvIj0KDkV4ZWN1dGVSZXF1ZXN0EisKBWlucHV0GAEgASgLMhQuZXRoZXIudjEuQWdlbnRJbnB1dEIGorsYAggBIjgKD0V4ZWN1dGVSZXNwb25zZRIlCgZvdXRwdXQYASABKAsyFS5ldGhlci52MS5BZ2VudE91dHB1dCJDChRFeGVjdXRlU3RyZWFtUmVxdWVzdBIrCgVpbnB1dBgBIAEoCzIULmV0aGVyLnYxLkFnZW50SW5wdXRCBqK7GAIIASIrCgtUYXNrU3RhcnRlZBILCgNwaWQYASABKAUSDwoHYXR0ZW1wdBgCIAEoBSJACgxUYXNrUHJvZ3Jlc3MSEAoIcHJvZ3Jlc3MYASABKAESDQoFdG90YWwYAiABKAESDwoHbWVzc2FnZRgDIAEoCSJSCgdUYXNrTG9nEg0KBWxldmVsGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSJwoGZmllbGRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKOAgoVRXhlY3V0ZVN0cmVhbVJlc3BvbnNlEhAKCHNlcXVlbmNlGAEgASgDEg8KB3Rhc2tfaWQYAiABKAkSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKAoHc3RhcnRlZBgEIAEoCzIVLmV0aGVyLnYxLlRhc2tTdGFydGVkSAASKgoIcHJvZ3Jlc3MYBSABKAsyFi5ldGhlci52MS5UYXNrUHJvZ3Jlc3NIABIgCgNsb2cYBiABKAsyES5ldGhlci52MS5UYXNrTG9nSAASJwoGb3V0cHV0GAcgASgLMhUuZXRoZXIudjEuQWdlbnRPdXRwdXRIAEIHCgVldmVudCJcCgtQaXBlUmVxdWVzdBIrCgVpbnB1dBgBIAEoCzIULmV0aGVyLnYxLkFnZW50SW5wdXRCBqK7GAIIARIgCg1tYXhfaW5fZmxpZ2h0GAIgASgFQgmiuxgFEAAYgAgiNQoMUGlwZVJlc3BvbnNlEiUKBm91dHB1dBgBIAEoCzIVLmV0aGVyLnYxLkFnZW50T3V0cHV0IkkKEUNhbmNlbFRhc2tSZXF1ZXN0EhoKB3Rhc2tfaWQYASABKAlCCaK7GAUIATCAAhIYCgZyZWFzb24YAiABKAlCCKK7GAQwgIAEIicKEkNhbmNlbFRhc2tSZXNwb25zZRIRCgljYW5jZWxsZWQYASABKAgqcgoKVGFza1N0YXR1cxIbChdUQVNLX1NUQVRVU19VTlNQRUNJRklFRBAAEhcKE1RBU0tfU1RBVFVTX1NVQ0NFU1MQARIVChFUQVNLX1NUQVRVU19FUlJPUhACEhcKE1RBU0tfU1RBVFVTX1BBUlRJQUwQAypaCglBZ2VudFR5cGUSGgoWQUdFTlRfVFlQRV9VTlNQRUNJRklFRBAAEhYKEkFHRU5UX1RZUEVfR0VORVJBTBABEhkKFUFHRU5UX1RZUEVfSU9fR0FURVdBWRACKvMBCgpBZ2VudFN0YXRlEhsKF0FHRU5UX1NUQVRFX1VOU1BFQ0lGSUVEEAASGgoWQUdFTlRfU1RBVEVfSU5TVEFMTElORxABEhgKFEFHRU5UX1NUQVRFX1NUQVJUSU5HEAISFwoTQUdFTlRfU1RBVEVfUlVOTklORxADEhcKE0FHRU5UX1NUQVRFX0JBQ0tPRkYQBBIYChRBR0VOVF9TVEFURV9TVE9QUElORxAFEhcKE0FHRU5UX1NUQVRFX1NUT1BQRUQQBhIWChJBR0VOVF9TVEFURV9FWElURUQQBxIVChFBR0VOVF9TVEFURV9GQVRBTBAIKl8KDERhdGFFbmNvZGluZxIdChlEQVRBX0VOQ09ESU5HX1VOU1BFQ0lGSUVEEAASGAoUREFUQV9FTkNPRElOR19TVFJVQ1QQARIWChJEQVRBX0VOQ09ESU5HX0pTT04QAjK0AwoOQWdlbnRJT1NlcnZpY2USRwoKTGlzdEFnZW50cxIbLmV0aGVyLnYxLkxpc3RBZ2VudHNSZXF1ZXN0GhwuZXRoZXIudjEuTGlzdEFnZW50c1Jlc3BvbnNlEkEKCEdldEFnZW50EhkuZXRoZXIudjEuR2V0QWdlbnRSZXF1ZXN0GhouZXRoZXIudjEuR2V0QWdlbnRSZXNwb25zZRI+CgdFeGVjdXRlEhguZXRoZXIudjEuRXhlY3V0ZVJlcXVlc3QaGS5ldGhlci52MS5FeGVjdXRlUmVzcG9uc2USUgoNRXhlY3V0ZVN0cmVhbRIeLmV0aGVyLnYxLkV4ZWN1dGVTdHJlYW1SZXF1ZXN0Gh8uZXRoZXIudjEuRXhlY3V0ZVN0cmVhbVJlc3BvbnNlMAESOQoEUGlwZRIVLmV0aGVyLnYxLlBpcGVSZXF1ZXN0GhYuZXRoZXIudjEuUGlwZVJlc3BvbnNlKAEwARJHCgpDYW5jZWxUYXNrEhsuZXRoZXIudjEuQ2FuY2VsVGFza1JlcXVlc3QaHC5ldGhlci52MS5DYW5jZWxUYXNrUmVzcG9uc2VClQEKDGNvbS5ldGhlci52MUIMQWdlbnRJb1Byb3RvUAFaNmdpdGh1Yi5jb20vZXRoZXJob3N0L2V0aGVyL2NsaWVudHMvZ28vZXRoZXIvdjE7ZXRoZXJ2MaICA0VYWKoCCEV0aGVyLlYxygIIRXRoZXJcVjHiAhRFdGhlclxWMVxHUEJNZXRhZGF0YeoCCUV0aGVyOjpWMWIGcHJvdG8z", [file_ether_v1_common, file_ether_v1_rules, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * ActionSpec describes one action an agent offers.
@@ -176,6 +176,7 @@ export const AgentInfoSchema: GenMessage<AgentInfo> = /*@__PURE__*/
 export type Trace = Message<"ether.v1.Trace"> & {
   /**
    * Id of the root task of the tree. Set by the host.
+   * At most 256 characters.
    *
    * @generated from field: string root_task_id = 1;
    */
@@ -183,6 +184,7 @@ export type Trace = Message<"ether.v1.Trace"> & {
 
   /**
    * Id of the task that started this one; empty for a root task.
+   * At most 256 characters.
    *
    * @generated from field: string parent_task_id = 2;
    */
@@ -213,6 +215,7 @@ export type TaskContext = Message<"ether.v1.TaskContext"> & {
   /**
    * Id of the task that started this one, if any. Set by the host for
    * sub-agent calls; a client may leave it empty.
+   * At most 256 characters.
    *
    * @generated from field: string parent_task = 1;
    */
@@ -220,6 +223,7 @@ export type TaskContext = Message<"ether.v1.TaskContext"> & {
 
   /**
    * Id of the workflow run this task belongs to, if any.
+   * At most 256 characters.
    *
    * @generated from field: string workflow = 2;
    */
@@ -235,6 +239,7 @@ export type TaskContext = Message<"ether.v1.TaskContext"> & {
   /**
    * Permissions the caller grants the task (such as "net", "term"); the
    * host intersects them with its own policy. Empty: the agent's defaults.
+   * At most 1,000 items, each at most 256 characters.
    *
    * @generated from field: repeated string permissions = 4;
    */
@@ -250,6 +255,7 @@ export type TaskContext = Message<"ether.v1.TaskContext"> & {
   /**
    * Gateway session the task runs for, if any; host calls such as ctx.get
    * act on this session's context.
+   * At most 256 characters.
    *
    * @generated from field: string session_id = 6;
    */
@@ -273,6 +279,7 @@ export type AgentInput = Message<"ether.v1.AgentInput"> & {
    * Client-chosen id of the task, unique among the caller's running tasks;
    * the host generates one ("t-" + 16 hex digits) when empty. Up to 128
    * characters of [A-Za-z0-9._:-].
+   * Longer: INVALID_ARGUMENT naming input.task_id.
    *
    * @generated from field: string task_id = 1;
    */
@@ -280,6 +287,7 @@ export type AgentInput = Message<"ether.v1.AgentInput"> & {
 
   /**
    * Name of the agent to run the task. Required.
+   * At most 256 characters.
    *
    * @generated from field: string agent = 2;
    */
@@ -288,6 +296,7 @@ export type AgentInput = Message<"ether.v1.AgentInput"> & {
   /**
    * Action of the agent to run. May be empty only when the agent has
    * exactly one action.
+   * At most 256 characters.
    *
    * @generated from field: string action = 3;
    */
@@ -603,6 +612,7 @@ export type ListAgentsRequest = Message<"ether.v1.ListAgentsRequest"> & {
   /**
    * Token from a previous response's next_page_token; empty for the first
    * page.
+   * At most 4,096 characters.
    *
    * @generated from field: string page_token = 2;
    */
@@ -611,6 +621,7 @@ export type ListAgentsRequest = Message<"ether.v1.ListAgentsRequest"> & {
   /**
    * Only agents that list this capability tag or offer an action with this
    * name. Empty: no filter.
+   * At most 256 characters.
    *
    * @generated from field: string capability = 3;
    */
@@ -674,6 +685,7 @@ export const ListAgentsResponseSchema: GenMessage<ListAgentsResponse> = /*@__PUR
 export type GetAgentRequest = Message<"ether.v1.GetAgentRequest"> & {
   /**
    * Name of the agent. Required.
+   * At most 256 characters.
    *
    * @generated from field: string name = 1;
    */
@@ -1004,6 +1016,7 @@ export const PipeResponseSchema: GenMessage<PipeResponse> = /*@__PURE__*/
 export type CancelTaskRequest = Message<"ether.v1.CancelTaskRequest"> & {
   /**
    * Id of the running task.
+   * At most 256 characters.
    *
    * @generated from field: string task_id = 1;
    */
@@ -1011,6 +1024,7 @@ export type CancelTaskRequest = Message<"ether.v1.CancelTaskRequest"> & {
 
   /**
    * Why it is cancelled; passed to the agent and recorded.
+   * At most 64 KiB (65,536 characters).
    *
    * @generated from field: string reason = 2;
    */
@@ -1329,13 +1343,18 @@ export const AgentIOService: GenService<{
    * completion order (match them by task_id). The host reads new inputs
    * only while fewer than `max_in_flight` of this stream's tasks are
    * running or waiting for their output to be sent, so a fast producer, or
-   * a client that stops reading, is flow-controlled by HTTP/2. A request the host cannot
-   * run (unknown agent, bad params) is answered in-stream by an output with
-   * status TASK_STATUS_ERROR and an error code; the stream keeps going. A
-   * request that breaks the field rules every request is checked against
-   * (an input without its agent, an enum number the enum lacks,
-   * max_in_flight outside 0..1024; see ether/v1/rules.proto) or is not
-   * valid protobuf ends the stream with INVALID_ARGUMENT.
+   * a client that stops reading, is flow-controlled by HTTP/2.
+   *
+   * Each input is answered in-stream, and the stream keeps going: an input
+   * the host cannot run (unknown agent, bad params) is an output with
+   * status TASK_STATUS_ERROR and an error code, and so is an input that
+   * breaks the field rules every request is checked against (an input
+   * without its agent, an enum number the enum lacks, a name too long; see
+   * ether/v1/rules.proto): error code "invalid_argument", the message
+   * Execute would give in its INVALID_ARGUMENT status, and the input's
+   * task_id echoed. Only what concerns the stream as a whole ends it with
+   * INVALID_ARGUMENT: a max_in_flight outside 0..1024 in the first
+   * request, or bytes that are not valid protobuf.
    * Half-closing the request side lets in-flight tasks finish, then the
    * stream ends OK.
    *

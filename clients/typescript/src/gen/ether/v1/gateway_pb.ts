@@ -15,7 +15,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ether/v1/gateway.proto.
  */
 export const file_ether_v1_gateway: GenFile = /*@__PURE__*/
-  fileDesc("ChZldGhlci92MS9nYXRld2F5LnByb3RvEghldGhlci52MSJACg9QaXBlbGluZVRyaWdnZXISDQoFZXZlcnkYASABKAUSEAoIYXRfdHVybnMYAiADKAUSDAoEd2hlbhgDIAEoCSL3AQoMUGlwZWxpbmVTdGVwEgwKBG5hbWUYASABKAkSDQoFYWdlbnQYAiABKAkSDgoGYWN0aW9uGAMgASgJEicKBnBhcmFtcxgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFgoOcGFyYWxsZWxfZ3JvdXAYBSABKAkSKgoHdHJpZ2dlchgGIAEoCzIZLmV0aGVyLnYxLlBpcGVsaW5lVHJpZ2dlchINCgVyZXBseRgHIAEoCBISCgpvdXRwdXRfa2V5GAggASgJEioKB3RpbWVvdXQYCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iZgoMUGlwZWxpbmVTcGVjEiUKBXN0ZXBzGAEgAygLMhYuZXRoZXIudjEuUGlwZWxpbmVTdGVwEi8KDHR1cm5fdGltZW91dBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLIAwoHU2Vzc2lvbhIKCgJpZBgBIAEoCRINCgVvd25lchgCIAEoCRINCgVhZ2VudBgDIAEoCRISCgpjYXBhYmlsaXR5GAQgASgJEiUKBXN0YXRlGAUgASgOMhYuZXRoZXIudjEuU2Vzc2lvblN0YXRlEigKCHBpcGVsaW5lGAYgASgLMhYuZXRoZXIudjEuUGlwZWxpbmVTcGVjEikKCG1ldGFkYXRhGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBINCgV0dXJucxgIIAEoBRIXCg9jb250ZXh0X3ZlcnNpb24YCSABKAMSFQoNbGFzdF9zZXF1ZW5jZRgKIAEoAxIuCgpjcmVhdGVkX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBsYXN0X2FjdGl2aXR5X2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCgljbG9zZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KDGlkbGVfdGltZW91dBgOIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJnCg1Db250ZXh0Q2hhbmdlEg8KB3ZlcnNpb24YASABKAMSDAoEa2V5cxgCIAMoCRInCgZ2YWx1ZXMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg4KBmF1dGhvchgEIAEoCSKJAgoST3BlblNlc3Npb25SZXF1ZXN0Eg8KBWFnZW50GAEgASgJSAASFAoKY2FwYWJpbGl0eRgCIAEoCUgAEigKCHBpcGVsaW5lGAMgASgLMhYuZXRoZXIudjEuUGlwZWxpbmVTcGVjEigKB2NvbnRleHQYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EikKCG1ldGFkYXRhGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgxpZGxlX3RpbWVvdXQYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEgoKcmVxdWVzdF9pZBgHIAEoCUIICgZ0YXJnZXQiOQoTT3BlblNlc3Npb25SZXNwb25zZRIiCgdzZXNzaW9uGAEgASgLMhEuZXRoZXIudjEuU2Vzc2lvbiIvChFHZXRTZXNzaW9uUmVxdWVzdBIaCgpzZXNzaW9uX2lkGAEgASgJQgaiuxgCCAEiOAoSR2V0U2Vzc2lvblJlc3BvbnNlEiIKB3Nlc3Npb24YASABKAsyES5ldGhlci52MS5TZXNzaW9uInAKE0xpc3RTZXNzaW9uc1JlcXVlc3QSHgoJcGFnZV9zaXplGAEgASgFQguiuxgHEAAY6AcgARISCgpwYWdlX3Rva2VuGAIgASgJEiUKBXN0YXRlGAMgASgOMhYuZXRoZXIudjEuU2Vzc2lvblN0YXRlIlQKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiMKCHNlc3Npb25zGAEgAygLMhEuZXRoZXIudjEuU2Vzc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiQQoTQ2xvc2VTZXNzaW9uUmVxdWVzdBIaCgpzZXNzaW9uX2lkGAEgASgJQgaiuxgCCAESDgoGcmVhc29uGAIgASgJIjoKFENsb3NlU2Vzc2lvblJlc3BvbnNlEiIKB3Nlc3Npb24YASABKAsyES5ldGhlci52MS5TZXNzaW9uIlsKDUNvbnZlcnNlU3RhcnQSGgoKc2Vzc2lvbl9pZBgBIAEoCUIGorsYAggBEhsKDmFmdGVyX3NlcXVlbmNlGAIgASgDSACIAQFCEQoPX2FmdGVyX3NlcXVlbmNlIl0KC1VzZXJNZXNzYWdlEgwKBHRleHQYASABKAkSJQoEZGF0YRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSGQoRY2xpZW50X21lc3NhZ2VfaWQYAyABKAkibQoPQ29udmVyc2VSZXF1ZXN0EigKBXN0YXJ0GAEgASgLMhcuZXRoZXIudjEuQ29udmVyc2VTdGFydEgAEigKB21lc3NhZ2UYAiABKAsyFS5ldGhlci52MS5Vc2VyTWVzc2FnZUgAQgYKBGtpbmQiPwoMVHVybkFjY2VwdGVkEhkKEWNsaWVudF9tZXNzYWdlX2lkGAEgASgJEhQKDHF1ZXVlZF9haGVhZBgCIAEoBSJgCgpBZ2VudFJlcGx5Eg0KBWFnZW50GAEgASgJEgwKBHRleHQYAiABKAkSJAoEZGF0YRgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIPCgdwYXJ0aWFsGAQgASgIIk4KDFR1cm5Qcm9ncmVzcxIMCgRzdGVwGAEgASgJEhAKCHByb2dyZXNzGAIgASgBEg0KBXRvdGFsGAMgASgBEg8KB21lc3NhZ2UYBCABKAkiPQoJVHVybkVycm9yEgwKBHN0ZXAYASABKAkSIgoFZXJyb3IYAiABKAsyEy5ldGhlci52MS5UYXNrRXJyb3IiRQoNQWdlbnRGYWlsb3ZlchISCgpmcm9tX2FnZW50GAEgASgJEhAKCHRvX2FnZW50GAIgASgJEg4KBnJlYXNvbhgDIAEoCSJQCgtDdXN0b21FdmVudBIMCgR0eXBlGAEgASgJEiQKBGRhdGEYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDQoFYWdlbnQYAyABKAkipwEKFVBpcGVsaW5lU3RlcENvbXBsZXRlZBIMCgRzdGVwGAEgASgJEg0KBWFnZW50GAIgASgJEg4KBmFjdGlvbhgDIAEoCRIPCgd0YXNrX2lkGAQgASgJEiQKBnN0YXR1cxgFIAEoDjIULmV0aGVyLnYxLlRhc2tTdGF0dXMSKgoHbGF0ZW5jeRgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJOCg1UdXJuQ29tcGxldGVkEioKB2xhdGVuY3kYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEQoJc3RlcHNfcnVuGAIgAygJIh8KDVNlc3Npb25DbG9zZWQSDgoGcmVhc29uGAEgASgJIrsEChBDb252ZXJzZVJlc3BvbnNlEhAKCHNlcXVlbmNlGAEgASgDEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBHR1cm4YAyABKAUSKgoIYWNjZXB0ZWQYBCABKAsyFi5ldGhlci52MS5UdXJuQWNjZXB0ZWRIABIlCgVyZXBseRgFIAEoCzIULmV0aGVyLnYxLkFnZW50UmVwbHlIABIyCg9jb250ZXh0X2NoYW5nZWQYBiABKAsyFy5ldGhlci52MS5Db250ZXh0Q2hhbmdlSAASKgoIcHJvZ3Jlc3MYByABKAsyFi5ldGhlci52MS5UdXJuUHJvZ3Jlc3NIABIkCgVlcnJvchgIIAEoCzITLmV0aGVyLnYxLlR1cm5FcnJvckgAEjEKDmFnZW50X2ZhaWxvdmVyGAkgASgLMhcuZXRoZXIudjEuQWdlbnRGYWlsb3ZlckgAEicKBmN1c3RvbRgKIAEoCzIVLmV0aGVyLnYxLkN1c3RvbUV2ZW50SAASOQoOc3RlcF9jb21wbGV0ZWQYCyABKAsyHy5ldGhlci52MS5QaXBlbGluZVN0ZXBDb21wbGV0ZWRIABIxCg50dXJuX2NvbXBsZXRlZBgMIAEoCzIXLmV0aGVyLnYxLlR1cm5Db21wbGV0ZWRIABIxCg5zZXNzaW9uX2Nsb3NlZBgNIAEoCzIXLmV0aGVyLnYxLlNlc3Npb25DbG9zZWRIAEIHCgVldmVudCI9ChFHZXRDb250ZXh0UmVxdWVzdBIaCgpzZXNzaW9uX2lkGAEgASgJQgaiuxgCCAESDAoEa2V5cxgCIAMoCSJ/ChJHZXRDb250ZXh0UmVzcG9uc2USKAoHY29udGV4dBgBIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDwoHdmVyc2lvbhgCIAEoAxIuCgp1cGRhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIbCgtDb250ZXh0S2V5cxIMCgRrZXlzGAEgAygJIqUCChRVcGRhdGVDb250ZXh0UmVxdWVzdBIaCgpzZXNzaW9uX2lkGAEgASgJQgaiuxgCCAESHQoQZXhwZWN0ZWRfdmVyc2lvbhgCIAEoA0gBiAEBEiYKA3NldBgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RIABIuCgttZXJnZV9wYXRjaBgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RIABInCgZyZW1vdmUYBSABKAsyFS5ldGhlci52MS5Db250ZXh0S2V5c0gAEioKB3JlcGxhY2UYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0SABCEAoGdXBkYXRlEgaquxgCCAFCEwoRX2V4cGVjdGVkX3ZlcnNpb24iQAoVVXBkYXRlQ29udGV4dFJlc3BvbnNlEicKBmNoYW5nZRgBIAEoCzIXLmV0aGVyLnYxLkNvbnRleHRDaGFuZ2UiXwoTV2F0Y2hDb250ZXh0UmVxdWVzdBIaCgpzZXNzaW9uX2lkGAEgASgJQgaiuxgCCAESGgoNYWZ0ZXJfdmVyc2lvbhgCIAEoA0gAiAEBQhAKDl9hZnRlcl92ZXJzaW9uIkwKD0NvbnRleHRTbmFwc2hvdBIoCgdjb250ZXh0GAEgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgd2ZXJzaW9uGAIgASgDItYBChRXYXRjaENvbnRleHRSZXNwb25zZRIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCghzbmFwc2hvdBgCIAEoCzIZLmV0aGVyLnYxLkNvbnRleHRTbmFwc2hvdEgAEikKBmNoYW5nZRgDIAEoCzIXLmV0aGVyLnYxLkNvbnRleHRDaGFuZ2VIABIxCg5zZXNzaW9uX2Nsb3NlZBgEIAEoCzIXLmV0aGVyLnYxLlNlc3Npb25DbG9zZWRIAEIHCgVldmVudCLnAQoMQWdlbnRNZXNzYWdlEgoKAmlkGAEgASgJEhAKCHNlcXVlbmNlGAIgASgDEg4KBnNlbmRlchgDIAEoCRINCgVhZ2VudBgEIAEoCRINCgV0b3BpYxgFIAEoCRIMCgR0eXBlGAYgASgJEiQKBGRhdGEYByABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSFgoOY29ycmVsYXRpb25faWQYCCABKAkSEgoKc2Vzc2lvbl9pZBgJIAEoCRIrCgdzZW50X2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKnAQoSU2VuZE1lc3NhZ2VSZXF1ZXN0EhUKBWFnZW50GAEgASgJQgaiuxgCCAESFAoEdHlwZRgCIAEoCUIGorsYAggBEiQKBGRhdGEYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSFgoOY29ycmVsYXRpb25faWQYBCABKAkSEgoKc2Vzc2lvbl9pZBgFIAEoCRISCgpyZXF1ZXN0X2lkGAYgASgJIlUKE1NlbmRNZXNzYWdlUmVzcG9uc2USJwoHbWVzc2FnZRgBIAEoCzIWLmV0aGVyLnYxLkFnZW50TWVzc2FnZRIVCg1tYWlsYm94X2RlcHRoGAIgASgFInYKEFN1YnNjcmliZVJlcXVlc3QSDwoFYWdlbnQYASABKAlIABIPCgV0b3BpYxgCIAEoCUgAEhsKDmFmdGVyX3NlcXVlbmNlGAMgASgDSAGIAQFCEAoGc291cmNlEgaquxgCCAFCEQoPX2FmdGVyX3NlcXVlbmNlIkUKElN1YnNjcmlwdGlvbkxhZ2dlZBIPCgdkcm9wcGVkGAEgASgDEh4KFmZpcnN0X2Ryb3BwZWRfc2VxdWVuY2UYAiABKAMidwoRU3Vic2NyaWJlUmVzcG9uc2USKQoHbWVzc2FnZRgBIAEoCzIWLmV0aGVyLnYxLkFnZW50TWVzc2FnZUgAEi4KBmxhZ2dlZBgCIAEoCzIcLmV0aGVyLnYxLlN1YnNjcmlwdGlvbkxhZ2dlZEgAQgcKBWV2ZW50Io8BCg5QdWJsaXNoUmVxdWVzdBIVCgV0b3BpYxgBIAEoCUIGorsYAggBEhQKBHR5cGUYAiABKAlCBqK7GAIIARIkCgRkYXRhGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhYKDmNvcnJlbGF0aW9uX2lkGAQgASgJEhIKCnNlc3Npb25faWQYBSABKAkiTwoPUHVibGlzaFJlc3BvbnNlEicKB21lc3NhZ2UYASABKAsyFi5ldGhlci52MS5BZ2VudE1lc3NhZ2USEwoLc3Vic2NyaWJlcnMYAiABKAUiqwMKC0F1ZGl0UmVjb3JkEgoKAmlkGAEgASgDEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWFnZW50GAMgASgJEg8KB3Rhc2tfaWQYBCABKAkSEgoKc2Vzc2lvbl9pZBgFIAEoCRIOCgZtZXRob2QYBiABKAkSCwoDdXJsGAcgASgJEgwKBGhvc3QYCCABKAkSDAoEcG9ydBgJIAEoBRIYChByZXNvbHZlZF9hZGRyZXNzGAogASgJEikKCGRlY2lzaW9uGAsgASgOMhcuZXRoZXIudjEuQXVkaXREZWNpc2lvbhIOCgZyZWFzb24YDCABKAkSDAoEcnVsZRgNIAEoCRITCgtzdGF0dXNfY29kZRgOIAEoBRIVCg1yZXF1ZXN0X2J5dGVzGA8gASgDEhYKDnJlc3BvbnNlX2J5dGVzGBAgASgDEisKCGR1cmF0aW9uGBEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhYKDnJlZGlyZWN0X2RlcHRoGBIgASgFEg0KBWVycm9yGBMgASgJIuwBChBMaXN0QXVkaXRSZXF1ZXN0Eh4KCXBhZ2Vfc2l6ZRgBIAEoBUILorsYBxAAGOgHIAESEgoKcGFnZV90b2tlbhgCIAEoCRINCgVhZ2VudBgDIAEoCRIpCghkZWNpc2lvbhgEIAEoDjIXLmV0aGVyLnYxLkF1ZGl0RGVjaXNpb24SLgoKc3RhcnRfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGhvc3QYByABKAkiVAoRTGlzdEF1ZGl0UmVzcG9uc2USJgoHcmVjb3JkcxgBIAMoCzIVLmV0aGVyLnYxLkF1ZGl0UmVjb3JkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJ/ChFXYXRjaEF1ZGl0UmVxdWVzdBINCgVhZ2VudBgBIAEoCRIpCghkZWNpc2lvbhgCIAEoDjIXLmV0aGVyLnYxLkF1ZGl0RGVjaXNpb24SDAoEaG9zdBgDIAEoCRIVCghhZnRlcl9pZBgEIAEoA0gAiAEBQgsKCV9hZnRlcl9pZCI7ChJXYXRjaEF1ZGl0UmVzcG9uc2USJQoGcmVjb3JkGAEgASgLMhUuZXRoZXIudjEuQXVkaXRSZWNvcmQqXwoMU2Vzc2lvblN0YXRlEh0KGVNFU1NJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIWChJTRVNTSU9OX1NUQVRFX09QRU4QARIYChRTRVNTSU9OX1NUQVRFX0NMT1NFRBACKmYKDUF1ZGl0RGVjaXNpb24SHgoaQVVESVRfREVDSVNJT05fVU5TUEVDSUZJRUQQABIaChZBVURJVF9ERUNJU0lPTl9BTExPV0VEEAESGQoVQVVESVRfREVDSVNJT05fREVOSUVEEAIy2wcKDkdhdGV3YXlTZXJ2aWNlEkoKC09wZW5TZXNzaW9uEhwuZXRoZXIudjEuT3BlblNlc3Npb25SZXF1ZXN0Gh0uZXRoZXIudjEuT3BlblNlc3Npb25SZXNwb25zZRJHCgpHZXRTZXNzaW9uEhsuZXRoZXIudjEuR2V0U2Vzc2lvblJlcXVlc3QaHC5ldGhlci52MS5HZXRTZXNzaW9uUmVzcG9uc2USTQoMTGlzdFNlc3Npb25zEh0uZXRoZXIudjEuTGlzdFNlc3Npb25zUmVxdWVzdBoeLmV0aGVyLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEk0KDENsb3NlU2Vzc2lvbhIdLmV0aGVyLnYxLkNsb3NlU2Vzc2lvblJlcXVlc3QaHi5ldGhlci52MS5DbG9zZVNlc3Npb25SZXNwb25zZRJFCghDb252ZXJzZRIZLmV0aGVyLnYxLkNvbnZlcnNlUmVxdWVzdBoaLmV0aGVyLnYxLkNvbnZlcnNlUmVzcG9uc2UoATABEkcKCkdldENvbnRleHQSGy5ldGhlci52MS5HZXRDb250ZXh0UmVxdWVzdBocLmV0aGVyLnYxLkdldENvbnRleHRSZXNwb25zZRJQCg1VcGRhdGVDb250ZXh0Eh4uZXRoZXIudjEuVXBkYXRlQ29udGV4dFJlcXVlc3QaHy5ldGhlci52MS5VcGRhdGVDb250ZXh0UmVzcG9uc2USTwoMV2F0Y2hDb250ZXh0Eh0uZXRoZXIudjEuV2F0Y2hDb250ZXh0UmVxdWVzdBoeLmV0aGVyLnYxLldhdGNoQ29udGV4dFJlc3BvbnNlMAESSgoLU2VuZE1lc3NhZ2USHC5ldGhlci52MS5TZW5kTWVzc2FnZVJlcXVlc3QaHS5ldGhlci52MS5TZW5kTWVzc2FnZVJlc3BvbnNlEkYKCVN1YnNjcmliZRIaLmV0aGVyLnYxLlN1YnNjcmliZVJlcXVlc3QaGy5ldGhlci52MS5TdWJzY3JpYmVSZXNwb25zZTABEj4KB1B1Ymxpc2gSGC5ldGhlci52MS5QdWJsaXNoUmVxdWVzdBoZLmV0aGVyLnYxLlB1Ymxpc2hSZXNwb25zZRJECglMaXN0QXVkaXQSGi5ldGhlci52MS5MaXN0QXVkaXRSZXF1ZXN0GhsuZXRoZXIudjEuTGlzdEF1ZGl0UmVzcG9uc2USSQoKV2F0Y2hBdWRpdBIbLmV0aGVyLnYxLldhdGNoQXVkaXRSZXF1ZXN0GhwuZXRoZXIudjEuV2F0Y2hBdWRpdFJlc3BvbnNlMAFClQEKDGNvbS5ldGhlci52MUIMR2F0ZXdheVByb3RvUAFaNmdpdGh1Yi5jb20vZXRoZXJob3N0L2V0aGVyL2NsaWVudHMvZ28vZXRoZXIvdjE7ZXRoZXJ2MaICA0VYWKoCCEV0aGVyLlYxygIIRXRoZXJcVjHiAhRFdGhlclxWMVxHUEJNZXRhZGF0YeoCCUV0aGVyOjpWMWIGcHJvdG8z", [file_ether_v1_agent_io, file_ether_v1_rules, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChZldGhlci92MS9nYXRld2F5LnByb3RvEghldGhlci52MSJJCg9QaXBlbGluZVRyaWdnZXISDQoFZXZlcnkYASABKAUSGQoIYXRfdHVybnMYAiADKAVCB6K7GAMo6AcSDAoEd2hlbhgDIAEoCSKjAgoMUGlwZWxpbmVTdGVwEhQKBG5hbWUYASABKAlCBqK7GAIwQBIWCgVhZ2VudBgCIAEoCUIHorsYAzCAAhIXCgZhY3Rpb24YAyABKAlCB6K7GAMwgAISJwoGcGFyYW1zGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIfCg5wYXJhbGxlbF9ncm91cBgFIAEoCUIHorsYAzCAAhIqCgd0cmlnZ2VyGAYgASgLMhkuZXRoZXIudjEuUGlwZWxpbmVUcmlnZ2VyEg0KBXJlcGx5GAcgASgIEhsKCm91dHB1dF9rZXkYCCABKAlCB6K7GAMwgCASKgoHdGltZW91dBgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJuCgxQaXBlbGluZVNwZWMSLQoFc3RlcHMYASADKAsyFi5ldGhlci52MS5QaXBlbGluZVN0ZXBCBqK7GAIoQBIvCgx0dXJuX3RpbWVvdXQYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iyAMKB1Nlc3Npb24SCgoCaWQYASABKAkSDQoFb3duZXIYAiABKAkSDQoFYWdlbnQYAyABKAkSEgoKY2FwYWJpbGl0eRgEIAEoCRIlCgVzdGF0ZRgFIAEoDjIWLmV0aGVyLnYxLlNlc3Npb25TdGF0ZRIoCghwaXBlbGluZRgGIAEoCzIWLmV0aGVyLnYxLlBpcGVsaW5lU3BlYxIpCghtZXRhZGF0YRgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDQoFdHVybnMYCCABKAUSFwoPY29udGV4dF92ZXJzaW9uGAkgASgDEhUKDWxhc3Rfc2VxdWVuY2UYCiABKAMSLgoKY3JlYXRlZF9hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoQbGFzdF9hY3Rpdml0eV9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoJY2xvc2VkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgxpZGxlX3RpbWVvdXQYDiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iZwoNQ29udGV4dENoYW5nZRIPCgd2ZXJzaW9uGAEgASgDEgwKBGtleXMYAiADKAkSJwoGdmFsdWVzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZhdXRob3IYBCABKAkipAIKEk9wZW5TZXNzaW9uUmVxdWVzdBIYCgVhZ2VudBgBIAEoCUIHorsYAzCAAkgAEh0KCmNhcGFiaWxpdHkYAiABKAlCB6K7GAMwgAJIABIoCghwaXBlbGluZRgDIAEoCzIWLmV0aGVyLnYxLlBpcGVsaW5lU3BlYxIoCgdjb250ZXh0GAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIpCghtZXRhZGF0YRgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLwoMaWRsZV90aW1lb3V0GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhsKCnJlcXVlc3RfaWQYByABKAlCB6K7GAMwgAFCCAoGdGFyZ2V0IjkKE09wZW5TZXNzaW9uUmVzcG9uc2USIgoHc2Vzc2lvbhgBIAEoCzIRLmV0aGVyLnYxLlNlc3Npb24iMgoRR2V0U2Vzc2lvblJlcXVlc3QSHQoKc2Vzc2lvbl9pZBgBIAEoCUIJorsYBQgBMIACIjgKEkdldFNlc3Npb25SZXNwb25zZRIiCgdzZXNzaW9uGAEgASgLMhEuZXRoZXIudjEuU2Vzc2lvbiJ5ChNMaXN0U2Vzc2lvbnNSZXF1ZXN0Eh4KCXBhZ2Vfc2l6ZRgBIAEoBUILorsYBxAAGOgHIAESGwoKcGFnZV90b2tlbhgCIAEoCUIHorsYAzCAIBIlCgVzdGF0ZRgDIAEoDjIWLmV0aGVyLnYxLlNlc3Npb25TdGF0ZSJUChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIjCghzZXNzaW9ucxgBIAMoCzIRLmV0aGVyLnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk4KE0Nsb3NlU2Vzc2lvblJlcXVlc3QSHQoKc2Vzc2lvbl9pZBgBIAEoCUIJorsYBQgBMIACEhgKBnJlYXNvbhgCIAEoCUIIorsYBDCAgAQiOgoUQ2xvc2VTZXNzaW9uUmVzcG9uc2USIgoHc2Vzc2lvbhgBIAEoCzIRLmV0aGVyLnYxLlNlc3Npb24iXgoNQ29udmVyc2VTdGFydBIdCgpzZXNzaW9uX2lkGAEgASgJQgmiuxgFCAEwgAISGwoOYWZ0ZXJfc2VxdWVuY2UYAiABKANIAIgBAUIRCg9fYWZ0ZXJfc2VxdWVuY2UiZgoLVXNlck1lc3NhZ2USDAoEdGV4dBgBIAEoCRIlCgRkYXRhGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIiChFjbGllbnRfbWVzc2FnZV9pZBgDIAEoCUIHorsYAzCAASJtCg9Db252ZXJzZVJlcXVlc3QSKAoFc3RhcnQYASABKAsyFy5ldGhlci52MS5Db252ZXJzZVN0YXJ0SAASKAoHbWVzc2FnZRgCIAEoCzIVLmV0aGVyLnYxLlVzZXJNZXNzYWdlSABCBgoEa2luZCI/CgxUdXJuQWNjZXB0ZWQSGQoRY2xpZW50X21lc3NhZ2VfaWQYASABKAkSFAoMcXVldWVkX2FoZWFkGAIgASgFImAKCkFnZW50UmVwbHkSDQoFYWdlbnQYASABKAkSDAoEdGV4dBgCIAEoCRIkCgRkYXRhGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEg8KB3BhcnRpYWwYBCABKAgiTgoMVHVyblByb2dyZXNzEgwKBHN0ZXAYASABKAkSEAoIcHJvZ3Jlc3MYAiABKAESDQoFdG90YWwYAyABKAESDwoHbWVzc2FnZRgEIAEoCSI9CglUdXJuRXJyb3ISDAoEc3RlcBgBIAEoCRIiCgVlcnJvchgCIAEoCzITLmV0aGVyLnYxLlRhc2tFcnJvciJFCg1BZ2VudEZhaWxvdmVyEhIKCmZyb21fYWdlbnQYASABKAkSEAoIdG9fYWdlbnQYAiABKAkSDgoGcmVhc29uGAMgASgJIlAKC0N1c3RvbUV2ZW50EgwKBHR5cGUYASABKAkSJAoEZGF0YRgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRINCgVhZ2VudBgDIAEoCSKnAQoVUGlwZWxpbmVTdGVwQ29tcGxldGVkEgwKBHN0ZXAYASABKAkSDQoFYWdlbnQYAiABKAkSDgoGYWN0aW9uGAMgASgJEg8KB3Rhc2tfaWQYBCABKAkSJAoGc3RhdHVzGAUgASgOMhQuZXRoZXIudjEuVGFza1N0YXR1cxIqCgdsYXRlbmN5GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIk4KDVR1cm5Db21wbGV0ZWQSKgoHbGF0ZW5jeRgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIRCglzdGVwc19ydW4YAiADKAkiHwoNU2Vzc2lvbkNsb3NlZBIOCgZyZWFzb24YASABKAkiuwQKEENvbnZlcnNlUmVzcG9uc2USEAoIc2VxdWVuY2UYASABKAMSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEdHVybhgDIAEoBRIqCghhY2NlcHRlZBgEIAEoCzIWLmV0aGVyLnYxLlR1cm5BY2NlcHRlZEgAEiUKBXJlcGx5GAUgASgLMhQuZXRoZXIudjEuQWdlbnRSZXBseUgAEjIKD2NvbnRleHRfY2hhbmdlZBgGIAEoCzIXLmV0aGVyLnYxLkNvbnRleHRDaGFuZ2VIABIqCghwcm9ncmVzcxgHIAEoCzIWLmV0aGVyLnYxLlR1cm5Qcm9ncmVzc0gAEiQKBWVycm9yGAggASgLMhMuZXRoZXIudjEuVHVybkVycm9ySAASMQoOYWdlbnRfZmFpbG92ZXIYCSABKAsyFy5ldGhlci52MS5BZ2VudEZhaWxvdmVySAASJwoGY3VzdG9tGAogASgLMhUuZXRoZXIudjEuQ3VzdG9tRXZlbnRIABI5Cg5zdGVwX2NvbXBsZXRlZBgLIAEoCzIfLmV0aGVyLnYxLlBpcGVsaW5lU3RlcENvbXBsZXRlZEgAEjEKDnR1cm5fY29tcGxldGVkGAwgASgLMhcuZXRoZXIudjEuVHVybkNvbXBsZXRlZEgAEjEKDnNlc3Npb25fY2xvc2VkGA0gASgLMhcuZXRoZXIudjEuU2Vzc2lvbkNsb3NlZEgAQgcKBWV2ZW50IkwKEUdldENvbnRleHRSZXF1ZXN0Eh0KCnNlc3Npb25faWQYASABKAlCCaK7GAUIATCAAhIYCgRrZXlzGAIgAygJQgqiuxgGKJBOMIAgIn8KEkdldENvbnRleHRSZXNwb25zZRIoCgdjb250ZXh0GAEgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgd2ZXJzaW9uGAIgASgDEi4KCnVwZGF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIicKC0NvbnRleHRLZXlzEhgKBGtleXMYASADKAlCCqK7GAYokE4wgCAiqAIKFFVwZGF0ZUNvbnRleHRSZXF1ZXN0Eh0KCnNlc3Npb25faWQYASABKAlCCaK7GAUIATCAAhIdChBleHBlY3RlZF92ZXJzaW9uGAIgASgDSAGIAQESJgoDc2V0GAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEgAEi4KC21lcmdlX3BhdGNoGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEgAEicKBnJlbW92ZRgFIAEoCzIVLmV0aGVyLnYxLkNvbnRleHRLZXlzSAASKgoHcmVwbGFjZRgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RIAEIQCgZ1cGRhdGUSBqq7GAIIAUITChFfZXhwZWN0ZWRfdmVyc2lvbiJAChVVcGRhdGVDb250ZXh0UmVzcG9uc2USJwoGY2hhbmdlGAEgASgLMhcuZXRoZXIudjEuQ29udGV4dENoYW5nZSJiChNXYXRjaENvbnRleHRSZXF1ZXN0Eh0KCnNlc3Npb25faWQYASABKAlCCaK7GAUIATCAAhIaCg1hZnRlcl92ZXJzaW9uGAIgASgDSACIAQFCEAoOX2FmdGVyX3ZlcnNpb24iTAoPQ29udGV4dFNuYXBzaG90EigKB2NvbnRleHQYASABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg8KB3ZlcnNpb24YAiABKAMi1gEKFFdhdGNoQ29udGV4dFJlc3BvbnNlEigKBHRpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCHNuYXBzaG90GAIgASgLMhkuZXRoZXIudjEuQ29udGV4dFNuYXBzaG90SAASKQoGY2hhbmdlGAMgASgLMhcuZXRoZXIudjEuQ29udGV4dENoYW5nZUgAEjEKDnNlc3Npb25fY2xvc2VkGAQgASgLMhcuZXRoZXIudjEuU2Vzc2lvbkNsb3NlZEgAQgcKBWV2ZW50IucBCgxBZ2VudE1lc3NhZ2USCgoCaWQYASABKAkSEAoIc2VxdWVuY2UYAiABKAMSDgoGc2VuZGVyGAMgASgJEg0KBWFnZW50GAQgASgJEg0KBXRvcGljGAUgASgJEgwKBHR5cGUYBiABKAkSJAoEZGF0YRgHIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIWCg5jb3JyZWxhdGlvbl9pZBgIIAEoCRISCgpzZXNzaW9uX2lkGAkgASgJEisKB3NlbnRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIsgBChJTZW5kTWVzc2FnZVJlcXVlc3QSGAoFYWdlbnQYASABKAlCCaK7GAUIATCAAhIXCgR0eXBlGAIgASgJQgmiuxgFCAEwgAISJAoEZGF0YRgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIfCg5jb3JyZWxhdGlvbl9pZBgEIAEoCUIHorsYAzCAAhIbCgpzZXNzaW9uX2lkGAUgASgJQgeiuxgDMIACEhsKCnJlcXVlc3RfaWQYBiABKAlCB6K7GAMwgAEiVQoTU2VuZE1lc3NhZ2VSZXNwb25zZRInCgdtZXNzYWdlGAEgASgLMhYuZXRoZXIudjEuQWdlbnRNZXNzYWdlEhUKDW1haWxib3hfZGVwdGgYAiABKAUiiAEKEFN1YnNjcmliZVJlcXVlc3QSGAoFYWdlbnQYASABKAlCB6K7GAMwgAJIABIYCgV0b3BpYxgCIAEoCUIHorsYAzCAAUgAEhsKDmFmdGVyX3NlcXVlbmNlGAMgASgDSAGIAQFCEAoGc291cmNlEgaquxgCCAFCEQoPX2FmdGVyX3NlcXVlbmNlIkUKElN1YnNjcmlwdGlvbkxhZ2dlZBIPCgdkcm9wcGVkGAEgASgDEh4KFmZpcnN0X2Ryb3BwZWRfc2VxdWVuY2UYAiABKAMidwoRU3Vic2NyaWJlUmVzcG9uc2USKQoHbWVzc2FnZRgBIAEoCzIWLmV0aGVyLnYxLkFnZW50TWVzc2FnZUgAEi4KBmxhZ2dlZBgCIAEoCzIcLmV0aGVyLnYxLlN1YnNjcmlwdGlvbkxhZ2dlZEgAQgcKBWV2ZW50IqcBCg5QdWJsaXNoUmVxdWVzdBIYCgV0b3BpYxgBIAEoCUIJorsYBQgBMIABEhcKBHR5cGUYAiABKAlCCaK7GAUIATCAAhIkCgRkYXRhGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEh8KDmNvcnJlbGF0aW9uX2lkGAQgASgJQgeiuxgDMIACEhsKCnNlc3Npb25faWQYBSABKAlCB6K7GAMwgAIiTwoPUHVibGlzaFJlc3BvbnNlEicKB21lc3NhZ2UYASABKAsyFi5ldGhlci52MS5BZ2VudE1lc3NhZ2USEwoLc3Vic2NyaWJlcnMYAiABKAUiqwMKC0F1ZGl0UmVjb3JkEgoKAmlkGAEgASgDEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWFnZW50GAMgASgJEg8KB3Rhc2tfaWQYBCABKAkSEgoKc2Vzc2lvbl9pZBgFIAEoCRIOCgZtZXRob2QYBiABKAkSCwoDdXJsGAcgASgJEgwKBGhvc3QYCCABKAkSDAoEcG9ydBgJIAEoBRIYChByZXNvbHZlZF9hZGRyZXNzGAogASgJEikKCGRlY2lzaW9uGAsgASgOMhcuZXRoZXIudjEuQXVkaXREZWNpc2lvbhIOCgZyZWFzb24YDCABKAkSDAoEcnVsZRgNIAEoCRITCgtzdGF0dXNfY29kZRgOIAEoBRIVCg1yZXF1ZXN0X2J5dGVzGA8gASgDEhYKDnJlc3BvbnNlX2J5dGVzGBAgASgDEisKCGR1cmF0aW9uGBEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhYKDnJlZGlyZWN0X2RlcHRoGBIgASgFEg0KBWVycm9yGBMgASgJIocCChBMaXN0QXVkaXRSZXF1ZXN0Eh4KCXBhZ2Vfc2l6ZRgBIAEoBUILorsYBxAAGOgHIAESGwoKcGFnZV90b2tlbhgCIAEoCUIHorsYAzCAIBIWCgVhZ2VudBgDIAEoCUIHorsYAzCAAhIpCghkZWNpc2lvbhgEIAEoDjIXLmV0aGVyLnYxLkF1ZGl0RGVjaXNpb24SLgoKc3RhcnRfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKBGhvc3QYByABKAlCB6K7GAMwgAIiVAoRTGlzdEF1ZGl0UmVzcG9uc2USJgoHcmVjb3JkcxgBIAMoCzIVLmV0aGVyLnYxLkF1ZGl0UmVjb3JkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKRAQoRV2F0Y2hBdWRpdFJlcXVlc3QSFgoFYWdlbnQYASABKAlCB6K7GAMwgAISKQoIZGVjaXNpb24YAiABKA4yFy5ldGhlci52MS5BdWRpdERlY2lzaW9uEhUKBGhvc3QYAyABKAlCB6K7GAMwgAISFQoIYWZ0ZXJfaWQYBCABKANIAIgBAUILCglfYWZ0ZXJfaWQiOwoSV2F0Y2hBdWRpdFJlc3BvbnNlEiUKBnJlY29yZBgBIAEoCzIVLmV0aGVyLnYxLkF1ZGl0UmVjb3JkKl8KDFNlc3Npb25TdGF0ZRIdChlTRVNTSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSU0VTU0lPTl9TVEFURV9PUEVOEAESGAoUU0VTU0lPTl9TVEFURV9DTE9TRUQQAipmCg1BdWRpdERlY2lzaW9uEh4KGkFVRElUX0RFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASGgoWQVVESVRfREVDSVNJT05fQUxMT1dFRBABEhkKFUFVRElUX0RFQ0lTSU9OX0RFTklFRBACMtsHCg5HYXRld2F5U2VydmljZRJKCgtPcGVuU2Vzc2lvbhIcLmV0aGVyLnYxLk9wZW5TZXNzaW9uUmVxdWVzdBodLmV0aGVyLnYxLk9wZW5TZXNzaW9uUmVzcG9uc2USRwoKR2V0U2Vzc2lvbhIbLmV0aGVyLnYxLkdldFNlc3Npb25SZXF1ZXN0GhwuZXRoZXIudjEuR2V0U2Vzc2lvblJlc3BvbnNlEk0KDExpc3RTZXNzaW9ucxIdLmV0aGVyLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaHi5ldGhlci52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJNCgxDbG9zZVNlc3Npb24SHS5ldGhlci52MS5DbG9zZVNlc3Npb25SZXF1ZXN0Gh4uZXRoZXIudjEuQ2xvc2VTZXNzaW9uUmVzcG9uc2USRQoIQ29udmVyc2USGS5ldGhlci52MS5Db252ZXJzZVJlcXVlc3QaGi5ldGhlci52MS5Db252ZXJzZVJlc3BvbnNlKAEwARJHCgpHZXRDb250ZXh0EhsuZXRoZXIudjEuR2V0Q29udGV4dFJlcXVlc3QaHC5ldGhlci52MS5HZXRDb250ZXh0UmVzcG9uc2USUAoNVXBkYXRlQ29udGV4dBIeLmV0aGVyLnYxLlVwZGF0ZUNvbnRleHRSZXF1ZXN0Gh8uZXRoZXIudjEuVXBkYXRlQ29udGV4dFJlc3BvbnNlEk8KDFdhdGNoQ29udGV4dBIdLmV0aGVyLnYxLldhdGNoQ29udGV4dFJlcXVlc3QaHi5ldGhlci52MS5XYXRjaENvbnRleHRSZXNwb25zZTABEkoKC1NlbmRNZXNzYWdlEhwuZXRoZXIudjEuU2VuZE1lc3NhZ2VSZXF1ZXN0Gh0uZXRoZXIudjEuU2VuZE1lc3NhZ2VSZXNwb25zZRJGCglTdWJzY3JpYmUSGi5ldGhlci52MS5TdWJzY3JpYmVSZXF1ZXN0GhsuZXRoZXIudjEuU3Vic2NyaWJlUmVzcG9uc2UwARI+CgdQdWJsaXNoEhguZXRoZXIudjEuUHVibGlzaFJlcXVlc3QaGS5ldGhlci52MS5QdWJsaXNoUmVzcG9uc2USRAoJTGlzdEF1ZGl0EhouZXRoZXIudjEuTGlzdEF1ZGl0UmVxdWVzdBobLmV0aGVyLnYxLkxpc3RBdWRpdFJlc3BvbnNlEkkKCldhdGNoQXVkaXQSGy5ldGhlci52MS5XYXRjaEF1ZGl0UmVxdWVzdBocLmV0aGVyLnYxLldhdGNoQXVkaXRSZXNwb25zZTABQpUBCgxjb20uZXRoZXIudjFCDEdhdGV3YXlQcm90b1ABWjZnaXRodWIuY29tL2V0aGVyaG9zdC9ldGhlci9jbGllbnRzL2dvL2V0aGVyL3YxO2V0aGVydjGiAgNFWFiqAghFdGhlci5WMcoCCEV0aGVyXFYx4gIURXRoZXJcVjFcR1BCTWV0YWRhdGHqAglFdGhlcjo6VjFiBnByb3RvMw", [file_ether_v1_agent_io, file_ether_v1_rules, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * PipelineTrigger says on which turns a pipeline step runs. Turns are
@@ -34,6 +34,7 @@ export type PipelineTrigger = Message<"ether.v1.PipelineTrigger"> & {
 
   /**
    * Run on exactly these turns, such as [10, 30]. Empty: no rule.
+   * At most 1,000 turns.
    *
    * @generated from field: repeated int32 at_turns = 2;
    */
@@ -42,7 +43,9 @@ export type PipelineTrigger = Message<"ether.v1.PipelineTrigger"> & {
   /**
    * Condition on the context and the turn, in the workflow `when`
    * language: `context.<key>.<path>`, `turn`, `message.text`, literals,
-   * comparisons, `in`, `len(...)`, and/or/not. Empty: no rule.
+   * comparisons, `in`, `len(...)`, and/or/not. Empty: no rule. At most
+   * 1,000 characters, nesting at most 64 levels: INVALID_ARGUMENT past
+   * either.
    *
    * @generated from field: string when = 3;
    */
@@ -71,6 +74,7 @@ export const PipelineTriggerSchema: GenMessage<PipelineTrigger> = /*@__PURE__*/
 export type PipelineStep = Message<"ether.v1.PipelineStep"> & {
   /**
    * Step name, unique in the pipeline, [a-z0-9_-]{1,64}; shown in events.
+   * At most 64 characters.
    *
    * @generated from field: string name = 1;
    */
@@ -79,6 +83,7 @@ export type PipelineStep = Message<"ether.v1.PipelineStep"> & {
   /**
    * Agent that runs the step. Required, except for the reply step (empty:
    * the session's gateway agent).
+   * At most 256 characters.
    *
    * @generated from field: string agent = 2;
    */
@@ -88,6 +93,7 @@ export type PipelineStep = Message<"ether.v1.PipelineStep"> & {
    * Action of the agent. Required unless the agent has one action. The
    * reply step with no agent runs the gateway agent's `respond` action, or
    * its only action.
+   * At most 256 characters.
    *
    * @generated from field: string action = 3;
    */
@@ -103,6 +109,7 @@ export type PipelineStep = Message<"ether.v1.PipelineStep"> & {
   /**
    * Consecutive steps with the same non-empty group run concurrently; the
    * next step starts when the whole group is done. Empty: runs alone.
+   * At most 256 characters.
    *
    * @generated from field: string parallel_group = 5;
    */
@@ -127,6 +134,7 @@ export type PipelineStep = Message<"ether.v1.PipelineStep"> & {
   /**
    * Context key the step's output data is written to (a context change
    * follows). Empty: not written.
+   * At most 4,096 characters.
    *
    * @generated from field: string output_key = 8;
    */
@@ -156,6 +164,7 @@ export const PipelineStepSchema: GenMessage<PipelineStep> = /*@__PURE__*/
 export type PipelineSpec = Message<"ether.v1.PipelineSpec"> & {
   /**
    * The steps, in order.
+   * At most 64 steps.
    *
    * @generated from field: repeated ether.v1.PipelineStep steps = 1;
    */
@@ -349,6 +358,7 @@ export type OpenSessionRequest = Message<"ether.v1.OpenSessionRequest"> & {
   target: {
     /**
      * A gateway agent by name.
+     * At most 256 characters.
      *
      * @generated from field: string agent = 1;
      */
@@ -358,6 +368,7 @@ export type OpenSessionRequest = Message<"ether.v1.OpenSessionRequest"> & {
     /**
      * Any gateway agent offering this capability tag (least loaded healthy
      * one).
+     * At most 256 characters.
      *
      * @generated from field: string capability = 2;
      */
@@ -398,6 +409,7 @@ export type OpenSessionRequest = Message<"ether.v1.OpenSessionRequest"> & {
   /**
    * Optional idempotency key (AIP-155), a UUID: repeating a request with
    * the same request_id returns the session the first request opened.
+   * At most 128 characters.
    *
    * @generated from field: string request_id = 7;
    */
@@ -440,6 +452,7 @@ export const OpenSessionResponseSchema: GenMessage<OpenSessionResponse> = /*@__P
 export type GetSessionRequest = Message<"ether.v1.GetSessionRequest"> & {
   /**
    * Id of the session. Required.
+   * At most 256 characters.
    *
    * @generated from field: string session_id = 1;
    */
@@ -491,6 +504,7 @@ export type ListSessionsRequest = Message<"ether.v1.ListSessionsRequest"> & {
   /**
    * Token from a previous response's next_page_token; empty for the first
    * page.
+   * At most 4,096 characters.
    *
    * @generated from field: string page_token = 2;
    */
@@ -547,6 +561,7 @@ export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@_
 export type CloseSessionRequest = Message<"ether.v1.CloseSessionRequest"> & {
   /**
    * Id of the session. Required.
+   * At most 256 characters.
    *
    * @generated from field: string session_id = 1;
    */
@@ -554,6 +569,7 @@ export type CloseSessionRequest = Message<"ether.v1.CloseSessionRequest"> & {
 
   /**
    * Why; passed to the agents and shown in the final events.
+   * At most 64 KiB (65,536 characters).
    *
    * @generated from field: string reason = 2;
    */
@@ -596,6 +612,7 @@ export const CloseSessionResponseSchema: GenMessage<CloseSessionResponse> = /*@_
 export type ConverseStart = Message<"ether.v1.ConverseStart"> & {
   /**
    * Id of the session. Required.
+   * At most 256 characters.
    *
    * @generated from field: string session_id = 1;
    */
@@ -643,6 +660,7 @@ export type UserMessage = Message<"ether.v1.UserMessage"> & {
    * Client-chosen id, up to 128 characters; a message resent with an id
    * the session already accepted is not run again (its `accepted` event
    * is sent again). Empty: no deduplication.
+   * Longer: INVALID_ARGUMENT naming message.client_message_id.
    *
    * @generated from field: string client_message_id = 3;
    */
@@ -1142,6 +1160,7 @@ export const ConverseResponseSchema: GenMessage<ConverseResponse> = /*@__PURE__*
 export type GetContextRequest = Message<"ether.v1.GetContextRequest"> & {
   /**
    * Id of the session. Required.
+   * At most 256 characters.
    *
    * @generated from field: string session_id = 1;
    */
@@ -1149,6 +1168,7 @@ export type GetContextRequest = Message<"ether.v1.GetContextRequest"> & {
 
   /**
    * Only these top-level keys. Empty: the whole document.
+   * At most 10,000 keys, each at most 4,096 characters.
    *
    * @generated from field: repeated string keys = 2;
    */
@@ -1205,6 +1225,7 @@ export const GetContextResponseSchema: GenMessage<GetContextResponse> = /*@__PUR
 export type ContextKeys = Message<"ether.v1.ContextKeys"> & {
   /**
    * The keys.
+   * At most 10,000 keys, each at most 4,096 characters.
    *
    * @generated from field: repeated string keys = 1;
    */
@@ -1226,6 +1247,7 @@ export const ContextKeysSchema: GenMessage<ContextKeys> = /*@__PURE__*/
 export type UpdateContextRequest = Message<"ether.v1.UpdateContextRequest"> & {
   /**
    * Id of the session. Required.
+   * At most 256 characters.
    *
    * @generated from field: string session_id = 1;
    */
@@ -1316,6 +1338,7 @@ export const UpdateContextResponseSchema: GenMessage<UpdateContextResponse> = /*
 export type WatchContextRequest = Message<"ether.v1.WatchContextRequest"> & {
   /**
    * Id of the session. Required.
+   * At most 256 characters.
    *
    * @generated from field: string session_id = 1;
    */
@@ -1510,6 +1533,7 @@ export const AgentMessageSchema: GenMessage<AgentMessage> = /*@__PURE__*/
 export type SendMessageRequest = Message<"ether.v1.SendMessageRequest"> & {
   /**
    * Name of the recipient agent. Required.
+   * At most 256 characters.
    *
    * @generated from field: string agent = 1;
    */
@@ -1517,6 +1541,7 @@ export type SendMessageRequest = Message<"ether.v1.SendMessageRequest"> & {
 
   /**
    * Message type in lower_snake, such as "review_request". Required.
+   * At most 256 characters.
    *
    * @generated from field: string type = 2;
    */
@@ -1532,6 +1557,7 @@ export type SendMessageRequest = Message<"ether.v1.SendMessageRequest"> & {
 
   /**
    * Links a reply to the message it answers. Optional.
+   * At most 256 characters.
    *
    * @generated from field: string correlation_id = 4;
    */
@@ -1539,6 +1565,7 @@ export type SendMessageRequest = Message<"ether.v1.SendMessageRequest"> & {
 
   /**
    * Session the message concerns; must be one of the caller's. Optional.
+   * At most 256 characters.
    *
    * @generated from field: string session_id = 5;
    */
@@ -1546,6 +1573,7 @@ export type SendMessageRequest = Message<"ether.v1.SendMessageRequest"> & {
 
   /**
    * Optional idempotency key (AIP-155), a UUID.
+   * At most 128 characters.
    *
    * @generated from field: string request_id = 6;
    */
@@ -1601,6 +1629,7 @@ export type SubscribeRequest = Message<"ether.v1.SubscribeRequest"> & {
   source: {
     /**
      * Copies of the messages arriving in this agent's mailbox.
+     * At most 256 characters.
      *
      * @generated from field: string agent = 1;
      */
@@ -1609,6 +1638,7 @@ export type SubscribeRequest = Message<"ether.v1.SubscribeRequest"> & {
   } | {
     /**
      * Messages published on this topic: [a-z0-9._-]{1,128}.
+     * Longer: INVALID_ARGUMENT naming topic.
      *
      * @generated from field: string topic = 2;
      */
@@ -1706,6 +1736,7 @@ export const SubscribeResponseSchema: GenMessage<SubscribeResponse> = /*@__PURE_
 export type PublishRequest = Message<"ether.v1.PublishRequest"> & {
   /**
    * Topic: [a-z0-9._-]{1,128}, such as "session.milestones". Required.
+   * Longer: INVALID_ARGUMENT naming topic.
    *
    * @generated from field: string topic = 1;
    */
@@ -1713,6 +1744,7 @@ export type PublishRequest = Message<"ether.v1.PublishRequest"> & {
 
   /**
    * Message type in lower_snake. Required.
+   * At most 256 characters.
    *
    * @generated from field: string type = 2;
    */
@@ -1727,6 +1759,7 @@ export type PublishRequest = Message<"ether.v1.PublishRequest"> & {
 
   /**
    * Links related messages. Optional.
+   * At most 256 characters.
    *
    * @generated from field: string correlation_id = 4;
    */
@@ -1734,6 +1767,7 @@ export type PublishRequest = Message<"ether.v1.PublishRequest"> & {
 
   /**
    * Session the message concerns; must be one of the caller's. Optional.
+   * At most 256 characters.
    *
    * @generated from field: string session_id = 5;
    */
@@ -1949,6 +1983,7 @@ export type ListAuditRequest = Message<"ether.v1.ListAuditRequest"> & {
   /**
    * Token from a previous response's next_page_token; empty for the first
    * page.
+   * At most 4,096 characters.
    *
    * @generated from field: string page_token = 2;
    */
@@ -1956,6 +1991,7 @@ export type ListAuditRequest = Message<"ether.v1.ListAuditRequest"> & {
 
   /**
    * Only records of this agent. Empty: any.
+   * At most 256 characters.
    *
    * @generated from field: string agent = 3;
    */
@@ -1984,6 +2020,7 @@ export type ListAuditRequest = Message<"ether.v1.ListAuditRequest"> & {
 
   /**
    * Only records for this host name. Empty: any.
+   * At most 256 characters.
    *
    * @generated from field: string host = 7;
    */
@@ -2033,6 +2070,7 @@ export const ListAuditResponseSchema: GenMessage<ListAuditResponse> = /*@__PURE_
 export type WatchAuditRequest = Message<"ether.v1.WatchAuditRequest"> & {
   /**
    * Only records of this agent. Empty: any.
+   * At most 256 characters.
    *
    * @generated from field: string agent = 1;
    */
@@ -2047,6 +2085,7 @@ export type WatchAuditRequest = Message<"ether.v1.WatchAuditRequest"> & {
 
   /**
    * Only records for this host name. Empty: any.
+   * At most 256 characters.
    *
    * @generated from field: string host = 3;
    */

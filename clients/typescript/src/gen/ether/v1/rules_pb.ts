@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ether/v1/rules.proto.
  */
 export const file_ether_v1_rules: GenFile = /*@__PURE__*/
-  fileDesc("ChRldGhlci92MS9ydWxlcy5wcm90bxIIZXRoZXIudjEiYQoKRmllbGRSdWxlcxIQCghyZXF1aXJlZBgBIAEoCBIQCgNtaW4YAiABKANIAIgBARIQCgNtYXgYAyABKANIAYgBARINCgVjbGFtcBgEIAEoCEIGCgRfbWluQgYKBF9tYXgiHgoKT25lb2ZSdWxlcxIQCghyZXF1aXJlZBgBIAEoCDpLCgVmaWVsZBIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMYtIcDIAEoCzIULmV0aGVyLnYxLkZpZWxkUnVsZXNSBWZpZWxkOksKBW9uZW9mEh0uZ29vZ2xlLnByb3RvYnVmLk9uZW9mT3B0aW9ucxi1hwMgASgLMhQuZXRoZXIudjEuT25lb2ZSdWxlc1IFb25lb2ZCkwEKDGNvbS5ldGhlci52MUIKUnVsZXNQcm90b1ABWjZnaXRodWIuY29tL2V0aGVyaG9zdC9ldGhlci9jbGllbnRzL2dvL2V0aGVyL3YxO2V0aGVydjGiAgNFWFiqAghFdGhlci5WMcoCCEV0aGVyXFYx4gIURXRoZXJcVjFcR1BCTWV0YWRhdGHqAglFdGhlcjo6VjFiBnByb3RvMw", [file_google_protobuf_descriptor]);
+  fileDesc("ChRldGhlci92MS9ydWxlcy5wcm90bxIIZXRoZXIudjEiqQEKCkZpZWxkUnVsZXMSEAoIcmVxdWlyZWQYASABKAgSEAoDbWluGAIgASgDSACIAQESEAoDbWF4GAMgASgDSAGIAQESDQoFY2xhbXAYBCABKAgSFgoJbWF4X2l0ZW1zGAUgASgNSAKIAQESFAoHbWF4X2xlbhgGIAEoDUgDiAEBQgYKBF9taW5CBgoEX21heEIMCgpfbWF4X2l0ZW1zQgoKCF9tYXhfbGVuIh4KCk9uZW9mUnVsZXMSEAoIcmVxdWlyZWQYASABKAg6SwoFZmllbGQSHS5nb29nbGUucHJvdG9idWYuRmllbGRPcHRpb25zGLSHAyABKAsyFC5ldGhlci52MS5GaWVsZFJ1bGVzUgVmaWVsZDpLCgVvbmVvZhIdLmdvb2dsZS5wcm90b2J1Zi5PbmVvZk9wdGlvbnMYtYcDIAEoCzIULmV0aGVyLnYxLk9uZW9mUnVsZXNSBW9uZW9mQpMBCgxjb20uZXRoZXIudjFCClJ1bGVzUHJvdG9QAVo2Z2l0aHViLmNvbS9ldGhlcmhvc3QvZXRoZXIvY2xpZW50cy9nby9ldGhlci92MTtldGhlcnYxogIDRVhYqgIIRXRoZXIuVjHKAghFdGhlclxWMeICFEV0aGVyXFYxXEdQQk1ldGFkYXRh6gIJRXRoZXI6OlYxYgZwcm90bzM", [file_google_protobuf_descriptor]);
 
 /**
  * FieldRules are the checks the host makes on a field of every request,
@@ -30,8 +30,9 @@ export const file_ether_v1_rules: GenFile = /*@__PURE__*/
  * its message is answered INVALID_ARGUMENT with reason MALFORMED_REQUEST.
  *
  * Ether declares its own option rather than google.api.field_behavior
- * because it also carries ranges, and because it keeps the generated Python,
- * Go and TypeScript code free of a dependency on googleapis.
+ * because it also carries ranges, counts and lengths, and because it keeps
+ * the generated Python, Go and TypeScript code free of a dependency on
+ * googleapis.
  *
  * @generated from message ether.v1.FieldRules
  */
@@ -68,6 +69,25 @@ export type FieldRules = Message<"ether.v1.FieldRules"> & {
    * @generated from field: bool clamp = 4;
    */
   clamp: boolean;
+
+  /**
+   * The most elements a repeated field, or entries a map field, may hold.
+   * More: reason INVALID_FIELD, with a violation naming the field and the
+   * limit; its elements are then not checked one by one.
+   *
+   * @generated from field: optional uint32 max_items = 5;
+   */
+  maxItems?: number | undefined;
+
+  /**
+   * The longest a string may be, in characters (Unicode code points), or a
+   * bytes field, in bytes. On a repeated field it bounds each element; on a
+   * map, each key and each value. Longer: reason INVALID_FIELD, with a
+   * violation naming the field (the element, the map entry) and the limit.
+   *
+   * @generated from field: optional uint32 max_len = 6;
+   */
+  maxLen?: number | undefined;
 };
 
 /**

@@ -17,7 +17,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ether/v1/supervisor.proto.
  */
 export const file_ether_v1_supervisor: GenFile = /*@__PURE__*/
-  fileDesc("ChlldGhlci92MS9zdXBlcnZpc29yLnByb3RvEghldGhlci52MSKJCQoJQWdlbnRTcGVjEgwKBG5hbWUYASABKAkSFAoEcGF0aBgCIAEoCUIGorsYAggBEiQKCGxhbmd1YWdlGAMgASgOMhIuZXRoZXIudjEuTGFuZ3VhZ2USIQoEdHlwZRgEIAEoDjITLmV0aGVyLnYxLkFnZW50VHlwZRIQCghyZXBsaWNhcxgFIAEoBRIoCgdyZXN0YXJ0GAYgASgOMhcuZXRoZXIudjEuUmVzdGFydFBvbGljeRIOCgZtb2R1bGUYByABKAkSEAoIZnVuY3Rpb24YCCABKAkSKQoDZW52GAkgAygLMhwuZXRoZXIudjEuQWdlbnRTcGVjLkVudkVudHJ5EicKBmNvbmZpZxgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFAoMY2FwYWJpbGl0aWVzGAsgAygJEhUKDWFsbG93ZWRfY2FsbHMYDCADKAkSMAoNc3RhcnRfdGltZW91dBgNIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgpzdG9wX2dyYWNlGA4gASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCW1heF9mcmFtZRgPIAEoAxITCgtkZXNjcmlwdGlvbhgQIAEoCRIPCgdjb21tYW5kGBEgAygJEgwKBG1haW4YEiABKAkSKAoIcHJvdG9jb2wYEyABKA4yFi5ldGhlci52MS5MaW5rUHJvdG9jb2wSEQoJbWF4X3F1ZXVlGBQgASgFEi8KDGNhbmNlbF9ncmFjZRgVIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI8ChVjcHVfc2NoZWR1bGluZ19wb2xpY3kYFiABKA4yHS5ldGhlci52MS5DcHVTY2hlZHVsaW5nUG9saWN5EjAKDXBpbmdfaW50ZXJ2YWwYFyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLwoMcGluZ190aW1lb3V0GBggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi8KDGJhY2tvZmZfYmFzZRgZIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgtiYWNrb2ZmX2NhcBgaIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIaCg1zdGFydF9yZXRyaWVzGBsgASgFSACIAQESGQoMbWF4X3Jlc3RhcnRzGBwgASgFSAGIAQESMQoOcmVzdGFydF9wZXJpb2QYHSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLwoMc3RhYmxlX2FmdGVyGB4gASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC3Jlc2V0X2FmdGVyGB8gASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCEAoOX3N0YXJ0X3JldHJpZXNCDwoNX21heF9yZXN0YXJ0cyLMAgoLUHJvY2Vzc0luZm8SDQoFYWdlbnQYASABKAkSDwoHcmVwbGljYRgCIAEoBRILCgNwaWQYAyABKAUSIwoFc3RhdGUYBCABKA4yFC5ldGhlci52MS5BZ2VudFN0YXRlEi4KCnN0YXJ0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHJlc3RhcnRzGAYgASgFEhEKCWluX2ZsaWdodBgHIAEoBRIbCg5sYXN0X2V4aXRfY29kZRgIIAEoBUgAiAEBEhgKC2xhc3Rfc2lnbmFsGAkgASgFSAGIAQESDgoGcmVhc29uGAogASgJEhMKC25vaXNlX2xpbmVzGAsgASgDEhcKD3Byb3RvY29sX2Vycm9ycxgMIAEoA0IRCg9fbGFzdF9leGl0X2NvZGVCDgoMX2xhc3Rfc2lnbmFsIqUBCgtBZ2VudFN0YXR1cxIhCgRpbmZvGAEgASgLMhMuZXRoZXIudjEuQWdlbnRJbmZvEiEKBHNwZWMYAiABKAsyEy5ldGhlci52MS5BZ2VudFNwZWMSKAoJcHJvY2Vzc2VzGAMgAygLMhUuZXRoZXIudjEuUHJvY2Vzc0luZm8SDgoGcmVhc29uGAQgASgJEhYKDmV2ZW50X3NlcXVlbmNlGAUgASgDIj8KEkRlcGxveUFnZW50UmVxdWVzdBIpCgRzcGVjGAEgASgLMhMuZXRoZXIudjEuQWdlbnRTcGVjQgaiuxgCCAEiOwoTRGVwbG95QWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmV0aGVyLnYxLkFnZW50U3RhdHVzIioKElJlbW92ZUFnZW50UmVxdWVzdBIUCgRuYW1lGAEgASgJQgaiuxgCCAEiFQoTUmVtb3ZlQWdlbnRSZXNwb25zZSIpChFTdGFydEFnZW50UmVxdWVzdBIUCgRuYW1lGAEgASgJQgaiuxgCCAEiOgoSU3RhcnRBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuZXRoZXIudjEuQWdlbnRTdGF0dXMiUgoQU3RvcEFnZW50UmVxdWVzdBIUCgRuYW1lGAEgASgJQgaiuxgCCAESKAoFZ3JhY2UYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iOQoRU3RvcEFnZW50UmVzcG9uc2USJAoFYWdlbnQYASABKAsyFS5ldGhlci52MS5BZ2VudFN0YXR1cyIrChNSZXN0YXJ0QWdlbnRSZXF1ZXN0EhQKBG5hbWUYASABKAlCBqK7GAIIASI8ChRSZXN0YXJ0QWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmV0aGVyLnYxLkFnZW50U3RhdHVzIkcKEVNjYWxlQWdlbnRSZXF1ZXN0EhQKBG5hbWUYASABKAlCBqK7GAIIARIcCghyZXBsaWNhcxgCIAEoBUIKorsYBggBEAEYQCI6ChJTY2FsZUFnZW50UmVzcG9uc2USJAoFYWdlbnQYASABKAsyFS5ldGhlci52MS5BZ2VudFN0YXR1cyJZChRMaXN0UHJvY2Vzc2VzUmVxdWVzdBIeCglwYWdlX3NpemUYASABKAVCC6K7GAcQABjoByABEhIKCnBhZ2VfdG9rZW4YAiABKAkSDQoFYWdlbnQYAyABKAkiWgoVTGlzdFByb2Nlc3Nlc1Jlc3BvbnNlEigKCXByb2Nlc3NlcxgBIAMoCzIVLmV0aGVyLnYxLlByb2Nlc3NJbmZvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJMChJXYXRjaEV2ZW50c1JlcXVlc3QSDQoFYWdlbnQYASABKAkSJwoOYWZ0ZXJfc2VxdWVuY2UYAiABKANCD6K7GAsQ////////////ASK8AgoTV2F0Y2hFdmVudHNSZXNwb25zZRIQCghzZXF1ZW5jZRgBIAEoAxIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVhZ2VudBgDIAEoCRIPCgdyZXBsaWNhGAQgASgFEiMKBXN0YXRlGAUgASgOMhQuZXRoZXIudjEuQWdlbnRTdGF0ZRIsCg5wcmV2aW91c19zdGF0ZRgGIAEoDjIULmV0aGVyLnYxLkFnZW50U3RhdGUSDgoGcmVhc29uGAcgASgJEgsKA3BpZBgIIAEoBRIWCglleGl0X2NvZGUYCSABKAVIAIgBARITCgZzaWduYWwYCiABKAVIAYgBARITCgtzdGRlcnJfdGFpbBgLIAMoCUIMCgpfZXhpdF9jb2RlQgkKB19zaWduYWwiWQoRU3RyZWFtTG9nc1JlcXVlc3QSFQoFYWdlbnQYASABKAlCBqK7GAIIARIdCgp0YWlsX2xpbmVzGAIgASgFQgmiuxgFEAAYkE4SDgoGZm9sbG93GAMgASgIIsQBChJTdHJlYW1Mb2dzUmVzcG9uc2USKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFYWdlbnQYAiABKAkSDwoHcmVwbGljYRgDIAEoBRILCgNwaWQYBCABKAUSDgoGc291cmNlGAUgASgJEg0KBWxldmVsGAYgASgJEg8KB21lc3NhZ2UYByABKAkSJwoGZmllbGRzGAggASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCqDAQoNUmVzdGFydFBvbGljeRIeChpSRVNUQVJUX1BPTElDWV9VTlNQRUNJRklFRBAAEhkKFVJFU1RBUlRfUE9MSUNZX0FMV0FZUxABEh0KGVJFU1RBUlRfUE9MSUNZX09OX0ZBSUxVUkUQAhIYChRSRVNUQVJUX1BPTElDWV9ORVZFUhADKl8KDExpbmtQcm90b2NvbBIdChlMSU5LX1BST1RPQ09MX1VOU1BFQ0lGSUVEEAASFgoSTElOS19QUk9UT0NPTF9BVVRPEAESGAoUTElOS19QUk9UT0NPTF9MRUdBQ1kQAiqeAQoTQ3B1U2NoZWR1bGluZ1BvbGljeRIlCiFDUFVfU0NIRURVTElOR19QT0xJQ1lfVU5TUEVDSUZJRUQQABIfChtDUFVfU0NIRURVTElOR19QT0xJQ1lfQkFUQ0gQARIfChtDUFVfU0NIRURVTElOR19QT0xJQ1lfT1RIRVIQAhIeChpDUFVfU0NIRURVTElOR19QT0xJQ1lfSURMRRADMr0FChFTdXBlcnZpc29yU2VydmljZRJKCgtEZXBsb3lBZ2VudBIcLmV0aGVyLnYxLkRlcGxveUFnZW50UmVxdWVzdBodLmV0aGVyLnYxLkRlcGxveUFnZW50UmVzcG9uc2USSgoLUmVtb3ZlQWdlbnQSHC5ldGhlci52MS5SZW1vdmVBZ2VudFJlcXVlc3QaHS5ldGhlci52MS5SZW1vdmVBZ2VudFJlc3BvbnNlEkcKClN0YXJ0QWdlbnQSGy5ldGhlci52MS5TdGFydEFnZW50UmVxdWVzdBocLmV0aGVyLnYxLlN0YXJ0QWdlbnRSZXNwb25zZRJECglTdG9wQWdlbnQSGi5ldGhlci52MS5TdG9wQWdlbnRSZXF1ZXN0GhsuZXRoZXIudjEuU3RvcEFnZW50UmVzcG9uc2USTQoMUmVzdGFydEFnZW50Eh0uZXRoZXIudjEuUmVzdGFydEFnZW50UmVxdWVzdBoeLmV0aGVyLnYxLlJlc3RhcnRBZ2VudFJlc3BvbnNlEkcKClNjYWxlQWdlbnQSGy5ldGhlci52MS5TY2FsZUFnZW50UmVxdWVzdBocLmV0aGVyLnYxLlNjYWxlQWdlbnRSZXNwb25zZRJQCg1MaXN0UHJvY2Vzc2VzEh4uZXRoZXIudjEuTGlzdFByb2Nlc3Nlc1JlcXVlc3QaHy5ldGhlci52MS5MaXN0UHJvY2Vzc2VzUmVzcG9uc2USTAoLV2F0Y2hFdmVudHMSHC5ldGhlci52MS5XYXRjaEV2ZW50c1JlcXVlc3QaHS5ldGhlci52MS5XYXRjaEV2ZW50c1Jlc3BvbnNlMAESSQoKU3RyZWFtTG9ncxIbLmV0aGVyLnYxLlN0cmVhbUxvZ3NSZXF1ZXN0GhwuZXRoZXIudjEuU3RyZWFtTG9nc1Jlc3BvbnNlMAFCmAEKDGNvbS5ldGhlci52MUIPU3VwZXJ2aXNvclByb3RvUAFaNmdpdGh1Yi5jb20vZXRoZXJob3N0L2V0aGVyL2NsaWVudHMvZ28vZXRoZXIvdjE7ZXRoZXJ2MaICA0VYWKoCCEV0aGVyLlYxygIIRXRoZXJcVjHiAhRFdGhlclxWMVxHUEJNZXRhZGF0YeoCCUV0aGVyOjpWMWIGcHJvdG8z", [file_ether_v1_agent_io, file_ether_v1_common, file_ether_v1_rules, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChlldGhlci92MS9zdXBlcnZpc29yLnByb3RvEghldGhlci52MSLrCQoJQWdlbnRTcGVjEhQKBG5hbWUYASABKAlCBqK7GAIwQBIXCgRwYXRoGAIgASgJQgmiuxgFCAEwgCASJAoIbGFuZ3VhZ2UYAyABKA4yEi5ldGhlci52MS5MYW5ndWFnZRIhCgR0eXBlGAQgASgOMhMuZXRoZXIudjEuQWdlbnRUeXBlEhAKCHJlcGxpY2FzGAUgASgFEigKB3Jlc3RhcnQYBiABKA4yFy5ldGhlci52MS5SZXN0YXJ0UG9saWN5EhcKBm1vZHVsZRgHIAEoCUIHorsYAzCAAhIZCghmdW5jdGlvbhgIIAEoCUIHorsYAzCAAhI2CgNlbnYYCSADKAsyHC5ldGhlci52MS5BZ2VudFNwZWMuRW52RW50cnlCC6K7GAco6AcwgIAEEicKBmNvbmZpZxgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSIAoMY2FwYWJpbGl0aWVzGAsgAygJQgqiuxgGKOgHMIACEiEKDWFsbG93ZWRfY2FsbHMYDCADKAlCCqK7GAYo6AcwgAISMAoNc3RhcnRfdGltZW91dBgNIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgpzdG9wX2dyYWNlGA4gASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCW1heF9mcmFtZRgPIAEoAxIdCgtkZXNjcmlwdGlvbhgQIAEoCUIIorsYBDCAgAQSHAoHY29tbWFuZBgRIAMoCUILorsYByiQTjCAgAgSFQoEbWFpbhgSIAEoCUIHorsYAzCAIBIoCghwcm90b2NvbBgTIAEoDjIWLmV0aGVyLnYxLkxpbmtQcm90b2NvbBIRCgltYXhfcXVldWUYFCABKAUSLwoMY2FuY2VsX2dyYWNlGBUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjwKFWNwdV9zY2hlZHVsaW5nX3BvbGljeRgWIAEoDjIdLmV0aGVyLnYxLkNwdVNjaGVkdWxpbmdQb2xpY3kSMAoNcGluZ19pbnRlcnZhbBgXIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxwaW5nX3RpbWVvdXQYGCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLwoMYmFja29mZl9iYXNlGBkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC2JhY2tvZmZfY2FwGBogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhoKDXN0YXJ0X3JldHJpZXMYGyABKAVIAIgBARIZCgxtYXhfcmVzdGFydHMYHCABKAVIAYgBARIxCg5yZXN0YXJ0X3BlcmlvZBgdIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxzdGFibGVfYWZ0ZXIYHiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoLcmVzZXRfYWZ0ZXIYHyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24aKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIQCg5fc3RhcnRfcmV0cmllc0IPCg1fbWF4X3Jlc3RhcnRzIswCCgtQcm9jZXNzSW5mbxINCgVhZ2VudBgBIAEoCRIPCgdyZXBsaWNhGAIgASgFEgsKA3BpZBgDIAEoBRIjCgVzdGF0ZRgEIAEoDjIULmV0aGVyLnYxLkFnZW50U3RhdGUSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcmVzdGFydHMYBiABKAUSEQoJaW5fZmxpZ2h0GAcgASgFEhsKDmxhc3RfZXhpdF9jb2RlGAggASgFSACIAQESGAoLbGFzdF9zaWduYWwYCSABKAVIAYgBARIOCgZyZWFzb24YCiABKAkSEwoLbm9pc2VfbGluZXMYCyABKAMSFwoPcHJvdG9jb2xfZXJyb3JzGAwgASgDQhEKD19sYXN0X2V4aXRfY29kZUIOCgxfbGFzdF9zaWduYWwipQEKC0FnZW50U3RhdHVzEiEKBGluZm8YASABKAsyEy5ldGhlci52MS5BZ2VudEluZm8SIQoEc3BlYxgCIAEoCzITLmV0aGVyLnYxLkFnZW50U3BlYxIoCglwcm9jZXNzZXMYAyADKAsyFS5ldGhlci52MS5Qcm9jZXNzSW5mbxIOCgZyZWFzb24YBCABKAkSFgoOZXZlbnRfc2VxdWVuY2UYBSABKAMiPwoSRGVwbG95QWdlbnRSZXF1ZXN0EikKBHNwZWMYASABKAsyEy5ldGhlci52MS5BZ2VudFNwZWNCBqK7GAIIASI7ChNEZXBsb3lBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuZXRoZXIudjEuQWdlbnRTdGF0dXMiLQoSUmVtb3ZlQWdlbnRSZXF1ZXN0EhcKBG5hbWUYASABKAlCCaK7GAUIATCAAiIVChNSZW1vdmVBZ2VudFJlc3BvbnNlIiwKEVN0YXJ0QWdlbnRSZXF1ZXN0EhcKBG5hbWUYASABKAlCCaK7GAUIATCAAiI6ChJTdGFydEFnZW50UmVzcG9uc2USJAoFYWdlbnQYASABKAsyFS5ldGhlci52MS5BZ2VudFN0YXR1cyJVChBTdG9wQWdlbnRSZXF1ZXN0EhcKBG5hbWUYASABKAlCCaK7GAUIATCAAhIoCgVncmFjZRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI5ChFTdG9wQWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmV0aGVyLnYxLkFnZW50U3RhdHVzIi4KE1Jlc3RhcnRBZ2VudFJlcXVlc3QSFwoEbmFtZRgBIAEoCUIJorsYBQgBMIACIjwKFFJlc3RhcnRBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuZXRoZXIudjEuQWdlbnRTdGF0dXMiSgoRU2NhbGVBZ2VudFJlcXVlc3QSFwoEbmFtZRgBIAEoCUIJorsYBQgBMIACEhwKCHJlcGxpY2FzGAIgASgFQgqiuxgGCAEQARhAIjoKElNjYWxlQWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmV0aGVyLnYxLkFnZW50U3RhdHVzImsKFExpc3RQcm9jZXNzZXNSZXF1ZXN0Eh4KCXBhZ2Vfc2l6ZRgBIAEoBUILorsYBxAAGOgHIAESGwoKcGFnZV90b2tlbhgCIAEoCUIHorsYAzCAIBIWCgVhZ2VudBgDIAEoCUIHorsYAzCAAiJaChVMaXN0UHJvY2Vzc2VzUmVzcG9uc2USKAoJcHJvY2Vzc2VzGAEgAygLMhUuZXRoZXIudjEuUHJvY2Vzc0luZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlUKEldhdGNoRXZlbnRzUmVxdWVzdBIWCgVhZ2VudBgBIAEoCUIHorsYAzCAAhInCg5hZnRlcl9zZXF1ZW5jZRgCIAEoA0IPorsYCxD///////////8BIrwCChNXYXRjaEV2ZW50c1Jlc3BvbnNlEhAKCHNlcXVlbmNlGAEgASgDEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWFnZW50GAMgASgJEg8KB3JlcGxpY2EYBCABKAUSIwoFc3RhdGUYBSABKA4yFC5ldGhlci52MS5BZ2VudFN0YXRlEiwKDnByZXZpb3VzX3N0YXRlGAYgASgOMhQuZXRoZXIudjEuQWdlbnRTdGF0ZRIOCgZyZWFzb24YByABKAkSCwoDcGlkGAggASgFEhYKCWV4aXRfY29kZRgJIAEoBUgAiAEBEhMKBnNpZ25hbBgKIAEoBUgBiAEBEhMKC3N0ZGVycl90YWlsGAsgAygJQgwKCl9leGl0X2NvZGVCCQoHX3NpZ25hbCJcChFTdHJlYW1Mb2dzUmVxdWVzdBIYCgVhZ2VudBgBIAEoCUIJorsYBQgBMIACEh0KCnRhaWxfbGluZXMYAiABKAVCCaK7GAUQABiQThIOCgZmb2xsb3cYAyABKAgixAEKElN0cmVhbUxvZ3NSZXNwb25zZRIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVhZ2VudBgCIAEoCRIPCgdyZXBsaWNhGAMgASgFEgsKA3BpZBgEIAEoBRIOCgZzb3VyY2UYBSABKAkSDQoFbGV2ZWwYBiABKAkSDwoHbWVzc2FnZRgHIAEoCRInCgZmaWVsZHMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0KoMBCg1SZXN0YXJ0UG9saWN5Eh4KGlJFU1RBUlRfUE9MSUNZX1VOU1BFQ0lGSUVEEAASGQoVUkVTVEFSVF9QT0xJQ1lfQUxXQVlTEAESHQoZUkVTVEFSVF9QT0xJQ1lfT05fRkFJTFVSRRACEhgKFFJFU1RBUlRfUE9MSUNZX05FVkVSEAMqXwoMTGlua1Byb3RvY29sEh0KGUxJTktfUFJPVE9DT0xfVU5TUEVDSUZJRUQQABIWChJMSU5LX1BST1RPQ09MX0FVVE8QARIYChRMSU5LX1BST1RPQ09MX0xFR0FDWRACKp4BChNDcHVTY2hlZHVsaW5nUG9saWN5EiUKIUNQVV9TQ0hFRFVMSU5HX1BPTElDWV9VTlNQRUNJRklFRBAAEh8KG0NQVV9TQ0hFRFVMSU5HX1BPTElDWV9CQVRDSBABEh8KG0NQVV9TQ0hFRFVMSU5HX1BPTElDWV9PVEhFUhACEh4KGkNQVV9TQ0hFRFVMSU5HX1BPTElDWV9JRExFEAMyvQUKEVN1cGVydmlzb3JTZXJ2aWNlEkoKC0RlcGxveUFnZW50EhwuZXRoZXIudjEuRGVwbG95QWdlbnRSZXF1ZXN0Gh0uZXRoZXIudjEuRGVwbG95QWdlbnRSZXNwb25zZRJKCgtSZW1vdmVBZ2VudBIcLmV0aGVyLnYxLlJlbW92ZUFnZW50UmVxdWVzdBodLmV0aGVyLnYxLlJlbW92ZUFnZW50UmVzcG9uc2USRwoKU3RhcnRBZ2VudBIbLmV0aGVyLnYxLlN0YXJ0QWdlbnRSZXF1ZXN0GhwuZXRoZXIudjEuU3RhcnRBZ2VudFJlc3BvbnNlEkQKCVN0b3BBZ2VudBIaLmV0aGVyLnYxLlN0b3BBZ2VudFJlcXVlc3QaGy5ldGhlci52MS5TdG9wQWdlbnRSZXNwb25zZRJNCgxSZXN0YXJ0QWdlbnQSHS5ldGhlci52MS5SZXN0YXJ0QWdlbnRSZXF1ZXN0Gh4uZXRoZXIudjEuUmVzdGFydEFnZW50UmVzcG9uc2USRwoKU2NhbGVBZ2VudBIbLmV0aGVyLnYxLlNjYWxlQWdlbnRSZXF1ZXN0GhwuZXRoZXIudjEuU2NhbGVBZ2VudFJlc3BvbnNlElAKDUxpc3RQcm9jZXNzZXMSHi5ldGhlci52MS5MaXN0UHJvY2Vzc2VzUmVxdWVzdBofLmV0aGVyLnYxLkxpc3RQcm9jZXNzZXNSZXNwb25zZRJMCgtXYXRjaEV2ZW50cxIcLmV0aGVyLnYxLldhdGNoRXZlbnRzUmVxdWVzdBodLmV0aGVyLnYxLldhdGNoRXZlbnRzUmVzcG9uc2UwARJJCgpTdHJlYW1Mb2dzEhsuZXRoZXIudjEuU3RyZWFtTG9nc1JlcXVlc3QaHC5ldGhlci52MS5TdHJlYW1Mb2dzUmVzcG9uc2UwAUKYAQoMY29tLmV0aGVyLnYxQg9TdXBlcnZpc29yUHJvdG9QAVo2Z2l0aHViLmNvbS9ldGhlcmhvc3QvZXRoZXIvY2xpZW50cy9nby9ldGhlci92MTtldGhlcnYxogIDRVhYqgIIRXRoZXIuVjHKAghFdGhlclxWMeICFEV0aGVyXFYxXEdQQk1ldGFkYXRh6gIJRXRoZXI6OlYxYgZwcm90bzM", [file_ether_v1_agent_io, file_ether_v1_common, file_ether_v1_rules, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * AgentSpec is how an agent is deployed. Fields left unset take their
@@ -29,6 +29,7 @@ export type AgentSpec = Message<"ether.v1.AgentSpec"> & {
   /**
    * Unique agent name: 1 to 64 characters of [a-z0-9_-], starting with a
    * letter. Defaults to agent.toml's name, then the folder name.
+   * Longer: INVALID_ARGUMENT naming spec.name.
    *
    * @generated from field: string name = 1;
    */
@@ -36,6 +37,7 @@ export type AgentSpec = Message<"ether.v1.AgentSpec"> & {
 
   /**
    * Absolute path of the agent folder on the host machine. Required.
+   * At most 4,096 characters.
    *
    * @generated from field: string path = 2;
    */
@@ -72,6 +74,7 @@ export type AgentSpec = Message<"ether.v1.AgentSpec"> & {
   /**
    * For Python callback modules: the module to load (such as "agent").
    * Empty: agent.toml's `module`, then "agent".
+   * At most 256 characters.
    *
    * @generated from field: string module = 7;
    */
@@ -80,6 +83,7 @@ export type AgentSpec = Message<"ether.v1.AgentSpec"> & {
   /**
    * For Python callback modules: the function that handles a task. Empty
    * means the module uses the ether_agent SDK or agent.toml's `function`.
+   * At most 256 characters.
    *
    * @generated from field: string function = 8;
    */
@@ -88,6 +92,8 @@ export type AgentSpec = Message<"ether.v1.AgentSpec"> & {
   /**
    * Extra environment variables for the agent's processes (added to the
    * host's allowlisted environment).
+   * At most 1,000 variables, names and values of at most 64 KiB (65,536
+   * characters) each.
    *
    * @generated from field: map<string, string> env = 9;
    */
@@ -102,6 +108,7 @@ export type AgentSpec = Message<"ether.v1.AgentSpec"> & {
 
   /**
    * Capability tags added to what the agent declares.
+   * At most 1,000 tags, each at most 256 characters.
    *
    * @generated from field: repeated string capabilities = 11;
    */
@@ -111,6 +118,7 @@ export type AgentSpec = Message<"ether.v1.AgentSpec"> & {
    * Host calls the agent may make ("agent.call", "ctx.*", "term.*",
    * "msg.*", "net.fetch"); intersected with what the agent declares.
    * Empty: agent.toml's `calls`, then ["agent.call"].
+   * At most 1,000 items, each at most 256 characters.
    *
    * @generated from field: repeated string allowed_calls = 12;
    */
@@ -142,6 +150,7 @@ export type AgentSpec = Message<"ether.v1.AgentSpec"> & {
 
   /**
    * One line shown by ListAgents and GetAgent. Empty: agent.toml's.
+   * At most 64 KiB (65,536 characters).
    *
    * @generated from field: string description = 16;
    */
@@ -151,6 +160,7 @@ export type AgentSpec = Message<"ether.v1.AgentSpec"> & {
    * Python: a full custom argv (any program that speaks the protocol or the
    * seeds' envelope); Go and TypeScript: extra arguments. Empty:
    * agent.toml's `command`.
+   * At most 10,000 arguments, each at most 128 KiB (131,072 characters).
    *
    * @generated from field: repeated string command = 17;
    */
@@ -159,6 +169,7 @@ export type AgentSpec = Message<"ether.v1.AgentSpec"> & {
   /**
    * TypeScript: the compiled entry, relative to the folder. Empty:
    * agent.toml's `main`, then package.json's `main`, then dist/agent.js.
+   * At most 4,096 characters.
    *
    * @generated from field: string main = 18;
    */
@@ -476,6 +487,7 @@ export const DeployAgentResponseSchema: GenMessage<DeployAgentResponse> = /*@__P
 export type RemoveAgentRequest = Message<"ether.v1.RemoveAgentRequest"> & {
   /**
    * Agent name.
+   * At most 256 characters.
    *
    * @generated from field: string name = 1;
    */
@@ -512,6 +524,7 @@ export const RemoveAgentResponseSchema: GenMessage<RemoveAgentResponse> = /*@__P
 export type StartAgentRequest = Message<"ether.v1.StartAgentRequest"> & {
   /**
    * Agent name.
+   * At most 256 characters.
    *
    * @generated from field: string name = 1;
    */
@@ -554,6 +567,7 @@ export const StartAgentResponseSchema: GenMessage<StartAgentResponse> = /*@__PUR
 export type StopAgentRequest = Message<"ether.v1.StopAgentRequest"> & {
   /**
    * Agent name.
+   * At most 256 characters.
    *
    * @generated from field: string name = 1;
    */
@@ -603,6 +617,7 @@ export const StopAgentResponseSchema: GenMessage<StopAgentResponse> = /*@__PURE_
 export type RestartAgentRequest = Message<"ether.v1.RestartAgentRequest"> & {
   /**
    * Agent name.
+   * At most 256 characters.
    *
    * @generated from field: string name = 1;
    */
@@ -645,6 +660,7 @@ export const RestartAgentResponseSchema: GenMessage<RestartAgentResponse> = /*@_
 export type ScaleAgentRequest = Message<"ether.v1.ScaleAgentRequest"> & {
   /**
    * Agent name.
+   * At most 256 characters.
    *
    * @generated from field: string name = 1;
    */
@@ -672,7 +688,9 @@ export const ScaleAgentRequestSchema: GenMessage<ScaleAgentRequest> = /*@__PURE_
  */
 export type ScaleAgentResponse = Message<"ether.v1.ScaleAgentResponse"> & {
   /**
-   * The agent after scaling was requested.
+   * The agent once the replicas scaled away are down: added replicas are
+   * still starting (AGENT_STATE_STARTING, or INSTALLING when the agent is
+   * being built).
    *
    * @generated from field: ether.v1.AgentStatus agent = 1;
    */
@@ -702,6 +720,7 @@ export type ListProcessesRequest = Message<"ether.v1.ListProcessesRequest"> & {
 
   /**
    * Token from a previous response; empty for the first page.
+   * At most 4,096 characters.
    *
    * @generated from field: string page_token = 2;
    */
@@ -709,6 +728,7 @@ export type ListProcessesRequest = Message<"ether.v1.ListProcessesRequest"> & {
 
   /**
    * Only processes of this agent. Empty: all agents.
+   * At most 256 characters.
    *
    * @generated from field: string agent = 3;
    */
@@ -758,6 +778,7 @@ export const ListProcessesResponseSchema: GenMessage<ListProcessesResponse> = /*
 export type WatchEventsRequest = Message<"ether.v1.WatchEventsRequest"> & {
   /**
    * Only events of this agent. Empty: all agents.
+   * At most 256 characters.
    *
    * @generated from field: string agent = 1;
    */
@@ -878,6 +899,7 @@ export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__P
 export type StreamLogsRequest = Message<"ether.v1.StreamLogsRequest"> & {
   /**
    * Agent name. Required.
+   * At most 256 characters.
    *
    * @generated from field: string agent = 1;
    */
@@ -989,22 +1011,27 @@ export enum RestartPolicy {
   UNSPECIFIED = 0,
 
   /**
-   * Restart after every exit, also a clean one.
+   * Restart after every exit the host did not ask for. An agent is a
+   * long-running server, so this behaves exactly as
+   * RESTART_POLICY_ON_FAILURE; it is kept for agent.toml's `always`.
    *
    * @generated from enum value: RESTART_POLICY_ALWAYS = 1;
    */
   ALWAYS = 1,
 
   /**
-   * Restart after a non-zero exit, a signal, or an exit with tasks in
-   * flight; not after exit code 0.
+   * Restart after every exit the host did not ask for, whatever its code:
+   * a non-zero exit, a signal, and exit code 0 too (the adapters exit 0 on
+   * a SIGTERM from outside the host). A stop, restart or scale-down the
+   * host made is not restarted.
    *
    * @generated from enum value: RESTART_POLICY_ON_FAILURE = 2;
    */
   ON_FAILURE = 2,
 
   /**
-   * Never restart.
+   * Never restart: a replica whose process exited stays
+   * AGENT_STATE_EXITED until StartAgent or RestartAgent.
    *
    * @generated from enum value: RESTART_POLICY_NEVER = 3;
    */
@@ -1190,7 +1217,13 @@ export const SupervisorService: GenService<{
     output: typeof RestartAgentResponseSchema;
   },
   /**
-   * ScaleAgent changes the number of replicas of an agent.
+   * ScaleAgent changes the number of replicas of an agent, keeping replicas
+   * 0 to n-1. Scaling down stops the highest replicas (shutdown frame,
+   * SIGTERM, SIGKILL, as StopAgent) and returns once they are down; they
+   * leave ListProcesses at once. Scaling up starts the new replicas at the
+   * free indices in the background and returns at once, before they run:
+   * watch WatchEvents from AgentStatus.event_sequence (as `ether agents
+   * scale` does) to know when they are RUNNING.
    *
    * Errors: NOT_FOUND (unknown agent); INVALID_ARGUMENT (replicas outside
    * 1..64).

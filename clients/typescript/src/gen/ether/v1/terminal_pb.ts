@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ether/v1/terminal.proto.
  */
 export const file_ether_v1_terminal: GenFile = /*@__PURE__*/
-  fileDesc("ChdldGhlci92MS90ZXJtaW5hbC5wcm90bxIIZXRoZXIudjEiFAoEQXJndhIMCgRhcmdzGAEgAygJInwKCkV4aXRTdGF0dXMSEQoEY29kZRgBIAEoBUgAiAEBEg4KBnNpZ25hbBgCIAEoBRITCgtzaWduYWxfbmFtZRgDIAEoCRItCglleGl0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgcKBV9jb2RlIoQECghUZXJtaW5hbBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBW93bmVyGAMgASgJEgwKBGFyZ3YYBCADKAkSCwoDY3dkGAUgASgJEgwKBHJvd3MYBiABKAUSDAoEY29scxgHIAEoBRIMCgR0ZXJtGAggASgJEhgKEHNjcm9sbGJhY2tfbGluZXMYCSABKAUSJgoFc3RhdGUYCiABKA4yFy5ldGhlci52MS5UZXJtaW5hbFN0YXRlEgsKA3BpZBgLIAEoBRIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChBsYXN0X2FjdGl2aXR5X2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgtleGl0X3N0YXR1cxgOIAEoCzIULmV0aGVyLnYxLkV4aXRTdGF0dXMSFQoNb3V0cHV0X29mZnNldBgPIAEoAxIXCg9yZXRhaW5lZF9vZmZzZXQYECABKAMSGAoQYXR0YWNoZWRfY2xpZW50cxgRIAEoBRIvCgxpZGxlX3RpbWVvdXQYEiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLwoMbWF4X2xpZmV0aW1lGBMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjMKBkN1cnNvchILCgNyb3cYASABKAUSCwoDY29sGAIgASgFEg8KB3Zpc2libGUYAyABKAgimQEKCVN0eWxlZFJ1bhIMCgR0ZXh0GAEgASgJEgoKAmZnGAIgASgJEgoKAmJnGAMgASgJEgwKBGJvbGQYBCABKAgSDgoGaXRhbGljGAUgASgIEhEKCXVuZGVybGluZRgGIAEoCBIPCgdyZXZlcnNlGAcgASgIEhUKDXN0cmlrZXRocm91Z2gYCCABKAgSDQoFYmxpbmsYCSABKAgiLwoKU3R5bGVkTGluZRIhCgRydW5zGAEgAygLMhMuZXRoZXIudjEuU3R5bGVkUnVuIpACCgZTY3JlZW4SDAoEcm93cxgBIAEoBRIMCgRjb2xzGAIgASgFEg0KBWxpbmVzGAMgAygJEhIKCnNjcm9sbGJhY2sYBCADKAkSIAoGY3Vyc29yGAUgASgLMhAuZXRoZXIudjEuQ3Vyc29yEg0KBXRpdGxlGAYgASgJEhgKEGFsdGVybmF0ZV9zY3JlZW4YByABKAgSDgoGZXhpdGVkGAggASgIEikKC2V4aXRfc3RhdHVzGAkgASgLMhQuZXRoZXIudjEuRXhpdFN0YXR1cxIVCg1vdXRwdXRfb2Zmc2V0GAogASgDEioKDHN0eWxlZF9saW5lcxgLIAMoCzIULmV0aGVyLnYxLlN0eWxlZExpbmUikgEKDVRlcm1pbmFsSW5wdXQSDgoEZGF0YRgBIAEoDEgAEg4KBHRleHQYAiABKAlIABIcCgNrZXkYAyABKA4yDS5ldGhlci52MS5LZXlIABIOCgRjdHJsGAQgASgJSAASCwoDYWx0GAUgASgIEg4KBnJlcGVhdBgGIAEoBRINCgVwYXN0ZRgHIAEoCEIHCgVpbnB1dCLDAwoVQ3JlYXRlVGVybWluYWxSZXF1ZXN0Eh4KBGFyZ3YYASABKAsyDi5ldGhlci52MS5Bcmd2SAASFgoMY29tbWFuZF9saW5lGAIgASgJSAASNQoDZW52GAMgAygLMiguZXRoZXIudjEuQ3JlYXRlVGVybWluYWxSZXF1ZXN0LkVudkVudHJ5EgsKA2N3ZBgEIAEoCRIZCgRyb3dzGAUgASgFQguiuxgHEAAY6AcgARIZCgRjb2xzGAYgASgFQguiuxgHEAAY6AcgARIMCgRuYW1lGAcgASgJEg0KBW93bmVyGAggASgJEiAKEHNjcm9sbGJhY2tfbGluZXMYCSABKAVCBqK7GAIQABIMCgR0ZXJtGAogASgJEi8KDGlkbGVfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxtYXhfbGlmZXRpbWUYDCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEgoKcmVxdWVzdF9pZBgNIAEoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgkKB2NvbW1hbmQiPgoWQ3JlYXRlVGVybWluYWxSZXNwb25zZRIkCgh0ZXJtaW5hbBgBIAEoCzISLmV0aGVyLnYxLlRlcm1pbmFsIjEKEkdldFRlcm1pbmFsUmVxdWVzdBIbCgt0ZXJtaW5hbF9pZBgBIAEoCUIGorsYAggBIjsKE0dldFRlcm1pbmFsUmVzcG9uc2USJAoIdGVybWluYWwYASABKAsyEi5ldGhlci52MS5UZXJtaW5hbCKBAQoUTGlzdFRlcm1pbmFsc1JlcXVlc3QSHgoJcGFnZV9zaXplGAEgASgFQguiuxgHEAAY6AcgARISCgpwYWdlX3Rva2VuGAIgASgJEg0KBW93bmVyGAMgASgJEiYKBXN0YXRlGAQgASgOMhcuZXRoZXIudjEuVGVybWluYWxTdGF0ZSJXChVMaXN0VGVybWluYWxzUmVzcG9uc2USJQoJdGVybWluYWxzGAEgAygLMhIuZXRoZXIudjEuVGVybWluYWwSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIl0KFENsb3NlVGVybWluYWxSZXF1ZXN0EhsKC3Rlcm1pbmFsX2lkGAEgASgJQgaiuxgCCAESKAoFZ3JhY2UYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iPQoVQ2xvc2VUZXJtaW5hbFJlc3BvbnNlEiQKCHRlcm1pbmFsGAEgASgLMhIuZXRoZXIudjEuVGVybWluYWwiQAoVV2F0Y2hUZXJtaW5hbHNSZXF1ZXN0Eg0KBW93bmVyGAEgASgJEhgKEGluY2x1ZGVfZXhpc3RpbmcYAiABKAgiEQoPVGVybWluYWxDcmVhdGVkIjsKDlRlcm1pbmFsRXhpdGVkEikKC2V4aXRfc3RhdHVzGAEgASgLMhQuZXRoZXIudjEuRXhpdFN0YXR1cyIgCg5UZXJtaW5hbENsb3NlZBIOCgZyZWFzb24YASABKAki9wEKFldhdGNoVGVybWluYWxzUmVzcG9uc2USKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJAoIdGVybWluYWwYAiABKAsyEi5ldGhlci52MS5UZXJtaW5hbBIsCgdjcmVhdGVkGAMgASgLMhkuZXRoZXIudjEuVGVybWluYWxDcmVhdGVkSAASKgoGZXhpdGVkGAQgASgLMhguZXRoZXIudjEuVGVybWluYWxFeGl0ZWRIABIqCgZjbG9zZWQYBSABKAsyGC5ldGhlci52MS5UZXJtaW5hbENsb3NlZEgAQgcKBWV2ZW50ImAKEVdyaXRlSW5wdXRSZXF1ZXN0EhsKC3Rlcm1pbmFsX2lkGAEgASgJQgaiuxgCCAESLgoFaW5wdXQYAiABKAsyFy5ldGhlci52MS5UZXJtaW5hbElucHV0QgaiuxgCCAEiWgoSV3JpdGVJbnB1dFJlc3BvbnNlEhQKDGJ5dGVzX3F1ZXVlZBgBIAEoAxIVCg1ieXRlc19wZW5kaW5nGAIgASgDEhcKD2J5dGVzX2Rpc2NhcmRlZBgDIAEoAyLMAQoRUmVhZFNjcmVlblJlcXVlc3QSGwoLdGVybWluYWxfaWQYASABKAlCBqK7GAIIARImCgZmb3JtYXQYAiABKA4yFi5ldGhlci52MS5TY3JlZW5Gb3JtYXQSGgoSaW5jbHVkZV9zY3JvbGxiYWNrGAMgASgIEiAKEHNjcm9sbGJhY2tfbGltaXQYBCABKAVCBqK7GAIQABIWCg5pbmNsdWRlX3N0eWxlcxgFIAEoCBIcChRrZWVwX3RyYWlsaW5nX3NwYWNlcxgGIAEoCCI2ChJSZWFkU2NyZWVuUmVzcG9uc2USIAoGc2NyZWVuGAEgASgLMhAuZXRoZXIudjEuU2NyZWVuImIKDVJlc2l6ZVJlcXVlc3QSGwoLdGVybWluYWxfaWQYASABKAlCBqK7GAIIARIZCgRyb3dzGAIgASgFQguiuxgHEAAY6AcgARIZCgRjb2xzGAMgASgFQguiuxgHEAAY6AcgASIsCg5SZXNpemVSZXNwb25zZRIMCgRyb3dzGAEgASgFEgwKBGNvbHMYAiABKAUiXAoRU2VuZFNpZ25hbFJlcXVlc3QSGwoLdGVybWluYWxfaWQYASABKAlCBqK7GAIIARIWCgZzaWduYWwYAiABKAlCBqK7GAIIARISCgpmb3JlZ3JvdW5kGAMgASgIIjsKElNlbmRTaWduYWxSZXNwb25zZRIOCgZzaWduYWwYASABKAUSFQoNcHJvY2Vzc19ncm91cBgCIAEoBSJECg9TY3JlZW5Db25kaXRpb24SFQoFcmVnZXgYASABKAlCBqK7GAIIARIaChJpbmNsdWRlX3Njcm9sbGJhY2sYAiABKAgiYQoPT3V0cHV0Q29uZGl0aW9uEhUKBXJlZ2V4GAEgASgJQgaiuxgCCAESGQoMYWZ0ZXJfb2Zmc2V0GAIgASgDSACIAQESCwoDcmF3GAMgASgIQg8KDV9hZnRlcl9vZmZzZXQiDwoNRXhpdENvbmRpdGlvbiJFCg5RdWlldENvbmRpdGlvbhIzCghkdXJhdGlvbhgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIGorsYAggBIssCCg5XYWl0Rm9yUmVxdWVzdBIbCgt0ZXJtaW5hbF9pZBgBIAEoCUIGorsYAggBEisKBnNjcmVlbhgCIAEoCzIZLmV0aGVyLnYxLlNjcmVlbkNvbmRpdGlvbkgAEisKBm91dHB1dBgDIAEoCzIZLmV0aGVyLnYxLk91dHB1dENvbmRpdGlvbkgAEicKBGV4aXQYBCABKAsyFy5ldGhlci52MS5FeGl0Q29uZGl0aW9uSAASKQoFcXVpZXQYBSABKAsyGC5ldGhlci52MS5RdWlldENvbmRpdGlvbkgAEioKB3RpbWVvdXQYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLQoNc2NyZWVuX2Zvcm1hdBgHIAEoDjIWLmV0aGVyLnYxLlNjcmVlbkZvcm1hdEITCgljb25kaXRpb24SBqq7GAIIASL1AQoPV2FpdEZvclJlc3BvbnNlEiAKBnNjcmVlbhgBIAEoCzIQLmV0aGVyLnYxLlNjcmVlbhINCgVtYXRjaBgCIAEoCRIOCgZncm91cHMYAyADKAkSGgoSbWF0Y2hfc3RhcnRfb2Zmc2V0GAQgASgDEhgKEG1hdGNoX2VuZF9vZmZzZXQYBSABKAMSFQoNb3V0cHV0X29mZnNldBgGIAEoAxIpCgtleGl0X3N0YXR1cxgHIAEoCzIULmV0aGVyLnYxLkV4aXRTdGF0dXMSKQoGd2FpdGVkGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIp8BCg5XYWl0Rm9yRmFpbHVyZRIgCgZzY3JlZW4YASABKAsyEC5ldGhlci52MS5TY3JlZW4SFQoNb3V0cHV0X29mZnNldBgCIAEoAxIpCgtleGl0X3N0YXR1cxgDIAEoCzIULmV0aGVyLnYxLkV4aXRTdGF0dXMSKQoGd2FpdGVkGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uImcKC0F0dGFjaFN0YXJ0EhsKC3Rlcm1pbmFsX2lkGAEgASgJQgaiuxgCCAESGAoLZnJvbV9vZmZzZXQYAiABKANIAIgBARIRCglyZWFkX29ubHkYAyABKAhCDgoMX2Zyb21fb2Zmc2V0IkQKDEF0dGFjaFJlc2l6ZRIZCgRyb3dzGAEgASgFQguiuxgHEAAY6AcgARIZCgRjb2xzGAIgASgFQguiuxgHEAAY6AcgASI6CgxBdHRhY2hTaWduYWwSFgoGc2lnbmFsGAEgASgJQgaiuxgCCAESEgoKZm9yZWdyb3VuZBgCIAEoCCK9AQoNQXR0YWNoUmVxdWVzdBImCgVzdGFydBgBIAEoCzIVLmV0aGVyLnYxLkF0dGFjaFN0YXJ0SAASKAoFaW5wdXQYAiABKAsyFy5ldGhlci52MS5UZXJtaW5hbElucHV0SAASKAoGcmVzaXplGAMgASgLMhYuZXRoZXIudjEuQXR0YWNoUmVzaXplSAASKAoGc2lnbmFsGAQgASgLMhYuZXRoZXIudjEuQXR0YWNoU2lnbmFsSABCBgoEa2luZCJZCg1BdHRhY2hTdGFydGVkEiQKCHRlcm1pbmFsGAEgASgLMhIuZXRoZXIudjEuVGVybWluYWwSEQoJcmVhZF9vbmx5GAIgASgIEg8KB3Jlc3VtZWQYAyABKAgiQgoOQXR0YWNoU25hcHNob3QSIAoGc2NyZWVuGAEgASgLMhAuZXRoZXIudjEuU2NyZWVuEg4KBm9mZnNldBgCIAEoAyIsCgxBdHRhY2hPdXRwdXQSDgoGb2Zmc2V0GAEgASgDEgwKBGRhdGEYAiABKAwiNwoKQXR0YWNoRXhpdBIpCgtleGl0X3N0YXR1cxgBIAEoCzIULmV0aGVyLnYxLkV4aXRTdGF0dXMiOAoMQXR0YWNoTGFnZ2VkEhQKDGRyb3BwZWRfZnJvbRgBIAEoAxISCgpkcm9wcGVkX3RvGAIgASgDIuwBCg5BdHRhY2hSZXNwb25zZRIqCgdzdGFydGVkGAEgASgLMhcuZXRoZXIudjEuQXR0YWNoU3RhcnRlZEgAEiwKCHNuYXBzaG90GAIgASgLMhguZXRoZXIudjEuQXR0YWNoU25hcHNob3RIABIoCgZvdXRwdXQYAyABKAsyFi5ldGhlci52MS5BdHRhY2hPdXRwdXRIABIkCgRleGl0GAQgASgLMhQuZXRoZXIudjEuQXR0YWNoRXhpdEgAEigKBmxhZ2dlZBgFIAEoCzIWLmV0aGVyLnYxLkF0dGFjaExhZ2dlZEgAQgYKBGtpbmQqgQEKDVRlcm1pbmFsU3RhdGUSHgoaVEVSTUlOQUxfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZURVJNSU5BTF9TVEFURV9SVU5OSU5HEAESGQoVVEVSTUlOQUxfU1RBVEVfRVhJVEVEEAISGQoVVEVSTUlOQUxfU1RBVEVfQ0xPU0VEEAMqYwoMU2NyZWVuRm9ybWF0Eh0KGVNDUkVFTl9GT1JNQVRfVU5TUEVDSUZJRUQQABIWChJTQ1JFRU5fRk9STUFUX1RFWFQQARIcChhTQ1JFRU5fRk9STUFUX1NUUlVDVFVSRUQQAiqCAwoDS2V5EhMKD0tFWV9VTlNQRUNJRklFRBAAEg0KCUtFWV9FTlRFUhABEgsKB0tFWV9UQUIQAhIOCgpLRVlfRVNDQVBFEAMSEQoNS0VZX0JBQ0tTUEFDRRAEEgoKBktFWV9VUBAFEgwKCEtFWV9ET1dOEAYSDQoJS0VZX1JJR0hUEAcSDAoIS0VZX0xFRlQQCBIMCghLRVlfSE9NRRAJEgsKB0tFWV9FTkQQChIPCgtLRVlfUEFHRV9VUBALEhEKDUtFWV9QQUdFX0RPV04QDBIOCgpLRVlfREVMRVRFEA0SDgoKS0VZX0lOU0VSVBAOEgoKBktFWV9GMRAPEgoKBktFWV9GMhAQEgoKBktFWV9GMxAREgoKBktFWV9GNBASEgoKBktFWV9GNRATEgoKBktFWV9GNhAUEgoKBktFWV9GNxAVEgoKBktFWV9GOBAWEgoKBktFWV9GORAXEgsKB0tFWV9GMTAQGBILCgdLRVlfRjExEBkSCwoHS0VZX0YxMhAaMsYGCg9UZXJtaW5hbFNlcnZpY2USUwoOQ3JlYXRlVGVybWluYWwSHy5ldGhlci52MS5DcmVhdGVUZXJtaW5hbFJlcXVlc3QaIC5ldGhlci52MS5DcmVhdGVUZXJtaW5hbFJlc3BvbnNlEkoKC0dldFRlcm1pbmFsEhwuZXRoZXIudjEuR2V0VGVybWluYWxSZXF1ZXN0Gh0uZXRoZXIudjEuR2V0VGVybWluYWxSZXNwb25zZRJQCg1MaXN0VGVybWluYWxzEh4uZXRoZXIudjEuTGlzdFRlcm1pbmFsc1JlcXVlc3QaHy5ldGhlci52MS5MaXN0VGVybWluYWxzUmVzcG9uc2USUAoNQ2xvc2VUZXJtaW5hbBIeLmV0aGVyLnYxLkNsb3NlVGVybWluYWxSZXF1ZXN0Gh8uZXRoZXIudjEuQ2xvc2VUZXJtaW5hbFJlc3BvbnNlElUKDldhdGNoVGVybWluYWxzEh8uZXRoZXIudjEuV2F0Y2hUZXJtaW5hbHNSZXF1ZXN0GiAuZXRoZXIudjEuV2F0Y2hUZXJtaW5hbHNSZXNwb25zZTABEkcKCldyaXRlSW5wdXQSGy5ldGhlci52MS5Xcml0ZUlucHV0UmVxdWVzdBocLmV0aGVyLnYxLldyaXRlSW5wdXRSZXNwb25zZRJHCgpSZWFkU2NyZWVuEhsuZXRoZXIudjEuUmVhZFNjcmVlblJlcXVlc3QaHC5ldGhlci52MS5SZWFkU2NyZWVuUmVzcG9uc2USOwoGUmVzaXplEhcuZXRoZXIudjEuUmVzaXplUmVxdWVzdBoYLmV0aGVyLnYxLlJlc2l6ZVJlc3BvbnNlEkcKClNlbmRTaWduYWwSGy5ldGhlci52MS5TZW5kU2lnbmFsUmVxdWVzdBocLmV0aGVyLnYxLlNlbmRTaWduYWxSZXNwb25zZRI+CgdXYWl0Rm9yEhguZXRoZXIudjEuV2FpdEZvclJlcXVlc3QaGS5ldGhlci52MS5XYWl0Rm9yUmVzcG9uc2USPwoGQXR0YWNoEhcuZXRoZXIudjEuQXR0YWNoUmVxdWVzdBoYLmV0aGVyLnYxLkF0dGFjaFJlc3BvbnNlKAEwAUKWAQoMY29tLmV0aGVyLnYxQg1UZXJtaW5hbFByb3RvUAFaNmdpdGh1Yi5jb20vZXRoZXJob3N0L2V0aGVyL2NsaWVudHMvZ28vZXRoZXIvdjE7ZXRoZXJ2MaICA0VYWKoCCEV0aGVyLlYxygIIRXRoZXJcVjHiAhRFdGhlclxWMVxHUEJNZXRhZGF0YeoCCUV0aGVyOjpWMWIGcHJvdG8z", [file_ether_v1_rules, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("ChdldGhlci92MS90ZXJtaW5hbC5wcm90bxIIZXRoZXIudjEiIQoEQXJndhIZCgRhcmdzGAEgAygJQguiuxgHKJBOMICACCJ8CgpFeGl0U3RhdHVzEhEKBGNvZGUYASABKAVIAIgBARIOCgZzaWduYWwYAiABKAUSEwoLc2lnbmFsX25hbWUYAyABKAkSLQoJZXhpdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIHCgVfY29kZSKEBAoIVGVybWluYWwSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVvd25lchgDIAEoCRIMCgRhcmd2GAQgAygJEgsKA2N3ZBgFIAEoCRIMCgRyb3dzGAYgASgFEgwKBGNvbHMYByABKAUSDAoEdGVybRgIIAEoCRIYChBzY3JvbGxiYWNrX2xpbmVzGAkgASgFEiYKBXN0YXRlGAogASgOMhcuZXRoZXIudjEuVGVybWluYWxTdGF0ZRILCgNwaWQYCyABKAUSLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoQbGFzdF9hY3Rpdml0eV9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoLZXhpdF9zdGF0dXMYDiABKAsyFC5ldGhlci52MS5FeGl0U3RhdHVzEhUKDW91dHB1dF9vZmZzZXQYDyABKAMSFwoPcmV0YWluZWRfb2Zmc2V0GBAgASgDEhgKEGF0dGFjaGVkX2NsaWVudHMYESABKAUSLwoMaWRsZV90aW1lb3V0GBIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi8KDG1heF9saWZldGltZRgTIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIzCgZDdXJzb3ISCwoDcm93GAEgASgFEgsKA2NvbBgCIAEoBRIPCgd2aXNpYmxlGAMgASgIIpkBCglTdHlsZWRSdW4SDAoEdGV4dBgBIAEoCRIKCgJmZxgCIAEoCRIKCgJiZxgDIAEoCRIMCgRib2xkGAQgASgIEg4KBml0YWxpYxgFIAEoCBIRCgl1bmRlcmxpbmUYBiABKAgSDwoHcmV2ZXJzZRgHIAEoCBIVCg1zdHJpa2V0aHJvdWdoGAggASgIEg0KBWJsaW5rGAkgASgIIi8KClN0eWxlZExpbmUSIQoEcnVucxgBIAMoCzITLmV0aGVyLnYxLlN0eWxlZFJ1biKQAgoGU2NyZWVuEgwKBHJvd3MYASABKAUSDAoEY29scxgCIAEoBRINCgVsaW5lcxgDIAMoCRISCgpzY3JvbGxiYWNrGAQgAygJEiAKBmN1cnNvchgFIAEoCzIQLmV0aGVyLnYxLkN1cnNvchINCgV0aXRsZRgGIAEoCRIYChBhbHRlcm5hdGVfc2NyZWVuGAcgASgIEg4KBmV4aXRlZBgIIAEoCBIpCgtleGl0X3N0YXR1cxgJIAEoCzIULmV0aGVyLnYxLkV4aXRTdGF0dXMSFQoNb3V0cHV0X29mZnNldBgKIAEoAxIqCgxzdHlsZWRfbGluZXMYCyADKAsyFC5ldGhlci52MS5TdHlsZWRMaW5lIpsBCg1UZXJtaW5hbElucHV0Eg4KBGRhdGEYASABKAxIABIOCgR0ZXh0GAIgASgJSAASHAoDa2V5GAMgASgOMg0uZXRoZXIudjEuS2V5SAASFwoEY3RybBgEIAEoCUIHorsYAzCAAkgAEgsKA2FsdBgFIAEoCBIOCgZyZXBlYXQYBiABKAUSDQoFcGFzdGUYByABKAhCBwoFaW5wdXQihwQKFUNyZWF0ZVRlcm1pbmFsUmVxdWVzdBIeCgRhcmd2GAEgASgLMg4uZXRoZXIudjEuQXJndkgAEiAKDGNvbW1hbmRfbGluZRgCIAEoCUIIorsYBDCAgAhIABJCCgNlbnYYAyADKAsyKC5ldGhlci52MS5DcmVhdGVUZXJtaW5hbFJlcXVlc3QuRW52RW50cnlCC6K7GAco6AcwgIAEEhQKA2N3ZBgEIAEoCUIHorsYAzCAIBIZCgRyb3dzGAUgASgFQguiuxgHEAAY6AcgARIZCgRjb2xzGAYgASgFQguiuxgHEAAY6AcgARIVCgRuYW1lGAcgASgJQgeiuxgDMIABEhYKBW93bmVyGAggASgJQgeiuxgDMIACEiAKEHNjcm9sbGJhY2tfbGluZXMYCSABKAVCBqK7GAIQABIVCgR0ZXJtGAogASgJQgeiuxgDMIACEi8KDGlkbGVfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxtYXhfbGlmZXRpbWUYDCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGwoKcmVxdWVzdF9pZBgNIAEoCUIHorsYAzCAARoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgkKB2NvbW1hbmQiPgoWQ3JlYXRlVGVybWluYWxSZXNwb25zZRIkCgh0ZXJtaW5hbBgBIAEoCzISLmV0aGVyLnYxLlRlcm1pbmFsIjQKEkdldFRlcm1pbmFsUmVxdWVzdBIeCgt0ZXJtaW5hbF9pZBgBIAEoCUIJorsYBQgBMIACIjsKE0dldFRlcm1pbmFsUmVzcG9uc2USJAoIdGVybWluYWwYASABKAsyEi5ldGhlci52MS5UZXJtaW5hbCKTAQoUTGlzdFRlcm1pbmFsc1JlcXVlc3QSHgoJcGFnZV9zaXplGAEgASgFQguiuxgHEAAY6AcgARIbCgpwYWdlX3Rva2VuGAIgASgJQgeiuxgDMIAgEhYKBW93bmVyGAMgASgJQgeiuxgDMIACEiYKBXN0YXRlGAQgASgOMhcuZXRoZXIudjEuVGVybWluYWxTdGF0ZSJXChVMaXN0VGVybWluYWxzUmVzcG9uc2USJQoJdGVybWluYWxzGAEgAygLMhIuZXRoZXIudjEuVGVybWluYWwSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJImAKFENsb3NlVGVybWluYWxSZXF1ZXN0Eh4KC3Rlcm1pbmFsX2lkGAEgASgJQgmiuxgFCAEwgAISKAoFZ3JhY2UYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iPQoVQ2xvc2VUZXJtaW5hbFJlc3BvbnNlEiQKCHRlcm1pbmFsGAEgASgLMhIuZXRoZXIudjEuVGVybWluYWwiSQoVV2F0Y2hUZXJtaW5hbHNSZXF1ZXN0EhYKBW93bmVyGAEgASgJQgeiuxgDMIACEhgKEGluY2x1ZGVfZXhpc3RpbmcYAiABKAgiEQoPVGVybWluYWxDcmVhdGVkIjsKDlRlcm1pbmFsRXhpdGVkEikKC2V4aXRfc3RhdHVzGAEgASgLMhQuZXRoZXIudjEuRXhpdFN0YXR1cyIgCg5UZXJtaW5hbENsb3NlZBIOCgZyZWFzb24YASABKAki9wEKFldhdGNoVGVybWluYWxzUmVzcG9uc2USKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJAoIdGVybWluYWwYAiABKAsyEi5ldGhlci52MS5UZXJtaW5hbBIsCgdjcmVhdGVkGAMgASgLMhkuZXRoZXIudjEuVGVybWluYWxDcmVhdGVkSAASKgoGZXhpdGVkGAQgASgLMhguZXRoZXIudjEuVGVybWluYWxFeGl0ZWRIABIqCgZjbG9zZWQYBSABKAsyGC5ldGhlci52MS5UZXJtaW5hbENsb3NlZEgAQgcKBWV2ZW50ImMKEVdyaXRlSW5wdXRSZXF1ZXN0Eh4KC3Rlcm1pbmFsX2lkGAEgASgJQgmiuxgFCAEwgAISLgoFaW5wdXQYAiABKAsyFy5ldGhlci52MS5UZXJtaW5hbElucHV0QgaiuxgCCAEiWgoSV3JpdGVJbnB1dFJlc3BvbnNlEhQKDGJ5dGVzX3F1ZXVlZBgBIAEoAxIVCg1ieXRlc19wZW5kaW5nGAIgASgDEhcKD2J5dGVzX2Rpc2NhcmRlZBgDIAEoAyLPAQoRUmVhZFNjcmVlblJlcXVlc3QSHgoLdGVybWluYWxfaWQYASABKAlCCaK7GAUIATCAAhImCgZmb3JtYXQYAiABKA4yFi5ldGhlci52MS5TY3JlZW5Gb3JtYXQSGgoSaW5jbHVkZV9zY3JvbGxiYWNrGAMgASgIEiAKEHNjcm9sbGJhY2tfbGltaXQYBCABKAVCBqK7GAIQABIWCg5pbmNsdWRlX3N0eWxlcxgFIAEoCBIcChRrZWVwX3RyYWlsaW5nX3NwYWNlcxgGIAEoCCI2ChJSZWFkU2NyZWVuUmVzcG9uc2USIAoGc2NyZWVuGAEgASgLMhAuZXRoZXIudjEuU2NyZWVuImUKDVJlc2l6ZVJlcXVlc3QSHgoLdGVybWluYWxfaWQYASABKAlCCaK7GAUIATCAAhIZCgRyb3dzGAIgASgFQguiuxgHEAAY6AcgARIZCgRjb2xzGAMgASgFQguiuxgHEAAY6AcgASIsCg5SZXNpemVSZXNwb25zZRIMCgRyb3dzGAEgASgFEgwKBGNvbHMYAiABKAUiYgoRU2VuZFNpZ25hbFJlcXVlc3QSHgoLdGVybWluYWxfaWQYASABKAlCCaK7GAUIATCAAhIZCgZzaWduYWwYAiABKAlCCaK7GAUIATCAAhISCgpmb3JlZ3JvdW5kGAMgASgIIjsKElNlbmRTaWduYWxSZXNwb25zZRIOCgZzaWduYWwYASABKAUSFQoNcHJvY2Vzc19ncm91cBgCIAEoBSJECg9TY3JlZW5Db25kaXRpb24SFQoFcmVnZXgYASABKAlCBqK7GAIIARIaChJpbmNsdWRlX3Njcm9sbGJhY2sYAiABKAgiYQoPT3V0cHV0Q29uZGl0aW9uEhUKBXJlZ2V4GAEgASgJQgaiuxgCCAESGQoMYWZ0ZXJfb2Zmc2V0GAIgASgDSACIAQESCwoDcmF3GAMgASgIQg8KDV9hZnRlcl9vZmZzZXQiDwoNRXhpdENvbmRpdGlvbiJFCg5RdWlldENvbmRpdGlvbhIzCghkdXJhdGlvbhgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIGorsYAggBIs4CCg5XYWl0Rm9yUmVxdWVzdBIeCgt0ZXJtaW5hbF9pZBgBIAEoCUIJorsYBQgBMIACEisKBnNjcmVlbhgCIAEoCzIZLmV0aGVyLnYxLlNjcmVlbkNvbmRpdGlvbkgAEisKBm91dHB1dBgDIAEoCzIZLmV0aGVyLnYxLk91dHB1dENvbmRpdGlvbkgAEicKBGV4aXQYBCABKAsyFy5ldGhlci52MS5FeGl0Q29uZGl0aW9uSAASKQoFcXVpZXQYBSABKAsyGC5ldGhlci52MS5RdWlldENvbmRpdGlvbkgAEioKB3RpbWVvdXQYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLQoNc2NyZWVuX2Zvcm1hdBgHIAEoDjIWLmV0aGVyLnYxLlNjcmVlbkZvcm1hdEITCgljb25kaXRpb24SBqq7GAIIASL1AQoPV2FpdEZvclJlc3BvbnNlEiAKBnNjcmVlbhgBIAEoCzIQLmV0aGVyLnYxLlNjcmVlbhINCgVtYXRjaBgCIAEoCRIOCgZncm91cHMYAyADKAkSGgoSbWF0Y2hfc3RhcnRfb2Zmc2V0GAQgASgDEhgKEG1hdGNoX2VuZF9vZmZzZXQYBSABKAMSFQoNb3V0cHV0X29mZnNldBgGIAEoAxIpCgtleGl0X3N0YXR1cxgHIAEoCzIULmV0aGVyLnYxLkV4aXRTdGF0dXMSKQoGd2FpdGVkGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIp8BCg5XYWl0Rm9yRmFpbHVyZRIgCgZzY3JlZW4YASABKAsyEC5ldGhlci52MS5TY3JlZW4SFQoNb3V0cHV0X29mZnNldBgCIAEoAxIpCgtleGl0X3N0YXR1cxgDIAEoCzIULmV0aGVyLnYxLkV4aXRTdGF0dXMSKQoGd2FpdGVkGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uImoKC0F0dGFjaFN0YXJ0Eh4KC3Rlcm1pbmFsX2lkGAEgASgJQgmiuxgFCAEwgAISGAoLZnJvbV9vZmZzZXQYAiABKANIAIgBARIRCglyZWFkX29ubHkYAyABKAhCDgoMX2Zyb21fb2Zmc2V0IkQKDEF0dGFjaFJlc2l6ZRIZCgRyb3dzGAEgASgFQguiuxgHEAAY6AcgARIZCgRjb2xzGAIgASgFQguiuxgHEAAY6AcgASI9CgxBdHRhY2hTaWduYWwSGQoGc2lnbmFsGAEgASgJQgmiuxgFCAEwgAISEgoKZm9yZWdyb3VuZBgCIAEoCCK9AQoNQXR0YWNoUmVxdWVzdBImCgVzdGFydBgBIAEoCzIVLmV0aGVyLnYxLkF0dGFjaFN0YXJ0SAASKAoFaW5wdXQYAiABKAsyFy5ldGhlci52MS5UZXJtaW5hbElucHV0SAASKAoGcmVzaXplGAMgASgLMhYuZXRoZXIudjEuQXR0YWNoUmVzaXplSAASKAoGc2lnbmFsGAQgASgLMhYuZXRoZXIudjEuQXR0YWNoU2lnbmFsSABCBgoEa2luZCJZCg1BdHRhY2hTdGFydGVkEiQKCHRlcm1pbmFsGAEgASgLMhIuZXRoZXIudjEuVGVybWluYWwSEQoJcmVhZF9vbmx5GAIgASgIEg8KB3Jlc3VtZWQYAyABKAgiQgoOQXR0YWNoU25hcHNob3QSIAoGc2NyZWVuGAEgASgLMhAuZXRoZXIudjEuU2NyZWVuEg4KBm9mZnNldBgCIAEoAyIsCgxBdHRhY2hPdXRwdXQSDgoGb2Zmc2V0GAEgASgDEgwKBGRhdGEYAiABKAwiNwoKQXR0YWNoRXhpdBIpCgtleGl0X3N0YXR1cxgBIAEoCzIULmV0aGVyLnYxLkV4aXRTdGF0dXMiOAoMQXR0YWNoTGFnZ2VkEhQKDGRyb3BwZWRfZnJvbRgBIAEoAxISCgpkcm9wcGVkX3RvGAIgASgDIuwBCg5BdHRhY2hSZXNwb25zZRIqCgdzdGFydGVkGAEgASgLMhcuZXRoZXIudjEuQXR0YWNoU3RhcnRlZEgAEiwKCHNuYXBzaG90GAIgASgLMhguZXRoZXIudjEuQXR0YWNoU25hcHNob3RIABIoCgZvdXRwdXQYAyABKAsyFi5ldGhlci52MS5BdHRhY2hPdXRwdXRIABIkCgRleGl0GAQgASgLMhQuZXRoZXIudjEuQXR0YWNoRXhpdEgAEigKBmxhZ2dlZBgFIAEoCzIWLmV0aGVyLnYxLkF0dGFjaExhZ2dlZEgAQgYKBGtpbmQqgQEKDVRlcm1pbmFsU3RhdGUSHgoaVEVSTUlOQUxfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZURVJNSU5BTF9TVEFURV9SVU5OSU5HEAESGQoVVEVSTUlOQUxfU1RBVEVfRVhJVEVEEAISGQoVVEVSTUlOQUxfU1RBVEVfQ0xPU0VEEAMqYwoMU2NyZWVuRm9ybWF0Eh0KGVNDUkVFTl9GT1JNQVRfVU5TUEVDSUZJRUQQABIWChJTQ1JFRU5fRk9STUFUX1RFWFQQARIcChhTQ1JFRU5fRk9STUFUX1NUUlVDVFVSRUQQAiqCAwoDS2V5EhMKD0tFWV9VTlNQRUNJRklFRBAAEg0KCUtFWV9FTlRFUhABEgsKB0tFWV9UQUIQAhIOCgpLRVlfRVNDQVBFEAMSEQoNS0VZX0JBQ0tTUEFDRRAEEgoKBktFWV9VUBAFEgwKCEtFWV9ET1dOEAYSDQoJS0VZX1JJR0hUEAcSDAoIS0VZX0xFRlQQCBIMCghLRVlfSE9NRRAJEgsKB0tFWV9FTkQQChIPCgtLRVlfUEFHRV9VUBALEhEKDUtFWV9QQUdFX0RPV04QDBIOCgpLRVlfREVMRVRFEA0SDgoKS0VZX0lOU0VSVBAOEgoKBktFWV9GMRAPEgoKBktFWV9GMhAQEgoKBktFWV9GMxAREgoKBktFWV9GNBASEgoKBktFWV9GNRATEgoKBktFWV9GNhAUEgoKBktFWV9GNxAVEgoKBktFWV9GOBAWEgoKBktFWV9GORAXEgsKB0tFWV9GMTAQGBILCgdLRVlfRjExEBkSCwoHS0VZX0YxMhAaMsYGCg9UZXJtaW5hbFNlcnZpY2USUwoOQ3JlYXRlVGVybWluYWwSHy5ldGhlci52MS5DcmVhdGVUZXJtaW5hbFJlcXVlc3QaIC5ldGhlci52MS5DcmVhdGVUZXJtaW5hbFJlc3BvbnNlEkoKC0dldFRlcm1pbmFsEhwuZXRoZXIudjEuR2V0VGVybWluYWxSZXF1ZXN0Gh0uZXRoZXIudjEuR2V0VGVybWluYWxSZXNwb25zZRJQCg1MaXN0VGVybWluYWxzEh4uZXRoZXIudjEuTGlzdFRlcm1pbmFsc1JlcXVlc3QaHy5ldGhlci52MS5MaXN0VGVybWluYWxzUmVzcG9uc2USUAoNQ2xvc2VUZXJtaW5hbBIeLmV0aGVyLnYxLkNsb3NlVGVybWluYWxSZXF1ZXN0Gh8uZXRoZXIudjEuQ2xvc2VUZXJtaW5hbFJlc3BvbnNlElUKDldhdGNoVGVybWluYWxzEh8uZXRoZXIudjEuV2F0Y2hUZXJtaW5hbHNSZXF1ZXN0GiAuZXRoZXIudjEuV2F0Y2hUZXJtaW5hbHNSZXNwb25zZTABEkcKCldyaXRlSW5wdXQSGy5ldGhlci52MS5Xcml0ZUlucHV0UmVxdWVzdBocLmV0aGVyLnYxLldyaXRlSW5wdXRSZXNwb25zZRJHCgpSZWFkU2NyZWVuEhsuZXRoZXIudjEuUmVhZFNjcmVlblJlcXVlc3QaHC5ldGhlci52MS5SZWFkU2NyZWVuUmVzcG9uc2USOwoGUmVzaXplEhcuZXRoZXIudjEuUmVzaXplUmVxdWVzdBoYLmV0aGVyLnYxLlJlc2l6ZVJlc3BvbnNlEkcKClNlbmRTaWduYWwSGy5ldGhlci52MS5TZW5kU2lnbmFsUmVxdWVzdBocLmV0aGVyLnYxLlNlbmRTaWduYWxSZXNwb25zZRI+CgdXYWl0Rm9yEhguZXRoZXIudjEuV2FpdEZvclJlcXVlc3QaGS5ldGhlci52MS5XYWl0Rm9yUmVzcG9uc2USPwoGQXR0YWNoEhcuZXRoZXIudjEuQXR0YWNoUmVxdWVzdBoYLmV0aGVyLnYxLkF0dGFjaFJlc3BvbnNlKAEwAUKWAQoMY29tLmV0aGVyLnYxQg1UZXJtaW5hbFByb3RvUAFaNmdpdGh1Yi5jb20vZXRoZXJob3N0L2V0aGVyL2NsaWVudHMvZ28vZXRoZXIvdjE7ZXRoZXJ2MaICA0VYWKoCCEV0aGVyLlYxygIIRXRoZXJcVjHiAhRFdGhlclxWMVxHUEJNZXRhZGF0YeoCCUV0aGVyOjpWMWIGcHJvdG8z", [file_ether_v1_rules, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * Argv is a program and its arguments, run without a shell.
@@ -25,6 +25,7 @@ export type Argv = Message<"ether.v1.Argv"> & {
    * argv[0] (a name looked up on PATH, or a path) followed by the
    * arguments. At least one element. The command policy is checked on the
    * resolved path of argv[0].
+   * At most 10,000 arguments, each at most 128 KiB (131,072 characters).
    *
    * @generated from field: repeated string args = 1;
    */
@@ -504,6 +505,7 @@ export type TerminalInput = Message<"ether.v1.TerminalInput"> & {
     /**
      * A control character by its letter: "c" sends Ctrl-C (0x03). One of
      * a-z (case-insensitive), @ [ \ ] ^ _ or ? (DEL).
+     * At most 256 characters.
      *
      * @generated from field: string ctrl = 4;
      */
@@ -567,6 +569,7 @@ export type CreateTerminalRequest = Message<"ether.v1.CreateTerminalRequest"> & 
     /**
      * A command line run with "/bin/sh -c". The command policy is checked
      * on the shell, and on the command line's first word.
+     * At most 128 KiB (131,072 characters).
      *
      * @generated from field: string command_line = 2;
      */
@@ -579,6 +582,8 @@ export type CreateTerminalRequest = Message<"ether.v1.CreateTerminalRequest"> & 
    * they override allowlisted values. TERM is set by the host (see `term`;
    * naming it here is INVALID_ARGUMENT); LINES and COLUMNS are not set, so
    * programs read the size from the PTY and follow resizes.
+   * At most 1,000 variables, names and values of at most 64 KiB (65,536
+   * characters) each.
    *
    * @generated from field: map<string, string> env = 3;
    */
@@ -587,6 +592,7 @@ export type CreateTerminalRequest = Message<"ether.v1.CreateTerminalRequest"> & 
   /**
    * Absolute working directory. Empty: the host's configured terminal
    * directory.
+   * At most 4,096 characters.
    *
    * @generated from field: string cwd = 4;
    */
@@ -610,6 +616,7 @@ export type CreateTerminalRequest = Message<"ether.v1.CreateTerminalRequest"> & 
 
   /**
    * Human label, up to 128 characters. Optional.
+   * Longer: INVALID_ARGUMENT naming name.
    *
    * @generated from field: string name = 7;
    */
@@ -619,6 +626,7 @@ export type CreateTerminalRequest = Message<"ether.v1.CreateTerminalRequest"> & 
    * Leave empty: the host sets the owner to the caller's identity. A
    * caller with the admin right may create a terminal for another owner
    * (such as "agent:scout"); others get PERMISSION_DENIED.
+   * At most 256 characters.
    *
    * @generated from field: string owner = 8;
    */
@@ -634,6 +642,7 @@ export type CreateTerminalRequest = Message<"ether.v1.CreateTerminalRequest"> & 
 
   /**
    * TERM for the program; empty means "xterm-256color".
+   * At most 256 characters.
    *
    * @generated from field: string term = 10;
    */
@@ -658,6 +667,7 @@ export type CreateTerminalRequest = Message<"ether.v1.CreateTerminalRequest"> & 
   /**
    * Optional idempotency key (AIP-155), a UUID: repeating a request with
    * the same request_id within 10 minutes returns the terminal it created.
+   * At most 128 characters.
    *
    * @generated from field: string request_id = 13;
    */
@@ -700,6 +710,7 @@ export const CreateTerminalResponseSchema: GenMessage<CreateTerminalResponse> = 
 export type GetTerminalRequest = Message<"ether.v1.GetTerminalRequest"> & {
   /**
    * Id of the terminal. Required.
+   * At most 256 characters.
    *
    * @generated from field: string terminal_id = 1;
    */
@@ -751,6 +762,7 @@ export type ListTerminalsRequest = Message<"ether.v1.ListTerminalsRequest"> & {
   /**
    * Token from a previous response's next_page_token; empty for the first
    * page.
+   * At most 4,096 characters.
    *
    * @generated from field: string page_token = 2;
    */
@@ -759,6 +771,7 @@ export type ListTerminalsRequest = Message<"ether.v1.ListTerminalsRequest"> & {
   /**
    * Only terminals of this owner. Empty: the caller's own; "*": every
    * owner (admin right required, as for any other identity).
+   * At most 256 characters.
    *
    * @generated from field: string owner = 3;
    */
@@ -815,6 +828,7 @@ export const ListTerminalsResponseSchema: GenMessage<ListTerminalsResponse> = /*
 export type CloseTerminalRequest = Message<"ether.v1.CloseTerminalRequest"> & {
   /**
    * Id of the terminal. Required.
+   * At most 256 characters.
    *
    * @generated from field: string terminal_id = 1;
    */
@@ -865,6 +879,7 @@ export type WatchTerminalsRequest = Message<"ether.v1.WatchTerminalsRequest"> & 
   /**
    * Only terminals of this owner. Empty: the caller's own; "*": every
    * owner (admin right required, as for any other identity).
+   * At most 256 characters.
    *
    * @generated from field: string owner = 1;
    */
@@ -1012,6 +1027,7 @@ export const WatchTerminalsResponseSchema: GenMessage<WatchTerminalsResponse> = 
 export type WriteInputRequest = Message<"ether.v1.WriteInputRequest"> & {
   /**
    * Id of the terminal. Required.
+   * At most 256 characters.
    *
    * @generated from field: string terminal_id = 1;
    */
@@ -1080,6 +1096,7 @@ export const WriteInputResponseSchema: GenMessage<WriteInputResponse> = /*@__PUR
 export type ReadScreenRequest = Message<"ether.v1.ReadScreenRequest"> & {
   /**
    * Id of the terminal. Required.
+   * At most 256 characters.
    *
    * @generated from field: string terminal_id = 1;
    */
@@ -1158,6 +1175,7 @@ export const ReadScreenResponseSchema: GenMessage<ReadScreenResponse> = /*@__PUR
 export type ResizeRequest = Message<"ether.v1.ResizeRequest"> & {
   /**
    * Id of the terminal. Required.
+   * At most 256 characters.
    *
    * @generated from field: string terminal_id = 1;
    */
@@ -1223,6 +1241,7 @@ export const ResizeResponseSchema: GenMessage<ResizeResponse> = /*@__PURE__*/
 export type SendSignalRequest = Message<"ether.v1.SendSignalRequest"> & {
   /**
    * Id of the terminal. Required.
+   * At most 256 characters.
    *
    * @generated from field: string terminal_id = 1;
    */
@@ -1231,6 +1250,7 @@ export type SendSignalRequest = Message<"ether.v1.SendSignalRequest"> & {
   /**
    * The signal: a name with or without the SIG prefix ("SIGINT", "INT",
    * case-insensitive) or a decimal number ("2"). Required.
+   * At most 256 characters.
    *
    * @generated from field: string signal = 2;
    */
@@ -1289,7 +1309,9 @@ export const SendSignalResponseSchema: GenMessage<SendSignalResponse> = /*@__PUR
  */
 export type ScreenCondition = Message<"ether.v1.ScreenCondition"> & {
   /**
-   * Python `re` syntax, searched in the visible lines joined with "\n"
+   * RE2 syntax (no backreferences or lookaround; matched in linear time),
+   * at most 4 KiB (4,096 bytes of UTF-8): longer is INVALID_ARGUMENT with
+   * reason REGEX_TOO_LONG. Searched in the visible lines joined with "\n"
    * (MULTILINE, so ^ and $ work per line). Lines are searched as ReadScreen
    * returns them, without trailing spaces, except that the cursor's line
    * keeps the spaces before the cursor, so ">>> $" matches a prompt that
@@ -1321,7 +1343,9 @@ export const ScreenConditionSchema: GenMessage<ScreenCondition> = /*@__PURE__*/
  */
 export type OutputCondition = Message<"ether.v1.OutputCondition"> & {
   /**
-   * Python `re` syntax, searched in the output after `after_offset`.
+   * RE2 syntax (no backreferences or lookaround; matched in linear time),
+   * at most 4 KiB (4,096 bytes of UTF-8): longer is INVALID_ARGUMENT with
+   * reason REGEX_TOO_LONG. Searched in the output after `after_offset`.
    * Required.
    *
    * @generated from field: string regex = 1;
@@ -1399,6 +1423,7 @@ export const QuietConditionSchema: GenMessage<QuietCondition> = /*@__PURE__*/
 export type WaitForRequest = Message<"ether.v1.WaitForRequest"> & {
   /**
    * Id of the terminal. Required.
+   * At most 256 characters.
    *
    * @generated from field: string terminal_id = 1;
    */
@@ -1592,6 +1617,7 @@ export const WaitForFailureSchema: GenMessage<WaitForFailure> = /*@__PURE__*/
 export type AttachStart = Message<"ether.v1.AttachStart"> & {
   /**
    * Id of the terminal. Required.
+   * At most 256 characters.
    *
    * @generated from field: string terminal_id = 1;
    */
@@ -1660,6 +1686,7 @@ export const AttachResizeSchema: GenMessage<AttachResize> = /*@__PURE__*/
 export type AttachSignal = Message<"ether.v1.AttachSignal"> & {
   /**
    * The signal, as in SendSignalRequest.signal. Required.
+   * At most 256 characters.
    *
    * @generated from field: string signal = 1;
    */
