@@ -75,7 +75,7 @@ class _Rejected:
 
     __slots__ = ("error",)
 
-    def __init__(self, error: InvalidArgument) -> None:
+    def __init__(self, error: Exception) -> None:
         self.error = error
 
 
@@ -94,6 +94,7 @@ def _checked_requests(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMe
     streaming = handler.request_streaming
 
     def decode(data: bytes) -> Any:
+        failure: Exception
         try:
             request = deserializer(data)
             if check is not None:
@@ -102,6 +103,11 @@ def _checked_requests(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMe
         except DecodeError as error:
             failure = validation.malformed(descriptor, error)
         except InvalidArgument as error:
+            failure = error
+        except Exception as error:
+            # A fault of the host's own in the check: raised in the method's task it is logged
+            # with a correlation id and answered INTERNAL, where grpc would answer UNKNOWN with
+            # the exception's text, unlogged.
             failure = error
         if streaming:
             # A streamed request is decoded when the method reads it, in the method's task.
