@@ -73,10 +73,11 @@ const (
 //
 // Every request is checked before the method runs, as in every Ether
 // service: a field or oneof marked required by (ether.v1.field) or
-// (ether.v1.oneof) left unset, an integer outside its range, an enum number
-// the enum lacks, an invalid Duration or Timestamp, or bytes that are not
-// protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
-// naming the field (ether/v1/rules.proto, docs/errors.md).
+// (ether.v1.oneof) left unset, an integer outside its range, a list with
+// more items or a string longer than its bound (docs/limits.md), an enum
+// number the enum lacks, an invalid Duration or Timestamp, or bytes that are
+// not protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest
+// violation naming the field (ether/v1/rules.proto, docs/errors.md).
 type GatewayServiceClient interface {
 	// OpenSession opens a user session served by an I/O gateway agent and
 	// returns it. The caller's identity becomes the session's owner.
@@ -400,10 +401,11 @@ type GatewayService_WatchAuditClient = grpc.ServerStreamingClient[WatchAuditResp
 //
 // Every request is checked before the method runs, as in every Ether
 // service: a field or oneof marked required by (ether.v1.field) or
-// (ether.v1.oneof) left unset, an integer outside its range, an enum number
-// the enum lacks, an invalid Duration or Timestamp, or bytes that are not
-// protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
-// naming the field (ether/v1/rules.proto, docs/errors.md).
+// (ether.v1.oneof) left unset, an integer outside its range, a list with
+// more items or a string longer than its bound (docs/limits.md), an enum
+// number the enum lacks, an invalid Duration or Timestamp, or bytes that are
+// not protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest
+// violation naming the field (ether/v1/rules.proto, docs/errors.md).
 type GatewayServiceServer interface {
 	// OpenSession opens a user session served by an I/O gateway agent and
 	// returns it. The caller's identity becomes the session's owner.

@@ -48,10 +48,11 @@ const (
 //
 // Every request is checked before the method runs, as in every Ether
 // service: a field or oneof marked required by (ether.v1.field) or
-// (ether.v1.oneof) left unset, an integer outside its range, an enum number
-// the enum lacks, an invalid Duration or Timestamp, or bytes that are not
-// protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
-// naming the field (ether/v1/rules.proto, docs/errors.md).
+// (ether.v1.oneof) left unset, an integer outside its range, a list with
+// more items or a string longer than its bound (docs/limits.md), an enum
+// number the enum lacks, an invalid Duration or Timestamp, or bytes that are
+// not protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest
+// violation naming the field (ether/v1/rules.proto, docs/errors.md).
 type SupervisorServiceClient interface {
 	// DeployAgent registers an agent from a folder and starts it. The call
 	// returns once the agent is registered; installation and start continue
@@ -248,10 +249,11 @@ type SupervisorService_StreamLogsClient = grpc.ServerStreamingClient[StreamLogsR
 //
 // Every request is checked before the method runs, as in every Ether
 // service: a field or oneof marked required by (ether.v1.field) or
-// (ether.v1.oneof) left unset, an integer outside its range, an enum number
-// the enum lacks, an invalid Duration or Timestamp, or bytes that are not
-// protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
-// naming the field (ether/v1/rules.proto, docs/errors.md).
+// (ether.v1.oneof) left unset, an integer outside its range, a list with
+// more items or a string longer than its bound (docs/limits.md), an enum
+// number the enum lacks, an invalid Duration or Timestamp, or bytes that are
+// not protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest
+// violation naming the field (ether/v1/rules.proto, docs/errors.md).
 type SupervisorServiceServer interface {
 	// DeployAgent registers an agent from a folder and starts it. The call
 	// returns once the agent is registered; installation and start continue

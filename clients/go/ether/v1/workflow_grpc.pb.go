@@ -54,10 +54,11 @@ const (
 //
 // Every request is checked before the method runs, as in every Ether
 // service: a field or oneof marked required by (ether.v1.field) or
-// (ether.v1.oneof) left unset, an integer outside its range, an enum number
-// the enum lacks, an invalid Duration or Timestamp, or bytes that are not
-// protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
-// naming the field (ether/v1/rules.proto, docs/errors.md).
+// (ether.v1.oneof) left unset, an integer outside its range, a list with
+// more items or a string longer than its bound (docs/limits.md), an enum
+// number the enum lacks, an invalid Duration or Timestamp, or bytes that are
+// not protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest
+// violation naming the field (ether/v1/rules.proto, docs/errors.md).
 type WorkflowServiceClient interface {
 	// CreateRun validates a workflow spec and starts a run of it.
 	//
@@ -262,10 +263,11 @@ func (c *workflowServiceClient) GetRunReport(ctx context.Context, in *GetRunRepo
 //
 // Every request is checked before the method runs, as in every Ether
 // service: a field or oneof marked required by (ether.v1.field) or
-// (ether.v1.oneof) left unset, an integer outside its range, an enum number
-// the enum lacks, an invalid Duration or Timestamp, or bytes that are not
-// protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
-// naming the field (ether/v1/rules.proto, docs/errors.md).
+// (ether.v1.oneof) left unset, an integer outside its range, a list with
+// more items or a string longer than its bound (docs/limits.md), an enum
+// number the enum lacks, an invalid Duration or Timestamp, or bytes that are
+// not protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest
+// violation naming the field (ether/v1/rules.proto, docs/errors.md).
 type WorkflowServiceServer interface {
 	// CreateRun validates a workflow spec and starts a run of it.
 	//

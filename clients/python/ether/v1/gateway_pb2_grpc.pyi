@@ -62,10 +62,11 @@ class GatewayServiceStub:
 
     Every request is checked before the method runs, as in every Ether
     service: a field or oneof marked required by (ether.v1.field) or
-    (ether.v1.oneof) left unset, an integer outside its range, an enum number
-    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
-    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
-    naming the field (ether/v1/rules.proto, docs/errors.md).
+    (ether.v1.oneof) left unset, an integer outside its range, a list with
+    more items or a string longer than its bound (docs/limits.md), an enum
+    number the enum lacks, an invalid Duration or Timestamp, or bytes that are
+    not protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest
+    violation naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     @_typing.overload
@@ -236,10 +237,11 @@ class GatewayServiceAsyncStub(GatewayServiceStub):
 
     Every request is checked before the method runs, as in every Ether
     service: a field or oneof marked required by (ether.v1.field) or
-    (ether.v1.oneof) left unset, an integer outside its range, an enum number
-    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
-    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
-    naming the field (ether/v1/rules.proto, docs/errors.md).
+    (ether.v1.oneof) left unset, an integer outside its range, a list with
+    more items or a string longer than its bound (docs/limits.md), an enum
+    number the enum lacks, an invalid Duration or Timestamp, or bytes that are
+    not protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest
+    violation naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -406,10 +408,11 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
 
     Every request is checked before the method runs, as in every Ether
     service: a field or oneof marked required by (ether.v1.field) or
-    (ether.v1.oneof) left unset, an integer outside its range, an enum number
-    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
-    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
-    naming the field (ether/v1/rules.proto, docs/errors.md).
+    (ether.v1.oneof) left unset, an integer outside its range, a list with
+    more items or a string longer than its bound (docs/limits.md), an enum
+    number the enum lacks, an invalid Duration or Timestamp, or bytes that are
+    not protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest
+    violation naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     @_abc_1.abstractmethod

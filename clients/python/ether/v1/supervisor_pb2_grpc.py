@@ -40,10 +40,11 @@ class SupervisorServiceStub:
 
     Every request is checked before the method runs, as in every Ether
     service: a field or oneof marked required by (ether.v1.field) or
-    (ether.v1.oneof) left unset, an integer outside its range, an enum number
-    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
-    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
-    naming the field (ether/v1/rules.proto, docs/errors.md).
+    (ether.v1.oneof) left unset, an integer outside its range, a list with
+    more items or a string longer than its bound (docs/limits.md), an enum
+    number the enum lacks, an invalid Duration or Timestamp, or bytes that are
+    not protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest
+    violation naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     def __init__(self, channel):
@@ -114,10 +115,11 @@ class SupervisorServiceServicer:
 
     Every request is checked before the method runs, as in every Ether
     service: a field or oneof marked required by (ether.v1.field) or
-    (ether.v1.oneof) left unset, an integer outside its range, an enum number
-    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
-    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
-    naming the field (ether/v1/rules.proto, docs/errors.md).
+    (ether.v1.oneof) left unset, an integer outside its range, a list with
+    more items or a string longer than its bound (docs/limits.md), an enum
+    number the enum lacks, an invalid Duration or Timestamp, or bytes that are
+    not protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest
+    violation naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     def DeployAgent(self, request, context):
@@ -295,10 +297,11 @@ class SupervisorService:
 
     Every request is checked before the method runs, as in every Ether
     service: a field or oneof marked required by (ether.v1.field) or
-    (ether.v1.oneof) left unset, an integer outside its range, an enum number
-    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
-    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
-    naming the field (ether/v1/rules.proto, docs/errors.md).
+    (ether.v1.oneof) left unset, an integer outside its range, a list with
+    more items or a string longer than its bound (docs/limits.md), an enum
+    number the enum lacks, an invalid Duration or Timestamp, or bytes that are
+    not protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest
+    violation naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     @staticmethod

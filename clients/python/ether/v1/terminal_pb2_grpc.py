@@ -57,10 +57,11 @@ class TerminalServiceStub:
 
     Every request is checked before the method runs, as in every Ether
     service: a field or oneof marked required by (ether.v1.field) or
-    (ether.v1.oneof) left unset, an integer outside its range, an enum number
-    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
-    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
-    naming the field (ether/v1/rules.proto, docs/errors.md).
+    (ether.v1.oneof) left unset, an integer outside its range, a list with
+    more items or a string longer than its bound (docs/limits.md), an enum
+    number the enum lacks, an invalid Duration or Timestamp, or bytes that are
+    not protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest
+    violation naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     def __init__(self, channel):
@@ -158,10 +159,11 @@ class TerminalServiceServicer:
 
     Every request is checked before the method runs, as in every Ether
     service: a field or oneof marked required by (ether.v1.field) or
-    (ether.v1.oneof) left unset, an integer outside its range, an enum number
-    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
-    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
-    naming the field (ether/v1/rules.proto, docs/errors.md).
+    (ether.v1.oneof) left unset, an integer outside its range, a list with
+    more items or a string longer than its bound (docs/limits.md), an enum
+    number the enum lacks, an invalid Duration or Timestamp, or bytes that are
+    not protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest
+    violation naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     def CreateTerminal(self, request, context):
@@ -425,10 +427,11 @@ class TerminalService:
 
     Every request is checked before the method runs, as in every Ether
     service: a field or oneof marked required by (ether.v1.field) or
-    (ether.v1.oneof) left unset, an integer outside its range, an enum number
-    the enum lacks, an invalid Duration or Timestamp, or bytes that are not
-    protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
-    naming the field (ether/v1/rules.proto, docs/errors.md).
+    (ether.v1.oneof) left unset, an integer outside its range, a list with
+    more items or a string longer than its bound (docs/limits.md), an enum
+    number the enum lacks, an invalid Duration or Timestamp, or bytes that are
+    not protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest
+    violation naming the field (ether/v1/rules.proto, docs/errors.md).
     """
 
     @staticmethod

@@ -1269,10 +1269,12 @@ export const DataEncodingSchema: GenEnum<DataEncoding> = /*@__PURE__*/
  *
  * Every request is checked before the method runs, as in every Ether
  * service: a field or oneof marked required by (ether.v1.field) or
- * (ether.v1.oneof) left unset, an integer outside its range, an enum number
- * the enum lacks, an invalid Duration or Timestamp, or bytes that are not
- * protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest violation
- * naming the field (ether/v1/rules.proto, docs/errors.md).
+ * (ether.v1.oneof) left unset, an integer outside its range, a list with
+ * more items or a string longer than its bound (docs/limits.md), an enum
+ * number the enum lacks, an invalid Duration or Timestamp, or bytes that are
+ * not protobuf answer INVALID_ARGUMENT with a google.rpc.BadRequest
+ * violation naming the field (ether/v1/rules.proto, docs/errors.md). Pipe
+ * answers an input that breaks them in its stream instead (see Pipe).
  *
  * @generated from service ether.v1.AgentIOService
  */
