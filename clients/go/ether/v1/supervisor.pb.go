@@ -1308,9 +1308,8 @@ func (x *ScaleAgentRequest) GetReplicas() int32 {
 // ScaleAgentResponse is the response of SupervisorService.ScaleAgent.
 type ScaleAgentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The agent once the replicas scaled away are down: added replicas are
-	// still starting (AGENT_STATE_STARTING, or INSTALLING when the agent is
-	// being built).
+	// The agent once the replicas scaled away are down; added replicas may
+	// still be starting (watch WatchEvents from its event_sequence).
 	Agent         *AgentStatus `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -688,9 +688,8 @@ export const ScaleAgentRequestSchema: GenMessage<ScaleAgentRequest> = /*@__PURE_
  */
 export type ScaleAgentResponse = Message<"ether.v1.ScaleAgentResponse"> & {
   /**
-   * The agent once the replicas scaled away are down: added replicas are
-   * still starting (AGENT_STATE_STARTING, or INSTALLING when the agent is
-   * being built).
+   * The agent once the replicas scaled away are down; added replicas may
+   * still be starting (watch WatchEvents from its event_sequence).
    *
    * @generated from field: ether.v1.AgentStatus agent = 1;
    */
