@@ -511,7 +511,11 @@ class Resources:
             "open_files": "rlimit RLIMIT_NOFILE",
             "file_size": "rlimit RLIMIT_FSIZE",
             "cpu_time": "rlimit RLIMIT_CPU",
-            "cpu_weight": "cgroup v1 cpu" if "cpu" in self.bases else "none: no cpu controller",
+            "cpu_weight": (
+                "cgroup v1 cpu"
+                if "cpu" in self.bases
+                else f"none: {self.unusable.get('cpu', 'no cgroup cpu controller')}"
+            ),
         }
         return found
 

@@ -1,0 +1,221 @@
+"""Resource limits of agent replicas (resources.py): memory, processes, open files.
+
+The host config's [limits.agents] sets them; an agent's agent.toml [limits] may only lower
+them. On this machine kind the cgroup v1 memory and pids controllers are writable, so each
+replica runs in groups of its own; ``limits.mechanism = "rlimit"`` forces the fallback, so both
+paths are tested here. The agent that runs into its limits is tests/agents/hog, copied per test
+with the [limits] the test needs. The fork bomb runs only once the host says a pids cgroup holds
+it: without one it would take the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from ether.v1 import agent_io_pb2, supervisor_pb2
+from tests.support.agents import AGENTS, deploy, state_name
+from tests.support.calls import data, details, execute
+from tests.support.host import HostProcess
+from tests.support.resources import PIDS_ROOT, marked, mechanisms, refused_forks
+
+BUDGET = 60.0  # seconds for the kernel and the host to act, on a loaded 2-core machine
+
+pytestmark = pytest.mark.skipif(
+    not os.access(PIDS_ROOT, os.W_OK), reason="no writable cgroup v1 pids hierarchy"
+)
+
+
+def start(tmp_path: Path, config: str, name: str = "state") -> HostProcess:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(config)
+    host = HostProcess(tmp_path / name, "--config", str(path))
+    host.wait_serving()
+    return host
+
+
+def hog(tmp_path: Path, limits: str, name: str = "hog") -> Path:
+    """A copy of the hog agent whose agent.toml has ``limits`` as its [limits] table."""
+    folder = tmp_path / name
+    shutil.copytree(AGENTS / "hog", folder, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = folder / "agent.toml"
+    manifest.write_text(
+        manifest.read_text().replace('name = "hog"', f'name = "{name}"') + f"\n[limits]\n{limits}\n"
+    )
+    return folder
+
+
+def reasons_until_restarted(host: HostProcess, agent: str) -> list[str]:
+    """The reasons of ``agent``'s lifecycle events, up to its first RUNNING after a BACKOFF."""
+    seen = []
+    stream = host.supervisor.WatchEvents(
+        supervisor_pb2.WatchEventsRequest(agent=agent), timeout=BUDGET
+    )
+    try:
+        for event in stream:
+            seen.append(f"{state_name(event.state)}: {event.reason}")
+            if state_name(event.state) == "RUNNING" and any(s.startswith("BACKOFF") for s in seen):
+                return seen
+    finally:
+        stream.cancel()
+    raise AssertionError(f"{agent} was never restarted: {seen}")
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
+    """A host whose agents get at most 128 processes and 256 open files each (cgroups)."""
+    process = start(
+        tmp_path_factory.mktemp("limits"), "[limits.agents]\npids = 128\nopen_files = 256\n"
+    )
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def test_the_host_says_what_enforces_each_limit(host: HostProcess) -> None:
+    """At start the host logs the mechanism per resource: cgroups for memory, processes and
+    CPU weight where it may write them (this machine kind), rlimits for the rest."""
+    assert mechanisms(host) == {
+        "memory": "cgroup v1 memory",
+        "pids": "cgroup v1 pids",
+        "open_files": "rlimit RLIMIT_NOFILE",
+        "file_size": "rlimit RLIMIT_FSIZE",
+        "cpu_time": "rlimit RLIMIT_CPU",
+        "cpu_weight": "cgroup v1 cpu",
+    }
+
+
+def test_an_agent_past_its_memory_limit_is_killed_says_so_and_restarts(
+    host: HostProcess, tmp_path: Path
+) -> None:
+    """agent.toml lowers the host's 1 GiB to 64 MiB; holding 128 MiB gets the replica
+    OOM-killed in its memory cgroup, WatchEvents says "memory limit 64 MiB exceeded", the
+    replica restarts per its policy and serves again."""
+    agent = deploy(host, hog(tmp_path, 'memory = "64MiB"', name="hog-memory"))
+    assert data(execute(host, agent, "allocate", {"mib": 16}))["held_mib"] == 16
+    with pytest.raises(grpc.RpcError):
+        execute(host, agent, "allocate", {"mib": 128}, timeout=BUDGET)
+    seen = reasons_until_restarted(host, agent)
+    assert any(
+        reason.startswith("BACKOFF: memory limit 64 MiB exceeded (killed by SIGKILL)")
+        for reason in seen
+    ), seen
+    assert data(execute(host, agent, "allocate", {"mib": 16}))["held_mib"] == 16
+    host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=agent), timeout=30)
+
+
+def test_a_fork_bomb_in_an_agent_is_contained(host: HostProcess, tmp_path: Path) -> None:
+    """A shell fork bomb under a pids limit of 32 fills its group and no more (forks fail);
+    another agent's Execute answers within its deadline meanwhile, and once the agent is
+    removed no process of the bomb is left. The open files limit holds for the same agent."""
+    assert mechanisms(host)["pids"] == "cgroup v1 pids"  # else the bomb would take the machine
+    bomber = deploy(host, hog(tmp_path, "pids = 32\ncpu_weight = 10", name="bomber"))
+    worker = deploy(host, AGENTS / "worker", name="bystander")
+    group = PIDS_ROOT / data(execute(host, bomber, "groups"))["pids"].lstrip("/")
+    assert group.name.startswith("bomber-0-"), group
+    opened = data(execute(host, bomber, "open_files", {"count": 1000}))
+    assert opened["opened"] < 256 and opened["error"] == "Too many open files", opened
+
+    marker = f"ether-bomb-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        execute(host, bomber, "bomb", {"marker": marker})
+        deadline = time.monotonic() + BUDGET
+        while refused_forks(group) == 0:  # the kernel's count: no event to wait on
+            assert time.monotonic() < deadline, "the bomb never reached its pids limit"
+            time.sleep(0.05)
+        assert len(marked(marker)) <= 32
+        answer = execute(host, worker, "echo", {"still": "here"}, timeout=30)
+        assert data(answer) == {"still": "here"}
+    finally:
+        host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=bomber), timeout=60)
+        deadline = time.monotonic() + BUDGET
+        while marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)  # /proc holds no event for strangers' processes
+    assert marked(marker) == []
+    assert not group.exists()
+    host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=worker), timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("limits", "code", "words"),
+    [
+        (
+            'memory = "2GiB"',
+            grpc.StatusCode.FAILED_PRECONDITION,
+            ["limits.memory", "2 GiB", "1 GiB", "limits.agents.memory"],
+        ),
+        ("pids = 0", grpc.StatusCode.FAILED_PRECONDITION, ["limits.pids", "unlimited", "128"]),
+        ("open_files = 1000", grpc.StatusCode.FAILED_PRECONDITION, ["limits.open_files", "256"]),
+        ('memory = "lots"', grpc.StatusCode.INVALID_ARGUMENT, ["limits.memory", "not a size"]),
+        ("pids = -1", grpc.StatusCode.INVALID_ARGUMENT, ["limits.pids", "negative"]),
+        ("threads = 4", grpc.StatusCode.INVALID_ARGUMENT, ["limits", "'threads'"]),
+    ],
+    ids=["memory-above", "pids-unlimited", "files-above", "not-a-size", "negative", "unknown"],
+)
+def test_agent_limits_may_only_lower_the_hosts(
+    host: HostProcess, tmp_path: Path, limits: str, code: grpc.StatusCode, words: list[str]
+) -> None:
+    """agent.toml [limits] above the host's (or unlimited where the host has a limit) is
+    refused FAILED_PRECONDITION naming the setting; a bad value INVALID_ARGUMENT naming it.
+    Nothing is deployed."""
+    with pytest.raises(grpc.RpcError) as refused:
+        deploy(host, hog(tmp_path, limits, name="greedy"), wait=False)
+    assert refused.value.code() == code
+    for word in words:
+        assert word in (refused.value.details() or ""), refused.value.details()
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        assert details(refused.value)["ErrorInfo"].reason == "LIMIT_ABOVE_HOST"
+    listed = host.agents.ListAgents(agent_io_pb2.ListAgentsRequest(), timeout=10)
+    assert "greedy" not in [agent.name for agent in listed.agents]
+
+
+def test_under_the_rlimit_fallback_limits_hold_inside_the_agent(tmp_path: Path) -> None:
+    """With limits.mechanism = "rlimit" no cgroup is made: memory is RLIMIT_DATA (an
+    allocation past it fails in the agent, which answers on), open files RLIMIT_NOFILE, and
+    the host says that processes are not limited for root."""
+    host = start(tmp_path, '[limits]\nmechanism = "rlimit"\n[limits.agents]\nopen_files = 64\n')
+    try:
+        found = mechanisms(host)
+        assert found["memory"] == "rlimit RLIMIT_DATA"
+        assert found["pids"].startswith("none" if os.geteuid() == 0 else "rlimit RLIMIT_NPROC")
+        agent = deploy(host, hog(tmp_path, 'memory = "64MiB"'))
+        assert data(execute(host, agent, "groups"))["pids"] == "/"  # in no group of its own
+        failed = execute(host, agent, "allocate", {"mib": 128})
+        assert failed.status == agent_io_pb2.TASK_STATUS_ERROR
+        assert "MemoryError" in failed.error.message, failed.error
+        assert data(execute(host, agent, "allocate", {"mib": 8}))["held_mib"] == 8
+        opened = data(execute(host, agent, "open_files", {"count": 1000}))
+        assert opened["opened"] < 64 and opened["error"] == "Too many open files", opened
+    finally:
+        host.stop()
+
+
+def test_the_groups_of_a_host_killed_with_minus_nine_go_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    """A host killed with -9 leaves its control groups; the next host removes them at start.
+    A host that stops normally removes its own."""
+    first = start(tmp_path, "[limits.agents]\npids = 64\n", name="first")
+    agent = deploy(first, hog(tmp_path, "pids = 32"))
+    group = PIDS_ROOT / data(execute(first, agent, "groups"))["pids"].lstrip("/")
+    base = group.parent
+    assert base.name == f"ether-{first.process.pid}"
+    first.process.kill()
+    first.process.wait()
+    assert base.exists()
+    second = start(tmp_path, "[limits.agents]\npids = 64\n", name="second")
+    try:
+        second.wait_for_log(lambda r: r.get("event") == "resource limits")
+        assert not base.exists()
+        mine = PIDS_ROOT / f"ether-{second.process.pid}"
+        assert mine.exists()
+    finally:
+        assert second.stop() == 0
+    assert not mine.exists()

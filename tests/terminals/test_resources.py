@@ -1,0 +1,58 @@
+"""Resource limits of terminals (resources.py): a fork bomb typed into a terminal fills that
+terminal's pids cgroup and no more, the host and other terminals answer meanwhile, and closing
+the terminal leaves nothing of the bomb. The bomb runs only once the host says a pids cgroup
+holds it: without one it would take the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.resources import PIDS_ROOT, marked, mechanisms, refused_forks
+from tests.terminals.conftest import CONFIG, start_host
+from tests.terminals.support import close, shell, wait_screen, write
+
+BUDGET = 60.0  # seconds for the kernel and the host to act, on a loaded 2-core machine
+PIDS = 48
+
+pytestmark = pytest.mark.skipif(
+    not os.access(PIDS_ROOT, os.W_OK), reason="no writable cgroup v1 pids hierarchy"
+)
+
+
+def test_a_fork_bomb_in_a_terminal_is_contained(tmp_path: Path) -> None:
+    """`:(){ :|:& };:` under a pids limit of 48: the terminal's group refuses forks past it,
+    another terminal starts and runs a command meanwhile, and once the terminal is closed no
+    process of the bomb is left and its group is gone."""
+    config = CONFIG + f"[limits.terminals]\npids = {PIDS}\ncpu_weight = 10\n"
+    host = start_host(tmp_path / "state", config)
+    try:
+        assert mechanisms(host)["pids"] == "cgroup v1 pids"  # else the bomb takes the machine
+        terminal = shell(host)
+        group = PIDS_ROOT / f"ether-{host.process.pid}" / terminal.id
+        assert (group / "pids.max").read_text().strip() == str(PIDS)
+        marker = f"ether-bomb-{os.getpid()}-{time.monotonic_ns()}"  # $0 of every bomb shell
+        try:
+            write(host, terminal.id, f"bash -c ':(){{ :|:& }};:' {marker}\n")
+            deadline = time.monotonic() + BUDGET
+            while refused_forks(group) == 0:  # the kernel's count: no event to wait on
+                assert time.monotonic() < deadline, "the bomb never reached its pids limit"
+                time.sleep(0.05)
+            assert len(marked(marker)) <= PIDS
+            other = shell(host)
+            write(host, other.id, "echo still-$((40 + 2))\n")
+            wait_screen(host, other.id, "still-42", timeout=BUDGET)
+            close(host, other.id)
+        finally:
+            close(host, terminal.id)
+            deadline = time.monotonic() + BUDGET
+            while marked(marker) and time.monotonic() < deadline:
+                time.sleep(0.05)  # /proc holds no event for strangers' processes
+        assert marked(marker) == []
+        assert not group.exists()
+    finally:
+        host.stop()
