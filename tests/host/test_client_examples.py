@@ -12,10 +12,12 @@ import re
 import subprocess
 from collections.abc import Iterator
 
+import grpc
 import pytest
 
 from ether.v1 import supervisor_pb2
 from tests.support.agents import EXAMPLES, deploy
+from tests.support.certs import Authority
 from tests.support.host import ROOT
 
 from ._support import README_ADDRESS, Host, clean_environment, readme_commands, write_tokens
@@ -106,3 +108,60 @@ def test_a_tour_without_the_token_is_refused(host: Host) -> None:
     assert tour.returncode == 1
     assert tour.stdout == ""
     assert tour.stderr.startswith("tour: UNAUTHENTICATED"), tour.stderr
+
+
+@pytest.fixture(scope="module")
+def tls_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Host, dict[str, str]]]:
+    """A host that serves TLS and names callers by their client certificate, with scout
+    running; and the ETHER_TLS_* variables of a client holding such a certificate."""
+    folder = tmp_path_factory.mktemp("tours-tls")
+    authority = Authority(folder, "tours")
+    server = authority.issue("server", "ether host", server=True)
+    client = authority.issue("client", "tour.example")
+    tokens = folder / "tokens"
+    tokens.write_text("tour cert:tour.example\n")
+    host = Host(
+        "--listen", "127.0.0.1:0", "--auth-tokens-file", str(tokens),
+        "--tls-cert", str(server.cert), "--tls-key", str(server.key),
+        "--tls-client-ca", str(authority.pem),
+        "--state-dir", str(folder / "state"), "--log-format", "json",
+    )  # fmt: skip
+    env = {
+        "ETHER_TLS_CA": str(authority.pem),
+        "ETHER_TLS_CLIENT_CERT": str(client.cert),
+        "ETHER_TLS_CLIENT_KEY": str(client.key),
+    }
+    try:
+        record = host.wait_for_log(lambda r: r.get("event") == "serving", 60)
+        host.address = record["addresses"][0]
+        trust = grpc.ssl_channel_credentials(
+            authority.pem.read_bytes(), client.key.read_bytes(), client.cert.read_bytes()
+        )
+        host._channel = grpc.secure_channel(host.address, trust)
+        deploy(host, EXAMPLES / "scout")
+        yield host, env
+    finally:
+        assert host.stop() == 0
+
+
+@pytest.mark.parametrize("language", list(TOURS))
+def test_the_tour_connects_with_tls_and_a_client_certificate(
+    tls_host: tuple[Host, dict[str, str]], language: str
+) -> None:
+    """The same tour, over TLS, with the client certificate from ETHER_TLS_*."""
+    host, env = tls_host
+    tour = run_tour(TOURS[language], host, env)
+    assert tour.returncode == 0, tour.stderr
+    listed = host.supervisor.ListProcesses(
+        supervisor_pb2.ListProcessesRequest(agent="scout"), timeout=10
+    )
+    assert tour.stdout.splitlines() == expected_lines(listed.processes[0].pid), tour.stderr
+
+
+def test_a_tour_without_the_client_certificate_is_refused(
+    tls_host: tuple[Host, dict[str, str]],
+) -> None:
+    host, env = tls_host
+    tour = run_tour(TOURS["python"], host, {"ETHER_TLS_CA": env["ETHER_TLS_CA"]})
+    assert tour.returncode == 1
+    assert tour.stderr.startswith("tour: UNAVAILABLE"), tour.stderr

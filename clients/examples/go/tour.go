@@ -5,10 +5,14 @@
 //
 // The Python and TypeScript tours beside it do the same steps and print the same lines.
 // ETHER_TOKEN, when set, is sent as a bearer token (for a host started with --auth-tokens-file).
+// ETHER_TLS_CA, ETHER_TLS_CLIENT_CERT and ETHER_TLS_CLIENT_KEY, when set, connect with TLS and a
+// client certificate (docs/auth.md).
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,6 +27,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/code"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -39,7 +44,9 @@ func main() {
 	root, err := filepath.Abs(*path)
 	check("path", err)
 
-	conn, err := grpc.NewClient(*address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := transportCredentials()
+	check("tls", err)
+	conn, err := grpc.NewClient(*address, grpc.WithTransportCredentials(creds))
 	check("connect", err)
 	defer conn.Close()
 	agents := etherv1.NewAgentIOServiceClient(conn)
@@ -148,6 +155,33 @@ func main() {
 	}
 	// code.Code spells gRPC codes as the proto does (NOT_FOUND); codes.Code says NotFound.
 	fmt.Printf("missing agent: %s: %s\n", code.Code(st.Code()), st.Message())
+}
+
+// transportCredentials is plaintext, or TLS when ETHER_TLS_CA is set: the host's certificate
+// must be signed by that CA, and ETHER_TLS_CLIENT_CERT with ETHER_TLS_CLIENT_KEY is the client
+// certificate a host with a client CA asks for.
+func transportCredentials() (credentials.TransportCredentials, error) {
+	ca := os.Getenv("ETHER_TLS_CA")
+	if ca == "" {
+		return insecure.NewCredentials(), nil
+	}
+	pem, err := os.ReadFile(ca)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", ca)
+	}
+	config := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	if cert := os.Getenv("ETHER_TLS_CLIENT_CERT"); cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, os.Getenv("ETHER_TLS_CLIENT_KEY"))
+		if err != nil {
+			return nil, err
+		}
+		config.Certificates = []tls.Certificate{pair}
+	}
+	return credentials.NewTLS(config), nil
 }
 
 // callContext gives one call its deadline and, when ETHER_TOKEN is set, its bearer token.

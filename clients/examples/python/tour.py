@@ -5,7 +5,9 @@
 It talks to a host serving the example agents (`make run`) through the generated stubs of the
 `ether-client` distribution (clients/python), with grpcio's blocking API. The Go and TypeScript
 tours beside it do the same steps and print the same lines. ETHER_TOKEN, when set, is sent as
-a bearer token (a host started with an auth tokens file asks for one).
+a bearer token (a host started with an auth tokens file asks for one). ETHER_TLS_CA, when set,
+makes the tour connect with TLS, trusting the host's certificate if that CA signed it, and
+ETHER_TLS_CLIENT_CERT with ETHER_TLS_CLIENT_KEY present a client certificate (docs/auth.md).
 """
 
 from __future__ import annotations
@@ -25,6 +27,20 @@ from ether.v1 import agent_io_pb2, agent_io_pb2_grpc
 DEADLINE = 30.0  # seconds; the host passes what is left of it on to the agent
 
 
+def connect(address: str) -> grpc.Channel:
+    """Plaintext, or TLS (with a client certificate) as the ETHER_TLS_* variables say."""
+    ca = os.environ.get("ETHER_TLS_CA")
+    if not ca:
+        return grpc.insecure_channel(address)
+    cert, key = os.environ.get("ETHER_TLS_CLIENT_CERT"), os.environ.get("ETHER_TLS_CLIENT_KEY")
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=Path(ca).read_bytes(),
+        private_key=Path(key).read_bytes() if key else None,
+        certificate_chain=Path(cert).read_bytes() if cert else None,
+    )
+    return grpc.secure_channel(address, credentials)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--address", default="127.0.0.1:50051")
@@ -34,7 +50,7 @@ def main() -> int:
     token = os.environ.get("ETHER_TOKEN")
     metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
 
-    with grpc.insecure_channel(args.address) as channel:
+    with connect(args.address) as channel:
         agents = agent_io_pb2_grpc.AgentIOServiceStub(channel)
 
         # 1. The directory, page by page: a host may hold more agents than one page.

@@ -9,8 +9,10 @@
  * transport of @connectrpc/connect-node, through the messages and service descriptors that
  * protobuf-es generated in @etherhost/client (clients/typescript). The Python and Go tours beside
  * it do the same steps and print the same lines. ETHER_TOKEN, when set, is sent as a bearer token
- * (a host started with an auth tokens file asks for one).
+ * (a host started with an auth tokens file asks for one); ETHER_TLS_CA, ETHER_TLS_CLIENT_CERT and
+ * ETHER_TLS_CLIENT_KEY connect with TLS and a client certificate (docs/auth.md).
  */
+import { readFileSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { type JsonObject, type MessageInitShape, toJson } from "@bufbuild/protobuf";
@@ -26,12 +28,31 @@ import {
   TaskStatus,
 } from "@etherhost/client/gen/ether/v1/agent_io_pb";
 
+// gRPC over HTTP/2. An http:// base URL means without TLS, as the host serves on loopback;
+// ETHER_TLS_CA switches to https:// trusting that CA, and ETHER_TLS_CLIENT_CERT with
+// ETHER_TLS_CLIENT_KEY is the client certificate a host with a client CA asks for.
+function transport(address: string) {
+  const ca = process.env["ETHER_TLS_CA"];
+  if (!ca) {
+    return createGrpcTransport({ baseUrl: `http://${address}` });
+  }
+  const cert = process.env["ETHER_TLS_CLIENT_CERT"];
+  const key = process.env["ETHER_TLS_CLIENT_KEY"];
+  return createGrpcTransport({
+    baseUrl: `https://${address}`,
+    nodeOptions: {
+      ca: readFileSync(ca),
+      ...(cert ? { cert: readFileSync(cert) } : {}),
+      ...(key ? { key: readFileSync(key) } : {}),
+    },
+  });
+}
+
 const args = options();
 const root = resolve(args.path); // agents run in their own folders: send absolute paths
 const token = process.env["ETHER_TOKEN"];
 
-// gRPC over HTTP/2; an http:// base URL means without TLS, as the host serves on loopback.
-const agents = createClient(AgentIOService, createGrpcTransport({ baseUrl: `http://${args.address}` }));
+const agents = createClient(AgentIOService, transport(args.address));
 // Options for every call: the host passes what is left of the deadline on to the agent.
 const call: CallOptions = {
   timeoutMs: 30_000,
