@@ -56,19 +56,20 @@ setup: $(GEN_TOOLS) $(foreach d,$(NPM_DIRS),$(d)/node_modules/.stamp) $(TS_TOUR)
 	@echo "setup: done"
 
 # --- Programs for the terminal fidelity tests (tests/terminals/test_fidelity.py) ----------------
-# tmux renders the reference screens; less, vim, top (procps) and htop are the programs compared;
+# tmux renders the reference screens; less, vim, top (procps), htop, dialog and tig are the programs
+# compared (dialog and tig draw boxes and lines with the DEC special graphics character set);
 # terminals start programs through util-linux `setsid --ctty`, and their I/O pumps under
 # `setpriv --pdeathsig` (a test limits the host's descriptors with `prlimit`); bubblewrap (`bwrap`)
 # gives every agent and terminal a PID namespace of its own (docs/agents.md). As root with apt-get
 # (CI on a fresh Debian machine) whatever is missing is installed; elsewhere this only says what is
 # missing (the fidelity tests skip without tmux or htop).
-TERMINAL_TOOLS := tmux less vim top htop setsid setpriv prlimit bwrap
+TERMINAL_TOOLS := tmux less vim top htop dialog tig setsid setpriv prlimit bwrap
 terminal-tools:
 	@missing=""; for tool in $(TERMINAL_TOOLS); do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "setup: apt-get install tmux less vim procps htop util-linux bubblewrap (missing:$$missing)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux less vim procps htop util-linux bubblewrap >/dev/null; \
+		echo "setup: apt-get install tmux less vim procps htop dialog tig util-linux bubblewrap (missing:$$missing)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux less vim procps htop dialog tig util-linux bubblewrap >/dev/null; \
 	else \
 		echo "setup: missing$$missing -- install them for the terminal fidelity tests"; \
 	fi
