@@ -133,3 +133,52 @@ def test_any_byte_soup_renders_a_whole_screen() -> None:
         view = emulator.render(FULL, None)
         assert len(view.lines) == rows, data
         assert 0 <= view.cursor.row < rows and 0 <= view.cursor.col <= cols, data
+
+
+def test_dec_special_graphics_draws_boxes_as_tmux_shows_them() -> None:
+    """ESC ( 0 makes G0 the DEC special graphics set and ESC ( B makes it ASCII again; ESC ) 0
+    with SO/SI does the same through G1, which starts as ASCII (a stray SO draws letters). This
+    works in UTF-8, where pyte alone ignores both; ESC % @ does not turn UTF-8 off."""
+    emulator = Emulator(6, 30, 0)
+    emulator.advance(
+        b"\x1b(0lqqk\x1b(B lqk\r\n"
+        b"\x0ex1x\x0f\x1b)0 \x0ex1x\x0f x\r\n"
+        b"\x1b(0mqvqj\x1b(B\r\n"
+        b"\x1b%@\xe2\x94\x80 \x1b(0`afg~\x1b(B" + "\u00e9".encode(),
+        0,
+        [],
+    )
+    view = emulator.render(FULL, None)
+    assert view.lines[:4] == [
+        "\u250c\u2500\u2500\u2510 lqk",
+        "x1x \u25021\u2502 x",
+        "\u2514\u2500\u2534\u2500\u2518",
+        "\u2500 \u25c6\u2592\u00b0\u00b1\u00b7\u00e9",
+    ]
+    assert view.styled is not None and view.styled[0][0].text == "\u250c\u2500\u2500\u2510 lqk"
+    assert emulator.stream.errors == 0
+
+
+def test_skipping_lines_drawn_in_dec_special_graphics_gives_the_same_screen() -> None:
+    """Lines written while DEC special graphics is selected are graphics in the scrollback too:
+    the rows the line rule makes without pyte are made only while text is drawn as written."""
+    data = b"\x1b(0" + b"".join(b"lqk %d\r\n" % n for n in range(6000))
+    skipped = Emulator(24, 80, 1000)
+    skipped.advance(data[:3], 0, [])  # the lines come as a backlog after the switch
+    skipped.advance(data[3:], 3, [])
+    reference = fed_in_pieces(data, 24, 80, 1000)
+    assert skipped.stats.skipped > len(data) // 2
+    assert skipped.render(FULL, None) == reference.render(FULL, None)
+    assert skipped.render(FULL, None).scrollback[0].startswith("\u250c\u2500\u2510 ")
+
+
+def test_a_rebuilt_screen_keeps_the_character_sets_set_before_its_clear() -> None:
+    """After lost output, the screen rebuilt from the last clear replays the G0/G1 designations
+    and the shift made before it: boxes drawn after the clear are still boxes."""
+    before = b"\x1b)0" + b"\x1b[5;1Hx" * 50_000 + b"\x0e"
+    frame = b"\x1b[2J\x1b[Hlqqk\r\nx  x\r\nmqqj"
+    emulator = Emulator(10, 40, 0)
+    emulator.advance(before + frame, 1000, [])  # starts past the output held: a gap
+    lines = emulator.render(FULL, None).lines
+    assert emulator.stats.skipped > 0
+    assert lines[:3] == ["\u250c\u2500\u2500\u2510", "\u2502  \u2502", "\u2514\u2500\u2500\u2518"]

@@ -20,6 +20,7 @@ from ether_host.terminals.screen import (
     autowrap,
     cursor_of,
     lines_of,
+    plain_charset,
     styled_lines,
 )
 
@@ -89,9 +90,10 @@ class Emulator:
         ground = self.stream.in_ground_state and not self.sanitizer.holding
         if full_margins and (ground or after_gap):
             history = 0 if screen.alternate else (screen.scrollback.maxlen or 0)
-            plan = fastforward.line_rule(
-                chunk, screen.lines, screen.columns, history, autowrap(screen)
-            )
+            # Rows for the scrollback are made as text without pyte: only where autowrap is on
+            # and the bytes are drawn as themselves (not in DEC special graphics, say).
+            as_text = autowrap(screen) and plain_charset(screen)
+            plan = fastforward.line_rule(chunk, screen.lines, screen.columns, history, as_text)
         if plan is None and after_gap and len(chunk) >= CLEAR_RULE_MIN:
             plan = fastforward.clear_rule(chunk)
         if plan is None:

@@ -16,7 +16,7 @@ pyte when they are plain ASCII; the last ``rows`` lines go through pyte.
 output (the buffer dropped it before anyone read the screen) and the retained
 output is not line output, the screen is rebuilt from the last full-screen
 clear (``ESC[2J`` or entering the alternate screen) in it, after replaying the
-mode, margin, title and style changes before that point.
+mode, margin, title, character set and style changes before that point.
 """
 
 from __future__ import annotations
@@ -39,7 +39,10 @@ _STRIP_LINE = re.compile(rb"\x1b\[[0-9;]*[mK]|\x07")
 _SIMPLE_LINE = re.compile(rb"[ -~]*")
 _CLEAR = re.compile(rb"\x1b\[2J|\x1b\[\?(?:1049|1047|47)h")
 _PRIVATE_MODE = re.compile(rb"\x1b\[\?([0-9]+)([hl])")
-_KEEP_LAST = re.compile(rb"\x1b\[[0-9;]*r|\x1b\][02];[^\x07\x1b]*(?:\x07|\x1b\\)|\x1b\[[0-9;]*[Hf]")
+_KEEP_LAST = re.compile(
+    rb"\x1b\[[0-9;]*r|\x1b\][02];[^\x07\x1b]*(?:\x07|\x1b\\)|\x1b\[[0-9;]*[Hf]"
+    rb"|\x1b[()][0-~]|[\x0e\x0f]"  # G0 and G1 designations, the shift between them
+)
 
 
 @dataclass(frozen=True)
@@ -77,8 +80,13 @@ def _line_output(data: bytes) -> bool:
     return not (b"\xc2" in rest and _C1.search(data))
 
 
-def line_rule(backlog: bytes, rows: int, cols: int, history: int, autowrap: bool) -> Plan | None:
-    """The exact skip for line output, or None when the backlog does not qualify."""
+def line_rule(backlog: bytes, rows: int, cols: int, history: int, as_text: bool) -> Plan | None:
+    """The exact skip for line output, or None when the backlog does not qualify.
+
+    ``as_text``: rows bound for the scrollback may be made as text without pyte (autowrap is on
+    and characters are drawn as written). Line output holds no SI, SO or ``ESC (``, so the
+    character set in use stays the same through the backlog.
+    """
     if len(backlog) < LINE_RULE_MIN or not _line_output(backlog):
         return None
     keep = rows + history
@@ -96,7 +104,7 @@ def line_rule(backlog: bytes, rows: int, cols: int, history: int, autowrap: bool
     prelude = _sgr_state(backlog[:start])
     history_rows = None
     feed_from = start
-    if history and autowrap:
+    if history and as_text:
         history_end = cuts[rows] + 1  # start of the last `rows` lines
         section = backlog[start:history_end]
         rows_text = _text_rows(section, cols)
@@ -122,6 +130,17 @@ def _text_rows(section: bytes, cols: int) -> list[str] | None:
     return rows
 
 
+def _kind(text: bytes) -> bytes:
+    """What a state change of _KEEP_LAST sets: only the last one of each kind is replayed."""
+    if text.startswith(b"\x1b]"):
+        return text[:3]  # the title or the icon name
+    if text.startswith((b"\x1b(", b"\x1b)")):
+        return text[:2]  # G0 or G1
+    if text in (b"\x0e", b"\x0f"):
+        return b"shift"
+    return text[-1:]  # margins, cursor position
+
+
 def clear_rule(backlog: bytes) -> Plan | None:
     """Start from the last full-screen clear, replaying state changes before it."""
     last = None
@@ -137,7 +156,7 @@ def clear_rule(backlog: bytes) -> Plan | None:
     singles: dict[bytes, bytes] = {}
     for match in _KEEP_LAST.finditer(before):
         text = match.group(0)
-        kind = text[:3] if text.startswith(b"\x1b]") else text[-1:]
+        kind = _kind(text)
         singles.pop(kind, None)  # keep the order of the last occurrences
         singles[kind] = text
     prelude = b"".join(modes.values()) + b"".join(singles.values()) + _sgr_state(before)

@@ -23,6 +23,10 @@ fork). On top of it:
   that does not fit at the end of a line wraps whole, as tmux does.
 - Shrinking the screen drops empty rows below the cursor first, then rows
   from the top into the scrollback, as tmux does (pyte drops the top rows).
+- The G0/G1 character sets (``ESC ( 0``, ``ESC ) 0``, ``ESC ( B``, SI, SO) work
+  in UTF-8 too, as in tmux and xterm: ncurses draws boxes with them under
+  TERM=xterm-256color. pyte ignores them while its stream is in UTF-8 mode;
+  the cells get the characters tmux shows for DEC special graphics.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pyte
+from pyte import charsets as cs
 from pyte import modes as mo
 from pyte.screens import Char, Margins, StaticDefaultDict, wcwidth
 
@@ -57,6 +62,24 @@ _DROP = re.compile(
     re.S,
 )
 MAX_HELD = 4096
+
+# DEC special graphics as tmux shows it on a UTF-8 terminal (its tty-acs.c table): what dialog,
+# tig or mc draw their boxes with. pyte's own cs.VT100_MAP is the Linux console's, which differs
+# from tmux on `0 _ b c d e h i` (tmux leaves `_ b c d e` as they are). Only the map is ours: pyte's
+# define_charset, shift_in/shift_out and draw's translate do the rest.
+_TMUX_ACS = {
+    "+": "\u2192", ",": "\u2190", "-": "\u2191", ".": "\u2193", "0": "\u25ae",
+    "`": "\u25c6", "a": "\u2592", "f": "\u00b0", "g": "\u00b1", "h": "\u2592",
+    "i": "\u2603", "j": "\u2518", "k": "\u2510", "l": "\u250c", "m": "\u2514",
+    "n": "\u253c", "o": "\u23ba", "p": "\u23bb", "q": "\u2500", "r": "\u23bc",
+    "s": "\u23bd", "t": "\u251c", "u": "\u2524", "v": "\u2534", "w": "\u252c",
+    "x": "\u2502", "y": "\u2264", "z": "\u2265", "{": "\u03c0", "|": "\u2260",
+    "}": "\u00a3", "~": "\u00b7",
+}  # fmt: skip
+ASCII = cs.LAT1_MAP
+DEC_GRAPHICS = "".join(_TMUX_ACS.get(c, c) for c in ASCII)
+# The sets tmux knows; it ignores other designations (UK, IBM PC, ...), so these do too.
+CHARSETS = {"B": ASCII, "0": DEC_GRAPHICS}
 
 
 class Sanitizer:
@@ -116,6 +139,16 @@ class TermScreen(pyte.Screen):
         self._primary = None
         self._alt_cursor = None
         super().reset()
+        self.g1_charset = ASCII  # as tmux and xterm (pyte starts G1 as the Linux console does)
+
+    def define_charset(self, code: str, mode: str) -> None:
+        """ESC ( or ESC ) with ``0`` (DEC special graphics) or ``B`` (ASCII) sets G0 or G1."""
+        table = CHARSETS.get(code)
+        if table is not None:
+            if mode == "(":
+                self.g0_charset = table
+            elif mode == ")":
+                self.g1_charset = table
 
     def _full_margins(self) -> bool:
         return self.margins is None or (
@@ -172,7 +205,9 @@ class TermScreen(pyte.Screen):
         if not data:
             return
         self._last_char = data[-1]
-        data = data.translate(self.g1_charset if self.charset else self.g0_charset)
+        table = self.g1_charset if self.charset else self.g0_charset
+        if table is not ASCII:
+            data = data.translate(table)
         cursor, columns = self.cursor, self.columns
         wrap, insert = mo.DECAWM in self.mode, mo.IRM in self.mode
         for char in data:
@@ -373,6 +408,14 @@ class SafeStream(pyte.ByteStream):
     def __init__(self, screen: TermScreen) -> None:
         super().__init__(screen)
         self.errors = 0
+        # pyte's parser drops ESC ( / ESC ) designations and SI/SO while ``use_utf8`` is on (after
+        # mgk25's advice that ISO 2022 shifts have no place in UTF-8). tmux and xterm honour them
+        # in UTF-8, and ncurses relies on that for its boxes. So the parser runs with the flag off
+        # and ``feed`` decodes UTF-8 whatever it says; ESC % (which would set it) is ignored.
+        self.use_utf8 = False
+
+    def select_other_charset(self, code: str) -> None:
+        """ESC % G / ESC % @: ignored, as tmux does (its input is always UTF-8)."""
 
     def reset_decoder(self) -> None:
         self.utf8_decoder.reset()
@@ -383,8 +426,7 @@ class SafeStream(pyte.ByteStream):
         return bool(self._taking_plain_text)
 
     def feed(self, data: bytes) -> None:  # type: ignore[override]  # bytes, as ByteStream
-        text = self.utf8_decoder.decode(data) if self.use_utf8 else "".join(map(chr, data))
-        self._feed_text(text)
+        self._feed_text(self.utf8_decoder.decode(data))
 
     def _feed_text(self, data: str) -> None:
         # pyte's Stream.feed, with each dispatch guarded: a failing handler is
@@ -493,3 +535,8 @@ def cursor_of(screen: TermScreen) -> Cursor:
 
 def autowrap(screen: TermScreen) -> bool:
     return mo.DECAWM in screen.mode
+
+
+def plain_charset(screen: TermScreen) -> bool:
+    """True when text is drawn as written (the character set in use is ASCII)."""
+    return (screen.g1_charset if screen.charset else screen.g0_charset) is ASCII
