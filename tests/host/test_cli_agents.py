@@ -71,6 +71,31 @@ def test_deploy_waits_until_it_runs_then_list_ps_and_call_show_it(host: HostProc
     assert json.loads(piped.stdout) == {"from": "stdin"}
 
 
+def test_list_ps_and_logs_print_json_for_scripts(host: HostProcess, worker: str) -> None:
+    """-o json: list and ps print a JSON array with one object per agent or replica, every field
+    present (0s included); logs prints one JSON object per line."""
+    listed = ether(host, "agents", "list", "-o", "json")
+    assert listed.returncode == 0, listed.stderr
+    agents = json.loads(listed.stdout)
+    assert isinstance(agents, list)
+    mine = next(a for a in agents if a["name"] == worker)
+    assert mine["state"] == "AGENT_STATE_RUNNING" and mine["inFlight"] == 0
+    assert "add" in {action["name"] for action in mine["actions"]}
+
+    ps = ether(host, "agents", "ps", worker, "--output", "json")
+    assert ps.returncode == 0, ps.stderr
+    replicas = json.loads(ps.stdout)
+    assert [r["pid"] for r in replicas] == [p.pid for p in _processes(host, worker)]
+    assert all(r["agent"] == worker and r["restarts"] == 0 for r in replicas)
+
+    assert ether(host, "call", worker, "nap", '{"ms": 5}').returncode == 0
+    logs = ether(host, "agents", "logs", worker, "-n", "50", "-o", "json")
+    assert logs.returncode == 0, logs.stderr
+    lines = [json.loads(line) for line in logs.stdout.splitlines()]
+    assert lines and all(line["agent"] == worker for line in lines)
+    assert any("napping" in line["message"] for line in lines), logs.stdout
+
+
 def test_call_exit_status_follows_the_task_and_the_request(host: HostProcess, worker: str) -> None:
     """ERROR exits 1 with the agent's code and message; PARTIAL (over budget) exits 3 with the
     data still printed; a request the host refuses exits 2 with its reason and the field."""

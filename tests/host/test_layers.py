@@ -11,8 +11,8 @@ from tests.support.host import ROOT
 
 HOST = ROOT / "server" / "ether_host"
 # The transport, the composition root and the command-line clients speak gRPC; nothing else may.
-FRONTS = {"transport", "main.py", "__main__.py"} | {p.name for p in HOST.glob("cli*.py")}
-# Prefixes: "grpc" covers grpc_health and grpc_reflection too, "ether_host.cli" every cli_* module.
+FRONTS = {"transport", "main.py", "__main__.py", "cli"}
+# Prefixes: "grpc" covers grpc_health and grpc_reflection too, "ether_host.cli" the whole package.
 FORBIDDEN = (
     *("grpc", "ether.v1", "ether.adapter", "google.rpc"),
     *("ether_host.transport", "ether_host.main", "ether_host.cli"),
@@ -39,5 +39,20 @@ def test_the_core_never_imports_grpc_or_the_transport() -> None:
         for path in core
         for module in imported(path)
         if module.startswith(FORBIDDEN)
+    }
+    assert not crossings, "\n".join(sorted(crossings))
+
+
+def test_the_cli_is_a_client_like_any_other() -> None:
+    """Every ``ether`` command but ``serve`` reaches the host through the five services only: its
+    modules import nothing of the host but the cli package itself (``serve`` runs the host)."""
+    cli = HOST / "cli"
+    clients = [p for p in cli.glob("*.py") if p.name != "serve.py"]
+    assert {"client.py", "agents.py", "terminals.py", "workflows.py"} <= {p.name for p in clients}
+    crossings = {
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in clients
+        for module in imported(path)
+        if module.startswith("ether_host") and not module.startswith("ether_host.cli")
     }
     assert not crossings, "\n".join(sorted(crossings))

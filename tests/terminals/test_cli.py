@@ -5,6 +5,7 @@ keys, the window's size, Ctrl-] to detach without ending the program)."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pty
 import select
@@ -14,9 +15,10 @@ import termios
 import time
 
 import pyte
+import wcwidth
 
 from ether.v1 import terminal_pb2
-from ether_host.cli_repaint import LocalScreen
+from ether_host.cli.repaint import LocalScreen
 from tests.support.host import ETHER, ROOT, HostProcess
 from tests.terminals.support import close, run, shell, wait_screen
 
@@ -196,6 +198,39 @@ def test_a_detach_from_a_full_screen_program_gives_the_user_their_screen_back(
     finally:
         again.close()
     close(host, terminal.id)
+
+
+def test_ls_lines_up_wide_and_combining_names_and_prints_json(host: HostProcess) -> None:
+    """ls pads by terminal cells, not code points: with names in CJK (two cells a character) and
+    with a combining accent (none), every column starts at the same cell on every row. -o json
+    prints the terminals as a JSON array."""
+    names = ["終端機", "cafe\u0301", "plain"]
+    ids = []
+    for name in names:
+        created = ether(host, "term", "new", "--name", name, "--", "sleep", "600")
+        assert created.returncode == 0, created.stderr
+        ids.append(created.stdout.strip())
+    try:
+        listed = ether(host, "term", "ls")
+        assert listed.returncode == 0, listed.stderr
+        lines = [line for line in listed.stdout.splitlines() if line.startswith(tuple(ids))]
+        lines.insert(0, listed.stdout.splitlines()[0])
+        # The cell where OWNER ("local" in our rows) and COMMAND ("sleep 600") start.
+        owners = {wcwidth.wcswidth(line[: line.index(" local ") + 1]) for line in lines[1:]}
+        owners.add(wcwidth.wcswidth(lines[0][: lines[0].index("OWNER")]))
+        commands = {wcwidth.wcswidth(line[: line.index("sleep 600")]) for line in lines[1:]}
+        commands.add(wcwidth.wcswidth(lines[0][: lines[0].index("COMMAND")]))
+        assert len(lines) == 4 and len(owners) == 1 and len(commands) == 1, listed.stdout
+
+        as_json = ether(host, "term", "ls", "-o", "json")
+        assert as_json.returncode == 0, as_json.stderr
+        found = {t["id"]: t for t in json.loads(as_json.stdout)}
+        assert [found[i]["name"] for i in ids] == names
+        assert found[ids[0]]["argv"] == ["sleep", "600"]
+        assert found[ids[0]]["state"] == "TERMINAL_STATE_RUNNING"
+    finally:
+        for terminal_id in ids:
+            ether(host, "term", "kill", terminal_id)
 
 
 def test_a_screen_switch_split_across_output_chunks_is_still_followed() -> None:

@@ -222,6 +222,10 @@ def test_ls_cancel_and_report(host: HostProcess, flow: str, tmp_path: Path) -> N
     wait(host, run.id)
     listed = ether(host, "ls", "--state", "cancelled").stdout
     assert run.id in listed and run.id not in ether(host, "ls", "--state", "running").stdout
+    as_json = json.loads(ether(host, "ls", "--state", "cancelled", "-o", "json").stdout)
+    assert isinstance(as_json, list)
+    listed_run = next(r for r in as_json if r["id"] == run.id)
+    assert (listed_run["name"], listed_run["state"]) == ("cli-cancel", "RUN_STATE_CANCELLED")
 
     printed = ether(host, "report", run.id, "--format", "json")
     assert printed.returncode == 0, printed.stderr

@@ -4,8 +4,11 @@ channel, and how a failed RPC is told to the user and turned into an exit status
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import os
 import sys
+import unicodedata
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -120,9 +123,78 @@ def report_rpc_error(error: Any, err: TextIO, prog: str) -> int:
     return EXIT_FAILED
 
 
+def add_output_argument(parser: argparse.ArgumentParser) -> None:
+    """-o/--output: a table for people (the default) or a JSON array for scripts."""
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="table (default) or json: a JSON array, one object per row, every field",
+    )
+
+
+def every_page(method: Any, request: Any, field: str, metadata: Metadata) -> list[Any]:
+    """The items of every page of a paginated List call, following next_page_token."""
+    found: list[Any] = []
+    while True:
+        page = method(request, timeout=30, metadata=metadata)
+        found.extend(getattr(page, field))
+        if not page.next_page_token:
+            return found
+        request.page_token = page.next_page_token
+
+
+def enum_name(enum: Any, value: int) -> str:
+    """AGENT_STATE_RUNNING -> RUNNING: the value's name without the enum's prefix."""
+    name: str = enum.Name(value)
+    prefix = enum.DESCRIPTOR.values[0].name.removesuffix("UNSPECIFIED")
+    return name.removeprefix(prefix)
+
+
+def print_json(messages: list[Any], out: TextIO) -> None:
+    """Protobuf messages as one JSON array (the proto3 JSON mapping, fields left at their
+    default included, so a script finds every key in every object)."""
+    from google.protobuf import json_format
+
+    listed = [
+        json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
+        for message in messages
+    ]
+    out.write(json.dumps(listed, indent=2, ensure_ascii=False) + "\n")
+
+
 def print_table(header: list[str], rows: list[list[str]], out: TextIO) -> None:
-    """Columns padded to their widest cell, two spaces apart, as `docker ps` prints them."""
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+    """Columns padded to their widest cell, two spaces apart, as `docker ps` prints them. Widths
+    are terminal cells (rich's), so wide (CJK) and combining characters line up; control
+    characters in a cell are shown as '?', so a name cannot move the cursor or break a row."""
+    from rich.cells import cell_len
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    cells = [[_printable(cell) for cell in row] for row in [header, *rows]]
+    table = Table(box=None, padding=(0, 1), pad_edge=False, show_header=False, show_edge=False)
+    for _ in header:
+        table.add_column(no_wrap=True, overflow="ignore")
+    for row in cells:
+        table.add_row(*(Text(cell) for cell in row))
+    widths = [max(cell_len(row[i]) for row in cells) for i in range(len(header))]
+    width = sum(widths) + 2 * (len(widths) - 1) + 1  # the whole row, never wrapped
+    console = Console(
+        file=io.StringIO(),
+        width=width,
+        color_system=None,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        legacy_windows=False,
+    )
+    with console.capture() as capture:
+        console.print(table)
+    for line in capture.get().splitlines():
         out.write(line.rstrip() + "\n")
+
+
+def _printable(cell: str) -> str:
+    return "".join("?" if unicodedata.category(c) == "Cc" else c for c in cell)

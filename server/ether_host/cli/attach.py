@@ -1,10 +1,8 @@
-"""``ether term new|ls|attach|screen|kill``: the host's terminals from a shell.
-
-``attach`` joins a terminal as tmux attach does: the local terminal goes raw, what you type
-goes to the program, its output comes back, and the terminal follows your window's size;
+"""``ether term attach``: join a terminal as tmux attach does. The local terminal goes raw, what
+you type goes to the program, its output comes back, and the terminal follows your window's size;
 ``Ctrl-]`` detaches and leaves the program running. With stdin not a terminal, stdin is sent as
-input and its end only ends input; output goes on until the program exits. ``attach`` exits
-with the program's status when it exits (128 + N for a signal), 0 when detached.
+input and its end only ends input; output goes on until the program exits. ``attach`` exits with
+the program's status when it exits (128 + N for a signal), 0 when detached.
 """
 
 from __future__ import annotations
@@ -20,117 +18,14 @@ import threading
 from collections.abc import Iterator
 from typing import Any, BinaryIO, TextIO
 
-from ether_host import cli_repaint
-from ether_host.cli_client import (
-    EXIT_FAILED,
-    EXIT_OK,
-    command_group,
-    connect,
-    print_table,
-    report_rpc_error,
-)
+from ether_host.cli import repaint
+from ether_host.cli.client import EXIT_FAILED, EXIT_OK
 
 DETACH_KEY = b"\x1d"  # Ctrl-]
 READ_BYTES = 4096
 
 
-def add_parser(commands: Any) -> None:
-    """Register ``term`` and its subcommands on the ``ether`` command's subparsers."""
-    sub = command_group(
-        commands, "term", "create, list, attach to and close terminals", dest="term_command"
-    )
-    new = sub("new", "start a program on a new terminal and print its id")
-    new.add_argument("--name", default="", help="a name of your own")
-    new.add_argument("--rows", type=int, default=0, help="default: this terminal's, then 24")
-    new.add_argument("--cols", type=int, default=0, help="default: this terminal's, then 80")
-    new.add_argument("--cwd", default="", help="absolute working directory on the host")
-    new.add_argument("--attach", action="store_true", help="attach to it at once")
-    new.add_argument("argv", nargs="*", help="the program and its arguments (after --)")
-    sub("ls", "the terminals you may see")
-    attach = sub("attach", "join a terminal interactively (Ctrl-] detaches)")
-    attach.add_argument("terminal_id")
-    attach.add_argument("--read-only", action="store_true", help="watch without typing")
-    sub("screen", "print a terminal's screen as text").add_argument("terminal_id")
-    sub("kill", "close a terminal (SIGHUP, then SIGKILL)").add_argument("terminal_id")
-
-
-def run(
-    args: argparse.Namespace,
-    out: TextIO = sys.stdout,
-    err: TextIO = sys.stderr,
-    keys: BinaryIO | None = None,
-) -> int:
-    """Entry point of ``ether term ...``."""
-    import grpc  # imported late: `ether --help` should not load grpc
-
-    from ether.v1 import terminal_pb2, terminal_pb2_grpc
-
-    channel, metadata = connect(args)
-    terminals = terminal_pb2_grpc.TerminalServiceStub(channel)
-    try:
-        if args.term_command == "new":
-            rows, cols = _local_size(args.rows, args.cols)
-            request = terminal_pb2.CreateTerminalRequest(
-                argv=terminal_pb2.Argv(args=args.argv or [os.environ.get("SHELL", "/bin/sh")]),
-                name=args.name,
-                rows=rows,
-                cols=cols,
-                cwd=args.cwd,
-            )
-            terminal = terminals.CreateTerminal(request, timeout=30, metadata=metadata).terminal
-            if not args.attach:
-                print(terminal.id, file=out)
-                return EXIT_OK
-            args.terminal_id, args.read_only = terminal.id, False
-            return _attach(args, terminals, metadata, err, keys)
-        if args.term_command == "ls":
-            listed = terminals.ListTerminals(
-                terminal_pb2.ListTerminalsRequest(page_size=1000), timeout=30, metadata=metadata
-            )
-            _list(listed.terminals, out)
-            return EXIT_OK
-        if args.term_command == "attach":
-            return _attach(args, terminals, metadata, err, keys)
-        if args.term_command == "screen":
-            screen = terminals.ReadScreen(
-                terminal_pb2.ReadScreenRequest(terminal_id=args.terminal_id),
-                timeout=30,
-                metadata=metadata,
-            ).screen
-            out.write("\n".join(screen.lines).rstrip("\n") + "\n")
-            return EXIT_OK
-        terminals.CloseTerminal(
-            terminal_pb2.CloseTerminalRequest(terminal_id=args.terminal_id),
-            timeout=60,
-            metadata=metadata,
-        )
-        return EXIT_OK
-    except grpc.RpcError as error:
-        return report_rpc_error(error, err, f"ether term {args.term_command}")
-    finally:
-        channel.close()
-
-
-def _list(found: Any, out: TextIO) -> None:
-    from ether.v1 import terminal_pb2
-
-    header = ["ID", "NAME", "OWNER", "STATE", "SIZE", "ATTACHED", "COMMAND"]
-    rows = [
-        [
-            t.id,
-            t.name or "-",
-            t.owner,
-            terminal_pb2.TerminalState.Name(t.state).removeprefix("TERMINAL_STATE_"),
-            f"{t.cols}x{t.rows}",
-            str(t.attached_clients),
-            " ".join(t.argv),
-        ]
-        for t in found
-    ]
-    print_table(header, rows, out)
-
-
-def _local_size(rows: int, cols: int) -> tuple[int, int]:
+def local_size(rows: int, cols: int) -> tuple[int, int]:
     """The size asked for, else this terminal's (0 where neither is known: the host's default)."""
     if rows and cols:
         return rows, cols
@@ -140,7 +35,7 @@ def _local_size(rows: int, cols: int) -> tuple[int, int]:
     return rows or size.lines, cols or size.columns
 
 
-def _attach(
+def attach(
     args: argparse.Namespace, terminals: Any, metadata: Any, err: TextIO, keys: BinaryIO | None
 ) -> int:
     from ether.v1 import terminal_pb2
@@ -154,7 +49,7 @@ def _attach(
         )
     )
     if interactive and not args.read_only:
-        rows, cols = _local_size(0, 0)
+        rows, cols = local_size(0, 0)
         requests.put(_resize(rows, cols))
     stream = terminals.Attach(_until_none(requests), metadata=metadata)
     detached = threading.Event()
@@ -168,7 +63,7 @@ def _attach(
             target=_forward_keys, args=(keys, requests, detach, interactive), daemon=True
         ).start()
     screen = sys.stdout.buffer
-    local = cli_repaint.LocalScreen()
+    local = repaint.LocalScreen()
     with _raw(keys if interactive else None), _follow_window_size(interactive, requests):
         try:
             for message in stream:

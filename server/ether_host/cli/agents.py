@@ -1,11 +1,10 @@
-"""``ether agents ...`` and ``ether call``: the agent directory, the supervisor and the task
-contract from a shell, for what would otherwise be a grpcurl line of JSON.
+"""``ether agents list|show|deploy|start|stop|restart|scale|remove|ps|logs``: the agent
+directory and the supervisor from a shell, for what would otherwise be a grpcurl line of JSON.
 
-``ether call AGENT ACTION [PARAMS]`` runs one task and prints its result as JSON on stdout
-(progress and logs on stderr with ``--stream``); it exits 0 for SUCCESS, 3 for PARTIAL and
-1 for ERROR. ``ether agents deploy`` waits until the agent runs (exit 0) or cannot (exit 1,
-with the reason and its last stderr lines). Every command exits 2 for a request the host
-refuses as invalid and 4 when the host cannot be reached.
+``deploy``, ``start``, ``restart`` and ``scale`` wait until every replica runs (exit 0) or one
+cannot (exit 1, with the reason and its last stderr lines). ``list`` and ``ps`` print a table, or
+a JSON array with ``-o json``; ``logs -o json`` prints one JSON object per line. Every command
+exits 2 for a request the host refuses as invalid and 4 when the host cannot be reached.
 """
 
 from __future__ import annotations
@@ -17,14 +16,16 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ether_host.cli_client import (
+from ether_host.cli.client import (
     EXIT_FAILED,
     EXIT_OK,
-    EXIT_PARTIAL,
     EXIT_USAGE,
-    add_connection_arguments,
+    add_output_argument,
     command_group,
     connect,
+    enum_name,
+    every_page,
+    print_json,
     print_table,
     report_rpc_error,
 )
@@ -32,14 +33,15 @@ from ether_host.cli_client import (
 SETTLED = {"RUNNING", "FATAL", "EXITED", "STOPPED"}
 
 
-def add_parsers(commands: Any) -> None:
-    """Register ``agents`` (with its subcommands) and ``call`` on the ``ether`` subparsers."""
+def add_parser(commands: Any) -> None:
+    """Register ``agents`` and its subcommands on the ``ether`` command's subparsers."""
     sub = command_group(
         commands, "agents", "list, deploy, scale and watch agents", dest="agents_command"
     )
     listing = sub("list", "the agents, their state, load and actions")
     listing.add_argument("--capability", default="", help="only agents offering this")
     listing.add_argument("--json", action="store_true", help="print ListAgents' answer as JSON")
+    add_output_argument(listing)
     sub("show", "one agent with its actions and their params schemas, as JSON").add_argument("name")
     deploy = sub("deploy", "deploy an agent folder and wait until it runs")
     deploy.add_argument("path", help="the agent folder (agent.toml in it sets the rest)")
@@ -64,42 +66,24 @@ def add_parsers(commands: Any) -> None:
         parser.add_argument(
             "--wait-timeout", type=float, default=600.0, help="seconds to wait (default 600)"
         )
-    sub("ps", "the agents' processes, one line per replica").add_argument(
-        "name", nargs="?", default=""
-    )
+    ps = sub("ps", "the agents' processes, one line per replica")
+    ps.add_argument("name", nargs="?", default="")
+    add_output_argument(ps)
     logs = sub("logs", "an agent's log lines (stderr, log frames, install output)")
     logs.add_argument("name")
     logs.add_argument("-n", "--tail", type=int, default=100, help="lines from before (default 100)")
     logs.add_argument("-f", "--follow", action="store_true", help="then follow new lines")
-
-    call = commands.add_parser(
-        "call",
-        help="run one task and print its result",
-        description="Exit status: 0 SUCCESS, 3 PARTIAL, 1 ERROR or a failed call, 2 a request "
-        "the host refused (unknown action, params not matching the schema), 4 host unreachable.",
+    logs.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text (default) or json: one JSON object per line, every field",
     )
-    call.set_defaults(command_parser=call)
-    call.add_argument("agent")
-    call.add_argument("action")
-    call.add_argument(
-        "params", nargs="?", default="{}", help="a JSON object, or - to read it from stdin"
-    )
-    call.add_argument("--timeout", type=float, default=None, help="deadline, in seconds")
-    call.add_argument("--task-id", default="", help="an id of your own (for CancelTask)")
-    call.add_argument(
-        "--max-cost", type=float, default=None, help="budget: the most the task may report"
-    )
-    call.add_argument(
-        "--stream", action="store_true", help="show progress and log events on stderr"
-    )
-    call.add_argument(
-        "--full", action="store_true", help="print the whole AgentOutput, not only its data"
-    )
-    add_connection_arguments(call)
 
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """Entry point of ``ether agents ...`` and ``ether call``."""
+    """Entry point of ``ether agents ...``."""
     import grpc  # imported late: `ether --help` should not load grpc
 
     from ether.v1 import agent_io_pb2_grpc, supervisor_pb2_grpc
@@ -107,75 +91,15 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     channel, metadata = connect(args)
     agents = agent_io_pb2_grpc.AgentIOServiceStub(channel)
     supervisor = supervisor_pb2_grpc.SupervisorServiceStub(channel)
-    prog = "ether call" if args.command == "call" else f"ether agents {args.agents_command}"
     try:
-        if args.command == "call":
-            return _call(args, agents, metadata, out, err)
         command = _COMMANDS[args.agents_command]
         return command(args, agents, supervisor, metadata, out, err)
     except grpc.RpcError as error:
-        code = report_rpc_error(error, err, prog)
-        if args.command == "call" and error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return EXIT_FAILED  # the task's deadline, not an unreachable host
-        return code
+        return report_rpc_error(error, err, f"ether agents {args.agents_command}")
     except KeyboardInterrupt:
-        return EXIT_OK if args.command == "agents" and args.agents_command == "logs" else 130
+        return EXIT_OK if args.agents_command == "logs" else 130
     finally:
         channel.close()
-
-
-def _call(args: argparse.Namespace, agents: Any, metadata: Any, out: TextIO, err: TextIO) -> int:
-    from google.protobuf import json_format
-
-    from ether.v1 import agent_io_pb2
-
-    text = sys.stdin.read() if args.params == "-" else args.params
-    try:
-        params = json.loads(text)
-    except json.JSONDecodeError as error:
-        print(f"ether call: params are not JSON: {error}", file=err)
-        return EXIT_USAGE
-    if not isinstance(params, dict):
-        print(f"ether call: params must be a JSON object, not {type(params).__name__}", file=err)
-        return EXIT_USAGE
-    task = agent_io_pb2.AgentInput(
-        agent=args.agent,
-        action=args.action,
-        task_id=args.task_id,
-        params_json=json.dumps(params).encode(),
-        output_encoding=agent_io_pb2.DATA_ENCODING_JSON,
-    )
-    if args.max_cost is not None:
-        task.context.budget.max_cost = args.max_cost
-    if args.stream:
-        output = None
-        for event in agents.ExecuteStream(
-            agent_io_pb2.ExecuteStreamRequest(input=task), timeout=args.timeout, metadata=metadata
-        ):
-            kind = event.WhichOneof("event")
-            if kind == "output":
-                output = event.output
-            elif kind == "progress":
-                done = f"{event.progress.progress:g}/{event.progress.total:g}"
-                print(f"progress {done} {event.progress.message}".rstrip(), file=err)
-            elif kind == "log":
-                print(f"{event.log.level} {event.log.message}", file=err)
-        if output is None:
-            print("ether call: the stream ended without an output", file=err)
-            return EXIT_FAILED
-    else:
-        output = agents.Execute(
-            agent_io_pb2.ExecuteRequest(input=task), timeout=args.timeout, metadata=metadata
-        ).output
-    if args.full:
-        out.write(json_format.MessageToJson(output, indent=2) + "\n")
-    elif output.data_json:
-        out.write(json.dumps(json.loads(output.data_json), indent=2, ensure_ascii=False) + "\n")
-    if output.status == agent_io_pb2.TASK_STATUS_SUCCESS:
-        return EXIT_OK
-    if output.HasField("error"):
-        print(f"ether call: {output.error.code}: {output.error.message}", file=err)
-    return EXIT_PARTIAL if output.status == agent_io_pb2.TASK_STATUS_PARTIAL else EXIT_FAILED
 
 
 def _list(args: argparse.Namespace, agents: Any, _sup: Any, md: Any, out: TextIO, _e: Any) -> int:
@@ -184,7 +108,10 @@ def _list(args: argparse.Namespace, agents: Any, _sup: Any, md: Any, out: TextIO
     from ether.v1 import agent_io_pb2, common_pb2
 
     request = agent_io_pb2.ListAgentsRequest(capability=args.capability)
-    found = _every_page(agents.ListAgents, request, "agents", md)
+    found = every_page(agents.ListAgents, request, "agents", md)
+    if args.output == "json":
+        print_json(found, out)
+        return EXIT_OK
     if args.json:
         listed = agent_io_pb2.ListAgentsResponse(agents=found)
         out.write(json_format.MessageToJson(listed, indent=2) + "\n")
@@ -192,8 +119,8 @@ def _list(args: argparse.Namespace, agents: Any, _sup: Any, md: Any, out: TextIO
     rows = [
         [
             a.name,
-            _enum(common_pb2.Language, a.language),
-            _enum(agent_io_pb2.AgentState, a.state),
+            enum_name(common_pb2.Language, a.language),
+            enum_name(agent_io_pb2.AgentState, a.state),
             f"{a.ready_replicas}/{a.replicas}",
             str(a.in_flight),
             str(a.queued),
@@ -272,7 +199,7 @@ def _wait_ready(sup: Any, md: Any, status: Any, timeout: float, out: TextIO, err
         for event in events:
             if event.replica >= wanted:
                 continue  # a replica scaled away, stopping
-            state = _enum(agent_io_pb2.AgentState, event.state)
+            state = enum_name(agent_io_pb2.AgentState, event.state)
             who = name if event.replica < 0 else f"{name}[{event.replica}]"  # -1: the agent
             print(f"{who}: {state} {event.reason}".rstrip(), file=err)
             if state == "RUNNING":
@@ -336,7 +263,7 @@ def _lifecycle(
     if verb != "stop" and not args.no_wait:
         return _wait_ready(sup, md, status, args.wait_timeout, out, err)
     info = status.info
-    state = _enum(agent_io_pb2.AgentState, info.state)
+    state = enum_name(agent_io_pb2.AgentState, info.state)
     print(f"{info.name}: {state}, {info.ready_replicas}/{info.replicas} ready", file=out)
     return EXIT_OK
 
@@ -345,14 +272,17 @@ def _ps(args: argparse.Namespace, _a: Any, sup: Any, md: Any, out: TextIO, _e: A
     from ether.v1 import agent_io_pb2, supervisor_pb2
 
     request = supervisor_pb2.ListProcessesRequest(agent=args.name)
-    found = _every_page(sup.ListProcesses, request, "processes", md)
+    found = every_page(sup.ListProcesses, request, "processes", md)
+    if args.output == "json":
+        print_json(found, out)
+        return EXIT_OK
     now = time.time()
     rows = [
         [
             p.agent,
             str(p.replica),
             str(p.pid or "-"),
-            _enum(agent_io_pb2.AgentState, p.state),
+            enum_name(agent_io_pb2.AgentState, p.state),
             _uptime(now - p.started_at.ToNanoseconds() / 1e9) if p.pid else "-",
             str(p.restarts),
             str(p.in_flight),
@@ -372,6 +302,10 @@ def _logs(args: argparse.Namespace, _a: Any, sup: Any, md: Any, out: TextIO, _e:
         agent=args.name, tail_lines=args.tail, follow=args.follow
     )
     for line in sup.StreamLogs(request, metadata=md):
+        if args.output == "json":
+            out.write(json.dumps(_log_fields(line), ensure_ascii=False) + "\n")
+            out.flush()
+            continue
         at = line.time.ToDatetime().strftime("%H:%M:%S.%f")[:-3]
         who = "" if line.replica < 0 else f"[{line.replica}] "  # -1: the agent (install)
         out.write(f"{at} {who}{line.source} {line.level} {line.message}\n")
@@ -393,24 +327,6 @@ _COMMANDS = {
 }
 
 
-def _every_page(method: Any, request: Any, field: str, md: Any) -> list[Any]:
-    """The items of every page of a paginated List call, following next_page_token."""
-    found: list[Any] = []
-    while True:
-        page = method(request, timeout=30, metadata=md)
-        found.extend(getattr(page, field))
-        if not page.next_page_token:
-            return found
-        request.page_token = page.next_page_token
-
-
-def _enum(enum: Any, value: int) -> str:
-    """AGENT_STATE_RUNNING -> RUNNING: the value's name without the enum's prefix."""
-    name: str = enum.Name(value)
-    prefix = enum.DESCRIPTOR.values[0].name.removesuffix("UNSPECIFIED")
-    return name.removeprefix(prefix)
-
-
 def _uptime(seconds: float) -> str:
     seconds = max(0, int(seconds))
     if seconds < 120:
@@ -418,3 +334,13 @@ def _uptime(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds // 60}m"
     return f"{seconds // 3600}h"
+
+
+def _log_fields(line: Any) -> dict[str, Any]:
+    """A LogLine as the proto3 JSON mapping, every field present."""
+    from google.protobuf import json_format
+
+    fields: dict[str, Any] = json_format.MessageToDict(
+        line, always_print_fields_with_no_presence=True
+    )
+    return fields

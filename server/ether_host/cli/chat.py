@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from ether_host.cli_client import add_connection_arguments, connect
+from ether_host.cli.client import add_connection_arguments, connect
 
 
 def add_parser(commands: Any) -> None:

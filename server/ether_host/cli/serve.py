@@ -1,15 +1,13 @@
-"""The ``ether`` command."""
+"""``ether serve``: run the host in this process (the one command that is not a gRPC client)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any
 
 import anyio
 
-from ether_host import cli_agents, cli_chat, cli_terminals, cli_workflow
 from ether_host.auth import TokenFileError
 from ether_host.config import LOG_FORMATS, LOG_LEVELS, ConfigError, load_config
 from ether_host.logs import configure_logging, flush_logs
@@ -18,20 +16,9 @@ from ether_host.transport.listen import ListenError
 EXIT_USAGE = 2
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error on one line and exits 2."""
-
-    def error(self, message: str) -> NoReturn:
-        options = ", ".join(
-            sorted(o for a in self._actions for o in a.option_strings if o.startswith("--"))
-        )
-        hint = f" (allowed: {options})" if "unrecognized arguments" in message else ""
-        self.exit(EXIT_USAGE, f"{self.prog}: {message}{hint}\n")
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="ether", description="Ether, a gRPC polyglot agent host.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+def add_parser(commands: Any) -> None:
+    """Register ``serve`` and its flags (each one a setting of the config file) on the ``ether``
+    command's subparsers."""
     serve = commands.add_parser("serve", help="run the host")
     serve.set_defaults(command_parser=serve)
     serve.add_argument("--config", help="TOML config file (also ETHER_CONFIG)")
@@ -72,14 +59,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--agents-dir", dest="agents_dir", help="deploy every agent folder in this directory"
     )
-    cli_agents.add_parsers(commands)
-    cli_chat.add_parser(commands)
-    cli_terminals.add_parser(commands)
-    cli_workflow.add_parser(commands)
-    return parser
 
 
-def _serve(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``ether serve``: 0 after a clean stop, 1 when the host cannot listen or
+    read its token file, 2 for a bad setting."""
     from ether_host.main import run_host  # imported late: it loads grpc
 
     skip = ("command", "command_parser", "config")
@@ -103,26 +87,3 @@ def _serve(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"ether: {problem}", file=sys.stderr)
     return code
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``ether`` console script."""
-    args, unknown = _parser().parse_known_args(argv)
-    if unknown:
-        # Reported by the subcommand's parser, so the hint lists its flags (not just --help).
-        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.command == "serve":
-        return _serve(args)
-    if args.command in ("agents", "call"):
-        return cli_agents.run(args)
-    if args.command == "term":
-        return cli_terminals.run(args)
-    if args.command == "chat":
-        return cli_chat.run(args)
-    if args.command == "workflow":
-        return cli_workflow.run(args)
-    return EXIT_USAGE
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,5 @@
 """``ether workflow run|watch|resume``: run a workflow spec, attach to a run, or continue an
-interrupted one, with live progress (``ls``, ``cancel`` and ``report`` are in cli_runs.py).
+interrupted one, with live progress; ``ls``, ``cancel`` and ``report`` the runs the host keeps.
 
 ``run`` sends the spec file to WorkflowService.CreateRun, follows the run's
 events (a progress bar per stage, a status line per task, all on stderr),
@@ -20,19 +20,25 @@ import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
-from ether_host import cli_runs
-from ether_host.cli_client import (
+from ether_host.cli import progress
+from ether_host.cli.client import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_PARTIAL,
     EXIT_USAGE,
     add_connection_arguments,
+    add_output_argument,
     connect,
+    enum_name,
+    every_page,
+    print_json,
+    print_table,
     report_rpc_error,
 )
 
-MAX_SUCCESS_LINES = 200
 RECONNECTS = 5
+RUN_COMMANDS = ("ls", "cancel", "report")
+STATES = ("pending", "running", "succeeded", "partial", "failed", "cancelled", "interrupted")
 
 
 def add_parser(commands: Any) -> None:
@@ -71,7 +77,7 @@ def add_parser(commands: Any) -> None:
         action="store_true",
         help="also run again the cut-short tasks of actions not marked idempotent",
     )
-    cli_runs.add_subcommands(actions)
+    _add_run_commands(actions)
     for sub in (run, watch, resume):
         add_connection_arguments(sub)
         sub.add_argument(
@@ -96,14 +102,14 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
 
     channel, metadata = connect(args)
     stub = workflow_pb2_grpc.WorkflowServiceStub(channel)
-    if args.workflow_command in cli_runs.COMMANDS:
+    if args.workflow_command in RUN_COMMANDS:
         try:
-            return cli_runs.run(args, stub, metadata, out, err)
+            return _runs(args, stub, metadata, out, err)
         except grpc.RpcError as error:
             return report_rpc_error(error, err, f"ether workflow {args.workflow_command}")
         finally:
             channel.close()
-    view = _View(err, quiet=args.quiet)
+    view = progress.RunView(err, quiet=args.quiet)
     try:
         if args.workflow_command == "run":
             try:
@@ -156,7 +162,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         ).run
         view.summary(ended)
         if not args.no_report:
-            cli_runs.write_report(stub, created.id, args, metadata, out, err)
+            _write_report(stub, created.id, args, metadata, out, err)
         return _exit_code(final)
     except grpc.RpcError as error:
         view.stop()
@@ -165,7 +171,94 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         channel.close()
 
 
-def _follow(stub: Any, run_id: str, after: int, view: _View, metadata: Any) -> int:
+def _add_run_commands(actions: Any) -> None:
+    """Add ``ls``, ``cancel`` and ``report`` to the ``workflow`` command's subparsers."""
+
+    def sub(name: str, text: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = actions.add_parser(name, help=text, description=text)
+        parser.set_defaults(command_parser=parser)
+        add_connection_arguments(parser)
+        return parser
+
+    listing = sub("ls", "the runs the host keeps, newest first")
+    listing.add_argument("--state", action="append", choices=STATES, default=[], help="repeatable")
+    listing.add_argument("--name", default="", help="only runs of workflows with this name")
+    add_output_argument(listing)
+    cancel = sub("cancel", "cancel a run (its running tasks are cancelled)")
+    cancel.add_argument("run_id")
+    cancel.add_argument("--reason", default="cancelled from the ether command")
+    report = sub("report", "print or write a run's report")
+    report.add_argument("run_id")
+    report.add_argument("--format", choices=("md", "json"), default="md", help="default md")
+    report.add_argument("--output", default="", help="write it to this file (default: stdout)")
+
+
+def _runs(args: argparse.Namespace, stub: Any, metadata: Any, out: TextIO, err: TextIO) -> int:
+    """Run ``ls``, ``cancel`` or ``report``; gRPC errors propagate to the caller."""
+    from ether.v1 import workflow_pb2
+
+    if args.workflow_command == "ls":
+        request = workflow_pb2.ListRunsRequest(name=args.name)
+        for state in args.state:
+            request.states.append(getattr(workflow_pb2, f"RUN_STATE_{state.upper()}"))
+        runs = every_page(stub.ListRuns, request, "runs", metadata)
+        if args.output == "json":
+            print_json(runs, out)
+        else:
+            _table(runs, out)
+        return EXIT_OK
+    if args.workflow_command == "cancel":
+        cancelled = stub.CancelRun(
+            workflow_pb2.CancelRunRequest(run_id=args.run_id, reason=args.reason),
+            timeout=60,
+            metadata=metadata,
+        ).run
+        state = workflow_pb2.RunState.Name(cancelled.state).removeprefix("RUN_STATE_")
+        print(f"{cancelled.id}: {state}", file=out)
+        return EXIT_OK
+    _write_report(stub, args.run_id, args, metadata, out, err)
+    return EXIT_OK
+
+
+def _write_report(
+    stub: Any, run_id: str, args: argparse.Namespace, metadata: Any, out: TextIO, err: TextIO
+) -> None:
+    """The run's report in ``args.format``, to ``args.output`` or to ``out``."""
+    from ether.v1 import workflow_pb2
+
+    fmt = (
+        workflow_pb2.REPORT_FORMAT_JSON
+        if args.format == "json"
+        else workflow_pb2.REPORT_FORMAT_MARKDOWN
+    )
+    content = stub.GetRunReport(
+        workflow_pb2.GetRunReportRequest(run_id=run_id, format=fmt), timeout=60, metadata=metadata
+    ).content
+    if args.output:
+        Path(args.output).write_text(content, encoding="utf-8")
+        print(f"report written to {args.output}", file=err)
+    else:
+        out.write(content)
+
+
+def _table(runs: list[Any], out: TextIO) -> None:
+    from ether.v1 import workflow_pb2
+
+    header = ["ID", "NAME", "STATE", "TASKS", "CREATED"]
+    rows = [
+        [
+            r.id,
+            r.name,
+            enum_name(workflow_pb2.RunState, r.state),
+            f"{r.tasks.succeeded}/{r.tasks.total}",
+            r.created_at.ToDatetime().strftime("%Y-%m-%d %H:%M:%S"),
+        ]
+        for r in runs
+    ]
+    print_table(header, rows, out)
+
+
+def _follow(stub: Any, run_id: str, after: int, view: progress.RunView, metadata: Any) -> int:
     """Feed the run's events to the view until run_completed; the final RunState."""
     import grpc
 
@@ -210,159 +303,3 @@ def _exit_code(state: int) -> int:
     if state == workflow_pb2.RUN_STATE_PARTIAL:
         return EXIT_PARTIAL
     return EXIT_FAILED
-
-
-class _View:
-    """The live display: a progress bar per stage and a status line per finished task (stderr)."""
-
-    def __init__(self, err: TextIO, *, quiet: bool) -> None:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        self.console = Console(file=err, highlight=False, soft_wrap=True)
-        self.quiet = quiet
-        self.progress = Progress(
-            TextColumn("{task.description:<16}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[state]}"),
-            TimeElapsedColumn(),
-            console=self.console,
-        )
-        self.bars: dict[str, Any] = {}
-        self.last_sequence = 0
-        self.successes = 0
-        self.started = False
-        self.mapped: set[str] = set()  # stages with a map: their tasks are numbered input.action
-
-    def _start(self) -> None:
-        if not self.started and not self.quiet:
-            self.progress.start()
-            self.started = True
-
-    def stop(self) -> None:
-        if self.started:
-            self.progress.stop()
-            self.started = False
-
-    def note(self, text: str) -> None:
-        if not self.quiet:
-            self.console.print(f"[yellow]{text}[/]")
-
-    def header(self, run: Any, verb: str) -> None:
-        self.mapped = {stage.name for stage in run.spec.stages if len(stage.map) > 0}
-        if not self.quiet:
-            self.console.print(
-                f"[bold]{verb}[/] run [cyan]{run.id}[/] ({run.name or 'unnamed'}): "
-                f"{len(run.stages)} stage(s)"
-            )
-        self._start()
-
-    def _bar(self, stage: str, total: int) -> Any:
-        if stage not in self.bars:
-            self.bars[stage] = self.progress.add_task(stage, total=max(total, 0), state="running")
-        return self.bars[stage]
-
-    def restore(self, run: Any) -> None:
-        """Bars for the stages of a run already under way (watch)."""
-        from ether.v1 import workflow_pb2
-
-        for stage in run.stages:
-            if stage.state == workflow_pb2.STAGE_STATE_PENDING:
-                continue
-            counts = stage.tasks
-            bar = self._bar(stage.name, counts.total)
-            self.progress.update(
-                bar,
-                completed=counts.succeeded + counts.failed + counts.cancelled,
-                state=_short(workflow_pb2.StageState.Name(stage.state)),
-            )
-
-    def event(self, event: Any) -> None:
-        from ether.v1 import workflow_pb2
-
-        self.last_sequence = event.sequence
-        kind = event.WhichOneof("event")
-        if kind == "stage_started":
-            bar = self._bar(event.stage_started.stage, event.stage_started.tasks)
-            self.progress.update(bar, total=event.stage_started.tasks, state="running")
-        elif kind == "stage_progress":
-            counts = event.stage_progress.tasks
-            self.progress.update(
-                self._bar(event.stage_progress.stage, counts.total), total=counts.total
-            )
-        elif kind == "stage_completed":
-            body = event.stage_completed
-            counts = body.tasks
-            state = _short(workflow_pb2.StageState.Name(body.state))
-            bar = self._bar(body.stage, counts.total)
-            done = counts.succeeded + counts.failed + counts.cancelled
-            total = counts.total if counts.total else 1
-            self.progress.update(
-                bar, total=total, completed=done if counts.total else 1, state=_styled(state)
-            )
-        elif kind == "task_completed":
-            self._task_line(event.task_completed.task)
-        elif kind == "run_resumed":
-            self.note(f"run resumed: {event.run_resumed.tasks_rerun} task(s) run again")
-
-    def _task_line(self, task: Any) -> None:
-        from ether.v1 import workflow_pb2
-
-        state = _short(workflow_pb2.RunTaskState.Name(task.state))
-        bar = self._bar(task.stage, 0)
-        if state != "RETRYING":
-            self.progress.advance(bar)
-        if self.quiet:
-            return
-        meta = task.output.metadata
-        number = f"#{task.input_index}" + (
-            f".{task.action_index}" if task.stage in self.mapped else ""
-        )
-        where = f"{task.stage:<12} {task.agent}.{task.action} {number}"
-        timing = f"{meta.duration.ToTimedelta().total_seconds():.3f}s"
-        cost = f" ${meta.cost:g}" if meta.cost else ""
-        if state == "SUCCEEDED":
-            self.successes += 1
-            if self.successes <= MAX_SUCCESS_LINES:
-                self.progress.console.print(f"[green]✓[/] {where}  {timing}{cost}")
-            elif self.successes == MAX_SUCCESS_LINES + 1:
-                self.progress.console.print(
-                    "[dim]… further successful tasks are counted in the bars only[/]"
-                )
-            return
-        error = task.output.error
-        mark = {"RETRYING": "[yellow]↻[/]", "CANCELLED": "[dim]⊘[/]"}.get(state, "[red]✗[/]")
-        detail = f"{error.code}: {error.message}" if error.code else state.lower()
-        self.progress.console.print(f"{mark} {where}  {state.lower()}  {detail}")
-
-    def summary(self, run: Any) -> None:
-        if self.quiet:
-            return
-        from ether.v1 import workflow_pb2
-
-        state = _short(workflow_pb2.RunState.Name(run.state))
-        counts = run.tasks
-        line = (
-            f"run [cyan]{run.id}[/] {_styled(state)}: {counts.succeeded} succeeded, {counts.failed} failed, "
-            f"{counts.cancelled} cancelled of {counts.total}; cost {run.usage.cost:g}, "
-            f"{run.usage.elapsed.ToTimedelta().total_seconds():.2f}s"
-        )
-        self.console.print(line)
-        if run.error.code:
-            self.console.print(f"  {run.error.code}: {run.error.message}")
-
-
-def _short(name: str) -> str:
-    return name.split("_STATE_", 1)[-1]
-
-
-def _styled(state: str) -> str:
-    color = {"SUCCEEDED": "green", "PARTIAL": "yellow", "SKIPPED": "dim"}.get(state, "red")
-    return f"[{color}]{state}[/]"
