@@ -52,6 +52,12 @@ def test_chat_prints_replies_and_events(host: HostProcess, chatter: str) -> None
 
 
 def test_chat_reports_errors(host: HostProcess, chatter: str) -> None:
+    """Exit statuses as every client command has them: 1 for a failed call, 2 for a --context
+    that is not a JSON object, 4 for a host that cannot be reached."""
     done = chat(host, "", "--agent", "nobody")
     assert done.returncode == 1
     assert done.stderr.startswith("ether chat: NOT_FOUND: no agent named 'nobody'")
+    bad = chat(host, "", "--agent", chatter, "--context", "[1, 2]")
+    assert bad.returncode == 2 and bad.stderr.startswith("ether chat: --context"), bad.stderr
+    unreachable = chat(host, "", "--agent", chatter, "--address", "127.0.0.1:1")
+    assert unreachable.returncode == 4 and "UNAVAILABLE" in unreachable.stderr

@@ -3,7 +3,9 @@
 Opens a session (or resumes one with ``--session``), sends each line of stdin as a user
 message, and prints the session's events as they come: replies, context changes, progress,
 errors, failovers and custom events (``--verbose`` adds step timings, ``--json`` prints every
-event as one JSON line). At the end of stdin it waits for the last replies and exits 0.
+event as one JSON line). At the end of stdin it waits for the last replies and exits 0; 1 for a
+failed call, 2 for a request the host refuses as invalid (or a ``--context`` that is not a JSON
+object), 4 when the host cannot be reached.
 """
 
 from __future__ import annotations
@@ -14,7 +16,13 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from ether_host.cli.client import add_connection_arguments, connect
+from ether_host.cli.client import (
+    EXIT_OK,
+    EXIT_USAGE,
+    add_connection_arguments,
+    connect,
+    report_rpc_error,
+)
 
 
 def add_parser(commands: Any) -> None:
@@ -43,12 +51,25 @@ def add_parser(commands: Any) -> None:
     )
 
 
-def run(args: argparse.Namespace, out: TextIO = sys.stdout, lines: TextIO = sys.stdin) -> int:
+def run(
+    args: argparse.Namespace,
+    out: TextIO = sys.stdout,
+    lines: TextIO = sys.stdin,
+    err: TextIO = sys.stderr,
+) -> int:
+    """Entry point of ``ether chat``."""
     import grpc  # imported late: `ether --help` should not load grpc
     from google.protobuf import json_format, struct_pb2
 
     from ether.v1 import gateway_pb2, gateway_pb2_grpc
 
+    context = struct_pb2.Struct()
+    if args.context:
+        try:
+            json_format.Parse(args.context, context)
+        except json_format.ParseError as error:
+            print(f"ether chat: --context is not a JSON object: {error}", file=err)
+            return EXIT_USAGE
     channel, metadata = connect(args)
     gateway = gateway_pb2_grpc.GatewayServiceStub(channel)
     try:
@@ -61,7 +82,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, lines: TextIO = sys.
             elif args.capability:
                 request.capability = args.capability
             if args.context:
-                request.context.CopyFrom(json_format.Parse(args.context, struct_pb2.Struct()))
+                request.context.CopyFrom(context)
             session = gateway.OpenSession(request, timeout=30, metadata=metadata).session
             session_id = session.id
             if not args.json:
@@ -91,10 +112,9 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, lines: TextIO = sys.
             )
         elif not args.json:
             print(f"# resume with: ether chat --session {session_id}", file=out, flush=True)
-        return 0
+        return EXIT_OK
     except grpc.RpcError as error:
-        print(f"ether chat: {error.code().name}: {error.details()}", file=sys.stderr)
-        return 1
+        return report_rpc_error(error, err, "ether chat")
     except KeyboardInterrupt:
         return 130
     finally:
