@@ -60,6 +60,7 @@ class HostConfig:
     workflows: Mapping[str, Any] = field(default_factory=dict)
     # Memory, processes, files and CPU per agent replica and terminal (resources.py).
     limits: Mapping[str, Any] = field(default_factory=dict)
+    sandbox: Mapping[str, Any] = field(default_factory=dict)  # checked by sandbox.py
 
 
 def _choice(key: str, allowed: tuple[str, ...]) -> Callable[[Any], str]:
@@ -195,9 +196,10 @@ SETTINGS: dict[str, Callable[[Any], Any]] = {
     "gateway": _table("gateway"),
     "workflows": _table("workflows"),
     "limits": _table("limits"),
+    "sandbox": _table("sandbox"),
 }
 # Keys that only a TOML file can set (structured values).
-FILE_ONLY = {"agents", "terminals", "gateway", "workflows", "limits"}
+FILE_ONLY = {"agents", "terminals", "gateway", "workflows", "limits", "sandbox"}
 ENV_PREFIX = "ETHER_"
 # TOML tables whose keys are settings of their own: [tls] cert = ... is tls_cert.
 SECTIONS = ("tls",)

@@ -34,8 +34,17 @@ Where bwrap is missing or cannot make a PID namespace (a container without the p
 user namespaces turned off), ``probe`` logs one warning and every spawn runs as before:
 subreaper and sweeper while the host lives, the adapters' own parent-death checks after.
 
-This is also the seam for sandboxing (no network, read-only binds, rlimits): every spawn of
-an agent or a terminal gets its argv from ``Containment.wrap``.
+This is also the seam for sandboxing: every spawn of an agent or a terminal gets its argv from
+``Containment.wrap``. Given a ``SandboxPolicy`` (sandbox.py), the program runs with new pid,
+network (unless the host config gave it the host's), ipc, uts and mount namespaces, and a user
+namespace where bwrap can make one (``--disable-userns`` then forbids nested ones); it sees
+the system directories read-only, what it runs from read-only, its scratch directory writable
+(its HOME and ETHER_SCRATCH), a private /tmp, a fresh /proc and a minimal /dev -- nothing else
+of the host's file system. Agents also get ``--new-session``: with no controlling terminal,
+a TIOCSTI ioctl cannot push keystrokes into the host's terminal (CVE-2017-5226). Terminals
+need job control, so they keep ``setsid --ctty``: their controlling terminal is their own
+PTY, so TIOCSTI reaches only their own input. Paths become bwrap option *values* only (all
+absolute), and ``--`` ends the options before the program.
 """
 
 from __future__ import annotations
@@ -47,12 +56,13 @@ import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
 
 from ether_host.procs import children
+from ether_host.sandbox import SandboxPolicy
 
 log = structlog.get_logger("ether.containment")
 
@@ -69,6 +79,11 @@ BWRAP_OPTIONS = (
     "--die-with-parent",
 )
 PROBE_TIMEOUT = 10.0
+# What every sandbox sees read-only, where present (a symlink such as /bin -> usr/bin is made
+# the same symlink inside). /etc holds the resolver, certificate and locale settings programs
+# read; nothing else of the host (/root, /home, /var, /run, /srv, the state directory) is there.
+SYSTEM_READ_ONLY = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+SANDBOX_HOSTNAME = "ether-sandbox"
 # Environment variables by which the host and its tests recognise a program's processes.
 MARKERS = ("ETHER_SPAWN_ID", "ETHER_TERMINAL_ID")
 
@@ -92,20 +107,34 @@ def session_leader(*, ctty: bool) -> list[str]:
 
 @dataclass(frozen=True)
 class Containment:
-    """How children are started: in a PID namespace (``bwrap`` set) or as before."""
+    """How children are started: in a PID namespace (``bwrap`` set) or as before; and whether
+    bwrap can also sandbox them here (``sandbox``: the namespaces it makes)."""
 
     bwrap: str | None
     why_not: str = ""
+    version: str = ""
+    sandbox: tuple[str, ...] = ()  # namespaces of a sandbox, empty when it cannot make one
+    sandbox_why_not: str = ""
 
     @property
     def active(self) -> bool:
         return self.bwrap is not None
 
+    @property
+    def can_sandbox(self) -> bool:
+        return self.bwrap is not None and bool(self.sandbox)
+
     def wrap(
-        self, argv: Sequence[str], env: Mapping[str, str], *, ctty: bool = False
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        *,
+        ctty: bool = False,
+        sandbox: SandboxPolicy | None = None,
     ) -> tuple[list[str], dict[str, str]]:
         """The argv and environment that run ``argv`` as a session leader in a namespace of
-        its own, with ``env``.
+        its own, with ``env`` -- in ``sandbox`` when given and the machine can make one (the
+        caller has refused to start what must not run without it).
 
         The ids that mark a process as the program's (``MARKERS``) reach only the program, set
         by bwrap: bwrap itself, in the host's view, is none of the program's processes. Not
@@ -116,7 +145,41 @@ class Containment:
             return [*prefix, *argv], dict(env)
         marks = [item for name in MARKERS if name in env for item in ("--setenv", name, env[name])]
         outer = {name: value for name, value in env.items() if name not in MARKERS}
-        return [self.bwrap, *BWRAP_OPTIONS, *marks, "--", *session_leader(ctty=ctty), *argv], outer
+        if sandbox is None or not self.can_sandbox:
+            options = [*BWRAP_OPTIONS]
+            leader = session_leader(ctty=ctty)
+        else:
+            options = sandbox_options(sandbox, userns="user" in self.sandbox, new_session=not ctty)
+            # --new-session puts bwrap's init (and so everything inside) in a session without a
+            # terminal; the program still leads one of its own, as without a sandbox.
+            leader = session_leader(ctty=ctty)
+            outer |= {"HOME": sandbox.scratch, "TMPDIR": "/tmp", "ETHER_SCRATCH": sandbox.scratch}
+        return [self.bwrap, *options, *marks, "--", *leader, *argv], outer
+
+
+def sandbox_options(policy: SandboxPolicy, *, userns: bool, new_session: bool) -> list[str]:
+    """bwrap's options for ``policy``: namespaces, then the file system, bind by bind (later
+    binds go over earlier ones, so what lives under /tmp is bound after /tmp's tmpfs)."""
+    options = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", SANDBOX_HOSTNAME]
+    if userns:
+        options += ["--unshare-user", "--disable-userns"]
+    if policy.network != "host":
+        options.append("--unshare-net")  # a loopback of its own only
+    options.append("--die-with-parent")
+    if new_session:
+        options.append("--new-session")
+    for path in SYSTEM_READ_ONLY:
+        if os.path.islink(path):
+            options += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            options += ["--ro-bind", path, path]
+    options += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for path in policy.read_only:
+        options += ["--ro-bind", path, path]
+    for path in (*policy.read_write, *([policy.scratch] if policy.scratch else [])):
+        options += ["--bind", path, path]
+    options += ["--chdir", policy.cwd]
+    return options
 
 
 @functools.cache
@@ -141,6 +204,8 @@ def probe() -> Containment:
         except (OSError, subprocess.TimeoutExpired) as failure:
             ok, error = False, str(failure)
         result = Containment(found if ok else None, "" if ok else f"bwrap failed: {error}")
+        if ok:
+            result = _probe_sandbox(found)
     if result.active:
         log.info("children run in PID namespaces of their own", bwrap=result.bwrap)
     else:
@@ -150,6 +215,70 @@ def probe() -> Containment:
             reason=result.why_not,
         )
     return result
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """What isolates agents and terminals on this host, as ``ether serve`` logs it at start
+    and GetHostInfo reports it."""
+
+    mode: str  # the host config's [sandbox] mode: auto, required or off
+    bubblewrap: str  # its version ("bubblewrap 0.8.0"), empty when missing or unusable
+    pid_namespace: bool  # every child in a PID namespace of its own
+    namespaces: tuple[str, ...]  # of an agent's sandbox; empty: no sandbox
+    why_not: str  # why there is no sandbox (empty when there is one)
+    # Resource limits per replica and terminal: resource -> mechanism ("cgroup v2", "rlimit"),
+    # filled in by the limits module; empty: none enforced.
+    limits: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def sandboxed(self) -> bool:
+        return bool(self.namespaces)
+
+
+def isolation(mode: str) -> Isolation:
+    """This host's isolation under the config's sandbox ``mode`` (probes once)."""
+    found = probe()
+    namespaces: tuple[str, ...]
+    if mode == "off":
+        why, namespaces = 'the host config says [sandbox] mode = "off"', ()
+    else:
+        why, namespaces = found.sandbox_why_not or found.why_not, found.sandbox
+    return Isolation(mode, found.version, found.active, namespaces, why)
+
+
+def _probe_sandbox(bwrap: str) -> Containment:
+    """Can bwrap make a sandbox here: with a user namespace (needed where bwrap is not setuid
+    and the host not root), else without one (root needs none)?"""
+    try:
+        version = (
+            subprocess.run(
+                [bwrap, "--version"], capture_output=True, timeout=PROBE_TIMEOUT, check=False
+            )
+            .stdout.decode(errors="replace")
+            .strip()
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        version = ""
+    error = ""
+    for userns in (True, False):
+        options = sandbox_options(SandboxPolicy("", "/"), userns=userns, new_session=True)
+        try:
+            run = subprocess.run(
+                [bwrap, *options, "--", "true"],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=PROBE_TIMEOUT,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as failure:
+            error = str(failure)
+            continue
+        if run.returncode == 0:
+            namespaces = ("pid", "net", "ipc", "uts", "mount", *(("user",) if userns else ()))
+            return Containment(bwrap, "", version, namespaces)
+        error = run.stderr.decode(errors="replace").strip()
+    return Containment(bwrap, "", version, (), f"bwrap cannot make a sandbox here: {error}")
 
 
 def program_pid(wrapper: int) -> int | None:

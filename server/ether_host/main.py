@@ -40,6 +40,7 @@ from ether_host.procs import (
     kill_leftovers,
 )
 from ether_host.resources import LimitSettings, Resources
+from ether_host.sandbox import SandboxSettings
 from ether_host.supervisor import Supervisor
 from ether_host.terminals import TerminalManager, TerminalSettings
 from ether_host.terminals.agents import AgentTerminals
@@ -131,7 +132,9 @@ def build_core(config: HostConfig) -> Core:
     record = config.state_dir / "children.json"
     kill_leftovers(record)
     children = ChildRegistry(record)
-    supervisor = Supervisor(config.state_dir, children)
+    supervisor = Supervisor(
+        config.state_dir, children, sandbox=SandboxSettings.from_config(config.sandbox)
+    )
     dispatcher = Dispatcher(supervisor)
     workflows = Workflows(config.state_dir, supervisor, dispatcher, config.workflows)
     gateway_store = GatewayStore(config.state_dir.absolute() / "gateway" / "state.sqlite3")
@@ -173,6 +176,28 @@ def _services(core: Core) -> list[tuple[Any, Any, Any]]:
             GatewayServicer(core.gateway),
         ),
     ]
+
+
+def _log_isolation(found: containment.Isolation) -> None:
+    """Say at every start what isolates agents, and loudly when it is less than asked."""
+    fields = {
+        "mode": found.mode,
+        "bubblewrap": found.bubblewrap,
+        "pid_namespace": found.pid_namespace,
+        "namespaces": list(found.namespaces),
+        "limits": dict(found.limits),
+    }
+    if found.sandboxed:
+        log.info("agents run in sandboxes", **fields)
+    elif found.mode == "required":
+        log.error(
+            "agents cannot start: the host config requires a sandbox this machine cannot make",
+            reason=found.why_not,
+            **fields,
+        )
+    else:
+        reason = 'sandbox.mode = "off" in the host config' if found.mode == "off" else found.why_not
+        log.warning("agents run without a sandbox", reason=reason, **fields)
 
 
 async def run_host(
@@ -217,6 +242,7 @@ async def run_host(
     if not become_subreaper():
         log.warning("cannot become a child subreaper; orphans of agents re-parent to init")
     containment.probe()  # once, at start: PID namespaces per child, or one warning why not
+    _log_isolation(containment.isolation(core.supervisor.sandbox.mode))
     core.supervisor.resources.start()  # which limits cgroups enforce, which rlimits (logged)
     async with anyio.create_task_group() as tg:
         tg.start_soon(core.children.run_reaper)
@@ -225,7 +251,7 @@ async def run_host(
         await tg.start(core.workflows.run)
         await tg.start(core.gateway.run)
         await tg.start(core.terminals.run)
-        core.supervisor.deploy_configured(
+        await core.supervisor.deploy_at_start(  # the config's agents, then the recorded ones
             [dict(entry) for entry in config.agents], config.agents_dir
         )
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

@@ -103,7 +103,8 @@ def test_a_go_agent_builds_and_runs_under_a_host_without_home(tmp_path: Path) ->
             supervisor_pb2.ListProcessesRequest(agent="wordcount"), timeout=10
         ).processes
         environ = Path(f"/proc/{listed[0].pid}/environ").read_bytes().split(b"\0")
-        assert f"HOME={state.absolute() / 'home'}".encode() in environ
+        # In its sandbox an agent's HOME is its private scratch directory (docs/agents.md).
+        assert f"HOME={state.absolute() / 'scratch' / 'wordcount' / '0'}".encode() in environ
     finally:
         host.stop()
 

@@ -65,7 +65,20 @@ class HostProcess:
         ]
         if max_open_files is not None:  # util-linux prlimit: the host starts with that limit
             command = ["prlimit", f"--nofile={max_open_files}", "--", *command]
-        environment = os.environ | {"PYTHONUNBUFFERED": "1"} | (env or {})
+        # Agents run sandboxed: the scout and wordcount examples read this checkout, which
+        # the host config must show them (read-only). A test's own --config or ETHER_CONFIG wins.
+        default_config = state_dir.parent / f"{state_dir.name}.host.toml"
+        default_config.write_text(
+            "".join(
+                f'[sandbox.agents.{name}]\nread_only = ["{ROOT}"]\n'
+                for name in ("scout", "wordcount")
+            )
+        )
+        environment = (
+            os.environ
+            | {"PYTHONUNBUFFERED": "1", "ETHER_CONFIG": str(default_config)}
+            | (env or {})
+        )
         for name in unset:
             environment.pop(name, None)
         self.process = subprocess.Popen(

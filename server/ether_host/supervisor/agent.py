@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
-from ether_host import __version__
+from ether_host import __version__, containment
 from ether_host.background import start_detached
 from ether_host.bus import History
 from ether_host.errors import FailedPrecondition, ResourceExhausted
+from ether_host.sandbox import Grant, SandboxPolicy
 from ether_host.supervisor.install import InstallError, LaunchPlan, prepare
 from ether_host.supervisor.manifest import AgentSpec
 from ether_host.supervisor.records import LifecycleEvent, LogLine, State
@@ -50,9 +51,11 @@ class ActionInfo:
 class ManagedAgent:
     """Owns the replicas of one deployment and hands out task slots."""
 
-    def __init__(self, supervisor: Supervisor, spec: AgentSpec) -> None:
+    def __init__(self, supervisor: Supervisor, spec: AgentSpec, grant: Grant | None) -> None:
         self.supervisor = supervisor
         self.spec = spec
+        # What its sandbox may show it (host config narrowed by agent.toml); None: sandbox off.
+        self.grant = grant
         self.replicas: list[Replica] = []
         self.plan: LaunchPlan | None = None
         self.version = ""
@@ -261,8 +264,46 @@ class ManagedAgent:
             self.publish_state(None, State.INSTALLING, self.reason)
             return False
         self._installing = False
+        missing = self._sandbox_missing()
+        if missing:
+            self._install_failed = True
+            self.reason = missing
+            self.log_line(None, "install", "error", missing)
+            self.publish_state(None, State.INSTALLING, missing)
+            return False
         self.reason = ""
         return True
+
+    def _sandbox_missing(self) -> str:
+        """Why this agent must not start, when its sandbox is required and the machine cannot
+        make one (fail closed); empty otherwise."""
+        if self.grant is None or self.supervisor.sandbox.mode != "required":
+            return ""
+        contained = containment.probe()
+        if contained.can_sandbox:
+            return ""
+        return (
+            'sandbox required (host config [sandbox] mode = "required") but this machine '
+            f"cannot make one: {contained.sandbox_why_not or contained.why_not}; install "
+            'bubblewrap (make terminal-tools) or set [sandbox] mode = "auto" or "off"'
+        )
+
+    async def sandbox_policy(self, replica: int) -> SandboxPolicy | None:
+        """The sandbox of one replica's next process, with a fresh (or kept) scratch
+        directory; None when sandboxes are off."""
+        if self.grant is None or self.plan is None:
+            return None
+        settings = self.supervisor.sandbox
+        scratch = await anyio.to_thread.run_sync(
+            settings.scratch, self.supervisor.state_dir, self.name, str(replica)
+        )
+        return SandboxPolicy(
+            scratch=str(scratch),
+            cwd=str(self.plan.cwd),
+            read_only=(*self.plan.read_only, *self.grant.read_only),
+            read_write=self.grant.read_write,
+            network=self.grant.network,
+        )
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop every replica (three-phase, shielded) and wait until they are down."""

@@ -45,6 +45,32 @@ class LaunchPlan:
     argv: list[str]
     cwd: Path
     env: dict[str, str] = field(default_factory=dict)
+    # What the process runs from, outside the system directories, that a sandbox shows it
+    # read-only: the agent's folder, its installed dependencies or build, the runtime and
+    # the adapter (containment.py binds them).
+    read_only: list[str] = field(default_factory=list)
+
+
+def _outside_system(paths: Iterable[str | Path]) -> list[str]:
+    """Absolute, existing, unique ``paths``, minus those the system directories hold."""
+    found: list[str] = []
+    for raw in paths:
+        path = os.path.normpath(os.path.abspath(raw))
+        if not os.path.exists(path) or path in found:
+            continue
+        if any(path == top or path.startswith(top + "/") for top in SYSTEM_DIRS):
+            continue
+        found.append(path)
+    return found
+
+
+def _prefix_of(program: str) -> str:
+    """The installation a program belongs to (``/x/bin/prog`` -> ``/x``), symlinks resolved."""
+    return os.path.dirname(os.path.dirname(os.path.realpath(program)))
+
+
+# Read-only in every sandbox anyway (containment.SYSTEM_READ_ONLY, symlinks resolved here).
+SYSTEM_DIRS = ("/usr", "/etc", "/opt")
 
 
 def _digest(parts: Iterable[bytes]) -> str:
@@ -169,8 +195,12 @@ async def _python(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
         ]
         if spec.function:
             argv += ["--function", spec.function]
+    runtime = [sys.prefix, sys.base_prefix, sys.exec_prefix, _prefix_of(sys.executable)]
     return LaunchPlan(
-        argv, spec.path, {"PYTHONPATH": os.pathsep.join(python_path), "PYTHONUNBUFFERED": "1"}
+        argv,
+        spec.path,
+        {"PYTHONPATH": os.pathsep.join(python_path), "PYTHONUNBUFFERED": "1"},
+        _outside_system([spec.path, *python_path, *runtime]),
     )
 
 
@@ -224,7 +254,12 @@ async def _go(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
     argv = [str(binary), *spec.command] if spec.command else [str(binary)]
-    return LaunchPlan(argv, spec.path, {"HOME": env["HOME"], "GOCACHE": env["GOCACHE"]})
+    return LaunchPlan(
+        argv,
+        spec.path,
+        {"HOME": env["HOME"], "GOCACHE": env["GOCACHE"]},
+        _outside_system([spec.path, binary.parent]),
+    )
 
 
 async def _typescript(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
@@ -267,7 +302,23 @@ async def _typescript(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchP
             stamp.parent.mkdir(parents=True, exist_ok=True)
             stamp.write_text(main)
     argv = ["node", str(spec.path / main), *spec.command]
-    return LaunchPlan(argv, spec.path, {})
+    node = shutil.which("node")
+    runtime = [_prefix_of(node)] if node else []
+    linked = _linked_packages(spec.path)
+    # Node looks for packages in node_modules of every folder above the importing file's
+    # real path (a "file:" package's imports too).
+    modules = [
+        folder / "node_modules"
+        for start in (spec.path, *linked)
+        for folder in (start, *start.parents)
+        if (folder / "node_modules").is_dir()
+    ]
+    # A "file:" package is reached through the path package.json names (it may pass through
+    # a symlink that the sandbox would not have), and imports from where it really is.
+    named = [spec.path / folder for folder in _linked_package_names(spec.path)]
+    return LaunchPlan(
+        argv, spec.path, {}, _outside_system([spec.path, *named, *linked, *modules, *runtime])
+    )
 
 
 @contextlib.asynccontextmanager
@@ -307,11 +358,16 @@ def _package_main(path: Path) -> str:
     return str(_package_json(path).get("main") or "")
 
 
-def _linked_packages(path: Path) -> list[Path]:
-    """Folders named by ``"file:..."`` dependencies in package.json."""
+def _linked_package_names(path: Path) -> list[str]:
+    """The relative folders named by ``"file:..."`` dependencies in package.json."""
     manifest = _package_json(path)
     specs = {**(manifest.get("dependencies") or {}), **(manifest.get("devDependencies") or {})}
-    return [(path / str(v)[5:]).resolve() for v in specs.values() if str(v).startswith("file:")]
+    return [str(v)[5:] for v in specs.values() if str(v).startswith("file:")]
+
+
+def _linked_packages(path: Path) -> list[Path]:
+    """Folders named by ``"file:..."`` dependencies in package.json."""
+    return [(path / name).resolve() for name in _linked_package_names(path)]
 
 
 async def prepare(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
@@ -319,6 +375,11 @@ async def prepare(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
 
     The whole phase, waits for locks included, ends within the spec's install_timeout: an
     agent never stays INSTALLING for good, it ends FATAL with the reason."""
+    if not spec.path.is_dir():  # a recorded agent whose folder went away between runs
+        raise InstallError(
+            f"the agent folder {spec.path} is gone: put it back and StartAgent, "
+            "or RemoveAgent and deploy it from where it is now"
+        )
     build = {"python": _python, "go": _go}.get(spec.language, _typescript)
     try:
         with anyio.fail_after(spec.install_timeout):

@@ -76,6 +76,8 @@ class AgentSpec:
     cpu_scheduling_policy: str = "batch"
     # agent.toml's [limits]: the host's limits of each replica, lowered (resources.py).
     limits: dict[str, int] = field(default_factory=dict)
+    # agent.toml's [sandbox]: may narrow what the host config's [sandbox] gives (sandbox.py).
+    sandbox: dict[str, Any] = field(default_factory=dict)
 
 
 def _bad(field_name: str, problem: str) -> InvalidArgument:
@@ -200,6 +202,12 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
             f"{cpu_policy!r} is not one of {', '.join(CPU_POLICIES)} (as in systemd's "
             "CPUSchedulingPolicy=; real-time policies need privileges the host does not take)",
         )
+    sandbox = merged.get("sandbox") or {}
+    if not isinstance(sandbox, dict):
+        raise _bad(
+            merged.field("sandbox"),
+            "must be a table: [sandbox] with network, read_only, read_write",
+        )
     limits = agent_limits(merged.get("limits") or {})  # INVALID_ARGUMENT naming a bad key
     return AgentSpec(
         name=name,
@@ -238,4 +246,5 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
         ping_timeout=merged.setting("ping_timeout", 0.05, 600, 10.0),
         cpu_scheduling_policy=cpu_policy,
         limits=limits,
+        sandbox=sandbox,
     )

@@ -33,6 +33,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 from ether_host import containment, procs
 from ether_host.procs import resize_pipe
+from ether_host.sandbox import SandboxPolicy
 
 # stdout's capacity, about a socketpair's default buffer (212,992 bytes). Not more: Linux counts
 # pipe capacity per user against /proc/sys/fs/pipe-user-pages-soft (16,384 pages), and past it
@@ -65,17 +66,19 @@ async def open_agent_process(
     *,
     cwd: str | os.PathLike[str],
     env: Mapping[str, str],
+    sandbox: SandboxPolicy | None = None,
     prelude: Sequence[str] = (),
 ) -> AgentStdio:
     """Start ``argv`` in a new session with pipes for stdin, stdout and stderr (in a PID
-    namespace of its own where bubblewrap can make one)."""
+    namespace of its own where bubblewrap can make one, in ``sandbox`` where it can make
+    that)."""
     contained = containment.probe()
     if contained.active:
         _check_executable(argv[0], cwd, env)  # bwrap would fail only inside, with exit 1
         # The host's pid means nothing inside the namespace (an adapter probing it would think
         # the host gone); the namespace itself ends with the host.
         env = {name: value for name, value in env.items() if name != "ETHER_HOST_PPID"}
-    wrapped, wrapped_env = contained.wrap(argv, env)
+    wrapped, wrapped_env = contained.wrap(argv, env, sandbox=sandbox)
     # ``prelude`` first (resources.py): the agent is in its control groups and under its
     # rlimits before the wrapper or the agent runs. Its execs keep the pid.
     wrapped = [*prelude, *wrapped]

@@ -228,6 +228,7 @@ class Replica:
         resources = self.agent.supervisor.resources
         # Its own control groups (memory, pids, cpu) and rlimits, joined before it runs.
         limits = resources.for_agent(spec.name, self.index, resources.agent_limits(spec.limits))
+        sandbox = await self.agent.sandbox_policy(self.index)
         with registry.spawning() as spawn_id:
             env = agent_environment(
                 agent=spec.name,
@@ -238,7 +239,7 @@ class Replica:
             )
             try:
                 stdio = await open_agent_process(
-                    plan.argv, cwd=plan.cwd, env=env, prelude=limits.prelude()
+                    plan.argv, cwd=plan.cwd, env=env, sandbox=sandbox, prelude=limits.prelude()
                 )
             except OSError as error:
                 await limits.remove()

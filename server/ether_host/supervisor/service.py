@@ -12,12 +12,19 @@ from anyio.abc import TaskStatus
 
 from ether_host.background import start_detached
 from ether_host.bus import History
-from ether_host.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from ether_host.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+)
 from ether_host.link.connection import DEFAULT_MAX_FRAME
 from ether_host.procs import ChildRegistry
 from ether_host.resources import Resources, narrow
+from ether_host.sandbox import Grant, SandboxSettings
 from ether_host.supervisor.agent import ManagedAgent
-from ether_host.supervisor.manifest import MANIFEST, MARKERS, build_spec
+from ether_host.supervisor.manifest import MANIFEST, MARKERS, AgentSpec, build_spec
 from ether_host.supervisor.records import LifecycleEvent
 
 if TYPE_CHECKING:
@@ -34,9 +41,14 @@ class Supervisor:
     """Deploy, start, stop and watch agents."""
 
     def __init__(
-        self, state_dir: Path, children: ChildRegistry, max_frame: int = DEFAULT_MAX_FRAME
+        self,
+        state_dir: Path,
+        children: ChildRegistry,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        sandbox: SandboxSettings | None = None,
     ) -> None:
         self.state_dir = state_dir.absolute()
+        self.sandbox = sandbox or SandboxSettings()
         self.children = children
         self.max_frame = max_frame
         self.agents: dict[str, ManagedAgent] = {}
@@ -87,10 +99,16 @@ class Supervisor:
                 reason="AGENT_EXISTS",
                 resource=("agent", spec.name),
             )
-        agent = ManagedAgent(self, spec)
+        agent = ManagedAgent(self, spec, self._grant(spec))
         self.agents[spec.name] = agent
         self._start(agent)
         return agent
+
+    def _grant(self, spec: AgentSpec) -> Grant | None:
+        """What the agent's sandbox may show it; PermissionDenied when its agent.toml asks for
+        more than the host config allows. None when the host config turns sandboxes off."""
+        grant = self.sandbox.narrow(spec.name, spec.sandbox)
+        return None if self.sandbox.mode == "off" else grant
 
     def _start(self, agent: ManagedAgent) -> None:
         assert self._tg is not None, "supervisor is not running"
@@ -150,5 +168,5 @@ class Supervisor:
         for request in requests:
             try:
                 self.deploy(request)
-            except (InvalidArgument, AlreadyExists, FailedPrecondition) as error:
+            except (InvalidArgument, AlreadyExists, FailedPrecondition, PermissionDenied) as error:
                 log.error("agent not deployed", path=request.get("path"), error=str(error))

@@ -31,6 +31,7 @@ import anyio
 from ether_host.agents.dispatch import RunningTask
 from ether_host.auth import Identity
 from ether_host.errors import EtherError, FieldViolation, InvalidArgument, NotFound
+from ether_host.sandbox import Grant, SandboxSettings
 from ether_host.supervisor import Supervisor
 from ether_host.supervisor.records import State
 from ether_host.terminals.keys import InputSpec
@@ -94,6 +95,20 @@ class AgentTerminals:
             "term.run": self._run,
         }
         manager.run_in_background(self.watch_agents)
+        clients = manager.sandbox_for
+        # An agent's terminals get the agent's sandbox (its network and paths, not its folder);
+        # none only where the host config turned sandboxes off.
+        manager.sandbox_for = lambda owner: (
+            self._sandbox_of(owner[len(OWNER_PREFIX) :])
+            if owner.startswith(OWNER_PREFIX)
+            else clients(owner)
+        )
+
+    def _sandbox_of(self, agent: str) -> tuple[Grant, SandboxSettings] | None:
+        found = self.supervisor.agents.get(agent)
+        if found is None or found.grant is None:
+            return None
+        return found.grant, self.supervisor.sandbox
 
     async def handle(self, caller: RunningTask, method: str, params: dict[str, Any]) -> Any:
         """The Dispatcher's call handler for ``term.*``."""

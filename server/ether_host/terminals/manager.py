@@ -21,6 +21,7 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
+from ether_host import containment
 from ether_host.auth import Identity
 from ether_host.background import run_detached, start_detached
 from ether_host.bus import History
@@ -34,6 +35,7 @@ from ether_host.errors import (
 )
 from ether_host.procs import ChildRegistry
 from ether_host.resources import Resources
+from ether_host.sandbox import Grant, SandboxPolicy, SandboxSettings
 from ether_host.terminals import keys, processes, waiting
 from ether_host.terminals.attach import Attachment
 from ether_host.terminals.buffer import Notifier
@@ -80,6 +82,12 @@ class TerminalManager:
         self.children = children
         # Memory, processes, files and CPU of each terminal (the host's: wired by main).
         self.resources = Resources.unlimited()
+        self._state_dir = state_dir
+        # What a new terminal of an owner may see (None: no sandbox). Clients' per the
+        # [terminals] table; main wires agents' own (terminals/agents.py).
+        self.sandbox_for: Callable[[str], tuple[Grant, SandboxSettings] | None] = (
+            self._client_sandbox
+        )
         # Each terminal's record under the state directory, and the terminals of the host's
         # earlier runs read from there at start (records.py): ids that outlive their PTYs.
         self._records = (
@@ -251,8 +259,10 @@ class TerminalManager:
                 return self.sessions[earlier[0]].info()
         launch = plan_launch(self.settings, spec)
         self._check_limits(owner)
+        terminal_id = f"term-{secrets.token_hex(8)}"
+        sandbox = await self._sandbox(owner, terminal_id, spec.cwd, launch.cwd)
         session = Session(
-            terminal_id=f"term-{secrets.token_hex(8)}",
+            terminal_id=terminal_id,
             name=spec.name,
             owner=owner,
             program=launch.program,
@@ -269,6 +279,7 @@ class TerminalManager:
             on_exit=self._exited,
             spawn_task=self.spawn,
             record_exit=self._record_exit if self._records is not None else None,
+            sandbox=sandbox,
         )
         session.limits = self.resources.for_terminal(session.id)
         # The PTY's readers and the exit watcher outlive this call: not in its context.
@@ -291,6 +302,46 @@ class TerminalManager:
         if self._changed is not None:
             self._changed.notify()
         return info
+
+    async def _sandbox(
+        self, owner: str, terminal_id: str, asked_cwd: str, cwd: str
+    ) -> SandboxPolicy | None:
+        """The sandbox of a new terminal of ``owner`` (``sandbox_for``: an agent's terminals
+        like their agent, clients' per ``[terminals] sandbox``), with a scratch directory of
+        its own where it starts unless the caller named a directory it can see."""
+        found = self.sandbox_for(owner)
+        if found is None:
+            return None
+        grant, settings = found
+        if self._state_dir is None:
+            return None
+        scratch = str(
+            await anyio.to_thread.run_sync(
+                settings.scratch, self._state_dir, "terminals", terminal_id
+            )
+        )
+        if asked_cwd:
+            visible = (*grant.read_only, *grant.read_write, *containment.SYSTEM_READ_ONLY)
+            if not any(cwd == top or cwd.startswith(top.rstrip("/") + "/") for top in visible):
+                raise InvalidArgument(
+                    f"cwd {cwd!r} is not visible in the terminal's sandbox (its scratch "
+                    "directory, the system directories and the paths the host config gives it)",
+                    reason="INVALID_CWD",
+                    violations=[FieldViolation("cwd", "a directory the sandbox shows")],
+                )
+        return SandboxPolicy(
+            scratch=scratch,
+            cwd=cwd if asked_cwd else scratch,
+            read_only=grant.read_only,
+            read_write=grant.read_write,
+            network=grant.network,
+        )
+
+    def _client_sandbox(self, owner: str) -> tuple[Grant, SandboxSettings] | None:
+        if not self.settings.sandbox:
+            return None
+        grant = Grant("none", self.settings.sandbox_read_only, self.settings.sandbox_read_write)
+        return grant, SandboxSettings()
 
     def _check_limits(self, owner: str) -> None:
         settings = self.settings

@@ -17,6 +17,7 @@ from typing import Any
 from ether_host import containment
 from ether_host.errors import FailedPrecondition, ResourceExhausted
 from ether_host.procs import ChildRegistry, spawn_id_of
+from ether_host.sandbox import SandboxPolicy
 
 # Making the program a session leader with the PTY as its controlling terminal happens in
 # the child before exec. Python code cannot run there: a Python-level fork (ptyprocess,
@@ -31,19 +32,21 @@ def spawn_program(
     argv: list[str],
     env: dict[str, str],
     what: str,
+    sandbox: SandboxPolicy | None = None,
     prelude: Sequence[str] = (),
     **options: Any,
 ) -> tuple[subprocess.Popen[bytes], str, int, bool]:
     """``spawn`` for a terminal's program: a session leader on the PTY its stdin is, in a PID
     namespace of its own when the host can make one (the last item says whether). Contained,
     the process started is bwrap, in a session of its own (so a Ctrl-C for the host does not
-    reach it); ``program_pid`` finds the program inside."""
+    reach it); ``program_pid`` finds the program inside. ``sandbox``: what it may see, where
+    the machine can make a sandbox (the caller refused what must not run without one)."""
     contained = containment.probe()
     if contained.active:
         options["start_new_session"] = True
 
     def wrap(env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
-        return contained.wrap(argv, env, ctty=True)
+        return contained.wrap(argv, env, ctty=True, sandbox=sandbox)
 
     def limited(env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
         wrapped, env = wrap(env)  # ``prelude`` (resources.py) first: its execs keep the pid

@@ -31,6 +31,7 @@ import structlog
 from ether_host.errors import EtherError, FailedPrecondition, ResourceExhausted
 from ether_host.procs import ChildRegistry, start_time
 from ether_host.resources import Group
+from ether_host.sandbox import SandboxPolicy
 from ether_host.terminals import processes
 from ether_host.terminals.buffer import Notifier, OutputBuffer
 from ether_host.terminals.emulator import Emulator, ResizeMark
@@ -93,8 +94,10 @@ class Session:
         on_exit: Callable[[Session], None],
         spawn_task: Callable[..., None],
         record_exit: Callable[[Session, ScreenView], Awaitable[None]] | None = None,
+        sandbox: SandboxPolicy | None = None,
     ) -> None:
         self.id = terminal_id
+        self.sandbox = sandbox
         self.name = name
         self.owner = owner
         self.program = program
@@ -176,6 +179,7 @@ class Session:
                 list(self.program.argv),
                 env,
                 repr(self.program.display_argv[0]),
+                self.sandbox,
                 stdin=slave,
                 stdout=slave,
                 stderr=slave,

@@ -54,6 +54,11 @@ class TerminalSettings:
     env: Mapping[str, str] = field(default_factory=dict)
     allow_commands: tuple[str, ...] = ()
     forbid_commands: tuple[str, ...] = ()
+    # Clients' terminals in a sandbox (containment.py), seeing these paths besides the system
+    # directories and their scratch; agents' terminals are sandboxed like their agent.
+    sandbox: bool = False
+    sandbox_read_only: tuple[str, ...] = ()
+    sandbox_read_write: tuple[str, ...] = ()
 
     @property
     def default_cwd(self) -> str:
@@ -122,6 +127,22 @@ def _argv(key: str, value: Any) -> tuple[str, ...]:
     return argv
 
 
+def _flag(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+    return value
+
+
+def _existing_paths(key: str, value: Any) -> tuple[str, ...]:
+    paths = _strings(key, value)
+    for path in paths:
+        if not os.path.isabs(path):
+            raise ConfigError(f"{key}: {path!r} is not an absolute path")
+        if not os.path.exists(path):
+            raise ConfigError(f"{key}: {path} does not exist")
+    return tuple(os.path.normpath(p) for p in paths)
+
+
 def _env(key: str, value: Any) -> Mapping[str, str]:
     if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
         raise ConfigError(f"{key}: expected a table of strings, got {value!r}")
@@ -149,5 +170,8 @@ _KEYS: dict[str, Callable[[str, Any], Any]] = {
     "env": _env,
     "allow_commands": _strings,
     "forbid_commands": _strings,
+    "sandbox": _flag,
+    "sandbox_read_only": _existing_paths,
+    "sandbox_read_write": _existing_paths,
 }
 assert set(_KEYS) == {f.name for f in fields(TerminalSettings)}
