@@ -5,6 +5,8 @@ the transport, so a servicer stays a thin translation and the core can sit behin
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.support.host import ROOT
@@ -56,3 +58,18 @@ def test_the_cli_is_a_client_like_any_other() -> None:
         if module.startswith("ether_host") and not module.startswith("ether_host.cli")
     }
     assert not crossings, "\n".join(sorted(crossings))
+
+
+def test_the_ether_commands_parser_loads_neither_grpc_nor_the_host() -> None:
+    """Building the ``ether`` command (``--help``, a usage error) imports no grpc, anyio or rich:
+    a client command loads grpc when it connects, ``serve`` the host when it runs."""
+    probe = (
+        "import sys\n"
+        "from ether_host.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('grpc', 'anyio', 'rich', 'ether_host.main') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.splitlines()[-1] == "[]", done.stdout

@@ -6,12 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-import anyio
-
-from ether_host.auth import TokenFileError
 from ether_host.config import LOG_FORMATS, LOG_LEVELS, ConfigError, load_config
-from ether_host.logs import configure_logging, flush_logs
-from ether_host.transport.listen import ListenError
 
 EXIT_USAGE = 2
 
@@ -64,7 +59,13 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``ether serve``: 0 after a clean stop, 1 when the host cannot listen or
     read its token file, 2 for a bad setting."""
-    from ether_host.main import run_host  # imported late: it loads grpc
+    import anyio
+
+    # Imported late: they load grpc, which `ether --help` and the client commands' parser need not.
+    from ether_host.auth import TokenFileError
+    from ether_host.logs import configure_logging, flush_logs
+    from ether_host.main import run_host
+    from ether_host.transport.listen import ListenError
 
     skip = ("command", "command_parser", "config")
     flags = {k: v for k, v in vars(args).items() if k not in skip}
