@@ -353,6 +353,7 @@ class Group:
     """The control groups and rlimits of one child."""
 
     limits: Limits
+    name: str = ""  # <agent>-<replica>-<n> or a terminal's id
     paths: dict[str, Path] = field(default_factory=dict)  # controller -> its group
     rlimits: dict[str, tuple[int, int]] = field(default_factory=dict)
     prlimit: str | None = None
@@ -408,6 +409,8 @@ class Group:
         stays busy is logged and left to the next host's start)."""
         if self._seen is None:
             self._seen = self.exceeded()
+            if self._seen:  # a terminal has no exit reason to carry it: the log says it
+                log.info("a child ran into its limits", child=self.name, limits=self._seen)
         with anyio.move_on_after(REMOVE_LIMIT):
             while self.paths:
                 for controller, path in list(self.paths.items()):
@@ -539,7 +542,7 @@ class Resources:
         return self._group(terminal_id, self.settings.terminals)
 
     def _group(self, name: str, limits: Limits) -> Group:
-        group = Group(limits, prlimit=self.prlimit)
+        group = Group(limits, name, prlimit=self.prlimit)
         wanted = {
             "memory": limits.memory,
             "pids": limits.pids,

@@ -54,5 +54,26 @@ def test_a_fork_bomb_in_a_terminal_is_contained(tmp_path: Path) -> None:
                 time.sleep(0.05)  # /proc holds no event for strangers' processes
         assert marked(marker) == []
         assert not group.exists()
+        said = host.wait_for_log(lambda r: r.get("event") == "a child ran into its limits")
+        assert said["child"] == terminal.id
+        assert said["limits"][0].startswith(f"pids limit {PIDS} reached"), said
+    finally:
+        host.stop()
+
+
+def test_file_size_and_cpu_time_limits_hold_in_a_terminal(tmp_path: Path) -> None:
+    """RLIMIT_FSIZE and RLIMIT_CPU from [limits.terminals]: a write past 1 MiB and a loop past
+    one second of CPU are ended by the kernel, and the shell says why."""
+    config = CONFIG + '[limits.terminals]\nfile_size = "1MiB"\ncpu_time = 1\n'
+    host = start_host(tmp_path / "state", config)
+    try:
+        terminal = shell(host)
+        target = tmp_path / "big"
+        write(host, terminal.id, f"head -c 3000000 /dev/zero > {target}; echo size-$((1 + 1))\n")
+        wait_screen(host, terminal.id, "File size limit exceeded(.|\n)*size-2", timeout=BUDGET)
+        assert target.stat().st_size == 1 << 20
+        write(host, terminal.id, "bash -c 'while :; do :; done'; echo cpu-$((2 + 2))\n")
+        wait_screen(host, terminal.id, "CPU time limit exceeded(.|\n)*cpu-4", timeout=BUDGET)
+        close(host, terminal.id)
     finally:
         host.stop()
