@@ -8,7 +8,9 @@ paths agree. Each step waits until both screens show the expected text and stopp
 Live numbers (top, htop) are excepted by one rule, ``mask_live``: every number (a digit run
 with the ``. , : %`` inside it) becomes ``#``, the ``|`` bars of meters are dropped, and blanks
 around a ``#`` and runs of blanks become one blank; then the screens are compared line by line.
-Both show process 1 only (``-p 1``), so the process table holds the same rows on both sides.
+Both show process 1 only (``-p 1``), so the process table holds the same rows on both sides:
+the tmux pane runs in a PID namespace as the host's terminal does, so process 1 is the
+namespace's init on both.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from ether.v1 import terminal_pb2 as pb
+from ether_host import containment
 from tests.support.host import HostProcess
 from tests.terminals import tmux
 from tests.terminals.support import close, create, screen, wait_quiet, wait_screen, write
@@ -38,6 +41,16 @@ TMUX_KEYS = {
     pb.KEY_UP: "Up",
     pb.KEY_F10: "F10",
 }
+
+
+def same_namespace(argv: list[str]) -> list[str]:
+    """``argv`` in a PID namespace with a fresh /proc, as the host runs its terminals where
+    bubblewrap can make one (docs/terminals.md), so that top and htop see the same processes
+    on both sides (process 1 is the machine's init outside, bwrap's init inside)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None or not containment.probe().active:
+        return argv
+    return [bwrap, "--dev-bind", "/", "/", "--unshare-pid", "--proc", "/proc", "--", *argv]
 
 
 class Pair:
@@ -71,7 +84,7 @@ class Pair:
         pane_env = {k: v for k, v in inherited.items() if not k.startswith("ETHER_")}
         self.tmux = tmux.Tmux(
             root / "tmux-server",
-            ["bash", "--norc", "--noprofile"],
+            same_namespace(["bash", "--norc", "--noprofile"]),
             pane_env | {"HOME": str(self.tmux_home)},
             ROWS,
             COLS,
