@@ -41,7 +41,6 @@ from ether_host.procs import (
 )
 from ether_host.resources import LimitSettings, Resources
 from ether_host.sandbox import SandboxSettings
-from ether_host.resources import LimitSettings, Resources
 from ether_host.supervisor import Supervisor
 from ether_host.terminals import TerminalManager, TerminalSettings
 from ether_host.terminals.agents import AgentTerminals
@@ -243,7 +242,6 @@ async def run_host(
     if not become_subreaper():
         log.warning("cannot become a child subreaper; orphans of agents re-parent to init")
     containment.probe()  # once, at start: PID namespaces per child, or one warning why not
-    core.supervisor.resources.start()  # which limits cgroups enforce, which rlimits (logged)
     _log_isolation(containment.isolation(core.supervisor.sandbox.mode))
     core.supervisor.resources.start()  # which limits cgroups enforce, which rlimits (logged)
     async with anyio.create_task_group() as tg:
