@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -242,8 +242,9 @@ async def run_host(
     if not become_subreaper():
         log.warning("cannot become a child subreaper; orphans of agents re-parent to init")
     containment.probe()  # once, at start: PID namespaces per child, or one warning why not
-    _log_isolation(containment.isolation(core.supervisor.sandbox.mode))
     core.supervisor.resources.start()  # which limits cgroups enforce, which rlimits (logged)
+    isolation = containment.isolation(core.supervisor.sandbox.mode)
+    _log_isolation(replace(isolation, limits=core.supervisor.resources.mechanisms()))
     async with anyio.create_task_group() as tg:
         tg.start_soon(core.children.run_reaper)
         await tg.start(core.supervisor.run)
