@@ -182,3 +182,14 @@ def test_a_rebuilt_screen_keeps_the_character_sets_set_before_its_clear() -> Non
     lines = emulator.render(FULL, None).lines
     assert emulator.stats.skipped > 0
     assert lines[:3] == ["\u250c\u2500\u2500\u2510", "\u2502  \u2502", "\u2514\u2500\u2500\u2518"]
+
+
+def test_leaving_the_alternate_screen_twice_restores_the_cursor_twice() -> None:
+    """As tmux and xterm: resetting 1049 puts back the cursor saved when 1049 was set even when
+    the alternate screen is no longer on (dialog does so at its start and at its end)."""
+    emulator = Emulator(10, 40, 0)
+    emulator.advance(
+        b"$ cmd\r\n\x1b[?1049h\x1b[?1049l\x1b[5;5Hbox\x1b[10;1H\x1b[?1049lafter", 0, []
+    )
+    lines = emulator.render(FULL, None).lines
+    assert lines[1] == "after" and lines[4] == "    box"

@@ -63,21 +63,21 @@ _DROP = re.compile(
 )
 MAX_HELD = 4096
 
-# DEC special graphics as tmux shows it on a UTF-8 terminal (its tty-acs.c table): what dialog,
-# tig or mc draw their boxes with. pyte's own cs.VT100_MAP is the Linux console's, which differs
-# from tmux on `0 _ b c d e h i` (tmux leaves `_ b c d e` as they are). Only the map is ours: pyte's
-# define_charset, shift_in/shift_out and draw's translate do the rest.
-_TMUX_ACS = {
-    "+": "\u2192", ",": "\u2190", "-": "\u2191", ".": "\u2193", "0": "\u25ae",
-    "`": "\u25c6", "a": "\u2592", "f": "\u00b0", "g": "\u00b1", "h": "\u2592",
-    "i": "\u2603", "j": "\u2518", "k": "\u2510", "l": "\u250c", "m": "\u2514",
-    "n": "\u253c", "o": "\u23ba", "p": "\u23bb", "q": "\u2500", "r": "\u23bc",
-    "s": "\u23bd", "t": "\u251c", "u": "\u2524", "v": "\u2534", "w": "\u252c",
-    "x": "\u2502", "y": "\u2264", "z": "\u2265", "{": "\u03c0", "|": "\u2260",
-    "}": "\u00a3", "~": "\u00b7",
-}  # fmt: skip
+# DEC special graphics, what dialog, tig or mc draw their boxes with: pyte's cs.VT100_MAP (the
+# Linux console's) but for the three characters tmux 3.3 shows otherwise on a UTF-8 terminal: `0`
+# is a vertical block (pyte: a full block), `h` the newline symbol (pyte: a light shade, xterm
+# agrees with tmux) and `_` stays as it is (pyte: a no-break space). Only the map is ours: pyte's
+# shift_in/shift_out and draw's translate do the rest.
+def _dec_graphics() -> str:
+    table = list(cs.VT100_MAP)
+    table[ord("0")] = "\u25ae"
+    table[ord("_")] = "_"
+    table[ord("h")] = "\u2424"
+    return "".join(table)
+
+
 ASCII = cs.LAT1_MAP
-DEC_GRAPHICS = "".join(_TMUX_ACS.get(c, c) for c in ASCII)
+DEC_GRAPHICS = _dec_graphics()
 # The sets tmux knows; it ignores other designations (UK, IBM PC, ...), so these do too.
 CHARSETS = {"B": ASCII, "0": DEC_GRAPHICS}
 
@@ -330,14 +330,16 @@ class TermScreen(pyte.Screen):
         self.dirty.update(range(self.lines))
 
     def _leave_alternate(self, restore_cursor: bool) -> None:
-        if not self.alternate:
-            return
-        self.buffer = self._primary
-        self._primary = None
-        self.alternate = False
+        # The cursor saved by 1049 comes back even when the alternate screen is not on, as in
+        # tmux and xterm: dialog leaves the alternate screen at its start, draws on the primary
+        # one and resets 1049 again at its end, which puts the cursor back under its command.
+        if self.alternate:
+            self.buffer = self._primary
+            self._primary = None
+            self.alternate = False
+            self.dirty.update(range(self.lines))
         if restore_cursor and self._alt_cursor is not None:
             self._restore(self._alt_cursor)
-        self.dirty.update(range(self.lines))
 
     def _restore(self, cursor: Any) -> None:
         self.cursor = copy.copy(cursor)
