@@ -63,6 +63,7 @@ _DROP = re.compile(
 )
 MAX_HELD = 4096
 
+
 # DEC special graphics, what dialog, tig or mc draw their boxes with: pyte's cs.VT100_MAP (the
 # Linux console's) but for the three characters tmux 3.3 shows otherwise on a UTF-8 terminal: `0`
 # is a vertical block (pyte: a full block), `h` the newline symbol (pyte: a light shade, xterm
