@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,11 +35,12 @@ pytestmark = pytest.mark.skipif(
 
 ROWS, COLS = 24, 80
 ENV = {"PS1": "fid:\\W\\$ ", "LANG": "C.UTF-8", "PATH": "/usr/bin:/bin", "LESSHISTFILE": "-"}
-TMUX_KEYS = {
+TMUX_KEYS: dict[int, str] = {
     pb.KEY_ESCAPE: "Escape",
     pb.KEY_ENTER: "Enter",
     pb.KEY_PAGE_DOWN: "PageDown",
     pb.KEY_UP: "Up",
+    pb.KEY_DOWN: "Down",
     pb.KEY_F10: "F10",
 }
 
@@ -56,7 +58,7 @@ def same_namespace(argv: list[str]) -> list[str]:
 class Pair:
     """The same shell in an Ether terminal and in tmux."""
 
-    def __init__(self, host: HostProcess, root: Path) -> None:
+    def __init__(self, host: HostProcess, root: Path, shown: bool = False) -> None:
         self.host = host
         self.ether_home = root / "ether" / "work"
         self.tmux_home = root / "tmux" / "work"
@@ -89,6 +91,7 @@ class Pair:
             ROWS,
             COLS,
             str(self.tmux_home),
+            shown=shown,
         )
 
     def file(self, name: str, text: str) -> None:
@@ -125,7 +128,17 @@ class Pair:
 
 @pytest.fixture
 def pair(host: HostProcess, tmp_path: Path) -> Iterator[Pair]:
-    both = Pair(host, tmp_path)
+    yield from _pair(Pair(host, tmp_path))
+
+
+@pytest.fixture
+def shown_pair(host: HostProcess, tmp_path: Path) -> Iterator[Pair]:
+    """The tmux side as a tmux client draws it (tmux.Tmux's ``shown``): DEC special graphics
+    translated, as a person sees it."""
+    yield from _pair(Pair(host, tmp_path, shown=True))
+
+
+def _pair(both: Pair) -> Iterator[Pair]:
     try:
         both.same(r"^fid:~[#$] $")
         yield both
@@ -247,3 +260,75 @@ def test_combining_marks_and_wide_characters_match_tmux(pair: Pair) -> None:
     lines = pair.same(r"\|end")
     assert any("\u4e2d\u6587 wide" in line for line in lines)
     assert any(line.endswith("| after") for line in lines)
+
+
+BOX = re.compile(r"[\u2500-\u257f]")
+
+
+def test_dec_special_graphics_match_tmux(shown_pair: Pair) -> None:
+    """printf's ESC ( 0 ... ESC ( B, and ESC ) 0 with SO/SI, draw box characters, and every
+    character of the set shows as tmux shows it; ASCII comes back after ESC ( B and SI."""
+    shown_pair.type(
+        "printf '\\e(0lqqk\\e(B ascii\\n\\e)0\\016x\\017 x \\016x\\017\\n"
+        "\\e(0mqqj `afghijklmnopqrstuvwxyz{|}~_0+,-.\\e(B\\n'; echo do''ne\r"
+    )
+    lines = shown_pair.same(r"^done$")
+    assert "\u250c\u2500\u2500\u2510 ascii" in lines
+    assert "\u2502 x \u2502" in lines
+
+
+def test_dialog_checklist_matches_tmux(shown_pair: Pair) -> None:
+    """dialog (ncurses, TERM=xterm-256color) draws its boxes with DEC special graphics: the
+    checklist, a moved and toggled item, and the shell after it ends."""
+    shown_pair.type(
+        "dialog --checklist 'Pick fruit' 12 40 3 a Apple on b Banana off c Cherry off; "
+        "echo do''ne\r"
+    )
+    lines = shown_pair.same(r"Cherry[\s\S]*<Cancel>")
+    assert any(line.lstrip().startswith("\u250c\u2500") for line in lines), lines
+    shown_pair.key(pb.KEY_DOWN)
+    shown_pair.type(" ")
+    lines = shown_pair.same(r"\[\*\] b")
+    assert sum(len(BOX.findall(line)) for line in lines) > 60
+    shown_pair.key(pb.KEY_ENTER)
+    lines = shown_pair.same(r"^done$")
+    assert lines[2] == "done"  # under the command: dialog's last 1049 reset restored the cursor
+
+
+def _commit_history(home: Path) -> Path:
+    """The same small history with a merge in ``home``/repo: same ids, dates and authors."""
+    repo = home / "repo"
+    who = {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com"}
+    who |= {"GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.com"}
+    when = {"GIT_AUTHOR_DATE": "2024-01-02T03:04:05Z", "GIT_COMMITTER_DATE": "2024-01-02T03:04:05Z"}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), **who, **when}
+    steps = [
+        ["git", "init", "-q", "-b", "main", str(repo)],
+        ["sh", "-c", "echo a > a && git add a && git commit -qm first"],
+        ["sh", "-c", "git checkout -qb side && echo b > b && git add b && git commit -qm side"],
+        ["sh", "-c", "git checkout -q main && echo c > c && git add c && git commit -qm main"],
+        ["git", "merge", "-q", "--no-ff", "side", "-m", "merge side"],
+    ]
+    for step in steps:
+        subprocess.run(step, cwd=repo if step[1] != "init" else home, env=env, check=True)
+    return repo
+
+
+@pytest.mark.skipif(
+    shutil.which("tig") is None or shutil.which("git") is None,
+    reason="tig is not installed (`make setup` installs it as root)",
+)
+def test_tig_matches_tmux(shown_pair: Pair) -> None:
+    """tig's main view draws the commit graph with DEC special graphics; its diff view and the
+    way back to the shell match too."""
+    for home in (shown_pair.ether_home, shown_pair.tmux_home):
+        _commit_history(home)
+    shown_pair.type("cd repo && tig\r")
+    lines = shown_pair.same(r"merge side[\s\S]*\[main\]")
+    assert any(BOX.search(line) for line in lines), lines
+    shown_pair.key(pb.KEY_ENTER)
+    shown_pair.same(r"\[diff\]")
+    shown_pair.type("q")
+    shown_pair.same(r"Ada.*first\n")
+    shown_pair.type("q")
+    shown_pair.same(r"^fid:repo[#$] $")

@@ -7,6 +7,13 @@ lines with trailing spaces removed -- the form ReadScreen returns.
 
 tmux has no "screen settled" event, so ``settle`` polls capture-pane until the
 expected text is there and two captures in a row agree.
+
+``capture-pane`` prints the cells as tmux stores them, and tmux stores DEC special
+graphics as the letters the program wrote (``lqqk``) with a character-set flag: it
+translates them (to ``┌──┐``) only when it draws the pane for a client. With
+``shown=True`` the pane is captured as a client draws it: a tmux client attached to
+it runs in a pane of a second tmux server, and that outer pane is captured -- what a
+person looking at tmux sees.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import subprocess
 import time
 from pathlib import Path
 
+PATH = "/usr/bin:/bin"
 CONFIG = 'set -g status off\nset -g default-terminal "xterm-256color"\nset -g escape-time 0\n'
 POLL = 0.05
 
@@ -29,7 +37,14 @@ class Tmux:
     """One tmux server with one pane running ``argv``."""
 
     def __init__(
-        self, folder: Path, argv: list[str], env: dict[str, str], rows: int, cols: int, cwd: str
+        self,
+        folder: Path,
+        argv: list[str],
+        env: dict[str, str],
+        rows: int,
+        cols: int,
+        cwd: str,
+        shown: bool = False,
     ) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.socket = str(folder / "tmux.sock")
@@ -52,10 +67,21 @@ class Tmux:
             *pairs,
             *argv,
         )
+        self._view: str | None = None
+        if shown:
+            self._view = str(folder / "view.sock")
+            client = ["tmux", "-u", "-S", self.socket, "attach"]  # -u: the client draws UTF-8
+            client_env = [f"PATH={PATH}", "TERM=xterm-256color", "LANG=C.UTF-8"]
+            size = ["-x", str(cols), "-y", str(rows)]
+            self._tmux(
+                "-f", str(config), "new-session", "-d", *size, "env", "-i", *client_env, *client,
+                view=True,
+            )  # fmt: skip
 
-    def _tmux(self, *args: str) -> str:
+    def _tmux(self, *args: str, view: bool = False) -> str:
+        socket = self._view if view and self._view else self.socket
         return subprocess.run(
-            ["tmux", "-S", self.socket, *args], check=True, capture_output=True, text=True
+            ["tmux", "-S", socket, *args], check=True, capture_output=True, text=True
         ).stdout
 
     def type(self, text: str) -> None:
@@ -71,10 +97,10 @@ class Tmux:
         self._tmux("send-keys", name)
 
     def capture(self) -> list[str]:
-        return self._tmux("capture-pane", "-p").split("\n")[:-1]
+        return self._tmux("capture-pane", "-p", view=True).split("\n")[:-1]
 
     def cursor(self) -> tuple[int, int]:
-        x, y = self._tmux("display", "-p", "#{cursor_x},#{cursor_y}").strip().split(",")
+        x, y = self._tmux("display", "-p", "#{cursor_x},#{cursor_y}", view=True).strip().split(",")
         return int(y), int(x)
 
     def settle(self, regex: str, timeout: float = 30.0) -> list[str]:
@@ -99,4 +125,8 @@ class Tmux:
         )
 
     def close(self) -> None:
-        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True, check=False)
+        for socket in (self._view, self.socket):
+            if socket:
+                subprocess.run(
+                    ["tmux", "-S", socket, "kill-server"], capture_output=True, check=False
+                )
