@@ -11,7 +11,16 @@ import pytest
 
 from ether.v1 import terminal_pb2 as pb
 from tests.support.host import HostProcess
-from tests.terminals.support import close, create, shell, wait_exit, wait_output, write
+from tests.terminals.support import (
+    close,
+    create,
+    run,
+    screen,
+    shell,
+    wait_exit,
+    wait_output,
+    write,
+)
 
 
 class Client:
@@ -249,4 +258,27 @@ def test_read_only_attach_refuses_resize_and_signal(
     after = host.terminals.GetTerminal(pb.GetTerminalRequest(terminal_id=terminal.id)).terminal
     assert after.state == pb.TERMINAL_STATE_RUNNING
     assert (after.rows, after.cols) != (10, 10)
+    close(host, terminal.id)
+
+
+def test_boxes_drawn_with_dec_special_graphics_show_as_box_characters(host: HostProcess) -> None:
+    """A program drawing with the DEC special graphics set (ESC ( 0 ... ESC ( B, and ESC ) 0
+    with SO and SI) shows box characters, not the letters it wrote, in the TEXT and STRUCTURED
+    screens, their styled runs, and an Attach snapshot."""
+    terminal = shell(host)
+    run(host, terminal.id, "printf '\\e(0lqqk\\e(B\\n\\e)0\\016x\\017ok\\016x\\017\\n'")
+    box = ["\u250c\u2500\u2500\u2510", "\u2502ok\u2502"]
+
+    def runs(lines: list[pb.StyledLine]) -> list[str]:
+        return ["".join(piece.text for piece in line.runs) for line in lines]
+
+    assert screen(host, terminal.id, format=pb.SCREEN_FORMAT_TEXT).lines[1:3] == box
+    structured = screen(host, terminal.id, include_styles=True)
+    assert structured.lines[1:3] == box and runs(structured.styled_lines[1:3]) == box
+    client = Client(host, pb.AttachStart(terminal_id=terminal.id, read_only=True))
+    assert client.next().WhichOneof("kind") == "started"
+    snapshot = client.next().snapshot.screen
+    assert [line.rstrip() for line in snapshot.lines[1:3]] == box
+    assert [line.rstrip() for line in runs(snapshot.styled_lines[1:3])] == box
+    client.done()
     close(host, terminal.id)
