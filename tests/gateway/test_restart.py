@@ -12,8 +12,8 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
-from ether.v1 import gateway_pb2
-from tests.support.agents import AGENTS, deploy
+from ether.v1 import gateway_pb2, supervisor_pb2
+from tests.support.agents import AGENTS, deploy, watch_until
 from tests.support.calls import data, details, execute, struct
 from tests.support.host import HostProcess
 from tests.workflows.test_restart import restart
@@ -85,7 +85,7 @@ def test_a_session_resumes_with_its_events_context_and_turns(
     resume_after = first[-1].sequence
 
     host = again(hosts, kill)
-    deploy(host, AGENTS / "chatter")
+    watch_until(host, "chatter", {"RUNNING"})  # deployed before the restart, back by itself
     got = host.gateway.GetSession(
         gateway_pb2.GetSessionRequest(session_id=session.id), timeout=10
     ).session
@@ -148,7 +148,9 @@ def test_messages_are_delivered_once_and_topics_kept(hosts: list[HostProcess], k
 
     host = again(hosts, kill)
     inbox = subscribe(host, topic="inbox.received", after=0)
-    deploy(host, TOOLBOX, name="inbox", env=HANDLER)  # now it consumes
+    # Now it consumes: deployed again with the handler (it came back as it was, without one).
+    host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name="inbox"), timeout=60)
+    deploy(host, TOOLBOX, name="inbox", env=HANDLER)
     assert data_of(next(inbox))["id"] == waiting
     marker = send(host, "inbox", "note", {"n": 3}).message.id
     assert data_of(next(inbox))["id"] == marker  # `waiting` once, `taken` never
@@ -156,7 +158,7 @@ def test_messages_are_delivered_once_and_topics_kept(hosts: list[HostProcess], k
     early = subscribe(host, topic="early.received", after=0)
     first = next(early)
     assert (first.message.sequence, data_of(first)["id"]) == (1, delivered)
-    deploy(host, TOOLBOX, name="early", env=HANDLER)
+    watch_until(host, "early", {"RUNNING"})  # back by itself, with its handler
     after = send(host, "early", "note", {"n": 4}).message.id
     second = next(early)
     assert (second.message.sequence, data_of(second)["id"]) == (2, after)  # not `delivered` again

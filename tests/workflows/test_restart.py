@@ -1,5 +1,6 @@
 """Persistence: runs, events and results survive a host restart; a run cut short is INTERRUPTED
-with what had finished, and ResumeRun continues it, running again only idempotent tasks."""
+with what had finished, and ResumeRun continues it, running again only idempotent tasks. The
+agents deployed before the restart come back by themselves (docs/agents.md)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from ether.v1 import workflow_pb2
-from tests.support.agents import AGENTS, deploy
+from ether.v1 import supervisor_pb2, workflow_pb2
+from tests.support.agents import AGENTS, deploy, watch_until
 from tests.support.calls import details
 from tests.support.host import ETHER, HostProcess
 from tests.workflows.runs import (
@@ -64,6 +65,11 @@ def holding(
     return seen
 
 
+def flow_back(host: HostProcess) -> None:
+    """Wait until the restarted host runs `flow` again (deployed before the restart)."""
+    watch_until(host, "flow", {"RUNNING"})
+
+
 def restart(host: HostProcess, *, kill: bool = False) -> HostProcess:
     """Stop (or SIGKILL) the host and start a new one on the same state directory."""
     if kill:
@@ -79,8 +85,9 @@ def restart(host: HostProcess, *, kill: bool = False) -> HostProcess:
 
 def test_restart_mid_run_interrupts_and_resume_continues(tmp_path: Path) -> None:
     """A graceful stop ends a running run INTERRUPTED; after the restart the finished run and the
-    interrupted one are readable with their events and reports; ResumeRun needs the agents back,
-    reruns the idempotent task, fails the other with "interrupted", and sequence numbers continue."""
+    interrupted one are readable with their events and reports; ResumeRun needs the agents (an
+    agent removed after the restart is FAILED_PRECONDITION until deployed again), reruns the
+    idempotent task, fails the other with "interrupted", and sequence numbers continue."""
     first = HostProcess(tmp_path / "state")
     second: HostProcess | None = None
     try:
@@ -119,6 +126,7 @@ def test_restart_mid_run_interrupts_and_resume_continues(tmp_path: Path) -> None
             "summary"
         ]["state"] == ("INTERRUPTED")
 
+        second.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name="flow"), timeout=60)
         with pytest.raises(grpc.RpcError) as error:
             second.workflows.ResumeRun(workflow_pb2.ResumeRunRequest(run_id=run.id), timeout=10)
         assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -178,7 +186,7 @@ def test_killed_host_leaves_runs_interrupted_and_resumable(tmp_path: Path) -> No
         )
         assert [r.id for r in listed.runs] == [run.id]
 
-        deploy(second, AGENTS / "flow")
+        flow_back(second)  # deployed by DeployAgent before the kill: no redeploy
         second.workflows.ResumeRun(
             workflow_pb2.ResumeRunRequest(run_id=run.id, include_non_idempotent=True), timeout=10
         )
@@ -187,6 +195,21 @@ def test_killed_host_leaves_runs_interrupted_and_resumable(tmp_path: Path) -> No
         assert {task_state(t) for t in tasks(second, run.id)} == {"SUCCEEDED"}
     finally:
         (second or first).stop()
+
+
+def test_a_run_resumes_after_a_restart_with_its_deployed_agent(tmp_path: Path) -> None:
+    """An agent deployed with DeployAgent (not from the config) is running again after a
+    SIGTERM of the host, with no redeploy: ResumeRun of the interrupted run finds it and the
+    run ends with every task done."""
+    with interrupted(tmp_path) as (second, run):
+        flow_back(second)
+        resumed = second.workflows.ResumeRun(
+            workflow_pb2.ResumeRunRequest(run_id=run.id, include_non_idempotent=True), timeout=10
+        ).run
+        assert resumed.resume_count == 1
+        ended = wait(second, run.id)
+        assert state(ended) == "SUCCEEDED", ended.error
+        assert {task_state(t) for t in tasks(second, run.id)} == {"SUCCEEDED"}
 
 
 @contextlib.contextmanager
@@ -222,7 +245,7 @@ def test_resume_from_the_command_line(tmp_path: Path) -> None:
     """`ether workflow resume` continues an interrupted run, follows it to its end on stderr and
     exits with its outcome; --include-non-idempotent runs the non-idempotent task again too."""
     with interrupted(tmp_path) as (second, run):
-        deploy(second, AGENTS / "flow")
+        flow_back(second)
         listed = subprocess.run(
             [str(ETHER), "workflow", "ls", "--state", "interrupted", "--address", second.address],
             capture_output=True,

@@ -1,7 +1,14 @@
-"""The supervisor: deploys agents and owns every agent task in one task group."""
+"""The supervisor: deploys agents and owns every agent task in one task group.
+
+What an operator asked of the agents deployed by request (deploy, scale, stop, start, remove)
+is desired state: recorded in the agent store before the call answers, and deployed again by
+the next host on the same state directory (``deploy_at_start``).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +25,7 @@ from ether_host.errors import (
     InvalidArgument,
     NotFound,
     PermissionDenied,
+    Unavailable,
 )
 from ether_host.link.connection import DEFAULT_MAX_FRAME
 from ether_host.procs import ChildRegistry
@@ -26,6 +34,7 @@ from ether_host.sandbox import Grant, SandboxSettings
 from ether_host.supervisor.agent import ManagedAgent
 from ether_host.supervisor.manifest import MANIFEST, MARKERS, AgentSpec, build_spec
 from ether_host.supervisor.records import LifecycleEvent
+from ether_host.supervisor.store import AgentStore, SavedAgent, spec_json
 
 if TYPE_CHECKING:
     from ether_host.link import AgentConnection
@@ -45,13 +54,21 @@ class Supervisor:
         state_dir: Path,
         children: ChildRegistry,
         max_frame: int = DEFAULT_MAX_FRAME,
+        store: AgentStore | None = None,
         sandbox: SandboxSettings | None = None,
     ) -> None:
         self.state_dir = state_dir.absolute()
         self.sandbox = sandbox or SandboxSettings()
         self.children = children
         self.max_frame = max_frame
+        self.store = store or AgentStore(self.state_dir / "agents.sqlite3")
         self.agents: dict[str, ManagedAgent] = {}
+        # Names deployed from the host config or agents_dir (the operator's file: not recorded)
+        # and names stopped by StopAgent (recorded so; they come back stopped).
+        self._configured: set[str] = set()
+        self._stopped: set[str] = set()
+        self._saved: list[SavedAgent] = []
+        self._recording = anyio.Lock()
         self.events: History[LifecycleEvent] = History(EVENT_HISTORY)
         self._call_handler: CallHandler | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -69,6 +86,7 @@ class Supervisor:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Own the agents' tasks until cancelled; stop them all on the way out."""
+        self._saved = await anyio.to_thread.run_sync(self.store.open)
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -76,6 +94,7 @@ class Supervisor:
                 await anyio.sleep_forever()
         finally:
             self._tg = None
+            self.store.close()
 
     # -- operations ----------------------------------------------------------------------
 
@@ -90,7 +109,19 @@ class Supervisor:
             )
         return agent
 
-    def deploy(self, request: dict[str, Any]) -> ManagedAgent:
+    async def deploy(self, request: dict[str, Any]) -> ManagedAgent:
+        """Deploy and start an agent; recorded before this returns."""
+        agent = self._deploy(request)
+        try:
+            await self._record(agent.name)
+        except Unavailable:
+            await agent.stop()  # not recorded: not deployed either
+            if self.agents.get(agent.name) is agent:
+                del self.agents[agent.name]
+            raise
+        return agent
+
+    def _deploy(self, request: dict[str, Any], *, configured: bool = False) -> ManagedAgent:
         spec = build_spec(request)
         narrow(self.resources.settings.agents, spec.limits)  # FAILED_PRECONDITION above the host's
         if spec.name in self.agents:
@@ -101,6 +132,11 @@ class Supervisor:
             )
         agent = ManagedAgent(self, spec, self._grant(spec))
         self.agents[spec.name] = agent
+        if configured:
+            self._configured.add(spec.name)
+        else:
+            self._configured.discard(spec.name)
+        self._stopped.discard(spec.name)
         self._start(agent)
         return agent
 
@@ -110,6 +146,30 @@ class Supervisor:
         grant = self.sandbox.narrow(spec.name, spec.sandbox)
         return None if self.sandbox.mode == "off" else grant
 
+    async def _record(self, name: str) -> None:
+        """Write what is now wanted of ``name`` to the agent store: its spec and whether it
+        runs, or nothing once removed. The row is read under the lock, so concurrent calls
+        commit in turn and the last one leaves the latest state; shielded, so a caller that
+        goes away does not leave a change unrecorded."""
+        with anyio.CancelScope(shield=True):
+            async with self._recording:
+                agent = self.agents.get(name)
+                row = (
+                    None
+                    if agent is None or name in self._configured
+                    else (spec_json(agent.spec), name not in self._stopped)
+                )
+                try:
+                    await anyio.to_thread.run_sync(self.store.put, name, row)
+                except sqlite3.Error as error:
+                    log.error("agent change not recorded", agent=name, error=str(error))
+                    raise Unavailable(
+                        f"agent {name}: the change could not be recorded in {self.store.path} "
+                        f"({error}); a restarted host would not know it",
+                        reason="AGENT_NOT_RECORDED",
+                        resource=("agent", name),
+                    ) from None
+
     def _start(self, agent: ManagedAgent) -> None:
         assert self._tg is not None, "supervisor is not running"
         # Not in the context of the RPC that deployed or started it: the agent outlives it.
@@ -117,23 +177,36 @@ class Supervisor:
 
     async def start(self, name: str) -> ManagedAgent:
         agent = self.get(name)
+        self._stopped.discard(name)
         if not agent.active:
             self._start(agent)
+        await self._record(name)
         return agent
 
     async def stop(self, name: str, grace: float | None = None) -> ManagedAgent:
+        """Stop an agent; it stays stopped, across a host restart too, until started."""
         agent = self.get(name)
+        self._stopped.add(name)
         await agent.stop(grace)
+        await self._record(name)
         return agent
 
     async def restart(self, name: str) -> ManagedAgent:
-        agent = await self.stop(name)
+        agent = self.get(name)
+        await agent.stop()
+        self._stopped.discard(name)
         self._start(agent)
+        await self._record(name)
         return agent
 
     async def remove(self, name: str) -> None:
-        agent = await self.stop(name)
-        self.agents.pop(agent.name, None)
+        agent = self.get(name)
+        await agent.stop()
+        if self.agents.get(name) is agent:
+            del self.agents[name]
+            self._configured.discard(name)
+            self._stopped.discard(name)
+        await self._record(name)
 
     async def scale(self, name: str, replicas: int) -> ManagedAgent:
         """Set the replicas; returns once the replicas scaled away are down."""
@@ -143,6 +216,7 @@ class Supervisor:
             )
         agent = self.get(name)
         await agent.scale(replicas)
+        await self._record(name)
         return agent
 
     async def stop_all(self) -> None:
@@ -152,21 +226,61 @@ class Supervisor:
                 for agent in list(self.agents.values()):
                     tg.start_soon(agent.stop)
 
-    def deploy_configured(self, entries: list[dict[str, Any]], agents_dir: str) -> None:
-        """Deploy the agents named in the config file and found in the agents directory."""
-        requests = [dict(entry) for entry in entries]
-        if agents_dir:
-            root = Path(agents_dir)
-            if not root.is_dir():
-                raise InvalidArgument(
-                    f"agents_dir: {root} is not a directory", reason="INVALID_CONFIG"
-                )
-            markers = {MANIFEST, *(m for files in MARKERS.values() for m in files)}
-            for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-                if any((folder / m).exists() for m in markers):
-                    requests.append({"path": str(folder.absolute())})
-        for request in requests:
+    async def deploy_at_start(self, entries: list[dict[str, Any]], agents_dir: str) -> None:
+        """Deploy the agents named in the config file and found in the agents directory, then
+        the ones recorded by the last host. The file wins: a recorded agent of the same name
+        is dropped from the record (with a warning) and the file's one runs."""
+        for request in _configured_requests(entries, agents_dir):
             try:
-                self.deploy(request)
+                self._deploy(request, configured=True)
             except (InvalidArgument, AlreadyExists, FailedPrecondition, PermissionDenied) as error:
                 log.error("agent not deployed", path=request.get("path"), error=str(error))
+        saved, self._saved = self._saved, []
+        for record in saved:
+            name = record.spec.name
+            if name in self._configured:
+                log.warning(
+                    "recorded agent replaced by the host config's",
+                    agent=name,
+                    recorded_path=str(record.spec.path),
+                    configured_path=str(self.agents[name].spec.path),
+                )
+                with contextlib.suppress(Unavailable):  # logged; the file's agent runs anyway
+                    await self._record(name)  # forgets the recorded one
+                continue
+            try:  # the host config may have lowered its limits since
+                narrow(self.resources.settings.agents, record.spec.limits)
+            except FailedPrecondition as error:
+                log.error("recorded agent not deployed", agent=name, error=str(error))
+                continue
+            try:
+                grant = self._grant(record.spec)
+            except PermissionDenied as error:  # the host config changed since
+                log.error("recorded agent not deployed", agent=name, error=str(error))
+                continue
+            agent = self.agents[name] = ManagedAgent(self, record.spec, grant)
+            if record.running:
+                self._start(agent)
+            else:
+                self._stopped.add(name)
+            log.info(
+                "agent restored",
+                agent=name,
+                path=str(record.spec.path),
+                replicas=record.spec.replicas,
+                running=record.running,
+            )
+
+
+def _configured_requests(entries: list[dict[str, Any]], agents_dir: str) -> list[dict[str, Any]]:
+    """The config file's [[agents]], then every agent folder in ``agents_dir``."""
+    requests = [dict(entry) for entry in entries]
+    if agents_dir:
+        root = Path(agents_dir)
+        if not root.is_dir():
+            raise InvalidArgument(f"agents_dir: {root} is not a directory", reason="INVALID_CONFIG")
+        markers = {MANIFEST, *(m for files in MARKERS.values() for m in files)}
+        for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+            if any((folder / m).exists() for m in markers):
+                requests.append({"path": str(folder.absolute())})
+    return requests

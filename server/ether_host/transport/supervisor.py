@@ -34,7 +34,7 @@ class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
     async def DeployAgent(
         self, request: supervisor_pb2.DeployAgentRequest, context: grpc.aio.ServicerContext
     ) -> supervisor_pb2.DeployAgentResponse:
-        agent = self._supervisor.deploy(_spec_request(request.spec))
+        agent = await self._supervisor.deploy(_spec_request(request.spec))
         return supervisor_pb2.DeployAgentResponse(agent=agent_status(agent))
 
     async def RemoveAgent(

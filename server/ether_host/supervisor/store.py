@@ -1,0 +1,122 @@
+"""The agent store: the agents deployed by request, as desired state, in SQLite.
+
+A supervisor's deployments are what an operator asked for, as systemd units or Kubernetes
+deployments are: every ``DeployAgent``, ``ScaleAgent``, ``StopAgent``, ``StartAgent``,
+``RestartAgent`` and ``RemoveAgent`` that succeeds leaves one row per agent here (its
+resolved spec and whether it should run), committed before the call answers, and a host
+started on the same state directory deploys exactly those again. Agents from the host
+config and ``agents_dir`` are the operator's file and are not recorded (docs/agents.md).
+
+Changes are rare (an operator's call, not a task), so each is written at once in a worker
+thread (``anyio.to_thread``) by the supervisor, one at a time, and synced to the disk
+(``synchronous=FULL``): a deployment survives a ``kill -9`` of the host and a power loss.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from ether_host.supervisor.manifest import AgentSpec
+
+log = structlog.get_logger("ether.supervisor")
+
+SCHEMA_VERSION = 1
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS agents (
+    name TEXT PRIMARY KEY,
+    running INTEGER NOT NULL,
+    spec TEXT NOT NULL,
+    updated_at REAL NOT NULL
+);
+"""
+_FIELDS = {f.name for f in dataclasses.fields(AgentSpec)}
+
+
+@dataclass
+class SavedAgent:
+    """One recorded deployment: the spec it runs with and whether it should run."""
+
+    spec: AgentSpec
+    running: bool
+
+
+class StoreError(Exception):
+    """The store file cannot be used (made by a newer host)."""
+
+
+def spec_json(spec: AgentSpec) -> str:
+    """The resolved spec as stored (every default filled in)."""
+    body = dataclasses.asdict(spec)
+    body["path"] = str(spec.path)
+    # A TOML date in agent.toml's config has no JSON form: stored as its text.
+    return json.dumps(body, sort_keys=True, default=str)
+
+
+def spec_from_json(text: str) -> AgentSpec:
+    """A stored spec; a field this host no longer knows is left out, a new one defaulted."""
+    body: dict[str, Any] = {k: v for k, v in json.loads(text).items() if k in _FIELDS}
+    body["path"] = Path(body["path"])
+    return AgentSpec(**body)
+
+
+class AgentStore:
+    """SQLite persistence of the deployed agents (blocking: call from worker threads, one
+    at a time)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._connection: sqlite3.Connection | None = None
+
+    def open(self) -> list[SavedAgent]:
+        """Create or check the schema and read the recorded agents."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=FULL")
+        connection.execute("PRAGMA busy_timeout=5000")
+        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            connection.close()
+            raise StoreError(
+                f"{self.path} has schema version {version}; this host knows up to "
+                f"{SCHEMA_VERSION}: run a newer host, or move the file away to start empty"
+            )
+        with connection:
+            connection.executescript(SCHEMA)
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        self._connection = connection
+        saved = []
+        for name, running, text in connection.execute(
+            "SELECT name, running, spec FROM agents ORDER BY name"
+        ):
+            try:
+                saved.append(SavedAgent(spec_from_json(text), bool(running)))
+            except (ValueError, TypeError, KeyError) as error:
+                log.error("recorded agent unreadable; not deployed", agent=name, error=str(error))
+        return saved
+
+    def put(self, name: str, row: tuple[str, bool] | None) -> None:
+        """Record ``name`` as (spec JSON, running), or forget it (``None``); committed."""
+        assert self._connection is not None, "agent store is not open"
+        with self._connection:
+            if row is None:
+                self._connection.execute("DELETE FROM agents WHERE name = ?", (name,))
+            else:
+                self._connection.execute(
+                    "INSERT OR REPLACE INTO agents (name, running, spec, updated_at) "
+                    "VALUES (?, ?, ?, ?)",
+                    (name, int(row[1]), row[0], time.time()),
+                )
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
