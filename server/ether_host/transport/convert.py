@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import math
 import time
 from typing import Any
@@ -71,8 +72,14 @@ def _fill(target: struct_pb2.Value, value: Any) -> None:
         values = target.list_value.values
         for item in value:
             _fill(values.add(), item)
+    elif isinstance(value, datetime.date | datetime.time):
+        # TOML dates (an agent's config) as the RFC 3339 text orjson gives agents
+        target.string_value = value.isoformat()
     else:
-        target.string_value = str(value)
+        raise TypeError(
+            f"a {type(value).__name__} has no protobuf Struct form: only null, bool, numbers, "
+            "strings, lists and dicts (and TOML dates, as text) do"
+        )
 
 
 def _fill_struct(target: struct_pb2.Struct, value: dict[str, Any]) -> None:

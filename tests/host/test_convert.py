@@ -1,0 +1,137 @@
+"""protobuf Struct <-> Python values (transport/convert.py): what survives the trip, what is
+rounded the way a double rounds, and what is refused.
+
+Pure functions with no process boundary, so the table calls them directly.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import math
+import pathlib
+from typing import Any
+
+import pytest
+from google.protobuf import struct_pb2
+
+from ether_host.transport import convert
+
+EXACT = 2**53
+
+# (name, value going in, value coming back)
+ROUND_TRIPS: list[tuple[str, Any, Any]] = [
+    ("null", None, None),
+    ("true", True, True),
+    ("false", False, False),
+    ("zero", 0, 0),
+    ("negative int", -42, -42),
+    ("int below 2^53", EXACT - 1, EXACT - 1),
+    ("negative int above -2^53", -(EXACT - 1), -(EXACT - 1)),
+    # A Struct number is a double: from 2^53 on it is no longer read back as an int, and an
+    # int a double cannot hold comes back as the nearest double.
+    ("2^53 comes back a float", EXACT, float(EXACT)),
+    ("2^53 + 1 is rounded to 2^53", EXACT + 1, float(EXACT)),
+    ("2^60 (exact in a double) is a float", 2**60, float(2**60)),
+    ("-2^53 comes back a float", -EXACT, -float(EXACT)),
+    ("integral float below 2^53 is an int", 3.0, 3),
+    ("fraction", 2.5, 2.5),
+    ("infinity", math.inf, math.inf),
+    ("minus infinity", -math.inf, -math.inf),
+    ("empty string", "", ""),
+    ("unicode string", "héllo ✓ \x00", "héllo ✓ \x00"),
+    ("empty list stays a list", [], []),
+    ("empty dict stays a dict", {}, {}),
+    ("tuple is a list", (1, "a"), [1, "a"]),
+    ("nested lists", [[1, [2, [3, []]]], [], [None]], [[1, [2, [3, []]]], [], [None]]),
+    (
+        "dicts in lists in dicts",
+        {"a": [{"b": [1, 2.5, {"c": None}]}, {}], "d": {"e": {"f": [True]}}},
+        {"a": [{"b": [1, 2.5, {"c": None}]}, {}], "d": {"e": {"f": [True]}}},
+    ),
+    ("TOML date as text", datetime.date(2024, 2, 29), "2024-02-29"),
+    (
+        "TOML datetime as text",
+        datetime.datetime(2024, 2, 29, 12, 30, tzinfo=datetime.UTC),
+        "2024-02-29T12:30:00+00:00",
+    ),
+    ("TOML time as text", datetime.time(7, 5), "07:05:00"),
+]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(value, expected) for _, value, expected in ROUND_TRIPS],
+    ids=[name for name, _, _ in ROUND_TRIPS],
+)
+def test_value_round_trip(value: Any, expected: Any) -> None:
+    """A value put into a protobuf Value and read back is ``expected``, of the same type."""
+    back = convert.value_to_python(convert.to_value(value))
+    assert back == expected
+    assert _types(back) == _types(expected)
+    wrapped = convert.struct_to_dict(convert.dict_to_struct({"k": value}))
+    assert wrapped == {"k": expected} and _types(wrapped["k"]) == _types(expected)
+
+
+def test_nan_round_trips_as_nan() -> None:
+    """NaN is a double like any other: it goes through as NaN, not null and not an error."""
+    back = convert.value_to_python(convert.to_value(math.nan))
+    assert isinstance(back, float) and math.isnan(back)
+    assert math.isnan(convert.struct_to_dict(convert.dict_to_struct({"x": [math.nan]}))["x"][0])
+
+
+def test_an_unset_value_reads_as_null() -> None:
+    assert convert.value_to_python(struct_pb2.Value()) is None
+
+
+def test_keys_are_text() -> None:
+    """Struct keys are strings; a non-string key is written as its text (as data_json does)."""
+    assert convert.struct_to_dict(convert.dict_to_struct({1: "a", "b": 2})) == {"1": "a", "b": 2}
+
+
+REFUSED: list[tuple[str, Any, type[Exception]]] = [
+    ("object", object(), TypeError),
+    ("bytes", b"raw", TypeError),
+    ("set", {1, 2}, TypeError),
+    ("decimal", decimal.Decimal("1.5"), TypeError),
+    ("path", pathlib.Path("/tmp"), TypeError),
+    ("nested in a list", [1, [2, object()]], TypeError),
+    ("nested in a dict", {"a": {"b": b"x"}}, TypeError),
+    ("int too big for a double", 10**400, OverflowError),
+]
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [(value, error) for _, value, error in REFUSED],
+    ids=[name for name, _, _ in REFUSED],
+)
+def test_values_without_a_struct_form_are_refused(value: Any, error: type[Exception]) -> None:
+    """A value JSON cannot carry raises; it is never turned into its ``str()``."""
+    with pytest.raises(error):
+        convert.to_value(value)
+    with pytest.raises(error):
+        convert.dict_to_struct({"k": value})
+
+
+def test_integral_walks_nested_values() -> None:
+    """``integral`` gives integral doubles below 2^53 back as ints, at any depth."""
+    value = {"a": [1.0, 2.5, {"b": float(EXACT)}], "c": -7.0, "d": "8.0", "e": True}
+    assert convert.integral(value) == {
+        "a": [1, 2.5, {"b": float(EXACT)}],
+        "c": -7,
+        "d": "8.0",
+        "e": True,
+    }
+    assert _types(convert.integral(value)) == _types(
+        {"a": [1, 2.5, {"b": 1.0}], "c": 1, "d": "", "e": True}
+    )
+
+
+def _types(value: Any) -> Any:
+    """The shape of ``value`` with each leaf replaced by its type, to tell 3 from 3.0."""
+    if isinstance(value, dict):
+        return {k: _types(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_types(v) for v in value]
+    return type(value)
