@@ -213,8 +213,18 @@ class _Parser:
 
 
 def _unquote(text: str) -> str:
+    """A string literal's value: JSON's escapes, in double or single quotes (``\\'`` too)."""
     if text.startswith("'"):
-        text = '"' + text[1:-1].replace('\\"', '"').replace('"', '\\"') + '"'
+        inner, out, escaped = text[1:-1], ['"'], False
+        for char in inner:
+            if escaped:
+                out.append("'" if char == "'" else "\\" + char)
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            else:
+                out.append('\\"' if char == '"' else char)
+        text = "".join(out) + '"'
     try:
         value: str = json.loads(text)
     except ValueError as error:
@@ -284,11 +294,10 @@ def _eval(node: Node, env: Env) -> Any:
         item, container = _eval(node[1], env), _eval(node[2], env)
         if isinstance(container, str):
             return isinstance(item, str) and item in container
-        if isinstance(container, (list, dict)):
-            try:
-                return item in container
-            except TypeError:
-                return False
+        if isinstance(container, list):
+            return any(_equal(item, element) for element in container)
+        if isinstance(container, dict):
+            return isinstance(item, str) and item in container
         return False
     if kind == "cmp":
         return _compare(node[1], _eval(node[2], env), _eval(node[3], env))
@@ -297,9 +306,9 @@ def _eval(node: Node, env: Env) -> Any:
 
 def _compare(op: str, left: Any, right: Any) -> bool:
     if op == "==":
-        return bool(left == right)
+        return _equal(left, right)
     if op == "!=":
-        return bool(left != right)
+        return not _equal(left, right)
     numbers = (int, float)
     comparable = (
         isinstance(left, numbers)
@@ -312,6 +321,23 @@ def _compare(op: str, left: Any, right: Any) -> bool:
     return bool(
         {"<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right}[op]
     )
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return repr(value)  # true, false and null are kinds of their own, never numbers
+    return "number" if isinstance(value, int | float) else type(value).__name__
+
+
+def _equal(left: Any, right: Any) -> bool:
+    """JSON equality: values of different kinds differ (``true != 1``), at any depth."""
+    if _kind(left) != _kind(right):
+        return False
+    if isinstance(left, list):
+        return len(left) == len(right) and all(map(_equal, left, right))
+    if isinstance(left, dict):
+        return left.keys() == right.keys() and all(_equal(left[k], right[k]) for k in left)
+    return bool(left == right)
 
 
 def data_env(status: Callable[[str], str], data: Callable[[str], Any]) -> Env:
