@@ -15,6 +15,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -105,21 +106,31 @@ def test_an_agent_sees_only_its_own_files(sandboxed: HostProcess, folder: Path) 
     """The token file, the state directory, another agent's folder and the host's home are
     not there; the agent's own folder is read-only; its scratch and /tmp are its own."""
     state = (folder / "state").absolute()
-    for hidden in (
-        folder / "tokens",
-        state,
-        state / "agents.sqlite3",
-        AGENTS / "detacher",
-        "/root",
-    ):
-        assert probe(sandboxed, "read", path=str(hidden)) == {
+    hidden = (folder / "tokens", state / "agents.sqlite3", state / "gateway", AGENTS / "detacher")
+    for path in (*hidden, Path("/home"), Path("/var/log")):
+        assert probe(sandboxed, "read", path=str(path)) == {
             "ok": False,
             "error": "FileNotFoundError",
-        }, hidden
+        }, path
+    # Of the state directory and the host's home only the mount points of what the agent runs
+    # from are there (its scratch and dependencies; here a Python installed under ~/.pyenv).
+    assert set(probe(sandboxed, "read", path=str(state))["entries"]) <= {"scratch", "deps"}
+    runtime = {
+        Path(p).relative_to(Path.home()).parts[0]
+        for p in (sys.base_prefix, sys.prefix)
+        if Path(p).is_relative_to(Path.home())
+    }
+    home = probe(sandboxed, "read", path=str(Path.home()))
+    assert not home["ok"] or set(home["entries"]) <= runtime, home
     assert probe(sandboxed, "read", path=str(PROBER / "agent.toml"))["ok"]
     looked = probe(sandboxed, "look")
     scratch = str(state / "scratch" / "prober" / "0")
-    assert looked["env"] == {"HOME": scratch, "TMPDIR": "/tmp", "ETHER_SCRATCH": scratch}
+    assert looked["env"] == {
+        "HOME": scratch,
+        "TMPDIR": "/tmp",
+        "ETHER_SCRATCH": scratch,
+        "HOSTNAME": "ether-sandbox",  # a uts namespace of its own
+    }
     assert looked["cwd"] == str(PROBER)
     for refused in (PROBER / "planted.txt", Path("/usr/planted.txt"), Path("/etc/planted.txt")):
         assert not probe(sandboxed, "write", path=str(refused))["ok"], refused
@@ -139,15 +150,22 @@ def test_an_agent_sees_only_its_own_processes(sandboxed: HostProcess) -> None:
     assert len(commands) <= 4, commands  # bwrap's init, the agent, maybe a helper
 
 
-def test_a_sandboxed_terminal_sees_only_its_own_processes(sandboxed: HostProcess) -> None:
+def test_a_sandboxed_terminal_sees_only_its_own_processes(
+    sandboxed: HostProcess, folder: Path
+) -> None:
     """A terminal an agent runs (term.run) is sandboxed like the agent: `ps ax` there lists
-    bwrap's init, the shell and ps itself -- not the agent, not the host."""
-    ran = probe(sandboxed, "shell", command="ps ax -o pid=,args=")
+    bwrap's init, the shell and ps itself -- not the agent, not the host; it starts in a
+    scratch directory of its own, with no network but its own loopback."""
+    ran = probe(sandboxed, "shell", command="ps ax -o pid=,args=; pwd; grep -c : /proc/net/dev")
     assert ran["reason"] == "exit" and ran["exit_code"] == 0, ran
     lines = [line.strip() for line in ran["output"].splitlines() if line.strip()]
-    assert any(line.split(None, 1)[1].startswith("ps ax") for line in lines), lines
-    assert not any("ether" in line or "prober" in line for line in lines), lines
-    assert len(lines) <= 4, lines
+    *processes, cwd, interfaces = lines
+    assert any(line.split(None, 1)[1].startswith("ps ax") for line in processes), lines
+    assert not any("ether" in line or "prober" in line for line in processes), lines
+    assert len(processes) <= 4, lines
+    scratch = (folder / "state").absolute() / "scratch" / "terminals"
+    assert Path(cwd).parent == scratch, lines
+    assert interfaces == "1", lines  # lo only
 
 
 def test_go_and_typescript_agents_run_in_namespaces_of_their_own(tmp_path: Path) -> None:
@@ -210,13 +228,11 @@ def test_without_bubblewrap_a_required_sandbox_refuses_to_start_agents(tmp_path:
     host = HostProcess(tmp_path / "state", "--config", str(config), env={"PATH": path})
     try:
         host.wait_serving()
-        response = host.supervisor.DeployAgent(
+        host.supervisor.DeployAgent(
             supervisor_pb2.DeployAgentRequest(spec=supervisor_pb2.AgentSpec(path=str(PROBER))),
             timeout=30,
         )
-        event = watch_until(
-            host, "prober", {"RUNNING", "FATAL"}, after=response.agent.event_sequence
-        )
+        event = watch_until(host, "prober", {"RUNNING", "FATAL"}, after=0)
         assert state_name(event.state) == "FATAL"
         assert "sandbox required" in event.reason and "bubblewrap (bwrap) is not installed" in (
             event.reason
@@ -228,8 +244,8 @@ def test_without_bubblewrap_a_required_sandbox_refuses_to_start_agents(tmp_path:
 def test_a_sandbox_turned_off_is_a_warning_at_every_start(tmp_path: Path) -> None:
     config = tmp_path / "ether.toml"
     config.write_text('[sandbox]\nmode = "off"\n')
-    for _ in range(2):
-        host = HostProcess(tmp_path / "state", "--config", str(config))
+    for start in range(2):
+        host = HostProcess(tmp_path / f"state{start}", "--config", str(config))
         try:
             host.wait_serving()
             warnings = [r for r in host.records if r.get("event") == "agents run without a sandbox"]

@@ -62,10 +62,10 @@ def look() -> dict[str, Any]:
             except OSError:
                 continue
             commands[name] = raw.replace(b"\0", b" ").decode(errors="replace").strip()
-    keep = ("HOME", "TMPDIR", "ETHER_SCRATCH")
+    keep = ("HOME", "TMPDIR", "ETHER_SCRATCH", "HOSTNAME")
     return {
         "processes": commands,
-        "env": {k: os.environ.get(k, "") for k in keep},
+        "env": {k: os.environ.get(k, "") for k in keep} | {"HOSTNAME": socket.gethostname()},
         "cwd": os.getcwd(),
     }
 
@@ -79,11 +79,8 @@ async def get(url: str, ctx: TaskContext) -> dict[str, Any]:
 @agent.action(description="Run a command in a terminal of this agent's and return its output.")
 async def shell(command: str, ctx: TaskContext) -> dict[str, Any]:
     result = await run(ctx, command, timeout=60)
-    return {
-        "reason": result.reason,
-        "output": result.head + result.tail,
-        "exit_code": result.exit_code,
-    }
+    output = result.head + result.tail if result.truncated else result.head
+    return {"reason": result.reason, "output": output, "exit_code": result.exit_code}
 
 
 if __name__ == "__main__":
