@@ -6,16 +6,18 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"sort"
 	"strings"
-	"unicode/utf8"
 )
 
-// validateParams checks params against an action's JSON Schema and returns
-// the problems found. It covers the keywords a host and an agent must agree
-// on: type, enum, const, minimum, maximum, exclusiveMinimum,
-// exclusiveMaximum, minLength, maxLength, required, properties,
-// additionalProperties, items, minItems, maxItems, allOf, anyOf and oneOf;
-// other keywords are accepted and ignored.
+// validateParams checks the shape of params against an action's JSON Schema
+// and returns the problems found: the type keyword and required, through
+// properties, items and additionalProperties. That is the params rule
+// (docs/protocol.md): the host checks the whole schema (JSON Schema Draft
+// 2020-12) before a task reaches the agent, and the adapters check only the
+// shape, so a handler never sees the wrong JSON type and no SDK refuses what
+// the host accepted. Every other keyword (enum, const, minimum, anyOf, oneOf,
+// pattern ...) is the host's.
 //
 // The schema is parsed once, when the action is declared (compileSchema). An
 // action whose schema accepts any object ({"type": "object"}) has its params
@@ -44,8 +46,6 @@ func (c paramsCheck) validateParams(params json.RawMessage) []string {
 
 func validate(s map[string]any, v any, path string) []string {
 	var problems []string
-	add := func(format string, args ...any) { problems = append(problems, path+": "+fmt.Sprintf(format, args...)) }
-
 	if t, ok := s["type"]; ok {
 		var types []string
 		switch t := t.(type) {
@@ -59,47 +59,10 @@ func validate(s map[string]any, v any, path string) []string {
 			}
 		}
 		if len(types) > 0 && !anyType(v, types) {
-			add("expected %s, got %s", strings.Join(types, " or "), typeName(v))
-			return problems
+			return append(problems, fmt.Sprintf("%s: expected %s, got %s", path, strings.Join(types, " or "), typeName(v)))
 		}
-	}
-	if enum, ok := s["enum"].([]any); ok {
-		found := false
-		for _, e := range enum {
-			found = found || jsonEqual(e, v)
-		}
-		if !found {
-			b, _ := json.Marshal(enum)
-			add("must be one of %s", b)
-		}
-	}
-	if c, ok := s["const"]; ok && !jsonEqual(c, v) {
-		b, _ := json.Marshal(c)
-		add("must be %s", b)
 	}
 	switch v := v.(type) {
-	case json.Number:
-		x, _ := v.Float64()
-		if m, ok := num(s["minimum"]); ok && x < m {
-			add("must be >= %v", m)
-		}
-		if m, ok := num(s["maximum"]); ok && x > m {
-			add("must be <= %v", m)
-		}
-		if m, ok := num(s["exclusiveMinimum"]); ok && x <= m {
-			add("must be > %v", m)
-		}
-		if m, ok := num(s["exclusiveMaximum"]); ok && x >= m {
-			add("must be < %v", m)
-		}
-	case string:
-		n := float64(utf8.RuneCountInString(v))
-		if m, ok := num(s["minLength"]); ok && n < m {
-			add("must have at least %v characters", m)
-		}
-		if m, ok := num(s["maxLength"]); ok && n > m {
-			add("must have at most %v characters", m)
-		}
 	case map[string]any:
 		if req, ok := s["required"].([]any); ok {
 			for _, k := range req {
@@ -111,66 +74,33 @@ func validate(s map[string]any, v any, path string) []string {
 			}
 		}
 		props, _ := s["properties"].(map[string]any)
-		for k, sub := range props {
-			if sub, ok := sub.(map[string]any); ok {
-				if x, present := v[k]; present {
-					problems = append(problems, validate(sub, x, path+"."+k)...)
-				}
+		extra, _ := s["additionalProperties"].(map[string]any)
+		for _, k := range sortedKeys(v) {
+			sub, declared := props[k].(map[string]any)
+			if _, named := props[k]; !named && extra != nil {
+				sub, declared = extra, true
 			}
-		}
-		switch ap := s["additionalProperties"].(type) {
-		case bool:
-			if !ap {
-				for k := range v {
-					if _, declared := props[k]; !declared {
-						problems = append(problems, path+"."+k+": is not allowed")
-					}
-				}
-			}
-		case map[string]any:
-			for k, x := range v {
-				if _, declared := props[k]; !declared {
-					problems = append(problems, validate(ap, x, path+"."+k)...)
-				}
+			if declared {
+				problems = append(problems, validate(sub, v[k], path+"."+k)...)
 			}
 		}
 	case []any:
-		n := float64(len(v))
-		if m, ok := num(s["minItems"]); ok && n < m {
-			add("must have at least %v items", m)
-		}
-		if m, ok := num(s["maxItems"]); ok && n > m {
-			add("must have at most %v items", m)
-		}
 		if items, ok := s["items"].(map[string]any); ok {
 			for i, x := range v {
 				problems = append(problems, validate(items, x, fmt.Sprintf("%s[%d]", path, i))...)
 			}
 		}
 	}
-	if all, ok := s["allOf"].([]any); ok {
-		for _, sub := range all {
-			if sub, ok := sub.(map[string]any); ok {
-				problems = append(problems, validate(sub, v, path)...)
-			}
-		}
-	}
-	for _, kw := range []string{"anyOf", "oneOf"} {
-		subs, ok := s[kw].([]any)
-		if !ok {
-			continue
-		}
-		matches := 0
-		for _, sub := range subs {
-			if sub, ok := sub.(map[string]any); ok && len(validate(sub, v, path)) == 0 {
-				matches++
-			}
-		}
-		if matches == 0 || (kw == "oneOf" && matches > 1) {
-			add("does not match %s", kw)
-		}
-	}
 	return problems
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func anyType(v any, types []string) bool {
@@ -232,29 +162,6 @@ func typeName(v any) string {
 		return "number"
 	}
 	return fmt.Sprintf("%T", v)
-}
-
-func num(v any) (float64, bool) {
-	switch v := v.(type) {
-	case float64:
-		return v, true
-	case json.Number:
-		x, err := v.Float64()
-		return x, err == nil
-	}
-	return 0, false
-}
-
-// jsonEqual compares a schema value (float64 numbers) with a params value
-// (json.Number numbers).
-func jsonEqual(a, b any) bool {
-	norm := func(x any) any {
-		var out any
-		raw, _ := json.Marshal(x)
-		_ = json.Unmarshal(raw, &out)
-		return out
-	}
-	return reflect.DeepEqual(norm(a), norm(b))
 }
 
 // SchemaOf returns an action option that declares the JSON Schema of P as

@@ -422,6 +422,28 @@ func TestSchemaValidationRefusesBadParamsBeforeTheHandler(t *testing.T) {
 	}
 }
 
+func TestOnlyTheShapeIsCheckedTheRestIsTheHosts(t *testing.T) {
+	schema := map[string]any{}
+	_ = json.Unmarshal([]byte(`{"type":"object","required":["n"],"additionalProperties":false,"properties":{
+		"n":{"type":"integer","minimum":0,"maximum":1},"s":{"type":"string","maxLength":1,"pattern":"^a$"},
+		"e":{"enum":["red"]},"c":{"const":1},"o":{"oneOf":[{"type":"integer"},{"type":"number"}]},
+		"m":{"type":"object","additionalProperties":{"type":"integer"}}}}`), &schema)
+	check := func(params string) []string {
+		return paramsCheck{schema: schema}.validateParams(json.RawMessage(params))
+	}
+	if got := check(`{"n":7,"s":"bbb","e":"blue","c":true,"o":3,"x":1,"m":{"a":1}}`); len(got) != 0 {
+		t.Fatalf("keywords other than type and required were checked: %v", got)
+	}
+	got := check(`{"n":1.5,"m":{"b":2,"a":"1"}}`)
+	want := []string{"params.m.a: expected integer, got string", "params.n: expected integer, got number"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("problems = %v, want %v", got, want)
+	}
+	if got := check(`{}`); fmt.Sprint(got) != "[params.n: is required]" {
+		t.Fatalf("problems = %v", got)
+	}
+}
+
 func TestHandlersIgnoringShutdownStillGetOneResult(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)

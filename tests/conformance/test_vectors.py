@@ -3,11 +3,13 @@ README.md says."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .driver import load_scenarios
+from .make_vectors import GENERATED, render
 from .matching import match
 
 TOP_KEYS = {
@@ -88,3 +90,12 @@ def test_capture_binds_and_var_compares() -> None:
     assert bindings["cid"] == "a-7"
     assert match({"id": {"$var": "cid"}}, {"id": "a-7"}, bindings) == []
     assert match({"id": {"$var": "cid"}}, {"id": "a-8"}, bindings) != []
+
+
+@pytest.mark.parametrize("name", sorted(GENERATED))
+def test_generated_vectors_are_what_make_vectors_writes(name: str) -> None:
+    """A generated vector is never edited by hand: rerun make_vectors.py after changing its source."""
+    written = (Path(__file__).parent / "vectors" / name).read_text("utf-8")
+    assert written == render(GENERATED[name]()), (
+        f"run python tests/conformance/make_vectors.py ({name})"
+    )

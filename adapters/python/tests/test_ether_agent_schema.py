@@ -80,12 +80,14 @@ def test_single_params_dict_gets_the_whole_object_and_explicit_schema_wins() -> 
 
 
 def test_validate_reports_each_field() -> None:
-    """Missing, mistyped and unexpected params are reported with their field."""
+    """Missing and mistyped params are reported with their field; an unexpected one is the
+    host's to refuse (additionalProperties: false is not a shape)."""
     schema = {
         "type": "object",
         "properties": {
             "ms": {"type": "integer"},
             "tags": {"type": "array", "items": {"type": "string"}},
+            "extra": {"type": "object", "additionalProperties": {"type": "integer"}},
         },
         "required": ["ms"],
         "additionalProperties": False,
@@ -95,14 +97,32 @@ def test_validate_reports_each_field() -> None:
     assert validate(schema, {"ms": True}) == [
         {"field": "ms", "description": "expected integer, got boolean"}
     ]
-    assert validate(schema, {"tags": ["a", 1], "x": 1}) == [
+    assert validate(schema, {"tags": ["a", 1], "x": 1, "extra": {"n": "1"}}) == [
         {"field": "ms", "description": "required"},
         {"field": "tags[1]", "description": "expected string, got number"},
-        {"field": "x", "description": "unexpected parameter"},
+        {"field": "extra.n", "description": "expected integer, got string"},
     ]
     assert validate(schema, [1]) == [
         {"field": "params", "description": "expected object, got array"}
     ]
+
+
+def test_validate_leaves_every_other_keyword_to_the_host() -> None:
+    """enum, const, bounds, lengths, patterns and combinators are checked by the host before
+    dispatch (docs/protocol.md, params rule): the adapter lets them through."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "colour": {"enum": ["red"]},
+            "fixed": {"const": 1},
+            "n": {"type": "number", "minimum": 0, "maximum": 1, "multipleOf": 0.5},
+            "s": {"type": "string", "maxLength": 1, "pattern": "^a$"},
+            "either": {"oneOf": [{"type": "integer"}, {"type": "number"}]},
+            "any": {"anyOf": [{"type": "string"}]},
+        },
+    }
+    params = {"colour": "blue", "fixed": True, "n": 7, "s": "bbb", "either": 3, "any": 1}
+    assert validate(schema, params) == []
 
 
 def test_only_schemas_that_accept_any_object_skip_the_params_walk() -> None:

@@ -10,6 +10,7 @@ const schema = {
     level: { enum: ["low", "high"] },
     count: { type: "integer", minimum: 0 },
     items: { type: "array", items: { type: "object", required: ["id"] } },
+    extra: { type: "object", additionalProperties: { type: "integer" } },
   },
 };
 
@@ -22,14 +23,24 @@ describe("validate", () => {
     assert.deepEqual(validate(undefined, 42), []);
   });
 
-  it("names each problem with its path", () => {
-    const problems = validate(schema, { level: "mid", count: -1.5, items: [{}] });
+  it("names each shape problem with its path", () => {
+    const problems = validate(schema, { count: -1.5, extra: { n: "1" }, items: [{}] });
     assert.deepEqual(problems, [
       "params.title: is required",
-      "params.level: must be one of [\"low\",\"high\"]",
       "params.count: expected integer, got number",
+      "params.extra.n: expected integer, got string",
       "params.items[0].id: is required",
     ]);
+  });
+
+  it("leaves every keyword but type and required to the host", () => {
+    const params = { title: "", level: "mid", count: -1 };
+    const strict = {
+      ...schema,
+      additionalProperties: false,
+      properties: { ...schema.properties, s: { anyOf: [{ type: "string" }], const: "x", maxLength: 1 } },
+    };
+    assert.deepEqual(validate(strict, { ...params, s: 7, other: true }), []);
   });
 
   it("checks the top-level type", () => {

@@ -1,9 +1,11 @@
-// A small JSON Schema check for action params: type, required, properties, items, enum,
-// minimum/maximum, minLength/maxLength. Enough to turn bad params into `invalid_params` before
-// the handler runs; the full schema is still sent in hello for the host and clients.
+// The shape check of action params: the `type` keyword and `required`, through `properties`,
+// `items` and `additionalProperties`. That is the params rule (docs/protocol.md): the host checks
+// the whole schema (JSON Schema Draft 2020-12) before a task reaches the agent, and the adapters
+// check only the shape, so a handler never sees the wrong JSON type and no SDK refuses what the
+// host accepted. Every other keyword (enum, const, minimum, anyOf, oneOf, pattern ...) is the host's.
 import type { JsonObject } from "./frames.js";
 
-/** Returns the problems found (empty when the value fits the schema). */
+/** Returns the shape problems found (empty when the value has the schema's shape). */
 export function validate(schema: JsonObject | undefined, value: unknown, path = "params"): string[] {
   if (schema === undefined) return [];
   const problems: string[] = [];
@@ -15,40 +17,19 @@ export function validate(schema: JsonObject | undefined, value: unknown, path = 
       return problems;
     }
   }
-  const allowed = schema["enum"];
-  if (Array.isArray(allowed) && !allowed.some((a) => JSON.stringify(a) === JSON.stringify(value))) {
-    problems.push(`${path}: must be one of ${JSON.stringify(allowed)}`);
-  }
-  if (typeof value === "number") {
-    const min = schema["minimum"];
-    const max = schema["maximum"];
-    if (typeof min === "number" && value < min) problems.push(`${path}: must be >= ${min}`);
-    if (typeof max === "number" && value > max) problems.push(`${path}: must be <= ${max}`);
-  }
-  if (typeof value === "string") {
-    const min = schema["minLength"];
-    const max = schema["maxLength"];
-    if (typeof min === "number" && value.length < min) problems.push(`${path}: must have at least ${min} characters`);
-    if (typeof max === "number" && value.length > max) problems.push(`${path}: must have at most ${max} characters`);
-  }
   if (typeof value === "object" && value !== null && !Array.isArray(value)) {
     const obj = value as Record<string, unknown>;
     const required = schema["required"];
     if (Array.isArray(required)) {
       for (const key of required) {
-        if (typeof key === "string" && !(key in obj)) problems.push(`${path}.${key}: is required`);
+        if (typeof key === "string" && !Object.hasOwn(obj, key)) problems.push(`${path}.${key}: is required`);
       }
     }
-    const properties = schema["properties"];
-    if (isSchemaMap(properties)) {
-      for (const [key, sub] of Object.entries(properties)) {
-        if (key in obj && isSchema(sub)) problems.push(...validate(sub, obj[key], `${path}.${key}`));
-      }
-      if (schema["additionalProperties"] === false) {
-        for (const key of Object.keys(obj)) {
-          if (!(key in properties)) problems.push(`${path}.${key}: is not allowed`);
-        }
-      }
+    const properties = isSchema(schema["properties"]) ? schema["properties"] : {};
+    const extra = schema["additionalProperties"];
+    for (const key of Object.keys(obj)) {
+      const sub = Object.hasOwn(properties, key) ? properties[key] : extra;
+      if (isSchema(sub)) problems.push(...validate(sub, obj[key], `${path}.${key}`));
     }
   }
   if (Array.isArray(value) && isSchema(schema["items"])) {
@@ -88,8 +69,4 @@ function typeName(value: unknown): string {
 
 function isSchema(value: unknown): value is JsonObject {
   return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function isSchemaMap(value: unknown): value is Record<string, JsonObject> {
-  return isSchema(value);
 }

@@ -56,6 +56,7 @@ RUN_DEFAULT_LIMIT = 4000
 RUN_MAX_LIMIT = 1_000_000
 RUN_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "NO_COLOR": "1"}
 RUN_SLICE = 1024 * 1024
+# Every term.* host call, the host's one list (the SDKs' lists must equal it: docs/protocol.md).
 TERMINAL_CALLS = (
     "term.create",
     "term.list",
@@ -82,17 +83,10 @@ class AgentTerminals:
     def __init__(self, manager: TerminalManager, supervisor: Supervisor) -> None:
         self.manager = manager
         self.supervisor = supervisor
+        # One list: TERMINAL_CALLS names the calls, ``_<verb>`` serves ``term.<verb>``; the SDKs'
+        # lists are held to it by tests/conformance (vectors/host_calls.json, test_host_calls.py).
         self._methods: dict[str, Handler] = {
-            "term.create": self._create,
-            "term.list": self._list,
-            "term.get": self._get,
-            "term.write": self._write,
-            "term.read": self._read,
-            "term.wait": self._wait,
-            "term.resize": self._resize,
-            "term.signal": self._signal,
-            "term.close": self._close,
-            "term.run": self._run,
+            method: getattr(self, "_" + method.removeprefix("term.")) for method in TERMINAL_CALLS
         }
         manager.run_in_background(self.watch_agents)
         clients = manager.sandbox_for

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,6 +44,38 @@ type callParams struct {
 	Action string         `json:"action" agent:"required"`
 	Params map[string]any `json:"params,omitempty"`
 }
+
+// checkedSchema is the params schema of "checked": one property per case of
+// tests/conformance/params_rule.json (the same JSON text in the Python and
+// TypeScript agents; vectors/params_rule.json checks the hello).
+const checkedSchema = `{"type": "object", "properties": {
+  "type": {"type": "integer"},
+  "required": {"type": "object", "required": ["id"]},
+  "properties": {"type": "object", "properties": {"id": {"type": "string"}}},
+  "items": {"type": "array", "items": {"type": "integer"}},
+  "additionalProperties": {"type": "object", "additionalProperties": {"type": "string"}},
+  "closed": {"type": "object", "properties": {"a": {}}, "additionalProperties": false},
+  "enum": {"enum": ["red", "green", 1]},
+  "const": {"const": {"a": 1, "b": [1, 2]}},
+  "minimum": {"type": "number", "minimum": 0},
+  "maximum": {"type": "number", "maximum": 10},
+  "exclusiveMinimum": {"type": "number", "exclusiveMinimum": 0},
+  "exclusiveMaximum": {"type": "number", "exclusiveMaximum": 10},
+  "multipleOf": {"type": "number", "multipleOf": 5},
+  "minLength": {"type": "string", "minLength": 2},
+  "maxLength": {"type": "string", "maxLength": 3},
+  "pattern": {"type": "string", "pattern": "^[a-z]+$"},
+  "minItems": {"type": "array", "minItems": 1},
+  "maxItems": {"type": "array", "maxItems": 2},
+  "uniqueItems": {"type": "array", "uniqueItems": true},
+  "contains": {"type": "array", "contains": {"type": "string"}},
+  "minProperties": {"type": "object", "minProperties": 1},
+  "dependentRequired": {"type": "object", "dependentRequired": {"a": ["b"]}},
+  "anyOf": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+  "oneOf": {"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 5}]},
+  "allOf": {"allOf": [{"minimum": 0}, {"maximum": 10}]},
+  "not": {"not": {"type": "string"}}
+}}`
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "--plain" {
@@ -110,6 +143,20 @@ func main() {
 		}
 		return map[string]any{"pid": child.Process.Pid}, nil
 	}, agent.WithActionDescription("Start a child process `sleep 300` without waiting; return {pid}."))
+
+	a.Action("checked", func(_ context.Context, t *agent.Task) (any, error) {
+		return t.Params, nil
+	}, agent.WithActionDescription("Return the params unchanged (params_rule.json's keywords)."),
+		agent.WithSchema(checkedSchema))
+
+	a.Action("host_calls", func(context.Context, *agent.Task) (any, error) {
+		known := []string{"agent.call"}
+		for _, list := range [][]string{agent.CtxCalls, agent.MsgCalls, agent.NetCalls, agent.TermCalls} {
+			known = append(known, list...)
+		}
+		slices.Sort(known)
+		return map[string]any{"calls": slices.Compact(known)}, nil
+	}, agent.WithActionDescription("Every host call the SDK knows (its call lists), sorted."))
 
 	a.Serve()
 }

@@ -2,7 +2,15 @@
 // (tests/conformance/README.md). Run as `node dist/agent.js` under the driver or the host.
 import { spawn } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
-import { Agent, AgentError, type JsonObject } from "@ether/agent";
+import {
+  Agent,
+  AgentError,
+  CTX_CALLS,
+  type JsonObject,
+  MSG_CALLS,
+  NET_CALLS,
+  TERMINAL_CALLS,
+} from "@ether/agent";
 
 // A banner through the normal console.log at import time: it must land on stderr, not in the frames.
 console.log("conformance agent (typescript): loading");
@@ -57,6 +65,48 @@ agent.action("spawn", { description: "Start a child process `sleep 300` without 
   child.on("error", () => {});
   child.unref();
   return { pid: child.pid ?? -1 };
+});
+
+// The params schema of `checked`: one property per case of tests/conformance/params_rule.json (the
+// same JSON text in the Python and Go agents; vectors/params_rule.json checks the hello).
+const CHECKED_SCHEMA: JsonObject = {"type": "object", "properties": {
+  "type": {"type": "integer"},
+  "required": {"type": "object", "required": ["id"]},
+  "properties": {"type": "object", "properties": {"id": {"type": "string"}}},
+  "items": {"type": "array", "items": {"type": "integer"}},
+  "additionalProperties": {"type": "object", "additionalProperties": {"type": "string"}},
+  "closed": {"type": "object", "properties": {"a": {}}, "additionalProperties": false},
+  "enum": {"enum": ["red", "green", 1]},
+  "const": {"const": {"a": 1, "b": [1, 2]}},
+  "minimum": {"type": "number", "minimum": 0},
+  "maximum": {"type": "number", "maximum": 10},
+  "exclusiveMinimum": {"type": "number", "exclusiveMinimum": 0},
+  "exclusiveMaximum": {"type": "number", "exclusiveMaximum": 10},
+  "multipleOf": {"type": "number", "multipleOf": 5},
+  "minLength": {"type": "string", "minLength": 2},
+  "maxLength": {"type": "string", "maxLength": 3},
+  "pattern": {"type": "string", "pattern": "^[a-z]+$"},
+  "minItems": {"type": "array", "minItems": 1},
+  "maxItems": {"type": "array", "maxItems": 2},
+  "uniqueItems": {"type": "array", "uniqueItems": true},
+  "contains": {"type": "array", "contains": {"type": "string"}},
+  "minProperties": {"type": "object", "minProperties": 1},
+  "dependentRequired": {"type": "object", "dependentRequired": {"a": ["b"]}},
+  "anyOf": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+  "oneOf": {"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 5}]},
+  "allOf": {"allOf": [{"minimum": 0}, {"maximum": 10}]},
+  "not": {"not": {"type": "string"}}
+}};
+
+agent.action(
+  "checked",
+  { description: "Return the params unchanged (params_rule.json's keywords).", schema: CHECKED_SCHEMA },
+  (params: JsonObject) => params,
+);
+
+agent.action("host_calls", { description: "Every host call the SDK knows (its call lists), sorted." }, () => {
+  const known = new Set<string>(["agent.call", ...CTX_CALLS, ...MSG_CALLS, ...NET_CALLS, ...TERMINAL_CALLS]);
+  return { calls: [...known].sort() };
 });
 
 export default agent;
