@@ -148,6 +148,8 @@ class Recorder(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.paths: list[tuple[str, str]] = []
+        # every request: method, path, headers (lower-case names), body
+        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
         self.release = threading.Event()
         self.redirect_to = ""
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
@@ -179,8 +181,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.paths.append((self.command, self.path))
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else b""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.server.requests.append((self.command, self.path, headers, body))
         if self.path.startswith("/redirect"):
-            self.send_response(302)
+            # /redirect answers 302, /redirect/<status> that status, both to redirect_to
+            status = self.path.split("/")[2:3]
+            self.send_response(int(status[0]) if status else 302)
             self.send_header("Location", self.server.redirect_to)
             self.send_header("Content-Length", "0")
             self.end_headers()

@@ -8,6 +8,12 @@ exactly the address it checked (TLS still verifies the name), so a name that
 resolves differently a moment later (DNS rebinding) or an odd spelling of an
 address (``127.1``, ``0x7f000001``, ``[::ffff:127.0.0.1]``) gains nothing.
 Every hop leaves one audit record, allowed or denied.
+
+Redirects are httpx's: the client never follows them itself (``follow_redirects``
+is off) and hands back the next hop as ``response.next_request``, with httpx's
+method rewriting (303, and 301/302 after a POST, become GET, as browsers do),
+``Authorization`` dropped for another origin and ``Cookie`` left to the fetch's
+own cookie jar; the host checks and audits that request as it did the first.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import contextlib
 import ipaddress
 import socket
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
@@ -31,7 +37,6 @@ from ether_host.gateway.egress.policy import IPAddress, Policy, TokenBucket, bui
 
 log = structlog.get_logger("ether.egress")
 
-REDIRECTS = {301, 302, 303, 307, 308}
 DROPPED_HEADERS = {
     "host",
     "connection",
@@ -131,6 +136,67 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
         await self.inner.sleep(seconds)
 
 
+class _PinnedTransport(httpx.AsyncBaseTransport):
+    """httpx's requests over httpcore, each on a connection of its own through a fresh
+    ``_PinnedBackend`` (``backend.address`` is the address the last request used)."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.backend = _PinnedBackend(policy)
+        self.response: httpx.Response | None = None  # the last response, set before any redirect
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.AsyncByteStream)
+        self.backend = _PinnedBackend(self.policy)
+        self.response = None
+        pool = httpcore.AsyncConnectionPool(
+            network_backend=self.backend, max_connections=1, retries=0
+        )
+        try:
+            answer = await pool.handle_async_request(
+                httpcore.Request(
+                    method=request.method,
+                    url=httpcore.URL(
+                        scheme=request.url.raw_scheme,
+                        host=request.url.raw_host,
+                        port=request.url.port,
+                        target=request.url.raw_path,
+                    ),
+                    headers=request.headers.raw,
+                    content=request.stream,
+                    extensions=request.extensions,
+                )
+            )
+        except BaseException:
+            await pool.aclose()
+            raise
+        self.response = httpx.Response(
+            status_code=answer.status,
+            headers=answer.headers,
+            stream=_PoolStream(answer.stream, pool),
+            extensions=answer.extensions,
+        )
+        return self.response
+
+
+class _PoolStream(httpx.AsyncByteStream):
+    """A response body that closes its connection pool with it."""
+
+    def __init__(self, stream: Any, pool: httpcore.AsyncConnectionPool) -> None:
+        self.stream = stream
+        self.pool = pool
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.stream:
+            yield chunk
+
+    async def aclose(self) -> None:
+        try:
+            await self.stream.aclose()
+        finally:
+            await self.pool.aclose()
+
+
 async def resolve(host: str, port: int, fixed: Mapping[str, tuple[str, ...]]) -> list[IPAddress]:
     """Every address ``host`` stands for: a literal, a fixed mapping, or the system resolver's answers."""
     name = host.strip("[]").lower().rstrip(".")
@@ -198,53 +264,62 @@ class Egress:
         limit = min(policy.max_response_bytes, request.max_bytes or policy.max_response_bytes)
         timeout = min(policy.timeout, request.timeout or policy.timeout)
         deadline = time.monotonic() + timeout
-        headers = _headers(request.headers)
-        body = request.body
         audit_ids: list[int] = []
         depth = 0
-        while True:
-            record = replace(
-                base,
-                method=method,
-                url=_redacted(url),
-                host=url.host,
-                port=_port(url),
-                redirect_depth=depth,
-                request_bytes=len(body),
+        transport = _PinnedTransport(policy)
+        async with httpx.AsyncClient(
+            transport=transport, follow_redirects=False, trust_env=False
+        ) as client:
+            for name in ("accept", "accept-encoding", "connection"):
+                del client.headers[name]  # the agent's headers only, as it wrote them
+            client.headers["user-agent"] = USER_AGENT
+            hop = client.build_request(
+                method, url, headers=_headers(request.headers), content=request.body
             )
-            await self._precheck(policy, url, method, body, headers, record, first=depth == 0)
-            response, record = await self._send(
-                policy, url, method, headers, body, record, limit, deadline
-            )
-            audit_ids.append(record.id)
-            location = response.headers.get("location")
-            if response.status not in REDIRECTS or not location:
-                return FetchResponse(
-                    response.status, response.headers, response.body, str(url), depth, audit_ids
+            while True:
+                body = await hop.aread()
+                record = replace(
+                    base,
+                    method=hop.method,
+                    url=_redacted(hop.url),
+                    host=hop.url.host,
+                    port=_port(hop.url),
+                    redirect_depth=depth,
+                    request_bytes=len(body),
                 )
-            target = url.join(location)
-            depth += 1
-            if depth > policy.max_redirects:
-                await self._deny(
-                    replace(
-                        base,
-                        method=method,
-                        url=_redacted(target),
-                        host=target.host,
-                        port=_port(target),
-                        redirect_depth=depth,
-                    ),
-                    "too_many_redirects",
-                    f"more than {policy.max_redirects} redirects",
-                    rule="max_redirects",
+                await self._precheck(
+                    policy, hop.url, hop.method, body, _sent_headers(hop), record, first=depth == 0
                 )
-            if response.status == 303 or (response.status in (301, 302) and method == "POST"):
-                method, body = ("HEAD" if method == "HEAD" else "GET"), b""
-            if (target.scheme, target.host, _port(target)) != (url.scheme, url.host, _port(url)):
-                headers = [
-                    (k, v) for k, v in headers if k.lower() not in (b"authorization", b"cookie")
-                ]
-            url = target
+                response, record = await self._send(
+                    client, transport, policy, hop, record, limit, deadline
+                )
+                audit_ids.append(record.id)
+                following = response.next_request
+                if following is None:
+                    return FetchResponse(
+                        response.status,
+                        response.headers,
+                        response.body,
+                        str(hop.url),
+                        depth,
+                        audit_ids,
+                    )
+                depth += 1
+                if depth > policy.max_redirects:
+                    await self._deny(
+                        replace(
+                            base,
+                            method=following.method,
+                            url=_redacted(following.url),
+                            host=following.url.host,
+                            port=_port(following.url),
+                            redirect_depth=depth,
+                        ),
+                        "too_many_redirects",
+                        f"more than {policy.max_redirects} redirects",
+                        rule="max_redirects",
+                    )
+                hop = following
 
     async def _precheck(
         self,
@@ -314,30 +389,28 @@ class Egress:
 
     async def _send(
         self,
+        client: httpx.AsyncClient,
+        transport: _PinnedTransport,
         policy: Policy,
-        url: httpx.URL,
-        method: str,
-        headers: list[tuple[bytes, bytes]],
-        body: bytes,
+        hop: httpx.Request,
         record: AuditRecord,
         limit: int,
         deadline: float,
-    ) -> tuple[Any, AuditRecord]:
-        backend = _PinnedBackend(policy)
+    ) -> tuple[_Response, AuditRecord]:
+        url, method = hop.url, hop.method
         started = time.monotonic()
         left = max(0.0, deadline - started)
         rule = f"allow_hosts {policy.host_rule(url.host)!r} ({policy.origin})"
-        request_headers = [(b"host", url.netloc), (b"user-agent", USER_AGENT.encode()), *headers]
-        if body:
-            request_headers.append((b"content-length", str(len(body)).encode()))
+        hop.extensions["timeout"] = {"connect": left, "read": left, "write": left, "pool": left}
         status, received = 0, bytearray()
         response_headers: dict[str, str] = {}
+        following: httpx.Request | None = None
 
         def so_far() -> AuditRecord:
             """The audit record as of now: the address used and what was received so far."""
             return replace(
                 record,
-                resolved_address=backend.address,
+                resolved_address=transport.backend.address,
                 status_code=status,
                 response_bytes=len(received),
                 duration=time.monotonic() - started,
@@ -345,25 +418,38 @@ class Egress:
 
         try:
             with anyio.fail_after(left):
-                async with httpcore.AsyncConnectionPool(
-                    network_backend=backend, max_connections=1, retries=0
-                ) as pool:
-                    extensions = {
-                        "timeout": {"connect": left, "read": left, "write": left, "pool": left}
-                    }
-                    async with pool.stream(
-                        method,
-                        str(url).encode(),
-                        headers=request_headers,
-                        content=body,
-                        extensions=extensions,
-                    ) as response:
-                        status = response.status
-                        response_headers = _response_headers(response.headers)
-                        async for chunk in response.aiter_stream():
-                            received.extend(chunk)
-                            if len(received) > limit:
-                                raise _TooLarge
+                try:
+                    response = await client.send(hop, stream=True)
+                except httpx.RemoteProtocolError as error:
+                    if transport.response is None:
+                        raise
+                    # httpx could not make the next request of a redirect: a Location that
+                    # is not a URL. The hop itself was made and answered.
+                    status = transport.response.status_code
+                    await self._write(
+                        replace(
+                            so_far(),
+                            decision=ALLOWED,
+                            reason="allowed",
+                            rule=rule,
+                            error=str(error),
+                        )
+                    )
+                    raise FetchRefused(
+                        "invalid_redirect",
+                        f"{method} {url.host} answered {status} with a Location that is not a "
+                        f"URL ({transport.response.headers.get('location', '')[:200]!r}): {error}",
+                    ) from None
+                try:
+                    status = response.status_code
+                    response_headers = _response_headers(response.headers.raw)
+                    async for chunk in response.aiter_raw():
+                        received.extend(chunk)
+                        if len(received) > limit:
+                            raise _TooLarge
+                finally:
+                    await response.aclose()
+                following = response.next_request
         except _AddressRefused as refused:
             await self._deny(
                 replace(record, resolved_address=refused.address),
@@ -403,6 +489,7 @@ class Egress:
             httpcore.NetworkError,
             httpcore.ProtocolError,
             httpcore.UnsupportedProtocol,
+            httpx.TransportError,
             OSError,
         ) as error:
             text = str(error) or type(error).__name__
@@ -411,7 +498,7 @@ class Egress:
                 decision=ALLOWED,
                 reason="allowed",
                 rule=rule,
-                resolved_address=backend.address,
+                resolved_address=transport.backend.address,
                 duration=time.monotonic() - started,
                 error=text[:500],
             )
@@ -419,7 +506,7 @@ class Egress:
             raise FetchRefused("fetch_failed", f"{method} {url.host}: {text}") from None
         done = replace(so_far(), decision=ALLOWED, reason="allowed", rule=rule)
         stored = await self._write(done)
-        return _Response(status, response_headers, bytes(received)), stored
+        return _Response(status, response_headers, bytes(received), following), stored
 
     async def _deny(
         self,
@@ -457,6 +544,7 @@ class _Response:
     status: int
     headers: dict[str, str]
     body: bytes
+    next_request: httpx.Request | None  # httpx's next hop when this one is a redirect
 
 
 def _port(url: httpx.URL) -> int:
@@ -478,6 +566,11 @@ def _headers(raw: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
             continue
         out.append((name.encode("latin-1", "replace"), text.encode("latin-1", "replace")))
     return out
+
+
+def _sent_headers(request: httpx.Request) -> list[tuple[bytes, bytes]]:
+    """The headers a hop sends besides Host and the content length."""
+    return [(k, v) for k, v in request.headers.raw if k.lower() not in (b"host", b"content-length")]
 
 
 def _response_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
