@@ -20,8 +20,10 @@ read-only / read-write paths the host gives it; asking for more is refused at de
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,6 +165,27 @@ class SandboxSettings:
         path.mkdir(parents=True, exist_ok=True)
         path.chmod(0o700)
         return path
+
+
+@functools.cache
+def runtimes() -> tuple[str, ...]:
+    """The installations of Python and Node on the host's PATH (and the host's own Python)
+    outside the system directories -- a pyenv or nvm under the host's home: a sandboxed
+    terminal that runs ``python3`` or ``node`` needs them, read-only."""
+    found = [sys.prefix, sys.base_prefix]
+    for program in ("python3", "python", "node"):
+        path = shutil.which(program)
+        if path:
+            found.append(os.path.dirname(os.path.dirname(path)))
+            found.append(os.path.dirname(os.path.dirname(os.path.realpath(path))))
+    system = ("/usr", "/etc", "/opt")
+    return _unique(
+        tuple(
+            os.path.normpath(p)
+            for p in found
+            if os.path.isdir(p) and not any(p == s or p.startswith(s + "/") for s in system)
+        )
+    )
 
 
 def _refused(setting: str, problem: str) -> PermissionDenied:

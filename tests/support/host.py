@@ -65,11 +65,14 @@ class HostProcess:
         ]
         if max_open_files is not None:  # util-linux prlimit: the host starts with that limit
             command = ["prlimit", f"--nofile={max_open_files}", "--", *command]
-        # Agents run sandboxed: the scout and wordcount examples read this checkout, which
-        # the host config must show them (read-only). A test's own --config or ETHER_CONFIG wins.
+        # Agents run sandboxed: the scout and wordcount examples read this checkout, and the
+        # lifecycle test agent runs ../rogue/rogue.py, which the host config must show them
+        # (read-only). A test's own --config or ETHER_CONFIG wins.
         default_config = state_dir.parent / f"{state_dir.name}.host.toml"
+        rogue = ROOT / "tests" / "agents" / "rogue"
         default_config.write_text(
-            "".join(
+            f'[sandbox]\nread_only = ["{rogue}"]\n'
+            + "".join(
                 f'[sandbox.agents.{name}]\nread_only = ["{ROOT}"]\n'
                 for name in ("scout", "wordcount")
             )

@@ -35,7 +35,7 @@ from ether_host.errors import (
 )
 from ether_host.procs import ChildRegistry
 from ether_host.resources import Resources
-from ether_host.sandbox import Grant, SandboxPolicy, SandboxSettings
+from ether_host.sandbox import Grant, SandboxPolicy, SandboxSettings, runtimes
 from ether_host.terminals import keys, processes, waiting
 from ether_host.terminals.attach import Attachment
 from ether_host.terminals.buffer import Notifier
@@ -332,7 +332,7 @@ class TerminalManager:
         return SandboxPolicy(
             scratch=scratch,
             cwd=cwd if asked_cwd else scratch,
-            read_only=grant.read_only,
+            read_only=(*runtimes(), *grant.read_only),
             read_write=grant.read_write,
             network=grant.network,
         )
