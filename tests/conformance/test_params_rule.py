@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 DECLARATION = params_rule_declaration()
 ACTION: str = DECLARATION["action"]
 CASES: list[dict[str, Any]] = DECLARATION["cases"]
-LANGUAGES = {
+LANGUAGES: dict[str, dict[str, Any]] = {
     "python": {"language": common_pb2.LANGUAGE_PYTHON, "module": "agent"},
     "go": {"language": common_pb2.LANGUAGE_GO},
     "typescript": {"language": common_pb2.LANGUAGE_TYPESCRIPT},
