@@ -104,7 +104,8 @@ def main(quick: bool = False) -> int:
                     base |= {"agent": "echo"}
                     base |= {"pids": {"server": host.pid, "child": pid}}
                     sequential = _client(
-                        base | {"mode": "seq", "count": seq_count, "warmup": 100}, timeout=300
+                        base | {"mode": "seq", "count": seq_count, "warmup": 100, "time_limit": 60},
+                        timeout=300,
                     )
                     found["p50"].append(percentile(sequential["latencies_us"], 50))
                     concurrent = _client(
