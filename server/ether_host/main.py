@@ -42,8 +42,7 @@ from ether_host.procs import (
 from ether_host.resources import LimitSettings, Resources
 from ether_host.sandbox import SandboxSettings
 from ether_host.supervisor import Supervisor
-from ether_host.terminals import TerminalManager, TerminalSettings
-from ether_host.terminals.agents import AgentTerminals
+from ether_host.terminals import AgentTerminals, TerminalManager, TerminalSettings
 from ether_host.transport.agent_io import AgentIOServicer
 from ether_host.transport.gateway import GatewayServicer
 from ether_host.transport.interceptors import (

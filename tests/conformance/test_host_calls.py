@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from ether_host.terminals.agents import TERMINAL_CALLS
+from ether_host.terminals import TERMINAL_CALLS
 
 HERE = Path(__file__).resolve().parent
 HOST = HERE.parents[1] / "server" / "ether_host"

@@ -45,6 +45,58 @@ def test_the_core_never_imports_grpc_or_the_transport() -> None:
     assert not crossings, "\n".join(sorted(crossings))
 
 
+def imports(path: Path) -> list[tuple[str, list[str]]]:
+    """Every import of a source file as (module, names): ``import a.b`` gives ("a.b", []),
+    ``from a import b, c`` gives ("a", ["b", "c"])."""
+    found: list[tuple[str, list[str]]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, []) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.module or "", [alias.name for alias in node.names]))
+    return found
+
+
+def face(package: Path) -> set[str]:
+    """What a package's ``__init__`` exports: the names of its ``__all__``."""
+    for node in ast.parse((package / "__init__.py").read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def test_code_outside_a_core_package_imports_only_its_face() -> None:
+    """A core package is used through what its ``__init__`` exports (``__all__``): code outside
+    it never imports ``ether_host.<package>.<module>``, nor a name its face does not export, so
+    a package can rearrange its modules without its users noticing."""
+    packages = {
+        p.parent.name: face(p.parent)
+        for p in HOST.glob("*/__init__.py")
+        if p.parent.name not in FRONTS
+    }
+    assert {"agents", "supervisor", "link", "terminals", "gateway", "workflows"} <= set(packages)
+    assert all(packages.values()), "a core package without __all__"
+    crossings = set()
+    for path in HOST.rglob("*.py"):
+        where = path.relative_to(HOST).parts
+        for module, names in imports(path):
+            parts = module.split(".")
+            if parts[0] != "ether_host" or len(parts) < 2 or parts[1] not in packages:
+                continue
+            if len(where) > 1 and where[0] == parts[1]:
+                continue  # the package itself
+            if len(parts) > 2:
+                crossings.add(f"{path.relative_to(ROOT)} imports {module}")
+            crossings.update(
+                f"{path.relative_to(ROOT)} imports {name} from {module}, not in its __all__"
+                for name in names
+                if name not in packages[parts[1]]
+            )
+    assert not crossings, "\n".join(sorted(crossings))
+
+
 def test_the_cli_is_a_client_like_any_other() -> None:
     """Every ``ether`` command but ``serve`` reaches the host through the five services only: its
     modules import nothing of the host but the cli package itself (``serve`` runs the host)."""

@@ -2,6 +2,9 @@
 
 from ether_host.agents.dispatch import Dispatcher, RunningTask
 from ether_host.agents.model import (
+    ERROR,
+    PARTIAL,
+    SUCCESS,
     Budget,
     Metadata,
     TaskErrorInfo,
@@ -11,6 +14,9 @@ from ether_host.agents.model import (
 )
 
 __all__ = [
+    "ERROR",
+    "PARTIAL",
+    "SUCCESS",
     "Budget",
     "Dispatcher",
     "Metadata",

@@ -37,8 +37,7 @@ from ether_host.errors import (
     Unavailable,
 )
 from ether_host.link import SHUTTING_DOWN, AgentConnection, LinkClosed, Pending, TaskFailure
-from ether_host.supervisor import ActionInfo, ManagedAgent, Supervisor
-from ether_host.supervisor.replica import Replica
+from ether_host.supervisor import ActionInfo, ManagedAgent, Replica, Supervisor
 
 log = structlog.get_logger("ether.agents")
 

@@ -1,11 +1,13 @@
 """The gateway: user sessions through I/O gateway agents, their shared context, turn
 pipelines, messages between agents, and agents' controlled network egress with an audit log."""
 
+from ether_host.gateway import events
 from ether_host.gateway.context import MERGE_PATCH, REMOVE, REPLACE, SET, Change
 from ether_host.gateway.egress.audit import ALLOWED, DENIED, AuditFilter, AuditRecord
 from ether_host.gateway.events import SessionEvent
 from ether_host.gateway.messaging import Lagged, Message
 from ether_host.gateway.pipeline import Pipeline, Step, Trigger
+from ether_host.gateway.pipeline import describe as describe_pipeline
 from ether_host.gateway.service import Gateway
 from ether_host.gateway.sessions import CLOSED, OPEN, Session
 from ether_host.gateway.store import GatewayStore
@@ -31,4 +33,6 @@ __all__ = [
     "SessionEvent",
     "Step",
     "Trigger",
+    "describe_pipeline",
+    "events",
 ]

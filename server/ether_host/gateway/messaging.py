@@ -39,8 +39,7 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
-from ether_host.agents import Dispatcher, TaskInput
-from ether_host.agents.model import ERROR
+from ether_host.agents import ERROR, Dispatcher, TaskInput
 from ether_host.background import start_detached
 from ether_host.bus import History
 from ether_host.errors import EtherError, FieldViolation, InvalidArgument, ResourceExhausted

@@ -17,8 +17,7 @@ from typing import Any
 import anyio
 import structlog
 
-from ether_host.agents import Dispatcher, TaskEvent, TaskInput, TaskResult
-from ether_host.agents.model import ERROR
+from ether_host.agents import ERROR, Dispatcher, TaskEvent, TaskInput, TaskResult
 from ether_host.errors import (
     DeadlineExceeded,
     EtherError,

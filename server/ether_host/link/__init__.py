@@ -1,7 +1,12 @@
 """The stdio link: JSON frames, one per line, between the host and an agent process."""
 
-from ether_host.link.connection import SHUTTING_DOWN, AgentConnection
-from ether_host.link.lines import LineSplitter
+from ether_host.link.connection import (
+    DEFAULT_MAX_FRAME,
+    PROTOCOL_VERSIONS,
+    SHUTTING_DOWN,
+    AgentConnection,
+)
+from ether_host.link.lines import LineSplitter, Oversized
 from ether_host.link.pending import (
     HandshakeError,
     LinkClosed,
@@ -9,14 +14,20 @@ from ether_host.link.pending import (
     ProtocolMismatch,
     TaskFailure,
 )
+from ether_host.link.stderr import MAX_STDERR_LINE, StderrParser
 
 __all__ = [
+    "DEFAULT_MAX_FRAME",
+    "MAX_STDERR_LINE",
+    "PROTOCOL_VERSIONS",
     "SHUTTING_DOWN",
     "AgentConnection",
     "HandshakeError",
     "LineSplitter",
     "LinkClosed",
+    "Oversized",
     "Pending",
     "ProtocolMismatch",
+    "StderrParser",
     "TaskFailure",
 ]

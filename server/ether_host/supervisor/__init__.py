@@ -3,6 +3,7 @@
 from ether_host.supervisor.agent import ActionInfo, ManagedAgent
 from ether_host.supervisor.manifest import AgentSpec
 from ether_host.supervisor.records import LifecycleEvent, LogLine, State
+from ether_host.supervisor.replica import Replica
 from ether_host.supervisor.service import Supervisor
 
 __all__ = [
@@ -11,6 +12,7 @@ __all__ = [
     "LifecycleEvent",
     "LogLine",
     "ManagedAgent",
+    "Replica",
     "State",
     "Supervisor",
 ]

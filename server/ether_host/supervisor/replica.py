@@ -23,10 +23,17 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
-from ether_host.link import AgentConnection, HandshakeError, LinkClosed, ProtocolMismatch
-from ether_host.link.connection import PROTOCOL_VERSIONS
-from ether_host.link.lines import LineSplitter, Oversized
-from ether_host.link.stderr import MAX_STDERR_LINE, StderrParser
+from ether_host.link import (
+    MAX_STDERR_LINE,
+    PROTOCOL_VERSIONS,
+    AgentConnection,
+    HandshakeError,
+    LineSplitter,
+    LinkClosed,
+    Oversized,
+    ProtocolMismatch,
+    StderrParser,
+)
 from ether_host.procs import group_members, kill_group, set_cpu_policy
 from ether_host.supervisor.environment import agent_environment
 from ether_host.supervisor.pipes import open_agent_process

@@ -27,7 +27,7 @@ from ether_host.errors import (
     PermissionDenied,
     Unavailable,
 )
-from ether_host.link.connection import DEFAULT_MAX_FRAME
+from ether_host.link import DEFAULT_MAX_FRAME
 from ether_host.procs import ChildRegistry
 from ether_host.resources import Resources, narrow
 from ether_host.sandbox import Grant, SandboxSettings

@@ -6,6 +6,7 @@ patched pyte off the event loop. See docs/terminals.md.
 """
 
 from ether_host.terminals.attach import AttachItem, Attachment, Exited, Lagged, Output, Snapshot
+from ether_host.terminals.hostcalls import TERMINAL_CALLS, AgentTerminals
 from ether_host.terminals.keys import InputSpec
 from ether_host.terminals.manager import ADMIN, AGENT_RIGHTS, TerminalManager
 from ether_host.terminals.model import (
@@ -33,6 +34,8 @@ from ether_host.terminals.waiting import (
 __all__ = [
     "ADMIN",
     "AGENT_RIGHTS",
+    "TERMINAL_CALLS",
+    "AgentTerminals",
     "AttachItem",
     "Attachment",
     "CreateSpec",

@@ -84,7 +84,7 @@ class TerminalManager:
         self.resources = Resources.unlimited()
         self._state_dir = state_dir
         # What a new terminal of an owner may see (None: no sandbox). Clients' per the
-        # [terminals] table; main wires agents' own (terminals/agents.py).
+        # [terminals] table; main wires agents' own (terminals/hostcalls.py).
         self.sandbox_for: Callable[[str], tuple[Grant, SandboxSettings] | None] = (
             self._client_sandbox
         )

@@ -7,9 +7,17 @@ from typing import Any
 from google.protobuf import timestamp_pb2
 
 from ether.v1 import agent_io_pb2, gateway_pb2
-from ether_host.gateway import ALLOWED, OPEN, AuditRecord, Change, Message, Session, SessionEvent
+from ether_host.gateway import (
+    ALLOWED,
+    OPEN,
+    AuditRecord,
+    Change,
+    Message,
+    Session,
+    SessionEvent,
+    describe_pipeline,
+)
 from ether_host.gateway import events as ev
-from ether_host.gateway.pipeline import describe
 from ether_host.transport import convert
 
 _TASK_STATUS = {
@@ -105,7 +113,7 @@ def session(value: Session) -> gateway_pb2.Session:
         idle_timeout=convert.duration(value.idle_timeout),
     )
     if value.pipeline.steps or value.pipeline.turn_timeout is not None:
-        message.pipeline.CopyFrom(pipeline_to(describe(value.pipeline)))
+        message.pipeline.CopyFrom(pipeline_to(describe_pipeline(value.pipeline)))
     if value.closed_at is not None:
         message.closed_at.CopyFrom(convert.timestamp(value.closed_at))
     return message

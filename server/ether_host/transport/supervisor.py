@@ -11,8 +11,14 @@ from ether.v1 import supervisor_pb2, supervisor_pb2_grpc
 from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.lifecycle import Lifecycle
 from ether_host.paging import paginate
-from ether_host.supervisor import AgentSpec, LifecycleEvent, LogLine, ManagedAgent, Supervisor
-from ether_host.supervisor.replica import Replica
+from ether_host.supervisor import (
+    AgentSpec,
+    LifecycleEvent,
+    LogLine,
+    ManagedAgent,
+    Replica,
+    Supervisor,
+)
 from ether_host.transport import convert
 
 MAX_TAIL = 10000

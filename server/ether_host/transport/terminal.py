@@ -16,6 +16,8 @@ from ether_host.errors import EtherError, FieldViolation, InvalidArgument
 from ether_host.lifecycle import Lifecycle
 from ether_host.paging import paginate
 from ether_host.terminals import (
+    AttachItem,
+    Attachment,
     CreateSpec,
     Exited,
     ExitInfo,
@@ -36,7 +38,6 @@ from ether_host.terminals import (
     WaitCondition,
     WaitFailure,
 )
-from ether_host.terminals.attach import AttachItem, Attachment
 from ether_host.transport import convert
 from ether_host.transport.interceptors import current_identity
 

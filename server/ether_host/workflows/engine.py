@@ -18,8 +18,7 @@ from typing import Any
 import anyio
 import structlog
 
-from ether_host.agents import Dispatcher, TaskEvent, TaskInput, TaskResult
-from ether_host.agents.model import SUCCESS
+from ether_host.agents import SUCCESS, Dispatcher, TaskEvent, TaskInput, TaskResult
 from ether_host.errors import Cancelled, EtherError, NotFound
 from ether_host.supervisor import Supervisor
 from ether_host.workflows import budgets, retries

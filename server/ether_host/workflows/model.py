@@ -15,8 +15,7 @@ from typing import Any
 
 import anyio
 
-from ether_host.agents import Metadata, TaskErrorInfo, TaskResult
-from ether_host.agents.model import ERROR, SUCCESS
+from ether_host.agents import ERROR, SUCCESS, Metadata, TaskErrorInfo, TaskResult
 from ether_host.workflows.spec import WorkflowSpec, duration_json
 
 

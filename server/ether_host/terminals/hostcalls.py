@@ -28,12 +28,11 @@ from typing import Any
 
 import anyio
 
-from ether_host.agents.dispatch import RunningTask
+from ether_host.agents import RunningTask
 from ether_host.auth import Identity
 from ether_host.errors import EtherError, FieldViolation, InvalidArgument, NotFound
 from ether_host.sandbox import Grant, SandboxSettings
-from ether_host.supervisor import Supervisor
-from ether_host.supervisor.records import State
+from ether_host.supervisor import State, Supervisor
 from ether_host.terminals.keys import InputSpec
 from ether_host.terminals.manager import AGENT_RIGHTS, TerminalManager
 from ether_host.terminals.matching import HeadTail, OutputMatcher, compile_regex
