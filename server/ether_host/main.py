@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import signal
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,12 +28,12 @@ from ether.v1 import (
     workflow_pb2,
     workflow_pb2_grpc,
 )
-from ether_host import containment
+from ether_host import __version__, containment
 from ether_host.agents import Dispatcher
 from ether_host.auth import TokenFileError, TokenTable, load_token_file
 from ether_host.config import HostConfig
 from ether_host.gateway import Gateway, GatewayStore
-from ether_host.lifecycle import Lifecycle
+from ether_host.lifecycle import HostInfo, Lifecycle
 from ether_host.procs import (
     ChildRegistry,
     become_subreaper,
@@ -255,6 +256,15 @@ async def run_host(
             [dict(entry) for entry in config.agents], config.agents_dir
         )
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            core.lifecycle.info = HostInfo(
+                version=__version__,
+                listeners=tuple(addresses),
+                auth=tokens is not None,
+                tls=credentials is not None,
+                client_certificates=bool(config.tls_client_ca),
+                isolation=replace(isolation, limits=core.supervisor.resources.mechanisms()),
+                started_at=time.time(),
+            )
             await server.start()
             tg.start_soon(keep_helper_threads_batched)  # gRPC's threads exist once started
             # What exists now (modules, descriptors, the core) lives as long as the host: out of

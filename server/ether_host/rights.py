@@ -71,6 +71,7 @@ METHOD_RIGHTS: Mapping[str, str] = {
             "WatchEvents": AGENT_READ,
             # An agent's log lines can hold what its tasks read and wrote.
             "StreamLogs": AGENT_LOGS,
+            "GetHostInfo": AGENT_READ,
         },
     ),
     **_service(

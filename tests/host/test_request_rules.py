@@ -44,6 +44,7 @@ METHODS = [
 EMPTY_IS_VALID = {
     "ListAgents",
     "ListProcesses",
+    "GetHostInfo",
     "WatchEvents",
     "CreateTerminal",
     "ListTerminals",

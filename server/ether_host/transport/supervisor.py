@@ -8,7 +8,7 @@ from typing import Any
 import grpc
 
 from ether.v1 import supervisor_pb2, supervisor_pb2_grpc
-from ether_host.errors import FieldViolation, InvalidArgument
+from ether_host.errors import FieldViolation, InvalidArgument, Unavailable
 from ether_host.lifecycle import Lifecycle
 from ether_host.paging import paginate
 from ether_host.supervisor import (
@@ -92,6 +92,33 @@ class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
         )
         return supervisor_pb2.ListProcessesResponse(
             processes=[process_info(r) for r in page], next_page_token=token
+        )
+
+    async def GetHostInfo(
+        self, request: supervisor_pb2.GetHostInfoRequest, context: grpc.aio.ServicerContext
+    ) -> supervisor_pb2.GetHostInfoResponse:
+        info = self._lifecycle.info
+        if info is None:  # not serving yet: no call reaches a host before it serves
+            raise Unavailable("the host is starting", reason="HOST_STARTING", retry_after=1.0)
+        isolation = info.isolation
+        return supervisor_pb2.GetHostInfoResponse(
+            host=supervisor_pb2.HostInfo(
+                version=info.version,
+                listeners=list(info.listeners),
+                auth=info.auth,
+                tls=info.tls,
+                client_certificates=info.client_certificates,
+                isolation=supervisor_pb2.Isolation(
+                    sandbox_mode=isolation.mode,
+                    sandboxed=isolation.sandboxed,
+                    bubblewrap=isolation.bubblewrap,
+                    pid_namespaces=isolation.pid_namespace,
+                    namespaces=list(isolation.namespaces),
+                    why_not=isolation.why_not,
+                    limits=dict(isolation.limits),
+                ),
+                started_at=convert.timestamp(info.started_at),
+            )
         )
 
     async def WatchEvents(

@@ -1841,6 +1841,295 @@ func (x *StreamLogsResponse) GetFields() *structpb.Struct {
 	return nil
 }
 
+// GetHostInfoRequest is the request of SupervisorService.GetHostInfo.
+type GetHostInfoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetHostInfoRequest) Reset() {
+	*x = GetHostInfoRequest{}
+	mi := &file_ether_v1_supervisor_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetHostInfoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetHostInfoRequest) ProtoMessage() {}
+
+func (x *GetHostInfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ether_v1_supervisor_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetHostInfoRequest.ProtoReflect.Descriptor instead.
+func (*GetHostInfoRequest) Descriptor() ([]byte, []int) {
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{21}
+}
+
+// GetHostInfoResponse is the response of SupervisorService.GetHostInfo.
+type GetHostInfoResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The host.
+	Host          *HostInfo `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetHostInfoResponse) Reset() {
+	*x = GetHostInfoResponse{}
+	mi := &file_ether_v1_supervisor_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetHostInfoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetHostInfoResponse) ProtoMessage() {}
+
+func (x *GetHostInfoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ether_v1_supervisor_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetHostInfoResponse.ProtoReflect.Descriptor instead.
+func (*GetHostInfoResponse) Descriptor() ([]byte, []int) {
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GetHostInfoResponse) GetHost() *HostInfo {
+	if x != nil {
+		return x.Host
+	}
+	return nil
+}
+
+// HostInfo describes a running host.
+type HostInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The host's version (the ether-host package).
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// The addresses it listens on, as bound ("127.0.0.1:50051", "unix:/path").
+	Listeners []string `protobuf:"bytes,2,rep,name=listeners,proto3" json:"listeners,omitempty"`
+	// Callers must present a token (a token file is configured).
+	Auth bool `protobuf:"varint,3,opt,name=auth,proto3" json:"auth,omitempty"`
+	// The TCP listener serves TLS.
+	Tls bool `protobuf:"varint,4,opt,name=tls,proto3" json:"tls,omitempty"`
+	// Callers must present a client certificate from the configured CA.
+	ClientCertificates bool `protobuf:"varint,5,opt,name=client_certificates,json=clientCertificates,proto3" json:"client_certificates,omitempty"`
+	// What isolates agents and terminals.
+	Isolation *Isolation `protobuf:"bytes,6,opt,name=isolation,proto3" json:"isolation,omitempty"`
+	// When the host started serving.
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostInfo) Reset() {
+	*x = HostInfo{}
+	mi := &file_ether_v1_supervisor_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostInfo) ProtoMessage() {}
+
+func (x *HostInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_ether_v1_supervisor_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostInfo.ProtoReflect.Descriptor instead.
+func (*HostInfo) Descriptor() ([]byte, []int) {
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *HostInfo) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *HostInfo) GetListeners() []string {
+	if x != nil {
+		return x.Listeners
+	}
+	return nil
+}
+
+func (x *HostInfo) GetAuth() bool {
+	if x != nil {
+		return x.Auth
+	}
+	return false
+}
+
+func (x *HostInfo) GetTls() bool {
+	if x != nil {
+		return x.Tls
+	}
+	return false
+}
+
+func (x *HostInfo) GetClientCertificates() bool {
+	if x != nil {
+		return x.ClientCertificates
+	}
+	return false
+}
+
+func (x *HostInfo) GetIsolation() *Isolation {
+	if x != nil {
+		return x.Isolation
+	}
+	return nil
+}
+
+func (x *HostInfo) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+// Isolation says what isolates agents and terminals on this host.
+type Isolation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The host config's [sandbox] mode: "auto", "required" or "off".
+	SandboxMode string `protobuf:"bytes,1,opt,name=sandbox_mode,json=sandboxMode,proto3" json:"sandbox_mode,omitempty"`
+	// Agents run in sandboxes (bubblewrap namespaces, no network, a narrow
+	// file system view; docs/agents.md).
+	Sandboxed bool `protobuf:"varint,2,opt,name=sandboxed,proto3" json:"sandboxed,omitempty"`
+	// The bubblewrap version in use ("bubblewrap 0.8.0"); empty when missing
+	// or unusable.
+	Bubblewrap string `protobuf:"bytes,3,opt,name=bubblewrap,proto3" json:"bubblewrap,omitempty"`
+	// Every agent replica and terminal runs in a PID namespace of its own, so
+	// nothing it starts outlives it or the host.
+	PidNamespaces bool `protobuf:"varint,4,opt,name=pid_namespaces,json=pidNamespaces,proto3" json:"pid_namespaces,omitempty"`
+	// The namespaces of an agent's sandbox ("pid", "net", "ipc", "uts",
+	// "mount", "user"); empty without a sandbox.
+	Namespaces []string `protobuf:"bytes,5,rep,name=namespaces,proto3" json:"namespaces,omitempty"`
+	// Why agents run without a sandbox; empty when they run in one.
+	WhyNot string `protobuf:"bytes,6,opt,name=why_not,json=whyNot,proto3" json:"why_not,omitempty"`
+	// Resource -> the mechanism enforcing its limit ("cgroup v1 memory",
+	// "rlimit RLIMIT_NOFILE", "none"): memory, pids, open_files, file_size,
+	// cpu_time, cpu_weight (docs/limits.md).
+	Limits        map[string]string `protobuf:"bytes,7,rep,name=limits,proto3" json:"limits,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Isolation) Reset() {
+	*x = Isolation{}
+	mi := &file_ether_v1_supervisor_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Isolation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Isolation) ProtoMessage() {}
+
+func (x *Isolation) ProtoReflect() protoreflect.Message {
+	mi := &file_ether_v1_supervisor_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Isolation.ProtoReflect.Descriptor instead.
+func (*Isolation) Descriptor() ([]byte, []int) {
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Isolation) GetSandboxMode() string {
+	if x != nil {
+		return x.SandboxMode
+	}
+	return ""
+}
+
+func (x *Isolation) GetSandboxed() bool {
+	if x != nil {
+		return x.Sandboxed
+	}
+	return false
+}
+
+func (x *Isolation) GetBubblewrap() string {
+	if x != nil {
+		return x.Bubblewrap
+	}
+	return ""
+}
+
+func (x *Isolation) GetPidNamespaces() bool {
+	if x != nil {
+		return x.PidNamespaces
+	}
+	return false
+}
+
+func (x *Isolation) GetNamespaces() []string {
+	if x != nil {
+		return x.Namespaces
+	}
+	return nil
+}
+
+func (x *Isolation) GetWhyNot() string {
+	if x != nil {
+		return x.WhyNot
+	}
+	return ""
+}
+
+func (x *Isolation) GetLimits() map[string]string {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
 var File_ether_v1_supervisor_proto protoreflect.FileDescriptor
 
 const file_ether_v1_supervisor_proto_rawDesc = "" +
@@ -1981,7 +2270,34 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\x06source\x18\x05 \x01(\tR\x06source\x12\x14\n" +
 	"\x05level\x18\x06 \x01(\tR\x05level\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12/\n" +
-	"\x06fields\x18\b \x01(\v2\x17.google.protobuf.StructR\x06fields*\x83\x01\n" +
+	"\x06fields\x18\b \x01(\v2\x17.google.protobuf.StructR\x06fields\"\x14\n" +
+	"\x12GetHostInfoRequest\"=\n" +
+	"\x13GetHostInfoResponse\x12&\n" +
+	"\x04host\x18\x01 \x01(\v2\x12.ether.v1.HostInfoR\x04host\"\x87\x02\n" +
+	"\bHostInfo\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1c\n" +
+	"\tlisteners\x18\x02 \x03(\tR\tlisteners\x12\x12\n" +
+	"\x04auth\x18\x03 \x01(\bR\x04auth\x12\x10\n" +
+	"\x03tls\x18\x04 \x01(\bR\x03tls\x12/\n" +
+	"\x13client_certificates\x18\x05 \x01(\bR\x12clientCertificates\x121\n" +
+	"\tisolation\x18\x06 \x01(\v2\x13.ether.v1.IsolationR\tisolation\x129\n" +
+	"\n" +
+	"started_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\"\xc0\x02\n" +
+	"\tIsolation\x12!\n" +
+	"\fsandbox_mode\x18\x01 \x01(\tR\vsandboxMode\x12\x1c\n" +
+	"\tsandboxed\x18\x02 \x01(\bR\tsandboxed\x12\x1e\n" +
+	"\n" +
+	"bubblewrap\x18\x03 \x01(\tR\n" +
+	"bubblewrap\x12%\n" +
+	"\x0epid_namespaces\x18\x04 \x01(\bR\rpidNamespaces\x12\x1e\n" +
+	"\n" +
+	"namespaces\x18\x05 \x03(\tR\n" +
+	"namespaces\x12\x17\n" +
+	"\awhy_not\x18\x06 \x01(\tR\x06whyNot\x127\n" +
+	"\x06limits\x18\a \x03(\v2\x1f.ether.v1.Isolation.LimitsEntryR\x06limits\x1a9\n" +
+	"\vLimitsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\x83\x01\n" +
 	"\rRestartPolicy\x12\x1e\n" +
 	"\x1aRESTART_POLICY_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15RESTART_POLICY_ALWAYS\x10\x01\x12\x1d\n" +
@@ -1995,7 +2311,7 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"!CPU_SCHEDULING_POLICY_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCPU_SCHEDULING_POLICY_BATCH\x10\x01\x12\x1f\n" +
 	"\x1bCPU_SCHEDULING_POLICY_OTHER\x10\x02\x12\x1e\n" +
-	"\x1aCPU_SCHEDULING_POLICY_IDLE\x10\x032\xbd\x05\n" +
+	"\x1aCPU_SCHEDULING_POLICY_IDLE\x10\x032\x89\x06\n" +
 	"\x11SupervisorService\x12J\n" +
 	"\vDeployAgent\x12\x1c.ether.v1.DeployAgentRequest\x1a\x1d.ether.v1.DeployAgentResponse\x12J\n" +
 	"\vRemoveAgent\x12\x1c.ether.v1.RemoveAgentRequest\x1a\x1d.ether.v1.RemoveAgentResponse\x12G\n" +
@@ -2008,7 +2324,8 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\rListProcesses\x12\x1e.ether.v1.ListProcessesRequest\x1a\x1f.ether.v1.ListProcessesResponse\x12L\n" +
 	"\vWatchEvents\x12\x1c.ether.v1.WatchEventsRequest\x1a\x1d.ether.v1.WatchEventsResponse0\x01\x12I\n" +
 	"\n" +
-	"StreamLogs\x12\x1b.ether.v1.StreamLogsRequest\x1a\x1c.ether.v1.StreamLogsResponse0\x01B\x98\x01\n" +
+	"StreamLogs\x12\x1b.ether.v1.StreamLogsRequest\x1a\x1c.ether.v1.StreamLogsResponse0\x01\x12J\n" +
+	"\vGetHostInfo\x12\x1c.ether.v1.GetHostInfoRequest\x1a\x1d.ether.v1.GetHostInfoResponseB\x98\x01\n" +
 	"\fcom.ether.v1B\x0fSupervisorProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03EXX\xaa\x02\bEther.V1\xca\x02\bEther\\V1\xe2\x02\x14Ether\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3"
 
 var (
@@ -2024,7 +2341,7 @@ func file_ether_v1_supervisor_proto_rawDescGZIP() []byte {
 }
 
 var file_ether_v1_supervisor_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_ether_v1_supervisor_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_ether_v1_supervisor_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_ether_v1_supervisor_proto_goTypes = []any{
 	(RestartPolicy)(0),            // 0: ether.v1.RestartPolicy
 	(LinkProtocol)(0),             // 1: ether.v1.LinkProtocol
@@ -2050,74 +2367,85 @@ var file_ether_v1_supervisor_proto_goTypes = []any{
 	(*WatchEventsResponse)(nil),   // 21: ether.v1.WatchEventsResponse
 	(*StreamLogsRequest)(nil),     // 22: ether.v1.StreamLogsRequest
 	(*StreamLogsResponse)(nil),    // 23: ether.v1.StreamLogsResponse
-	nil,                           // 24: ether.v1.AgentSpec.EnvEntry
-	(Language)(0),                 // 25: ether.v1.Language
-	(AgentType)(0),                // 26: ether.v1.AgentType
-	(*structpb.Struct)(nil),       // 27: google.protobuf.Struct
-	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
-	(AgentState)(0),               // 29: ether.v1.AgentState
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
-	(*AgentInfo)(nil),             // 31: ether.v1.AgentInfo
+	(*GetHostInfoRequest)(nil),    // 24: ether.v1.GetHostInfoRequest
+	(*GetHostInfoResponse)(nil),   // 25: ether.v1.GetHostInfoResponse
+	(*HostInfo)(nil),              // 26: ether.v1.HostInfo
+	(*Isolation)(nil),             // 27: ether.v1.Isolation
+	nil,                           // 28: ether.v1.AgentSpec.EnvEntry
+	nil,                           // 29: ether.v1.Isolation.LimitsEntry
+	(Language)(0),                 // 30: ether.v1.Language
+	(AgentType)(0),                // 31: ether.v1.AgentType
+	(*structpb.Struct)(nil),       // 32: google.protobuf.Struct
+	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
+	(AgentState)(0),               // 34: ether.v1.AgentState
+	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
+	(*AgentInfo)(nil),             // 36: ether.v1.AgentInfo
 }
 var file_ether_v1_supervisor_proto_depIdxs = []int32{
-	25, // 0: ether.v1.AgentSpec.language:type_name -> ether.v1.Language
-	26, // 1: ether.v1.AgentSpec.type:type_name -> ether.v1.AgentType
+	30, // 0: ether.v1.AgentSpec.language:type_name -> ether.v1.Language
+	31, // 1: ether.v1.AgentSpec.type:type_name -> ether.v1.AgentType
 	0,  // 2: ether.v1.AgentSpec.restart:type_name -> ether.v1.RestartPolicy
-	24, // 3: ether.v1.AgentSpec.env:type_name -> ether.v1.AgentSpec.EnvEntry
-	27, // 4: ether.v1.AgentSpec.config:type_name -> google.protobuf.Struct
-	28, // 5: ether.v1.AgentSpec.start_timeout:type_name -> google.protobuf.Duration
-	28, // 6: ether.v1.AgentSpec.stop_grace:type_name -> google.protobuf.Duration
+	28, // 3: ether.v1.AgentSpec.env:type_name -> ether.v1.AgentSpec.EnvEntry
+	32, // 4: ether.v1.AgentSpec.config:type_name -> google.protobuf.Struct
+	33, // 5: ether.v1.AgentSpec.start_timeout:type_name -> google.protobuf.Duration
+	33, // 6: ether.v1.AgentSpec.stop_grace:type_name -> google.protobuf.Duration
 	1,  // 7: ether.v1.AgentSpec.protocol:type_name -> ether.v1.LinkProtocol
-	28, // 8: ether.v1.AgentSpec.cancel_grace:type_name -> google.protobuf.Duration
+	33, // 8: ether.v1.AgentSpec.cancel_grace:type_name -> google.protobuf.Duration
 	2,  // 9: ether.v1.AgentSpec.cpu_scheduling_policy:type_name -> ether.v1.CpuSchedulingPolicy
-	28, // 10: ether.v1.AgentSpec.ping_interval:type_name -> google.protobuf.Duration
-	28, // 11: ether.v1.AgentSpec.ping_timeout:type_name -> google.protobuf.Duration
-	28, // 12: ether.v1.AgentSpec.backoff_base:type_name -> google.protobuf.Duration
-	28, // 13: ether.v1.AgentSpec.backoff_cap:type_name -> google.protobuf.Duration
-	28, // 14: ether.v1.AgentSpec.restart_period:type_name -> google.protobuf.Duration
-	28, // 15: ether.v1.AgentSpec.stable_after:type_name -> google.protobuf.Duration
-	28, // 16: ether.v1.AgentSpec.reset_after:type_name -> google.protobuf.Duration
-	29, // 17: ether.v1.ProcessInfo.state:type_name -> ether.v1.AgentState
-	30, // 18: ether.v1.ProcessInfo.started_at:type_name -> google.protobuf.Timestamp
-	31, // 19: ether.v1.AgentStatus.info:type_name -> ether.v1.AgentInfo
+	33, // 10: ether.v1.AgentSpec.ping_interval:type_name -> google.protobuf.Duration
+	33, // 11: ether.v1.AgentSpec.ping_timeout:type_name -> google.protobuf.Duration
+	33, // 12: ether.v1.AgentSpec.backoff_base:type_name -> google.protobuf.Duration
+	33, // 13: ether.v1.AgentSpec.backoff_cap:type_name -> google.protobuf.Duration
+	33, // 14: ether.v1.AgentSpec.restart_period:type_name -> google.protobuf.Duration
+	33, // 15: ether.v1.AgentSpec.stable_after:type_name -> google.protobuf.Duration
+	33, // 16: ether.v1.AgentSpec.reset_after:type_name -> google.protobuf.Duration
+	34, // 17: ether.v1.ProcessInfo.state:type_name -> ether.v1.AgentState
+	35, // 18: ether.v1.ProcessInfo.started_at:type_name -> google.protobuf.Timestamp
+	36, // 19: ether.v1.AgentStatus.info:type_name -> ether.v1.AgentInfo
 	3,  // 20: ether.v1.AgentStatus.spec:type_name -> ether.v1.AgentSpec
 	4,  // 21: ether.v1.AgentStatus.processes:type_name -> ether.v1.ProcessInfo
 	3,  // 22: ether.v1.DeployAgentRequest.spec:type_name -> ether.v1.AgentSpec
 	5,  // 23: ether.v1.DeployAgentResponse.agent:type_name -> ether.v1.AgentStatus
 	5,  // 24: ether.v1.StartAgentResponse.agent:type_name -> ether.v1.AgentStatus
-	28, // 25: ether.v1.StopAgentRequest.grace:type_name -> google.protobuf.Duration
+	33, // 25: ether.v1.StopAgentRequest.grace:type_name -> google.protobuf.Duration
 	5,  // 26: ether.v1.StopAgentResponse.agent:type_name -> ether.v1.AgentStatus
 	5,  // 27: ether.v1.RestartAgentResponse.agent:type_name -> ether.v1.AgentStatus
 	5,  // 28: ether.v1.ScaleAgentResponse.agent:type_name -> ether.v1.AgentStatus
 	4,  // 29: ether.v1.ListProcessesResponse.processes:type_name -> ether.v1.ProcessInfo
-	30, // 30: ether.v1.WatchEventsResponse.time:type_name -> google.protobuf.Timestamp
-	29, // 31: ether.v1.WatchEventsResponse.state:type_name -> ether.v1.AgentState
-	29, // 32: ether.v1.WatchEventsResponse.previous_state:type_name -> ether.v1.AgentState
-	30, // 33: ether.v1.StreamLogsResponse.time:type_name -> google.protobuf.Timestamp
-	27, // 34: ether.v1.StreamLogsResponse.fields:type_name -> google.protobuf.Struct
-	6,  // 35: ether.v1.SupervisorService.DeployAgent:input_type -> ether.v1.DeployAgentRequest
-	8,  // 36: ether.v1.SupervisorService.RemoveAgent:input_type -> ether.v1.RemoveAgentRequest
-	10, // 37: ether.v1.SupervisorService.StartAgent:input_type -> ether.v1.StartAgentRequest
-	12, // 38: ether.v1.SupervisorService.StopAgent:input_type -> ether.v1.StopAgentRequest
-	14, // 39: ether.v1.SupervisorService.RestartAgent:input_type -> ether.v1.RestartAgentRequest
-	16, // 40: ether.v1.SupervisorService.ScaleAgent:input_type -> ether.v1.ScaleAgentRequest
-	18, // 41: ether.v1.SupervisorService.ListProcesses:input_type -> ether.v1.ListProcessesRequest
-	20, // 42: ether.v1.SupervisorService.WatchEvents:input_type -> ether.v1.WatchEventsRequest
-	22, // 43: ether.v1.SupervisorService.StreamLogs:input_type -> ether.v1.StreamLogsRequest
-	7,  // 44: ether.v1.SupervisorService.DeployAgent:output_type -> ether.v1.DeployAgentResponse
-	9,  // 45: ether.v1.SupervisorService.RemoveAgent:output_type -> ether.v1.RemoveAgentResponse
-	11, // 46: ether.v1.SupervisorService.StartAgent:output_type -> ether.v1.StartAgentResponse
-	13, // 47: ether.v1.SupervisorService.StopAgent:output_type -> ether.v1.StopAgentResponse
-	15, // 48: ether.v1.SupervisorService.RestartAgent:output_type -> ether.v1.RestartAgentResponse
-	17, // 49: ether.v1.SupervisorService.ScaleAgent:output_type -> ether.v1.ScaleAgentResponse
-	19, // 50: ether.v1.SupervisorService.ListProcesses:output_type -> ether.v1.ListProcessesResponse
-	21, // 51: ether.v1.SupervisorService.WatchEvents:output_type -> ether.v1.WatchEventsResponse
-	23, // 52: ether.v1.SupervisorService.StreamLogs:output_type -> ether.v1.StreamLogsResponse
-	44, // [44:53] is the sub-list for method output_type
-	35, // [35:44] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	35, // 30: ether.v1.WatchEventsResponse.time:type_name -> google.protobuf.Timestamp
+	34, // 31: ether.v1.WatchEventsResponse.state:type_name -> ether.v1.AgentState
+	34, // 32: ether.v1.WatchEventsResponse.previous_state:type_name -> ether.v1.AgentState
+	35, // 33: ether.v1.StreamLogsResponse.time:type_name -> google.protobuf.Timestamp
+	32, // 34: ether.v1.StreamLogsResponse.fields:type_name -> google.protobuf.Struct
+	26, // 35: ether.v1.GetHostInfoResponse.host:type_name -> ether.v1.HostInfo
+	27, // 36: ether.v1.HostInfo.isolation:type_name -> ether.v1.Isolation
+	35, // 37: ether.v1.HostInfo.started_at:type_name -> google.protobuf.Timestamp
+	29, // 38: ether.v1.Isolation.limits:type_name -> ether.v1.Isolation.LimitsEntry
+	6,  // 39: ether.v1.SupervisorService.DeployAgent:input_type -> ether.v1.DeployAgentRequest
+	8,  // 40: ether.v1.SupervisorService.RemoveAgent:input_type -> ether.v1.RemoveAgentRequest
+	10, // 41: ether.v1.SupervisorService.StartAgent:input_type -> ether.v1.StartAgentRequest
+	12, // 42: ether.v1.SupervisorService.StopAgent:input_type -> ether.v1.StopAgentRequest
+	14, // 43: ether.v1.SupervisorService.RestartAgent:input_type -> ether.v1.RestartAgentRequest
+	16, // 44: ether.v1.SupervisorService.ScaleAgent:input_type -> ether.v1.ScaleAgentRequest
+	18, // 45: ether.v1.SupervisorService.ListProcesses:input_type -> ether.v1.ListProcessesRequest
+	20, // 46: ether.v1.SupervisorService.WatchEvents:input_type -> ether.v1.WatchEventsRequest
+	22, // 47: ether.v1.SupervisorService.StreamLogs:input_type -> ether.v1.StreamLogsRequest
+	24, // 48: ether.v1.SupervisorService.GetHostInfo:input_type -> ether.v1.GetHostInfoRequest
+	7,  // 49: ether.v1.SupervisorService.DeployAgent:output_type -> ether.v1.DeployAgentResponse
+	9,  // 50: ether.v1.SupervisorService.RemoveAgent:output_type -> ether.v1.RemoveAgentResponse
+	11, // 51: ether.v1.SupervisorService.StartAgent:output_type -> ether.v1.StartAgentResponse
+	13, // 52: ether.v1.SupervisorService.StopAgent:output_type -> ether.v1.StopAgentResponse
+	15, // 53: ether.v1.SupervisorService.RestartAgent:output_type -> ether.v1.RestartAgentResponse
+	17, // 54: ether.v1.SupervisorService.ScaleAgent:output_type -> ether.v1.ScaleAgentResponse
+	19, // 55: ether.v1.SupervisorService.ListProcesses:output_type -> ether.v1.ListProcessesResponse
+	21, // 56: ether.v1.SupervisorService.WatchEvents:output_type -> ether.v1.WatchEventsResponse
+	23, // 57: ether.v1.SupervisorService.StreamLogs:output_type -> ether.v1.StreamLogsResponse
+	25, // 58: ether.v1.SupervisorService.GetHostInfo:output_type -> ether.v1.GetHostInfoResponse
+	49, // [49:59] is the sub-list for method output_type
+	39, // [39:49] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_ether_v1_supervisor_proto_init() }
@@ -2137,7 +2465,7 @@ func file_ether_v1_supervisor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ether_v1_supervisor_proto_rawDesc), len(file_ether_v1_supervisor_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   22,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

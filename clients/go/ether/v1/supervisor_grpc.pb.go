@@ -28,6 +28,7 @@ const (
 	SupervisorService_ListProcesses_FullMethodName = "/ether.v1.SupervisorService/ListProcesses"
 	SupervisorService_WatchEvents_FullMethodName   = "/ether.v1.SupervisorService/WatchEvents"
 	SupervisorService_StreamLogs_FullMethodName    = "/ether.v1.SupervisorService/StreamLogs"
+	SupervisorService_GetHostInfo_FullMethodName   = "/ether.v1.SupervisorService/GetHostInfo"
 )
 
 // SupervisorServiceClient is the client API for SupervisorService service.
@@ -113,6 +114,12 @@ type SupervisorServiceClient interface {
 	// Errors: NOT_FOUND (unknown agent); INVALID_ARGUMENT (tail_lines
 	// negative or above 10000).
 	StreamLogs(ctx context.Context, in *StreamLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamLogsResponse], error)
+	// GetHostInfo reports the host itself: its version, the addresses it
+	// listens on, whether callers need a token or a client certificate, and
+	// what isolates agents and terminals on this machine (the sandbox's
+	// namespaces, or why there is none; the mechanism enforcing each resource
+	// limit), as `ether serve` logs it at start. Read-only; needs agent.read.
+	GetHostInfo(ctx context.Context, in *GetHostInfoRequest, opts ...grpc.CallOption) (*GetHostInfoResponse, error)
 }
 
 type supervisorServiceClient struct {
@@ -231,6 +238,16 @@ func (c *supervisorServiceClient) StreamLogs(ctx context.Context, in *StreamLogs
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SupervisorService_StreamLogsClient = grpc.ServerStreamingClient[StreamLogsResponse]
 
+func (c *supervisorServiceClient) GetHostInfo(ctx context.Context, in *GetHostInfoRequest, opts ...grpc.CallOption) (*GetHostInfoResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetHostInfoResponse)
+	err := c.cc.Invoke(ctx, SupervisorService_GetHostInfo_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SupervisorServiceServer is the server API for SupervisorService service.
 // All implementations must embed UnimplementedSupervisorServiceServer
 // for forward compatibility.
@@ -314,6 +331,12 @@ type SupervisorServiceServer interface {
 	// Errors: NOT_FOUND (unknown agent); INVALID_ARGUMENT (tail_lines
 	// negative or above 10000).
 	StreamLogs(*StreamLogsRequest, grpc.ServerStreamingServer[StreamLogsResponse]) error
+	// GetHostInfo reports the host itself: its version, the addresses it
+	// listens on, whether callers need a token or a client certificate, and
+	// what isolates agents and terminals on this machine (the sandbox's
+	// namespaces, or why there is none; the mechanism enforcing each resource
+	// limit), as `ether serve` logs it at start. Read-only; needs agent.read.
+	GetHostInfo(context.Context, *GetHostInfoRequest) (*GetHostInfoResponse, error)
 	mustEmbedUnimplementedSupervisorServiceServer()
 }
 
@@ -350,6 +373,9 @@ func (UnimplementedSupervisorServiceServer) WatchEvents(*WatchEventsRequest, grp
 }
 func (UnimplementedSupervisorServiceServer) StreamLogs(*StreamLogsRequest, grpc.ServerStreamingServer[StreamLogsResponse]) error {
 	return status.Error(codes.Unimplemented, "method StreamLogs not implemented")
+}
+func (UnimplementedSupervisorServiceServer) GetHostInfo(context.Context, *GetHostInfoRequest) (*GetHostInfoResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetHostInfo not implemented")
 }
 func (UnimplementedSupervisorServiceServer) mustEmbedUnimplementedSupervisorServiceServer() {}
 func (UnimplementedSupervisorServiceServer) testEmbeddedByValue()                           {}
@@ -520,6 +546,24 @@ func _SupervisorService_StreamLogs_Handler(srv interface{}, stream grpc.ServerSt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SupervisorService_StreamLogsServer = grpc.ServerStreamingServer[StreamLogsResponse]
 
+func _SupervisorService_GetHostInfo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetHostInfoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SupervisorServiceServer).GetHostInfo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SupervisorService_GetHostInfo_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SupervisorServiceServer).GetHostInfo(ctx, req.(*GetHostInfoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SupervisorService_ServiceDesc is the grpc.ServiceDesc for SupervisorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -554,6 +598,10 @@ var SupervisorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListProcesses",
 			Handler:    _SupervisorService_ListProcesses_Handler,
+		},
+		{
+			MethodName: "GetHostInfo",
+			Handler:    _SupervisorService_GetHostInfo_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

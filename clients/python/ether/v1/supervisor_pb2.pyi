@@ -316,3 +316,56 @@ class StreamLogsResponse(_message.Message):
     message: str
     fields: _struct_pb2.Struct
     def __init__(self, time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., agent: _Optional[str] = ..., replica: _Optional[int] = ..., pid: _Optional[int] = ..., source: _Optional[str] = ..., level: _Optional[str] = ..., message: _Optional[str] = ..., fields: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class GetHostInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetHostInfoResponse(_message.Message):
+    __slots__ = ("host",)
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    host: HostInfo
+    def __init__(self, host: _Optional[_Union[HostInfo, _Mapping]] = ...) -> None: ...
+
+class HostInfo(_message.Message):
+    __slots__ = ("version", "listeners", "auth", "tls", "client_certificates", "isolation", "started_at")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    LISTENERS_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FIELD_NUMBER: _ClassVar[int]
+    TLS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_CERTIFICATES_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    listeners: _containers.RepeatedScalarFieldContainer[str]
+    auth: bool
+    tls: bool
+    client_certificates: bool
+    isolation: Isolation
+    started_at: _timestamp_pb2.Timestamp
+    def __init__(self, version: _Optional[str] = ..., listeners: _Optional[_Iterable[str]] = ..., auth: _Optional[bool] = ..., tls: _Optional[bool] = ..., client_certificates: _Optional[bool] = ..., isolation: _Optional[_Union[Isolation, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Isolation(_message.Message):
+    __slots__ = ("sandbox_mode", "sandboxed", "bubblewrap", "pid_namespaces", "namespaces", "why_not", "limits")
+    class LimitsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SANDBOX_MODE_FIELD_NUMBER: _ClassVar[int]
+    SANDBOXED_FIELD_NUMBER: _ClassVar[int]
+    BUBBLEWRAP_FIELD_NUMBER: _ClassVar[int]
+    PID_NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    NAMESPACES_FIELD_NUMBER: _ClassVar[int]
+    WHY_NOT_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    sandbox_mode: str
+    sandboxed: bool
+    bubblewrap: str
+    pid_namespaces: bool
+    namespaces: _containers.RepeatedScalarFieldContainer[str]
+    why_not: str
+    limits: _containers.ScalarMap[str, str]
+    def __init__(self, sandbox_mode: _Optional[str] = ..., sandboxed: _Optional[bool] = ..., bubblewrap: _Optional[str] = ..., pid_namespaces: _Optional[bool] = ..., namespaces: _Optional[_Iterable[str]] = ..., why_not: _Optional[str] = ..., limits: _Optional[_Mapping[str, str]] = ...) -> None: ...

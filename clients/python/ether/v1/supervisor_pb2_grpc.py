@@ -98,6 +98,11 @@ class SupervisorServiceStub:
                 request_serializer=ether_dot_v1_dot_supervisor__pb2.StreamLogsRequest.SerializeToString,
                 response_deserializer=ether_dot_v1_dot_supervisor__pb2.StreamLogsResponse.FromString,
                 _registered_method=True)
+        self.GetHostInfo = channel.unary_unary(
+                '/ether.v1.SupervisorService/GetHostInfo',
+                request_serializer=ether_dot_v1_dot_supervisor__pb2.GetHostInfoRequest.SerializeToString,
+                response_deserializer=ether_dot_v1_dot_supervisor__pb2.GetHostInfoResponse.FromString,
+                _registered_method=True)
 
 
 class SupervisorServiceServicer:
@@ -226,6 +231,17 @@ class SupervisorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetHostInfo(self, request, context):
+        """GetHostInfo reports the host itself: its version, the addresses it
+        listens on, whether callers need a token or a client certificate, and
+        what isolates agents and terminals on this machine (the sandbox's
+        namespaces, or why there is none; the mechanism enforcing each resource
+        limit), as `ether serve` logs it at start. Read-only; needs agent.read.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SupervisorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -273,6 +289,11 @@ def add_SupervisorServiceServicer_to_server(servicer, server):
                     servicer.StreamLogs,
                     request_deserializer=ether_dot_v1_dot_supervisor__pb2.StreamLogsRequest.FromString,
                     response_serializer=ether_dot_v1_dot_supervisor__pb2.StreamLogsResponse.SerializeToString,
+            ),
+            'GetHostInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetHostInfo,
+                    request_deserializer=ether_dot_v1_dot_supervisor__pb2.GetHostInfoRequest.FromString,
+                    response_serializer=ether_dot_v1_dot_supervisor__pb2.GetHostInfoResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -537,6 +558,33 @@ class SupervisorService:
             '/ether.v1.SupervisorService/StreamLogs',
             ether_dot_v1_dot_supervisor__pb2.StreamLogsRequest.SerializeToString,
             ether_dot_v1_dot_supervisor__pb2.StreamLogsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetHostInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ether.v1.SupervisorService/GetHostInfo',
+            ether_dot_v1_dot_supervisor__pb2.GetHostInfoRequest.SerializeToString,
+            ether_dot_v1_dot_supervisor__pb2.GetHostInfoResponse.FromString,
             options,
             channel_credentials,
             insecure,

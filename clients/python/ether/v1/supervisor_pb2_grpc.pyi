@@ -120,6 +120,13 @@ class SupervisorServiceStub:
     Errors: NOT_FOUND (unknown agent); INVALID_ARGUMENT (tail_lines
     negative or above 10000).
     """
+    GetHostInfo: _grpc.UnaryUnaryMultiCallable[_supervisor_pb2.GetHostInfoRequest, _supervisor_pb2.GetHostInfoResponse]
+    """GetHostInfo reports the host itself: its version, the addresses it
+    listens on, whether callers need a token or a client certificate, and
+    what isolates agents and terminals on this machine (the sandbox's
+    namespaces, or why there is none; the mechanism enforcing each resource
+    limit), as `ether serve` logs it at start. Read-only; needs agent.read.
+    """
 
 @_typing.type_check_only
 class SupervisorServiceAsyncStub(SupervisorServiceStub):
@@ -212,6 +219,13 @@ class SupervisorServiceAsyncStub(SupervisorServiceStub):
 
     Errors: NOT_FOUND (unknown agent); INVALID_ARGUMENT (tail_lines
     negative or above 10000).
+    """
+    GetHostInfo: _aio.UnaryUnaryMultiCallable[_supervisor_pb2.GetHostInfoRequest, _supervisor_pb2.GetHostInfoResponse]  # type: ignore[assignment]
+    """GetHostInfo reports the host itself: its version, the addresses it
+    listens on, whether callers need a token or a client certificate, and
+    what isolates agents and terminals on this machine (the sandbox's
+    namespaces, or why there is none; the mechanism enforcing each resource
+    limit), as `ether serve` logs it at start. Read-only; needs agent.read.
     """
 
 class SupervisorServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -356,6 +370,19 @@ class SupervisorServiceServicer(metaclass=_abc_1.ABCMeta):
 
         Errors: NOT_FOUND (unknown agent); INVALID_ARGUMENT (tail_lines
         negative or above 10000).
+        """
+
+    @_abc_1.abstractmethod
+    def GetHostInfo(
+        self,
+        request: _supervisor_pb2.GetHostInfoRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_supervisor_pb2.GetHostInfoResponse, _abc.Awaitable[_supervisor_pb2.GetHostInfoResponse]]:
+        """GetHostInfo reports the host itself: its version, the addresses it
+        listens on, whether callers need a token or a client certificate, and
+        what isolates agents and terminals on this machine (the sandbox's
+        namespaces, or why there is none; the mechanism enforcing each resource
+        limit), as `ether serve` logs it at start. Read-only; needs agent.read.
         """
 
 def add_SupervisorServiceServicer_to_server(servicer: SupervisorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -17,7 +17,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ether/v1/supervisor.proto.
  */
 export const file_ether_v1_supervisor: GenFile = /*@__PURE__*/
-  fileDesc("ChlldGhlci92MS9zdXBlcnZpc29yLnByb3RvEghldGhlci52MSLrCQoJQWdlbnRTcGVjEhQKBG5hbWUYASABKAlCBqK7GAIwQBIXCgRwYXRoGAIgASgJQgmiuxgFCAEwgCASJAoIbGFuZ3VhZ2UYAyABKA4yEi5ldGhlci52MS5MYW5ndWFnZRIhCgR0eXBlGAQgASgOMhMuZXRoZXIudjEuQWdlbnRUeXBlEhAKCHJlcGxpY2FzGAUgASgFEigKB3Jlc3RhcnQYBiABKA4yFy5ldGhlci52MS5SZXN0YXJ0UG9saWN5EhcKBm1vZHVsZRgHIAEoCUIHorsYAzCAAhIZCghmdW5jdGlvbhgIIAEoCUIHorsYAzCAAhI2CgNlbnYYCSADKAsyHC5ldGhlci52MS5BZ2VudFNwZWMuRW52RW50cnlCC6K7GAco6AcwgIAEEicKBmNvbmZpZxgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSIAoMY2FwYWJpbGl0aWVzGAsgAygJQgqiuxgGKOgHMIACEiEKDWFsbG93ZWRfY2FsbHMYDCADKAlCCqK7GAYo6AcwgAISMAoNc3RhcnRfdGltZW91dBgNIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgpzdG9wX2dyYWNlGA4gASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCW1heF9mcmFtZRgPIAEoAxIdCgtkZXNjcmlwdGlvbhgQIAEoCUIIorsYBDCAgAQSHAoHY29tbWFuZBgRIAMoCUILorsYByiQTjCAgAgSFQoEbWFpbhgSIAEoCUIHorsYAzCAIBIoCghwcm90b2NvbBgTIAEoDjIWLmV0aGVyLnYxLkxpbmtQcm90b2NvbBIRCgltYXhfcXVldWUYFCABKAUSLwoMY2FuY2VsX2dyYWNlGBUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjwKFWNwdV9zY2hlZHVsaW5nX3BvbGljeRgWIAEoDjIdLmV0aGVyLnYxLkNwdVNjaGVkdWxpbmdQb2xpY3kSMAoNcGluZ19pbnRlcnZhbBgXIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxwaW5nX3RpbWVvdXQYGCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLwoMYmFja29mZl9iYXNlGBkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC2JhY2tvZmZfY2FwGBogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhoKDXN0YXJ0X3JldHJpZXMYGyABKAVIAIgBARIZCgxtYXhfcmVzdGFydHMYHCABKAVIAYgBARIxCg5yZXN0YXJ0X3BlcmlvZBgdIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxzdGFibGVfYWZ0ZXIYHiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoLcmVzZXRfYWZ0ZXIYHyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24aKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIQCg5fc3RhcnRfcmV0cmllc0IPCg1fbWF4X3Jlc3RhcnRzIswCCgtQcm9jZXNzSW5mbxINCgVhZ2VudBgBIAEoCRIPCgdyZXBsaWNhGAIgASgFEgsKA3BpZBgDIAEoBRIjCgVzdGF0ZRgEIAEoDjIULmV0aGVyLnYxLkFnZW50U3RhdGUSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcmVzdGFydHMYBiABKAUSEQoJaW5fZmxpZ2h0GAcgASgFEhsKDmxhc3RfZXhpdF9jb2RlGAggASgFSACIAQESGAoLbGFzdF9zaWduYWwYCSABKAVIAYgBARIOCgZyZWFzb24YCiABKAkSEwoLbm9pc2VfbGluZXMYCyABKAMSFwoPcHJvdG9jb2xfZXJyb3JzGAwgASgDQhEKD19sYXN0X2V4aXRfY29kZUIOCgxfbGFzdF9zaWduYWwipQEKC0FnZW50U3RhdHVzEiEKBGluZm8YASABKAsyEy5ldGhlci52MS5BZ2VudEluZm8SIQoEc3BlYxgCIAEoCzITLmV0aGVyLnYxLkFnZW50U3BlYxIoCglwcm9jZXNzZXMYAyADKAsyFS5ldGhlci52MS5Qcm9jZXNzSW5mbxIOCgZyZWFzb24YBCABKAkSFgoOZXZlbnRfc2VxdWVuY2UYBSABKAMiPwoSRGVwbG95QWdlbnRSZXF1ZXN0EikKBHNwZWMYASABKAsyEy5ldGhlci52MS5BZ2VudFNwZWNCBqK7GAIIASI7ChNEZXBsb3lBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuZXRoZXIudjEuQWdlbnRTdGF0dXMiLQoSUmVtb3ZlQWdlbnRSZXF1ZXN0EhcKBG5hbWUYASABKAlCCaK7GAUIATCAAiIVChNSZW1vdmVBZ2VudFJlc3BvbnNlIiwKEVN0YXJ0QWdlbnRSZXF1ZXN0EhcKBG5hbWUYASABKAlCCaK7GAUIATCAAiI6ChJTdGFydEFnZW50UmVzcG9uc2USJAoFYWdlbnQYASABKAsyFS5ldGhlci52MS5BZ2VudFN0YXR1cyJVChBTdG9wQWdlbnRSZXF1ZXN0EhcKBG5hbWUYASABKAlCCaK7GAUIATCAAhIoCgVncmFjZRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI5ChFTdG9wQWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmV0aGVyLnYxLkFnZW50U3RhdHVzIi4KE1Jlc3RhcnRBZ2VudFJlcXVlc3QSFwoEbmFtZRgBIAEoCUIJorsYBQgBMIACIjwKFFJlc3RhcnRBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuZXRoZXIudjEuQWdlbnRTdGF0dXMiSgoRU2NhbGVBZ2VudFJlcXVlc3QSFwoEbmFtZRgBIAEoCUIJorsYBQgBMIACEhwKCHJlcGxpY2FzGAIgASgFQgqiuxgGCAEQARhAIjoKElNjYWxlQWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmV0aGVyLnYxLkFnZW50U3RhdHVzImsKFExpc3RQcm9jZXNzZXNSZXF1ZXN0Eh4KCXBhZ2Vfc2l6ZRgBIAEoBUILorsYBxAAGOgHIAESGwoKcGFnZV90b2tlbhgCIAEoCUIHorsYAzCAIBIWCgVhZ2VudBgDIAEoCUIHorsYAzCAAiJaChVMaXN0UHJvY2Vzc2VzUmVzcG9uc2USKAoJcHJvY2Vzc2VzGAEgAygLMhUuZXRoZXIudjEuUHJvY2Vzc0luZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlUKEldhdGNoRXZlbnRzUmVxdWVzdBIWCgVhZ2VudBgBIAEoCUIHorsYAzCAAhInCg5hZnRlcl9zZXF1ZW5jZRgCIAEoA0IPorsYCxD///////////8BIrwCChNXYXRjaEV2ZW50c1Jlc3BvbnNlEhAKCHNlcXVlbmNlGAEgASgDEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWFnZW50GAMgASgJEg8KB3JlcGxpY2EYBCABKAUSIwoFc3RhdGUYBSABKA4yFC5ldGhlci52MS5BZ2VudFN0YXRlEiwKDnByZXZpb3VzX3N0YXRlGAYgASgOMhQuZXRoZXIudjEuQWdlbnRTdGF0ZRIOCgZyZWFzb24YByABKAkSCwoDcGlkGAggASgFEhYKCWV4aXRfY29kZRgJIAEoBUgAiAEBEhMKBnNpZ25hbBgKIAEoBUgBiAEBEhMKC3N0ZGVycl90YWlsGAsgAygJQgwKCl9leGl0X2NvZGVCCQoHX3NpZ25hbCJcChFTdHJlYW1Mb2dzUmVxdWVzdBIYCgVhZ2VudBgBIAEoCUIJorsYBQgBMIACEh0KCnRhaWxfbGluZXMYAiABKAVCCaK7GAUQABiQThIOCgZmb2xsb3cYAyABKAgixAEKElN0cmVhbUxvZ3NSZXNwb25zZRIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVhZ2VudBgCIAEoCRIPCgdyZXBsaWNhGAMgASgFEgsKA3BpZBgEIAEoBRIOCgZzb3VyY2UYBSABKAkSDQoFbGV2ZWwYBiABKAkSDwoHbWVzc2FnZRgHIAEoCRInCgZmaWVsZHMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0KoMBCg1SZXN0YXJ0UG9saWN5Eh4KGlJFU1RBUlRfUE9MSUNZX1VOU1BFQ0lGSUVEEAASGQoVUkVTVEFSVF9QT0xJQ1lfQUxXQVlTEAESHQoZUkVTVEFSVF9QT0xJQ1lfT05fRkFJTFVSRRACEhgKFFJFU1RBUlRfUE9MSUNZX05FVkVSEAMqXwoMTGlua1Byb3RvY29sEh0KGUxJTktfUFJPVE9DT0xfVU5TUEVDSUZJRUQQABIWChJMSU5LX1BST1RPQ09MX0FVVE8QARIYChRMSU5LX1BST1RPQ09MX0xFR0FDWRACKp4BChNDcHVTY2hlZHVsaW5nUG9saWN5EiUKIUNQVV9TQ0hFRFVMSU5HX1BPTElDWV9VTlNQRUNJRklFRBAAEh8KG0NQVV9TQ0hFRFVMSU5HX1BPTElDWV9CQVRDSBABEh8KG0NQVV9TQ0hFRFVMSU5HX1BPTElDWV9PVEhFUhACEh4KGkNQVV9TQ0hFRFVMSU5HX1BPTElDWV9JRExFEAMyvQUKEVN1cGVydmlzb3JTZXJ2aWNlEkoKC0RlcGxveUFnZW50EhwuZXRoZXIudjEuRGVwbG95QWdlbnRSZXF1ZXN0Gh0uZXRoZXIudjEuRGVwbG95QWdlbnRSZXNwb25zZRJKCgtSZW1vdmVBZ2VudBIcLmV0aGVyLnYxLlJlbW92ZUFnZW50UmVxdWVzdBodLmV0aGVyLnYxLlJlbW92ZUFnZW50UmVzcG9uc2USRwoKU3RhcnRBZ2VudBIbLmV0aGVyLnYxLlN0YXJ0QWdlbnRSZXF1ZXN0GhwuZXRoZXIudjEuU3RhcnRBZ2VudFJlc3BvbnNlEkQKCVN0b3BBZ2VudBIaLmV0aGVyLnYxLlN0b3BBZ2VudFJlcXVlc3QaGy5ldGhlci52MS5TdG9wQWdlbnRSZXNwb25zZRJNCgxSZXN0YXJ0QWdlbnQSHS5ldGhlci52MS5SZXN0YXJ0QWdlbnRSZXF1ZXN0Gh4uZXRoZXIudjEuUmVzdGFydEFnZW50UmVzcG9uc2USRwoKU2NhbGVBZ2VudBIbLmV0aGVyLnYxLlNjYWxlQWdlbnRSZXF1ZXN0GhwuZXRoZXIudjEuU2NhbGVBZ2VudFJlc3BvbnNlElAKDUxpc3RQcm9jZXNzZXMSHi5ldGhlci52MS5MaXN0UHJvY2Vzc2VzUmVxdWVzdBofLmV0aGVyLnYxLkxpc3RQcm9jZXNzZXNSZXNwb25zZRJMCgtXYXRjaEV2ZW50cxIcLmV0aGVyLnYxLldhdGNoRXZlbnRzUmVxdWVzdBodLmV0aGVyLnYxLldhdGNoRXZlbnRzUmVzcG9uc2UwARJJCgpTdHJlYW1Mb2dzEhsuZXRoZXIudjEuU3RyZWFtTG9nc1JlcXVlc3QaHC5ldGhlci52MS5TdHJlYW1Mb2dzUmVzcG9uc2UwAUKYAQoMY29tLmV0aGVyLnYxQg9TdXBlcnZpc29yUHJvdG9QAVo2Z2l0aHViLmNvbS9ldGhlcmhvc3QvZXRoZXIvY2xpZW50cy9nby9ldGhlci92MTtldGhlcnYxogIDRVhYqgIIRXRoZXIuVjHKAghFdGhlclxWMeICFEV0aGVyXFYxXEdQQk1ldGFkYXRh6gIJRXRoZXI6OlYxYgZwcm90bzM", [file_ether_v1_agent_io, file_ether_v1_common, file_ether_v1_rules, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChlldGhlci92MS9zdXBlcnZpc29yLnByb3RvEghldGhlci52MSLrCQoJQWdlbnRTcGVjEhQKBG5hbWUYASABKAlCBqK7GAIwQBIXCgRwYXRoGAIgASgJQgmiuxgFCAEwgCASJAoIbGFuZ3VhZ2UYAyABKA4yEi5ldGhlci52MS5MYW5ndWFnZRIhCgR0eXBlGAQgASgOMhMuZXRoZXIudjEuQWdlbnRUeXBlEhAKCHJlcGxpY2FzGAUgASgFEigKB3Jlc3RhcnQYBiABKA4yFy5ldGhlci52MS5SZXN0YXJ0UG9saWN5EhcKBm1vZHVsZRgHIAEoCUIHorsYAzCAAhIZCghmdW5jdGlvbhgIIAEoCUIHorsYAzCAAhI2CgNlbnYYCSADKAsyHC5ldGhlci52MS5BZ2VudFNwZWMuRW52RW50cnlCC6K7GAco6AcwgIAEEicKBmNvbmZpZxgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSIAoMY2FwYWJpbGl0aWVzGAsgAygJQgqiuxgGKOgHMIACEiEKDWFsbG93ZWRfY2FsbHMYDCADKAlCCqK7GAYo6AcwgAISMAoNc3RhcnRfdGltZW91dBgNIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgpzdG9wX2dyYWNlGA4gASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCW1heF9mcmFtZRgPIAEoAxIdCgtkZXNjcmlwdGlvbhgQIAEoCUIIorsYBDCAgAQSHAoHY29tbWFuZBgRIAMoCUILorsYByiQTjCAgAgSFQoEbWFpbhgSIAEoCUIHorsYAzCAIBIoCghwcm90b2NvbBgTIAEoDjIWLmV0aGVyLnYxLkxpbmtQcm90b2NvbBIRCgltYXhfcXVldWUYFCABKAUSLwoMY2FuY2VsX2dyYWNlGBUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjwKFWNwdV9zY2hlZHVsaW5nX3BvbGljeRgWIAEoDjIdLmV0aGVyLnYxLkNwdVNjaGVkdWxpbmdQb2xpY3kSMAoNcGluZ19pbnRlcnZhbBgXIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxwaW5nX3RpbWVvdXQYGCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLwoMYmFja29mZl9iYXNlGBkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC2JhY2tvZmZfY2FwGBogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhoKDXN0YXJ0X3JldHJpZXMYGyABKAVIAIgBARIZCgxtYXhfcmVzdGFydHMYHCABKAVIAYgBARIxCg5yZXN0YXJ0X3BlcmlvZBgdIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxzdGFibGVfYWZ0ZXIYHiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoLcmVzZXRfYWZ0ZXIYHyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24aKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIQCg5fc3RhcnRfcmV0cmllc0IPCg1fbWF4X3Jlc3RhcnRzIswCCgtQcm9jZXNzSW5mbxINCgVhZ2VudBgBIAEoCRIPCgdyZXBsaWNhGAIgASgFEgsKA3BpZBgDIAEoBRIjCgVzdGF0ZRgEIAEoDjIULmV0aGVyLnYxLkFnZW50U3RhdGUSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcmVzdGFydHMYBiABKAUSEQoJaW5fZmxpZ2h0GAcgASgFEhsKDmxhc3RfZXhpdF9jb2RlGAggASgFSACIAQESGAoLbGFzdF9zaWduYWwYCSABKAVIAYgBARIOCgZyZWFzb24YCiABKAkSEwoLbm9pc2VfbGluZXMYCyABKAMSFwoPcHJvdG9jb2xfZXJyb3JzGAwgASgDQhEKD19sYXN0X2V4aXRfY29kZUIOCgxfbGFzdF9zaWduYWwipQEKC0FnZW50U3RhdHVzEiEKBGluZm8YASABKAsyEy5ldGhlci52MS5BZ2VudEluZm8SIQoEc3BlYxgCIAEoCzITLmV0aGVyLnYxLkFnZW50U3BlYxIoCglwcm9jZXNzZXMYAyADKAsyFS5ldGhlci52MS5Qcm9jZXNzSW5mbxIOCgZyZWFzb24YBCABKAkSFgoOZXZlbnRfc2VxdWVuY2UYBSABKAMiPwoSRGVwbG95QWdlbnRSZXF1ZXN0EikKBHNwZWMYASABKAsyEy5ldGhlci52MS5BZ2VudFNwZWNCBqK7GAIIASI7ChNEZXBsb3lBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuZXRoZXIudjEuQWdlbnRTdGF0dXMiLQoSUmVtb3ZlQWdlbnRSZXF1ZXN0EhcKBG5hbWUYASABKAlCCaK7GAUIATCAAiIVChNSZW1vdmVBZ2VudFJlc3BvbnNlIiwKEVN0YXJ0QWdlbnRSZXF1ZXN0EhcKBG5hbWUYASABKAlCCaK7GAUIATCAAiI6ChJTdGFydEFnZW50UmVzcG9uc2USJAoFYWdlbnQYASABKAsyFS5ldGhlci52MS5BZ2VudFN0YXR1cyJVChBTdG9wQWdlbnRSZXF1ZXN0EhcKBG5hbWUYASABKAlCCaK7GAUIATCAAhIoCgVncmFjZRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI5ChFTdG9wQWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmV0aGVyLnYxLkFnZW50U3RhdHVzIi4KE1Jlc3RhcnRBZ2VudFJlcXVlc3QSFwoEbmFtZRgBIAEoCUIJorsYBQgBMIACIjwKFFJlc3RhcnRBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuZXRoZXIudjEuQWdlbnRTdGF0dXMiSgoRU2NhbGVBZ2VudFJlcXVlc3QSFwoEbmFtZRgBIAEoCUIJorsYBQgBMIACEhwKCHJlcGxpY2FzGAIgASgFQgqiuxgGCAEQARhAIjoKElNjYWxlQWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmV0aGVyLnYxLkFnZW50U3RhdHVzImsKFExpc3RQcm9jZXNzZXNSZXF1ZXN0Eh4KCXBhZ2Vfc2l6ZRgBIAEoBUILorsYBxAAGOgHIAESGwoKcGFnZV90b2tlbhgCIAEoCUIHorsYAzCAIBIWCgVhZ2VudBgDIAEoCUIHorsYAzCAAiJaChVMaXN0UHJvY2Vzc2VzUmVzcG9uc2USKAoJcHJvY2Vzc2VzGAEgAygLMhUuZXRoZXIudjEuUHJvY2Vzc0luZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlUKEldhdGNoRXZlbnRzUmVxdWVzdBIWCgVhZ2VudBgBIAEoCUIHorsYAzCAAhInCg5hZnRlcl9zZXF1ZW5jZRgCIAEoA0IPorsYCxD///////////8BIrwCChNXYXRjaEV2ZW50c1Jlc3BvbnNlEhAKCHNlcXVlbmNlGAEgASgDEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWFnZW50GAMgASgJEg8KB3JlcGxpY2EYBCABKAUSIwoFc3RhdGUYBSABKA4yFC5ldGhlci52MS5BZ2VudFN0YXRlEiwKDnByZXZpb3VzX3N0YXRlGAYgASgOMhQuZXRoZXIudjEuQWdlbnRTdGF0ZRIOCgZyZWFzb24YByABKAkSCwoDcGlkGAggASgFEhYKCWV4aXRfY29kZRgJIAEoBUgAiAEBEhMKBnNpZ25hbBgKIAEoBUgBiAEBEhMKC3N0ZGVycl90YWlsGAsgAygJQgwKCl9leGl0X2NvZGVCCQoHX3NpZ25hbCJcChFTdHJlYW1Mb2dzUmVxdWVzdBIYCgVhZ2VudBgBIAEoCUIJorsYBQgBMIACEh0KCnRhaWxfbGluZXMYAiABKAVCCaK7GAUQABiQThIOCgZmb2xsb3cYAyABKAgixAEKElN0cmVhbUxvZ3NSZXNwb25zZRIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVhZ2VudBgCIAEoCRIPCgdyZXBsaWNhGAMgASgFEgsKA3BpZBgEIAEoBRIOCgZzb3VyY2UYBSABKAkSDQoFbGV2ZWwYBiABKAkSDwoHbWVzc2FnZRgHIAEoCRInCgZmaWVsZHMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IhQKEkdldEhvc3RJbmZvUmVxdWVzdCI3ChNHZXRIb3N0SW5mb1Jlc3BvbnNlEiAKBGhvc3QYASABKAsyEi5ldGhlci52MS5Ib3N0SW5mbyK+AQoISG9zdEluZm8SDwoHdmVyc2lvbhgBIAEoCRIRCglsaXN0ZW5lcnMYAiADKAkSDAoEYXV0aBgDIAEoCBILCgN0bHMYBCABKAgSGwoTY2xpZW50X2NlcnRpZmljYXRlcxgFIAEoCBImCglpc29sYXRpb24YBiABKAsyEy5ldGhlci52MS5Jc29sYXRpb24SLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi5QEKCUlzb2xhdGlvbhIUCgxzYW5kYm94X21vZGUYASABKAkSEQoJc2FuZGJveGVkGAIgASgIEhIKCmJ1YmJsZXdyYXAYAyABKAkSFgoOcGlkX25hbWVzcGFjZXMYBCABKAgSEgoKbmFtZXNwYWNlcxgFIAMoCRIPCgd3aHlfbm90GAYgASgJEi8KBmxpbWl0cxgHIAMoCzIfLmV0aGVyLnYxLklzb2xhdGlvbi5MaW1pdHNFbnRyeRotCgtMaW1pdHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBKoMBCg1SZXN0YXJ0UG9saWN5Eh4KGlJFU1RBUlRfUE9MSUNZX1VOU1BFQ0lGSUVEEAASGQoVUkVTVEFSVF9QT0xJQ1lfQUxXQVlTEAESHQoZUkVTVEFSVF9QT0xJQ1lfT05fRkFJTFVSRRACEhgKFFJFU1RBUlRfUE9MSUNZX05FVkVSEAMqXwoMTGlua1Byb3RvY29sEh0KGUxJTktfUFJPVE9DT0xfVU5TUEVDSUZJRUQQABIWChJMSU5LX1BST1RPQ09MX0FVVE8QARIYChRMSU5LX1BST1RPQ09MX0xFR0FDWRACKp4BChNDcHVTY2hlZHVsaW5nUG9saWN5EiUKIUNQVV9TQ0hFRFVMSU5HX1BPTElDWV9VTlNQRUNJRklFRBAAEh8KG0NQVV9TQ0hFRFVMSU5HX1BPTElDWV9CQVRDSBABEh8KG0NQVV9TQ0hFRFVMSU5HX1BPTElDWV9PVEhFUhACEh4KGkNQVV9TQ0hFRFVMSU5HX1BPTElDWV9JRExFEAMyiQYKEVN1cGVydmlzb3JTZXJ2aWNlEkoKC0RlcGxveUFnZW50EhwuZXRoZXIudjEuRGVwbG95QWdlbnRSZXF1ZXN0Gh0uZXRoZXIudjEuRGVwbG95QWdlbnRSZXNwb25zZRJKCgtSZW1vdmVBZ2VudBIcLmV0aGVyLnYxLlJlbW92ZUFnZW50UmVxdWVzdBodLmV0aGVyLnYxLlJlbW92ZUFnZW50UmVzcG9uc2USRwoKU3RhcnRBZ2VudBIbLmV0aGVyLnYxLlN0YXJ0QWdlbnRSZXF1ZXN0GhwuZXRoZXIudjEuU3RhcnRBZ2VudFJlc3BvbnNlEkQKCVN0b3BBZ2VudBIaLmV0aGVyLnYxLlN0b3BBZ2VudFJlcXVlc3QaGy5ldGhlci52MS5TdG9wQWdlbnRSZXNwb25zZRJNCgxSZXN0YXJ0QWdlbnQSHS5ldGhlci52MS5SZXN0YXJ0QWdlbnRSZXF1ZXN0Gh4uZXRoZXIudjEuUmVzdGFydEFnZW50UmVzcG9uc2USRwoKU2NhbGVBZ2VudBIbLmV0aGVyLnYxLlNjYWxlQWdlbnRSZXF1ZXN0GhwuZXRoZXIudjEuU2NhbGVBZ2VudFJlc3BvbnNlElAKDUxpc3RQcm9jZXNzZXMSHi5ldGhlci52MS5MaXN0UHJvY2Vzc2VzUmVxdWVzdBofLmV0aGVyLnYxLkxpc3RQcm9jZXNzZXNSZXNwb25zZRJMCgtXYXRjaEV2ZW50cxIcLmV0aGVyLnYxLldhdGNoRXZlbnRzUmVxdWVzdBodLmV0aGVyLnYxLldhdGNoRXZlbnRzUmVzcG9uc2UwARJJCgpTdHJlYW1Mb2dzEhsuZXRoZXIudjEuU3RyZWFtTG9nc1JlcXVlc3QaHC5ldGhlci52MS5TdHJlYW1Mb2dzUmVzcG9uc2UwARJKCgtHZXRIb3N0SW5mbxIcLmV0aGVyLnYxLkdldEhvc3RJbmZvUmVxdWVzdBodLmV0aGVyLnYxLkdldEhvc3RJbmZvUmVzcG9uc2VCmAEKDGNvbS5ldGhlci52MUIPU3VwZXJ2aXNvclByb3RvUAFaNmdpdGh1Yi5jb20vZXRoZXJob3N0L2V0aGVyL2NsaWVudHMvZ28vZXRoZXIvdjE7ZXRoZXJ2MaICA0VYWKoCCEV0aGVyLlYxygIIRXRoZXJcVjHiAhRFdGhlclxWMVxHUEJNZXRhZGF0YeoCCUV0aGVyOjpWMWIGcHJvdG8z", [file_ether_v1_agent_io, file_ether_v1_common, file_ether_v1_rules, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * AgentSpec is how an agent is deployed. Fields left unset take their
@@ -997,6 +997,174 @@ export const StreamLogsResponseSchema: GenMessage<StreamLogsResponse> = /*@__PUR
   messageDesc(file_ether_v1_supervisor, 20);
 
 /**
+ * GetHostInfoRequest is the request of SupervisorService.GetHostInfo.
+ *
+ * @generated from message ether.v1.GetHostInfoRequest
+ */
+export type GetHostInfoRequest = Message<"ether.v1.GetHostInfoRequest"> & {
+};
+
+/**
+ * Describes the message ether.v1.GetHostInfoRequest.
+ * Use `create(GetHostInfoRequestSchema)` to create a new message.
+ */
+export const GetHostInfoRequestSchema: GenMessage<GetHostInfoRequest> = /*@__PURE__*/
+  messageDesc(file_ether_v1_supervisor, 21);
+
+/**
+ * GetHostInfoResponse is the response of SupervisorService.GetHostInfo.
+ *
+ * @generated from message ether.v1.GetHostInfoResponse
+ */
+export type GetHostInfoResponse = Message<"ether.v1.GetHostInfoResponse"> & {
+  /**
+   * The host.
+   *
+   * @generated from field: ether.v1.HostInfo host = 1;
+   */
+  host?: HostInfo | undefined;
+};
+
+/**
+ * Describes the message ether.v1.GetHostInfoResponse.
+ * Use `create(GetHostInfoResponseSchema)` to create a new message.
+ */
+export const GetHostInfoResponseSchema: GenMessage<GetHostInfoResponse> = /*@__PURE__*/
+  messageDesc(file_ether_v1_supervisor, 22);
+
+/**
+ * HostInfo describes a running host.
+ *
+ * @generated from message ether.v1.HostInfo
+ */
+export type HostInfo = Message<"ether.v1.HostInfo"> & {
+  /**
+   * The host's version (the ether-host package).
+   *
+   * @generated from field: string version = 1;
+   */
+  version: string;
+
+  /**
+   * The addresses it listens on, as bound ("127.0.0.1:50051", "unix:/path").
+   *
+   * @generated from field: repeated string listeners = 2;
+   */
+  listeners: string[];
+
+  /**
+   * Callers must present a token (a token file is configured).
+   *
+   * @generated from field: bool auth = 3;
+   */
+  auth: boolean;
+
+  /**
+   * The TCP listener serves TLS.
+   *
+   * @generated from field: bool tls = 4;
+   */
+  tls: boolean;
+
+  /**
+   * Callers must present a client certificate from the configured CA.
+   *
+   * @generated from field: bool client_certificates = 5;
+   */
+  clientCertificates: boolean;
+
+  /**
+   * What isolates agents and terminals.
+   *
+   * @generated from field: ether.v1.Isolation isolation = 6;
+   */
+  isolation?: Isolation | undefined;
+
+  /**
+   * When the host started serving.
+   *
+   * @generated from field: google.protobuf.Timestamp started_at = 7;
+   */
+  startedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message ether.v1.HostInfo.
+ * Use `create(HostInfoSchema)` to create a new message.
+ */
+export const HostInfoSchema: GenMessage<HostInfo> = /*@__PURE__*/
+  messageDesc(file_ether_v1_supervisor, 23);
+
+/**
+ * Isolation says what isolates agents and terminals on this host.
+ *
+ * @generated from message ether.v1.Isolation
+ */
+export type Isolation = Message<"ether.v1.Isolation"> & {
+  /**
+   * The host config's [sandbox] mode: "auto", "required" or "off".
+   *
+   * @generated from field: string sandbox_mode = 1;
+   */
+  sandboxMode: string;
+
+  /**
+   * Agents run in sandboxes (bubblewrap namespaces, no network, a narrow
+   * file system view; docs/agents.md).
+   *
+   * @generated from field: bool sandboxed = 2;
+   */
+  sandboxed: boolean;
+
+  /**
+   * The bubblewrap version in use ("bubblewrap 0.8.0"); empty when missing
+   * or unusable.
+   *
+   * @generated from field: string bubblewrap = 3;
+   */
+  bubblewrap: string;
+
+  /**
+   * Every agent replica and terminal runs in a PID namespace of its own, so
+   * nothing it starts outlives it or the host.
+   *
+   * @generated from field: bool pid_namespaces = 4;
+   */
+  pidNamespaces: boolean;
+
+  /**
+   * The namespaces of an agent's sandbox ("pid", "net", "ipc", "uts",
+   * "mount", "user"); empty without a sandbox.
+   *
+   * @generated from field: repeated string namespaces = 5;
+   */
+  namespaces: string[];
+
+  /**
+   * Why agents run without a sandbox; empty when they run in one.
+   *
+   * @generated from field: string why_not = 6;
+   */
+  whyNot: string;
+
+  /**
+   * Resource -> the mechanism enforcing its limit ("cgroup v1 memory",
+   * "rlimit RLIMIT_NOFILE", "none"): memory, pids, open_files, file_size,
+   * cpu_time, cpu_weight (docs/limits.md).
+   *
+   * @generated from field: map<string, string> limits = 7;
+   */
+  limits: { [key: string]: string };
+};
+
+/**
+ * Describes the message ether.v1.Isolation.
+ * Use `create(IsolationSchema)` to create a new message.
+ */
+export const IsolationSchema: GenMessage<Isolation> = /*@__PURE__*/
+  messageDesc(file_ether_v1_supervisor, 24);
+
+/**
  * RestartPolicy says when a process that exited is started again.
  *
  * @generated from enum ether.v1.RestartPolicy
@@ -1277,6 +1445,20 @@ export const SupervisorService: GenService<{
     methodKind: "server_streaming";
     input: typeof StreamLogsRequestSchema;
     output: typeof StreamLogsResponseSchema;
+  },
+  /**
+   * GetHostInfo reports the host itself: its version, the addresses it
+   * listens on, whether callers need a token or a client certificate, and
+   * what isolates agents and terminals on this machine (the sandbox's
+   * namespaces, or why there is none; the mechanism enforcing each resource
+   * limit), as `ether serve` logs it at start. Read-only; needs agent.read.
+   *
+   * @generated from rpc ether.v1.SupervisorService.GetHostInfo
+   */
+  getHostInfo: {
+    methodKind: "unary";
+    input: typeof GetHostInfoRequestSchema;
+    output: typeof GetHostInfoResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_ether_v1_supervisor, 0);
