@@ -19,7 +19,7 @@ HERE = Path(__file__).resolve().parent
 HOST = HERE.parents[1] / "server" / "ether_host"
 METHOD = re.compile(r"^(agent|ctx|msg|net|term)\.[a-z_]+$")
 # The modules that serve host calls other than term.* (or register them with the dispatcher).
-SERVING = ("agents/dispatch.py", "gateway/calls.py", "gateway/service.py")
+SERVING = ("agents/dispatch.py", "gateway/calls.py", "gateway/usecases.py")
 
 
 def vector_calls() -> list[str]:

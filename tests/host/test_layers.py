@@ -97,6 +97,17 @@ def test_code_outside_a_core_package_imports_only_its_face() -> None:
     assert not crossings, "\n".join(sorted(crossings))
 
 
+def test_a_service_is_a_grpc_service() -> None:
+    """``service`` names the gRPC services the transport serves; a core module says what it holds
+    (``supervisor/deployments.py``, ``workflows/runs.py``, ``gateway/usecases.py``)."""
+    misnamed = [
+        str(p.relative_to(ROOT))
+        for p in HOST.rglob("service.py")
+        if p.relative_to(HOST).parts[0] not in FRONTS
+    ]
+    assert not misnamed, misnamed
+
+
 def test_the_cli_is_a_client_like_any_other() -> None:
     """Every ``ether`` command but ``serve`` reaches the host through the five services only: its
     modules import nothing of the host but the cli package itself (``serve`` runs the host)."""

@@ -8,9 +8,9 @@ from ether_host.gateway.events import SessionEvent
 from ether_host.gateway.messaging import Lagged, Message
 from ether_host.gateway.pipeline import Pipeline, Step, Trigger
 from ether_host.gateway.pipeline import describe as describe_pipeline
-from ether_host.gateway.service import Gateway
 from ether_host.gateway.sessions import CLOSED, OPEN, Session
 from ether_host.gateway.store import GatewayStore
+from ether_host.gateway.usecases import Gateway
 
 __all__ = [
     "ALLOWED",

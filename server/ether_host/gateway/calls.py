@@ -32,7 +32,7 @@ from ether_host.gateway.sessions import Session
 from ether_host.link import TaskFailure
 
 if TYPE_CHECKING:
-    from ether_host.gateway.service import Gateway
+    from ether_host.gateway.usecases import Gateway
 
 MAX_RECEIVE = 100
 MAX_WAIT = 3600.0

@@ -20,7 +20,7 @@ from ether_host.supervisor.records import LifecycleEvent, LogLine, State
 from ether_host.supervisor.replica import Replica
 
 if TYPE_CHECKING:
-    from ether_host.supervisor.service import Supervisor
+    from ether_host.supervisor.deployments import Supervisor
 
 log = structlog.get_logger("ether.supervisor")
 
