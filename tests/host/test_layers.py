@@ -97,6 +97,20 @@ def test_code_outside_a_core_package_imports_only_its_face() -> None:
     assert not crossings, "\n".join(sorted(crossings))
 
 
+def test_a_name_means_one_thing_across_the_faces() -> None:
+    """No two core packages export the same name (the gateway's ``Session`` is a conversation, a
+    terminal is a ``Terminal``; a subscription's gap is ``SubscriptionLagged``, an attached
+    client's is the terminals' ``Lagged``), so a module importing both faces never shadows one."""
+    owners: dict[str, list[str]] = {}
+    for init in HOST.glob("*/__init__.py"):
+        if init.parent.name not in FRONTS:
+            for name in face(init.parent):
+                owners.setdefault(name, []).append(init.parent.name)
+    shared = {name: sorted(where) for name, where in owners.items() if len(where) > 1}
+    assert not shared, shared
+    assert {"Session", "Lagged", "SubscriptionLagged"} <= set(owners)
+
+
 def test_a_service_is_a_grpc_service() -> None:
     """``service`` names the gRPC services the transport serves; a core module says what it holds
     (``supervisor/deployments.py``, ``workflows/runs.py``, ``gateway/usecases.py``)."""

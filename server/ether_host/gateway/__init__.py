@@ -5,7 +5,7 @@ from ether_host.gateway import events
 from ether_host.gateway.context import MERGE_PATCH, REMOVE, REPLACE, SET, Change
 from ether_host.gateway.egress.audit import ALLOWED, DENIED, AuditFilter, AuditRecord
 from ether_host.gateway.events import SessionEvent
-from ether_host.gateway.messaging import Lagged, Message
+from ether_host.gateway.messaging import Message, SubscriptionLagged
 from ether_host.gateway.pipeline import Pipeline, Step, Trigger
 from ether_host.gateway.pipeline import describe as describe_pipeline
 from ether_host.gateway.sessions import CLOSED, OPEN, Session
@@ -26,12 +26,12 @@ __all__ = [
     "Change",
     "Gateway",
     "GatewayStore",
-    "Lagged",
     "Message",
     "Pipeline",
     "Session",
     "SessionEvent",
     "Step",
+    "SubscriptionLagged",
     "Trigger",
     "describe_pipeline",
     "events",

@@ -48,6 +48,7 @@ from ether_host.gateway.sessions import healthy
 from ether_host.gateway.settings import GatewaySettings
 from ether_host.gateway.store import GatewayStore, Saved
 from ether_host.supervisor import ManagedAgent, Supervisor
+from ether_host.reasons import Reason
 
 log = structlog.get_logger("ether.gateway")
 
@@ -89,7 +90,7 @@ class Message:
 
 
 @dataclass(frozen=True)
-class Lagged:
+class SubscriptionLagged:
     """A subscriber fell behind the retained window and missed messages."""
 
     dropped: int
@@ -219,7 +220,7 @@ class Messaging:
         if len(box.queue) >= limit:
             raise ResourceExhausted(
                 f"the mailbox of {agent} is full ({limit} messages waiting); retry later",
-                reason="MAILBOX_FULL",
+                reason=Reason.MAILBOX_FULL,
                 retry_after=1.0,
                 resource=("agent", agent),
                 metadata={"capacity": str(limit)},
@@ -372,18 +373,19 @@ class Messaging:
 
     async def follow(
         self, history: History[Message], after: int | None, until: Callable[[], bool]
-    ) -> AsyncIterator[Message | Lagged]:
-        """Retained messages after ``after`` (None: only new ones), then new ones; gaps as Lagged."""
+    ) -> AsyncIterator[Message | SubscriptionLagged]:
+        """Retained messages after ``after`` (None: only new ones), then new ones; gaps as
+        SubscriptionLagged."""
         cursor = history.last_sequence if after is None else max(0, after)
         async for sequence, message in history.follow(cursor, until=until):
             if sequence > cursor + 1:
-                yield Lagged(sequence - cursor - 1, cursor + 1)
+                yield SubscriptionLagged(sequence - cursor - 1, cursor + 1)
             cursor = sequence
             yield message
 
     async def follow_topic(
         self, topic: str, after: int | None, until: Callable[[], bool]
-    ) -> AsyncIterator[Message | Lagged]:
+    ) -> AsyncIterator[Message | SubscriptionLagged]:
         channel = self.topic(topic)
         channel.readers += 1
         try:
@@ -396,14 +398,14 @@ class Messaging:
         if not TYPE_PATTERN.match(kind):
             raise InvalidArgument(
                 f"message type {kind[:64]!r} must be lower_snake: a-z, 0-9 and _, from a letter",
-                reason="INVALID_MESSAGE_TYPE",
+                reason=Reason.INVALID_MESSAGE_TYPE,
                 violations=[FieldViolation("type", "lower_snake")],
             )
         size = json_size(data)
         if size > self.settings.max_message_bytes:
             raise ResourceExhausted(
                 f"the message is {size} bytes as JSON, over the limit of {self.settings.max_message_bytes}",
-                reason="MESSAGE_TOO_LARGE",
+                reason=Reason.MESSAGE_TOO_LARGE,
                 metadata={"size": str(size), "limit": str(self.settings.max_message_bytes)},
             )
 
@@ -412,7 +414,7 @@ def check_topic(name: str) -> None:
     if not TOPIC_PATTERN.match(name):
         raise InvalidArgument(
             f"topic {name[:64]!r} must be 1-128 characters of a-z 0-9 . _ -",
-            reason="INVALID_TOPIC",
+            reason=Reason.INVALID_TOPIC,
             violations=[FieldViolation("topic", "[a-z0-9._-]{1,128}")],
         )
 

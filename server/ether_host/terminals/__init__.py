@@ -1,7 +1,7 @@
 """Terminals: programs on PTYs with an emulated screen (TerminalService and the ``term.*`` calls).
 
 The core of the feature, with no gRPC in it: ``TerminalManager`` holds the
-use cases; ``Session`` owns one PTY; ``Emulator`` renders its screen with a
+use cases; ``Terminal`` owns one PTY; ``Emulator`` renders its screen with a
 patched pyte off the event loop. See docs/terminals.md.
 """
 

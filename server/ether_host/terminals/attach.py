@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ether_host.errors import EtherError
 from ether_host.terminals.model import ExitInfo, ScreenRequest, ScreenView
-from ether_host.terminals.session import Session
+from ether_host.terminals.terminal import Terminal
 
 CHUNK = 512 * 1024  # most output bytes per message (gRPC's default receive limit is 4 MiB)
 
@@ -54,7 +54,7 @@ class Attachment:
     """An attached client's view of a terminal."""
 
     def __init__(
-        self, session: Session, from_offset: int | None, read_only: bool, max_lag: int
+        self, session: Terminal, from_offset: int | None, read_only: bool, max_lag: int
     ) -> None:
         self.session = session
         self.read_only = read_only

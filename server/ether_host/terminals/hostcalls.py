@@ -38,7 +38,7 @@ from ether_host.terminals.manager import AGENT_RIGHTS, TerminalManager
 from ether_host.terminals.matching import HeadTail, OutputMatcher, compile_regex
 from ether_host.terminals.model import ExitInfo, ScreenRequest, ScreenView, TerminalInfo
 from ether_host.terminals.requests import CreateSpec
-from ether_host.terminals.session import Session
+from ether_host.terminals.terminal import Terminal
 from ether_host.terminals.waiting import (
     ExitWait,
     OutputWait,
@@ -47,6 +47,7 @@ from ether_host.terminals.waiting import (
     WaitCondition,
     WaitFailure,
 )
+from ether_host.reasons import Reason
 
 OWNER_PREFIX = "agent:"
 GONE = {State.STOPPED, State.EXITED, State.FATAL}
@@ -109,7 +110,7 @@ class AgentTerminals:
         if handler is None:
             raise NotFound(
                 f"no host call {method!r}; terminal calls are {', '.join(TERMINAL_CALLS)}",
-                reason="UNKNOWN_CALL",
+                reason=Reason.UNKNOWN_CALL,
             )
         return await handler(agent_identity(caller.agent), params)
 
@@ -239,7 +240,7 @@ class AgentTerminals:
 
 
 async def _collect(
-    session: Session, start: int, pattern: Any, quiet: float | None, within: float, limit: int
+    session: Terminal, start: int, pattern: Any, quiet: float | None, within: float, limit: int
 ) -> dict[str, Any]:
     started = time.monotonic()
     deadline = started + within
@@ -305,7 +306,7 @@ async def _collect(
 def _invalid(field: str, what: str) -> InvalidArgument:
     return InvalidArgument(
         f"{field}: expected {what}",
-        reason="INVALID_PARAMS",
+        reason=Reason.INVALID_PARAMS,
         violations=[FieldViolation(field, what)],
     )
 

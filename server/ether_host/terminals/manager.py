@@ -49,8 +49,9 @@ from ether_host.terminals.model import (
 )
 from ether_host.terminals.records import FormerTerminal, TerminalRecords
 from ether_host.terminals.requests import CreateSpec, parse_signal, plan_launch, size
-from ether_host.terminals.session import Session
 from ether_host.terminals.settings import TerminalSettings
+from ether_host.terminals.terminal import Terminal
+from ether_host.reasons import Reason
 
 log = structlog.get_logger("ether.terminals")
 
@@ -97,7 +98,7 @@ class TerminalManager:
         )
         self._former: dict[str, FormerTerminal] = {}
         self._started_at = time.time()
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, Terminal] = {}
         self.events: History[TerminalEvent] = History(EVENT_HISTORY)
         self._request_ids: dict[tuple[str, str], tuple[str, float]] = {}
         self._closing: set[str] = set()
@@ -158,7 +159,7 @@ class TerminalManager:
 
     def spawn(self, function: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         if self._tg is None:
-            raise Unavailable("the terminal service is not running", reason="TERMINALS_NOT_RUNNING")
+            raise Unavailable("the terminal service is not running", reason=Reason.TERMINALS_NOT_RUNNING)
         start_detached(self._tg, function, *args)  # never in the context of a request
 
     async def _expire(self) -> None:
@@ -201,15 +202,15 @@ class TerminalManager:
     # -- lookups and rights --------------------------------------------------------------
 
     @staticmethod
-    def _visible(identity: Identity, session: Session) -> bool:
+    def _visible(identity: Identity, session: Terminal) -> bool:
         return session.owner == identity.name or identity.may(ADMIN)
 
-    def find(self, identity: Identity, terminal_id: str, right: str) -> Session:
+    def find(self, identity: Identity, terminal_id: str, right: str) -> Terminal:
         """The terminal, if the caller may see it and holds ``right``."""
         if not terminal_id:
             raise InvalidArgument(
                 "terminal_id is required",
-                reason="MISSING_TERMINAL_ID",
+                reason=Reason.MISSING_TERMINAL_ID,
                 violations=[FieldViolation("terminal_id", "required")],
             )
         session = self.sessions.get(terminal_id)
@@ -218,7 +219,7 @@ class TerminalManager:
         if session is None or not self._visible(identity, session):
             raise NotFound(
                 f"no terminal {terminal_id!r} (it may have been closed)",
-                reason="TERMINAL_NOT_FOUND",
+                reason=Reason.TERMINAL_NOT_FOUND,
                 resource=("terminal", terminal_id),
             )
         _require(identity, right, f"terminal {terminal_id}")
@@ -233,7 +234,7 @@ class TerminalManager:
             raise PermissionDenied(
                 f"{identity.name} may only see its own terminals (the {ADMIN} right is needed "
                 f"for owner {owner!r})",
-                reason="MISSING_RIGHT",
+                reason=Reason.MISSING_RIGHT,
                 metadata={"right": ADMIN},
             )
         return None if owner == "*" else owner
@@ -242,13 +243,13 @@ class TerminalManager:
 
     async def create(self, identity: Identity, spec: CreateSpec) -> TerminalInfo:
         if self._stopping:
-            raise Unavailable("the host is stopping; no new terminals", reason="HOST_STOPPING")
+            raise Unavailable("the host is stopping; no new terminals", reason=Reason.HOST_STOPPING)
         _require(identity, CREATE, "a new terminal")
         owner = spec.owner or identity.name
         if owner != identity.name and not identity.may(ADMIN):
             raise PermissionDenied(
                 f"{identity.name} may not create terminals for {owner!r} (needs {ADMIN})",
-                reason="MISSING_RIGHT",
+                reason=Reason.MISSING_RIGHT,
                 metadata={"right": ADMIN},
             )
         if spec.request_id:
@@ -261,7 +262,7 @@ class TerminalManager:
         self._check_limits(owner)
         terminal_id = f"term-{secrets.token_hex(8)}"
         sandbox = await self._sandbox(owner, terminal_id, spec.cwd, launch.cwd)
-        session = Session(
+        session = Terminal(
             terminal_id=terminal_id,
             name=spec.name,
             owner=owner,
@@ -326,7 +327,7 @@ class TerminalManager:
                 raise InvalidArgument(
                     f"cwd {cwd!r} is not visible in the terminal's sandbox (its scratch "
                     "directory, the system directories and the paths the host config gives it)",
-                    reason="INVALID_CWD",
+                    reason=Reason.INVALID_CWD,
                     violations=[FieldViolation("cwd", "a directory the sandbox shows")],
                 )
         return SandboxPolicy(
@@ -349,7 +350,7 @@ class TerminalManager:
         if total >= settings.max_terminals:
             raise ResourceExhausted(
                 f"the host runs {total} terminals, its limit (terminals.max_terminals); close one first",
-                reason="TERMINAL_LIMIT",
+                reason=Reason.TERMINAL_LIMIT,
                 metadata={"limit": str(settings.max_terminals)},
                 extra={
                     "quota_violations": [("host", f"at most {settings.max_terminals} terminals")]
@@ -360,7 +361,7 @@ class TerminalManager:
             raise ResourceExhausted(
                 f"{owner} owns {mine} terminals, the limit per owner (terminals.max_terminals_per_owner); "
                 f"close one first",
-                reason="TERMINAL_OWNER_LIMIT",
+                reason=Reason.TERMINAL_OWNER_LIMIT,
                 metadata={"limit": str(settings.max_terminals_per_owner)},
                 extra={
                     "quota_violations": [
@@ -372,7 +373,7 @@ class TerminalManager:
                 },
             )
 
-    def _exited(self, session: Session) -> None:
+    def _exited(self, session: Terminal) -> None:
         if session.id not in self._announced:
             # Watchers must see "created" before "exited": hold the exit until create() is done.
             self._early_exits.add(session.id)
@@ -380,7 +381,7 @@ class TerminalManager:
         if not session.closed:
             self.events.append(TerminalEvent("exited", session.info()))
 
-    async def _record_exit(self, session: Session, screen: ScreenView) -> None:
+    async def _record_exit(self, session: Terminal, screen: ScreenView) -> None:
         """Commit a program's exit status and last screen (before the exit is reported)."""
         assert self._records is not None
         info = dataclasses.replace(session.info(), state=TerminalState.EXITED, exit=screen.exit)
@@ -410,7 +411,7 @@ class TerminalManager:
         if former.info.owner != identity.name and not identity.may(ADMIN):
             return NotFound(
                 f"no terminal {terminal_id!r} (it may have been closed)",
-                reason="TERMINAL_NOT_FOUND",
+                reason=Reason.TERMINAL_NOT_FOUND,
                 resource=("terminal", terminal_id),
             )
         restarted = _iso(self._started_at)
@@ -422,7 +423,7 @@ class TerminalManager:
                 f"with the host, before a final screen or exit status could be recorded; the "
                 f"host restarted at {restarted}. Terminals do not survive the host: create a "
                 f"new one (close terminals before stopping the host to keep their last screen)",
-                reason="TERMINAL_LOST_IN_RESTART",
+                reason=Reason.TERMINAL_LOST_IN_RESTART,
                 metadata=metadata,
                 resource=("terminal", terminal_id),
             )
@@ -442,7 +443,7 @@ class TerminalManager:
             f"({', '.join(how) or 'exited'}): it takes no more input, signals, resizes or "
             f"attaches. GetTerminal and ReadScreen still show its last state and screen; "
             f"create a new terminal to go on",
-            reason="TERMINAL_ENDED_BEFORE_RESTART",
+            reason=Reason.TERMINAL_ENDED_BEFORE_RESTART,
             metadata=metadata,
             resource=("terminal", terminal_id),
         )
@@ -482,14 +483,14 @@ class TerminalManager:
         if grace is not None and not 0 <= grace <= MAX_GRACE:
             raise InvalidArgument(
                 f"grace {grace:g}s is out of range 0 to {MAX_GRACE:g}s",
-                reason="INVALID_GRACE",
+                reason=Reason.INVALID_GRACE,
                 violations=[FieldViolation("grace", "0 to 60 seconds")],
             )
         return await self._close(
             session, self.settings.close_grace if grace is None else grace, "closed"
         )
 
-    async def _close(self, session: Session, grace: float, reason: str) -> TerminalInfo:
+    async def _close(self, session: Terminal, grace: float, reason: str) -> TerminalInfo:
         self._closing.add(session.id)
         try:
             await session.terminate(grace)
@@ -517,7 +518,7 @@ class TerminalManager:
         session = self.find(identity, terminal_id, WRITE)
         return session.write(self._encode(session, spec))
 
-    def _encode(self, session: Session, spec: keys.InputSpec) -> bytes:
+    def _encode(self, session: Terminal, spec: keys.InputSpec) -> bytes:
         return keys.encode(
             spec,
             app_cursor=session.app_cursor,
@@ -531,7 +532,7 @@ class TerminalManager:
         if request.scrollback_limit < 0:
             raise InvalidArgument(
                 "scrollback_limit is negative",
-                reason="INVALID_SCROLLBACK_LIMIT",
+                reason=Reason.INVALID_SCROLLBACK_LIMIT,
                 violations=[FieldViolation("scrollback_limit", "0 or more")],
             )
         former = self._former_readable(identity, terminal_id)
@@ -565,7 +566,7 @@ class TerminalManager:
         if within is not None and within < 0:
             raise InvalidArgument(
                 "timeout is negative",
-                reason="INVALID_TIMEOUT",
+                reason=Reason.INVALID_TIMEOUT,
                 violations=[FieldViolation("timeout", "0 or more")],
             )
         return await waiting.wait_for(
@@ -605,7 +606,7 @@ class TerminalManager:
         if attachment.read_only:
             raise PermissionDenied(
                 f"this attach to terminal {attachment.session.id} is read-only: no {what}",
-                reason="READ_ONLY_ATTACH",
+                reason=Reason.READ_ONLY_ATTACH,
                 resource=("terminal", attachment.session.id),
             )
         _require(identity, right, f"terminal {attachment.session.id}")
@@ -619,6 +620,6 @@ def _require(identity: Identity, right: str, what: str) -> None:
     if not identity.may(right):
         raise PermissionDenied(
             f"{identity.name} lacks the {right} right for {what}",
-            reason="MISSING_RIGHT",
+            reason=Reason.MISSING_RIGHT,
             metadata={"right": right},
         )

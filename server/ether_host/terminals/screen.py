@@ -271,10 +271,10 @@ class TermScreen(pyte.Screen):
         super().set_margins(top, bottom)
 
     def report_device_status(self, mode: int = 0, *_: Any, **__: Any) -> None:
-        """Replies are sent by the session as soon as the query is read (see Session)."""
+        """Replies are sent by the session as soon as the query is read (see Terminal)."""
 
     def report_device_attributes(self, mode: int = 0, **_: Any) -> None:
-        """Replies are sent by the session as soon as the query is read (see Session)."""
+        """Replies are sent by the session as soon as the query is read (see Terminal)."""
 
     # -- cursor save/restore: one slot, as xterm -----------------------------------------
 

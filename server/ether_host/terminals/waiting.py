@@ -23,7 +23,8 @@ from ether_host.errors import (
 )
 from ether_host.terminals.matching import OutputMatcher, compile_regex
 from ether_host.terminals.model import ExitInfo, ScreenRequest, ScreenView
-from ether_host.terminals.session import Session
+from ether_host.terminals.terminal import Terminal
+from ether_host.reasons import Reason
 
 SCREEN_CHECK_INTERVAL = 0.02
 OUTPUT_SLICE = 1024 * 1024
@@ -83,7 +84,7 @@ def validate(condition: WaitCondition | None) -> WaitCondition:
     if condition is None:
         raise InvalidArgument(
             "WaitFor needs a condition: screen, output, exit or quiet",
-            reason="NO_CONDITION",
+            reason=Reason.NO_CONDITION,
             violations=[FieldViolation("condition", "required")],
         )
     if isinstance(condition, ScreenWait):
@@ -93,20 +94,20 @@ def validate(condition: WaitCondition | None) -> WaitCondition:
         if condition.after is not None and condition.after < 0:
             raise InvalidArgument(
                 f"output.after_offset {condition.after} is negative",
-                reason="INVALID_OFFSET",
+                reason=Reason.INVALID_OFFSET,
                 violations=[FieldViolation("output.after_offset", "0 or more")],
             )
     elif isinstance(condition, QuietWait) and not MIN_QUIET <= condition.seconds <= MAX_QUIET:
         raise InvalidArgument(
             f"quiet.duration {condition.seconds:g}s is out of range 10 ms to 1 hour",
-            reason="INVALID_DURATION",
+            reason=Reason.INVALID_DURATION,
             violations=[FieldViolation("quiet.duration", "10ms to 1h")],
         )
     return condition
 
 
 async def wait_for(
-    session: Session, condition: WaitCondition, within: float, request: ScreenRequest
+    session: Terminal, condition: WaitCondition, within: float, request: ScreenRequest
 ) -> WaitResult:
     """Wait for ``condition``; DEADLINE_EXCEEDED or FAILED_PRECONDITION carry a WaitFailure."""
     started = time.monotonic()
@@ -164,12 +165,12 @@ async def wait_for(
         await waiter.pace(deadline)
 
 
-def _describe(session: Session) -> str:
+def _describe(session: Terminal) -> str:
     return session.exit.describe() if session.exit else "closed"
 
 
 async def _failure(
-    session: Session,
+    session: Terminal,
     request: ScreenRequest,
     started: float,
     kind: type[EtherError],
@@ -210,7 +211,7 @@ class _Waiter:
 
 
 class _ScreenWaiter(_Waiter):
-    def __init__(self, session: Session, condition: ScreenWait, request: ScreenRequest) -> None:
+    def __init__(self, session: Terminal, condition: ScreenWait, request: ScreenRequest) -> None:
         self.session = session
         self.regex = compile_regex(condition.regex, "screen.regex")
         self.request = dataclasses.replace(
@@ -239,7 +240,7 @@ class _ScreenWaiter(_Waiter):
 
 
 class _OutputWaiter(_Waiter):
-    def __init__(self, session: Session, condition: OutputWait) -> None:
+    def __init__(self, session: Terminal, condition: OutputWait) -> None:
         self.session = session
         buffer = session.buffer
         self.position = (
@@ -265,7 +266,7 @@ class _OutputWaiter(_Waiter):
 
 
 class _ExitWaiter(_Waiter):
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Terminal) -> None:
         self.session = session
 
     async def check(self) -> _Found | None:
@@ -273,7 +274,7 @@ class _ExitWaiter(_Waiter):
 
 
 class _QuietWaiter(_Waiter):
-    def __init__(self, session: Session, condition: QuietWait, started: float) -> None:
+    def __init__(self, session: Terminal, condition: QuietWait, started: float) -> None:
         self.session = session
         self.seconds = condition.seconds
         self.started = started

@@ -47,6 +47,7 @@ from ether_host.terminals.model import (
 from ether_host.terminals.policy import Program
 from ether_host.terminals.pumps import Pumps
 from ether_host.terminals.settings import MAX_SIZE, TerminalSettings
+from ether_host.reasons import Reason
 
 log = structlog.get_logger("ether.terminals")
 
@@ -71,7 +72,7 @@ def clamp_size(value: int, current: int) -> int:
     return current if value == 0 else max(1, min(MAX_SIZE, value))
 
 
-class Session:
+class Terminal:
     """A program running on a PTY."""
 
     def __init__(
@@ -91,9 +92,9 @@ class Session:
         max_lifetime: float,
         settings: TerminalSettings,
         children: ChildRegistry,
-        on_exit: Callable[[Session], None],
+        on_exit: Callable[[Terminal], None],
         spawn_task: Callable[..., None],
-        record_exit: Callable[[Session, ScreenView], Awaitable[None]] | None = None,
+        record_exit: Callable[[Terminal, ScreenView], Awaitable[None]] | None = None,
         sandbox: SandboxPolicy | None = None,
     ) -> None:
         self.id = terminal_id
@@ -461,7 +462,7 @@ class Session:
             raise ResourceExhausted(
                 f"terminal {self.id}: the input queue holds {self._input.pending} bytes and {len(data)} more would "
                 f"exceed its {self._settings.input_queue} bytes; retry once the program has read it",
-                reason="INPUT_QUEUE_FULL",
+                reason=Reason.INPUT_QUEUE_FULL,
                 retry_after=1.0,
                 resource=("terminal", self.id),
                 extra={"quota_violations": [(f"terminal/{self.id}", "input queue bytes")]},
@@ -480,7 +481,7 @@ class Session:
             )
         return FailedPrecondition(
             f"{what}: terminal {self.id} has exited ({status})",
-            reason="TERMINAL_EXITED",
+            reason=Reason.TERMINAL_EXITED,
             metadata=metadata,
             resource=("terminal", self.id),
         )
