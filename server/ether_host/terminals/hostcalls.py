@@ -47,7 +47,6 @@ from ether_host.terminals.waiting import (
     WaitCondition,
     WaitFailure,
 )
-from ether_host.reasons import Reason
 
 OWNER_PREFIX = "agent:"
 GONE = {State.STOPPED, State.EXITED, State.FATAL}
@@ -110,7 +109,7 @@ class AgentTerminals:
         if handler is None:
             raise NotFound(
                 f"no host call {method!r}; terminal calls are {', '.join(TERMINAL_CALLS)}",
-                reason=Reason.UNKNOWN_CALL,
+                reason="UNKNOWN_CALL",
             )
         return await handler(agent_identity(caller.agent), params)
 
@@ -306,7 +305,7 @@ async def _collect(
 def _invalid(field: str, what: str) -> InvalidArgument:
     return InvalidArgument(
         f"{field}: expected {what}",
-        reason=Reason.INVALID_PARAMS,
+        reason="INVALID_PARAMS",
         violations=[FieldViolation(field, what)],
     )
 

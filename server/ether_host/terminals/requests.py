@@ -12,7 +12,6 @@ from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.terminals import policy
 from ether_host.terminals.settings import MAX_SIZE, TerminalSettings
 from ether_host.terminals.terminal import clamp_size
-from ether_host.reasons import Reason
 
 MAX_NAME = 128
 
@@ -59,26 +58,26 @@ def plan_launch(settings: TerminalSettings, spec: CreateSpec) -> LaunchPlan:
     if not (os.path.isabs(cwd) and os.path.isdir(cwd)):
         raise InvalidArgument(
             f"cwd {cwd!r} is not an absolute path to a directory",
-            reason=Reason.INVALID_CWD,
+            reason="INVALID_CWD",
             violations=[FieldViolation("cwd", "an existing absolute directory")],
         )
     if len(spec.name) > MAX_NAME:
         raise InvalidArgument(
             f"name is {len(spec.name)} characters; at most {MAX_NAME}",
-            reason=Reason.INVALID_NAME,
+            reason="INVALID_NAME",
             violations=[FieldViolation("name", f"at most {MAX_NAME} characters")],
         )
     term = spec.term or settings.term
     if len(term) > 64 or not term.isprintable() or " " in term:
         raise InvalidArgument(
             f"term {term!r} is not a terminal type name",
-            reason=Reason.INVALID_TERM,
+            reason="INVALID_TERM",
             violations=[FieldViolation("term", "a name such as xterm-256color")],
         )
     if spec.scrollback_lines < 0:
         raise InvalidArgument(
             "scrollback_lines is negative",
-            reason=Reason.INVALID_SCROLLBACK,
+            reason="INVALID_SCROLLBACK",
             violations=[FieldViolation("scrollback_lines", "0 or more")],
         )
     scrollback = min(spec.scrollback_lines or settings.scrollback_lines, settings.scrollback_limit)
@@ -104,7 +103,7 @@ def size(value: int, default: int, name: str, keep: int = 0) -> int:
         raise InvalidArgument(
             f"{name} {value} is negative; use 1 to {MAX_SIZE}, or 0 for "
             + ("the current size" if keep else "the default"),
-            reason=Reason.INVALID_SIZE,
+            reason="INVALID_SIZE",
             violations=[FieldViolation(name, f"0 to {MAX_SIZE}")],
         )
     if keep:
@@ -118,7 +117,7 @@ def duration(value: float | None, default: float, limit: float, name: str) -> fl
     if value <= 0:
         raise InvalidArgument(
             f"{name} must be positive (leave it unset for the host default)",
-            reason=Reason.INVALID_DURATION,
+            reason="INVALID_DURATION",
             violations=[FieldViolation(name, "a positive duration")],
         )
     return min(value, limit)
@@ -139,6 +138,6 @@ def parse_signal(name: str) -> int:
             return int(found)
     raise InvalidArgument(
         f"unknown signal {name!r}; use a name such as SIGINT or INT, or a number",
-        reason=Reason.INVALID_SIGNAL,
+        reason="INVALID_SIGNAL",
         violations=[FieldViolation("signal", "a signal name or number")],
     )

@@ -47,7 +47,6 @@ from ether_host.terminals.model import (
 from ether_host.terminals.policy import Program
 from ether_host.terminals.pumps import Pumps
 from ether_host.terminals.settings import MAX_SIZE, TerminalSettings
-from ether_host.reasons import Reason
 
 log = structlog.get_logger("ether.terminals")
 
@@ -462,7 +461,7 @@ class Terminal:
             raise ResourceExhausted(
                 f"terminal {self.id}: the input queue holds {self._input.pending} bytes and {len(data)} more would "
                 f"exceed its {self._settings.input_queue} bytes; retry once the program has read it",
-                reason=Reason.INPUT_QUEUE_FULL,
+                reason="INPUT_QUEUE_FULL",
                 retry_after=1.0,
                 resource=("terminal", self.id),
                 extra={"quota_violations": [(f"terminal/{self.id}", "input queue bytes")]},
@@ -481,7 +480,7 @@ class Terminal:
             )
         return FailedPrecondition(
             f"{what}: terminal {self.id} has exited ({status})",
-            reason=Reason.TERMINAL_EXITED,
+            reason="TERMINAL_EXITED",
             metadata=metadata,
             resource=("terminal", self.id),
         )

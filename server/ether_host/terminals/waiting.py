@@ -24,7 +24,6 @@ from ether_host.errors import (
 from ether_host.terminals.matching import OutputMatcher, compile_regex
 from ether_host.terminals.model import ExitInfo, ScreenRequest, ScreenView
 from ether_host.terminals.terminal import Terminal
-from ether_host.reasons import Reason
 
 SCREEN_CHECK_INTERVAL = 0.02
 OUTPUT_SLICE = 1024 * 1024
@@ -84,7 +83,7 @@ def validate(condition: WaitCondition | None) -> WaitCondition:
     if condition is None:
         raise InvalidArgument(
             "WaitFor needs a condition: screen, output, exit or quiet",
-            reason=Reason.NO_CONDITION,
+            reason="NO_CONDITION",
             violations=[FieldViolation("condition", "required")],
         )
     if isinstance(condition, ScreenWait):
@@ -94,13 +93,13 @@ def validate(condition: WaitCondition | None) -> WaitCondition:
         if condition.after is not None and condition.after < 0:
             raise InvalidArgument(
                 f"output.after_offset {condition.after} is negative",
-                reason=Reason.INVALID_OFFSET,
+                reason="INVALID_OFFSET",
                 violations=[FieldViolation("output.after_offset", "0 or more")],
             )
     elif isinstance(condition, QuietWait) and not MIN_QUIET <= condition.seconds <= MAX_QUIET:
         raise InvalidArgument(
             f"quiet.duration {condition.seconds:g}s is out of range 10 ms to 1 hour",
-            reason=Reason.INVALID_DURATION,
+            reason="INVALID_DURATION",
             violations=[FieldViolation("quiet.duration", "10ms to 1h")],
         )
     return condition

@@ -23,7 +23,6 @@ from ether_host.paging import paginate
 from ether_host.transport import convert
 from ether_host.transport import gateway_convert as gc
 from ether_host.transport.interceptors import current_identity
-from ether_host.reasons import Reason
 
 _STATES = {gateway_pb2.SESSION_STATE_OPEN: "OPEN", gateway_pb2.SESSION_STATE_CLOSED: "CLOSED"}
 _DECISIONS = {
@@ -104,7 +103,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         if first.WhichOneof("kind") != "start":
             raise InvalidArgument(
                 "the first message of Converse must be start {session_id}",
-                reason=Reason.START_REQUIRED,
+                reason="START_REQUIRED",
                 violations=[FieldViolation("start", "required first")],
             )
         start = first.start
@@ -121,13 +120,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
                     if kind == "start":
                         raise InvalidArgument(
                             "start may only be the first message",
-                            reason=Reason.SECOND_START,
+                            reason="SECOND_START",
                             violations=[FieldViolation("start", "only in the first message")],
                         )
                     if kind != "message":
                         raise InvalidArgument(
                             "a message needs text or data",
-                            reason=Reason.EMPTY_MESSAGE,
+                            reason="EMPTY_MESSAGE",
                             violations=[FieldViolation("message", "required")],
                         )
                     message = request.message
@@ -189,7 +188,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         else:
             raise InvalidArgument(
                 "no update: set one of set, merge_patch, remove or replace",
-                reason=Reason.MISSING_UPDATE,
+                reason="MISSING_UPDATE",
                 violations=[FieldViolation("update", "required")],
             )
         expected = request.expected_version if request.HasField("expected_version") else None
@@ -230,7 +229,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         if source is None:
             raise InvalidArgument(
                 "name what to subscribe to: agent or topic",
-                reason=Reason.NO_SOURCE,
+                reason="NO_SOURCE",
                 violations=[FieldViolation("source", "agent or topic")],
             )
         after = request.after_sequence if request.HasField("after_sequence") else None
