@@ -2,9 +2,9 @@
 
 The core never imports grpc; it raises these. Each carries one canonical
 code (named after the gRPC status it maps to), a message a person can act on,
-an UPPER_SNAKE reason for `google.rpc.ErrorInfo`, and optional details that
-the transport turns into `BadRequest`, `ResourceInfo`, `RetryInfo` or
-`QuotaFailure`.
+a `Reason` for `google.rpc.ErrorInfo` (reasons.py, the mirror of
+`ether.v1.ErrorReason`), and optional typed details that the transport turns
+into `BadRequest`, `ResourceInfo`, `RetryInfo` or `QuotaFailure`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
+
+from ether_host.reasons import Reason
 
 
 class ErrorCode(Enum):
@@ -41,17 +43,28 @@ class FieldViolation:
     description: str
 
 
+@dataclass(frozen=True)
+class QuotaViolation:
+    """One quota a request ran into: what it applies to (``terminal/t-1``) and its bound."""
+
+    subject: str
+    description: str
+
+
 @dataclass
 class EtherError(Exception):
     """An error a caller can act on. Raise a subclass, not this."""
 
     message: str
-    reason: str = "ERROR"
+    reason: Reason
     metadata: dict[str, str] = field(default_factory=dict)
     violations: list[FieldViolation] = field(default_factory=list)
     resource: tuple[str, str] | None = None  # (resource type, name)
     retry_after: float | None = None  # seconds
-    extra: dict[str, Any] = field(default_factory=dict)
+    quota_violations: list[QuotaViolation] = field(default_factory=list)
+    # Further protobuf messages a servicer attaches on the way out (such as
+    # ether.v1.WaitForFailure); the core leaves this empty.
+    details: list[Any] = field(default_factory=list)
 
     code = ErrorCode.INTERNAL
 

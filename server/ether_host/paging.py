@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from ether_host.errors import FieldViolation, InvalidArgument
+from ether_host.reasons import Reason
 
 T = TypeVar("T")
 DEFAULT_PAGE_SIZE = 100
@@ -39,7 +40,7 @@ def _after(token: str, scope: str) -> Key:
     if not valid or found_scope != scope:
         raise InvalidArgument(
             "page_token was not issued by this list call; pass the next_page_token of the previous page",
-            reason="INVALID_PAGE_TOKEN",
+            reason=Reason.INVALID_PAGE_TOKEN,
             violations=[FieldViolation("page_token", "not a token of this list")],
         )
     return tuple(key)
@@ -50,7 +51,7 @@ def page_size_of(page_size: int) -> int:
     if page_size < 0:
         raise InvalidArgument(
             f"page_size {page_size} is negative; use 0 for the default of {DEFAULT_PAGE_SIZE}",
-            reason="INVALID_PAGE_SIZE",
+            reason=Reason.INVALID_PAGE_SIZE,
             violations=[FieldViolation("page_size", f"0 to {MAX_PAGE_SIZE}")],
         )
     return min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
@@ -80,7 +81,7 @@ def paginate(
         except TypeError:  # a token of this scope whose key has another shape
             raise InvalidArgument(
                 "page_token does not fit this list; pass the next_page_token of the previous page",
-                reason="INVALID_PAGE_TOKEN",
+                reason=Reason.INVALID_PAGE_TOKEN,
                 violations=[FieldViolation("page_token", "not a token of this list")],
             ) from None
     page = ordered[:size]

@@ -54,6 +54,7 @@ import structlog
 
 from ether_host.config import ConfigError
 from ether_host.errors import FailedPrecondition, FieldViolation, InvalidArgument
+from ether_host.reasons import Reason
 
 log = structlog.get_logger("ether.resources")
 
@@ -254,7 +255,7 @@ def agent_limits(table: Any) -> dict[str, int]:
     except ValueError as error:
         name, _, problem = str(error).partition(": ")
         raise InvalidArgument(
-            str(error), reason="INVALID_AGENT_SPEC", violations=[FieldViolation(name, problem)]
+            str(error), reason=Reason.INVALID_AGENT_SPEC, violations=[FieldViolation(name, problem)]
         ) from None
 
 
@@ -268,7 +269,7 @@ def narrow(host: Limits, asked: Mapping[str, int]) -> Limits:
                 f"agent.toml limits.{key}: {_words(key, value)} is more than the host allows "
                 f"({_words(key, allowed)}, set by limits.agents.{key} in the host config); "
                 "an agent may only lower the host's limits",
-                reason="LIMIT_ABOVE_HOST",
+                reason=Reason.LIMIT_ABOVE_HOST,
                 metadata={"setting": f"limits.{key}", "allowed": str(allowed)},
             )
     return replace(host, **asked)

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from ether_host.auth import Identity
 from ether_host.errors import PermissionDenied
+from ether_host.reasons import Reason
 
 AGENT_READ = "agent.read"
 AGENT_EXECUTE = "agent.execute"
@@ -162,7 +163,7 @@ def require(identity: Identity, right: str, scope: str = "") -> None:
     raise PermissionDenied(
         f"{identity.name} lacks the {right} right"
         + (f" for {scope!r} (grant {right} or {named})" if scope else ""),
-        reason="MISSING_RIGHT",
+        reason=Reason.MISSING_RIGHT,
         metadata={"right": right, **({"scope": scope} if scope else {})},
     )
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from ether_host.config import ConfigError
 from ether_host.errors import FieldViolation, PermissionDenied
+from ether_host.reasons import Reason
 
 MODES = ("auto", "required", "off")
 NETWORKS = ("none", "host")
@@ -191,7 +192,7 @@ def runtimes() -> tuple[str, ...]:
 def _refused(setting: str, problem: str) -> PermissionDenied:
     return PermissionDenied(
         f"agent.toml {setting}: {problem}",
-        reason="SANDBOX_NOT_ALLOWED",
+        reason=Reason.SANDBOX_NOT_ALLOWED,
         violations=[FieldViolation(f"agent.toml {setting}", problem)],
         metadata={"setting": setting},
     )

@@ -37,6 +37,7 @@ from ether_host.errors import (
     Unavailable,
 )
 from ether_host.link import SHUTTING_DOWN, AgentConnection, LinkClosed, Pending, TaskFailure
+from ether_host.reasons import Reason
 from ether_host.supervisor import ActionInfo, ManagedAgent, Replica, Supervisor
 
 log = structlog.get_logger("ether.agents")
@@ -133,7 +134,7 @@ class Dispatcher:
         if task.task_id in self._running:
             raise InvalidArgument(
                 f"task_id {task.task_id!r} is already running; use another id",
-                reason="DUPLICATE_TASK_ID",
+                reason=Reason.DUPLICATE_TASK_ID,
             )
         action = resolve_action(agent, task) if agent.actions else None
         if action is not None:
@@ -171,7 +172,7 @@ class Dispatcher:
             if record.cancel_reason and record.owner is not None and record.owner.uncancel() == 0:
                 raise Cancelled(
                     f"task {task.task_id} was cancelled: {record.cancel_reason}",
-                    reason="TASK_CANCELLED",
+                    reason=Reason.TASK_CANCELLED,
                 ) from None
             raise
         finally:
@@ -182,7 +183,7 @@ class Dispatcher:
         if record is None:
             raise NotFound(
                 f"no running task {task_id!r} (it may have finished already)",
-                reason="TASK_NOT_FOUND",
+                reason=Reason.TASK_NOT_FOUND,
                 resource=("task", task_id),
             )
         if record.cancel_reason or record.owner is None:
@@ -231,7 +232,7 @@ class Dispatcher:
             if replica is None or waiting.cancelled_caught:
                 raise DeadlineExceeded(
                     f"task {task.task_id} waited for a free slot on agent {agent.name} until its deadline",
-                    reason="DEADLINE_WAITING_FOR_AGENT",
+                    reason=Reason.DEADLINE_WAITING_FOR_AGENT,
                     resource=("agent", agent.name),
                 )
         connection = replica.connection
@@ -242,7 +243,7 @@ class Dispatcher:
             if connection is None:
                 raise _NotSent(
                     f"agent {agent.name} replica {replica.index} stopped before the task was sent",
-                    reason="AGENT_UNAVAILABLE",
+                    reason=Reason.AGENT_UNAVAILABLE,
                     retry_after=1.0,
                 )
             if action is None:
@@ -272,7 +273,7 @@ class Dispatcher:
                 handed_over = self._abandon(connection, replica, pending, "deadline exceeded")
                 raise DeadlineExceeded(
                     f"task {task.task_id} on agent {agent.name} did not finish before its deadline",
-                    reason="TASK_DEADLINE_EXCEEDED",
+                    reason=Reason.TASK_DEADLINE_EXCEEDED,
                     resource=("task", task.task_id),
                 )
             if _refused(pending):
@@ -280,7 +281,7 @@ class Dispatcher:
                 # link has taken this replica out of the rotation already.
                 raise _Refused(
                     f"agent {agent.name} process {replica.pid or ''} is shutting down and refused task {task.task_id}",
-                    reason="AGENT_SHUTTING_DOWN",
+                    reason=Reason.AGENT_SHUTTING_DOWN,
                     resource=("agent", agent.name),
                     retry_after=1.0,
                 )
@@ -300,10 +301,10 @@ class Dispatcher:
                 task.budget,
                 record.spent_cost,
             )
-        except TaskFailure as failure:  # the task frame itself broke a link rule (its size)
+        except TaskFailure as failure:  # the task frame is larger than the link's frame limit
             raise InvalidArgument(
                 f"task {task.task_id} cannot be sent to agent {agent.name}: {failure.message}",
-                reason=failure.code.upper(),
+                reason=Reason.FRAME_TOO_LARGE,
                 resource=("agent", agent.name),
             ) from None
         except LinkClosed as closed:
@@ -314,7 +315,7 @@ class Dispatcher:
             error = Unavailable if pending is not None and pending.sent else _NotSent
             raise error(
                 f"agent {agent.name} process {replica.pid or ''} died while running task {task.task_id} ({closed})",
-                reason="AGENT_DIED",
+                reason=Reason.AGENT_DIED,
                 resource=("agent", agent.name),
                 retry_after=1.0,
             ) from None

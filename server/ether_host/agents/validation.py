@@ -11,6 +11,7 @@ from jsonschema.exceptions import SchemaError
 
 from ether_host.agents.model import Budget, TaskInput
 from ether_host.errors import FieldViolation, InvalidArgument
+from ether_host.reasons import Reason
 from ether_host.supervisor import ActionInfo, ManagedAgent
 
 TASK_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -21,7 +22,7 @@ def check_task_id(task_id: str) -> None:
     if not TASK_ID.match(task_id):
         raise InvalidArgument(
             f"task_id {task_id[:40]!r} must be 1-128 characters of A-Z a-z 0-9 . _ : -",
-            reason="INVALID_TASK_ID",
+            reason=Reason.INVALID_TASK_ID,
             violations=[FieldViolation("input.task_id", "1-128 characters of A-Z a-z 0-9 . _ : -")],
         )
 
@@ -36,7 +37,7 @@ def check_budget(budget: Budget) -> None:
         raise InvalidArgument(
             "budget limits must not be negative: "
             + ", ".join(v.field.rsplit(".", 1)[1] for v in violations),
-            reason="INVALID_BUDGET",
+            reason=Reason.INVALID_BUDGET,
             violations=violations,
         )
 
@@ -52,7 +53,7 @@ def resolve_action(agent: ManagedAgent, task: TaskInput) -> ActionInfo:
     what = "names no action" if not task.action else f"has no action {task.action!r}"
     raise InvalidArgument(
         f"agent {agent.name} {what}; its actions are: {', '.join(names) or 'none'}",
-        reason="UNKNOWN_ACTION",
+        reason=Reason.UNKNOWN_ACTION,
         metadata={"agent": agent.name, "actions": ",".join(names)},
         violations=[FieldViolation("input.action", f"one of: {', '.join(names)}")],
     )
@@ -113,7 +114,7 @@ def check_params(agent: ManagedAgent, action: ActionInfo, params: dict[str, Any]
     raise InvalidArgument(
         f"params of {agent.name}.{action.name} do not match its schema: {first.field}: {first.description}"
         + (f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""),
-        reason="INVALID_PARAMS",
+        reason=Reason.INVALID_PARAMS,
         metadata={"agent": agent.name, "action": action.name},
         violations=violations,
     )

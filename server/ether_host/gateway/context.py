@@ -19,6 +19,7 @@ from typing import Any
 
 from ether_host.bus import History
 from ether_host.errors import Aborted, FieldViolation, InvalidArgument, ResourceExhausted
+from ether_host.reasons import Reason
 
 SET, MERGE_PATCH, REMOVE, REPLACE = "set", "merge_patch", "remove", "replace"
 
@@ -114,7 +115,7 @@ class Context:
             raise Aborted(
                 f"the context is at version {self.version}, not {expected_version}; nothing was changed: "
                 "read it again and retry",
-                reason="VERSION_CONFLICT",
+                reason=Reason.VERSION_CONFLICT,
                 metadata={
                     "current_version": str(self.version),
                     "expected_version": str(expected_version),
@@ -155,7 +156,7 @@ class Context:
             if not isinstance(value, dict):
                 raise InvalidArgument(
                     "merge_patch must be a JSON object",
-                    reason="INVALID_UPDATE",
+                    reason=Reason.INVALID_UPDATE,
                     violations=[FieldViolation("merge_patch", "a JSON object")],
                 )
             _check_keys(value, "merge_patch")
@@ -166,7 +167,7 @@ class Context:
             if not isinstance(value, list) or not all(isinstance(k, str) and k for k in value):
                 raise InvalidArgument(
                     "remove needs a list of non-empty keys",
-                    reason="INVALID_UPDATE",
+                    reason=Reason.INVALID_UPDATE,
                     violations=[FieldViolation("remove.keys", "non-empty strings")],
                 )
             return {k: v for k, v in self._document.items() if k not in set(value)}
@@ -175,7 +176,7 @@ class Context:
             return copy.deepcopy(value)
         raise InvalidArgument(
             "no update: set one of set, merge_patch, remove or replace",
-            reason="MISSING_UPDATE",
+            reason=Reason.MISSING_UPDATE,
             violations=[FieldViolation("update", "required")],
         )
 
@@ -200,13 +201,13 @@ def _check_keys(value: Any, what: str) -> None:
     if not isinstance(value, dict):
         raise InvalidArgument(
             f"{what} must be a JSON object",
-            reason="INVALID_UPDATE",
+            reason=Reason.INVALID_UPDATE,
             violations=[FieldViolation(what, "a JSON object")],
         )
     if any(not key for key in value):
         raise InvalidArgument(
             "context keys must not be empty",
-            reason="EMPTY_KEY",
+            reason=Reason.EMPTY_KEY,
             violations=[FieldViolation(what, "an empty key")],
         )
 
@@ -214,6 +215,6 @@ def _check_keys(value: Any, what: str) -> None:
 def _too_large(size: int, limit: int) -> ResourceExhausted:
     return ResourceExhausted(
         f"the context would be {size} bytes as JSON, over the limit of {limit} bytes; nothing was changed",
-        reason="CONTEXT_TOO_LARGE",
+        reason=Reason.CONTEXT_TOO_LARGE,
         metadata={"size": str(size), "limit": str(limit)},
     )

@@ -47,6 +47,7 @@ from ether_host.gateway.context import json_size
 from ether_host.gateway.sessions import healthy
 from ether_host.gateway.settings import GatewaySettings
 from ether_host.gateway.store import GatewayStore, Saved
+from ether_host.reasons import Reason
 from ether_host.supervisor import ManagedAgent, Supervisor
 
 log = structlog.get_logger("ether.gateway")
@@ -219,7 +220,7 @@ class Messaging:
         if len(box.queue) >= limit:
             raise ResourceExhausted(
                 f"the mailbox of {agent} is full ({limit} messages waiting); retry later",
-                reason="MAILBOX_FULL",
+                reason=Reason.MAILBOX_FULL,
                 retry_after=1.0,
                 resource=("agent", agent),
                 metadata={"capacity": str(limit)},
@@ -397,14 +398,14 @@ class Messaging:
         if not TYPE_PATTERN.match(kind):
             raise InvalidArgument(
                 f"message type {kind[:64]!r} must be lower_snake: a-z, 0-9 and _, from a letter",
-                reason="INVALID_MESSAGE_TYPE",
+                reason=Reason.INVALID_MESSAGE_TYPE,
                 violations=[FieldViolation("type", "lower_snake")],
             )
         size = json_size(data)
         if size > self.settings.max_message_bytes:
             raise ResourceExhausted(
                 f"the message is {size} bytes as JSON, over the limit of {self.settings.max_message_bytes}",
-                reason="MESSAGE_TOO_LARGE",
+                reason=Reason.MESSAGE_TOO_LARGE,
                 metadata={"size": str(size), "limit": str(self.settings.max_message_bytes)},
             )
 
@@ -413,7 +414,7 @@ def check_topic(name: str) -> None:
     if not TOPIC_PATTERN.match(name):
         raise InvalidArgument(
             f"topic {name[:64]!r} must be 1-128 characters of a-z 0-9 . _ -",
-            reason="INVALID_TOPIC",
+            reason=Reason.INVALID_TOPIC,
             violations=[FieldViolation("topic", "[a-z0-9._-]{1,128}")],
         )
 

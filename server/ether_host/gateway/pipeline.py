@@ -16,6 +16,7 @@ from typing import Any
 
 from ether_host.errors import FieldViolation, InvalidArgument, NotFound
 from ether_host.gateway.conditions import Condition, ConditionError
+from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
 
 STEP_NAME = re.compile(r"^[a-z0-9_-]{1,64}$")
@@ -237,7 +238,7 @@ def _raise(problems: list[FieldViolation]) -> None:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise InvalidArgument(
             f"the pipeline is not valid: {first.field}: {first.description}{more}",
-            reason="INVALID_PIPELINE",
+            reason=Reason.INVALID_PIPELINE,
             violations=problems,
         )
 

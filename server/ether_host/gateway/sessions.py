@@ -48,6 +48,7 @@ from ether_host.gateway.events import SessionEvent, error_data, event_from, even
 from ether_host.gateway.pipeline import Pipeline, build_pipeline, describe, restore_pipeline
 from ether_host.gateway.settings import GatewaySettings
 from ether_host.gateway.store import GatewayStore, SavedSession
+from ether_host.reasons import Reason
 from ether_host.supervisor import ManagedAgent, State, Supervisor
 
 log = structlog.get_logger("ether.gateway")
@@ -218,14 +219,14 @@ class SessionStore:
                 raise InvalidArgument(
                     f"agent {agent_name} is of type {agent.spec.kind.upper()}, not IO_GATEWAY; "
                     'only gateway agents serve sessions (set type = "io_gateway" in its agent.toml)',
-                    reason="NOT_A_GATEWAY_AGENT",
+                    reason=Reason.NOT_A_GATEWAY_AGENT,
                     resource=("agent", agent_name),
                     violations=[FieldViolation("agent", "an agent of type AGENT_TYPE_IO_GATEWAY")],
                 )
             if not healthy(agent):
                 raise Unavailable(
                     f"gateway agent {agent_name} is {agent.state.value}, not RUNNING; retry shortly",
-                    reason="NO_HEALTHY_AGENT",
+                    reason=Reason.NO_HEALTHY_AGENT,
                     resource=("agent", agent_name),
                     retry_after=1.0,
                 )
@@ -234,7 +235,7 @@ class SessionStore:
             what = f"offering capability {capability!r}" if capability else "at all"
             raise NotFound(
                 f"no agent of type IO_GATEWAY is deployed {what}",
-                reason="NO_GATEWAY_AGENT",
+                reason=Reason.NO_GATEWAY_AGENT,
                 resource=("capability", capability),
             )
         picked = self.pick(capability)
@@ -243,7 +244,7 @@ class SessionStore:
                 "no gateway agent "
                 + (f"offering {capability!r} " if capability else "")
                 + "is healthy right now; retry shortly",
-                reason="NO_HEALTHY_AGENT",
+                reason=Reason.NO_HEALTHY_AGENT,
                 retry_after=1.0,
             )
         return picked
@@ -270,14 +271,14 @@ class SessionStore:
         if len(open_sessions) >= self.settings.max_sessions:
             raise ResourceExhausted(
                 f"the host has {len(open_sessions)} open sessions, its limit; close some first",
-                reason="TOO_MANY_SESSIONS",
+                reason=Reason.TOO_MANY_SESSIONS,
                 retry_after=5.0,
             )
         mine = sum(1 for s in open_sessions if s.owner == owner)
         if mine >= self.settings.max_sessions_per_owner:
             raise ResourceExhausted(
                 f"{owner} has {mine} open sessions, the limit per caller; close some first",
-                reason="TOO_MANY_SESSIONS_FOR_CALLER",
+                reason=Reason.TOO_MANY_SESSIONS_FOR_CALLER,
                 retry_after=5.0,
             )
         built = build_pipeline(pipeline, self.supervisor)
@@ -286,7 +287,7 @@ class SessionStore:
         if timeout <= 0:
             raise InvalidArgument(
                 "idle_timeout must be positive",
-                reason="INVALID_IDLE_TIMEOUT",
+                reason=Reason.INVALID_IDLE_TIMEOUT,
                 violations=[FieldViolation("idle_timeout", "more than 0 seconds")],
             )
         session = Session(
@@ -407,7 +408,7 @@ class SessionStore:
         if session is None or session.owner != owner:
             raise NotFound(
                 f"no session {session_id[:64]!r} (it may have expired, or belong to someone else)",
-                reason="SESSION_NOT_FOUND",
+                reason=Reason.SESSION_NOT_FOUND,
                 resource=("session", session_id[:64]),
             )
         return session
@@ -417,7 +418,7 @@ class SessionStore:
         if not session.is_open:
             raise FailedPrecondition(
                 f"session {session.id} is closed ({session.close_reason}); open a new one",
-                reason="SESSION_CLOSED",
+                reason=Reason.SESSION_CLOSED,
                 resource=("session", session.id),
             )
         return session
@@ -454,26 +455,26 @@ class SessionStore:
         if not session.is_open:
             raise FailedPrecondition(
                 f"session {session.id} is closed",
-                reason="SESSION_CLOSED",
+                reason=Reason.SESSION_CLOSED,
                 resource=("session", session.id),
             )
         if not text and not data:
             raise InvalidArgument(
                 "a message needs text or data",
-                reason="EMPTY_MESSAGE",
+                reason=Reason.EMPTY_MESSAGE,
                 violations=[FieldViolation("message.text", "required unless data is set")],
             )
         if len(client_message_id) > MAX_CLIENT_MESSAGE_ID:
             raise InvalidArgument(
                 f"client_message_id is longer than {MAX_CLIENT_MESSAGE_ID} characters",
-                reason="INVALID_CLIENT_MESSAGE_ID",
+                reason=Reason.INVALID_CLIENT_MESSAGE_ID,
                 violations=[FieldViolation("message.client_message_id", "at most 128 characters")],
             )
         size = json_size({"text": text, "data": data})
         if size > self.settings.max_message_bytes:
             raise ResourceExhausted(
                 f"the message is {size} bytes, over the limit of {self.settings.max_message_bytes}",
-                reason="MESSAGE_TOO_LARGE",
+                reason=Reason.MESSAGE_TOO_LARGE,
                 metadata={"size": str(size), "limit": str(self.settings.max_message_bytes)},
             )
         if client_message_id and client_message_id in session.message_ids:
@@ -489,7 +490,7 @@ class SessionStore:
         except anyio.WouldBlock:
             raise ResourceExhausted(
                 f"session {session.id} has {session.queued} turns queued, the limit; wait for replies",
-                reason="TURN_QUEUE_FULL",
+                reason=Reason.TURN_QUEUE_FULL,
                 retry_after=1.0,
                 resource=("session", session.id),
             ) from None
@@ -498,7 +499,7 @@ class SessionStore:
             raise Unavailable(
                 f"the host is stopping; send the message to session {session.id} again on the "
                 "restarted host",
-                reason="HOST_STOPPING",
+                reason=Reason.HOST_STOPPING,
                 retry_after=1.0,
                 resource=("session", session.id),
             ) from None
@@ -521,7 +522,7 @@ class SessionStore:
             raise OutOfRange(
                 f"events after {after} are no longer retained; the oldest retained is {first}: "
                 "resume from there or read GetContext for the current state",
-                reason="EVENTS_EXPIRED",
+                reason=Reason.EVENTS_EXPIRED,
                 metadata={"first_sequence": str(first)},
             )
 

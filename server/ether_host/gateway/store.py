@@ -34,6 +34,7 @@ from typing import Any
 import structlog
 
 from ether_host.errors import Unavailable
+from ether_host.reasons import Reason
 
 log = structlog.get_logger("ether.gateway")
 
@@ -269,7 +270,7 @@ class GatewayStore:
             except Exception as failure:
                 error = Unavailable(
                     f"the gateway could not write its state ({failure}); retry shortly",
-                    reason="STATE_NOT_WRITTEN",
+                    reason=Reason.STATE_NOT_WRITTEN,
                     retry_after=1.0,
                 )
                 log.error("gateway store write failed", error=str(failure), path=str(self.path))

@@ -36,6 +36,7 @@ from ether_host.gateway.sessions import Session, SessionStore, Turn
 from ether_host.gateway.settings import GatewaySettings
 from ether_host.gateway.store import GatewayStore
 from ether_host.gateway.turns import TurnRunner
+from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
 
 log = structlog.get_logger("ether.gateway")
@@ -178,7 +179,7 @@ class Gateway:
             raise Unavailable(
                 f"the host is stopping; session {session.id} stays open: resume it on the "
                 "restarted host with after_sequence set to the last event you received",
-                reason="HOST_STOPPING",
+                reason=Reason.HOST_STOPPING,
                 resource=("session", session.id),
                 retry_after=1.0,
             )
@@ -297,6 +298,6 @@ def _require(caller: Identity, right: str, what: str) -> None:
     if not caller.may(right):
         raise PermissionDenied(
             f"{caller.name} may not {what}: the token lacks the {right} right",
-            reason="MISSING_RIGHT",
+            reason=Reason.MISSING_RIGHT,
             metadata={"right": right},
         )

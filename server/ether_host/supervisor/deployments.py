@@ -29,6 +29,7 @@ from ether_host.errors import (
 )
 from ether_host.link import DEFAULT_MAX_FRAME
 from ether_host.procs import ChildRegistry
+from ether_host.reasons import Reason
 from ether_host.resources import Resources, narrow
 from ether_host.sandbox import Grant, SandboxSettings
 from ether_host.supervisor.agent import ManagedAgent
@@ -104,7 +105,7 @@ class Supervisor:
             known = ", ".join(sorted(self.agents)) or "none"
             raise NotFound(
                 f"no agent named {name!r} (deployed: {known})",
-                reason="AGENT_NOT_FOUND",
+                reason=Reason.AGENT_NOT_FOUND,
                 resource=("agent", name),
             )
         return agent
@@ -127,7 +128,7 @@ class Supervisor:
         if spec.name in self.agents:
             raise AlreadyExists(
                 f"an agent named {spec.name!r} is already deployed; remove it first",
-                reason="AGENT_EXISTS",
+                reason=Reason.AGENT_EXISTS,
                 resource=("agent", spec.name),
             )
         agent = ManagedAgent(self, spec, self._grant(spec))
@@ -166,7 +167,7 @@ class Supervisor:
                     raise Unavailable(
                         f"agent {name}: the change could not be recorded in {self.store.path} "
                         f"({error}); a restarted host would not know it",
-                        reason="AGENT_NOT_RECORDED",
+                        reason=Reason.AGENT_NOT_RECORDED,
                         resource=("agent", name),
                     ) from None
 
@@ -212,7 +213,7 @@ class Supervisor:
         """Set the replicas; returns once the replicas scaled away are down."""
         if not 1 <= replicas <= 64:
             raise InvalidArgument(
-                f"replicas: {replicas} is out of range 1..64", reason="INVALID_REPLICAS"
+                f"replicas: {replicas} is out of range 1..64", reason=Reason.INVALID_REPLICAS
             )
         agent = self.get(name)
         await agent.scale(replicas)
@@ -278,7 +279,9 @@ def _configured_requests(entries: list[dict[str, Any]], agents_dir: str) -> list
     if agents_dir:
         root = Path(agents_dir)
         if not root.is_dir():
-            raise InvalidArgument(f"agents_dir: {root} is not a directory", reason="INVALID_CONFIG")
+            raise InvalidArgument(
+                f"agents_dir: {root} is not a directory", reason=Reason.INVALID_CONFIG
+            )
         markers = {MANIFEST, *(m for files in MARKERS.values() for m in files)}
         for folder in sorted(p for p in root.iterdir() if p.is_dir()):
             if any((folder / m).exists() for m in markers):

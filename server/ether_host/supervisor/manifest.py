@@ -15,6 +15,7 @@ from typing import Any
 
 from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.procs import CPU_POLICIES
+from ether_host.reasons import Reason
 from ether_host.resources import agent_limits
 
 LANGUAGES = ("python", "go", "typescript")
@@ -83,7 +84,7 @@ class AgentSpec:
 def _bad(field_name: str, problem: str) -> InvalidArgument:
     return InvalidArgument(
         f"{field_name}: {problem}",
-        reason="INVALID_AGENT_SPEC",
+        reason=Reason.INVALID_AGENT_SPEC,
         violations=[FieldViolation(field_name, problem)],
     )
 

@@ -41,6 +41,7 @@ from ether_host.supervisor.records import State
 
 if TYPE_CHECKING:
     from ether_host.supervisor.agent import ManagedAgent
+    from ether_host.supervisor.host import AgentHost
 
 log = structlog.get_logger("ether.supervisor")
 
@@ -81,8 +82,9 @@ def describe_exit(returncode: int | None) -> tuple[int | None, int | None, str]:
 class Replica:
     """One process slot of an agent, restarted according to its policy."""
 
-    def __init__(self, agent: ManagedAgent, index: int) -> None:
+    def __init__(self, agent: ManagedAgent, index: int, host: AgentHost) -> None:
         self.agent = agent
+        self.host = host
         self.index = index
         self.state = State.STOPPED
         self.pid = 0
@@ -231,8 +233,8 @@ class Replica:
         assert plan is not None
         self._wedged = anyio.Event()
         self.stderr_tail.clear()
-        registry = self.agent.supervisor.children
-        resources = self.agent.supervisor.resources
+        registry = self.host.children
+        resources = self.host.resources
         # Its own control groups (memory, pids, cpu) and rlimits, joined before it runs.
         limits = resources.for_agent(spec.name, self.index, resources.agent_limits(spec.limits))
         sandbox = await self.agent.sandbox_policy(self.index)
@@ -270,7 +272,7 @@ class Replica:
             stdio.stdout,
             agent=spec.name,
             max_frame=spec.max_frame,
-            on_call=self.agent.supervisor.handle_call,
+            on_call=self.host.handle_call,
             on_log=lambda frame: self.agent.log_frame(self, frame),
         )
         self._enter(State.STARTING, f"spawned {os.path.basename(plan.argv[0])}", pid=process.pid)
@@ -423,9 +425,9 @@ class Replica:
         with anyio.move_on_after(TERM_WAIT):
             while group_members(pgid):
                 kill_group(pgid, signal.SIGKILL)
-                await anyio.to_thread.run_sync(self.agent.supervisor.children.sweep)
+                await anyio.to_thread.run_sync(self.host.children.sweep)
                 await anyio.sleep(0.02)
-        await anyio.to_thread.run_sync(self.agent.supervisor.children.sweep)
+        await anyio.to_thread.run_sync(self.host.children.sweep)
 
     async def _drain_stderr(self, stream: anyio.abc.ByteReceiveStream, done: anyio.Event) -> None:
         parser = StderrParser()

@@ -27,6 +27,7 @@ from ether_host.terminals.waiting import (
     QuietWait,
     ScreenWait,
     WaitCondition,
+    WaitFailed,
     WaitFailure,
     WaitResult,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "TerminalSettings",
     "TerminalState",
     "WaitCondition",
+    "WaitFailed",
     "WaitFailure",
     "WaitResult",
     "parse_signal",

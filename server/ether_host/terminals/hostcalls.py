@@ -30,7 +30,8 @@ import anyio
 
 from ether_host.agents import RunningTask
 from ether_host.auth import Identity
-from ether_host.errors import EtherError, FieldViolation, InvalidArgument, NotFound
+from ether_host.errors import FieldViolation, InvalidArgument, NotFound
+from ether_host.reasons import Reason
 from ether_host.sandbox import Grant, SandboxSettings
 from ether_host.supervisor import State, Supervisor
 from ether_host.terminals.keys import InputSpec
@@ -45,7 +46,8 @@ from ether_host.terminals.waiting import (
     QuietWait,
     ScreenWait,
     WaitCondition,
-    WaitFailure,
+    WaitFailed,
+    WaitTimedOut,
 )
 
 OWNER_PREFIX = "agent:"
@@ -109,7 +111,7 @@ class AgentTerminals:
         if handler is None:
             raise NotFound(
                 f"no host call {method!r}; terminal calls are {', '.join(TERMINAL_CALLS)}",
-                reason="UNKNOWN_CALL",
+                reason=Reason.UNKNOWN_CALL,
             )
         return await handler(agent_identity(caller.agent), params)
 
@@ -157,13 +159,11 @@ class AgentTerminals:
             result = await self.manager.wait_for(
                 identity, _id(params), _condition(params), timeout, ScreenRequest()
             )
-        except EtherError as error:
-            failure = error.extra.get("wait_failure")
-            if not isinstance(failure, WaitFailure):
-                raise
+        except WaitFailed as error:
+            failure = error.failure
             return {
                 "matched": False,
-                "reason": "timeout" if error.reason == "WAIT_TIMEOUT" else "exited",
+                "reason": "timeout" if isinstance(error, WaitTimedOut) else "exited",
                 "screen": screen_json(failure.screen),
                 "output_offset": failure.output_offset,
                 "exit_status": exit_json(failure.exit),
@@ -305,7 +305,7 @@ async def _collect(
 def _invalid(field: str, what: str) -> InvalidArgument:
     return InvalidArgument(
         f"{field}: expected {what}",
-        reason="INVALID_PARAMS",
+        reason=Reason.INVALID_PARAMS,
         violations=[FieldViolation(field, what)],
     )
 

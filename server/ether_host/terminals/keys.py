@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ether_host.errors import FieldViolation, InvalidArgument, ResourceExhausted
+from ether_host.errors import FieldViolation, InvalidArgument, QuotaViolation, ResourceExhausted
+from ether_host.reasons import Reason
 
 MAX_REPEAT = 1000
 PASTE_START = b"\x1b[200~"
@@ -60,7 +61,7 @@ def key_bytes(name: str, app_cursor: bool) -> bytes:
         return (b"\x1bO" if app_cursor else b"\x1b[") + _CURSOR[upper]
     raise InvalidArgument(
         f"unknown key {name!r}; known keys: {', '.join(KEY_NAMES)}",
-        reason="UNKNOWN_KEY",
+        reason=Reason.UNKNOWN_KEY,
         violations=[FieldViolation("input.key", "a named key")],
     )
 
@@ -73,7 +74,7 @@ def ctrl_byte(letter: str) -> bytes:
         return bytes([_CTRL_SPECIAL[letter]])
     raise InvalidArgument(
         f"ctrl {letter!r} is not a control character; use one letter a-z or one of @ [ \\ ] ^ _ ?",
-        reason="INVALID_CTRL",
+        reason=Reason.INVALID_CTRL,
         violations=[FieldViolation("input.ctrl", "a-z, @ [ \\ ] ^ _ or ?")],
     )
 
@@ -84,7 +85,7 @@ def encode(spec: InputSpec, *, app_cursor: bool, bracketed_paste: bool, max_byte
     if not 1 <= repeat <= MAX_REPEAT:
         raise InvalidArgument(
             f"repeat {spec.repeat} is out of range 1..{MAX_REPEAT} (0 means 1)",
-            reason="INVALID_REPEAT",
+            reason=Reason.INVALID_REPEAT,
             violations=[FieldViolation("input.repeat", "0 to 1000")],
         )
     if spec.data is not None:
@@ -105,19 +106,19 @@ def encode(spec: InputSpec, *, app_cursor: bool, bracketed_paste: bool, max_byte
     else:
         raise InvalidArgument(
             "input: set one of data, text, key or ctrl",
-            reason="EMPTY_INPUT",
+            reason=Reason.EMPTY_INPUT,
             violations=[FieldViolation("input", "no input given")],
         )
     if not one:
         raise InvalidArgument(
             "input is empty",
-            reason="EMPTY_INPUT",
+            reason=Reason.EMPTY_INPUT,
             violations=[FieldViolation("input", "empty data or text")],
         )
     if len(one) * repeat > max_bytes:
         raise ResourceExhausted(
             f"{len(one) * repeat} bytes of input exceed the terminal's input queue of {max_bytes} bytes",
-            reason="INPUT_TOO_LARGE",
-            extra={"quota_violations": [("input", f"at most {max_bytes} bytes")]},
+            reason=Reason.INPUT_TOO_LARGE,
+            quota_violations=[QuotaViolation("input", f"at most {max_bytes} bytes")],
         )
     return one * repeat

@@ -30,10 +30,12 @@ from ether_host.errors import (
     InvalidArgument,
     NotFound,
     PermissionDenied,
+    QuotaViolation,
     ResourceExhausted,
     Unavailable,
 )
 from ether_host.procs import ChildRegistry
+from ether_host.reasons import Reason
 from ether_host.resources import Resources
 from ether_host.sandbox import Grant, SandboxPolicy, SandboxSettings, runtimes
 from ether_host.terminals import keys, processes, waiting
@@ -158,7 +160,9 @@ class TerminalManager:
 
     def spawn(self, function: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         if self._tg is None:
-            raise Unavailable("the terminal service is not running", reason="TERMINALS_NOT_RUNNING")
+            raise Unavailable(
+                "the terminal service is not running", reason=Reason.TERMINALS_NOT_RUNNING
+            )
         start_detached(self._tg, function, *args)  # never in the context of a request
 
     async def _expire(self) -> None:
@@ -209,7 +213,7 @@ class TerminalManager:
         if not terminal_id:
             raise InvalidArgument(
                 "terminal_id is required",
-                reason="MISSING_TERMINAL_ID",
+                reason=Reason.MISSING_TERMINAL_ID,
                 violations=[FieldViolation("terminal_id", "required")],
             )
         session = self.sessions.get(terminal_id)
@@ -218,7 +222,7 @@ class TerminalManager:
         if session is None or not self._visible(identity, session):
             raise NotFound(
                 f"no terminal {terminal_id!r} (it may have been closed)",
-                reason="TERMINAL_NOT_FOUND",
+                reason=Reason.TERMINAL_NOT_FOUND,
                 resource=("terminal", terminal_id),
             )
         _require(identity, right, f"terminal {terminal_id}")
@@ -233,7 +237,7 @@ class TerminalManager:
             raise PermissionDenied(
                 f"{identity.name} may only see its own terminals (the {ADMIN} right is needed "
                 f"for owner {owner!r})",
-                reason="MISSING_RIGHT",
+                reason=Reason.MISSING_RIGHT,
                 metadata={"right": ADMIN},
             )
         return None if owner == "*" else owner
@@ -242,13 +246,13 @@ class TerminalManager:
 
     async def create(self, identity: Identity, spec: CreateSpec) -> TerminalInfo:
         if self._stopping:
-            raise Unavailable("the host is stopping; no new terminals", reason="HOST_STOPPING")
+            raise Unavailable("the host is stopping; no new terminals", reason=Reason.HOST_STOPPING)
         _require(identity, CREATE, "a new terminal")
         owner = spec.owner or identity.name
         if owner != identity.name and not identity.may(ADMIN):
             raise PermissionDenied(
                 f"{identity.name} may not create terminals for {owner!r} (needs {ADMIN})",
-                reason="MISSING_RIGHT",
+                reason=Reason.MISSING_RIGHT,
                 metadata={"right": ADMIN},
             )
         if spec.request_id:
@@ -326,7 +330,7 @@ class TerminalManager:
                 raise InvalidArgument(
                     f"cwd {cwd!r} is not visible in the terminal's sandbox (its scratch "
                     "directory, the system directories and the paths the host config gives it)",
-                    reason="INVALID_CWD",
+                    reason=Reason.INVALID_CWD,
                     violations=[FieldViolation("cwd", "a directory the sandbox shows")],
                 )
         return SandboxPolicy(
@@ -349,27 +353,25 @@ class TerminalManager:
         if total >= settings.max_terminals:
             raise ResourceExhausted(
                 f"the host runs {total} terminals, its limit (terminals.max_terminals); close one first",
-                reason="TERMINAL_LIMIT",
+                reason=Reason.TERMINAL_LIMIT,
                 metadata={"limit": str(settings.max_terminals)},
-                extra={
-                    "quota_violations": [("host", f"at most {settings.max_terminals} terminals")]
-                },
+                quota_violations=[
+                    QuotaViolation("host", f"at most {settings.max_terminals} terminals")
+                ],
             )
         mine = sum(1 for s in self.sessions.values() if s.owner == owner)
         if mine >= settings.max_terminals_per_owner:
             raise ResourceExhausted(
                 f"{owner} owns {mine} terminals, the limit per owner (terminals.max_terminals_per_owner); "
                 f"close one first",
-                reason="TERMINAL_OWNER_LIMIT",
+                reason=Reason.TERMINAL_OWNER_LIMIT,
                 metadata={"limit": str(settings.max_terminals_per_owner)},
-                extra={
-                    "quota_violations": [
-                        (
-                            f"owner/{owner}",
-                            f"at most {settings.max_terminals_per_owner} terminals per owner",
-                        )
-                    ]
-                },
+                quota_violations=[
+                    QuotaViolation(
+                        f"owner/{owner}",
+                        f"at most {settings.max_terminals_per_owner} terminals per owner",
+                    )
+                ],
             )
 
     def _exited(self, session: Terminal) -> None:
@@ -410,7 +412,7 @@ class TerminalManager:
         if former.info.owner != identity.name and not identity.may(ADMIN):
             return NotFound(
                 f"no terminal {terminal_id!r} (it may have been closed)",
-                reason="TERMINAL_NOT_FOUND",
+                reason=Reason.TERMINAL_NOT_FOUND,
                 resource=("terminal", terminal_id),
             )
         restarted = _iso(self._started_at)
@@ -422,7 +424,7 @@ class TerminalManager:
                 f"with the host, before a final screen or exit status could be recorded; the "
                 f"host restarted at {restarted}. Terminals do not survive the host: create a "
                 f"new one (close terminals before stopping the host to keep their last screen)",
-                reason="TERMINAL_LOST_IN_RESTART",
+                reason=Reason.TERMINAL_LOST_IN_RESTART,
                 metadata=metadata,
                 resource=("terminal", terminal_id),
             )
@@ -442,7 +444,7 @@ class TerminalManager:
             f"({', '.join(how) or 'exited'}): it takes no more input, signals, resizes or "
             f"attaches. GetTerminal and ReadScreen still show its last state and screen; "
             f"create a new terminal to go on",
-            reason="TERMINAL_ENDED_BEFORE_RESTART",
+            reason=Reason.TERMINAL_ENDED_BEFORE_RESTART,
             metadata=metadata,
             resource=("terminal", terminal_id),
         )
@@ -482,7 +484,7 @@ class TerminalManager:
         if grace is not None and not 0 <= grace <= MAX_GRACE:
             raise InvalidArgument(
                 f"grace {grace:g}s is out of range 0 to {MAX_GRACE:g}s",
-                reason="INVALID_GRACE",
+                reason=Reason.INVALID_GRACE,
                 violations=[FieldViolation("grace", "0 to 60 seconds")],
             )
         return await self._close(
@@ -531,7 +533,7 @@ class TerminalManager:
         if request.scrollback_limit < 0:
             raise InvalidArgument(
                 "scrollback_limit is negative",
-                reason="INVALID_SCROLLBACK_LIMIT",
+                reason=Reason.INVALID_SCROLLBACK_LIMIT,
                 violations=[FieldViolation("scrollback_limit", "0 or more")],
             )
         former = self._former_readable(identity, terminal_id)
@@ -565,7 +567,7 @@ class TerminalManager:
         if within is not None and within < 0:
             raise InvalidArgument(
                 "timeout is negative",
-                reason="INVALID_TIMEOUT",
+                reason=Reason.INVALID_TIMEOUT,
                 violations=[FieldViolation("timeout", "0 or more")],
             )
         return await waiting.wait_for(
@@ -605,7 +607,7 @@ class TerminalManager:
         if attachment.read_only:
             raise PermissionDenied(
                 f"this attach to terminal {attachment.session.id} is read-only: no {what}",
-                reason="READ_ONLY_ATTACH",
+                reason=Reason.READ_ONLY_ATTACH,
                 resource=("terminal", attachment.session.id),
             )
         _require(identity, right, f"terminal {attachment.session.id}")
@@ -619,6 +621,6 @@ def _require(identity: Identity, right: str, what: str) -> None:
     if not identity.may(right):
         raise PermissionDenied(
             f"{identity.name} lacks the {right} right for {what}",
-            reason="MISSING_RIGHT",
+            reason=Reason.MISSING_RIGHT,
             metadata={"right": right},
         )

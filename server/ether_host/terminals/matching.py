@@ -24,6 +24,7 @@ from typing import Any
 import re2
 
 from ether_host.errors import FieldViolation, InvalidArgument
+from ether_host.reasons import Reason
 
 OVERLAP = 64 * 1024
 WINDOW = 1024 * 1024
@@ -87,14 +88,14 @@ def compile_regex(pattern: str, field: str) -> Regex:
     if not pattern:
         raise InvalidArgument(
             f"{field}: the regex is empty",
-            reason="EMPTY_REGEX",
+            reason=Reason.EMPTY_REGEX,
             violations=[FieldViolation(field, "required")],
         )
     size = len(pattern) if len(pattern) > MAX_REGEX_BYTES else len(pattern.encode(errors="replace"))
     if size > MAX_REGEX_BYTES:
         raise InvalidArgument(
             f"{field}: the regex is longer than {MAX_REGEX_BYTES} bytes",
-            reason="REGEX_TOO_LONG",
+            reason=Reason.REGEX_TOO_LONG,
             metadata={"limit": str(MAX_REGEX_BYTES)},
             violations=[FieldViolation(field, f"at most {MAX_REGEX_BYTES} bytes")],
         )
@@ -112,7 +113,7 @@ def compile_regex(pattern: str, field: str) -> Regex:
         raise InvalidArgument(
             f"{field}: regex {_clip(pattern)!r} does not compile: {error.msg} at position {position} "
             "(patterns use RE2 syntax)",
-            reason="INVALID_REGEX",
+            reason=Reason.INVALID_REGEX,
             metadata={"position": str(position), "syntax": "RE2"},
             violations=[FieldViolation(field, f"{error.msg} at position {position}")],
         ) from None
@@ -124,7 +125,7 @@ def compile_regex(pattern: str, field: str) -> Regex:
     )
     raise InvalidArgument(
         f"{field}: regex {_clip(pattern)!r} is {description}",
-        reason="INVALID_REGEX",
+        reason=Reason.INVALID_REGEX,
         metadata={"syntax": "RE2"},
         violations=[FieldViolation(field, description)],
     )

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ether_host.errors import FieldViolation, InvalidArgument, NotFound, PermissionDenied
+from ether_host.reasons import Reason
 from ether_host.terminals.settings import TerminalSettings
 
 COMMAND_LINE_SHELL = "/bin/sh"
@@ -40,19 +41,19 @@ def build_env(settings: TerminalSettings, requested: Mapping[str, str]) -> dict[
         if not ENV_NAME.fullmatch(name):
             raise InvalidArgument(
                 f"env: {name!r} is not a valid variable name (letters, digits and _, not starting with a digit)",
-                reason="INVALID_ENV",
+                reason=Reason.INVALID_ENV,
                 violations=[FieldViolation(f"env[{name}]", "invalid name")],
             )
         if "\0" in value:
             raise InvalidArgument(
                 f"env: the value of {name} contains a NUL byte",
-                reason="INVALID_ENV",
+                reason=Reason.INVALID_ENV,
                 violations=[FieldViolation(f"env[{name}]", "NUL byte in value")],
             )
         if name in HOST_SET:
             raise InvalidArgument(
                 f"env: {name} is set by the host; use the request's fields instead",
-                reason="INVALID_ENV",
+                reason=Reason.INVALID_ENV,
                 violations=[FieldViolation(f"env[{name}]", "set by the host")],
             )
     env = {name: os.environ[name] for name in settings.env_allowlist if name in os.environ}
@@ -74,7 +75,7 @@ def resolve(
         except ValueError as error:
             raise InvalidArgument(
                 f"command_line: {error}",
-                reason="INVALID_COMMAND_LINE",
+                reason=Reason.INVALID_COMMAND_LINE,
                 violations=[FieldViolation("command_line", str(error))],
             ) from None
         first = next((w for w in words if not ENV_ASSIGNMENT.fullmatch(w)), "")
@@ -87,7 +88,7 @@ def resolve(
     if not argv or not argv[0]:
         raise InvalidArgument(
             "argv: give at least the program to run",
-            reason="EMPTY_ARGV",
+            reason=Reason.EMPTY_ARGV,
             violations=[FieldViolation("argv.args", "at least one element")],
         )
     path = _resolve_one(argv[0], env)
@@ -110,7 +111,7 @@ def _resolve_one(name: str, env: Mapping[str, str]) -> str:
         where = "" if "/" in name else f" on PATH {env.get('PATH', os.defpath)!r}"
         raise NotFound(
             f"program {name!r} not found{where} (or not executable)",
-            reason="PROGRAM_NOT_FOUND",
+            reason=Reason.PROGRAM_NOT_FOUND,
             resource=("program", name),
         )
     return os.path.abspath(found)
@@ -131,7 +132,7 @@ def _check(settings: TerminalSettings, path: str, asked: str) -> None:
             raise PermissionDenied(
                 f"program {asked!r} (resolved to {os.path.realpath(path)}) is forbidden by the host's "
                 f"terminals.forbid_commands rule {rule!r}",
-                reason="COMMAND_FORBIDDEN",
+                reason=Reason.COMMAND_FORBIDDEN,
                 metadata={"rule": rule, "path": os.path.realpath(path)},
             )
     if settings.allow_commands and not any(
@@ -140,6 +141,6 @@ def _check(settings: TerminalSettings, path: str, asked: str) -> None:
         raise PermissionDenied(
             f"program {asked!r} (resolved to {os.path.realpath(path)}) matches no terminals.allow_commands rule "
             f"({', '.join(settings.allow_commands)})",
-            reason="COMMAND_NOT_ALLOWED",
+            reason=Reason.COMMAND_NOT_ALLOWED,
             metadata={"path": os.path.realpath(path)},
         )

@@ -17,6 +17,7 @@ from typing import Any
 from ether_host import containment
 from ether_host.errors import FailedPrecondition, ResourceExhausted
 from ether_host.procs import ChildRegistry, spawn_id_of
+from ether_host.reasons import Reason
 from ether_host.sandbox import SandboxPolicy
 
 # Making the program a session leader with the PTY as its controlling terminal happens in
@@ -87,7 +88,7 @@ def descriptor_shortage(error: OSError) -> ResourceExhausted | None:
         f"the host is out of file descriptors ({error.strerror}; its limit is {soft}, and each "
         f"terminal holds {DESCRIPTORS_PER_TERMINAL}): close terminals, raise the host's "
         "`ulimit -n`, or lower terminals.max_terminals",
-        reason="FILE_DESCRIPTORS_EXHAUSTED",
+        reason=Reason.FILE_DESCRIPTORS_EXHAUSTED,
         retry_after=1.0,
     )
 
@@ -114,7 +115,7 @@ def spawn(
             if shortage is not None:
                 raise shortage from None
             raise FailedPrecondition(
-                f"cannot start {what}: {error}", reason="SPAWN_FAILED"
+                f"cannot start {what}: {error}", reason=Reason.SPAWN_FAILED
             ) from None
         children.bind(spawn_id, process.pid)
     try:

@@ -9,6 +9,7 @@ import signal
 from dataclasses import dataclass, field
 
 from ether_host.errors import FieldViolation, InvalidArgument
+from ether_host.reasons import Reason
 from ether_host.terminals import policy
 from ether_host.terminals.settings import MAX_SIZE, TerminalSettings
 from ether_host.terminals.terminal import clamp_size
@@ -58,26 +59,26 @@ def plan_launch(settings: TerminalSettings, spec: CreateSpec) -> LaunchPlan:
     if not (os.path.isabs(cwd) and os.path.isdir(cwd)):
         raise InvalidArgument(
             f"cwd {cwd!r} is not an absolute path to a directory",
-            reason="INVALID_CWD",
+            reason=Reason.INVALID_CWD,
             violations=[FieldViolation("cwd", "an existing absolute directory")],
         )
     if len(spec.name) > MAX_NAME:
         raise InvalidArgument(
             f"name is {len(spec.name)} characters; at most {MAX_NAME}",
-            reason="INVALID_NAME",
+            reason=Reason.INVALID_NAME,
             violations=[FieldViolation("name", f"at most {MAX_NAME} characters")],
         )
     term = spec.term or settings.term
     if len(term) > 64 or not term.isprintable() or " " in term:
         raise InvalidArgument(
             f"term {term!r} is not a terminal type name",
-            reason="INVALID_TERM",
+            reason=Reason.INVALID_TERM,
             violations=[FieldViolation("term", "a name such as xterm-256color")],
         )
     if spec.scrollback_lines < 0:
         raise InvalidArgument(
             "scrollback_lines is negative",
-            reason="INVALID_SCROLLBACK",
+            reason=Reason.INVALID_SCROLLBACK,
             violations=[FieldViolation("scrollback_lines", "0 or more")],
         )
     scrollback = min(spec.scrollback_lines or settings.scrollback_lines, settings.scrollback_limit)
@@ -103,7 +104,7 @@ def size(value: int, default: int, name: str, keep: int = 0) -> int:
         raise InvalidArgument(
             f"{name} {value} is negative; use 1 to {MAX_SIZE}, or 0 for "
             + ("the current size" if keep else "the default"),
-            reason="INVALID_SIZE",
+            reason=Reason.INVALID_SIZE,
             violations=[FieldViolation(name, f"0 to {MAX_SIZE}")],
         )
     if keep:
@@ -117,7 +118,7 @@ def duration(value: float | None, default: float, limit: float, name: str) -> fl
     if value <= 0:
         raise InvalidArgument(
             f"{name} must be positive (leave it unset for the host default)",
-            reason="INVALID_DURATION",
+            reason=Reason.INVALID_DURATION,
             violations=[FieldViolation(name, "a positive duration")],
         )
     return min(value, limit)
@@ -138,6 +139,6 @@ def parse_signal(name: str) -> int:
             return int(found)
     raise InvalidArgument(
         f"unknown signal {name!r}; use a name such as SIGINT or INT, or a number",
-        reason="INVALID_SIGNAL",
+        reason=Reason.INVALID_SIGNAL,
         violations=[FieldViolation("signal", "a signal name or number")],
     )

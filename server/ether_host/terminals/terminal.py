@@ -28,8 +28,9 @@ from collections.abc import Awaitable, Callable
 import anyio
 import structlog
 
-from ether_host.errors import EtherError, FailedPrecondition, ResourceExhausted
+from ether_host.errors import EtherError, FailedPrecondition, QuotaViolation, ResourceExhausted
 from ether_host.procs import ChildRegistry, start_time
+from ether_host.reasons import Reason
 from ether_host.resources import Group
 from ether_host.sandbox import SandboxPolicy
 from ether_host.terminals import processes
@@ -461,10 +462,10 @@ class Terminal:
             raise ResourceExhausted(
                 f"terminal {self.id}: the input queue holds {self._input.pending} bytes and {len(data)} more would "
                 f"exceed its {self._settings.input_queue} bytes; retry once the program has read it",
-                reason="INPUT_QUEUE_FULL",
+                reason=Reason.INPUT_QUEUE_FULL,
                 retry_after=1.0,
                 resource=("terminal", self.id),
-                extra={"quota_violations": [(f"terminal/{self.id}", "input queue bytes")]},
+                quota_violations=[QuotaViolation(f"terminal/{self.id}", "input queue bytes")],
             )
         self._touch()
         self._input.put(data)
@@ -480,7 +481,7 @@ class Terminal:
             )
         return FailedPrecondition(
             f"{what}: terminal {self.id} has exited ({status})",
-            reason="TERMINAL_EXITED",
+            reason=Reason.TERMINAL_EXITED,
             metadata=metadata,
             resource=("terminal", self.id),
         )

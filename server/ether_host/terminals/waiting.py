@@ -21,6 +21,7 @@ from ether_host.errors import (
     FieldViolation,
     InvalidArgument,
 )
+from ether_host.reasons import Reason
 from ether_host.terminals.matching import OutputMatcher, compile_regex
 from ether_host.terminals.model import ExitInfo, ScreenRequest, ScreenView
 from ether_host.terminals.terminal import Terminal
@@ -71,7 +72,7 @@ class WaitResult:
 
 @dataclass(frozen=True)
 class WaitFailure:
-    """What a failed wait saw last; travels in the error's ``extra['wait_failure']``."""
+    """What a failed wait saw last; travels in ``WaitFailed.failure``."""
 
     screen: ScreenView
     output_offset: int
@@ -79,11 +80,26 @@ class WaitFailure:
     waited: float
 
 
+@dataclass(kw_only=True)
+class WaitFailed(EtherError):
+    """A wait that ended without its condition holding, with what it saw last."""
+
+    failure: WaitFailure
+
+
+class WaitTimedOut(WaitFailed, DeadlineExceeded):
+    """The condition did not hold in time (WAIT_TIMEOUT)."""
+
+
+class WaitEndedByExit(WaitFailed, FailedPrecondition):
+    """The program exited before the condition held (PROGRAM_EXITED)."""
+
+
 def validate(condition: WaitCondition | None) -> WaitCondition:
     if condition is None:
         raise InvalidArgument(
             "WaitFor needs a condition: screen, output, exit or quiet",
-            reason="NO_CONDITION",
+            reason=Reason.NO_CONDITION,
             violations=[FieldViolation("condition", "required")],
         )
     if isinstance(condition, ScreenWait):
@@ -93,13 +109,13 @@ def validate(condition: WaitCondition | None) -> WaitCondition:
         if condition.after is not None and condition.after < 0:
             raise InvalidArgument(
                 f"output.after_offset {condition.after} is negative",
-                reason="INVALID_OFFSET",
+                reason=Reason.INVALID_OFFSET,
                 violations=[FieldViolation("output.after_offset", "0 or more")],
             )
     elif isinstance(condition, QuietWait) and not MIN_QUIET <= condition.seconds <= MAX_QUIET:
         raise InvalidArgument(
             f"quiet.duration {condition.seconds:g}s is out of range 10 ms to 1 hour",
-            reason="INVALID_DURATION",
+            reason=Reason.INVALID_DURATION,
             violations=[FieldViolation("quiet.duration", "10ms to 1h")],
         )
     return condition
@@ -143,8 +159,8 @@ async def wait_for(
                 session,
                 request,
                 started,
-                FailedPrecondition,
-                "PROGRAM_EXITED",
+                WaitEndedByExit,
+                Reason.PROGRAM_EXITED,
                 f"terminal {session.id}: the program exited ({_describe(session)}) "
                 f"before the condition held",
             )
@@ -154,8 +170,8 @@ async def wait_for(
                 session,
                 request,
                 started,
-                DeadlineExceeded,
-                "WAIT_TIMEOUT",
+                WaitTimedOut,
+                Reason.WAIT_TIMEOUT,
                 f"terminal {session.id}: the condition did not hold within {within:g}s",
             )
         if left > 0:
@@ -172,10 +188,10 @@ async def _failure(
     session: Terminal,
     request: ScreenRequest,
     started: float,
-    kind: type[EtherError],
-    reason: str,
+    kind: type[WaitFailed],
+    reason: Reason,
     message: str,
-) -> EtherError:
+) -> WaitFailed:
     screen = await session.screen(request)
     failure = WaitFailure(
         dataclasses.replace(screen, scrollback=[]) if not request.scrollback else screen,
@@ -183,9 +199,7 @@ async def _failure(
         session.exit,
         time.monotonic() - started,
     )
-    return kind(
-        message, reason=reason, resource=("terminal", session.id), extra={"wait_failure": failure}
-    )
+    return kind(message, reason=reason, resource=("terminal", session.id), failure=failure)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from ether_host import rights
 from ether_host.agents import Dispatcher, TaskEvent, TaskInput
 from ether_host.errors import EtherError, InvalidArgument
 from ether_host.paging import paginate
+from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
 from ether_host.transport import convert, validation
 from ether_host.transport.convert import dict_to_struct, timestamp
@@ -206,7 +207,7 @@ def _required_input(message: agent_io_pb2.AgentInput) -> agent_io_pb2.AgentInput
     if not message.agent:
         raise InvalidArgument(
             "input.agent is required: name the agent to run (see ListAgents)",
-            reason="MISSING_AGENT",
+            reason=Reason.MISSING_AGENT,
         )
     return message
 

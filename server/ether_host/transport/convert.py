@@ -13,6 +13,7 @@ from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 from ether.v1 import agent_io_pb2, common_pb2
 from ether_host.agents import Budget, TaskInput, TaskResult
 from ether_host.errors import FieldViolation, InvalidArgument
+from ether_host.reasons import Reason
 from ether_host.supervisor import ManagedAgent, State
 
 MAX_EXACT = 2**53
@@ -133,7 +134,7 @@ def task_input(message: agent_io_pb2.AgentInput, rpc_deadline: float | None) -> 
         raise InvalidArgument(
             f"input.output_encoding {message.output_encoding} is not a DataEncoding; use "
             "DATA_ENCODING_STRUCT (the default) or DATA_ENCODING_JSON",
-            reason="INVALID_OUTPUT_ENCODING",
+            reason=Reason.INVALID_OUTPUT_ENCODING,
             violations=[FieldViolation("input.output_encoding", "STRUCT or JSON")],
         )
     return TaskInput(
@@ -157,7 +158,7 @@ def _params(message: agent_io_pb2.AgentInput) -> dict[str, Any]:
     if message.params.fields:
         raise InvalidArgument(
             "set input.params or input.params_json, not both",
-            reason="PARAMS_TWICE",
+            reason=Reason.PARAMS_TWICE,
             violations=[FieldViolation("input.params_json", "set only when params is empty")],
         )
     try:
@@ -165,13 +166,13 @@ def _params(message: agent_io_pb2.AgentInput) -> dict[str, Any]:
     except orjson.JSONDecodeError as error:
         raise InvalidArgument(
             f"input.params_json is not valid JSON: {error}",
-            reason="INVALID_PARAMS_JSON",
+            reason=Reason.INVALID_PARAMS_JSON,
             violations=[FieldViolation("input.params_json", f"invalid JSON: {error}")],
         ) from None
     if not isinstance(params, dict):
         raise InvalidArgument(
             f"input.params_json must be a JSON object, not {type(params).__name__}",
-            reason="INVALID_PARAMS_JSON",
+            reason=Reason.INVALID_PARAMS_JSON,
             violations=[FieldViolation("input.params_json", "must be a JSON object")],
         )
     return params

@@ -20,6 +20,7 @@ from ether_host.gateway import (
     SubscriptionLagged,
 )
 from ether_host.paging import paginate
+from ether_host.reasons import Reason
 from ether_host.transport import convert
 from ether_host.transport import gateway_convert as gc
 from ether_host.transport.interceptors import current_identity
@@ -103,7 +104,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         if first.WhichOneof("kind") != "start":
             raise InvalidArgument(
                 "the first message of Converse must be start {session_id}",
-                reason="START_REQUIRED",
+                reason=Reason.START_REQUIRED,
                 violations=[FieldViolation("start", "required first")],
             )
         start = first.start
@@ -120,13 +121,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
                     if kind == "start":
                         raise InvalidArgument(
                             "start may only be the first message",
-                            reason="SECOND_START",
+                            reason=Reason.SECOND_START,
                             violations=[FieldViolation("start", "only in the first message")],
                         )
                     if kind != "message":
                         raise InvalidArgument(
                             "a message needs text or data",
-                            reason="EMPTY_MESSAGE",
+                            reason=Reason.EMPTY_MESSAGE,
                             violations=[FieldViolation("message", "required")],
                         )
                     message = request.message
@@ -188,7 +189,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         else:
             raise InvalidArgument(
                 "no update: set one of set, merge_patch, remove or replace",
-                reason="MISSING_UPDATE",
+                reason=Reason.MISSING_UPDATE,
                 violations=[FieldViolation("update", "required")],
             )
         expected = request.expected_version if request.HasField("expected_version") else None
@@ -229,7 +230,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
         if source is None:
             raise InvalidArgument(
                 "name what to subscribe to: agent or topic",
-                reason="NO_SOURCE",
+                reason=Reason.NO_SOURCE,
                 violations=[FieldViolation("source", "agent or topic")],
             )
         after = request.after_sequence if request.HasField("after_sequence") else None

@@ -24,8 +24,9 @@ from google.protobuf.message import DecodeError, Message
 
 from ether_host import rights
 from ether_host.auth import LOCAL, Identity, TokenTable, both
-from ether_host.errors import DeadlineExceeded, EtherError, InvalidArgument
+from ether_host.errors import DeadlineExceeded, EtherError, InvalidArgument, Unauthenticated
 from ether_host.logs import log_later
+from ether_host.reasons import Reason
 from ether_host.transport import convert, validation
 from ether_host.transport.status import internal_status, status_of
 
@@ -327,7 +328,8 @@ class Authenticate:
         """The caller, set for the call; a coroutine to await (the abort) when refused."""
         identity = self._identify(context)
         if isinstance(identity, str):
-            return context.abort(grpc.StatusCode.UNAUTHENTICATED, identity)
+            refused = Unauthenticated(identity, reason=Reason.INVALID_CREDENTIALS)
+            return context.abort_with_status(status_of(refused))
         current_identity.set(identity)
         if right is not None:
             (rights.require_some if scoped else rights.require)(identity, right)
@@ -383,7 +385,7 @@ class DefaultDeadline:
             raise DeadlineExceeded(
                 f"the call set no deadline and ran past the host's default of {seconds:g} s "
                 "(default_deadline); set a deadline on the call for longer",
-                reason="DEFAULT_DEADLINE",
+                reason=Reason.DEFAULT_DEADLINE,
                 metadata={"setting": "default_deadline", "seconds": f"{seconds:g}"},
             )
 

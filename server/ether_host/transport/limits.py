@@ -13,7 +13,8 @@ from typing import Any
 import grpc
 
 from ether_host.config import HostConfig
-from ether_host.errors import ResourceExhausted
+from ether_host.errors import QuotaViolation, ResourceExhausted
+from ether_host.reasons import Reason
 from ether_host.transport.interceptors import (
     OPEN_METHODS_PREFIX,
     Behavior,
@@ -106,23 +107,21 @@ class StreamQuota:
             raise ResourceExhausted(
                 f"the host has {self._all} streams open, its limit (max_streams); "
                 "end one first or retry later",
-                reason="TOO_MANY_STREAMS",
+                reason=Reason.TOO_MANY_STREAMS,
                 metadata={"limit": str(self.total), "setting": "max_streams"},
                 retry_after=1.0,
-                extra={"quota_violations": [("host", f"at most {self.total} open streams")]},
+                quota_violations=[QuotaViolation("host", f"at most {self.total} open streams")],
             )
         mine = self._open[caller]
         if mine >= self.per_caller:
             raise ResourceExhausted(
                 f"{caller} has {mine} streams open, the limit per caller "
                 "(max_streams_per_caller); end one first",
-                reason="TOO_MANY_STREAMS",
+                reason=Reason.TOO_MANY_STREAMS,
                 metadata={"limit": str(self.per_caller), "setting": "max_streams_per_caller"},
-                extra={
-                    "quota_violations": [
-                        (f"caller:{caller}", f"at most {self.per_caller} open streams")
-                    ]
-                },
+                quota_violations=[
+                    QuotaViolation(f"caller:{caller}", f"at most {self.per_caller} open streams")
+                ],
             )
         self._all += 1
         self._open[caller] += 1

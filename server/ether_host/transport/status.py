@@ -8,6 +8,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from ether_host.errors import EtherError
+from ether_host.reasons import Reason
 
 DOMAIN = "ether"
 
@@ -16,7 +17,9 @@ def status_of(error: EtherError) -> grpc.Status:
     """Build the status a client sees for ``error``: code, message, details."""
     code = getattr(code_pb2, error.code.value)
     details = []
-    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=DOMAIN, metadata=error.metadata)
+    info = error_details_pb2.ErrorInfo(
+        reason=str(error.reason), domain=DOMAIN, metadata=error.metadata
+    )
     details.append(info)
     if error.violations:
         details.append(
@@ -36,22 +39,18 @@ def status_of(error: EtherError) -> grpc.Status:
         delay = duration_pb2.Duration()
         delay.FromNanoseconds(int(error.retry_after * 1e9))
         details.append(error_details_pb2.RetryInfo(retry_delay=delay))
-    # extra["quota_violations"]: (subject, description) pairs -> QuotaFailure.
-    quota = error.extra.get("quota_violations")
-    if quota:
+    if error.quota_violations:
         details.append(
             error_details_pb2.QuotaFailure(
                 violations=[
                     error_details_pb2.QuotaFailure.Violation(
-                        subject=subject, description=description
+                        subject=v.subject, description=v.description
                     )
-                    for subject, description in quota
+                    for v in error.quota_violations
                 ]
             )
         )
-    # extra["details"]: further protobuf messages a servicer attached (such as
-    # ether.v1.WaitForFailure); the core never builds these itself.
-    details.extend(error.extra.get("details", ()))
+    details.extend(error.details)
     status = status_pb2.Status(code=code, message=error.message)
     for detail in details:
         status.details.add().Pack(detail)
@@ -67,7 +66,7 @@ def internal_status(correlation_id: str) -> grpc.Status:
     )
     status.details.add().Pack(
         error_details_pb2.ErrorInfo(
-            reason="INTERNAL", domain=DOMAIN, metadata={"correlation_id": correlation_id}
+            reason=Reason.INTERNAL.value, domain=DOMAIN, metadata={"correlation_id": correlation_id}
         )
     )
     result: grpc.Status = rpc_status.to_status(status)

@@ -15,6 +15,7 @@ from ether_host.auth import Identity
 from ether_host.errors import EtherError, FieldViolation, InvalidArgument
 from ether_host.lifecycle import Lifecycle
 from ether_host.paging import paginate
+from ether_host.reasons import Reason
 from ether_host.terminals import (
     AttachItem,
     Attachment,
@@ -36,6 +37,7 @@ from ether_host.terminals import (
     TerminalManager,
     TerminalState,
     WaitCondition,
+    WaitFailed,
     WaitFailure,
 )
 from ether_host.transport import convert
@@ -180,7 +182,7 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
         if within is not None and within < 0:
             raise InvalidArgument(
                 "timeout is negative",
-                reason="INVALID_TIMEOUT",
+                reason=Reason.INVALID_TIMEOUT,
                 violations=[FieldViolation("timeout", "0 or more")],
             )
         left = convert.rpc_time_left(context.time_remaining())
@@ -192,10 +194,8 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
             result = await self._terminals.wait_for(
                 _identity(), request.terminal_id, wait_condition(request), within, ScreenRequest()
             )
-        except EtherError as error:
-            failure = error.extra.get("wait_failure")
-            if isinstance(failure, WaitFailure):
-                error.extra["details"] = [_failure(failure, structured)]
+        except WaitFailed as error:
+            error.details.append(_failure(error.failure, structured))
             raise
         response = terminal_pb2.WaitForResponse(
             screen=screen_message(result.screen, structured),
@@ -225,7 +225,7 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
         if first is None or first.WhichOneof("kind") != "start":
             raise InvalidArgument(
                 "the first Attach message must be `start`",
-                reason="ATTACH_NOT_STARTED",
+                reason=Reason.ATTACH_NOT_STARTED,
                 violations=[FieldViolation("start", "required as the first message")],
             )
         start = first.start
@@ -278,7 +278,7 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
                         "`start` may only be the first Attach message"
                         if kind == "start"
                         else "empty Attach message",
-                        reason="INVALID_ATTACH_MESSAGE",
+                        reason=Reason.INVALID_ATTACH_MESSAGE,
                         violations=[FieldViolation("kind", "input, resize or signal")],
                     )
         except EtherError as error:
@@ -309,7 +309,7 @@ def input_spec(message: terminal_pb2.TerminalInput, present: bool) -> InputSpec:
         if message.key == terminal_pb2.KEY_UNSPECIFIED:
             raise InvalidArgument(
                 "input.key is KEY_UNSPECIFIED; name a key",
-                reason="UNKNOWN_KEY",
+                reason=Reason.UNKNOWN_KEY,
                 violations=[FieldViolation("input.key", "a named key")],
             )
         return InputSpec(key=terminal_pb2.Key.Name(message.key).removeprefix("KEY_"), **common)

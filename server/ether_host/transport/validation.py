@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError, Message
 
 from ether.v1 import rules_pb2
 from ether_host.errors import FieldViolation, InvalidArgument
+from ether_host.reasons import Reason
 
 # The ranges of google.protobuf.Duration and Timestamp (their .proto files).
 DURATION_MAX_SECONDS = 315_576_000_000
@@ -113,7 +114,7 @@ def malformed(descriptor: Descriptor, error: DecodeError) -> InvalidArgument:
         why = f"its bytes are not valid protobuf ({detail.lower() or 'parse error'})"
     return InvalidArgument(
         f"the request is not a valid {descriptor.full_name}: {why}",
-        reason="MALFORMED_REQUEST",
+        reason=Reason.MALFORMED_REQUEST,
         metadata={"message_type": descriptor.full_name},
     )
 
@@ -122,7 +123,7 @@ def _invalid(broken: list[_Broken]) -> InvalidArgument:
     missing = all(b.missing for b in broken)
     return InvalidArgument(
         "; ".join(f"{b.path} {b.description}" for b in broken),
-        reason="MISSING_FIELD" if missing else "INVALID_FIELD",
+        reason=Reason.MISSING_FIELD if missing else Reason.INVALID_FIELD,
         metadata={"fields": ",".join(b.path for b in broken)},
         violations=[FieldViolation(b.path, b.description) for b in broken],
     )

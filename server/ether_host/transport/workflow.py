@@ -16,6 +16,7 @@ from google.protobuf.message import Message
 from ether.v1 import workflow_pb2, workflow_pb2_grpc
 from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.lifecycle import Lifecycle
+from ether_host.reasons import Reason
 from ether_host.transport.convert import integral, seconds
 from ether_host.transport.interceptors import current_identity
 from ether_host.workflows import Workflows, check_spec_size
@@ -54,7 +55,7 @@ class WorkflowServicer(workflow_pb2_grpc.WorkflowServiceServicer):
             except json_format.SerializeToJsonError as error:  # NaN or infinity in a Value
                 raise InvalidArgument(
                     f"spec: {error}",
-                    reason="INVALID_WORKFLOW",
+                    reason=Reason.INVALID_WORKFLOW,
                     violations=[FieldViolation("spec", f"{error}: numbers must be finite")],
                 ) from None
         run = await self._workflows.create(
@@ -111,7 +112,7 @@ class WorkflowServicer(workflow_pb2_grpc.WorkflowServiceServicer):
         if limit is not None and limit < 0:
             raise InvalidArgument(
                 "timeout must not be negative",
-                reason="INVALID_TIMEOUT",
+                reason=Reason.INVALID_TIMEOUT,
                 violations=[FieldViolation("timeout", "must not be negative")],
             )
         return workflow_pb2.WaitRunResponse(
@@ -147,7 +148,7 @@ class WorkflowServicer(workflow_pb2_grpc.WorkflowServiceServicer):
         if fmt is None:
             raise InvalidArgument(
                 "format is required: REPORT_FORMAT_JSON or REPORT_FORMAT_MARKDOWN",
-                reason="INVALID_FORMAT",
+                reason=Reason.INVALID_FORMAT,
                 violations=[
                     FieldViolation("format", "REPORT_FORMAT_JSON or REPORT_FORMAT_MARKDOWN")
                 ],

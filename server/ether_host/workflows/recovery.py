@@ -16,6 +16,7 @@ import structlog
 
 from ether_host.agents import Dispatcher, TaskResult
 from ether_host.errors import FailedPrecondition
+from ether_host.reasons import Reason
 from ether_host.supervisor import State, Supervisor
 from ether_host.workflows import retries
 from ether_host.workflows.engine import RunExecution
@@ -172,7 +173,7 @@ def rebuild(
             raise FailedPrecondition(
                 f"run {record.id} needs agent {name!r}, which {what}; deploy or start it, "
                 "then resume",
-                reason="AGENT_NOT_RUNNING",
+                reason=Reason.AGENT_NOT_RUNNING,
                 resource=("agent", name),
             )
     execution = RunExecution(

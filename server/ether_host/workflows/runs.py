@@ -29,6 +29,7 @@ from ether_host.errors import (
     ResourceExhausted,
 )
 from ether_host.paging import paginate
+from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
 from ether_host.workflows import recovery, report
 from ether_host.workflows.engine import CANCELLED, INTERRUPTED, RunExecution
@@ -61,7 +62,7 @@ def _required(value: str, name: str) -> str:
     if not value:
         raise InvalidArgument(
             f"{name} is required",
-            reason="MISSING_FIELD",
+            reason=Reason.MISSING_FIELD,
             violations=[FieldViolation(name, "required")],
         )
     return value
@@ -71,7 +72,7 @@ def _check_request_id(request_id: str) -> None:
     if len(request_id) > 128 or not request_id.isprintable():
         raise InvalidArgument(
             "request_id must be at most 128 printable characters (such as a UUID)",
-            reason="INVALID_REQUEST_ID",
+            reason=Reason.INVALID_REQUEST_ID,
             violations=[FieldViolation("request_id", "at most 128 printable characters")],
         )
 
@@ -199,7 +200,7 @@ class Workflows:
         else:
             raise InvalidArgument(
                 "give the workflow as spec or spec_text",
-                reason="MISSING_SPEC",
+                reason=Reason.MISSING_SPEC,
                 violations=[FieldViolation("spec", "required (or spec_text)")],
             )
         parsed = parse_spec(source, self._catalog)
@@ -216,14 +217,14 @@ class Workflows:
         if self._stopping:
             raise FailedPrecondition(
                 "the host is shutting down; create the run after it restarts",
-                reason="HOST_STOPPING",
+                reason=Reason.HOST_STOPPING,
             )
         active = sum(1 for execution in self._live.values() if not execution.done.is_set())
         limit = self.settings.max_active_runs
         if active >= limit:
             raise ResourceExhausted(
                 f"{active} runs are active (limit {limit}); wait for one to end",
-                reason="TOO_MANY_RUNS",
+                reason=Reason.TOO_MANY_RUNS,
                 retry_after=5.0,
                 metadata={"limit": str(limit)},
             )
@@ -266,7 +267,7 @@ class Workflows:
             raise NotFound(
                 f"no run {run_id!r}; ListRuns shows the runs of this host (ended runs are "
                 "deleted past the host's [workflows] keep_runs and keep_days)",
-                reason="RUN_NOT_FOUND",
+                reason=Reason.RUN_NOT_FOUND,
                 resource=("run", run_id),
             )
         return body
@@ -328,7 +329,7 @@ class Workflows:
     def _no_stage(run_id: str, stage: str, names: list[str]) -> NotFound:
         return NotFound(
             f"run {run_id} has no stage {stage!r}; its stages: {', '.join(names)}",
-            reason="STAGE_NOT_FOUND",
+            reason=Reason.STAGE_NOT_FOUND,
             resource=("stage", stage),
         )
 
@@ -348,7 +349,7 @@ class Workflows:
                 raise FailedPrecondition(
                     f"run {run_id} already ended {state}; only pending, running or "
                     "interrupted runs can be cancelled",
-                    reason="RUN_ENDED",
+                    reason=Reason.RUN_ENDED,
                     metadata={"state": state},
                 )
             now = time.time()
@@ -394,7 +395,7 @@ class Workflows:
         if after < 0:
             raise InvalidArgument(
                 "after_sequence must not be negative",
-                reason="INVALID_SEQUENCE",
+                reason=Reason.INVALID_SEQUENCE,
                 violations=[FieldViolation("after_sequence", "0 or more")],
             )
         live = self._live.get(_required(run_id, "run_id"))
@@ -409,7 +410,7 @@ class Workflows:
             raise OutOfRange(
                 f"after_sequence {after} is beyond the last event ({last}) of run {run_id}, "
                 "which has ended",
-                reason="SEQUENCE_OUT_OF_RANGE",
+                reason=Reason.SEQUENCE_OUT_OF_RANGE,
                 metadata={"last_sequence": str(last)},
             )
         await self.store.flush()
@@ -435,7 +436,7 @@ class Workflows:
                     return live.record.api()
                 raise FailedPrecondition(
                     f"run {run_id} is {live.record.state}, not interrupted",
-                    reason="RUN_NOT_INTERRUPTED",
+                    reason=Reason.RUN_NOT_INTERRUPTED,
                     metadata={"state": live.record.state},
                 )
             body = await self._stored(run_id)
@@ -445,11 +446,11 @@ class Workflows:
             if state != RunState.INTERRUPTED:
                 raise FailedPrecondition(
                     f"run {run_id} is {state}; only interrupted runs can be resumed",
-                    reason="RUN_NOT_INTERRUPTED",
+                    reason=Reason.RUN_NOT_INTERRUPTED,
                     metadata={"state": state},
                 )
             if self._stopping:
-                raise FailedPrecondition("the host is shutting down", reason="HOST_STOPPING")
+                raise FailedPrecondition("the host is shutting down", reason=Reason.HOST_STOPPING)
             tasks = await anyio.to_thread.run_sync(self.store.tasks, run_id)
             execution = recovery.rebuild(
                 body,
@@ -482,6 +483,6 @@ class Workflows:
             raise ResourceExhausted(
                 f"the report of run {run_id} is larger than {MAX_REPORT_BYTES} bytes; page "
                 "through ListRunTasks instead",
-                reason="REPORT_TOO_LARGE",
+                reason=Reason.REPORT_TOO_LARGE,
             )
         return content, content_type, str(run["state"]).removeprefix("RUN_STATE_")

@@ -38,6 +38,7 @@ from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
 from ether_host.errors import FieldViolation, InvalidArgument
+from ether_host.reasons import Reason
 from ether_host.workflows.limits import (
     MAX_SPEC_BYTES,
     MAX_SPEC_DEPTH,
@@ -103,7 +104,7 @@ class LimitError(Exception):
     def invalid(self, field_name: str) -> InvalidArgument:
         return InvalidArgument(
             f"{field_name} is over a limit: {self.where}{self.description}",
-            reason="INVALID_WORKFLOW",
+            reason=Reason.INVALID_WORKFLOW,
             metadata={"limit": self.name, "max": str(self.limit)},
             violations=[FieldViolation(field_name, f"{self.where}{self.description}")],
         )
@@ -515,6 +516,6 @@ def finite(value: Any) -> bool:
 def _invalid(description: str, message: str = "") -> InvalidArgument:
     return InvalidArgument(
         f"{message or 'invalid spec_text'}: {description}",
-        reason="INVALID_WORKFLOW",
+        reason=Reason.INVALID_WORKFLOW,
         violations=[FieldViolation("spec_text", description)],
     )

@@ -18,6 +18,7 @@ from typing import Any
 
 from ether_host.agents import Budget
 from ether_host.errors import FieldViolation, InvalidArgument
+from ether_host.reasons import Reason
 from ether_host.workflows.checks import Checker, join, kind, suggest
 from ether_host.workflows.expr import Condition, ExprError, parse_condition
 from ether_host.workflows.limits import MAX_SPEC_BYTES
@@ -601,7 +602,7 @@ def _invalid(violations: list[FieldViolation]) -> InvalidArgument:
         )
     return InvalidArgument(
         f"invalid workflow spec: {first.field}: {first.description}{more}",
-        reason="INVALID_WORKFLOW",
+        reason=Reason.INVALID_WORKFLOW,
         violations=kept,
     )
 

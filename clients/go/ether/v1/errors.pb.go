@@ -396,6 +396,9 @@ const (
 	// UNAVAILABLE: the gateway could not write its state to disk; nothing
 	// was changed. Retry after RetryInfo's delay.
 	ErrorReason_ERROR_REASON_STATE_NOT_WRITTEN ErrorReason = 121
+	// UNAVAILABLE: the host is starting and does not serve this call yet.
+	// Retry after RetryInfo's delay.
+	ErrorReason_ERROR_REASON_HOST_STARTING ErrorReason = 122
 )
 
 // Enum value maps for ErrorReason.
@@ -523,6 +526,7 @@ var (
 		119: "ERROR_REASON_NO_SOURCE",
 		120: "ERROR_REASON_INVALID_TIME_RANGE",
 		121: "ERROR_REASON_STATE_NOT_WRITTEN",
+		122: "ERROR_REASON_HOST_STARTING",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                   0,
@@ -647,6 +651,7 @@ var (
 		"ERROR_REASON_NO_SOURCE":                     119,
 		"ERROR_REASON_INVALID_TIME_RANGE":            120,
 		"ERROR_REASON_STATE_NOT_WRITTEN":             121,
+		"ERROR_REASON_HOST_STARTING":                 122,
 	}
 )
 
@@ -681,7 +686,7 @@ var File_ether_v1_errors_proto protoreflect.FileDescriptor
 
 const file_ether_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15ether/v1/errors.proto\x12\bether.v1*\x96!\n" +
+	"\x15ether/v1/errors.proto\x12\bether.v1*\xb6!\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aERROR_REASON_MISSING_FIELD\x10\x01\x12\x1e\n" +
@@ -805,7 +810,8 @@ const file_ether_v1_errors_proto_rawDesc = "" +
 	"\x1aERROR_REASON_INVALID_TOPIC\x10v\x12\x1a\n" +
 	"\x16ERROR_REASON_NO_SOURCE\x10w\x12#\n" +
 	"\x1fERROR_REASON_INVALID_TIME_RANGE\x10x\x12\"\n" +
-	"\x1eERROR_REASON_STATE_NOT_WRITTEN\x10yB\x94\x01\n" +
+	"\x1eERROR_REASON_STATE_NOT_WRITTEN\x10y\x12\x1e\n" +
+	"\x1aERROR_REASON_HOST_STARTING\x10zB\x94\x01\n" +
 	"\fcom.ether.v1B\vErrorsProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03EXX\xaa\x02\bEther.V1\xca\x02\bEther\\V1\xe2\x02\x14Ether\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3"
 
 var (

@@ -128,6 +128,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_NO_SOURCE: _ClassVar[ErrorReason]
     ERROR_REASON_INVALID_TIME_RANGE: _ClassVar[ErrorReason]
     ERROR_REASON_STATE_NOT_WRITTEN: _ClassVar[ErrorReason]
+    ERROR_REASON_HOST_STARTING: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 ERROR_REASON_MISSING_FIELD: ErrorReason
 ERROR_REASON_INVALID_FIELD: ErrorReason
@@ -250,3 +251,4 @@ ERROR_REASON_INVALID_TOPIC: ErrorReason
 ERROR_REASON_NO_SOURCE: ErrorReason
 ERROR_REASON_INVALID_TIME_RANGE: ErrorReason
 ERROR_REASON_STATE_NOT_WRITTEN: ErrorReason
+ERROR_REASON_HOST_STARTING: ErrorReason

@@ -22,6 +22,7 @@ import anyio
 
 from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from ether_host.reasons import Reason
 
 ALLOWED, DENIED = "ALLOWED", "DENIED"
 
@@ -180,7 +181,7 @@ class AuditLog:
         if page_size < 0:
             raise InvalidArgument(
                 f"page_size {page_size} is negative; use 0 for the default of {DEFAULT_PAGE_SIZE}",
-                reason="INVALID_PAGE_SIZE",
+                reason=Reason.INVALID_PAGE_SIZE,
                 violations=[FieldViolation("page_size", "0 to 1000")],
             )
         if (
@@ -190,7 +191,7 @@ class AuditLog:
         ):
             raise InvalidArgument(
                 "start_time is after end_time",
-                reason="INVALID_TIME_RANGE",
+                reason=Reason.INVALID_TIME_RANGE,
                 violations=[FieldViolation("start_time", "at or before end_time")],
             )
         size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
@@ -242,7 +243,7 @@ def _cursor(token: str, scope: str) -> int:
         raise InvalidArgument(
             "page_token was not issued by this list call with these filters; "
             "pass the next_page_token of the previous page",
-            reason="INVALID_PAGE_TOKEN",
+            reason=Reason.INVALID_PAGE_TOKEN,
             violations=[FieldViolation("page_token", "not a token of this list")],
         )
     return value
