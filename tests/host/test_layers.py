@@ -111,6 +111,23 @@ def test_a_name_means_one_thing_across_the_faces() -> None:
     assert {"Session", "Lagged", "SubscriptionLagged"} <= set(owners)
 
 
+def test_an_agent_and_its_replicas_see_the_host_through_agent_host() -> None:
+    """``ManagedAgent`` and ``Replica`` are handed an ``AgentHost`` (supervisor/host.py): they
+    neither import the supervisor's module nor reach through ``.supervisor`` to it."""
+    reaches = set()
+    for name in ("agent.py", "replica.py"):
+        path = HOST / "supervisor" / name
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "supervisor":
+                reaches.add(f"{name}:{node.lineno} .supervisor")
+        reaches.update(
+            f"{name} imports {module}"
+            for module, _ in imports(path)
+            if module == "ether_host.supervisor.deployments"
+        )
+    assert not reaches, sorted(reaches)
+
+
 def test_a_service_is_a_grpc_service() -> None:
     """``service`` names the gRPC services the transport serves; a core module says what it holds
     (``supervisor/deployments.py``, ``workflows/runs.py``, ``gateway/usecases.py``)."""

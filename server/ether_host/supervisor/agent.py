@@ -13,7 +13,6 @@ from ether_host import __version__, containment
 from ether_host.background import start_detached
 from ether_host.bus import History
 from ether_host.errors import FailedPrecondition, ResourceExhausted
-from ether_host.reasons import Reason
 from ether_host.sandbox import Grant, SandboxPolicy
 from ether_host.supervisor.install import InstallError, LaunchPlan, prepare
 from ether_host.supervisor.manifest import AgentSpec
@@ -21,7 +20,7 @@ from ether_host.supervisor.records import LifecycleEvent, LogLine, State
 from ether_host.supervisor.replica import Replica
 
 if TYPE_CHECKING:
-    from ether_host.supervisor.deployments import Supervisor
+    from ether_host.supervisor.host import AgentHost
 
 log = structlog.get_logger("ether.supervisor")
 
@@ -52,8 +51,8 @@ class ActionInfo:
 class ManagedAgent:
     """Owns the replicas of one deployment and hands out task slots."""
 
-    def __init__(self, supervisor: Supervisor, spec: AgentSpec, grant: Grant | None) -> None:
-        self.supervisor = supervisor
+    def __init__(self, host: AgentHost, spec: AgentSpec, grant: Grant | None) -> None:
+        self.host = host
         self.spec = spec
         # What its sandbox may show it (host config narrowed by agent.toml); None: sandbox off.
         self.grant = grant
@@ -119,7 +118,7 @@ class ManagedAgent:
         index = -1 if replica is None else replica.index
         state = self.state if replica is None else replica.state
         event = LifecycleEvent(self.name, index, state, previous, reason, **extra)
-        self.supervisor.events.append(event)
+        self.host.events.append(event)
         log.info(
             "agent state",
             agent=self.name,
@@ -236,7 +235,7 @@ class ManagedAgent:
                     return
                 async with anyio.create_task_group() as tg:
                     self._replica_group = tg
-                    self.replicas = [Replica(self, i) for i in range(self.spec.replicas)]
+                    self.replicas = [Replica(self, i, self.host) for i in range(self.spec.replicas)]
                     for replica in self.replicas:
                         tg.start_soon(self._run_replica, replica)
         finally:
@@ -254,7 +253,7 @@ class ManagedAgent:
         try:
             self.plan = await prepare(
                 self.spec,
-                self.supervisor.state_dir,
+                self.host.state_dir,
                 lambda line: self.log_line(None, "install", "info", line),
             )
         except InstallError as error:
@@ -278,7 +277,7 @@ class ManagedAgent:
     def _sandbox_missing(self) -> str:
         """Why this agent must not start, when its sandbox is required and the machine cannot
         make one (fail closed); empty otherwise."""
-        if self.grant is None or self.supervisor.sandbox.mode != "required":
+        if self.grant is None or self.host.sandbox.mode != "required":
             return ""
         contained = containment.probe()
         if contained.can_sandbox:
@@ -294,9 +293,9 @@ class ManagedAgent:
         directory; None when sandboxes are off."""
         if self.grant is None or self.plan is None:
             return None
-        settings = self.supervisor.sandbox
+        settings = self.host.sandbox
         scratch = await anyio.to_thread.run_sync(
-            settings.scratch, self.supervisor.state_dir, self.name, str(replica)
+            settings.scratch, self.host.state_dir, self.name, str(replica)
         )
         return SandboxPolicy(
             scratch=str(scratch),
@@ -341,7 +340,7 @@ class ManagedAgent:
             return
         kept, retired = self.replicas[:replicas], self.replicas[replicas:]
         for index in range(len(kept), replicas):
-            replica = Replica(self, index)
+            replica = Replica(self, index, self.host)
             kept.append(replica)
             # Not in the context of the ScaleAgent call: the replica outlives it.
             start_detached(group, self._run_replica, replica, self._retiring.get(index))
@@ -385,7 +384,7 @@ class ManagedAgent:
         if self.queued >= self.spec.max_queue:
             raise ResourceExhausted(
                 f"agent {self.name} has {self.queued} tasks queued (limit {self.spec.max_queue}); retry later",
-                reason=Reason.AGENT_QUEUE_FULL,
+                reason="AGENT_QUEUE_FULL",
                 retry_after=1.0,
                 resource=("agent", self.name),
             )
@@ -407,7 +406,7 @@ class ManagedAgent:
             )
             raise FailedPrecondition(
                 f"agent {self.name} is {state.value}{detail}; start it with SupervisorService.StartAgent",
-                reason=Reason.AGENT_NOT_RUNNING,
+                reason="AGENT_NOT_RUNNING",
                 resource=("agent", self.name),
                 metadata={"state": state.value},
             )
