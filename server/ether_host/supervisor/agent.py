@@ -13,6 +13,7 @@ from ether_host import __version__, containment
 from ether_host.background import start_detached
 from ether_host.bus import History
 from ether_host.errors import FailedPrecondition, ResourceExhausted
+from ether_host.reasons import Reason
 from ether_host.sandbox import Grant, SandboxPolicy
 from ether_host.supervisor.install import InstallError, LaunchPlan, prepare
 from ether_host.supervisor.manifest import AgentSpec
@@ -384,7 +385,7 @@ class ManagedAgent:
         if self.queued >= self.spec.max_queue:
             raise ResourceExhausted(
                 f"agent {self.name} has {self.queued} tasks queued (limit {self.spec.max_queue}); retry later",
-                reason="AGENT_QUEUE_FULL",
+                reason=Reason.AGENT_QUEUE_FULL,
                 retry_after=1.0,
                 resource=("agent", self.name),
             )
@@ -406,7 +407,7 @@ class ManagedAgent:
             )
             raise FailedPrecondition(
                 f"agent {self.name} is {state.value}{detail}; start it with SupervisorService.StartAgent",
-                reason="AGENT_NOT_RUNNING",
+                reason=Reason.AGENT_NOT_RUNNING,
                 resource=("agent", self.name),
                 metadata={"state": state.value},
             )

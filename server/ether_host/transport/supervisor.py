@@ -11,6 +11,7 @@ from ether.v1 import supervisor_pb2, supervisor_pb2_grpc
 from ether_host.errors import FieldViolation, InvalidArgument, Unavailable
 from ether_host.lifecycle import Lifecycle
 from ether_host.paging import paginate
+from ether_host.reasons import Reason
 from ether_host.supervisor import (
     AgentSpec,
     LifecycleEvent,
@@ -99,7 +100,7 @@ class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
     ) -> supervisor_pb2.GetHostInfoResponse:
         info = self._lifecycle.info
         if info is None:  # not serving yet: no call reaches a host before it serves
-            raise Unavailable("the host is starting", reason="HOST_STARTING", retry_after=1.0)
+            raise Unavailable("the host is starting", reason=Reason.HOST_STARTING, retry_after=1.0)
         isolation = info.isolation
         return supervisor_pb2.GetHostInfoResponse(
             host=supervisor_pb2.HostInfo(
@@ -140,7 +141,7 @@ class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
         if not 0 <= request.tail_lines <= MAX_TAIL:
             raise InvalidArgument(
                 f"tail_lines {request.tail_lines} is out of range 0..{MAX_TAIL}",
-                reason="INVALID_TAIL",
+                reason=Reason.INVALID_TAIL,
                 violations=[FieldViolation("tail_lines", "0 to 10000")],
             )
         agent = self._supervisor.get(request.agent)
