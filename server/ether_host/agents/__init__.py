@@ -12,10 +12,15 @@ from ether_host.agents.model import (
     TaskInput,
     TaskResult,
 )
+from ether_host.agents.pipe import DEFAULT_IN_FLIGHT as PIPE_DEFAULT_IN_FLIGHT
+from ether_host.agents.pipe import MAX_IN_FLIGHT as PIPE_MAX_IN_FLIGHT
+from ether_host.agents.pipe import in_flight_limit, run_pipe
 
 __all__ = [
     "ERROR",
     "PARTIAL",
+    "PIPE_DEFAULT_IN_FLIGHT",
+    "PIPE_MAX_IN_FLIGHT",
     "SUCCESS",
     "Budget",
     "Dispatcher",
@@ -25,4 +30,6 @@ __all__ = [
     "TaskEvent",
     "TaskInput",
     "TaskResult",
+    "in_flight_limit",
+    "run_pipe",
 ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -11,7 +10,7 @@ import grpc
 
 from ether.v1 import agent_io_pb2, agent_io_pb2_grpc
 from ether_host import rights
-from ether_host.agents import Dispatcher, TaskEvent, TaskInput
+from ether_host.agents import Dispatcher, TaskEvent, TaskInput, run_pipe
 from ether_host.errors import EtherError, InvalidArgument
 from ether_host.paging import paginate
 from ether_host.reasons import Reason
@@ -19,9 +18,6 @@ from ether_host.supervisor import Supervisor
 from ether_host.transport import convert, validation
 from ether_host.transport.convert import dict_to_struct, timestamp
 from ether_host.transport.interceptors import current_identity
-
-PIPE_DEFAULT_IN_FLIGHT = 64
-PIPE_MAX_IN_FLIGHT = 1024
 
 
 class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
@@ -106,15 +102,7 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
         request_iterator: AsyncIterator[agent_io_pb2.PipeRequest],
         context: grpc.aio.ServicerContext,
     ) -> None:
-        # asyncio's TaskGroup, Queue and Semaphore rather than anyio's: this is the host's
-        # hottest loop, and anyio's per-task bookkeeping was a quarter of its CPU per message
-        # (bench/RESULTS.md). The structure is the same: every task ends with the stream.
-        finished: asyncio.Queue[agent_io_pb2.PipeResponse | None] = asyncio.Queue()
-        slots = asyncio.Semaphore(PIPE_DEFAULT_IN_FLIGHT)
-        unwritten = 0  # tasks started whose output is not written yet
-        reading = True
-
-        async def run_one(request: agent_io_pb2.PipeRequest) -> None:
+        async def run_one(request: agent_io_pb2.PipeRequest) -> agent_io_pb2.PipeResponse:
             message = request.input
             task: TaskInput | None = None
             response = agent_io_pb2.PipeResponse()
@@ -122,8 +110,7 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
                 _check_pipe_input(request)  # the rules Execute's input is checked against
             except InvalidArgument as error:
                 response.output.CopyFrom(_invalid_output(message, error))
-                finished.put_nowait(response)
-                return
+                return response
             try:
                 _may_execute(message)
                 task = convert.task_input(message, convert.rpc_time_left(context.time_remaining()))
@@ -134,34 +121,10 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
                 output.CopyFrom(convert.error_output(message, error.reason.lower(), error.message))
                 if task is not None:
                     output.task_id = task.task_id
-            finished.put_nowait(response)
+            return response
 
-        async def read_inputs(tg: asyncio.TaskGroup) -> None:
-            nonlocal slots, unwritten, reading
-            first = True
-            async for request in request_iterator:
-                if first:
-                    first = False
-                    limit = request.max_in_flight or PIPE_DEFAULT_IN_FLIGHT
-                    slots = asyncio.Semaphore(max(1, min(limit, PIPE_MAX_IN_FLIGHT)))
-                # Holding the next read until a slot frees is the flow control: unread
-                # requests back up in HTTP/2 windows, not in host memory. A slot is held
-                # until the task's output is written, so slow readers slow the stream too.
-                await slots.acquire()
-                unwritten += 1
-                tg.create_task(run_one(request), name="pipe task")
-            reading = False
-            if not unwritten:
-                finished.put_nowait(None)
-
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(read_inputs(tg), name="pipe reader")
-            while (response := await finished.get()) is not None:
-                await context.write(response)
-                unwritten -= 1
-                slots.release()
-                if not reading and not unwritten:
-                    break
+        # The flow control (in-flight slots, one write at a time) is the core's: agents/pipe.py.
+        await run_pipe(request_iterator, run_one, context.write, lambda r: r.max_in_flight)
 
     async def CancelTask(
         self, request: agent_io_pb2.CancelTaskRequest, context: grpc.aio.ServicerContext
