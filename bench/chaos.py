@@ -51,6 +51,7 @@ from ether.v1 import (
     supervisor_pb2,
     supervisor_pb2_grpc,
 )
+from tests.support import fuzz
 
 ECHO = Path(__file__).resolve().parent / "echo"
 ECHO_AGENTS = {"echo-py": "python", "echo-go": "go", "echo-ts": "typescript"}
@@ -134,7 +135,13 @@ class Cluster:
         self.start()
 
     def start(self) -> None:
-        self.host = EtherHost(self.state_dir, self.log_dir / f"host-{self.epoch}.log")
+        # Terminals may run only `cat`: the fuzzer's random argv must never run a program.
+        config = self.state_dir.parent / "ether.toml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text('[terminals]\nallow_commands = ["cat"]\n')
+        self.host = EtherHost(
+            self.state_dir, self.log_dir / f"host-{self.epoch}.log", "--config", str(config)
+        )
         self.ensure_agents()
         self.up.set()
 
@@ -497,9 +504,12 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.chaos", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--seed", type=int, default=None, help="replay a nemesis schedule")
-    parser.add_argument("--chaos", type=float, default=180.0, help="seconds with host kills")
+    parser.add_argument("--chaos", type=float, default=120.0, help="seconds with host kills")
     parser.add_argument("--host-kills", type=int, default=4)
-    parser.add_argument("--soak", type=float, default=300.0, help="seconds without host kills")
+    parser.add_argument("--soak", type=float, default=360.0, help="seconds without host kills")
+    parser.add_argument(
+        "--fuzz", type=int, default=10, help="fuzz examples per RPC at the end (0: none)"
+    )
     parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
@@ -535,6 +545,12 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.2)
         receiving.set()
         mailers[1].join(DEADLINE)
+        fuzzed = 0
+        if args.fuzz:
+            print(f"chaos: fuzzing every RPC, {args.fuzz} examples each", flush=True)
+            fuzzed = fuzz.main(
+                [cluster.host.address, "--examples", str(args.fuzz), "--agent", "echo-py"]
+            )
     except BaseException:
         for path in sorted((root / "logs").glob("*.log")):
             print(f"--- {path.name} (last lines)", file=sys.stderr)
@@ -548,6 +564,11 @@ def main(argv: list[str] | None = None) -> int:
     rows += [[f"soak: {r[0]}", r[1], r[2]] for r in summary(*soak) if "host kill" not in r[0]]
     refused = ", ".join(f"{k} {v}" for k, v in sorted(mail.refused.items())) or "none"
     rows += [
+        [
+            f"fuzzing: {args.fuzz} examples per RPC after the soak (counts printed above)",
+            "rule broken" if fuzzed else ("passed" if args.fuzz else "not run"),
+            "passed",
+        ],
         ["messages accepted by SendMessage (both phases)", len(mail.accepted), "-"],
         ["messages refused (mailbox full: back-pressure)", refused, "-"],
         ["accepted messages lost", len(mail.lost), "0"],
@@ -584,6 +605,8 @@ def main(argv: list[str] | None = None) -> int:
             failures.append(f"{name}: {history.duplicates} task ids answered twice")
         if any(faults.left_after_kill):
             failures.append(f"{name}: processes left after host kills: {faults.left_after_kill}")
+    if fuzzed:
+        failures.append("fuzzing: some answers broke the rule (listed above)")
     if rss_growth > 0.10 or fd_growth > 0.10:
         failures.append(f"soak growth: RSS {rss_growth:+.0%}, descriptors {fd_growth:+.0%}")
     table = markdown_table(["figure", "value", "target"], rows)

@@ -40,7 +40,7 @@ from ether.v1 import (
 )
 
 ECHO_AGENT = "fuzz-echo"
-STREAM_WINDOW = 2.0  # seconds a stream is read before the client cancels it
+STREAM_WINDOW = 0.5  # seconds a stream is read before its deadline cuts it
 UNARY_DEADLINE = 20.0
 # Methods that wait by design (a condition, an agent's answer): their deadline may pass.
 WAITING = {"WaitFor", "Execute", "ResumeRun"}
