@@ -9,6 +9,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ether.v1 import agent_io_pb2, gateway_pb2, supervisor_pb2
+from tests.support.calls import details
 
 from ._support import ETHER_SERVICES, Host, grpcurl, write_tokens
 
@@ -46,6 +47,7 @@ def _refused(call: object, **kwargs: object) -> grpc.RpcError:
 def test_no_token_is_unauthenticated(secured: Host) -> None:
     error = _refused(secured.agents.ListAgents)
     assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert details(error)["ErrorInfo"].reason == "INVALID_CREDENTIALS"
     assert "missing bearer token" in error.details()
     assert "authorization: Bearer <token>" in error.details()  # says what to send
     record = secured.wait_for_log(
