@@ -53,7 +53,8 @@ class GatewayServiceStub:
     bounded. Agents reach the network only through the `net.fetch` host
     call, deny by default; every request and decision is an audit record
     (ListAudit, WatchAudit). Errors carry a google.rpc.ErrorInfo with domain
-    "ether" and the reason named in each RPC's comment.
+    "ether" and the reason named in each RPC's comment (ether.v1.ErrorReason
+    lists every reason, with what to do about it).
 
     With auth on, three token rights apply here: `gateway.message` (send
     and publish), `gateway.admin` (watch an agent's mailbox) and
@@ -228,7 +229,8 @@ class GatewayServiceAsyncStub(GatewayServiceStub):
     bounded. Agents reach the network only through the `net.fetch` host
     call, deny by default; every request and decision is an audit record
     (ListAudit, WatchAudit). Errors carry a google.rpc.ErrorInfo with domain
-    "ether" and the reason named in each RPC's comment.
+    "ether" and the reason named in each RPC's comment (ether.v1.ErrorReason
+    lists every reason, with what to do about it).
 
     With auth on, three token rights apply here: `gateway.message` (send
     and publish), `gateway.admin` (watch an agent's mailbox) and
@@ -399,7 +401,8 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
     bounded. Agents reach the network only through the `net.fetch` host
     call, deny by default; every request and decision is an audit record
     (ListAudit, WatchAudit). Errors carry a google.rpc.ErrorInfo with domain
-    "ether" and the reason named in each RPC's comment.
+    "ether" and the reason named in each RPC's comment (ether.v1.ErrorReason
+    lists every reason, with what to do about it).
 
     With auth on, three token rights apply here: `gateway.message` (send
     and publish), `gateway.admin` (watch an agent's mailbox) and
