@@ -12,7 +12,7 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.reasons import Reason
@@ -23,6 +23,13 @@ MAX_PAGE_SIZE = 1000
 
 # A sort key: a tuple of strings and numbers, unique per item of the list.
 Key = tuple[str | int | float, ...]
+
+
+class Page(NamedTuple, Generic[T]):
+    """One page of a List: what every core list function returns, for every front to encode."""
+
+    items: list[T]
+    next_page_token: str  # '' on the last page
 
 
 def _token(key: Key, scope: str) -> str:
@@ -65,7 +72,7 @@ def paginate(
     key: Callable[[T], Key],
     *,
     newest_first: bool = False,
-) -> tuple[list[T], str]:
+) -> Page[T]:
     """One page of ``items`` and the token of the next page ('' on the last one).
 
     ``key`` gives each item's unique sort key; the list is served in ascending key order, or
@@ -86,4 +93,4 @@ def paginate(
             ) from None
     page = ordered[:size]
     more = len(ordered) > size
-    return page, _token(key(page[-1]), scope) if more else ""
+    return Page(page, _token(key(page[-1]), scope) if more else "")

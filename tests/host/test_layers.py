@@ -128,6 +128,19 @@ def test_an_agent_and_its_replicas_see_the_host_through_agent_host() -> None:
     assert not reaches, sorted(reaches)
 
 
+def test_only_the_core_pages_a_list() -> None:
+    """Every List pages in the core (a list function takes page_size and page_token and returns
+    a paging.Page), so a second front pages the same way: no front imports the paginator."""
+    fronts = [p for p in HOST.rglob("*.py") if p.relative_to(HOST).parts[0] in FRONTS - {"cli"}]
+    crossings = {
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in fronts
+        for module in imported(path)
+        if module == "ether_host.paging"
+    }
+    assert not crossings, "\n".join(sorted(crossings))
+
+
 def test_a_service_is_a_grpc_service() -> None:
     """``service`` names the gRPC services the transport serves; a core module says what it holds
     (``supervisor/deployments.py``, ``workflows/runs.py``, ``gateway/usecases.py``)."""

@@ -36,6 +36,7 @@ from ether_host.gateway.sessions import Session, SessionStore, Turn
 from ether_host.gateway.settings import GatewaySettings
 from ether_host.gateway.store import GatewayStore
 from ether_host.gateway.turns import TurnRunner
+from ether_host.paging import Page, paginate
 from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
 
@@ -142,8 +143,18 @@ class Gateway:
     def get_session(self, caller: Identity, session_id: str) -> Session:
         return self.sessions.get(caller.name, session_id)
 
-    def list_sessions(self, caller: Identity, state: str) -> list[Session]:
-        return self.sessions.list(caller.name, state)
+    def list_sessions(
+        self, caller: Identity, state: str, page_size: int, page_token: str
+    ) -> Page[Session]:
+        """One page of the caller's sessions (in ``state`` when not empty), newest first."""
+        return paginate(
+            self.sessions.list(caller.name, state),
+            page_size,
+            page_token,
+            f"sessions/{caller.name}/{state}",
+            key=lambda s: (s.created_at, s.id),
+            newest_first=True,
+        )
 
     async def close_session(self, caller: Identity, session_id: str, reason: str) -> Session:
         session = self.sessions.close(
@@ -283,9 +294,10 @@ class Gateway:
 
     async def list_audit(
         self, caller: Identity, where: AuditFilter, page_size: int, page_token: str
-    ) -> tuple[list[AuditRecord], str]:
+    ) -> Page[AuditRecord]:
+        """One page of the audit log, newest first (a keyset over the SQLite table)."""
         _require(caller, RIGHT_AUDIT, "read the egress audit log")
-        return await self.audit.page(where, page_size, page_token)
+        return Page(*await self.audit.page(where, page_size, page_token))
 
     def watch_audit(
         self, caller: Identity, where: AuditFilter, after_id: int | None

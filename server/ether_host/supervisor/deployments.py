@@ -28,6 +28,7 @@ from ether_host.errors import (
     Unavailable,
 )
 from ether_host.link import DEFAULT_MAX_FRAME
+from ether_host.paging import Page, paginate
 from ether_host.procs import ChildRegistry
 from ether_host.reasons import Reason
 from ether_host.resources import Resources, narrow
@@ -35,6 +36,7 @@ from ether_host.sandbox import Grant, SandboxSettings
 from ether_host.supervisor.agent import ManagedAgent
 from ether_host.supervisor.manifest import MANIFEST, MARKERS, AgentSpec, build_spec
 from ether_host.supervisor.records import LifecycleEvent
+from ether_host.supervisor.replica import Replica
 from ether_host.supervisor.store import AgentStore, SavedAgent, spec_json
 
 if TYPE_CHECKING:
@@ -98,6 +100,43 @@ class Supervisor:
             self.store.close()
 
     # -- operations ----------------------------------------------------------------------
+
+    def list_agents(
+        self,
+        page_size: int,
+        page_token: str,
+        *,
+        capability: str = "",
+        language: str = "",
+        kind: str = "",
+    ) -> Page[ManagedAgent]:
+        """One page of the agents by name: those with ``capability`` (a capability tag or an
+        action of that name), of ``language`` and of ``kind``, each filter when not empty."""
+        agents = [
+            a
+            for a in self.agents.values()
+            if (
+                not capability
+                or capability in a.capability_tags
+                or any(x.name == capability for x in a.actions)
+            )
+            and (not language or a.spec.language == language)
+            and (not kind or a.spec.kind == kind)
+        ]
+        scope = f"agents/{capability}/{language}/{kind}"
+        return paginate(agents, page_size, page_token, scope, key=lambda a: (a.name,))
+
+    def list_processes(self, agent: str, page_size: int, page_token: str) -> Page[Replica]:
+        """One page of the replicas of ``agent`` (of every agent when empty), by agent and index."""
+        agents = [self.get(agent)] if agent else list(self.agents.values())
+        replicas = [r for a in agents for r in a.replicas]
+        return paginate(
+            replicas,
+            page_size,
+            page_token,
+            f"processes/{agent}",
+            key=lambda r: (r.agent.name, r.index),
+        )
 
     def get(self, name: str) -> ManagedAgent:
         agent = self.agents.get(name)

@@ -34,6 +34,7 @@ from ether_host.errors import (
     ResourceExhausted,
     Unavailable,
 )
+from ether_host.paging import Page, paginate
 from ether_host.procs import ChildRegistry
 from ether_host.reasons import Reason
 from ether_host.resources import Resources
@@ -476,6 +477,23 @@ class TerminalManager:
             for s in self.sessions.values()
             if (wanted is None or s.owner == wanted) and (state is None or s.state is state)
         ]
+
+    def list_page(
+        self,
+        identity: Identity,
+        page_size: int,
+        page_token: str,
+        owner: str = "",
+        state: TerminalState | None = None,
+    ) -> Page[TerminalInfo]:
+        """One page of :meth:`list`, oldest terminal first."""
+        return paginate(
+            self.list(identity, owner, state),
+            page_size,
+            page_token,
+            f"terminals/{owner}/{state.name if state else ''}",
+            key=lambda i: (i.created_at, i.id),
+        )
 
     async def close(
         self, identity: Identity, terminal_id: str, grace: float | None = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
@@ -12,7 +12,6 @@ from ether.v1 import agent_io_pb2, agent_io_pb2_grpc
 from ether_host import rights
 from ether_host.agents import Dispatcher, TaskEvent, TaskInput, run_pipe
 from ether_host.errors import EtherError, InvalidArgument
-from ether_host.paging import paginate
 from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
 from ether_host.transport import convert, validation
@@ -30,24 +29,15 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
     async def ListAgents(
         self, request: agent_io_pb2.ListAgentsRequest, context: grpc.aio.ServicerContext
     ) -> agent_io_pb2.ListAgentsResponse:
-        agents = [a for _, a in sorted(self._supervisor.agents.items())]
-        if request.capability:
-            agents = [
-                a
-                for a in agents
-                if request.capability in a.capability_tags
-                or any(x.name == request.capability for x in a.actions)
-            ]
-        if request.language:
-            agents = [a for a in agents if convert.LANGUAGES[a.spec.language] == request.language]
-        if request.type:
-            agents = [a for a in agents if convert.KINDS[a.spec.kind] == request.type]
-        scope = f"agents/{request.capability}/{request.language}/{request.type}"
-        page, token = paginate(
-            agents, request.page_size, request.page_token, scope, key=lambda a: (a.name,)
+        page = self._supervisor.list_agents(
+            request.page_size,
+            request.page_token,
+            capability=request.capability,
+            language=_filter(convert.LANGUAGE_NAMES, request.language),
+            kind=_filter(convert.KIND_NAMES, request.type),
         )
         return agent_io_pb2.ListAgentsResponse(
-            agents=[convert.agent_info(a) for a in page], next_page_token=token
+            agents=[convert.agent_info(a) for a in page.items], next_page_token=page.next_page_token
         )
 
     async def GetAgent(
@@ -158,6 +148,12 @@ def _invalid_output(
         )
     )
     return output
+
+
+def _filter(names: Mapping[Any, str], value: int) -> str:
+    """An enum filter as the core's name: '' for unset (0), and a value with no name as a name
+    no agent has, so that it matches none (as comparing the enum values did)."""
+    return names.get(value, f"#{value}") if value else ""
 
 
 def _may_execute(message: agent_io_pb2.AgentInput) -> None:

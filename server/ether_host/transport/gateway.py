@@ -19,7 +19,6 @@ from ether_host.gateway import (
     Gateway,
     SubscriptionLagged,
 )
-from ether_host.paging import paginate
 from ether_host.reasons import Reason
 from ether_host.transport import convert
 from ether_host.transport import gateway_convert as gc
@@ -68,17 +67,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
     ) -> gateway_pb2.ListSessionsResponse:
         caller = current_identity.get()
         state = _STATES.get(request.state, "")
-        sessions = self._gateway.list_sessions(caller, state)
-        page, token = paginate(
-            sessions,
-            request.page_size,
-            request.page_token,
-            f"sessions/{caller.name}/{state}",
-            key=lambda s: (s.created_at, s.id),
-            newest_first=True,
-        )
+        page = self._gateway.list_sessions(caller, state, request.page_size, request.page_token)
         return gateway_pb2.ListSessionsResponse(
-            sessions=[gc.session(s) for s in page], next_page_token=token
+            sessions=[gc.session(s) for s in page.items], next_page_token=page.next_page_token
         )
 
     async def CloseSession(

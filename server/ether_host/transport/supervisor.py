@@ -10,7 +10,6 @@ import grpc
 from ether.v1 import supervisor_pb2, supervisor_pb2_grpc
 from ether_host.errors import FieldViolation, InvalidArgument, Unavailable
 from ether_host.lifecycle import Lifecycle
-from ether_host.paging import paginate
 from ether_host.reasons import Reason
 from ether_host.supervisor import (
     AgentSpec,
@@ -78,21 +77,9 @@ class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
     async def ListProcesses(
         self, request: supervisor_pb2.ListProcessesRequest, context: grpc.aio.ServicerContext
     ) -> supervisor_pb2.ListProcessesResponse:
-        agents = (
-            [self._supervisor.get(request.agent)]
-            if request.agent
-            else [a for _, a in sorted(self._supervisor.agents.items())]
-        )
-        replicas = [r for a in agents for r in a.replicas]
-        page, token = paginate(
-            replicas,
-            request.page_size,
-            request.page_token,
-            f"processes/{request.agent}",
-            key=lambda r: (r.agent.name, r.index),
-        )
+        page = self._supervisor.list_processes(request.agent, request.page_size, request.page_token)
         return supervisor_pb2.ListProcessesResponse(
-            processes=[process_info(r) for r in page], next_page_token=token
+            processes=[process_info(r) for r in page.items], next_page_token=page.next_page_token
         )
 
     async def GetHostInfo(

@@ -14,7 +14,6 @@ from ether.v1 import terminal_pb2, terminal_pb2_grpc
 from ether_host.auth import Identity
 from ether_host.errors import EtherError, FieldViolation, InvalidArgument
 from ether_host.lifecycle import Lifecycle
-from ether_host.paging import paginate
 from ether_host.reasons import Reason
 from ether_host.terminals import (
     AttachItem,
@@ -94,16 +93,12 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
         self, request: terminal_pb2.ListTerminalsRequest, context: grpc.aio.ServicerContext
     ) -> terminal_pb2.ListTerminalsResponse:
         state = _STATE_NAMES.get(request.state)
-        found = self._terminals.list(_identity(), request.owner, state)
-        page, token = paginate(
-            found,
-            request.page_size,
-            request.page_token,
-            f"terminals/{request.owner}/{request.state}",
-            key=lambda i: (i.created_at, i.id),
+        page = self._terminals.list_page(
+            _identity(), request.page_size, request.page_token, request.owner, state
         )
         return terminal_pb2.ListTerminalsResponse(
-            terminals=[terminal_message(i) for i in page], next_page_token=token
+            terminals=[terminal_message(i) for i in page.items],
+            next_page_token=page.next_page_token,
         )
 
     async def CloseTerminal(

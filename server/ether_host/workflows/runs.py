@@ -28,7 +28,7 @@ from ether_host.errors import (
     OutOfRange,
     ResourceExhausted,
 )
-from ether_host.paging import paginate
+from ether_host.paging import Page, paginate
 from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
 from ether_host.workflows import recovery, report
@@ -280,7 +280,7 @@ class Workflows:
 
     async def list_runs(
         self, page_size: int, page_token: str, states: list[str], name: str
-    ) -> tuple[list[dict[str, Any]], str]:
+    ) -> Page[dict[str, Any]]:
         await self.store.flush()
         wanted = [f"RUN_STATE_{s}" for s in states]
         keys = await anyio.to_thread.run_sync(self.store.run_keys, wanted, name)
@@ -297,11 +297,11 @@ class Workflows:
         for body in bodies:
             live = self._live.get(body["id"])
             runs.append(live.record.api() if live is not None else _public(body))
-        return runs, token
+        return Page(runs, token)
 
     async def list_tasks(
         self, run_id: str, page_size: int, page_token: str, stage: str, state: str
-    ) -> tuple[list[dict[str, Any]], str]:
+    ) -> Page[dict[str, Any]]:
         live = self._live.get(_required(run_id, "run_id"))
         scope = f"tasks/{run_id}/{stage}/{state}"
         if live is not None:
@@ -313,7 +313,7 @@ class Workflows:
                 if (not stage or t.stage == stage) and (not state or t.state == state)
             ]
             page, token = paginate(tasks, page_size, page_token, scope, key=lambda t: (t.seq,))
-            return [t.api() for t in page], token
+            return Page([t.api() for t in page], token)
         body = await self._stored(run_id)
         names = [s["name"] for s in body["spec"]["stages"]]
         if stage and stage not in names:
@@ -323,7 +323,7 @@ class Workflows:
         )
         page_seqs, token = paginate(seqs, page_size, page_token, scope, key=lambda s: (s,))
         bodies = await anyio.to_thread.run_sync(self.store.tasks, run_id, page_seqs)
-        return [_public(b) for b in bodies], token
+        return Page([_public(b) for b in bodies], token)
 
     @staticmethod
     def _no_stage(run_id: str, stage: str, names: list[str]) -> NotFound:
