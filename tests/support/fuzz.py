@@ -308,21 +308,32 @@ def main(argv: list[str] | None = None) -> int:
     broken: list[str] = []
     hints = {"agent": [args.agent]}
     run_settings = settings(max_examples=args.examples, deadline=None, database=None)
+    garbage = st.lists(st.binary(min_size=1, max_size=200), min_size=1, max_size=2)
+
+    def fuzz_one(channel: grpc.Channel, method: MethodDescriptor) -> None:
+        def record(messages: list[Any], raw: bool) -> None:
+            answer = call(channel, method, messages, raw=raw)
+            counts[path_of(method)][answer.code.name] += 1
+            why = check(method, answer)
+            if why:
+                broken.append(why)
+
+        @run_settings
+        @given(requests(method, hints))
+        def generated(messages: list[Any]) -> None:
+            record(messages, False)
+
+        @settings(run_settings, max_examples=max(1, args.examples // 4))
+        @given(garbage)
+        def raw_bytes(chunks: list[bytes]) -> None:
+            record(chunks, True)
+
+        generated()
+        raw_bytes()
+
     with grpc.insecure_channel(args.address) as channel:
         for method in methods():
-
-            def record(messages: list[Any], raw: bool, method: MethodDescriptor = method) -> None:
-                answer = call(channel, method, messages, raw=raw)
-                counts[path_of(method)][answer.code.name] += 1
-                why = check(method, answer)
-                if why:
-                    broken.append(why)
-
-            run_settings(given(requests(method, hints))(lambda m, r=record: r(m, False)))()
-            garbage = st.lists(st.binary(min_size=1, max_size=200), min_size=1, max_size=2)
-            settings(run_settings, max_examples=max(1, args.examples // 4))(
-                given(garbage)(lambda b, r=record: r(b, True))
-            )()
+            fuzz_one(channel, method)
     for path, by_code in sorted(counts.items()):
         print(f"{path}: " + ", ".join(f"{code} {n}" for code, n in sorted(by_code.items())))
     total = sum(sum(c.values()) for c in counts.values())
