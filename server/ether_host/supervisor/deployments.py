@@ -22,6 +22,7 @@ from ether_host.bus import History
 from ether_host.errors import (
     AlreadyExists,
     FailedPrecondition,
+    FieldViolation,
     InvalidArgument,
     NotFound,
     PermissionDenied,
@@ -35,7 +36,7 @@ from ether_host.resources import Resources, narrow
 from ether_host.sandbox import Grant, SandboxSettings
 from ether_host.supervisor.agent import ManagedAgent
 from ether_host.supervisor.manifest import MANIFEST, MARKERS, AgentSpec, build_spec
-from ether_host.supervisor.records import LifecycleEvent
+from ether_host.supervisor.records import LifecycleEvent, LogLine
 from ether_host.supervisor.replica import Replica
 from ether_host.supervisor.store import AgentStore, SavedAgent, spec_json
 
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("ether.supervisor")
 
 EVENT_HISTORY = 1000
+DEFAULT_TAIL = 100  # log lines a StreamLogs without tail_lines starts with
+MAX_TAIL = 10000
 STOP_ALL_DEADLINE = 15.0
 CallHandler = Callable[["AgentConnection", dict[str, Any]], Awaitable[Any]]
 
@@ -137,6 +140,18 @@ class Supervisor:
             f"processes/{agent}",
             key=lambda r: (r.agent.name, r.index),
         )
+
+    def log_tail(self, name: str, lines: int) -> tuple[ManagedAgent, list[tuple[int, LogLine]]]:
+        """The agent and its last ``lines`` log lines with their sequence numbers (0 asks for
+        DEFAULT_TAIL; up to MAX_TAIL); its ``logs`` History follows on from the last."""
+        if not 0 <= lines <= MAX_TAIL:
+            raise InvalidArgument(
+                f"tail_lines {lines} is out of range 0..{MAX_TAIL}",
+                reason=Reason.INVALID_TAIL,
+                violations=[FieldViolation("tail_lines", f"0 to {MAX_TAIL}")],
+            )
+        agent = self.get(name)
+        return agent, agent.logs.tail(lines or DEFAULT_TAIL)
 
     def get(self, name: str) -> ManagedAgent:
         agent = self.agents.get(name)

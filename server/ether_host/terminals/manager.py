@@ -71,7 +71,8 @@ AGENT_RIGHTS = frozenset({READ, WRITE, ATTACH, RESIZE, SIGNAL, CLOSE, CREATE})
 EVENT_HISTORY = 1000
 REQUEST_ID_TTL = 600.0
 MAX_GRACE = 60.0
-DEFAULT_WAIT = 30.0
+DEFAULT_WAIT = 30.0  # seconds a wait without a timeout lasts
+DEADLINE_MARGIN = 0.1  # a wait answers this long before its caller's deadline
 REASONS = ("closed", "idle_timeout", "max_lifetime", "owner_gone", "shutdown")
 
 
@@ -579,7 +580,11 @@ class TerminalManager:
         condition: waiting.WaitCondition | None,
         within: float | None,
         request: ScreenRequest,
+        *,
+        time_left: float | None = None,
     ) -> waiting.WaitResult:
+        """Wait ``within`` seconds (DEFAULT_WAIT when None) for ``condition``, answering
+        DEADLINE_MARGIN before the caller's deadline when it has one (``time_left``, seconds)."""
         session = self.find(identity, terminal_id, READ)
         condition = waiting.validate(condition)
         if within is not None and within < 0:
@@ -588,9 +593,10 @@ class TerminalManager:
                 reason=Reason.INVALID_TIMEOUT,
                 violations=[FieldViolation("timeout", "0 or more")],
             )
-        return await waiting.wait_for(
-            session, condition, DEFAULT_WAIT if within is None else within, request
-        )
+        wait = DEFAULT_WAIT if within is None else within
+        if time_left is not None:
+            wait = min(wait, max(0.0, time_left - DEADLINE_MARGIN))
+        return await waiting.wait_for(session, condition, wait, request)
 
     def attach(
         self, identity: Identity, terminal_id: str, from_offset: int | None, read_only: bool

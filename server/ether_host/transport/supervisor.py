@@ -8,7 +8,7 @@ from typing import Any
 import grpc
 
 from ether.v1 import supervisor_pb2, supervisor_pb2_grpc
-from ether_host.errors import FieldViolation, InvalidArgument, Unavailable
+from ether_host.errors import Unavailable
 from ether_host.lifecycle import Lifecycle
 from ether_host.reasons import Reason
 from ether_host.supervisor import (
@@ -21,7 +21,6 @@ from ether_host.supervisor import (
 )
 from ether_host.transport import convert
 
-MAX_TAIL = 10000
 _RESTART = {
     supervisor_pb2.RESTART_POLICY_ALWAYS: "always",
     supervisor_pb2.RESTART_POLICY_ON_FAILURE: "on-failure",
@@ -125,14 +124,7 @@ class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
     async def StreamLogs(
         self, request: supervisor_pb2.StreamLogsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[supervisor_pb2.StreamLogsResponse]:
-        if not 0 <= request.tail_lines <= MAX_TAIL:
-            raise InvalidArgument(
-                f"tail_lines {request.tail_lines} is out of range 0..{MAX_TAIL}",
-                reason=Reason.INVALID_TAIL,
-                violations=[FieldViolation("tail_lines", "0 to 10000")],
-            )
-        agent = self._supervisor.get(request.agent)
-        tail = agent.logs.tail(request.tail_lines or 100)
+        agent, tail = self._supervisor.log_tail(request.agent, request.tail_lines)
         for _, line in tail:
             yield _log(line)
         if not request.follow:

@@ -44,8 +44,6 @@ from ether_host.transport.interceptors import current_identity
 
 log = structlog.get_logger("ether.rpc")
 
-DEFAULT_WAIT = 30.0
-DEADLINE_MARGIN = 0.1  # WaitFor answers this long before the caller's gRPC deadline
 _STATES = {
     TerminalState.RUNNING: terminal_pb2.TERMINAL_STATE_RUNNING,
     TerminalState.EXITED: terminal_pb2.TERMINAL_STATE_EXITED,
@@ -180,14 +178,14 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
                 reason=Reason.INVALID_TIMEOUT,
                 violations=[FieldViolation("timeout", "0 or more")],
             )
-        left = convert.rpc_time_left(context.time_remaining())
-        if left is not None:
-            within = min(
-                DEFAULT_WAIT if within is None else within, max(0.0, left - DEADLINE_MARGIN)
-            )
         try:
             result = await self._terminals.wait_for(
-                _identity(), request.terminal_id, wait_condition(request), within, ScreenRequest()
+                _identity(),
+                request.terminal_id,
+                wait_condition(request),
+                within,
+                ScreenRequest(),
+                time_left=convert.rpc_time_left(context.time_remaining()),
             )
         except WaitFailed as error:
             error.details.append(_failure(error.failure, structured))
