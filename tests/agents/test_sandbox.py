@@ -1,6 +1,7 @@
 """Agents and their terminals run in a sandbox (bubblewrap; containment.py, sandbox.py).
 
-A prober agent tries, from inside, what its sandbox must refuse -- a TCP connection to a
+A prober agent -- in Python, Go and TypeScript, with the same actions and answers -- tries,
+from inside, what its sandbox must refuse -- a TCP connection to a
 listener this test opened on 127.0.0.1, the host's token file and state directory, another
 agent's folder, writing outside its scratch, seeing other processes -- and does what it must
 still do: fetch through the host's ``net.fetch`` (audited), write its scratch and a private
@@ -17,6 +18,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,21 @@ pytestmark = pytest.mark.skipif(
 TOKEN = "sandbox-test-token-0123456789"
 AUTH = (("authorization", f"Bearer {TOKEN}"),)
 PROBER = AGENTS / "prober"
+
+
+@dataclass(frozen=True)
+class Prober:
+    """One language's prober: its deployed name and its folder."""
+
+    name: str
+    folder: Path
+
+
+PROBERS = {
+    "python": Prober("prober", PROBER),
+    "go": Prober("goprober", AGENTS / "go_prober"),
+    "typescript": Prober("tsprober", AGENTS / "ts_prober"),
+}
 LOOPBACK_ONLY = {"allow_hosts": ["127.0.0.1"], "allow_addresses": ["127.0.0.1/32"], "burst": 100}
 
 
@@ -54,23 +71,31 @@ def web() -> Iterator[Recorder]:
 
 @pytest.fixture(scope="module")
 def sandboxed(folder: Path) -> Iterator[HostProcess]:
-    """A host with a token file, the prober (allowed to fetch from loopback) and another
-    Python agent (detacher) whose processes and folder the prober must not see."""
+    """A host with a token file, the probers of the three languages (allowed to fetch from
+    loopback) and another Python agent (detacher) whose processes and folder they must not see."""
     tokens = folder / "tokens"
     tokens.write_text(f"tester {TOKEN}\n")
     tokens.chmod(0o600)
     host = HostProcess(folder / "state", "--auth-tokens-file", str(tokens))
     try:
         host.wait_serving()
-        deploy(host, PROBER, metadata=AUTH, config=struct({"egress": LOOPBACK_ONLY}))
+        for each in PROBERS.values():
+            deploy(host, each.folder, metadata=AUTH, config=struct({"egress": LOOPBACK_ONLY}))
         deploy(host, AGENTS / "detacher", metadata=AUTH)
         yield host
     finally:
         host.stop()
 
 
-def probe(ether: HostProcess, action: str, **params: Any) -> Any:
-    request = agent_io_pb2.ExecuteRequest(input=agent_input("prober", action, params))
+@pytest.fixture(params=list(PROBERS))
+def prober(request: pytest.FixtureRequest) -> Prober:
+    return PROBERS[request.param]
+
+
+def probe(
+    ether: HostProcess, action: str, prober: Prober = PROBERS["python"], **params: Any
+) -> Any:
+    request = agent_io_pb2.ExecuteRequest(input=agent_input(prober.name, action, params))
     output = ether.agents.Execute(request, timeout=90, metadata=AUTH).output
     assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
     return data(output)
@@ -83,70 +108,79 @@ def pid_of(host: HostProcess, agent: str, metadata: Any = AUTH) -> int:
     )
 
 
-def test_an_agent_reaches_no_network_but_net_fetch(sandboxed: HostProcess, web: Recorder) -> None:
+def test_an_agent_reaches_no_network_but_net_fetch(
+    sandboxed: HostProcess, web: Recorder, prober: Prober
+) -> None:
     """A TCP listener on the host's 127.0.0.1 is not reachable (the sandbox's loopback is its
-    own); a net.fetch of the same kind of address through the host works and is audited."""
+    own); a net.fetch of the same kind of address through the host (the SDK's host call)
+    works and is audited."""
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         port = listener.getsockname()[1]
         with socket.create_connection(("127.0.0.1", port), timeout=5):
             pass  # the host side reaches it
-        outcome = probe(sandboxed, "connect", host="127.0.0.1", port=port)
+        outcome = probe(sandboxed, "connect", prober, host="127.0.0.1", port=port)
     assert outcome == {"ok": False, "error": "ConnectionRefusedError"}
-    fetched = probe(sandboxed, "get", url=web.url("/through-the-host"))
-    assert fetched == {"status": 200, "text": "hello from /through-the-host"}
+    fetched = probe(sandboxed, "get", prober, url=web.url(f"/through-{prober.name}"))
+    assert fetched == {"status": 200, "text": f"hello from /through-{prober.name}"}
     records = sandboxed.gateway.ListAudit(
-        gateway_pb2.ListAuditRequest(agent="prober"), timeout=10, metadata=AUTH
+        gateway_pb2.ListAuditRequest(agent=prober.name), timeout=10, metadata=AUTH
     ).records
     assert [r.decision for r in records] == [gateway_pb2.AUDIT_DECISION_ALLOWED]
 
 
-def test_an_agent_sees_only_its_own_files(sandboxed: HostProcess, folder: Path) -> None:
+def test_an_agent_sees_only_its_own_files(
+    sandboxed: HostProcess, folder: Path, prober: Prober
+) -> None:
     """The token file, the state directory, another agent's folder and the host's home are
     not there; the agent's own folder is read-only; its scratch and /tmp are its own."""
     state = (folder / "state").absolute()
     hidden = (folder / "tokens", state / "agents.sqlite3", state / "gateway", AGENTS / "detacher")
     for path in (*hidden, Path("/home"), Path("/var/log")):
-        assert probe(sandboxed, "read", path=str(path)) == {
+        assert probe(sandboxed, "read", prober, path=str(path)) == {
             "ok": False,
             "error": "FileNotFoundError",
         }, path
     # Of the state directory and the host's home only the mount points of what the agent runs
-    # from are there (its scratch and dependencies; here a Python installed under ~/.pyenv).
-    assert set(probe(sandboxed, "read", path=str(state))["entries"]) <= {"scratch", "deps"}
+    # from are there (its scratch, its dependencies, a Go agent's binary; here a Python
+    # installed under ~/.pyenv).
+    entries = set(probe(sandboxed, "read", prober, path=str(state))["entries"])
+    assert entries <= {"scratch", "deps", "builds"}, entries
     runtime = {
         Path(p).relative_to(Path.home()).parts[0]
         for p in (sys.base_prefix, sys.prefix)
         if Path(p).is_relative_to(Path.home())
     }
-    home = probe(sandboxed, "read", path=str(Path.home()))
+    home = probe(sandboxed, "read", prober, path=str(Path.home()))
     assert not home["ok"] or set(home["entries"]) <= runtime, home
-    assert probe(sandboxed, "read", path=str(PROBER / "agent.toml"))["ok"]
-    looked = probe(sandboxed, "look")
-    scratch = str(state / "scratch" / "prober" / "0")
+    assert probe(sandboxed, "read", prober, path=str(prober.folder / "agent.toml"))["ok"]
+    looked = probe(sandboxed, "look", prober)
+    scratch = str(state / "scratch" / prober.name / "0")
     assert looked["env"] == {
         "HOME": scratch,
         "TMPDIR": "/tmp",
         "ETHER_SCRATCH": scratch,
         "HOSTNAME": "ether-sandbox",  # a uts namespace of its own
     }
-    assert looked["cwd"] == str(PROBER)
-    for refused in (PROBER / "planted.txt", Path("/usr/planted.txt"), Path("/etc/planted.txt")):
-        assert not probe(sandboxed, "write", path=str(refused))["ok"], refused
+    assert looked["cwd"] == str(prober.folder)
+    planted = (prober.folder / "planted.txt", Path("/usr/planted.txt"), Path("/etc/planted.txt"))
+    for refused in planted:
+        assert not probe(sandboxed, "write", prober, path=str(refused))["ok"], refused
         assert not refused.exists()
-    assert probe(sandboxed, "write", path=f"{scratch}/note.txt")["ok"]
-    assert (state / "scratch" / "prober" / "0" / "note.txt").exists()  # the host sees it
-    private = f"/tmp/prober-{os.getpid()}.txt"
-    assert probe(sandboxed, "write", path=private)["ok"]
+    assert probe(sandboxed, "write", prober, path=f"{scratch}/note.txt")["ok"]
+    assert (state / "scratch" / prober.name / "0" / "note.txt").exists()  # the host sees it
+    private = f"/tmp/{prober.name}-{os.getpid()}.txt"
+    assert probe(sandboxed, "write", prober, path=private)["ok"]
     assert not Path(private).exists()  # the sandbox's /tmp, not the host's
 
 
-def test_an_agent_sees_only_its_own_processes(sandboxed: HostProcess) -> None:
+def test_an_agent_sees_only_its_own_processes(sandboxed: HostProcess, prober: Prober) -> None:
     """Neither the host nor another agent is among the processes an agent can see."""
-    commands = probe(sandboxed, "look")["processes"]
-    assert not any("ether serve" in c or "detacher" in c for c in commands.values()), commands
-    assert any("prober" in c or "ether_agent" in c for c in commands.values()), commands
+    commands = probe(sandboxed, "look", prober)["processes"]
+    others = ("ether serve", "detacher", *(str(p.folder) for p in PROBERS.values() if p != prober))
+    assert not any(other in c for c in commands.values() for other in others), commands
+    assert any(prober.folder.name in c or "ether_agent" in c for c in commands.values()), commands
     assert len(commands) <= 4, commands  # bwrap's init, the agent, maybe a helper
 
 
