@@ -33,12 +33,12 @@ from typing import Any
 
 import structlog
 
+from ether_host import sqlite
 from ether_host.errors import Unavailable
 from ether_host.reasons import Reason
 
 log = structlog.get_logger("ether.gateway")
 
-SCHEMA_VERSION = 1
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
@@ -87,6 +87,9 @@ CREATE TABLE IF NOT EXISTS topic_agents (
     PRIMARY KEY (topic, agent)
 );
 """
+# Schema migrations in order (ether_host/sqlite.py): version 1 is the schema above.
+MIGRATIONS = (SCHEMA,)
+SCHEMA_VERSION = len(MIGRATIONS)
 BATCH = 5000  # queued items committed in one transaction at most
 REMEMBERED_REQUEST_IDS = 10000  # as messaging remembers them in memory
 
@@ -145,21 +148,10 @@ class GatewayStore:
 
     def open(self) -> Saved:
         """Create or check the schema, read what is stored, start the writer (blocking)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=NORMAL")
-        connection.execute("PRAGMA busy_timeout=5000")
-        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
-        if version > SCHEMA_VERSION:
-            connection.close()
-            raise StoreError(
-                f"{self.path} has schema version {version}; this host knows up to "
-                f"{SCHEMA_VERSION}: run a newer host, or move the file away to start empty"
-            )
-        with connection:
-            connection.executescript(SCHEMA)
-            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        try:
+            connection = sqlite.connect(self.path, MIGRATIONS)
+        except sqlite.SchemaTooNew as error:
+            raise StoreError(str(error)) from None
         saved = _load(connection)
         self._writer = threading.Thread(
             target=self._write_loop, args=(connection,), name="gateway-store-writer", daemon=True

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ether_host import sqlite
 from ether_host.terminals.model import (
     Cursor,
     ExitInfo,
@@ -47,6 +48,9 @@ CREATE TABLE IF NOT EXISTS terminals (
 );
 CREATE INDEX IF NOT EXISTS terminals_by_time ON terminals (created_at DESC);
 """
+# Schema migrations in order (ether_host/sqlite.py); the first is the schema as it was before
+# the table was versioned.
+MIGRATIONS = (SCHEMA,)
 
 
 @dataclass(frozen=True)
@@ -78,16 +82,11 @@ class TerminalRecords:
         Records still ``running`` belong to a host that died without closing them
         (``kill -9``, a crash, a power cut): they become ``lost``.
         """
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         # WAL + NORMAL: a commit survives the host being killed (the WAL is in the OS's
         # cache), which is what the records are for; an fsync per terminal would not pay.
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("PRAGMA busy_timeout=5000")
+        db = sqlite.connect(self.path, MIGRATIONS, synchronous="NORMAL")
         with self._lock:
             self._db = db
-            db.executescript(SCHEMA)
             db.execute("UPDATE terminals SET state = 'lost' WHERE state = 'running'")
             self._prune()
             rows = db.execute(

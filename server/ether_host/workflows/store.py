@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import structlog
 
+from ether_host import sqlite
 from ether_host.workflows.model import RunEvent, RunState, parse_rfc3339
 
 log = structlog.get_logger("ether.workflows")
@@ -52,6 +53,9 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (run_id, sequence)
 );
 """
+# Schema migrations in order (ether_host/sqlite.py); the first is the schema as it was before
+# the store was versioned.
+MIGRATIONS = (SCHEMA,)
 BATCH = 5000
 ENDED = tuple(sorted(f"RUN_STATE_{state}" for state in RunState.ENDED))
 
@@ -75,11 +79,9 @@ class RunStore:
     # -- lifecycle ------------------------------------------------------------------------
 
     def open(self) -> None:
-        """Create the schema and start the writer (blocking; call from a worker thread)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        connection = self._connect()
-        with connection:
-            connection.executescript(SCHEMA)
+        """Create or migrate the schema and start the writer (blocking; call from a worker
+        thread)."""
+        connection = sqlite.connect(self.path, MIGRATIONS)
         self._read = self._connect()
         self._writer = threading.Thread(
             target=self._write_loop, args=(connection,), name="run-store-writer", daemon=True

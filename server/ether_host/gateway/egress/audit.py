@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 
+from ether_host import sqlite
 from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.paging import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from ether_host.reasons import Reason
@@ -52,6 +53,9 @@ CREATE INDEX IF NOT EXISTS audit_agent ON audit (agent, id);
 CREATE INDEX IF NOT EXISTS audit_host ON audit (host, id);
 CREATE INDEX IF NOT EXISTS audit_time ON audit (time);
 """
+# Schema migrations in order (ether_host/sqlite.py); the first is the schema as it was before
+# the log was versioned.
+MIGRATIONS = (SCHEMA,)
 
 
 @dataclass(frozen=True)
@@ -129,12 +133,7 @@ class AuditLog:
         self._grown = anyio.Event()
 
     def open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(SCHEMA)
-        self._db = db
+        self._db = sqlite.connect(self.path, MIGRATIONS)
 
     def close(self) -> None:
         with self._lock:
