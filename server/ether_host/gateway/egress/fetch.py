@@ -432,7 +432,7 @@ class Egress:
                             decision=ALLOWED,
                             reason="allowed",
                             rule=rule,
-                            error=str(error),
+                            error=str(error)[:500],
                         )
                     )
                     raise FetchRefused(
