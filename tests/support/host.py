@@ -50,8 +50,10 @@ class HostProcess:
         own_process_group: bool = False,
         unset: tuple[str, ...] = (),
         max_open_files: int | None = None,
+        shared: tuple[Path, ...] = (),
     ) -> None:
         self.state_dir = state_dir
+        self.shared = shared
         command = [
             str(ETHER),
             "serve",
@@ -67,11 +69,14 @@ class HostProcess:
             command = ["prlimit", f"--nofile={max_open_files}", "--", *command]
         # Agents run sandboxed: the scout and wordcount examples read this checkout, and the
         # lifecycle test agent runs ../rogue/rogue.py, which the host config must show them
-        # (read-only). A test's own --config or ETHER_CONFIG wins.
+        # (read-only); a test may share folders with its agents (``shared``). A test's own
+        # --config or ETHER_CONFIG wins.
         default_config = state_dir.parent / f"{state_dir.name}.host.toml"
         rogue = ROOT / "tests" / "agents" / "rogue"
+        # ``shared``: folders a test and its agents both write (marker files), read-write.
+        writable = ", ".join(f'"{path}"' for path in shared)
         default_config.write_text(
-            f'[sandbox]\nread_only = ["{rogue}"]\n'
+            f'[sandbox]\nread_only = ["{rogue}"]\nread_write = [{writable}]\n'
             + "".join(
                 f'[sandbox.agents.{name}]\nread_only = ["{ROOT}"]\n'
                 for name in ("scout", "wordcount")

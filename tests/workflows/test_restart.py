@@ -78,7 +78,7 @@ def restart(host: HostProcess, *, kill: bool = False) -> HostProcess:
         host.stop()
     else:
         assert host.stop() == 0
-    again = HostProcess(host.state_dir)
+    again = HostProcess(host.state_dir, shared=host.shared)
     again.wait_serving()
     return again
 
@@ -88,7 +88,7 @@ def test_restart_mid_run_interrupts_and_resume_continues(tmp_path: Path) -> None
     interrupted one are readable with their events and reports; ResumeRun needs the agents (an
     agent removed after the restart is FAILED_PRECONDITION until deployed again), reruns the
     idempotent task, fails the other with "interrupted", and sequence numbers continue."""
-    first = HostProcess(tmp_path / "state")
+    first = HostProcess(tmp_path / "state", shared=(tmp_path,))
     second: HostProcess | None = None
     try:
         first.wait_serving()
@@ -167,7 +167,7 @@ def test_restart_mid_run_interrupts_and_resume_continues(tmp_path: Path) -> None
 def test_killed_host_leaves_runs_interrupted_and_resumable(tmp_path: Path) -> None:
     """After a SIGKILL of the host, the next start marks the run INTERRUPTED (its events end with
     run_completed, without gaps); resuming with include_non_idempotent reruns every unfinished task."""
-    first = HostProcess(tmp_path / "state")
+    first = HostProcess(tmp_path / "state", shared=(tmp_path,))
     second: HostProcess | None = None
     try:
         first.wait_serving()
@@ -215,7 +215,7 @@ def test_a_run_resumes_after_a_restart_with_its_deployed_agent(tmp_path: Path) -
 @contextlib.contextmanager
 def interrupted(tmp_path: Path) -> Iterator[tuple[HostProcess, workflow_pb2.Run]]:
     """A host restarted while a gated run held: the new host and the now INTERRUPTED run."""
-    first = HostProcess(tmp_path / "state")
+    first = HostProcess(tmp_path / "state", shared=(tmp_path,))
     second: HostProcess | None = None
     try:
         first.wait_serving()
