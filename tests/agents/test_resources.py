@@ -4,8 +4,9 @@ The host config's [limits.agents] sets them; an agent's agent.toml [limits] may 
 them. On this machine kind the cgroup v1 memory and pids controllers are writable, so each
 replica runs in groups of its own; ``limits.mechanism = "rlimit"`` forces the fallback, so both
 paths are tested here. The agent that runs into its limits is tests/agents/hog, copied per test
-with the [limits] the test needs. The fork bomb runs only once the host says a pids cgroup holds
-it: without one it would take the machine.
+with the [limits] the test needs; the memory and fork-bomb tests also run the Go and TypeScript
+probers (tests/agents/go_prober, ts_prober), whose own agent.toml sets their limits. The fork
+bomb runs only once the host says a pids cgroup holds it: without one it would take the machine.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -26,6 +28,23 @@ from tests.support.host import HostProcess
 from tests.support.resources import PIDS_ROOT, marked, mechanisms, refused_forks
 
 BUDGET = 60.0  # seconds for the kernel and the host to act, on a loaded 2-core machine
+
+
+@dataclass(frozen=True)
+class Hog:
+    """One language's agent that runs into its limits: its folder (None: a copy of
+    tests/agents/hog with the test's [limits]) and the memory limit its agent.toml sets."""
+
+    folder: Path | None
+    memory_mib: int
+
+
+HOGS = {
+    "python": Hog(None, 64),
+    "go": Hog(AGENTS / "go_prober", 64),
+    # Node itself holds some 50 MiB; the Buffers it allocates live outside V8's heap.
+    "typescript": Hog(AGENTS / "ts_prober", 128),
+}
 
 pytestmark = pytest.mark.skipif(
     not os.access(PIDS_ROOT, os.W_OK), reason="no writable cgroup v1 pids hierarchy"
@@ -49,6 +68,15 @@ def hog(tmp_path: Path, limits: str, name: str = "hog") -> Path:
         manifest.read_text().replace('name = "hog"', f'name = "{name}"') + f"\n[limits]\n{limits}\n"
     )
     return folder
+
+
+def deploy_hog(host: HostProcess, tmp_path: Path, language: str, limits: str, name: str) -> str:
+    """Deploy ``language``'s hog as ``name``: Python's as a copy with ``limits``, the Go and
+    TypeScript probers as they are (their agent.toml has the same limits)."""
+    folder = HOGS[language].folder
+    if folder is None:
+        return deploy(host, hog(tmp_path, limits, name=name))
+    return deploy(host, folder, name=name)
 
 
 def reasons_until_restarted(host: HostProcess, agent: str) -> list[str]:
@@ -92,36 +120,49 @@ def test_the_host_says_what_enforces_each_limit(host: HostProcess) -> None:
     }
 
 
+@pytest.mark.parametrize("language", list(HOGS))
 def test_an_agent_past_its_memory_limit_is_killed_says_so_and_restarts(
-    host: HostProcess, tmp_path: Path
+    host: HostProcess, tmp_path: Path, language: str
 ) -> None:
-    """agent.toml lowers the host's 1 GiB to 64 MiB; holding 128 MiB gets the replica
-    OOM-killed in its memory cgroup, WatchEvents says "memory limit 64 MiB exceeded", the
-    replica restarts per its policy and serves again."""
-    agent = deploy(host, hog(tmp_path, 'memory = "64MiB"', name="hog-memory"))
+    """agent.toml lowers the host's 1 GiB to 64 MiB (128 for Node); holding twice that gets
+    the replica OOM-killed in its memory cgroup, WatchEvents says "memory limit 64 MiB
+    exceeded", the replica restarts per its policy and serves again."""
+    limit = HOGS[language].memory_mib
+    agent = deploy_hog(host, tmp_path, language, f'memory = "{limit}MiB"', f"hog-memory-{language}")
     assert data(execute(host, agent, "allocate", {"mib": 16}))["held_mib"] == 16
     with pytest.raises(grpc.RpcError):
-        execute(host, agent, "allocate", {"mib": 128}, timeout=BUDGET)
+        execute(host, agent, "allocate", {"mib": 2 * limit}, timeout=BUDGET)
     seen = reasons_until_restarted(host, agent)
     assert any(
-        reason.startswith("BACKOFF: memory limit 64 MiB exceeded (killed by SIGKILL)")
+        reason.startswith(f"BACKOFF: memory limit {limit} MiB exceeded (killed by SIGKILL)")
         for reason in seen
     ), seen
     assert data(execute(host, agent, "allocate", {"mib": 16}))["held_mib"] == 16
     host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=agent), timeout=30)
 
 
-def test_a_fork_bomb_in_an_agent_is_contained(host: HostProcess, tmp_path: Path) -> None:
-    """A shell fork bomb under a pids limit of 32 fills its group and no more (forks fail);
-    another agent's Execute answers within its deadline meanwhile, and once the agent is
-    removed no process of the bomb is left. The open files limit holds for the same agent."""
-    assert mechanisms(host)["pids"] == "cgroup v1 pids"  # else the bomb would take the machine
-    bomber = deploy(host, hog(tmp_path, "pids = 32\ncpu_weight = 10", name="bomber"))
-    worker = deploy(host, AGENTS / "worker", name="bystander")
-    group = PIDS_ROOT / data(execute(host, bomber, "groups"))["pids"].lstrip("/")
-    assert group.name.startswith("bomber-0-"), group
-    opened = data(execute(host, bomber, "open_files", {"count": 1000}))
+def test_the_open_files_limit_holds_in_an_agent(host: HostProcess, tmp_path: Path) -> None:
+    """The host's open_files = 256: the agent's opens past it fail, and it answers on."""
+    agent = deploy(host, hog(tmp_path, "", name="opener"))
+    opened = data(execute(host, agent, "open_files", {"count": 1000}))
     assert opened["opened"] < 256 and opened["error"] == "Too many open files", opened
+    host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=agent), timeout=30)
+
+
+@pytest.mark.parametrize("language", list(HOGS))
+def test_a_fork_bomb_in_an_agent_is_contained(
+    host: HostProcess, tmp_path: Path, language: str
+) -> None:
+    """A fork bomb under a pids limit of 32 (a shell one in Python; sleep children started
+    without end by os/exec in Go, child_process.spawn in Node) fills its group and no more
+    (forks fail); another agent's Execute answers within its deadline meanwhile, and once the
+    agent is removed no process of the bomb is left."""
+    assert mechanisms(host)["pids"] == "cgroup v1 pids"  # else the bomb would take the machine
+    name = f"bomber-{language}"
+    bomber = deploy_hog(host, tmp_path, language, "pids = 32\ncpu_weight = 10", name)
+    worker = deploy(host, AGENTS / "worker", name=f"bystander-{language}")
+    group = PIDS_ROOT / data(execute(host, bomber, "groups"))["pids"].lstrip("/")
+    assert group.name.startswith(f"{name}-0-"), group
 
     marker = f"ether-bomb-{os.getpid()}-{time.monotonic_ns()}"
     try:
