@@ -2,11 +2,13 @@
 client needs a certificate that CA signed and that has not expired, and the token file's
 ``cert:SUBJECT`` lines map its common name or an alternative name to an identity with rights,
 as a token's line does; with tls.require_token a call needs a token AND a certificate of the
-same identity. The ether CLI and grpcurl connect with the same files. Every certificate is made
-here, at test time (tests/support/certs.py)."""
+same identity. The ether CLI and grpcurl connect with the same files, as the README's TLS block
+shows. Every certificate is made here, at test time (tests/support/certs.py)."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,9 +28,9 @@ from ether.v1 import (
 )
 from tests.support.calls import details
 from tests.support.certs import Authority, Pair
-from tests.support.host import ETHER
+from tests.support.host import ETHER, ROOT, TOOLS
 
-from ._support import GRPCURL, Host, clean_environment
+from ._support import GRPCURL, README_ADDRESS, Host, clean_environment, readme_commands
 
 CAROL_TOKEN = "carol-token-5f1c9e2a7b3d4e6f"
 DAVE_TOKEN = "dave-token-0a9b8c7d6e5f4a3b"
@@ -254,3 +256,47 @@ def test_grpcurl_connects_with_tls_files(files: Files, host: Host) -> None:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert without.returncode != 0
+
+
+def test_the_readme_tls_block_runs_verbatim(files: Files, host: Host) -> None:
+    """The README's TLS lines (grpcurl -cacert -cert -key: reflection and ListAgents; ether
+    agents list --tls-ca --tls-cert --tls-key), run as a user would from the repository with
+    only the address and the three files' paths changed to this host and alice's certificate.
+    Without the client certificate the same grpcurl line fails."""
+    paths = {
+        "ca.pem": files.authority.pem,
+        "client.pem": files.alice.cert,
+        "client.key": files.alice.key,
+    }
+    env = clean_environment({"PATH": f"{TOOLS}{os.pathsep}{os.environ.get('PATH', '')}"})
+
+    def run(command: str) -> subprocess.CompletedProcess[str]:
+        assert README_ADDRESS in command, command
+        line = command.replace(README_ADDRESS, host.address)
+        for name, path in paths.items():
+            line, found = re.subn(rf"(?<=\s){re.escape(name)}(?=\s|$)", str(path), line)
+            assert found == 1, f"README TLS line does not name {name} once: {command}"
+        return subprocess.run(
+            ["bash", "-c", line], capture_output=True, text=True, cwd=ROOT, env=env,
+            timeout=60, check=False,
+        )  # fmt: skip
+
+    listed, called, cli = readme_commands("tls")
+    for command in (listed, called):
+        assert command.startswith("grpcurl -cacert ca.pem -cert client.pem -key client.key ")
+    assert cli.startswith(".venv/bin/ether agents list ") and "--tls-ca ca.pem" in cli
+    result = run(listed)
+    assert result.returncode == 0, result.stderr
+    assert "ether.v1.AgentIOService" in result.stdout.split()
+    result = run(called)
+    assert (result.returncode, result.stdout.strip()) == (0, "{}"), result.stderr
+    result = run(cli)
+    assert result.returncode == 0, result.stderr
+    uncertified = listed.replace(" -cert client.pem -key client.key", "")
+    refused = subprocess.run(
+        ["bash", "-c", uncertified.replace(README_ADDRESS, host.address).replace(
+            "ca.pem", str(files.authority.pem)
+        )],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0
