@@ -60,8 +60,17 @@ def readme_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
     shared.mkdir(exist_ok=True)
     (state / "cache").mkdir()
     (state / "cache" / "go-build").symlink_to(shared)
+    # As examples/ether.toml does for `make run`: the sandboxed scout and wordcount may read
+    # this checkout, which the README's calls name.
+    config = state / "ether.toml"
+    config.write_text(
+        "".join(
+            f'[sandbox.agents.{name}]\nread_only = ["{ROOT}"]\n' for name in ("scout", "wordcount")
+        )
+    )
     process = Host(
-        "--listen", "127.0.0.1:0", "--state-dir", str(state), "--log-format", "json", cwd=ROOT
+        "--listen", "127.0.0.1:0", "--state-dir", str(state), "--log-format", "json",
+        "--config", str(config), cwd=ROOT,
     )  # fmt: skip
     try:
         process.wait_serving()
