@@ -18,7 +18,7 @@ import pytest
 from ether.v1 import supervisor_pb2
 from tests.support.agents import EXAMPLES, deploy
 from tests.support.certs import Authority
-from tests.support.host import ROOT
+from tests.support.host import ROOT, sandbox_grants
 
 from ._support import README_ADDRESS, Host, clean_environment, readme_commands, write_tokens
 
@@ -37,9 +37,11 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
     """A host that needs a token for every call, with the scout example agent running."""
     folder = tmp_path_factory.mktemp("tours")
     tokens = write_tokens(folder / "tokens", tour=TOKEN)
+    config = folder / "ether.toml"  # scout reads this checkout through its sandbox
+    config.write_text(sandbox_grants())
     host = Host(
         "--listen", "127.0.0.1:0", "--auth-tokens-file", str(tokens),
-        "--state-dir", str(folder / "state"), "--log-format", "json",
+        "--state-dir", str(folder / "state"), "--log-format", "json", "--config", str(config),
     )  # fmt: skip
     try:
         host.wait_serving()
@@ -120,11 +122,13 @@ def tls_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Host, d
     client = authority.issue("client", "tour.example")
     tokens = folder / "tokens"
     tokens.write_text("tour cert:tour.example\n")
+    config = folder / "ether.toml"
+    config.write_text(sandbox_grants())
     host = Host(
         "--listen", "127.0.0.1:0", "--auth-tokens-file", str(tokens),
         "--tls-cert", str(server.cert), "--tls-key", str(server.key),
         "--tls-client-ca", str(authority.pem),
-        "--state-dir", str(folder / "state"), "--log-format", "json",
+        "--state-dir", str(folder / "state"), "--log-format", "json", "--config", str(config),
     )  # fmt: skip
     env = {
         "ETHER_TLS_CA": str(authority.pem),

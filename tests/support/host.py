@@ -35,6 +35,22 @@ ETHER = ROOT / ".venv" / "bin" / "ether"
 TOOLS = ROOT / ".tools" / "bin"
 
 
+# The example agents that read this checkout (scout, wordcount, and the concierge, which answers
+# questions about it) see it read-only, as examples/ether.toml grants for `make run`; the
+# lifecycle test agent runs ../rogue/rogue.py.
+READERS = ("scout", "wordcount", "concierge")
+
+
+def sandbox_grants(shared: tuple[Path, ...] = ()) -> str:
+    """The host config's [sandbox] table tests run with; ``shared``: folders a test and its
+    agents both write (marker files), read-write."""
+    rogue = ROOT / "tests" / "agents" / "rogue"
+    writable = ", ".join(f'"{path}"' for path in shared)
+    return f'[sandbox]\nread_only = ["{rogue}"]\nread_write = [{writable}]\n' + "".join(
+        f'[sandbox.agents.{name}]\nread_only = ["{ROOT}"]\n' for name in READERS
+    )
+
+
 class HostProcess:
     """A running `ether serve` with its log lines captured."""
 
@@ -67,21 +83,10 @@ class HostProcess:
         ]
         if max_open_files is not None:  # util-linux prlimit: the host starts with that limit
             command = ["prlimit", f"--nofile={max_open_files}", "--", *command]
-        # Agents run sandboxed: the scout and wordcount examples read this checkout, and the
-        # lifecycle test agent runs ../rogue/rogue.py, which the host config must show them
-        # (read-only); a test may share folders with its agents (``shared``). A test's own
-        # --config or ETHER_CONFIG wins.
+        # Agents run sandboxed: the host config shows them what sandbox_grants() says. A
+        # test's own --config or ETHER_CONFIG wins.
         default_config = state_dir.parent / f"{state_dir.name}.host.toml"
-        rogue = ROOT / "tests" / "agents" / "rogue"
-        # ``shared``: folders a test and its agents both write (marker files), read-write.
-        writable = ", ".join(f'"{path}"' for path in shared)
-        default_config.write_text(
-            f'[sandbox]\nread_only = ["{rogue}"]\nread_write = [{writable}]\n'
-            + "".join(
-                f'[sandbox.agents.{name}]\nread_only = ["{ROOT}"]\n'
-                for name in ("scout", "wordcount")
-            )
-        )
+        default_config.write_text(sandbox_grants(shared))
         environment = (
             os.environ
             | {"PYTHONUNBUFFERED": "1", "ETHER_CONFIG": str(default_config)}

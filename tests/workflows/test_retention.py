@@ -12,8 +12,8 @@ from typing import Any
 import grpc
 import pytest
 
-from ether.v1 import workflow_pb2
-from tests.support.agents import AGENTS, deploy
+from ether.v1 import agent_io_pb2, workflow_pb2
+from tests.support.agents import AGENTS, deploy, watch_until
 from tests.support.calls import details
 from tests.support.host import HostProcess
 from tests.workflows.runs import create, events, run_to_end, state, tasks, wait
@@ -75,7 +75,11 @@ def host_with(tmp_path: Path, config_text: str) -> HostProcess:
     config.write_text(config_text)
     host = HostProcess(tmp_path / "state", "--config", str(config))
     host.wait_serving()
-    deploy(host, AGENTS / "flow")
+    known = host.agents.ListAgents(agent_io_pb2.ListAgentsRequest(), timeout=10).agents
+    if any(a.name == "flow" for a in known):  # a restarted host brings back what was deployed
+        watch_until(host, "flow", {"RUNNING"})
+    else:
+        deploy(host, AGENTS / "flow")
     return host
 
 
