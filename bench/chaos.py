@@ -617,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
             "soak: host RSS MiB, each minute",
             " ".join(f"{x[1]:.0f}" for x in samples if x[0] // 60 != 0 and int(x[0]) % 60 < 5)
             or "-",
-            "flat after warm-up",
+            "-",
         ],
         [
             f"soak: host open descriptors, start / after {WARM_UP:.0f} s / end",
