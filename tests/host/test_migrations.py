@@ -18,8 +18,11 @@ import pytest
 from ether.v1 import gateway_pb2, terminal_pb2
 from ether_host.gateway import store as gateway_store
 from ether_host.gateway.egress import audit as audit_module
+from ether_host.supervisor import store as agent_store
+from ether_host.supervisor.manifest import AgentSpec
 from ether_host.terminals import records as terminal_records
 from ether_host.workflows import store as run_store
+from tests.support.agents import AGENTS, watch_until
 from tests.support.host import HostProcess
 
 # The schemas as the hosts before versioning wrote them (user_version 0), by hand: a change to
@@ -122,9 +125,20 @@ def test_unversioned_files_are_adopted(tmp_path: Path) -> None:
         OLD_TERMINALS,
         [f"INSERT INTO terminals VALUES ('t-old', '', {now}, 'closed', 'closed', '{info}', NULL)"],
     )
+    # The deployments file as the agent store first wrote it (before sqlite.py versioned it).
+    agents_path = state / "agents.sqlite3"
+    spec = agent_store.spec_json(
+        AgentSpec(name="old-flow", path=AGENTS / "flow", language="python")
+    )
+    make(
+        agents_path,
+        agent_store.SCHEMA,
+        [f"INSERT INTO agents VALUES ('old-flow', 1, '{spec}', {now})"],
+    )
     host = HostProcess(state)
     try:
         host.wait_serving()
+        watch_until(host, "old-flow", {"RUNNING"})
         records = host.gateway.ListAudit(
             gateway_pb2.ListAuditRequest(agent="old-agent"), timeout=10
         ).records
@@ -142,6 +156,10 @@ def test_unversioned_files_are_adopted(tmp_path: Path) -> None:
         len(run_store.MIGRATIONS),
         [("gone-run",)],
     )
+    assert read(agents_path, "SELECT name FROM agents") == (
+        len(agent_store.MIGRATIONS),
+        [("old-flow",)],
+    )
     assert read(terminals_path, "SELECT id FROM terminals") == (
         len(terminal_records.MIGRATIONS),
         [("t-old",)],
@@ -153,6 +171,7 @@ STORES = {
     "runs": ("workflows/runs.sqlite3", OLD_RUNS, len(run_store.MIGRATIONS)),
     "terminals": ("terminals/terminals.sqlite3", OLD_TERMINALS, len(terminal_records.MIGRATIONS)),
     "gateway": ("gateway/state.sqlite3", gateway_store.SCHEMA, len(gateway_store.MIGRATIONS)),
+    "agents": ("agents.sqlite3", agent_store.SCHEMA, len(agent_store.MIGRATIONS)),
 }
 
 

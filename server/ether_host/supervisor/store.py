@@ -24,11 +24,11 @@ from typing import Any
 
 import structlog
 
+from ether_host import sqlite
 from ether_host.supervisor.manifest import AgentSpec
 
 log = structlog.get_logger("ether.supervisor")
 
-SCHEMA_VERSION = 1
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS agents (
     name TEXT PRIMARY KEY,
@@ -37,6 +37,8 @@ CREATE TABLE IF NOT EXISTS agents (
     updated_at REAL NOT NULL
 );
 """
+# Schema versions in order (ether_host/sqlite.py): MIGRATIONS[n - 1] takes a file to version n.
+MIGRATIONS = (SCHEMA,)
 _FIELDS = {f.name for f in dataclasses.fields(AgentSpec)}
 
 
@@ -77,21 +79,11 @@ class AgentStore:
 
     def open(self) -> list[SavedAgent]:
         """Create or check the schema and read the recorded agents."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=FULL")
-        connection.execute("PRAGMA busy_timeout=5000")
-        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
-        if version > SCHEMA_VERSION:
-            connection.close()
-            raise StoreError(
-                f"{self.path} has schema version {version}; this host knows up to "
-                f"{SCHEMA_VERSION}: run a newer host, or move the file away to start empty"
-            )
-        with connection:
-            connection.executescript(SCHEMA)
-            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        try:
+            # FULL: a deployment is rare and must survive a power loss, not only a kill -9.
+            connection = sqlite.connect(self.path, MIGRATIONS, synchronous="FULL")
+        except sqlite.SchemaTooNew as error:
+            raise StoreError(str(error)) from None
         self._connection = connection
         saved = []
         for name, running, text in connection.execute(
