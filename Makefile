@@ -32,7 +32,8 @@ export npm_config_update_notifier := false
 
 # Pieces that exist only once other parts of the repo land are picked up when present.
 PY_LINT_PATHS := $(wildcard server adapters/python tests bench clients/examples/python) tools/protoc-gen-grpcio-python
-TS_PACKAGES   := adapters/typescript examples/agents/report tests/conformance/agents/typescript clients/examples/typescript tests/agents/ts_prober
+TS_PACKAGES   := adapters/typescript examples/agents/report tests/conformance/agents/typescript clients/examples/typescript tests/agents/ts_prober \
+                 tests/interop/mcp_servers_ts tests/interop/mcp_client_ts examples/agents/mcp_everything
 NPM_DIRS      := clients/typescript $(patsubst %/package.json,%,$(wildcard $(addsuffix /package.json,$(TS_PACKAGES))))
 TS_DIRS       := $(patsubst %/tsconfig.json,%,$(wildcard clients/typescript/tsconfig.json $(addsuffix /tsconfig.json,$(TS_PACKAGES))))
 GO_MODULES    := $(patsubst %/go.mod,%,$(wildcard clients/go/go.mod clients/examples/go/go.mod adapters/go/go.mod examples/agents/*/go.mod tests/conformance/agents/go/go.mod tests/agents/go_prober/go.mod))
