@@ -43,7 +43,7 @@ from ether_host.workflows.model import (
 )
 from ether_host.workflows.settings import parse_settings
 from ether_host.workflows.source import Source, load_text
-from ether_host.workflows.spec import parse_spec
+from ether_host.workflows.spec import WorkflowSpec, parse_spec
 from ether_host.workflows.store import RunStore
 
 log = structlog.get_logger("ether.workflows")
@@ -193,17 +193,20 @@ class Workflows:
             _check_request_id(request_id)
             if request_id in self._requests and not validate_only:
                 return await self.get(self._requests[request_id])
-        if spec_text is not None:
-            source = load_text(spec_text)
-        elif spec is not None:
-            source = Source(spec)
-        else:
+        if spec_text is None and spec is None:
             raise InvalidArgument(
                 "give the workflow as spec or spec_text",
                 reason=Reason.MISSING_SPEC,
                 violations=[FieldViolation("spec", "required (or spec_text)")],
             )
-        parsed = parse_spec(source, self._catalog)
+
+        def parse() -> WorkflowSpec:
+            source = load_text(spec_text) if spec_text is not None else Source(spec or {})
+            return parse_spec(source, self._catalog)
+
+        # A spec at the size bound (workflows/limits.py) takes 0.2-0.4 s to load and check; in a
+        # worker thread that time no longer stalls every other RPC on the event loop.
+        parsed = await anyio.to_thread.run_sync(parse)
         record = RunRecord(
             "",
             parsed,
