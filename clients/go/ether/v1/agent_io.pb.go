@@ -281,7 +281,14 @@ type ActionSpec struct {
 	ParamsSchema *structpb.Struct `protobuf:"bytes,3,opt,name=params_schema,json=paramsSchema,proto3" json:"params_schema,omitempty"`
 	// True when running the action twice with the same params is harmless;
 	// the host and workflows retry only idempotent actions.
-	Idempotent    bool `protobuf:"varint,4,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
+	Idempotent bool `protobuf:"varint,4,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
+	// JSON Schema of the result's `data`, when the agent declares one (an MCP
+	// tool's outputSchema). Empty: not declared.
+	ResultSchema *structpb.Struct `protobuf:"bytes,5,opt,name=result_schema,json=resultSchema,proto3" json:"result_schema,omitempty"`
+	// Why the action cannot be called, such as an MCP tool whose inputSchema
+	// is not a valid JSON Schema. Empty: it can. Calling an unusable action
+	// fails with FAILED_PRECONDITION naming this reason.
+	Unusable      string `protobuf:"bytes,6,opt,name=unusable,proto3" json:"unusable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -342,6 +349,20 @@ func (x *ActionSpec) GetIdempotent() bool {
 		return x.Idempotent
 	}
 	return false
+}
+
+func (x *ActionSpec) GetResultSchema() *structpb.Struct {
+	if x != nil {
+		return x.ResultSchema
+	}
+	return nil
+}
+
+func (x *ActionSpec) GetUnusable() string {
+	if x != nil {
+		return x.Unusable
+	}
+	return ""
 }
 
 // AgentInfo describes an agent in the directory. It is shaped so that it
@@ -2091,7 +2112,7 @@ var File_ether_v1_agent_io_proto protoreflect.FileDescriptor
 
 const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\n" +
-	"\x17ether/v1/agent_io.proto\x12\bether.v1\x1a\x15ether/v1/common.proto\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\x01\n" +
+	"\x17ether/v1/agent_io.proto\x12\bether.v1\x1a\x15ether/v1/common.proto\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfa\x01\n" +
 	"\n" +
 	"ActionSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -2099,7 +2120,9 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\rparams_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\fparamsSchema\x12\x1e\n" +
 	"\n" +
 	"idempotent\x18\x04 \x01(\bR\n" +
-	"idempotent\"\xd5\x03\n" +
+	"idempotent\x12<\n" +
+	"\rresult_schema\x18\x05 \x01(\v2\x17.google.protobuf.StructR\fresultSchema\x12\x1a\n" +
+	"\bunusable\x18\x06 \x01(\tR\bunusable\"\xd5\x03\n" +
 	"\tAgentInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x13.ether.v1.AgentTypeR\x04type\x12.\n" +
@@ -2316,57 +2339,58 @@ var file_ether_v1_agent_io_proto_goTypes = []any{
 }
 var file_ether_v1_agent_io_proto_depIdxs = []int32{
 	28, // 0: ether.v1.ActionSpec.params_schema:type_name -> google.protobuf.Struct
-	1,  // 1: ether.v1.AgentInfo.type:type_name -> ether.v1.AgentType
-	29, // 2: ether.v1.AgentInfo.language:type_name -> ether.v1.Language
-	4,  // 3: ether.v1.AgentInfo.actions:type_name -> ether.v1.ActionSpec
-	2,  // 4: ether.v1.AgentInfo.state:type_name -> ether.v1.AgentState
-	30, // 5: ether.v1.TaskContext.budget:type_name -> ether.v1.Budget
-	6,  // 6: ether.v1.TaskContext.trace:type_name -> ether.v1.Trace
-	28, // 7: ether.v1.AgentInput.params:type_name -> google.protobuf.Struct
-	7,  // 8: ether.v1.AgentInput.context:type_name -> ether.v1.TaskContext
-	3,  // 9: ether.v1.AgentInput.output_encoding:type_name -> ether.v1.DataEncoding
-	31, // 10: ether.v1.OutputMetadata.duration:type_name -> google.protobuf.Duration
-	32, // 11: ether.v1.OutputMetadata.started_at:type_name -> google.protobuf.Timestamp
-	28, // 12: ether.v1.OutputMetadata.extra:type_name -> google.protobuf.Struct
-	28, // 13: ether.v1.TaskError.details:type_name -> google.protobuf.Struct
-	28, // 14: ether.v1.NextAction.params:type_name -> google.protobuf.Struct
-	0,  // 15: ether.v1.AgentOutput.status:type_name -> ether.v1.TaskStatus
-	33, // 16: ether.v1.AgentOutput.data:type_name -> google.protobuf.Value
-	9,  // 17: ether.v1.AgentOutput.metadata:type_name -> ether.v1.OutputMetadata
-	10, // 18: ether.v1.AgentOutput.error:type_name -> ether.v1.TaskError
-	11, // 19: ether.v1.AgentOutput.next_actions:type_name -> ether.v1.NextAction
-	29, // 20: ether.v1.ListAgentsRequest.language:type_name -> ether.v1.Language
-	1,  // 21: ether.v1.ListAgentsRequest.type:type_name -> ether.v1.AgentType
-	5,  // 22: ether.v1.ListAgentsResponse.agents:type_name -> ether.v1.AgentInfo
-	5,  // 23: ether.v1.GetAgentResponse.agent:type_name -> ether.v1.AgentInfo
-	8,  // 24: ether.v1.ExecuteRequest.input:type_name -> ether.v1.AgentInput
-	12, // 25: ether.v1.ExecuteResponse.output:type_name -> ether.v1.AgentOutput
-	8,  // 26: ether.v1.ExecuteStreamRequest.input:type_name -> ether.v1.AgentInput
-	28, // 27: ether.v1.TaskLog.fields:type_name -> google.protobuf.Struct
-	32, // 28: ether.v1.ExecuteStreamResponse.time:type_name -> google.protobuf.Timestamp
-	20, // 29: ether.v1.ExecuteStreamResponse.started:type_name -> ether.v1.TaskStarted
-	21, // 30: ether.v1.ExecuteStreamResponse.progress:type_name -> ether.v1.TaskProgress
-	22, // 31: ether.v1.ExecuteStreamResponse.log:type_name -> ether.v1.TaskLog
-	12, // 32: ether.v1.ExecuteStreamResponse.output:type_name -> ether.v1.AgentOutput
-	8,  // 33: ether.v1.PipeRequest.input:type_name -> ether.v1.AgentInput
-	12, // 34: ether.v1.PipeResponse.output:type_name -> ether.v1.AgentOutput
-	13, // 35: ether.v1.AgentIOService.ListAgents:input_type -> ether.v1.ListAgentsRequest
-	15, // 36: ether.v1.AgentIOService.GetAgent:input_type -> ether.v1.GetAgentRequest
-	17, // 37: ether.v1.AgentIOService.Execute:input_type -> ether.v1.ExecuteRequest
-	19, // 38: ether.v1.AgentIOService.ExecuteStream:input_type -> ether.v1.ExecuteStreamRequest
-	24, // 39: ether.v1.AgentIOService.Pipe:input_type -> ether.v1.PipeRequest
-	26, // 40: ether.v1.AgentIOService.CancelTask:input_type -> ether.v1.CancelTaskRequest
-	14, // 41: ether.v1.AgentIOService.ListAgents:output_type -> ether.v1.ListAgentsResponse
-	16, // 42: ether.v1.AgentIOService.GetAgent:output_type -> ether.v1.GetAgentResponse
-	18, // 43: ether.v1.AgentIOService.Execute:output_type -> ether.v1.ExecuteResponse
-	23, // 44: ether.v1.AgentIOService.ExecuteStream:output_type -> ether.v1.ExecuteStreamResponse
-	25, // 45: ether.v1.AgentIOService.Pipe:output_type -> ether.v1.PipeResponse
-	27, // 46: ether.v1.AgentIOService.CancelTask:output_type -> ether.v1.CancelTaskResponse
-	41, // [41:47] is the sub-list for method output_type
-	35, // [35:41] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	28, // 1: ether.v1.ActionSpec.result_schema:type_name -> google.protobuf.Struct
+	1,  // 2: ether.v1.AgentInfo.type:type_name -> ether.v1.AgentType
+	29, // 3: ether.v1.AgentInfo.language:type_name -> ether.v1.Language
+	4,  // 4: ether.v1.AgentInfo.actions:type_name -> ether.v1.ActionSpec
+	2,  // 5: ether.v1.AgentInfo.state:type_name -> ether.v1.AgentState
+	30, // 6: ether.v1.TaskContext.budget:type_name -> ether.v1.Budget
+	6,  // 7: ether.v1.TaskContext.trace:type_name -> ether.v1.Trace
+	28, // 8: ether.v1.AgentInput.params:type_name -> google.protobuf.Struct
+	7,  // 9: ether.v1.AgentInput.context:type_name -> ether.v1.TaskContext
+	3,  // 10: ether.v1.AgentInput.output_encoding:type_name -> ether.v1.DataEncoding
+	31, // 11: ether.v1.OutputMetadata.duration:type_name -> google.protobuf.Duration
+	32, // 12: ether.v1.OutputMetadata.started_at:type_name -> google.protobuf.Timestamp
+	28, // 13: ether.v1.OutputMetadata.extra:type_name -> google.protobuf.Struct
+	28, // 14: ether.v1.TaskError.details:type_name -> google.protobuf.Struct
+	28, // 15: ether.v1.NextAction.params:type_name -> google.protobuf.Struct
+	0,  // 16: ether.v1.AgentOutput.status:type_name -> ether.v1.TaskStatus
+	33, // 17: ether.v1.AgentOutput.data:type_name -> google.protobuf.Value
+	9,  // 18: ether.v1.AgentOutput.metadata:type_name -> ether.v1.OutputMetadata
+	10, // 19: ether.v1.AgentOutput.error:type_name -> ether.v1.TaskError
+	11, // 20: ether.v1.AgentOutput.next_actions:type_name -> ether.v1.NextAction
+	29, // 21: ether.v1.ListAgentsRequest.language:type_name -> ether.v1.Language
+	1,  // 22: ether.v1.ListAgentsRequest.type:type_name -> ether.v1.AgentType
+	5,  // 23: ether.v1.ListAgentsResponse.agents:type_name -> ether.v1.AgentInfo
+	5,  // 24: ether.v1.GetAgentResponse.agent:type_name -> ether.v1.AgentInfo
+	8,  // 25: ether.v1.ExecuteRequest.input:type_name -> ether.v1.AgentInput
+	12, // 26: ether.v1.ExecuteResponse.output:type_name -> ether.v1.AgentOutput
+	8,  // 27: ether.v1.ExecuteStreamRequest.input:type_name -> ether.v1.AgentInput
+	28, // 28: ether.v1.TaskLog.fields:type_name -> google.protobuf.Struct
+	32, // 29: ether.v1.ExecuteStreamResponse.time:type_name -> google.protobuf.Timestamp
+	20, // 30: ether.v1.ExecuteStreamResponse.started:type_name -> ether.v1.TaskStarted
+	21, // 31: ether.v1.ExecuteStreamResponse.progress:type_name -> ether.v1.TaskProgress
+	22, // 32: ether.v1.ExecuteStreamResponse.log:type_name -> ether.v1.TaskLog
+	12, // 33: ether.v1.ExecuteStreamResponse.output:type_name -> ether.v1.AgentOutput
+	8,  // 34: ether.v1.PipeRequest.input:type_name -> ether.v1.AgentInput
+	12, // 35: ether.v1.PipeResponse.output:type_name -> ether.v1.AgentOutput
+	13, // 36: ether.v1.AgentIOService.ListAgents:input_type -> ether.v1.ListAgentsRequest
+	15, // 37: ether.v1.AgentIOService.GetAgent:input_type -> ether.v1.GetAgentRequest
+	17, // 38: ether.v1.AgentIOService.Execute:input_type -> ether.v1.ExecuteRequest
+	19, // 39: ether.v1.AgentIOService.ExecuteStream:input_type -> ether.v1.ExecuteStreamRequest
+	24, // 40: ether.v1.AgentIOService.Pipe:input_type -> ether.v1.PipeRequest
+	26, // 41: ether.v1.AgentIOService.CancelTask:input_type -> ether.v1.CancelTaskRequest
+	14, // 42: ether.v1.AgentIOService.ListAgents:output_type -> ether.v1.ListAgentsResponse
+	16, // 43: ether.v1.AgentIOService.GetAgent:output_type -> ether.v1.GetAgentResponse
+	18, // 44: ether.v1.AgentIOService.Execute:output_type -> ether.v1.ExecuteResponse
+	23, // 45: ether.v1.AgentIOService.ExecuteStream:output_type -> ether.v1.ExecuteStreamResponse
+	25, // 46: ether.v1.AgentIOService.Pipe:output_type -> ether.v1.PipeResponse
+	27, // 47: ether.v1.AgentIOService.CancelTask:output_type -> ether.v1.CancelTaskResponse
+	42, // [42:48] is the sub-list for method output_type
+	36, // [36:42] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_ether_v1_agent_io_proto_init() }

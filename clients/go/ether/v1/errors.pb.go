@@ -399,6 +399,10 @@ const (
 	// UNAVAILABLE: the host is starting and does not serve this call yet.
 	// Retry after RetryInfo's delay.
 	ErrorReason_ERROR_REASON_HOST_STARTING ErrorReason = 122
+	// FAILED_PRECONDITION: the action is listed as unusable (an MCP tool
+	// whose inputSchema is not a valid JSON Schema); the message gives the
+	// reason, as ActionSpec.unusable does. Fix the agent, then restart it.
+	ErrorReason_ERROR_REASON_ACTION_UNUSABLE ErrorReason = 123
 )
 
 // Enum value maps for ErrorReason.
@@ -527,6 +531,7 @@ var (
 		120: "ERROR_REASON_INVALID_TIME_RANGE",
 		121: "ERROR_REASON_STATE_NOT_WRITTEN",
 		122: "ERROR_REASON_HOST_STARTING",
+		123: "ERROR_REASON_ACTION_UNUSABLE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                   0,
@@ -652,6 +657,7 @@ var (
 		"ERROR_REASON_INVALID_TIME_RANGE":            120,
 		"ERROR_REASON_STATE_NOT_WRITTEN":             121,
 		"ERROR_REASON_HOST_STARTING":                 122,
+		"ERROR_REASON_ACTION_UNUSABLE":               123,
 	}
 )
 
@@ -686,7 +692,7 @@ var File_ether_v1_errors_proto protoreflect.FileDescriptor
 
 const file_ether_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15ether/v1/errors.proto\x12\bether.v1*\xb6!\n" +
+	"\x15ether/v1/errors.proto\x12\bether.v1*\xd8!\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aERROR_REASON_MISSING_FIELD\x10\x01\x12\x1e\n" +
@@ -811,7 +817,8 @@ const file_ether_v1_errors_proto_rawDesc = "" +
 	"\x16ERROR_REASON_NO_SOURCE\x10w\x12#\n" +
 	"\x1fERROR_REASON_INVALID_TIME_RANGE\x10x\x12\"\n" +
 	"\x1eERROR_REASON_STATE_NOT_WRITTEN\x10y\x12\x1e\n" +
-	"\x1aERROR_REASON_HOST_STARTING\x10zB\x94\x01\n" +
+	"\x1aERROR_REASON_HOST_STARTING\x10z\x12 \n" +
+	"\x1cERROR_REASON_ACTION_UNUSABLE\x10{B\x94\x01\n" +
 	"\fcom.ether.v1B\vErrorsProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03EXX\xaa\x02\bEther.V1\xca\x02\bEther\\V1\xe2\x02\x14Ether\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3"
 
 var (

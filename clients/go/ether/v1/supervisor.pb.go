@@ -100,6 +100,10 @@ const (
 	// The seeds' envelope from the start: {"id","type":"task","payload"} in,
 	// {"id","status","result"|"error"} out, no hello; one action.
 	LinkProtocol_LINK_PROTOCOL_LEGACY LinkProtocol = 2
+	// An unmodified MCP stdio server (agent.toml's `kind = "mcp"`): the host
+	// speaks MCP to the `command` (initialize, tools/list, tools/call); its
+	// tools are the agent's actions (docs/interop.md).
+	LinkProtocol_LINK_PROTOCOL_MCP LinkProtocol = 3
 )
 
 // Enum value maps for LinkProtocol.
@@ -108,11 +112,13 @@ var (
 		0: "LINK_PROTOCOL_UNSPECIFIED",
 		1: "LINK_PROTOCOL_AUTO",
 		2: "LINK_PROTOCOL_LEGACY",
+		3: "LINK_PROTOCOL_MCP",
 	}
 	LinkProtocol_value = map[string]int32{
 		"LINK_PROTOCOL_UNSPECIFIED": 0,
 		"LINK_PROTOCOL_AUTO":        1,
 		"LINK_PROTOCOL_LEGACY":      2,
+		"LINK_PROTOCOL_MCP":         3,
 	}
 )
 
@@ -200,6 +206,65 @@ func (x CpuSchedulingPolicy) Number() protoreflect.EnumNumber {
 // Deprecated: Use CpuSchedulingPolicy.Descriptor instead.
 func (CpuSchedulingPolicy) EnumDescriptor() ([]byte, []int) {
 	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{2}
+}
+
+// AgentInstall is the install phase of an agent run from a `command`
+// (agent.toml's [install] table), such as an MCP server.
+type AgentInstall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Install the folder's package.json (with its package-lock.json) with npm
+	// before the first start; skipped when the folder's node_modules already
+	// holds that install.
+	Npm bool `protobuf:"varint,1,opt,name=npm,proto3" json:"npm,omitempty"`
+	// Install the folder's requirements.txt with pip into the host's state
+	// directory (cached by its hash) and put it on the process's PYTHONPATH.
+	Pip           bool `protobuf:"varint,2,opt,name=pip,proto3" json:"pip,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentInstall) Reset() {
+	*x = AgentInstall{}
+	mi := &file_ether_v1_supervisor_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentInstall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentInstall) ProtoMessage() {}
+
+func (x *AgentInstall) ProtoReflect() protoreflect.Message {
+	mi := &file_ether_v1_supervisor_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentInstall.ProtoReflect.Descriptor instead.
+func (*AgentInstall) Descriptor() ([]byte, []int) {
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AgentInstall) GetNpm() bool {
+	if x != nil {
+		return x.Npm
+	}
+	return false
+}
+
+func (x *AgentInstall) GetPip() bool {
+	if x != nil {
+		return x.Pip
+	}
+	return false
 }
 
 // AgentSpec is how an agent is deployed. Fields left unset take their
@@ -309,7 +374,7 @@ type AgentSpec struct {
 
 func (x *AgentSpec) Reset() {
 	*x = AgentSpec{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[0]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -321,7 +386,7 @@ func (x *AgentSpec) String() string {
 func (*AgentSpec) ProtoMessage() {}
 
 func (x *AgentSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[0]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -334,7 +399,7 @@ func (x *AgentSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSpec.ProtoReflect.Descriptor instead.
 func (*AgentSpec) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{0}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *AgentSpec) GetName() string {
@@ -588,7 +653,7 @@ type ProcessInfo struct {
 
 func (x *ProcessInfo) Reset() {
 	*x = ProcessInfo{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[1]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +665,7 @@ func (x *ProcessInfo) String() string {
 func (*ProcessInfo) ProtoMessage() {}
 
 func (x *ProcessInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[1]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,7 +678,7 @@ func (x *ProcessInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessInfo.ProtoReflect.Descriptor instead.
 func (*ProcessInfo) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{1}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ProcessInfo) GetAgent() string {
@@ -722,7 +787,7 @@ type AgentStatus struct {
 
 func (x *AgentStatus) Reset() {
 	*x = AgentStatus{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[2]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +799,7 @@ func (x *AgentStatus) String() string {
 func (*AgentStatus) ProtoMessage() {}
 
 func (x *AgentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[2]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +812,7 @@ func (x *AgentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatus.ProtoReflect.Descriptor instead.
 func (*AgentStatus) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{2}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AgentStatus) GetInfo() *AgentInfo {
@@ -796,7 +861,7 @@ type DeployAgentRequest struct {
 
 func (x *DeployAgentRequest) Reset() {
 	*x = DeployAgentRequest{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[3]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +873,7 @@ func (x *DeployAgentRequest) String() string {
 func (*DeployAgentRequest) ProtoMessage() {}
 
 func (x *DeployAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[3]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +886,7 @@ func (x *DeployAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployAgentRequest.ProtoReflect.Descriptor instead.
 func (*DeployAgentRequest) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{3}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeployAgentRequest) GetSpec() *AgentSpec {
@@ -842,7 +907,7 @@ type DeployAgentResponse struct {
 
 func (x *DeployAgentResponse) Reset() {
 	*x = DeployAgentResponse{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[4]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +919,7 @@ func (x *DeployAgentResponse) String() string {
 func (*DeployAgentResponse) ProtoMessage() {}
 
 func (x *DeployAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[4]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +932,7 @@ func (x *DeployAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployAgentResponse.ProtoReflect.Descriptor instead.
 func (*DeployAgentResponse) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{4}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeployAgentResponse) GetAgent() *AgentStatus {
@@ -889,7 +954,7 @@ type RemoveAgentRequest struct {
 
 func (x *RemoveAgentRequest) Reset() {
 	*x = RemoveAgentRequest{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[5]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -901,7 +966,7 @@ func (x *RemoveAgentRequest) String() string {
 func (*RemoveAgentRequest) ProtoMessage() {}
 
 func (x *RemoveAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[5]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -914,7 +979,7 @@ func (x *RemoveAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveAgentRequest.ProtoReflect.Descriptor instead.
 func (*RemoveAgentRequest) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{5}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RemoveAgentRequest) GetName() string {
@@ -933,7 +998,7 @@ type RemoveAgentResponse struct {
 
 func (x *RemoveAgentResponse) Reset() {
 	*x = RemoveAgentResponse{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[6]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1010,7 @@ func (x *RemoveAgentResponse) String() string {
 func (*RemoveAgentResponse) ProtoMessage() {}
 
 func (x *RemoveAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[6]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1023,7 @@ func (x *RemoveAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveAgentResponse.ProtoReflect.Descriptor instead.
 func (*RemoveAgentResponse) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{6}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{7}
 }
 
 // StartAgentRequest is the request of SupervisorService.StartAgent.
@@ -973,7 +1038,7 @@ type StartAgentRequest struct {
 
 func (x *StartAgentRequest) Reset() {
 	*x = StartAgentRequest{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[7]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1050,7 @@ func (x *StartAgentRequest) String() string {
 func (*StartAgentRequest) ProtoMessage() {}
 
 func (x *StartAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[7]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1063,7 @@ func (x *StartAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartAgentRequest.ProtoReflect.Descriptor instead.
 func (*StartAgentRequest) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{7}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StartAgentRequest) GetName() string {
@@ -1019,7 +1084,7 @@ type StartAgentResponse struct {
 
 func (x *StartAgentResponse) Reset() {
 	*x = StartAgentResponse{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[8]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1096,7 @@ func (x *StartAgentResponse) String() string {
 func (*StartAgentResponse) ProtoMessage() {}
 
 func (x *StartAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[8]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1109,7 @@ func (x *StartAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartAgentResponse.ProtoReflect.Descriptor instead.
 func (*StartAgentResponse) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{8}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StartAgentResponse) GetAgent() *AgentStatus {
@@ -1068,7 +1133,7 @@ type StopAgentRequest struct {
 
 func (x *StopAgentRequest) Reset() {
 	*x = StopAgentRequest{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[9]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1145,7 @@ func (x *StopAgentRequest) String() string {
 func (*StopAgentRequest) ProtoMessage() {}
 
 func (x *StopAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[9]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1158,7 @@ func (x *StopAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopAgentRequest.ProtoReflect.Descriptor instead.
 func (*StopAgentRequest) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{9}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StopAgentRequest) GetName() string {
@@ -1121,7 +1186,7 @@ type StopAgentResponse struct {
 
 func (x *StopAgentResponse) Reset() {
 	*x = StopAgentResponse{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[10]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1133,7 +1198,7 @@ func (x *StopAgentResponse) String() string {
 func (*StopAgentResponse) ProtoMessage() {}
 
 func (x *StopAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[10]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1146,7 +1211,7 @@ func (x *StopAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopAgentResponse.ProtoReflect.Descriptor instead.
 func (*StopAgentResponse) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{10}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StopAgentResponse) GetAgent() *AgentStatus {
@@ -1168,7 +1233,7 @@ type RestartAgentRequest struct {
 
 func (x *RestartAgentRequest) Reset() {
 	*x = RestartAgentRequest{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[11]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1245,7 @@ func (x *RestartAgentRequest) String() string {
 func (*RestartAgentRequest) ProtoMessage() {}
 
 func (x *RestartAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[11]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1258,7 @@ func (x *RestartAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartAgentRequest.ProtoReflect.Descriptor instead.
 func (*RestartAgentRequest) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{11}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RestartAgentRequest) GetName() string {
@@ -1214,7 +1279,7 @@ type RestartAgentResponse struct {
 
 func (x *RestartAgentResponse) Reset() {
 	*x = RestartAgentResponse{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[12]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1291,7 @@ func (x *RestartAgentResponse) String() string {
 func (*RestartAgentResponse) ProtoMessage() {}
 
 func (x *RestartAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[12]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1304,7 @@ func (x *RestartAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestartAgentResponse.ProtoReflect.Descriptor instead.
 func (*RestartAgentResponse) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{12}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RestartAgentResponse) GetAgent() *AgentStatus {
@@ -1263,7 +1328,7 @@ type ScaleAgentRequest struct {
 
 func (x *ScaleAgentRequest) Reset() {
 	*x = ScaleAgentRequest{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[13]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1340,7 @@ func (x *ScaleAgentRequest) String() string {
 func (*ScaleAgentRequest) ProtoMessage() {}
 
 func (x *ScaleAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[13]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1353,7 @@ func (x *ScaleAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleAgentRequest.ProtoReflect.Descriptor instead.
 func (*ScaleAgentRequest) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{13}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ScaleAgentRequest) GetName() string {
@@ -1317,7 +1382,7 @@ type ScaleAgentResponse struct {
 
 func (x *ScaleAgentResponse) Reset() {
 	*x = ScaleAgentResponse{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[14]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1394,7 @@ func (x *ScaleAgentResponse) String() string {
 func (*ScaleAgentResponse) ProtoMessage() {}
 
 func (x *ScaleAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[14]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1407,7 @@ func (x *ScaleAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleAgentResponse.ProtoReflect.Descriptor instead.
 func (*ScaleAgentResponse) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{14}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ScaleAgentResponse) GetAgent() *AgentStatus {
@@ -1370,7 +1435,7 @@ type ListProcessesRequest struct {
 
 func (x *ListProcessesRequest) Reset() {
 	*x = ListProcessesRequest{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[15]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1447,7 @@ func (x *ListProcessesRequest) String() string {
 func (*ListProcessesRequest) ProtoMessage() {}
 
 func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[15]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1460,7 @@ func (x *ListProcessesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesRequest.ProtoReflect.Descriptor instead.
 func (*ListProcessesRequest) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{15}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListProcessesRequest) GetPageSize() int32 {
@@ -1432,7 +1497,7 @@ type ListProcessesResponse struct {
 
 func (x *ListProcessesResponse) Reset() {
 	*x = ListProcessesResponse{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[16]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1509,7 @@ func (x *ListProcessesResponse) String() string {
 func (*ListProcessesResponse) ProtoMessage() {}
 
 func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[16]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1522,7 @@ func (x *ListProcessesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProcessesResponse.ProtoReflect.Descriptor instead.
 func (*ListProcessesResponse) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{16}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListProcessesResponse) GetProcesses() []*ProcessInfo {
@@ -1489,7 +1554,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[17]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1501,7 +1566,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[17]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1514,7 +1579,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{17}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchEventsRequest) GetAgent() string {
@@ -1562,7 +1627,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[18]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1639,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[18]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1652,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{18}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchEventsResponse) GetSequence() int64 {
@@ -1683,7 +1748,7 @@ type StreamLogsRequest struct {
 
 func (x *StreamLogsRequest) Reset() {
 	*x = StreamLogsRequest{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[19]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1760,7 @@ func (x *StreamLogsRequest) String() string {
 func (*StreamLogsRequest) ProtoMessage() {}
 
 func (x *StreamLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[19]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +1773,7 @@ func (x *StreamLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamLogsRequest.ProtoReflect.Descriptor instead.
 func (*StreamLogsRequest) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{19}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StreamLogsRequest) GetAgent() string {
@@ -1757,7 +1822,7 @@ type StreamLogsResponse struct {
 
 func (x *StreamLogsResponse) Reset() {
 	*x = StreamLogsResponse{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[20]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +1834,7 @@ func (x *StreamLogsResponse) String() string {
 func (*StreamLogsResponse) ProtoMessage() {}
 
 func (x *StreamLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[20]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +1847,7 @@ func (x *StreamLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamLogsResponse.ProtoReflect.Descriptor instead.
 func (*StreamLogsResponse) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{20}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StreamLogsResponse) GetTime() *timestamppb.Timestamp {
@@ -1850,7 +1915,7 @@ type GetHostInfoRequest struct {
 
 func (x *GetHostInfoRequest) Reset() {
 	*x = GetHostInfoRequest{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[21]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +1927,7 @@ func (x *GetHostInfoRequest) String() string {
 func (*GetHostInfoRequest) ProtoMessage() {}
 
 func (x *GetHostInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[21]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +1940,7 @@ func (x *GetHostInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHostInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetHostInfoRequest) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{21}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{22}
 }
 
 // GetHostInfoResponse is the response of SupervisorService.GetHostInfo.
@@ -1889,7 +1954,7 @@ type GetHostInfoResponse struct {
 
 func (x *GetHostInfoResponse) Reset() {
 	*x = GetHostInfoResponse{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[22]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +1966,7 @@ func (x *GetHostInfoResponse) String() string {
 func (*GetHostInfoResponse) ProtoMessage() {}
 
 func (x *GetHostInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[22]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +1979,7 @@ func (x *GetHostInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetHostInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetHostInfoResponse) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{22}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetHostInfoResponse) GetHost() *HostInfo {
@@ -1947,7 +2012,7 @@ type HostInfo struct {
 
 func (x *HostInfo) Reset() {
 	*x = HostInfo{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[23]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1959,7 +2024,7 @@ func (x *HostInfo) String() string {
 func (*HostInfo) ProtoMessage() {}
 
 func (x *HostInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[23]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1972,7 +2037,7 @@ func (x *HostInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostInfo.ProtoReflect.Descriptor instead.
 func (*HostInfo) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{23}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HostInfo) GetVersion() string {
@@ -2053,7 +2118,7 @@ type Isolation struct {
 
 func (x *Isolation) Reset() {
 	*x = Isolation{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[24]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2065,7 +2130,7 @@ func (x *Isolation) String() string {
 func (*Isolation) ProtoMessage() {}
 
 func (x *Isolation) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[24]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2143,7 @@ func (x *Isolation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Isolation.ProtoReflect.Descriptor instead.
 func (*Isolation) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{24}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Isolation) GetSandboxMode() string {
@@ -2134,7 +2199,10 @@ var File_ether_v1_supervisor_proto protoreflect.FileDescriptor
 
 const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\n" +
-	"\x19ether/v1/supervisor.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x15ether/v1/common.proto\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\f\n" +
+	"\x19ether/v1/supervisor.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x15ether/v1/common.proto\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"2\n" +
+	"\fAgentInstall\x12\x10\n" +
+	"\x03npm\x18\x01 \x01(\bR\x03npm\x12\x10\n" +
+	"\x03pip\x18\x02 \x01(\bR\x03pip\"\xcd\f\n" +
 	"\tAgentSpec\x12\x1a\n" +
 	"\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x020@R\x04name\x12\x1d\n" +
 	"\x04path\x18\x02 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80 R\x04path\x12.\n" +
@@ -2302,11 +2370,12 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\x1aRESTART_POLICY_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15RESTART_POLICY_ALWAYS\x10\x01\x12\x1d\n" +
 	"\x19RESTART_POLICY_ON_FAILURE\x10\x02\x12\x18\n" +
-	"\x14RESTART_POLICY_NEVER\x10\x03*_\n" +
+	"\x14RESTART_POLICY_NEVER\x10\x03*v\n" +
 	"\fLinkProtocol\x12\x1d\n" +
 	"\x19LINK_PROTOCOL_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12LINK_PROTOCOL_AUTO\x10\x01\x12\x18\n" +
-	"\x14LINK_PROTOCOL_LEGACY\x10\x02*\x9e\x01\n" +
+	"\x14LINK_PROTOCOL_LEGACY\x10\x02\x12\x15\n" +
+	"\x11LINK_PROTOCOL_MCP\x10\x03*\x9e\x01\n" +
 	"\x13CpuSchedulingPolicy\x12%\n" +
 	"!CPU_SCHEDULING_POLICY_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCPU_SCHEDULING_POLICY_BATCH\x10\x01\x12\x1f\n" +
@@ -2341,106 +2410,107 @@ func file_ether_v1_supervisor_proto_rawDescGZIP() []byte {
 }
 
 var file_ether_v1_supervisor_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_ether_v1_supervisor_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_ether_v1_supervisor_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_ether_v1_supervisor_proto_goTypes = []any{
 	(RestartPolicy)(0),            // 0: ether.v1.RestartPolicy
 	(LinkProtocol)(0),             // 1: ether.v1.LinkProtocol
 	(CpuSchedulingPolicy)(0),      // 2: ether.v1.CpuSchedulingPolicy
-	(*AgentSpec)(nil),             // 3: ether.v1.AgentSpec
-	(*ProcessInfo)(nil),           // 4: ether.v1.ProcessInfo
-	(*AgentStatus)(nil),           // 5: ether.v1.AgentStatus
-	(*DeployAgentRequest)(nil),    // 6: ether.v1.DeployAgentRequest
-	(*DeployAgentResponse)(nil),   // 7: ether.v1.DeployAgentResponse
-	(*RemoveAgentRequest)(nil),    // 8: ether.v1.RemoveAgentRequest
-	(*RemoveAgentResponse)(nil),   // 9: ether.v1.RemoveAgentResponse
-	(*StartAgentRequest)(nil),     // 10: ether.v1.StartAgentRequest
-	(*StartAgentResponse)(nil),    // 11: ether.v1.StartAgentResponse
-	(*StopAgentRequest)(nil),      // 12: ether.v1.StopAgentRequest
-	(*StopAgentResponse)(nil),     // 13: ether.v1.StopAgentResponse
-	(*RestartAgentRequest)(nil),   // 14: ether.v1.RestartAgentRequest
-	(*RestartAgentResponse)(nil),  // 15: ether.v1.RestartAgentResponse
-	(*ScaleAgentRequest)(nil),     // 16: ether.v1.ScaleAgentRequest
-	(*ScaleAgentResponse)(nil),    // 17: ether.v1.ScaleAgentResponse
-	(*ListProcessesRequest)(nil),  // 18: ether.v1.ListProcessesRequest
-	(*ListProcessesResponse)(nil), // 19: ether.v1.ListProcessesResponse
-	(*WatchEventsRequest)(nil),    // 20: ether.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),   // 21: ether.v1.WatchEventsResponse
-	(*StreamLogsRequest)(nil),     // 22: ether.v1.StreamLogsRequest
-	(*StreamLogsResponse)(nil),    // 23: ether.v1.StreamLogsResponse
-	(*GetHostInfoRequest)(nil),    // 24: ether.v1.GetHostInfoRequest
-	(*GetHostInfoResponse)(nil),   // 25: ether.v1.GetHostInfoResponse
-	(*HostInfo)(nil),              // 26: ether.v1.HostInfo
-	(*Isolation)(nil),             // 27: ether.v1.Isolation
-	nil,                           // 28: ether.v1.AgentSpec.EnvEntry
-	nil,                           // 29: ether.v1.Isolation.LimitsEntry
-	(Language)(0),                 // 30: ether.v1.Language
-	(AgentType)(0),                // 31: ether.v1.AgentType
-	(*structpb.Struct)(nil),       // 32: google.protobuf.Struct
-	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
-	(AgentState)(0),               // 34: ether.v1.AgentState
-	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
-	(*AgentInfo)(nil),             // 36: ether.v1.AgentInfo
+	(*AgentInstall)(nil),          // 3: ether.v1.AgentInstall
+	(*AgentSpec)(nil),             // 4: ether.v1.AgentSpec
+	(*ProcessInfo)(nil),           // 5: ether.v1.ProcessInfo
+	(*AgentStatus)(nil),           // 6: ether.v1.AgentStatus
+	(*DeployAgentRequest)(nil),    // 7: ether.v1.DeployAgentRequest
+	(*DeployAgentResponse)(nil),   // 8: ether.v1.DeployAgentResponse
+	(*RemoveAgentRequest)(nil),    // 9: ether.v1.RemoveAgentRequest
+	(*RemoveAgentResponse)(nil),   // 10: ether.v1.RemoveAgentResponse
+	(*StartAgentRequest)(nil),     // 11: ether.v1.StartAgentRequest
+	(*StartAgentResponse)(nil),    // 12: ether.v1.StartAgentResponse
+	(*StopAgentRequest)(nil),      // 13: ether.v1.StopAgentRequest
+	(*StopAgentResponse)(nil),     // 14: ether.v1.StopAgentResponse
+	(*RestartAgentRequest)(nil),   // 15: ether.v1.RestartAgentRequest
+	(*RestartAgentResponse)(nil),  // 16: ether.v1.RestartAgentResponse
+	(*ScaleAgentRequest)(nil),     // 17: ether.v1.ScaleAgentRequest
+	(*ScaleAgentResponse)(nil),    // 18: ether.v1.ScaleAgentResponse
+	(*ListProcessesRequest)(nil),  // 19: ether.v1.ListProcessesRequest
+	(*ListProcessesResponse)(nil), // 20: ether.v1.ListProcessesResponse
+	(*WatchEventsRequest)(nil),    // 21: ether.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),   // 22: ether.v1.WatchEventsResponse
+	(*StreamLogsRequest)(nil),     // 23: ether.v1.StreamLogsRequest
+	(*StreamLogsResponse)(nil),    // 24: ether.v1.StreamLogsResponse
+	(*GetHostInfoRequest)(nil),    // 25: ether.v1.GetHostInfoRequest
+	(*GetHostInfoResponse)(nil),   // 26: ether.v1.GetHostInfoResponse
+	(*HostInfo)(nil),              // 27: ether.v1.HostInfo
+	(*Isolation)(nil),             // 28: ether.v1.Isolation
+	nil,                           // 29: ether.v1.AgentSpec.EnvEntry
+	nil,                           // 30: ether.v1.Isolation.LimitsEntry
+	(Language)(0),                 // 31: ether.v1.Language
+	(AgentType)(0),                // 32: ether.v1.AgentType
+	(*structpb.Struct)(nil),       // 33: google.protobuf.Struct
+	(*durationpb.Duration)(nil),   // 34: google.protobuf.Duration
+	(AgentState)(0),               // 35: ether.v1.AgentState
+	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
+	(*AgentInfo)(nil),             // 37: ether.v1.AgentInfo
 }
 var file_ether_v1_supervisor_proto_depIdxs = []int32{
-	30, // 0: ether.v1.AgentSpec.language:type_name -> ether.v1.Language
-	31, // 1: ether.v1.AgentSpec.type:type_name -> ether.v1.AgentType
+	31, // 0: ether.v1.AgentSpec.language:type_name -> ether.v1.Language
+	32, // 1: ether.v1.AgentSpec.type:type_name -> ether.v1.AgentType
 	0,  // 2: ether.v1.AgentSpec.restart:type_name -> ether.v1.RestartPolicy
-	28, // 3: ether.v1.AgentSpec.env:type_name -> ether.v1.AgentSpec.EnvEntry
-	32, // 4: ether.v1.AgentSpec.config:type_name -> google.protobuf.Struct
-	33, // 5: ether.v1.AgentSpec.start_timeout:type_name -> google.protobuf.Duration
-	33, // 6: ether.v1.AgentSpec.stop_grace:type_name -> google.protobuf.Duration
+	29, // 3: ether.v1.AgentSpec.env:type_name -> ether.v1.AgentSpec.EnvEntry
+	33, // 4: ether.v1.AgentSpec.config:type_name -> google.protobuf.Struct
+	34, // 5: ether.v1.AgentSpec.start_timeout:type_name -> google.protobuf.Duration
+	34, // 6: ether.v1.AgentSpec.stop_grace:type_name -> google.protobuf.Duration
 	1,  // 7: ether.v1.AgentSpec.protocol:type_name -> ether.v1.LinkProtocol
-	33, // 8: ether.v1.AgentSpec.cancel_grace:type_name -> google.protobuf.Duration
+	34, // 8: ether.v1.AgentSpec.cancel_grace:type_name -> google.protobuf.Duration
 	2,  // 9: ether.v1.AgentSpec.cpu_scheduling_policy:type_name -> ether.v1.CpuSchedulingPolicy
-	33, // 10: ether.v1.AgentSpec.ping_interval:type_name -> google.protobuf.Duration
-	33, // 11: ether.v1.AgentSpec.ping_timeout:type_name -> google.protobuf.Duration
-	33, // 12: ether.v1.AgentSpec.backoff_base:type_name -> google.protobuf.Duration
-	33, // 13: ether.v1.AgentSpec.backoff_cap:type_name -> google.protobuf.Duration
-	33, // 14: ether.v1.AgentSpec.restart_period:type_name -> google.protobuf.Duration
-	33, // 15: ether.v1.AgentSpec.stable_after:type_name -> google.protobuf.Duration
-	33, // 16: ether.v1.AgentSpec.reset_after:type_name -> google.protobuf.Duration
-	34, // 17: ether.v1.ProcessInfo.state:type_name -> ether.v1.AgentState
-	35, // 18: ether.v1.ProcessInfo.started_at:type_name -> google.protobuf.Timestamp
-	36, // 19: ether.v1.AgentStatus.info:type_name -> ether.v1.AgentInfo
-	3,  // 20: ether.v1.AgentStatus.spec:type_name -> ether.v1.AgentSpec
-	4,  // 21: ether.v1.AgentStatus.processes:type_name -> ether.v1.ProcessInfo
-	3,  // 22: ether.v1.DeployAgentRequest.spec:type_name -> ether.v1.AgentSpec
-	5,  // 23: ether.v1.DeployAgentResponse.agent:type_name -> ether.v1.AgentStatus
-	5,  // 24: ether.v1.StartAgentResponse.agent:type_name -> ether.v1.AgentStatus
-	33, // 25: ether.v1.StopAgentRequest.grace:type_name -> google.protobuf.Duration
-	5,  // 26: ether.v1.StopAgentResponse.agent:type_name -> ether.v1.AgentStatus
-	5,  // 27: ether.v1.RestartAgentResponse.agent:type_name -> ether.v1.AgentStatus
-	5,  // 28: ether.v1.ScaleAgentResponse.agent:type_name -> ether.v1.AgentStatus
-	4,  // 29: ether.v1.ListProcessesResponse.processes:type_name -> ether.v1.ProcessInfo
-	35, // 30: ether.v1.WatchEventsResponse.time:type_name -> google.protobuf.Timestamp
-	34, // 31: ether.v1.WatchEventsResponse.state:type_name -> ether.v1.AgentState
-	34, // 32: ether.v1.WatchEventsResponse.previous_state:type_name -> ether.v1.AgentState
-	35, // 33: ether.v1.StreamLogsResponse.time:type_name -> google.protobuf.Timestamp
-	32, // 34: ether.v1.StreamLogsResponse.fields:type_name -> google.protobuf.Struct
-	26, // 35: ether.v1.GetHostInfoResponse.host:type_name -> ether.v1.HostInfo
-	27, // 36: ether.v1.HostInfo.isolation:type_name -> ether.v1.Isolation
-	35, // 37: ether.v1.HostInfo.started_at:type_name -> google.protobuf.Timestamp
-	29, // 38: ether.v1.Isolation.limits:type_name -> ether.v1.Isolation.LimitsEntry
-	6,  // 39: ether.v1.SupervisorService.DeployAgent:input_type -> ether.v1.DeployAgentRequest
-	8,  // 40: ether.v1.SupervisorService.RemoveAgent:input_type -> ether.v1.RemoveAgentRequest
-	10, // 41: ether.v1.SupervisorService.StartAgent:input_type -> ether.v1.StartAgentRequest
-	12, // 42: ether.v1.SupervisorService.StopAgent:input_type -> ether.v1.StopAgentRequest
-	14, // 43: ether.v1.SupervisorService.RestartAgent:input_type -> ether.v1.RestartAgentRequest
-	16, // 44: ether.v1.SupervisorService.ScaleAgent:input_type -> ether.v1.ScaleAgentRequest
-	18, // 45: ether.v1.SupervisorService.ListProcesses:input_type -> ether.v1.ListProcessesRequest
-	20, // 46: ether.v1.SupervisorService.WatchEvents:input_type -> ether.v1.WatchEventsRequest
-	22, // 47: ether.v1.SupervisorService.StreamLogs:input_type -> ether.v1.StreamLogsRequest
-	24, // 48: ether.v1.SupervisorService.GetHostInfo:input_type -> ether.v1.GetHostInfoRequest
-	7,  // 49: ether.v1.SupervisorService.DeployAgent:output_type -> ether.v1.DeployAgentResponse
-	9,  // 50: ether.v1.SupervisorService.RemoveAgent:output_type -> ether.v1.RemoveAgentResponse
-	11, // 51: ether.v1.SupervisorService.StartAgent:output_type -> ether.v1.StartAgentResponse
-	13, // 52: ether.v1.SupervisorService.StopAgent:output_type -> ether.v1.StopAgentResponse
-	15, // 53: ether.v1.SupervisorService.RestartAgent:output_type -> ether.v1.RestartAgentResponse
-	17, // 54: ether.v1.SupervisorService.ScaleAgent:output_type -> ether.v1.ScaleAgentResponse
-	19, // 55: ether.v1.SupervisorService.ListProcesses:output_type -> ether.v1.ListProcessesResponse
-	21, // 56: ether.v1.SupervisorService.WatchEvents:output_type -> ether.v1.WatchEventsResponse
-	23, // 57: ether.v1.SupervisorService.StreamLogs:output_type -> ether.v1.StreamLogsResponse
-	25, // 58: ether.v1.SupervisorService.GetHostInfo:output_type -> ether.v1.GetHostInfoResponse
+	34, // 10: ether.v1.AgentSpec.ping_interval:type_name -> google.protobuf.Duration
+	34, // 11: ether.v1.AgentSpec.ping_timeout:type_name -> google.protobuf.Duration
+	34, // 12: ether.v1.AgentSpec.backoff_base:type_name -> google.protobuf.Duration
+	34, // 13: ether.v1.AgentSpec.backoff_cap:type_name -> google.protobuf.Duration
+	34, // 14: ether.v1.AgentSpec.restart_period:type_name -> google.protobuf.Duration
+	34, // 15: ether.v1.AgentSpec.stable_after:type_name -> google.protobuf.Duration
+	34, // 16: ether.v1.AgentSpec.reset_after:type_name -> google.protobuf.Duration
+	35, // 17: ether.v1.ProcessInfo.state:type_name -> ether.v1.AgentState
+	36, // 18: ether.v1.ProcessInfo.started_at:type_name -> google.protobuf.Timestamp
+	37, // 19: ether.v1.AgentStatus.info:type_name -> ether.v1.AgentInfo
+	4,  // 20: ether.v1.AgentStatus.spec:type_name -> ether.v1.AgentSpec
+	5,  // 21: ether.v1.AgentStatus.processes:type_name -> ether.v1.ProcessInfo
+	4,  // 22: ether.v1.DeployAgentRequest.spec:type_name -> ether.v1.AgentSpec
+	6,  // 23: ether.v1.DeployAgentResponse.agent:type_name -> ether.v1.AgentStatus
+	6,  // 24: ether.v1.StartAgentResponse.agent:type_name -> ether.v1.AgentStatus
+	34, // 25: ether.v1.StopAgentRequest.grace:type_name -> google.protobuf.Duration
+	6,  // 26: ether.v1.StopAgentResponse.agent:type_name -> ether.v1.AgentStatus
+	6,  // 27: ether.v1.RestartAgentResponse.agent:type_name -> ether.v1.AgentStatus
+	6,  // 28: ether.v1.ScaleAgentResponse.agent:type_name -> ether.v1.AgentStatus
+	5,  // 29: ether.v1.ListProcessesResponse.processes:type_name -> ether.v1.ProcessInfo
+	36, // 30: ether.v1.WatchEventsResponse.time:type_name -> google.protobuf.Timestamp
+	35, // 31: ether.v1.WatchEventsResponse.state:type_name -> ether.v1.AgentState
+	35, // 32: ether.v1.WatchEventsResponse.previous_state:type_name -> ether.v1.AgentState
+	36, // 33: ether.v1.StreamLogsResponse.time:type_name -> google.protobuf.Timestamp
+	33, // 34: ether.v1.StreamLogsResponse.fields:type_name -> google.protobuf.Struct
+	27, // 35: ether.v1.GetHostInfoResponse.host:type_name -> ether.v1.HostInfo
+	28, // 36: ether.v1.HostInfo.isolation:type_name -> ether.v1.Isolation
+	36, // 37: ether.v1.HostInfo.started_at:type_name -> google.protobuf.Timestamp
+	30, // 38: ether.v1.Isolation.limits:type_name -> ether.v1.Isolation.LimitsEntry
+	7,  // 39: ether.v1.SupervisorService.DeployAgent:input_type -> ether.v1.DeployAgentRequest
+	9,  // 40: ether.v1.SupervisorService.RemoveAgent:input_type -> ether.v1.RemoveAgentRequest
+	11, // 41: ether.v1.SupervisorService.StartAgent:input_type -> ether.v1.StartAgentRequest
+	13, // 42: ether.v1.SupervisorService.StopAgent:input_type -> ether.v1.StopAgentRequest
+	15, // 43: ether.v1.SupervisorService.RestartAgent:input_type -> ether.v1.RestartAgentRequest
+	17, // 44: ether.v1.SupervisorService.ScaleAgent:input_type -> ether.v1.ScaleAgentRequest
+	19, // 45: ether.v1.SupervisorService.ListProcesses:input_type -> ether.v1.ListProcessesRequest
+	21, // 46: ether.v1.SupervisorService.WatchEvents:input_type -> ether.v1.WatchEventsRequest
+	23, // 47: ether.v1.SupervisorService.StreamLogs:input_type -> ether.v1.StreamLogsRequest
+	25, // 48: ether.v1.SupervisorService.GetHostInfo:input_type -> ether.v1.GetHostInfoRequest
+	8,  // 49: ether.v1.SupervisorService.DeployAgent:output_type -> ether.v1.DeployAgentResponse
+	10, // 50: ether.v1.SupervisorService.RemoveAgent:output_type -> ether.v1.RemoveAgentResponse
+	12, // 51: ether.v1.SupervisorService.StartAgent:output_type -> ether.v1.StartAgentResponse
+	14, // 52: ether.v1.SupervisorService.StopAgent:output_type -> ether.v1.StopAgentResponse
+	16, // 53: ether.v1.SupervisorService.RestartAgent:output_type -> ether.v1.RestartAgentResponse
+	18, // 54: ether.v1.SupervisorService.ScaleAgent:output_type -> ether.v1.ScaleAgentResponse
+	20, // 55: ether.v1.SupervisorService.ListProcesses:output_type -> ether.v1.ListProcessesResponse
+	22, // 56: ether.v1.SupervisorService.WatchEvents:output_type -> ether.v1.WatchEventsResponse
+	24, // 57: ether.v1.SupervisorService.StreamLogs:output_type -> ether.v1.StreamLogsResponse
+	26, // 58: ether.v1.SupervisorService.GetHostInfo:output_type -> ether.v1.GetHostInfoResponse
 	49, // [49:59] is the sub-list for method output_type
 	39, // [39:49] is the sub-list for method input_type
 	39, // [39:39] is the sub-list for extension type_name
@@ -2456,16 +2526,16 @@ func file_ether_v1_supervisor_proto_init() {
 	file_ether_v1_agent_io_proto_init()
 	file_ether_v1_common_proto_init()
 	file_ether_v1_rules_proto_init()
-	file_ether_v1_supervisor_proto_msgTypes[0].OneofWrappers = []any{}
 	file_ether_v1_supervisor_proto_msgTypes[1].OneofWrappers = []any{}
-	file_ether_v1_supervisor_proto_msgTypes[18].OneofWrappers = []any{}
+	file_ether_v1_supervisor_proto_msgTypes[2].OneofWrappers = []any{}
+	file_ether_v1_supervisor_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ether_v1_supervisor_proto_rawDesc), len(file_ether_v1_supervisor_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

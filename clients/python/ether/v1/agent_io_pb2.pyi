@@ -65,16 +65,20 @@ DATA_ENCODING_STRUCT: DataEncoding
 DATA_ENCODING_JSON: DataEncoding
 
 class ActionSpec(_message.Message):
-    __slots__ = ("name", "description", "params_schema", "idempotent")
+    __slots__ = ("name", "description", "params_schema", "idempotent", "result_schema", "unusable")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     PARAMS_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    UNUSABLE_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     params_schema: _struct_pb2.Struct
     idempotent: bool
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., params_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotent: _Optional[bool] = ...) -> None: ...
+    result_schema: _struct_pb2.Struct
+    unusable: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., params_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotent: _Optional[bool] = ..., result_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., unusable: _Optional[str] = ...) -> None: ...
 
 class AgentInfo(_message.Message):
     __slots__ = ("name", "type", "language", "version", "description", "actions", "capabilities", "state", "replicas", "ready_replicas", "in_flight", "queued", "max_concurrency")

@@ -27,6 +27,7 @@ class LinkProtocol(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LINK_PROTOCOL_UNSPECIFIED: _ClassVar[LinkProtocol]
     LINK_PROTOCOL_AUTO: _ClassVar[LinkProtocol]
     LINK_PROTOCOL_LEGACY: _ClassVar[LinkProtocol]
+    LINK_PROTOCOL_MCP: _ClassVar[LinkProtocol]
 
 class CpuSchedulingPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -41,10 +42,19 @@ RESTART_POLICY_NEVER: RestartPolicy
 LINK_PROTOCOL_UNSPECIFIED: LinkProtocol
 LINK_PROTOCOL_AUTO: LinkProtocol
 LINK_PROTOCOL_LEGACY: LinkProtocol
+LINK_PROTOCOL_MCP: LinkProtocol
 CPU_SCHEDULING_POLICY_UNSPECIFIED: CpuSchedulingPolicy
 CPU_SCHEDULING_POLICY_BATCH: CpuSchedulingPolicy
 CPU_SCHEDULING_POLICY_OTHER: CpuSchedulingPolicy
 CPU_SCHEDULING_POLICY_IDLE: CpuSchedulingPolicy
+
+class AgentInstall(_message.Message):
+    __slots__ = ("npm", "pip")
+    NPM_FIELD_NUMBER: _ClassVar[int]
+    PIP_FIELD_NUMBER: _ClassVar[int]
+    npm: bool
+    pip: bool
+    def __init__(self, npm: _Optional[bool] = ..., pip: _Optional[bool] = ...) -> None: ...
 
 class AgentSpec(_message.Message):
     __slots__ = ("name", "path", "language", "type", "replicas", "restart", "module", "function", "env", "config", "capabilities", "allowed_calls", "start_timeout", "stop_grace", "max_frame", "description", "command", "main", "protocol", "max_queue", "cancel_grace", "cpu_scheduling_policy", "ping_interval", "ping_timeout", "backoff_base", "backoff_cap", "start_retries", "max_restarts", "restart_period", "stable_after", "reset_after")

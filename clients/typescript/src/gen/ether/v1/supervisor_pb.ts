@@ -17,7 +17,39 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ether/v1/supervisor.proto.
  */
 export const file_ether_v1_supervisor: GenFile = /*@__PURE__*/
-  fileDesc("ChlldGhlci92MS9zdXBlcnZpc29yLnByb3RvEghldGhlci52MSLrCQoJQWdlbnRTcGVjEhQKBG5hbWUYASABKAlCBqK7GAIwQBIXCgRwYXRoGAIgASgJQgmiuxgFCAEwgCASJAoIbGFuZ3VhZ2UYAyABKA4yEi5ldGhlci52MS5MYW5ndWFnZRIhCgR0eXBlGAQgASgOMhMuZXRoZXIudjEuQWdlbnRUeXBlEhAKCHJlcGxpY2FzGAUgASgFEigKB3Jlc3RhcnQYBiABKA4yFy5ldGhlci52MS5SZXN0YXJ0UG9saWN5EhcKBm1vZHVsZRgHIAEoCUIHorsYAzCAAhIZCghmdW5jdGlvbhgIIAEoCUIHorsYAzCAAhI2CgNlbnYYCSADKAsyHC5ldGhlci52MS5BZ2VudFNwZWMuRW52RW50cnlCC6K7GAco6AcwgIAEEicKBmNvbmZpZxgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSIAoMY2FwYWJpbGl0aWVzGAsgAygJQgqiuxgGKOgHMIACEiEKDWFsbG93ZWRfY2FsbHMYDCADKAlCCqK7GAYo6AcwgAISMAoNc3RhcnRfdGltZW91dBgNIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgpzdG9wX2dyYWNlGA4gASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCW1heF9mcmFtZRgPIAEoAxIdCgtkZXNjcmlwdGlvbhgQIAEoCUIIorsYBDCAgAQSHAoHY29tbWFuZBgRIAMoCUILorsYByiQTjCAgAgSFQoEbWFpbhgSIAEoCUIHorsYAzCAIBIoCghwcm90b2NvbBgTIAEoDjIWLmV0aGVyLnYxLkxpbmtQcm90b2NvbBIRCgltYXhfcXVldWUYFCABKAUSLwoMY2FuY2VsX2dyYWNlGBUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjwKFWNwdV9zY2hlZHVsaW5nX3BvbGljeRgWIAEoDjIdLmV0aGVyLnYxLkNwdVNjaGVkdWxpbmdQb2xpY3kSMAoNcGluZ19pbnRlcnZhbBgXIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxwaW5nX3RpbWVvdXQYGCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLwoMYmFja29mZl9iYXNlGBkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC2JhY2tvZmZfY2FwGBogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhoKDXN0YXJ0X3JldHJpZXMYGyABKAVIAIgBARIZCgxtYXhfcmVzdGFydHMYHCABKAVIAYgBARIxCg5yZXN0YXJ0X3BlcmlvZBgdIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxzdGFibGVfYWZ0ZXIYHiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoLcmVzZXRfYWZ0ZXIYHyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24aKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIQCg5fc3RhcnRfcmV0cmllc0IPCg1fbWF4X3Jlc3RhcnRzIswCCgtQcm9jZXNzSW5mbxINCgVhZ2VudBgBIAEoCRIPCgdyZXBsaWNhGAIgASgFEgsKA3BpZBgDIAEoBRIjCgVzdGF0ZRgEIAEoDjIULmV0aGVyLnYxLkFnZW50U3RhdGUSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcmVzdGFydHMYBiABKAUSEQoJaW5fZmxpZ2h0GAcgASgFEhsKDmxhc3RfZXhpdF9jb2RlGAggASgFSACIAQESGAoLbGFzdF9zaWduYWwYCSABKAVIAYgBARIOCgZyZWFzb24YCiABKAkSEwoLbm9pc2VfbGluZXMYCyABKAMSFwoPcHJvdG9jb2xfZXJyb3JzGAwgASgDQhEKD19sYXN0X2V4aXRfY29kZUIOCgxfbGFzdF9zaWduYWwipQEKC0FnZW50U3RhdHVzEiEKBGluZm8YASABKAsyEy5ldGhlci52MS5BZ2VudEluZm8SIQoEc3BlYxgCIAEoCzITLmV0aGVyLnYxLkFnZW50U3BlYxIoCglwcm9jZXNzZXMYAyADKAsyFS5ldGhlci52MS5Qcm9jZXNzSW5mbxIOCgZyZWFzb24YBCABKAkSFgoOZXZlbnRfc2VxdWVuY2UYBSABKAMiPwoSRGVwbG95QWdlbnRSZXF1ZXN0EikKBHNwZWMYASABKAsyEy5ldGhlci52MS5BZ2VudFNwZWNCBqK7GAIIASI7ChNEZXBsb3lBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuZXRoZXIudjEuQWdlbnRTdGF0dXMiLQoSUmVtb3ZlQWdlbnRSZXF1ZXN0EhcKBG5hbWUYASABKAlCCaK7GAUIATCAAiIVChNSZW1vdmVBZ2VudFJlc3BvbnNlIiwKEVN0YXJ0QWdlbnRSZXF1ZXN0EhcKBG5hbWUYASABKAlCCaK7GAUIATCAAiI6ChJTdGFydEFnZW50UmVzcG9uc2USJAoFYWdlbnQYASABKAsyFS5ldGhlci52MS5BZ2VudFN0YXR1cyJVChBTdG9wQWdlbnRSZXF1ZXN0EhcKBG5hbWUYASABKAlCCaK7GAUIATCAAhIoCgVncmFjZRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI5ChFTdG9wQWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmV0aGVyLnYxLkFnZW50U3RhdHVzIi4KE1Jlc3RhcnRBZ2VudFJlcXVlc3QSFwoEbmFtZRgBIAEoCUIJorsYBQgBMIACIjwKFFJlc3RhcnRBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuZXRoZXIudjEuQWdlbnRTdGF0dXMiSgoRU2NhbGVBZ2VudFJlcXVlc3QSFwoEbmFtZRgBIAEoCUIJorsYBQgBMIACEhwKCHJlcGxpY2FzGAIgASgFQgqiuxgGCAEQARhAIjoKElNjYWxlQWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmV0aGVyLnYxLkFnZW50U3RhdHVzImsKFExpc3RQcm9jZXNzZXNSZXF1ZXN0Eh4KCXBhZ2Vfc2l6ZRgBIAEoBUILorsYBxAAGOgHIAESGwoKcGFnZV90b2tlbhgCIAEoCUIHorsYAzCAIBIWCgVhZ2VudBgDIAEoCUIHorsYAzCAAiJaChVMaXN0UHJvY2Vzc2VzUmVzcG9uc2USKAoJcHJvY2Vzc2VzGAEgAygLMhUuZXRoZXIudjEuUHJvY2Vzc0luZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlUKEldhdGNoRXZlbnRzUmVxdWVzdBIWCgVhZ2VudBgBIAEoCUIHorsYAzCAAhInCg5hZnRlcl9zZXF1ZW5jZRgCIAEoA0IPorsYCxD///////////8BIrwCChNXYXRjaEV2ZW50c1Jlc3BvbnNlEhAKCHNlcXVlbmNlGAEgASgDEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWFnZW50GAMgASgJEg8KB3JlcGxpY2EYBCABKAUSIwoFc3RhdGUYBSABKA4yFC5ldGhlci52MS5BZ2VudFN0YXRlEiwKDnByZXZpb3VzX3N0YXRlGAYgASgOMhQuZXRoZXIudjEuQWdlbnRTdGF0ZRIOCgZyZWFzb24YByABKAkSCwoDcGlkGAggASgFEhYKCWV4aXRfY29kZRgJIAEoBUgAiAEBEhMKBnNpZ25hbBgKIAEoBUgBiAEBEhMKC3N0ZGVycl90YWlsGAsgAygJQgwKCl9leGl0X2NvZGVCCQoHX3NpZ25hbCJcChFTdHJlYW1Mb2dzUmVxdWVzdBIYCgVhZ2VudBgBIAEoCUIJorsYBQgBMIACEh0KCnRhaWxfbGluZXMYAiABKAVCCaK7GAUQABiQThIOCgZmb2xsb3cYAyABKAgixAEKElN0cmVhbUxvZ3NSZXNwb25zZRIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVhZ2VudBgCIAEoCRIPCgdyZXBsaWNhGAMgASgFEgsKA3BpZBgEIAEoBRIOCgZzb3VyY2UYBSABKAkSDQoFbGV2ZWwYBiABKAkSDwoHbWVzc2FnZRgHIAEoCRInCgZmaWVsZHMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IhQKEkdldEhvc3RJbmZvUmVxdWVzdCI3ChNHZXRIb3N0SW5mb1Jlc3BvbnNlEiAKBGhvc3QYASABKAsyEi5ldGhlci52MS5Ib3N0SW5mbyK+AQoISG9zdEluZm8SDwoHdmVyc2lvbhgBIAEoCRIRCglsaXN0ZW5lcnMYAiADKAkSDAoEYXV0aBgDIAEoCBILCgN0bHMYBCABKAgSGwoTY2xpZW50X2NlcnRpZmljYXRlcxgFIAEoCBImCglpc29sYXRpb24YBiABKAsyEy5ldGhlci52MS5Jc29sYXRpb24SLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi5QEKCUlzb2xhdGlvbhIUCgxzYW5kYm94X21vZGUYASABKAkSEQoJc2FuZGJveGVkGAIgASgIEhIKCmJ1YmJsZXdyYXAYAyABKAkSFgoOcGlkX25hbWVzcGFjZXMYBCABKAgSEgoKbmFtZXNwYWNlcxgFIAMoCRIPCgd3aHlfbm90GAYgASgJEi8KBmxpbWl0cxgHIAMoCzIfLmV0aGVyLnYxLklzb2xhdGlvbi5MaW1pdHNFbnRyeRotCgtMaW1pdHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBKoMBCg1SZXN0YXJ0UG9saWN5Eh4KGlJFU1RBUlRfUE9MSUNZX1VOU1BFQ0lGSUVEEAASGQoVUkVTVEFSVF9QT0xJQ1lfQUxXQVlTEAESHQoZUkVTVEFSVF9QT0xJQ1lfT05fRkFJTFVSRRACEhgKFFJFU1RBUlRfUE9MSUNZX05FVkVSEAMqXwoMTGlua1Byb3RvY29sEh0KGUxJTktfUFJPVE9DT0xfVU5TUEVDSUZJRUQQABIWChJMSU5LX1BST1RPQ09MX0FVVE8QARIYChRMSU5LX1BST1RPQ09MX0xFR0FDWRACKp4BChNDcHVTY2hlZHVsaW5nUG9saWN5EiUKIUNQVV9TQ0hFRFVMSU5HX1BPTElDWV9VTlNQRUNJRklFRBAAEh8KG0NQVV9TQ0hFRFVMSU5HX1BPTElDWV9CQVRDSBABEh8KG0NQVV9TQ0hFRFVMSU5HX1BPTElDWV9PVEhFUhACEh4KGkNQVV9TQ0hFRFVMSU5HX1BPTElDWV9JRExFEAMyiQYKEVN1cGVydmlzb3JTZXJ2aWNlEkoKC0RlcGxveUFnZW50EhwuZXRoZXIudjEuRGVwbG95QWdlbnRSZXF1ZXN0Gh0uZXRoZXIudjEuRGVwbG95QWdlbnRSZXNwb25zZRJKCgtSZW1vdmVBZ2VudBIcLmV0aGVyLnYxLlJlbW92ZUFnZW50UmVxdWVzdBodLmV0aGVyLnYxLlJlbW92ZUFnZW50UmVzcG9uc2USRwoKU3RhcnRBZ2VudBIbLmV0aGVyLnYxLlN0YXJ0QWdlbnRSZXF1ZXN0GhwuZXRoZXIudjEuU3RhcnRBZ2VudFJlc3BvbnNlEkQKCVN0b3BBZ2VudBIaLmV0aGVyLnYxLlN0b3BBZ2VudFJlcXVlc3QaGy5ldGhlci52MS5TdG9wQWdlbnRSZXNwb25zZRJNCgxSZXN0YXJ0QWdlbnQSHS5ldGhlci52MS5SZXN0YXJ0QWdlbnRSZXF1ZXN0Gh4uZXRoZXIudjEuUmVzdGFydEFnZW50UmVzcG9uc2USRwoKU2NhbGVBZ2VudBIbLmV0aGVyLnYxLlNjYWxlQWdlbnRSZXF1ZXN0GhwuZXRoZXIudjEuU2NhbGVBZ2VudFJlc3BvbnNlElAKDUxpc3RQcm9jZXNzZXMSHi5ldGhlci52MS5MaXN0UHJvY2Vzc2VzUmVxdWVzdBofLmV0aGVyLnYxLkxpc3RQcm9jZXNzZXNSZXNwb25zZRJMCgtXYXRjaEV2ZW50cxIcLmV0aGVyLnYxLldhdGNoRXZlbnRzUmVxdWVzdBodLmV0aGVyLnYxLldhdGNoRXZlbnRzUmVzcG9uc2UwARJJCgpTdHJlYW1Mb2dzEhsuZXRoZXIudjEuU3RyZWFtTG9nc1JlcXVlc3QaHC5ldGhlci52MS5TdHJlYW1Mb2dzUmVzcG9uc2UwARJKCgtHZXRIb3N0SW5mbxIcLmV0aGVyLnYxLkdldEhvc3RJbmZvUmVxdWVzdBodLmV0aGVyLnYxLkdldEhvc3RJbmZvUmVzcG9uc2VCmAEKDGNvbS5ldGhlci52MUIPU3VwZXJ2aXNvclByb3RvUAFaNmdpdGh1Yi5jb20vZXRoZXJob3N0L2V0aGVyL2NsaWVudHMvZ28vZXRoZXIvdjE7ZXRoZXJ2MaICA0VYWKoCCEV0aGVyLlYxygIIRXRoZXJcVjHiAhRFdGhlclxWMVxHUEJNZXRhZGF0YeoCCUV0aGVyOjpWMWIGcHJvdG8z", [file_ether_v1_agent_io, file_ether_v1_common, file_ether_v1_rules, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChlldGhlci92MS9zdXBlcnZpc29yLnByb3RvEghldGhlci52MSIoCgxBZ2VudEluc3RhbGwSCwoDbnBtGAEgASgIEgsKA3BpcBgCIAEoCCLrCQoJQWdlbnRTcGVjEhQKBG5hbWUYASABKAlCBqK7GAIwQBIXCgRwYXRoGAIgASgJQgmiuxgFCAEwgCASJAoIbGFuZ3VhZ2UYAyABKA4yEi5ldGhlci52MS5MYW5ndWFnZRIhCgR0eXBlGAQgASgOMhMuZXRoZXIudjEuQWdlbnRUeXBlEhAKCHJlcGxpY2FzGAUgASgFEigKB3Jlc3RhcnQYBiABKA4yFy5ldGhlci52MS5SZXN0YXJ0UG9saWN5EhcKBm1vZHVsZRgHIAEoCUIHorsYAzCAAhIZCghmdW5jdGlvbhgIIAEoCUIHorsYAzCAAhI2CgNlbnYYCSADKAsyHC5ldGhlci52MS5BZ2VudFNwZWMuRW52RW50cnlCC6K7GAco6AcwgIAEEicKBmNvbmZpZxgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSIAoMY2FwYWJpbGl0aWVzGAsgAygJQgqiuxgGKOgHMIACEiEKDWFsbG93ZWRfY2FsbHMYDCADKAlCCqK7GAYo6AcwgAISMAoNc3RhcnRfdGltZW91dBgNIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgpzdG9wX2dyYWNlGA4gASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCW1heF9mcmFtZRgPIAEoAxIdCgtkZXNjcmlwdGlvbhgQIAEoCUIIorsYBDCAgAQSHAoHY29tbWFuZBgRIAMoCUILorsYByiQTjCAgAgSFQoEbWFpbhgSIAEoCUIHorsYAzCAIBIoCghwcm90b2NvbBgTIAEoDjIWLmV0aGVyLnYxLkxpbmtQcm90b2NvbBIRCgltYXhfcXVldWUYFCABKAUSLwoMY2FuY2VsX2dyYWNlGBUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjwKFWNwdV9zY2hlZHVsaW5nX3BvbGljeRgWIAEoDjIdLmV0aGVyLnYxLkNwdVNjaGVkdWxpbmdQb2xpY3kSMAoNcGluZ19pbnRlcnZhbBgXIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxwaW5nX3RpbWVvdXQYGCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLwoMYmFja29mZl9iYXNlGBkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC2JhY2tvZmZfY2FwGBogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhoKDXN0YXJ0X3JldHJpZXMYGyABKAVIAIgBARIZCgxtYXhfcmVzdGFydHMYHCABKAVIAYgBARIxCg5yZXN0YXJ0X3BlcmlvZBgdIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgxzdGFibGVfYWZ0ZXIYHiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLgoLcmVzZXRfYWZ0ZXIYHyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24aKgoIRW52RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIQCg5fc3RhcnRfcmV0cmllc0IPCg1fbWF4X3Jlc3RhcnRzIswCCgtQcm9jZXNzSW5mbxINCgVhZ2VudBgBIAEoCRIPCgdyZXBsaWNhGAIgASgFEgsKA3BpZBgDIAEoBRIjCgVzdGF0ZRgEIAEoDjIULmV0aGVyLnYxLkFnZW50U3RhdGUSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcmVzdGFydHMYBiABKAUSEQoJaW5fZmxpZ2h0GAcgASgFEhsKDmxhc3RfZXhpdF9jb2RlGAggASgFSACIAQESGAoLbGFzdF9zaWduYWwYCSABKAVIAYgBARIOCgZyZWFzb24YCiABKAkSEwoLbm9pc2VfbGluZXMYCyABKAMSFwoPcHJvdG9jb2xfZXJyb3JzGAwgASgDQhEKD19sYXN0X2V4aXRfY29kZUIOCgxfbGFzdF9zaWduYWwipQEKC0FnZW50U3RhdHVzEiEKBGluZm8YASABKAsyEy5ldGhlci52MS5BZ2VudEluZm8SIQoEc3BlYxgCIAEoCzITLmV0aGVyLnYxLkFnZW50U3BlYxIoCglwcm9jZXNzZXMYAyADKAsyFS5ldGhlci52MS5Qcm9jZXNzSW5mbxIOCgZyZWFzb24YBCABKAkSFgoOZXZlbnRfc2VxdWVuY2UYBSABKAMiPwoSRGVwbG95QWdlbnRSZXF1ZXN0EikKBHNwZWMYASABKAsyEy5ldGhlci52MS5BZ2VudFNwZWNCBqK7GAIIASI7ChNEZXBsb3lBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuZXRoZXIudjEuQWdlbnRTdGF0dXMiLQoSUmVtb3ZlQWdlbnRSZXF1ZXN0EhcKBG5hbWUYASABKAlCCaK7GAUIATCAAiIVChNSZW1vdmVBZ2VudFJlc3BvbnNlIiwKEVN0YXJ0QWdlbnRSZXF1ZXN0EhcKBG5hbWUYASABKAlCCaK7GAUIATCAAiI6ChJTdGFydEFnZW50UmVzcG9uc2USJAoFYWdlbnQYASABKAsyFS5ldGhlci52MS5BZ2VudFN0YXR1cyJVChBTdG9wQWdlbnRSZXF1ZXN0EhcKBG5hbWUYASABKAlCCaK7GAUIATCAAhIoCgVncmFjZRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiI5ChFTdG9wQWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmV0aGVyLnYxLkFnZW50U3RhdHVzIi4KE1Jlc3RhcnRBZ2VudFJlcXVlc3QSFwoEbmFtZRgBIAEoCUIJorsYBQgBMIACIjwKFFJlc3RhcnRBZ2VudFJlc3BvbnNlEiQKBWFnZW50GAEgASgLMhUuZXRoZXIudjEuQWdlbnRTdGF0dXMiSgoRU2NhbGVBZ2VudFJlcXVlc3QSFwoEbmFtZRgBIAEoCUIJorsYBQgBMIACEhwKCHJlcGxpY2FzGAIgASgFQgqiuxgGCAEQARhAIjoKElNjYWxlQWdlbnRSZXNwb25zZRIkCgVhZ2VudBgBIAEoCzIVLmV0aGVyLnYxLkFnZW50U3RhdHVzImsKFExpc3RQcm9jZXNzZXNSZXF1ZXN0Eh4KCXBhZ2Vfc2l6ZRgBIAEoBUILorsYBxAAGOgHIAESGwoKcGFnZV90b2tlbhgCIAEoCUIHorsYAzCAIBIWCgVhZ2VudBgDIAEoCUIHorsYAzCAAiJaChVMaXN0UHJvY2Vzc2VzUmVzcG9uc2USKAoJcHJvY2Vzc2VzGAEgAygLMhUuZXRoZXIudjEuUHJvY2Vzc0luZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlUKEldhdGNoRXZlbnRzUmVxdWVzdBIWCgVhZ2VudBgBIAEoCUIHorsYAzCAAhInCg5hZnRlcl9zZXF1ZW5jZRgCIAEoA0IPorsYCxD///////////8BIrwCChNXYXRjaEV2ZW50c1Jlc3BvbnNlEhAKCHNlcXVlbmNlGAEgASgDEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWFnZW50GAMgASgJEg8KB3JlcGxpY2EYBCABKAUSIwoFc3RhdGUYBSABKA4yFC5ldGhlci52MS5BZ2VudFN0YXRlEiwKDnByZXZpb3VzX3N0YXRlGAYgASgOMhQuZXRoZXIudjEuQWdlbnRTdGF0ZRIOCgZyZWFzb24YByABKAkSCwoDcGlkGAggASgFEhYKCWV4aXRfY29kZRgJIAEoBUgAiAEBEhMKBnNpZ25hbBgKIAEoBUgBiAEBEhMKC3N0ZGVycl90YWlsGAsgAygJQgwKCl9leGl0X2NvZGVCCQoHX3NpZ25hbCJcChFTdHJlYW1Mb2dzUmVxdWVzdBIYCgVhZ2VudBgBIAEoCUIJorsYBQgBMIACEh0KCnRhaWxfbGluZXMYAiABKAVCCaK7GAUQABiQThIOCgZmb2xsb3cYAyABKAgixAEKElN0cmVhbUxvZ3NSZXNwb25zZRIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVhZ2VudBgCIAEoCRIPCgdyZXBsaWNhGAMgASgFEgsKA3BpZBgEIAEoBRIOCgZzb3VyY2UYBSABKAkSDQoFbGV2ZWwYBiABKAkSDwoHbWVzc2FnZRgHIAEoCRInCgZmaWVsZHMYCCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IhQKEkdldEhvc3RJbmZvUmVxdWVzdCI3ChNHZXRIb3N0SW5mb1Jlc3BvbnNlEiAKBGhvc3QYASABKAsyEi5ldGhlci52MS5Ib3N0SW5mbyK+AQoISG9zdEluZm8SDwoHdmVyc2lvbhgBIAEoCRIRCglsaXN0ZW5lcnMYAiADKAkSDAoEYXV0aBgDIAEoCBILCgN0bHMYBCABKAgSGwoTY2xpZW50X2NlcnRpZmljYXRlcxgFIAEoCBImCglpc29sYXRpb24YBiABKAsyEy5ldGhlci52MS5Jc29sYXRpb24SLgoKc3RhcnRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi5QEKCUlzb2xhdGlvbhIUCgxzYW5kYm94X21vZGUYASABKAkSEQoJc2FuZGJveGVkGAIgASgIEhIKCmJ1YmJsZXdyYXAYAyABKAkSFgoOcGlkX25hbWVzcGFjZXMYBCABKAgSEgoKbmFtZXNwYWNlcxgFIAMoCRIPCgd3aHlfbm90GAYgASgJEi8KBmxpbWl0cxgHIAMoCzIfLmV0aGVyLnYxLklzb2xhdGlvbi5MaW1pdHNFbnRyeRotCgtMaW1pdHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBKoMBCg1SZXN0YXJ0UG9saWN5Eh4KGlJFU1RBUlRfUE9MSUNZX1VOU1BFQ0lGSUVEEAASGQoVUkVTVEFSVF9QT0xJQ1lfQUxXQVlTEAESHQoZUkVTVEFSVF9QT0xJQ1lfT05fRkFJTFVSRRACEhgKFFJFU1RBUlRfUE9MSUNZX05FVkVSEAMqdgoMTGlua1Byb3RvY29sEh0KGUxJTktfUFJPVE9DT0xfVU5TUEVDSUZJRUQQABIWChJMSU5LX1BST1RPQ09MX0FVVE8QARIYChRMSU5LX1BST1RPQ09MX0xFR0FDWRACEhUKEUxJTktfUFJPVE9DT0xfTUNQEAMqngEKE0NwdVNjaGVkdWxpbmdQb2xpY3kSJQohQ1BVX1NDSEVEVUxJTkdfUE9MSUNZX1VOU1BFQ0lGSUVEEAASHwobQ1BVX1NDSEVEVUxJTkdfUE9MSUNZX0JBVENIEAESHwobQ1BVX1NDSEVEVUxJTkdfUE9MSUNZX09USEVSEAISHgoaQ1BVX1NDSEVEVUxJTkdfUE9MSUNZX0lETEUQAzKJBgoRU3VwZXJ2aXNvclNlcnZpY2USSgoLRGVwbG95QWdlbnQSHC5ldGhlci52MS5EZXBsb3lBZ2VudFJlcXVlc3QaHS5ldGhlci52MS5EZXBsb3lBZ2VudFJlc3BvbnNlEkoKC1JlbW92ZUFnZW50EhwuZXRoZXIudjEuUmVtb3ZlQWdlbnRSZXF1ZXN0Gh0uZXRoZXIudjEuUmVtb3ZlQWdlbnRSZXNwb25zZRJHCgpTdGFydEFnZW50EhsuZXRoZXIudjEuU3RhcnRBZ2VudFJlcXVlc3QaHC5ldGhlci52MS5TdGFydEFnZW50UmVzcG9uc2USRAoJU3RvcEFnZW50EhouZXRoZXIudjEuU3RvcEFnZW50UmVxdWVzdBobLmV0aGVyLnYxLlN0b3BBZ2VudFJlc3BvbnNlEk0KDFJlc3RhcnRBZ2VudBIdLmV0aGVyLnYxLlJlc3RhcnRBZ2VudFJlcXVlc3QaHi5ldGhlci52MS5SZXN0YXJ0QWdlbnRSZXNwb25zZRJHCgpTY2FsZUFnZW50EhsuZXRoZXIudjEuU2NhbGVBZ2VudFJlcXVlc3QaHC5ldGhlci52MS5TY2FsZUFnZW50UmVzcG9uc2USUAoNTGlzdFByb2Nlc3NlcxIeLmV0aGVyLnYxLkxpc3RQcm9jZXNzZXNSZXF1ZXN0Gh8uZXRoZXIudjEuTGlzdFByb2Nlc3Nlc1Jlc3BvbnNlEkwKC1dhdGNoRXZlbnRzEhwuZXRoZXIudjEuV2F0Y2hFdmVudHNSZXF1ZXN0Gh0uZXRoZXIudjEuV2F0Y2hFdmVudHNSZXNwb25zZTABEkkKClN0cmVhbUxvZ3MSGy5ldGhlci52MS5TdHJlYW1Mb2dzUmVxdWVzdBocLmV0aGVyLnYxLlN0cmVhbUxvZ3NSZXNwb25zZTABEkoKC0dldEhvc3RJbmZvEhwuZXRoZXIudjEuR2V0SG9zdEluZm9SZXF1ZXN0Gh0uZXRoZXIudjEuR2V0SG9zdEluZm9SZXNwb25zZUKYAQoMY29tLmV0aGVyLnYxQg9TdXBlcnZpc29yUHJvdG9QAVo2Z2l0aHViLmNvbS9ldGhlcmhvc3QvZXRoZXIvY2xpZW50cy9nby9ldGhlci92MTtldGhlcnYxogIDRVhYqgIIRXRoZXIuVjHKAghFdGhlclxWMeICFEV0aGVyXFYxXEdQQk1ldGFkYXRh6gIJRXRoZXI6OlYxYgZwcm90bzM", [file_ether_v1_agent_io, file_ether_v1_common, file_ether_v1_rules, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+
+/**
+ * AgentInstall is the install phase of an agent run from a `command`
+ * (agent.toml's [install] table), such as an MCP server.
+ *
+ * @generated from message ether.v1.AgentInstall
+ */
+export type AgentInstall = Message<"ether.v1.AgentInstall"> & {
+  /**
+   * Install the folder's package.json (with its package-lock.json) with npm
+   * before the first start; skipped when the folder's node_modules already
+   * holds that install.
+   *
+   * @generated from field: bool npm = 1;
+   */
+  npm: boolean;
+
+  /**
+   * Install the folder's requirements.txt with pip into the host's state
+   * directory (cached by its hash) and put it on the process's PYTHONPATH.
+   *
+   * @generated from field: bool pip = 2;
+   */
+  pip: boolean;
+};
+
+/**
+ * Describes the message ether.v1.AgentInstall.
+ * Use `create(AgentInstallSchema)` to create a new message.
+ */
+export const AgentInstallSchema: GenMessage<AgentInstall> = /*@__PURE__*/
+  messageDesc(file_ether_v1_supervisor, 0);
 
 /**
  * AgentSpec is how an agent is deployed. Fields left unset take their
@@ -284,7 +316,7 @@ export type AgentSpec = Message<"ether.v1.AgentSpec"> & {
  * Use `create(AgentSpecSchema)` to create a new message.
  */
 export const AgentSpecSchema: GenMessage<AgentSpec> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 0);
+  messageDesc(file_ether_v1_supervisor, 1);
 
 /**
  * ProcessInfo describes one agent process (one replica).
@@ -383,7 +415,7 @@ export type ProcessInfo = Message<"ether.v1.ProcessInfo"> & {
  * Use `create(ProcessInfoSchema)` to create a new message.
  */
 export const ProcessInfoSchema: GenMessage<ProcessInfo> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 1);
+  messageDesc(file_ether_v1_supervisor, 2);
 
 /**
  * AgentStatus is an agent's deployment with its processes.
@@ -435,7 +467,7 @@ export type AgentStatus = Message<"ether.v1.AgentStatus"> & {
  * Use `create(AgentStatusSchema)` to create a new message.
  */
 export const AgentStatusSchema: GenMessage<AgentStatus> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 2);
+  messageDesc(file_ether_v1_supervisor, 3);
 
 /**
  * DeployAgentRequest is the request of SupervisorService.DeployAgent.
@@ -456,7 +488,7 @@ export type DeployAgentRequest = Message<"ether.v1.DeployAgentRequest"> & {
  * Use `create(DeployAgentRequestSchema)` to create a new message.
  */
 export const DeployAgentRequestSchema: GenMessage<DeployAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 3);
+  messageDesc(file_ether_v1_supervisor, 4);
 
 /**
  * DeployAgentResponse is the response of SupervisorService.DeployAgent.
@@ -477,7 +509,7 @@ export type DeployAgentResponse = Message<"ether.v1.DeployAgentResponse"> & {
  * Use `create(DeployAgentResponseSchema)` to create a new message.
  */
 export const DeployAgentResponseSchema: GenMessage<DeployAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 4);
+  messageDesc(file_ether_v1_supervisor, 5);
 
 /**
  * RemoveAgentRequest is the request of SupervisorService.RemoveAgent.
@@ -499,7 +531,7 @@ export type RemoveAgentRequest = Message<"ether.v1.RemoveAgentRequest"> & {
  * Use `create(RemoveAgentRequestSchema)` to create a new message.
  */
 export const RemoveAgentRequestSchema: GenMessage<RemoveAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 5);
+  messageDesc(file_ether_v1_supervisor, 6);
 
 /**
  * RemoveAgentResponse is the response of SupervisorService.RemoveAgent.
@@ -514,7 +546,7 @@ export type RemoveAgentResponse = Message<"ether.v1.RemoveAgentResponse"> & {
  * Use `create(RemoveAgentResponseSchema)` to create a new message.
  */
 export const RemoveAgentResponseSchema: GenMessage<RemoveAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 6);
+  messageDesc(file_ether_v1_supervisor, 7);
 
 /**
  * StartAgentRequest is the request of SupervisorService.StartAgent.
@@ -536,7 +568,7 @@ export type StartAgentRequest = Message<"ether.v1.StartAgentRequest"> & {
  * Use `create(StartAgentRequestSchema)` to create a new message.
  */
 export const StartAgentRequestSchema: GenMessage<StartAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 7);
+  messageDesc(file_ether_v1_supervisor, 8);
 
 /**
  * StartAgentResponse is the response of SupervisorService.StartAgent.
@@ -557,7 +589,7 @@ export type StartAgentResponse = Message<"ether.v1.StartAgentResponse"> & {
  * Use `create(StartAgentResponseSchema)` to create a new message.
  */
 export const StartAgentResponseSchema: GenMessage<StartAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 8);
+  messageDesc(file_ether_v1_supervisor, 9);
 
 /**
  * StopAgentRequest is the request of SupervisorService.StopAgent.
@@ -586,7 +618,7 @@ export type StopAgentRequest = Message<"ether.v1.StopAgentRequest"> & {
  * Use `create(StopAgentRequestSchema)` to create a new message.
  */
 export const StopAgentRequestSchema: GenMessage<StopAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 9);
+  messageDesc(file_ether_v1_supervisor, 10);
 
 /**
  * StopAgentResponse is the response of SupervisorService.StopAgent.
@@ -607,7 +639,7 @@ export type StopAgentResponse = Message<"ether.v1.StopAgentResponse"> & {
  * Use `create(StopAgentResponseSchema)` to create a new message.
  */
 export const StopAgentResponseSchema: GenMessage<StopAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 10);
+  messageDesc(file_ether_v1_supervisor, 11);
 
 /**
  * RestartAgentRequest is the request of SupervisorService.RestartAgent.
@@ -629,7 +661,7 @@ export type RestartAgentRequest = Message<"ether.v1.RestartAgentRequest"> & {
  * Use `create(RestartAgentRequestSchema)` to create a new message.
  */
 export const RestartAgentRequestSchema: GenMessage<RestartAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 11);
+  messageDesc(file_ether_v1_supervisor, 12);
 
 /**
  * RestartAgentResponse is the response of SupervisorService.RestartAgent.
@@ -650,7 +682,7 @@ export type RestartAgentResponse = Message<"ether.v1.RestartAgentResponse"> & {
  * Use `create(RestartAgentResponseSchema)` to create a new message.
  */
 export const RestartAgentResponseSchema: GenMessage<RestartAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 12);
+  messageDesc(file_ether_v1_supervisor, 13);
 
 /**
  * ScaleAgentRequest is the request of SupervisorService.ScaleAgent.
@@ -679,7 +711,7 @@ export type ScaleAgentRequest = Message<"ether.v1.ScaleAgentRequest"> & {
  * Use `create(ScaleAgentRequestSchema)` to create a new message.
  */
 export const ScaleAgentRequestSchema: GenMessage<ScaleAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 13);
+  messageDesc(file_ether_v1_supervisor, 14);
 
 /**
  * ScaleAgentResponse is the response of SupervisorService.ScaleAgent.
@@ -701,7 +733,7 @@ export type ScaleAgentResponse = Message<"ether.v1.ScaleAgentResponse"> & {
  * Use `create(ScaleAgentResponseSchema)` to create a new message.
  */
 export const ScaleAgentResponseSchema: GenMessage<ScaleAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 14);
+  messageDesc(file_ether_v1_supervisor, 15);
 
 /**
  * ListProcessesRequest is the request of SupervisorService.ListProcesses.
@@ -739,7 +771,7 @@ export type ListProcessesRequest = Message<"ether.v1.ListProcessesRequest"> & {
  * Use `create(ListProcessesRequestSchema)` to create a new message.
  */
 export const ListProcessesRequestSchema: GenMessage<ListProcessesRequest> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 15);
+  messageDesc(file_ether_v1_supervisor, 16);
 
 /**
  * ListProcessesResponse is the response of SupervisorService.ListProcesses.
@@ -767,7 +799,7 @@ export type ListProcessesResponse = Message<"ether.v1.ListProcessesResponse"> & 
  * Use `create(ListProcessesResponseSchema)` to create a new message.
  */
 export const ListProcessesResponseSchema: GenMessage<ListProcessesResponse> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 16);
+  messageDesc(file_ether_v1_supervisor, 17);
 
 /**
  * WatchEventsRequest is the request of SupervisorService.WatchEvents.
@@ -797,7 +829,7 @@ export type WatchEventsRequest = Message<"ether.v1.WatchEventsRequest"> & {
  * Use `create(WatchEventsRequestSchema)` to create a new message.
  */
 export const WatchEventsRequestSchema: GenMessage<WatchEventsRequest> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 17);
+  messageDesc(file_ether_v1_supervisor, 18);
 
 /**
  * WatchEventsResponse is one lifecycle event.
@@ -888,7 +920,7 @@ export type WatchEventsResponse = Message<"ether.v1.WatchEventsResponse"> & {
  * Use `create(WatchEventsResponseSchema)` to create a new message.
  */
 export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 18);
+  messageDesc(file_ether_v1_supervisor, 19);
 
 /**
  * StreamLogsRequest is the request of SupervisorService.StreamLogs.
@@ -924,7 +956,7 @@ export type StreamLogsRequest = Message<"ether.v1.StreamLogsRequest"> & {
  * Use `create(StreamLogsRequestSchema)` to create a new message.
  */
 export const StreamLogsRequestSchema: GenMessage<StreamLogsRequest> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 19);
+  messageDesc(file_ether_v1_supervisor, 20);
 
 /**
  * StreamLogsResponse is one log line of an agent.
@@ -994,7 +1026,7 @@ export type StreamLogsResponse = Message<"ether.v1.StreamLogsResponse"> & {
  * Use `create(StreamLogsResponseSchema)` to create a new message.
  */
 export const StreamLogsResponseSchema: GenMessage<StreamLogsResponse> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 20);
+  messageDesc(file_ether_v1_supervisor, 21);
 
 /**
  * GetHostInfoRequest is the request of SupervisorService.GetHostInfo.
@@ -1009,7 +1041,7 @@ export type GetHostInfoRequest = Message<"ether.v1.GetHostInfoRequest"> & {
  * Use `create(GetHostInfoRequestSchema)` to create a new message.
  */
 export const GetHostInfoRequestSchema: GenMessage<GetHostInfoRequest> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 21);
+  messageDesc(file_ether_v1_supervisor, 22);
 
 /**
  * GetHostInfoResponse is the response of SupervisorService.GetHostInfo.
@@ -1030,7 +1062,7 @@ export type GetHostInfoResponse = Message<"ether.v1.GetHostInfoResponse"> & {
  * Use `create(GetHostInfoResponseSchema)` to create a new message.
  */
 export const GetHostInfoResponseSchema: GenMessage<GetHostInfoResponse> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 22);
+  messageDesc(file_ether_v1_supervisor, 23);
 
 /**
  * HostInfo describes a running host.
@@ -1093,7 +1125,7 @@ export type HostInfo = Message<"ether.v1.HostInfo"> & {
  * Use `create(HostInfoSchema)` to create a new message.
  */
 export const HostInfoSchema: GenMessage<HostInfo> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 23);
+  messageDesc(file_ether_v1_supervisor, 24);
 
 /**
  * Isolation says what isolates agents and terminals on this host.
@@ -1162,7 +1194,7 @@ export type Isolation = Message<"ether.v1.Isolation"> & {
  * Use `create(IsolationSchema)` to create a new message.
  */
 export const IsolationSchema: GenMessage<Isolation> = /*@__PURE__*/
-  messageDesc(file_ether_v1_supervisor, 24);
+  messageDesc(file_ether_v1_supervisor, 25);
 
 /**
  * RestartPolicy says when a process that exited is started again.
@@ -1240,6 +1272,15 @@ export enum LinkProtocol {
    * @generated from enum value: LINK_PROTOCOL_LEGACY = 2;
    */
   LEGACY = 2,
+
+  /**
+   * An unmodified MCP stdio server (agent.toml's `kind = "mcp"`): the host
+   * speaks MCP to the `command` (initialize, tools/list, tools/call); its
+   * tools are the agent's actions (docs/interop.md).
+   *
+   * @generated from enum value: LINK_PROTOCOL_MCP = 3;
+   */
+  MCP = 3,
 }
 
 /**
