@@ -10,7 +10,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from ether_host.agents.model import Budget, TaskInput
-from ether_host.errors import FieldViolation, InvalidArgument
+from ether_host.errors import FailedPrecondition, FieldViolation, InvalidArgument
 from ether_host.reasons import Reason
 from ether_host.supervisor import ActionInfo, ManagedAgent
 
@@ -93,7 +93,15 @@ def _validator(schema: dict[str, Any]) -> Draft202012Validator | None:
 
 
 def check_params(agent: ManagedAgent, action: ActionInfo, params: dict[str, Any]) -> None:
-    """INVALID_ARGUMENT with one field violation per schema error."""
+    """INVALID_ARGUMENT with one field violation per schema error; FAILED_PRECONDITION for an
+    action listed as unusable."""
+    if action.unusable:
+        raise FailedPrecondition(
+            f"{agent.name}.{action.name} cannot be called: {action.unusable}",
+            reason=Reason.ACTION_UNUSABLE,
+            resource=("agent", agent.name),
+            metadata={"agent": agent.name, "action": action.name},
+        )
     if not action.params_schema:
         return
     validator = _validator(action.params_schema)

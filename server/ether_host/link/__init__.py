@@ -7,6 +7,7 @@ from ether_host.link.connection import (
     AgentConnection,
 )
 from ether_host.link.lines import LineSplitter, Oversized
+from ether_host.link.mcp import McpConnection
 from ether_host.link.pending import (
     HandshakeError,
     LinkClosed,
@@ -25,6 +26,7 @@ __all__ = [
     "HandshakeError",
     "LineSplitter",
     "LinkClosed",
+    "McpConnection",
     "Oversized",
     "Pending",
     "ProtocolMismatch",

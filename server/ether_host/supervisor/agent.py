@@ -47,6 +47,8 @@ class ActionInfo:
     description: str = ""
     params_schema: dict[str, Any] = field(default_factory=dict)
     idempotent: bool = False
+    result_schema: dict[str, Any] = field(default_factory=dict)
+    unusable: str = ""  # why it cannot be called (an MCP tool with a broken inputSchema)
 
 
 class ManagedAgent:
@@ -189,6 +191,8 @@ class ManagedAgent:
                 str(a.get("description") or ""),
                 dict(a.get("params_schema") or {}),
                 bool(a.get("idempotent")),
+                dict(a.get("result_schema") or {}),
+                str(a.get("unusable") or ""),
             )
             for a in hello.get("actions") or []
             if a.get("name")

@@ -138,48 +138,57 @@ async def _run_tool_once(
     return code, tail
 
 
-async def _python(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
+async def _pip_target(spec: AgentSpec, state_dir: Path, log: LogSink) -> Path | None:
+    """Install the folder's requirements.txt into ``deps/python/<hash>`` (cached); its path,
+    or None when there is nothing to install."""
     manifests = [
         p for p in (spec.path / "requirements.txt", spec.path / "pyproject.toml") if p.exists()
     ]
-    python_path = [str(spec.path), python_path_of_adapter()]
     requirements = spec.path / "requirements.txt"
-    if requirements.exists() and requirements.read_text().strip():
-        key = _digest([p.read_bytes() for p in manifests] + [sys.version.encode()])
-        target = state_dir / "deps" / "python" / key
-        lock = _locks.setdefault(str(target), anyio.Lock())
-        async with lock:
-            if target.exists():
-                log(f"dependencies cached in {target}")
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                staging = target.parent / f".{key}.{os.getpid()}.tmp"
-                shutil.rmtree(staging, ignore_errors=True)
-                log(f"installing {requirements} into {target}")
-                env = base_environment() | {
-                    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-                    "PIP_NO_INPUT": "1",
-                }
-                try:
-                    await _run_tool(
-                        [
-                            sys.executable,
-                            "-m",
-                            "pip",
-                            "install",
-                            "--target",
-                            str(staging),
-                            "-r",
-                            str(requirements),
-                        ],
-                        spec.path,
-                        env,
-                        log,
-                        "pip install",
-                    )
-                    staging.rename(target)
-                finally:
-                    shutil.rmtree(staging, ignore_errors=True)
+    if not (requirements.exists() and requirements.read_text().strip()):
+        return None
+    key = _digest([p.read_bytes() for p in manifests] + [sys.version.encode()])
+    target = state_dir / "deps" / "python" / key
+    lock = _locks.setdefault(str(target), anyio.Lock())
+    async with lock:
+        if target.exists():
+            log(f"dependencies cached in {target}")
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = target.parent / f".{key}.{os.getpid()}.tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        log(f"installing {requirements} into {target}")
+        env = base_environment() | {
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PIP_NO_INPUT": "1",
+        }
+        try:
+            await _run_tool(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "--target",
+                    str(staging),
+                    "-r",
+                    str(requirements),
+                ],
+                spec.path,
+                env,
+                log,
+                "pip install",
+            )
+            staging.rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+async def _python(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
+    python_path = [str(spec.path), python_path_of_adapter()]
+    target = await _pip_target(spec, state_dir, log)
+    if target is not None:
         python_path.insert(0, str(target))
     if spec.command:
         argv = list(spec.command)
@@ -282,16 +291,7 @@ async def _typescript(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchP
             manifests = _digest(
                 [p.read_bytes() for p in (spec.path / "package.json", lockfile) if p.exists()]
             )
-            marker = spec.path / "node_modules" / ".ether-installed"
-            if marker.exists() and marker.read_text() == manifests:
-                log(f"dependencies already installed in {spec.path / 'node_modules'}")
-            else:
-                npm = ["npm", "ci"] if lockfile.exists() else ["npm", "install"]
-                log(" ".join(npm) + f" in {spec.path}")
-                await _run_tool(
-                    [*npm, "--no-audit", "--no-fund"], spec.path, env, log, " ".join(npm)
-                )
-                marker.write_text(manifests)
+            await _npm_install(spec.path, env, log, manifests)
             tsc = spec.path / "node_modules" / ".bin" / "tsc"
             if not tsc.exists():
                 raise InstallError(
@@ -319,6 +319,72 @@ async def _typescript(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchP
     return LaunchPlan(
         argv, spec.path, {}, _outside_system([spec.path, *named, *linked, *modules, *runtime])
     )
+
+
+async def _npm_install(folder: Path, env: dict[str, str], log: LogSink, manifests: str) -> None:
+    """npm ci (npm install without a lockfile) in ``folder``, unless its node_modules already
+    holds this exact manifest's install (a marker keyed on the manifests)."""
+    marker = folder / "node_modules" / ".ether-installed"
+    if marker.exists() and marker.read_text() == manifests:
+        log(f"dependencies already installed in {folder / 'node_modules'}")
+        return
+    npm = ["npm", "ci"] if (folder / "package-lock.json").exists() else ["npm", "install"]
+    log(" ".join(npm) + f" in {folder}")
+    await _run_tool([*npm, "--no-audit", "--no-fund"], folder, env, log, " ".join(npm))
+    marker.write_text(manifests)
+
+
+async def _mcp(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
+    """An MCP server run from its own ``command``, after the [install] its agent.toml asks.
+
+    ``python`` as the command's program is the host's own interpreter (as Python agents run),
+    so a server whose package is in the host's environment or in [install] pip needs no other.
+    """
+    env: dict[str, str] = {}
+    read_only: list[str | Path] = [spec.path]
+    argv = list(spec.command)
+    if argv[0] in ("python", "python3"):
+        argv[0] = sys.executable
+    if spec.install.get("pip"):
+        target = await _pip_target(spec, state_dir, log)
+        if target is not None:
+            env["PYTHONPATH"] = str(target)
+            read_only.append(target)
+    if argv[0] == sys.executable or env.get("PYTHONPATH"):
+        env["PYTHONUNBUFFERED"] = "1"
+        read_only += [sys.prefix, sys.base_prefix, sys.exec_prefix, _prefix_of(sys.executable)]
+    if spec.install.get("npm"):
+        lockfile = spec.path / "package-lock.json"
+        manifests = _digest(
+            [p.read_bytes() for p in (spec.path / "package.json", lockfile) if p.exists()]
+        )
+        npm_env = base_environment() | {"HOME": os.environ.get("HOME") or str(state_dir / "home")}
+        npm_env.pop("NODE_ENV", None)
+        async with _locks.setdefault(str(spec.path), anyio.Lock()), _folder_lock(spec.path, log):
+            if _installed_by_make(spec.path):
+                log(f"dependencies installed by make setup in {spec.path / 'node_modules'}")
+            else:
+                await _npm_install(spec.path, npm_env, log, manifests)
+    program = shutil.which(argv[0], path=os.environ.get("PATH")) if "/" not in argv[0] else None
+    if program:
+        read_only.append(_prefix_of(program))
+    read_only += [
+        folder / "node_modules"
+        for folder in (spec.path, *spec.path.parents)
+        if (folder / "node_modules").is_dir()
+    ]
+    return LaunchPlan(argv, spec.path, env, _outside_system(read_only))
+
+
+def _installed_by_make(folder: Path) -> bool:
+    """The Makefile's stamp (``make setup`` installs the packages it names) is newer than the
+    folder's package.json and package-lock.json."""
+    stamp = folder / "node_modules" / ".stamp"
+    if not stamp.exists():
+        return False
+    made = stamp.stat().st_mtime
+    manifests = [folder / "package.json", folder / "package-lock.json"]
+    return all(p.stat().st_mtime <= made for p in manifests if p.exists())
 
 
 @contextlib.asynccontextmanager
@@ -380,12 +446,15 @@ async def prepare(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
             f"the agent folder {spec.path} is gone: put it back and StartAgent, "
             "or RemoveAgent and deploy it from where it is now"
         )
-    build = {"python": _python, "go": _go}.get(spec.language, _typescript)
+    if spec.protocol == "mcp":
+        build = _mcp
+    else:
+        build = {"python": _python, "go": _go}.get(spec.language, _typescript)
     try:
         with anyio.fail_after(spec.install_timeout):
             return await build(spec, state_dir, log)
     except TimeoutError:
         raise InstallError(
-            f"installing the {spec.language} agent from {spec.path} took longer than its "
+            f"installing the {spec.language or spec.protocol} agent from {spec.path} took longer than its "
             f"install_timeout of {spec.install_timeout:g} s; see its install log lines"
         ) from None

@@ -20,6 +20,11 @@ from ether_host.resources import agent_limits
 
 LANGUAGES = ("python", "go", "typescript")
 KINDS = ("general", "io_gateway")
+PROTOCOLS = ("auto", "legacy", "mcp")
+# agent.toml's `kind = "mcp"`: a general agent whose link speaks MCP (link/mcp.py).
+MCP = "mcp"
+INSTALL_KEYS = ("npm", "pip")
+MCP_CONCURRENCY = 64
 RESTART_POLICIES = ("always", "on-failure", "never")
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 MANIFEST = "agent.toml"
@@ -47,7 +52,8 @@ class AgentSpec:
     function: str = ""
     main: str = ""  # TypeScript: compiled entry (default: package.json main, then dist/agent.js)
     command: list[str] = field(default_factory=list)  # explicit argv, relative to the folder
-    protocol: str = "auto"  # "auto" (hello expected) or "legacy" (seeds' envelope)
+    # "auto" (hello expected), "legacy" (seeds' envelope) or "mcp" (an MCP stdio server)
+    protocol: str = "auto"
     env: dict[str, str] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     capabilities: list[str] = field(default_factory=list)
@@ -79,6 +85,10 @@ class AgentSpec:
     limits: dict[str, int] = field(default_factory=dict)
     # agent.toml's [sandbox]: may narrow what the host config's [sandbox] gives (sandbox.py).
     sandbox: dict[str, Any] = field(default_factory=dict)
+    # agent.toml's [install]: npm and/or pip dependencies of a `command` (MCP servers).
+    install: dict[str, bool] = field(default_factory=dict)
+    # MCP agents: tasks one process runs at once (Ether agents declare theirs in hello).
+    max_concurrency: int = MCP_CONCURRENCY
 
 
 def _bad(field_name: str, problem: str) -> InvalidArgument:
@@ -178,10 +188,17 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
             merged.field("name"),
             f"{name!r} must be 1-64 characters of a-z 0-9 _ -, starting with a letter",
         )
-    language = str(merged.get("language") or "").lower() or detect_language(path)
-    if language not in LANGUAGES:
-        raise _bad(merged.field("language"), f"{language!r} is not one of {', '.join(LANGUAGES)}")
     kind = str(merged.get("type") or merged.get("kind") or "general").lower()
+    protocol = str(merged.get("protocol") or "auto")
+    if kind == MCP:
+        kind, protocol = "general", MCP
+    mcp = protocol == MCP
+    language = str(merged.get("language") or "").lower()
+    if not language:
+        # An MCP server runs its own command: its language is only shown, never guessed loudly.
+        language = _quiet_language(path) if mcp else detect_language(path)
+    if language not in LANGUAGES and not (mcp and not language):
+        raise _bad(merged.field("language"), f"{language!r} is not one of {', '.join(LANGUAGES)}")
     if kind not in KINDS:
         raise _bad(merged.field("type"), f"{kind!r} is not one of {', '.join(KINDS)}")
     restart = str(merged.get("restart") or "on-failure").lower().replace("_", "-")
@@ -193,9 +210,15 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
     command = merged.get("command") or []
     if isinstance(command, str):
         command = command.split()
-    protocol = str(merged.get("protocol") or "auto")
-    if protocol not in ("auto", "legacy"):
-        raise _bad(merged.field("protocol"), f"{protocol!r} is not auto or legacy")
+    if protocol not in PROTOCOLS:
+        raise _bad(merged.field("protocol"), f"{protocol!r} is not auto, legacy or mcp")
+    if mcp and not command:
+        raise _bad(
+            merged.field("command"),
+            'required for an MCP agent (kind = "mcp"): the server\'s argv, such as '
+            '["node", "node_modules/some-server/dist/index.js"]',
+        )
+    install = _install(merged)
     cpu_policy = str(merged.get("cpu_scheduling_policy") or "batch").lower()
     if cpu_policy not in CPU_POLICIES:
         raise _bad(
@@ -248,4 +271,29 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
         cpu_scheduling_policy=cpu_policy,
         limits=limits,
         sandbox=sandbox,
+        install=install,
+        max_concurrency=int(merged.setting("max_concurrency", 1, 1024, MCP_CONCURRENCY)),
     )
+
+
+def _quiet_language(path: Path) -> str:
+    """The folder's language when its marker files tell one, else empty (no error)."""
+    try:
+        return detect_language(path)
+    except InvalidArgument:
+        return ""
+
+
+def _install(merged: _Merged) -> dict[str, bool]:
+    table = merged.get("install") or {}
+    if not isinstance(table, dict):
+        raise _bad(merged.field("install"), "must be a table: [install] with npm and pip")
+    unknown = sorted(set(table) - set(INSTALL_KEYS))
+    if unknown:
+        raise _bad(
+            merged.field("install"), f"unknown key {unknown[0]!r}; [install] takes npm and pip"
+        )
+    for key, value in table.items():
+        if not isinstance(value, bool):
+            raise _bad(f"{merged.field('install')}.{key}", f"{value!r} is not true or false")
+    return {key: bool(value) for key, value in table.items()}

@@ -30,6 +30,7 @@ from ether_host.link import (
     HandshakeError,
     LineSplitter,
     LinkClosed,
+    McpConnection,
     Oversized,
     ProtocolMismatch,
     StderrParser,
@@ -40,6 +41,7 @@ from ether_host.supervisor.pipes import open_agent_process
 from ether_host.supervisor.records import State
 
 if TYPE_CHECKING:
+    from ether_host.resources import Group
     from ether_host.supervisor.agent import ManagedAgent
     from ether_host.supervisor.host import AgentHost
 
@@ -96,6 +98,8 @@ class Replica:
         self.connection: AgentConnection | None = None
         self.assigned = 0  # tasks the dispatcher placed here and not yet finished
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
+        # The current process's link and its control groups, for ``ran_into``.
+        self._limits_of: tuple[AgentConnection, Group] | None = None
         self._stop = anyio.Event()
         self._stop_grace: float | None = None
         self._wedged = anyio.Event()
@@ -136,6 +140,14 @@ class Replica:
         """
         if self.connection is connection:
             self.connection = None
+
+    def ran_into(self, connection: AgentConnection) -> list[str]:
+        """The limits the process behind ``connection`` ran into, in the words of its exit
+        reason ("memory limit 64 MiB exceeded", "agents' total memory limit 1 GiB exceeded"),
+        for the error of a task it died under; empty once another process has replaced it."""
+        if self._limits_of is None or self._limits_of[0] is not connection:
+            return []
+        return self._limits_of[1].exceeded()
 
     def request_stop(self, grace: float | None = None) -> None:
         self._stop_grace = grace
@@ -267,14 +279,8 @@ class Replica:
         started = time.monotonic()
         self.pid, self.started_at = process.pid, time.time()
         pgid = process.pid  # recorded now: getpgid() fails once the leader is reaped
-        connection = AgentConnection(
-            stdio.stdin,
-            stdio.stdout,
-            agent=spec.name,
-            max_frame=spec.max_frame,
-            on_call=self.host.handle_call,
-            on_log=lambda frame: self.agent.log_frame(self, frame),
-        )
+        connection = self._connect(stdio.stdin, stdio.stdout)
+        self._limits_of = (connection, limits)
         self._enter(State.STARTING, f"spawned {os.path.basename(plan.argv[0])}", pid=process.pid)
         exited = anyio.Event()
         stderr_done = anyio.Event()
@@ -309,11 +315,7 @@ class Replica:
                     set_cpu_policy(process.pid, spec.cpu_scheduling_policy)
                     self.connection = connection
                     self.agent.accept_hello(hello)
-                    self._enter(
-                        State.RUNNING,
-                        "hello received" if hello else "running with the seeds' envelope",
-                        pid=process.pid,
-                    )
+                    self._enter(State.RUNNING, _running_reason(connection, hello), pid=process.pid)
                     tg.start_soon(self._keep_alive, connection)
                     tg.start_soon(self._watch_draining, connection)
                     with anyio.CancelScope() as watch:
@@ -388,6 +390,37 @@ class Replica:
             stopped=outcome["stopped"],
             wedged=outcome["wedged"],
         )
+
+    def _connect(self, stdin: anyio.abc.ByteSendStream, stdout: Any) -> AgentConnection:
+        """The link to a new process: Ether's frames, or MCP for an MCP server."""
+        spec = self.agent.spec
+        if spec.protocol == "mcp":
+            return McpConnection(
+                stdin,
+                stdout,
+                agent=spec.name,
+                max_frame=spec.max_frame,
+                max_concurrency=spec.max_concurrency,
+                on_log=lambda frame: self.agent.log_frame(self, frame),
+                on_tools_changed=self._tools_changed,
+            )
+        return AgentConnection(
+            stdin,
+            stdout,
+            agent=spec.name,
+            max_frame=spec.max_frame,
+            on_call=self.host.handle_call,
+            on_log=lambda frame: self.agent.log_frame(self, frame),
+        )
+
+    def _tools_changed(self, hello: dict[str, Any]) -> None:
+        """The MCP server's tool list changed: the directory takes the new one and WatchEvents
+        shows a RUNNING -> RUNNING event saying so."""
+        if self.state is not State.RUNNING:
+            return
+        self.agent.accept_hello(hello)
+        names = ", ".join(str(a.get("name")) for a in hello.get("actions") or [])
+        self._enter(State.RUNNING, f"tools changed: {names or 'none'}", pid=self.pid)
 
     def _legacy_after(self) -> float | None:
         """How long a silent child may take before it is run with the seeds' envelope.
@@ -475,6 +508,12 @@ class Replica:
             if missed >= PINGS_MISSED_LIMIT:
                 self.mark_wedged(f"{missed} pings unanswered")
                 return
+
+
+def _running_reason(connection: AgentConnection, hello: dict[str, Any] | None) -> str:
+    if isinstance(connection, McpConnection):
+        return f"MCP initialized (protocol {connection.protocol_version})"
+    return "hello received" if hello else "running with the seeds' envelope"
 
 
 async def _set_and_cancel(

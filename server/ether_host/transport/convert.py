@@ -258,6 +258,12 @@ LANGUAGES = {
     "typescript": common_pb2.LANGUAGE_TYPESCRIPT,
 }
 LANGUAGE_NAMES = {v: k for k, v in LANGUAGES.items()}
+
+
+def language(name: str) -> common_pb2.Language:
+    """An agent's language; UNSPECIFIED for an MCP server whose folder does not tell one."""
+    return LANGUAGES.get(name, common_pb2.LANGUAGE_UNSPECIFIED)
+
 KINDS = {
     "general": agent_io_pb2.AGENT_TYPE_GENERAL,
     "io_gateway": agent_io_pb2.AGENT_TYPE_IO_GATEWAY,
@@ -273,7 +279,7 @@ def agent_info(agent: ManagedAgent) -> agent_io_pb2.AgentInfo:
     return agent_io_pb2.AgentInfo(
         name=agent.name,
         type=KINDS[agent.spec.kind],
-        language=LANGUAGES[agent.spec.language],
+        language=language(agent.spec.language),
         version=agent.version,
         description=agent.description,
         actions=[
@@ -282,6 +288,8 @@ def agent_info(agent: ManagedAgent) -> agent_io_pb2.AgentInfo:
                 description=a.description,
                 params_schema=dict_to_struct(a.params_schema),
                 idempotent=a.idempotent,
+                result_schema=dict_to_struct(a.result_schema) if a.result_schema else None,
+                unusable=a.unusable,
             )
             for a in agent.actions
         ],

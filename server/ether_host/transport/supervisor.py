@@ -137,6 +137,7 @@ class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
 _LINK_PROTOCOL = {
     supervisor_pb2.LINK_PROTOCOL_AUTO: "auto",
     supervisor_pb2.LINK_PROTOCOL_LEGACY: "legacy",
+    supervisor_pb2.LINK_PROTOCOL_MCP: "mcp",
 }
 _LINK_PROTOCOL_VALUES = {v: k for k, v in _LINK_PROTOCOL.items()}
 _CPU_POLICY = {
@@ -181,7 +182,9 @@ def _spec_request(spec: supervisor_pb2.AgentSpec) -> dict[str, Any]:
         "capabilities": list(spec.capabilities),
         "calls": list(spec.allowed_calls),
     }
-    for key in ("replicas", "max_queue", "max_frame"):  # 0 means unset
+    if spec.HasField("install"):
+        request["install"] = {"npm": spec.install.npm, "pip": spec.install.pip}
+    for key in ("replicas", "max_queue", "max_frame", "max_concurrency"):  # 0 means unset
         if value := getattr(spec, key):
             request[key] = value
     for key in ("start_retries", "max_restarts"):  # optional: 0 is a value
@@ -198,7 +201,7 @@ def _spec_message(spec: AgentSpec) -> supervisor_pb2.AgentSpec:
     message = supervisor_pb2.AgentSpec(
         name=spec.name,
         path=str(spec.path),
-        language=convert.LANGUAGES[spec.language],
+        language=convert.language(spec.language),
         type=convert.KINDS[spec.kind],
         replicas=spec.replicas,
         restart=_RESTART_VALUES[spec.restart],
@@ -217,7 +220,10 @@ def _spec_message(spec: AgentSpec) -> supervisor_pb2.AgentSpec:
         cpu_scheduling_policy=_CPU_POLICY_VALUES[spec.cpu_scheduling_policy],
         start_retries=spec.start_retries,
         max_restarts=spec.max_restarts,
+        max_concurrency=spec.max_concurrency,
     )
+    if spec.install:
+        message.install.CopyFrom(supervisor_pb2.AgentInstall(**spec.install))
     for key in _DURATIONS:
         getattr(message, key).CopyFrom(convert.duration(getattr(spec, key)))
     return message

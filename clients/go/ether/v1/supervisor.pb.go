@@ -367,9 +367,16 @@ type AgentSpec struct {
 	StableAfter *durationpb.Duration `protobuf:"bytes,30,opt,name=stable_after,json=stableAfter,proto3" json:"stable_after,omitempty"`
 	// The restart backoff resets after a process has been up this long
 	// (0.01 s to 86400 s). Unset: agent.toml's, then 300 s.
-	ResetAfter    *durationpb.Duration `protobuf:"bytes,31,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ResetAfter *durationpb.Duration `protobuf:"bytes,31,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
+	// Dependencies to install before the first start of an agent run from a
+	// `command` (an MCP server). Unset: agent.toml's [install].
+	Install *AgentInstall `protobuf:"bytes,32,opt,name=install,proto3" json:"install,omitempty"`
+	// Tasks one process of an MCP agent runs at once (pipelined on its
+	// stdio), 1 to 1024; 0 means agent.toml's `max_concurrency`, then 64.
+	// Agents that speak Ether's link declare theirs in hello.
+	MaxConcurrency int32 `protobuf:"varint,33,opt,name=max_concurrency,json=maxConcurrency,proto3" json:"max_concurrency,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AgentSpec) Reset() {
@@ -617,6 +624,20 @@ func (x *AgentSpec) GetResetAfter() *durationpb.Duration {
 		return x.ResetAfter
 	}
 	return nil
+}
+
+func (x *AgentSpec) GetInstall() *AgentInstall {
+	if x != nil {
+		return x.Install
+	}
+	return nil
+}
+
+func (x *AgentSpec) GetMaxConcurrency() int32 {
+	if x != nil {
+		return x.MaxConcurrency
+	}
+	return 0
 }
 
 // ProcessInfo describes one agent process (one replica).
@@ -2202,7 +2223,7 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\x19ether/v1/supervisor.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x15ether/v1/common.proto\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"2\n" +
 	"\fAgentInstall\x12\x10\n" +
 	"\x03npm\x18\x01 \x01(\bR\x03npm\x12\x10\n" +
-	"\x03pip\x18\x02 \x01(\bR\x03pip\"\xcd\f\n" +
+	"\x03pip\x18\x02 \x01(\bR\x03pip\"\xb3\r\n" +
 	"\tAgentSpec\x12\x1a\n" +
 	"\x04name\x18\x01 \x01(\tB\x06\xa2\xbb\x18\x020@R\x04name\x12\x1d\n" +
 	"\x04path\x18\x02 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80 R\x04path\x12.\n" +
@@ -2240,7 +2261,9 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\x0erestart_period\x18\x1d \x01(\v2\x19.google.protobuf.DurationR\rrestartPeriod\x12<\n" +
 	"\fstable_after\x18\x1e \x01(\v2\x19.google.protobuf.DurationR\vstableAfter\x12:\n" +
 	"\vreset_after\x18\x1f \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"resetAfter\x1a6\n" +
+	"resetAfter\x120\n" +
+	"\ainstall\x18  \x01(\v2\x16.ether.v1.AgentInstallR\ainstall\x122\n" +
+	"\x0fmax_concurrency\x18! \x01(\x05B\t\xa2\xbb\x18\x05\x10\x00\x18\x80\bR\x0emaxConcurrency\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x10\n" +
@@ -2469,53 +2492,54 @@ var file_ether_v1_supervisor_proto_depIdxs = []int32{
 	34, // 14: ether.v1.AgentSpec.restart_period:type_name -> google.protobuf.Duration
 	34, // 15: ether.v1.AgentSpec.stable_after:type_name -> google.protobuf.Duration
 	34, // 16: ether.v1.AgentSpec.reset_after:type_name -> google.protobuf.Duration
-	35, // 17: ether.v1.ProcessInfo.state:type_name -> ether.v1.AgentState
-	36, // 18: ether.v1.ProcessInfo.started_at:type_name -> google.protobuf.Timestamp
-	37, // 19: ether.v1.AgentStatus.info:type_name -> ether.v1.AgentInfo
-	4,  // 20: ether.v1.AgentStatus.spec:type_name -> ether.v1.AgentSpec
-	5,  // 21: ether.v1.AgentStatus.processes:type_name -> ether.v1.ProcessInfo
-	4,  // 22: ether.v1.DeployAgentRequest.spec:type_name -> ether.v1.AgentSpec
-	6,  // 23: ether.v1.DeployAgentResponse.agent:type_name -> ether.v1.AgentStatus
-	6,  // 24: ether.v1.StartAgentResponse.agent:type_name -> ether.v1.AgentStatus
-	34, // 25: ether.v1.StopAgentRequest.grace:type_name -> google.protobuf.Duration
-	6,  // 26: ether.v1.StopAgentResponse.agent:type_name -> ether.v1.AgentStatus
-	6,  // 27: ether.v1.RestartAgentResponse.agent:type_name -> ether.v1.AgentStatus
-	6,  // 28: ether.v1.ScaleAgentResponse.agent:type_name -> ether.v1.AgentStatus
-	5,  // 29: ether.v1.ListProcessesResponse.processes:type_name -> ether.v1.ProcessInfo
-	36, // 30: ether.v1.WatchEventsResponse.time:type_name -> google.protobuf.Timestamp
-	35, // 31: ether.v1.WatchEventsResponse.state:type_name -> ether.v1.AgentState
-	35, // 32: ether.v1.WatchEventsResponse.previous_state:type_name -> ether.v1.AgentState
-	36, // 33: ether.v1.StreamLogsResponse.time:type_name -> google.protobuf.Timestamp
-	33, // 34: ether.v1.StreamLogsResponse.fields:type_name -> google.protobuf.Struct
-	27, // 35: ether.v1.GetHostInfoResponse.host:type_name -> ether.v1.HostInfo
-	28, // 36: ether.v1.HostInfo.isolation:type_name -> ether.v1.Isolation
-	36, // 37: ether.v1.HostInfo.started_at:type_name -> google.protobuf.Timestamp
-	30, // 38: ether.v1.Isolation.limits:type_name -> ether.v1.Isolation.LimitsEntry
-	7,  // 39: ether.v1.SupervisorService.DeployAgent:input_type -> ether.v1.DeployAgentRequest
-	9,  // 40: ether.v1.SupervisorService.RemoveAgent:input_type -> ether.v1.RemoveAgentRequest
-	11, // 41: ether.v1.SupervisorService.StartAgent:input_type -> ether.v1.StartAgentRequest
-	13, // 42: ether.v1.SupervisorService.StopAgent:input_type -> ether.v1.StopAgentRequest
-	15, // 43: ether.v1.SupervisorService.RestartAgent:input_type -> ether.v1.RestartAgentRequest
-	17, // 44: ether.v1.SupervisorService.ScaleAgent:input_type -> ether.v1.ScaleAgentRequest
-	19, // 45: ether.v1.SupervisorService.ListProcesses:input_type -> ether.v1.ListProcessesRequest
-	21, // 46: ether.v1.SupervisorService.WatchEvents:input_type -> ether.v1.WatchEventsRequest
-	23, // 47: ether.v1.SupervisorService.StreamLogs:input_type -> ether.v1.StreamLogsRequest
-	25, // 48: ether.v1.SupervisorService.GetHostInfo:input_type -> ether.v1.GetHostInfoRequest
-	8,  // 49: ether.v1.SupervisorService.DeployAgent:output_type -> ether.v1.DeployAgentResponse
-	10, // 50: ether.v1.SupervisorService.RemoveAgent:output_type -> ether.v1.RemoveAgentResponse
-	12, // 51: ether.v1.SupervisorService.StartAgent:output_type -> ether.v1.StartAgentResponse
-	14, // 52: ether.v1.SupervisorService.StopAgent:output_type -> ether.v1.StopAgentResponse
-	16, // 53: ether.v1.SupervisorService.RestartAgent:output_type -> ether.v1.RestartAgentResponse
-	18, // 54: ether.v1.SupervisorService.ScaleAgent:output_type -> ether.v1.ScaleAgentResponse
-	20, // 55: ether.v1.SupervisorService.ListProcesses:output_type -> ether.v1.ListProcessesResponse
-	22, // 56: ether.v1.SupervisorService.WatchEvents:output_type -> ether.v1.WatchEventsResponse
-	24, // 57: ether.v1.SupervisorService.StreamLogs:output_type -> ether.v1.StreamLogsResponse
-	26, // 58: ether.v1.SupervisorService.GetHostInfo:output_type -> ether.v1.GetHostInfoResponse
-	49, // [49:59] is the sub-list for method output_type
-	39, // [39:49] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	3,  // 17: ether.v1.AgentSpec.install:type_name -> ether.v1.AgentInstall
+	35, // 18: ether.v1.ProcessInfo.state:type_name -> ether.v1.AgentState
+	36, // 19: ether.v1.ProcessInfo.started_at:type_name -> google.protobuf.Timestamp
+	37, // 20: ether.v1.AgentStatus.info:type_name -> ether.v1.AgentInfo
+	4,  // 21: ether.v1.AgentStatus.spec:type_name -> ether.v1.AgentSpec
+	5,  // 22: ether.v1.AgentStatus.processes:type_name -> ether.v1.ProcessInfo
+	4,  // 23: ether.v1.DeployAgentRequest.spec:type_name -> ether.v1.AgentSpec
+	6,  // 24: ether.v1.DeployAgentResponse.agent:type_name -> ether.v1.AgentStatus
+	6,  // 25: ether.v1.StartAgentResponse.agent:type_name -> ether.v1.AgentStatus
+	34, // 26: ether.v1.StopAgentRequest.grace:type_name -> google.protobuf.Duration
+	6,  // 27: ether.v1.StopAgentResponse.agent:type_name -> ether.v1.AgentStatus
+	6,  // 28: ether.v1.RestartAgentResponse.agent:type_name -> ether.v1.AgentStatus
+	6,  // 29: ether.v1.ScaleAgentResponse.agent:type_name -> ether.v1.AgentStatus
+	5,  // 30: ether.v1.ListProcessesResponse.processes:type_name -> ether.v1.ProcessInfo
+	36, // 31: ether.v1.WatchEventsResponse.time:type_name -> google.protobuf.Timestamp
+	35, // 32: ether.v1.WatchEventsResponse.state:type_name -> ether.v1.AgentState
+	35, // 33: ether.v1.WatchEventsResponse.previous_state:type_name -> ether.v1.AgentState
+	36, // 34: ether.v1.StreamLogsResponse.time:type_name -> google.protobuf.Timestamp
+	33, // 35: ether.v1.StreamLogsResponse.fields:type_name -> google.protobuf.Struct
+	27, // 36: ether.v1.GetHostInfoResponse.host:type_name -> ether.v1.HostInfo
+	28, // 37: ether.v1.HostInfo.isolation:type_name -> ether.v1.Isolation
+	36, // 38: ether.v1.HostInfo.started_at:type_name -> google.protobuf.Timestamp
+	30, // 39: ether.v1.Isolation.limits:type_name -> ether.v1.Isolation.LimitsEntry
+	7,  // 40: ether.v1.SupervisorService.DeployAgent:input_type -> ether.v1.DeployAgentRequest
+	9,  // 41: ether.v1.SupervisorService.RemoveAgent:input_type -> ether.v1.RemoveAgentRequest
+	11, // 42: ether.v1.SupervisorService.StartAgent:input_type -> ether.v1.StartAgentRequest
+	13, // 43: ether.v1.SupervisorService.StopAgent:input_type -> ether.v1.StopAgentRequest
+	15, // 44: ether.v1.SupervisorService.RestartAgent:input_type -> ether.v1.RestartAgentRequest
+	17, // 45: ether.v1.SupervisorService.ScaleAgent:input_type -> ether.v1.ScaleAgentRequest
+	19, // 46: ether.v1.SupervisorService.ListProcesses:input_type -> ether.v1.ListProcessesRequest
+	21, // 47: ether.v1.SupervisorService.WatchEvents:input_type -> ether.v1.WatchEventsRequest
+	23, // 48: ether.v1.SupervisorService.StreamLogs:input_type -> ether.v1.StreamLogsRequest
+	25, // 49: ether.v1.SupervisorService.GetHostInfo:input_type -> ether.v1.GetHostInfoRequest
+	8,  // 50: ether.v1.SupervisorService.DeployAgent:output_type -> ether.v1.DeployAgentResponse
+	10, // 51: ether.v1.SupervisorService.RemoveAgent:output_type -> ether.v1.RemoveAgentResponse
+	12, // 52: ether.v1.SupervisorService.StartAgent:output_type -> ether.v1.StartAgentResponse
+	14, // 53: ether.v1.SupervisorService.StopAgent:output_type -> ether.v1.StopAgentResponse
+	16, // 54: ether.v1.SupervisorService.RestartAgent:output_type -> ether.v1.RestartAgentResponse
+	18, // 55: ether.v1.SupervisorService.ScaleAgent:output_type -> ether.v1.ScaleAgentResponse
+	20, // 56: ether.v1.SupervisorService.ListProcesses:output_type -> ether.v1.ListProcessesResponse
+	22, // 57: ether.v1.SupervisorService.WatchEvents:output_type -> ether.v1.WatchEventsResponse
+	24, // 58: ether.v1.SupervisorService.StreamLogs:output_type -> ether.v1.StreamLogsResponse
+	26, // 59: ether.v1.SupervisorService.GetHostInfo:output_type -> ether.v1.GetHostInfoResponse
+	50, // [50:60] is the sub-list for method output_type
+	40, // [40:50] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_ether_v1_supervisor_proto_init() }

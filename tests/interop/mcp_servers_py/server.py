@@ -1,0 +1,104 @@
+"""An MCP stdio server written with the official Python SDK (MCPServer), for the MCP agent tests.
+
+Its tools cover what the host maps: a tool without an output schema (``echo``), one with
+(``add``), progress (``count``), a slow tool that notes on stderr when it is cancelled
+(``sleep``), a tool error (``fail``), a log notification (``shout``), a tool list that changes
+(``grow`` adds ``extra``), a crash mid-call (``crash``), garbage and a response to an unknown
+id on stdout (``garbage``, ``stray_answer``), and ``broken``, whose inputSchema is not a valid
+JSON Schema.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
+
+server = MCPServer("py-tools", instructions="Test tools written with the Python MCP SDK.")
+
+
+class Sum(BaseModel):
+    total: int
+    terms: list[int]
+
+
+@server.tool(description="Echo the text back.", structured_output=False)
+def echo(text: str) -> str:
+    return text
+
+
+@server.tool(description="Add two integers.")
+def add(a: int, b: int) -> Sum:
+    return Sum(total=a + b, terms=[a, b])
+
+
+@server.tool(description="Count to n, reporting progress at each step.", structured_output=False)
+async def count(n: int, ctx: Context) -> str:
+    for step in range(1, n + 1):
+        await ctx.report_progress(step, n, f"step {step}")
+    return f"counted to {n}"
+
+
+@server.tool(description="Sleep; says so on stderr when cancelled.", structured_output=False)
+async def sleep(seconds: float) -> str:
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        print(f"sleep of {seconds}s cancelled", file=sys.stderr, flush=True)
+        raise
+    return "slept"
+
+
+@server.tool(description="Fail with the message.", structured_output=False)
+def fail(message: str) -> str:
+    raise ToolError(message)
+
+
+@server.tool(description="Log the text as a notifications/message, then answer.", structured_output=False)
+async def shout(text: str, ctx: Context) -> str:
+    await ctx.warning(f"shouting {text}")
+    return text.upper()
+
+
+@server.tool(description="Add the tool 'extra' and announce the new tool list.", structured_output=False)
+async def grow(ctx: Context) -> str:
+    server.add_tool(lambda: "extra here", name="extra", description="Added by grow.", structured_output=False)
+    await ctx.notify_tools_changed()
+    return "grown"
+
+
+@server.tool(description="Exit the process in the middle of the call.", structured_output=False)
+def crash() -> str:
+    print("crashing on purpose", file=sys.stderr, flush=True)
+    os._exit(3)
+
+
+@server.tool(description="Write a line of garbage to stdout, then answer.", structured_output=False)
+def garbage() -> str:
+    os.write(1, b"this line is not JSON-RPC\n")
+    return "still here"
+
+
+@server.tool(description="Write a response to a request id nobody sent, then answer.", structured_output=False)
+def stray_answer() -> str:
+    os.write(1, b'{"jsonrpc": "2.0", "id": 987654, "result": {}}\n')
+    return "answered"
+
+
+@server.tool(description="A tool whose inputSchema is broken.", structured_output=False)
+def broken(x: int) -> str:
+    return str(x)
+
+
+# A schema no JSON Schema validator accepts ("type" must name a type): listed, never callable.
+server._tool_manager._tools["broken"].parameters = {
+    "type": "object",
+    "properties": {"x": {"type": "integral"}},
+}
+
+if __name__ == "__main__":
+    server.run("stdio")
