@@ -200,10 +200,27 @@ def _log_isolation(found: containment.Isolation) -> None:
         log.warning("agents run without a sandbox", reason=reason, **fields)
 
 
+def _name_the_event_loop() -> None:
+    """Tell sniffio, for this thread, that asyncio runs here.
+
+    Once sniffio is installed (a2a-sdk brings it), anyio asks it which library runs before
+    making a CancelScope or an Event; sniffio finds asyncio only inside a task or through a
+    context variable that anyio.run sets and not every context carries. Our read callbacks (an
+    agent's stdout, a terminal's output) run outside any task, in the context of the task that
+    made the pipe: for an agent deployed by an RPC, every host call it made failed with
+    NoEventLoopError. The thread's name holds for every callback of the loop."""
+    try:
+        import sniffio
+    except ImportError:  # without sniffio, anyio asks asyncio for the running loop: it works
+        return
+    sniffio.thread_local.name = "asyncio"
+
+
 async def run_host(
     config: HostConfig, *, task_status: TaskStatus[list[str]] = anyio.TASK_STATUS_IGNORED
 ) -> None:
     """Serve until SIGINT or SIGTERM, then drain and stop everything."""
+    _name_the_event_loop()
     tokens = load_token_file(Path(config.auth_tokens_file)) if config.auth_tokens_file else None
     _check_exposure(config, tokens is not None)
     config.state_dir.mkdir(parents=True, exist_ok=True)
