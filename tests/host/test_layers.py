@@ -12,8 +12,9 @@ from pathlib import Path
 from tests.support.host import ROOT
 
 HOST = ROOT / "server" / "ether_host"
-# The transport, the composition root and the command-line clients speak gRPC; nothing else may.
-FRONTS = {"transport", "main.py", "__main__.py", "cli"}
+# The transport (and A2A, a second one), the composition root and the command-line clients speak
+# gRPC; nothing else may.
+FRONTS = {"transport", "main.py", "__main__.py", "cli", "a2a"}
 # Prefixes: "grpc" covers grpc_health and grpc_reflection too, "ether_host.cli" the whole package.
 FORBIDDEN = (
     *("grpc", "ether.v1", "ether.adapter", "google.rpc"),
