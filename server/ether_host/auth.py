@@ -92,6 +92,21 @@ class TokenTable:
         return None
 
 
+def bearer_identity(tokens: TokenTable, values: list[str], carrier: str) -> Identity | str:
+    """The identity of the ``authorization`` values a call carried (gRPC metadata or HTTP
+    headers, named by ``carrier`` in the reasons), or why it has none: one rule for every
+    transport."""
+    if not values:
+        return f"missing bearer token: send the {carrier} 'authorization: Bearer <token>'"
+    scheme, _, token = values[0].partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        return f"malformed authorization {carrier}: expected 'Bearer <token>'"
+    identity = tokens.identify(token.strip())
+    if identity is None:
+        return "invalid bearer token: it matches no token in the host's token file"
+    return identity
+
+
 def load_token_file(path: Path) -> TokenTable:
     """Parse a credentials file; raise TokenFileError naming the file and line."""
     try:

@@ -27,6 +27,8 @@ class HostConfig:
     """Settings of one host process."""
 
     listen: str = "127.0.0.1:50051"
+    # The HTTP listener (ether_host/http: /healthz, /mcp, ...): HOST:PORT, off when empty.
+    http_listen: str = ""
     unix_socket: str = ""
     state_dir: Path = Path(".ether")
     log_format: str = "auto"
@@ -82,15 +84,18 @@ def _text(key: str) -> Callable[[Any], str]:
     return parse
 
 
-def _listen(value: Any) -> str:
-    text = _text("listen")(value)
-    host, sep, port = text.rpartition(":")
-    if text and (not sep or not host or not port.isdigit() or int(port) > 65535):
-        raise ConfigError(
-            f"listen: {value!r} is not allowed; use HOST:PORT with a port 0 to 65535 "
-            "(for example 127.0.0.1:50051), or '' to disable TCP"
-        )
-    return text
+def _address(key: str, example: str, empty: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = _text(key)(value)
+        host, sep, port = text.rpartition(":")
+        if text and (not sep or not host or not port.isdigit() or int(port) > 65535):
+            raise ConfigError(
+                f"{key}: {value!r} is not allowed; use HOST:PORT with a port 0 to 65535 "
+                f"(for example {example}), or '' to {empty}"
+            )
+        return text
+
+    return parse
 
 
 def _path(key: str) -> Callable[[Any], Path]:
@@ -174,7 +179,8 @@ def _agents(value: Any) -> tuple[Mapping[str, Any], ...]:
 
 
 SETTINGS: dict[str, Callable[[Any], Any]] = {
-    "listen": _listen,
+    "listen": _address("listen", "127.0.0.1:50051", "disable TCP"),
+    "http_listen": _address("http_listen", "127.0.0.1:50052", "serve no HTTP"),
     "unix_socket": _text("unix_socket"),
     "state_dir": _path("state_dir"),
     "log_format": _choice("log_format", LOG_FORMATS),

@@ -33,6 +33,7 @@ from ether_host.agents import Dispatcher
 from ether_host.auth import TokenFileError, TokenTable, load_token_file
 from ether_host.config import HostConfig
 from ether_host.gateway import Gateway, GatewayStore
+from ether_host.http import HttpListener, HttpListenError, build_http_app
 from ether_host.lifecycle import HostInfo, Lifecycle
 from ether_host.procs import (
     ChildRegistry,
@@ -71,21 +72,27 @@ log = structlog.get_logger("ether.host")
 
 def _check_exposure(config: HostConfig, auth_on: bool) -> None:
     """Beyond loopback, calls cross a network: they need credentials, and TLS so that a token
-    is not readable on the way."""
-    if not config.listen:
-        return
-    host, _ = split_host_port(config.listen)
-    if is_loopback(host):
-        return
-    if not auth_on:
+    is not readable on the way. The same rule for the gRPC port and the HTTP listener."""
+    for key, address in (("listen", config.listen), ("http_listen", config.http_listen)):
+        if not address:
+            continue
+        host, _ = split_host_port(address)
+        if is_loopback(host):
+            continue
+        if not auth_on:
+            raise ListenError(
+                f"refusing to {key} on non-loopback address {address} without auth: "
+                "set auth_tokens_file (--auth-tokens-file) or listen on 127.0.0.1"
+            )
+        if not config.tls_cert:
+            raise ListenError(
+                f"refusing to {key} on non-loopback address {address} in plaintext: "
+                "set tls_cert and tls_key (--tls-cert, --tls-key) or listen on 127.0.0.1"
+            )
+    if config.http_listen and config.tls_client_ca:
         raise ListenError(
-            f"refusing to listen on non-loopback address {config.listen} without auth: "
-            "set auth_tokens_file (--auth-tokens-file) or listen on 127.0.0.1"
-        )
-    if not config.tls_cert:
-        raise ListenError(
-            f"refusing to listen on non-loopback address {config.listen} in plaintext: "
-            "set tls_cert and tls_key (--tls-cert, --tls-key) or listen on 127.0.0.1"
+            "http_listen: the HTTP listener names callers by bearer token only, and "
+            "tls_client_ca identifies them by client certificate: unset one of the two"
         )
 
 
@@ -178,6 +185,22 @@ def _services(core: Core) -> list[tuple[Any, Any, Any]]:
     ]
 
 
+def _http_listener(
+    config: HostConfig, core: Core, tokens: TokenTable | None
+) -> HttpListener | None:
+    """The HTTP listener with every surface mounted on it (build_http_app says how to add one),
+    or None when http_listen is unset."""
+    if not config.http_listen:
+        return None
+    mounts: list[Any] = []
+    app = build_http_app(mounts, tokens=tokens, lifecycle=core.lifecycle)
+    tls = (config.tls_cert, config.tls_key) if config.tls_cert else None
+    try:
+        return HttpListener(config.http_listen, app, tls=tls, grace=config.shutdown_grace)
+    except HttpListenError as error:
+        raise ListenError(str(error)) from None
+
+
 def _log_isolation(found: containment.Isolation) -> None:
     """Say at every start what isolates agents, and loudly when it is less than asked."""
     fields = {
@@ -255,6 +278,7 @@ async def run_host(
         addresses.append(bind_unix(server, config.unix_socket))
     if not addresses:
         raise ListenError("nothing to listen on: set listen or unix_socket")
+    http = _http_listener(config, core, tokens)
 
     if not become_subreaper():
         log.warning("cannot become a child subreaper; orphans of agents re-parent to init")
@@ -275,7 +299,7 @@ async def run_host(
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             core.lifecycle.info = HostInfo(
                 version=__version__,
-                listeners=tuple(addresses),
+                listeners=(*addresses, *([http.address] if http else [])),
                 auth=tokens is not None,
                 tls=credentials is not None,
                 client_certificates=bool(config.tls_client_ca),
@@ -283,6 +307,8 @@ async def run_host(
                 started_at=time.time(),
             )
             await server.start()
+            if http is not None:
+                await tg.start(http.serve)
             tg.start_soon(keep_helper_threads_batched)  # gRPC's threads exist once started
             # What exists now (modules, descriptors, the core) lives as long as the host: out of
             # the collector's sight, a full collection under load paused the event loop for
@@ -297,6 +323,7 @@ async def run_host(
             log.info(
                 "serving",
                 addresses=addresses,
+                http=http.address if http else None,
                 auth=tokens is not None,
                 tls=credentials is not None,
                 client_certificates=bool(config.tls_client_ca),
@@ -316,7 +343,11 @@ async def run_host(
             agent.logs.wake()
         await health_servicer.enter_graceful_shutdown()
         await core.terminals.close_all()
+        if http is not None:
+            http.stop()  # drains alongside the gRPC server, within the same grace
         await server.stop(config.shutdown_grace)
+        if http is not None:
+            await http.stopped.wait()
         await core.supervisor.stop_all()
         core.supervisor.resources.close()  # this host's control groups
         tg.cancel_scope.cancel()

@@ -139,6 +139,37 @@ OPEN_PREFIXES = ("/grpc.health.v1.Health/",)
 AUTHENTICATED_PREFIXES = ("/grpc.reflection.",)
 
 
+# The routes of the HTTP listener (ether_host/http): path -> the right a request needs. A
+# path matches its entry and everything below it (``/mcp`` covers ``/mcp/``); the longest entry
+# wins. OPEN routes need no credential, AUTHENTICATED ones a valid credential and no right. A
+# route mounted on the listener without an entry here stops the host at start (UnknownRoute).
+OPEN = "open"
+AUTHENTICATED = "authenticated"
+HTTP_RIGHTS: Mapping[str, str] = {
+    "/healthz": OPEN,  # mirrors grpc.health.v1.Health, answered to probes without a token
+    # MCP tools are agent actions: the caller needs agent.execute for some agent, and sees and
+    # calls the tools of the agents it may run (agent.execute:NAME narrows them).
+    "/mcp": AGENT_EXECUTE,
+}
+# Routes whose right may be granted per agent: let in with the right for some agent, and the
+# handler checks each agent it touches (as SCOPED_METHODS).
+SCOPED_ROUTES = frozenset({"/mcp"})
+
+
+class UnknownRoute(Exception):
+    """A route is mounted on the HTTP listener that HTTP_RIGHTS does not name."""
+
+
+def route_entry(path: str) -> str | None:
+    """The HTTP_RIGHTS entry that governs ``path`` (the longest one matching), or None."""
+    best = None
+    for entry in HTTP_RIGHTS:
+        covers = path == entry or path.startswith(entry.rstrip("/") + "/")
+        if covers and (best is None or len(entry) > len(best)):
+            best = entry
+    return best
+
+
 class UnknownMethod(Exception):
     """A method is served that the table does not name: the host refuses to start."""
 

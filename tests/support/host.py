@@ -67,7 +67,10 @@ class HostProcess:
         unset: tuple[str, ...] = (),
         max_open_files: int | None = None,
         shared: tuple[Path, ...] = (),
+        http: bool = False,
     ) -> None:
+        """``http``: serve the HTTP listener too, on a free loopback port (``http_address``
+        once serving)."""
         self.state_dir = state_dir
         self.shared = shared
         command = [
@@ -79,6 +82,7 @@ class HostProcess:
             str(state_dir),
             "--log-format",
             "json",
+            *(("--http-listen", "127.0.0.1:0") if http else ()),
             *args,
         ]
         if max_open_files is not None:  # util-linux prlimit: the host starts with that limit
@@ -109,6 +113,7 @@ class HostProcess:
         self._reader = threading.Thread(target=self._read_log, daemon=True)
         self._reader.start()
         self.address = ""
+        self.http_address = ""  # http://127.0.0.1:PORT when started with http=True
         self._channel: grpc.Channel | None = None
         self.started_at = time.monotonic()
         HostProcess.started.add(self)
@@ -155,6 +160,7 @@ class HostProcess:
     def wait_serving(self, timeout: float = 60.0) -> str:
         record = self.wait_for_log(lambda r: r.get("event") == "serving", timeout)
         self.address = record["addresses"][0]
+        self.http_address = record.get("http") or ""
         health = health_pb2_grpc.HealthStub(self.channel)
         response = health.Check(
             health_pb2.HealthCheckRequest(service=""), timeout=timeout, wait_for_ready=True

@@ -19,6 +19,11 @@ def add_parser(commands: Any) -> None:
     serve.add_argument("--config", help="TOML config file (also ETHER_CONFIG)")
     serve.add_argument("--listen", help="TCP HOST:PORT; '' disables TCP (default 127.0.0.1:50051)")
     serve.add_argument(
+        "--http-listen",
+        dest="http_listen",
+        help="HTTP HOST:PORT for /healthz and /mcp; '' or unset: no HTTP listener",
+    )
+    serve.add_argument(
         "--unix-socket", dest="unix_socket", help="unix socket path; its directory is made 0700"
     )
     serve.add_argument(

@@ -23,7 +23,7 @@ from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError, Message
 
 from ether_host import rights
-from ether_host.auth import LOCAL, Identity, TokenTable, both
+from ether_host.auth import LOCAL, Identity, TokenTable, bearer_identity, both
 from ether_host.errors import DeadlineExceeded, EtherError, InvalidArgument, Unauthenticated
 from ether_host.logs import log_later
 from ether_host.reasons import Reason
@@ -278,16 +278,8 @@ class Authenticate:
         self._certificate = certificate
 
     def _from_token(self, context: grpc.aio.ServicerContext) -> Identity | str:
-        values = [v for k, v in context.invocation_metadata() or () if k == "authorization"]
-        if not values:
-            return "missing bearer token: send the metadata 'authorization: Bearer <token>'"
-        scheme, _, token = str(values[0]).partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            return "malformed authorization metadata: expected 'Bearer <token>'"
-        identity = self._tokens.identify(token.strip())
-        if identity is None:
-            return "invalid bearer token: it matches no token in the host's token file"
-        return identity
+        values = [str(v) for k, v in context.invocation_metadata() or () if k == "authorization"]
+        return bearer_identity(self._tokens, values, "metadata")
 
     def _from_certificate(self, context: grpc.aio.ServicerContext) -> Identity | str:
         found = context.auth_context()

@@ -1,0 +1,59 @@
+"""The HTTP listener's one ASGI application, and how other surfaces mount on it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Host, Mount, Route, WebSocketRoute
+from starlette.types import ASGIApp
+
+from ether_host import rights
+from ether_host.auth import TokenTable
+from ether_host.http.guard import HttpGuard
+from ether_host.lifecycle import Lifecycle
+
+HEALTH_PATH = "/healthz"
+
+
+def build_http_app(
+    mounts: Sequence[BaseRoute], *, tokens: TokenTable | None, lifecycle: Lifecycle
+) -> ASGIApp:
+    """The application the HTTP listener serves: ``GET /healthz`` and every route of
+    ``mounts`` (starlette ``Route``s and ``Mount``s, the latter for whole ASGI apps), all behind
+    one ``HttpGuard`` (the per-request log line, the bearer token, the route's right).
+
+    How a surface mounts: the composition root (main.py, ``_http_mounts``) builds its routes and
+    passes them here, for example ``Mount("/a2a", app=a2a_asgi_app)`` or
+    ``Route("/.well-known/agent-card.json", card_endpoint)``. Each route's path needs its line
+    in ``rights.HTTP_RIGHTS`` (a right, ``rights.OPEN`` or ``rights.AUTHENTICATED``), or this
+    raises ``rights.UnknownRoute`` and the host does not start. A handler reads its caller with
+    ``request_identity(request.scope)``; for a scoped right (``SCOPED_ROUTES``) it checks each
+    agent it touches with ``rights.require(identity, right, agent)``. Errors it raises as the
+    core's ``EtherError``s (before answering) become JSON ``{"error": {code, reason, message,
+    metadata}}`` with the matching HTTP status.
+    """
+    for mount in mounts:
+        _check_listed(mount)
+
+    async def healthz(request: Request) -> JSONResponse:
+        # What grpc.health.v1 says for the host ("" service): SERVING until the host stops.
+        if lifecycle.is_stopping or lifecycle.info is None:
+            return JSONResponse({"status": "NOT_SERVING"}, status_code=503)
+        return JSONResponse({"status": "SERVING"})
+
+    app = Starlette(routes=[Route(HEALTH_PATH, healthz, methods=["GET"]), *mounts])
+    return HttpGuard(app, tokens)
+
+
+def _check_listed(route: BaseRoute) -> None:
+    if isinstance(route, Host):
+        raise rights.UnknownRoute("mount by path, not by Host: rights.HTTP_RIGHTS names paths")
+    if isinstance(route, Route | Mount | WebSocketRoute):
+        path = route.path or "/"
+        if rights.route_entry(path) is None:
+            raise rights.UnknownRoute(
+                f"HTTP route {path} has no line in ether_host/rights.py HTTP_RIGHTS"
+            )

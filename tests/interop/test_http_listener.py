@@ -1,0 +1,133 @@
+"""The host's HTTP listener: off unless asked, served in the host beside the gRPC port and under
+its rules (loopback only without auth and TLS, the same tokens and rights, one log line per
+request)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ether.v1 import supervisor_pb2
+from tests.host._support import run_ether
+from tests.support.host import HostProcess
+
+ADMIN = "http-admin-token-0123456789"
+READER = "http-reader-token-0123456789"
+
+
+def _host_info(host: HostProcess) -> supervisor_pb2.HostInfo:
+    return host.supervisor.GetHostInfo(supervisor_pb2.GetHostInfoRequest(), timeout=10).host
+
+
+def test_healthz_is_served_and_logged_like_a_call(tmp_path: Path) -> None:
+    host = HostProcess(tmp_path / "state", http=True)
+    try:
+        host.wait_serving()
+        assert host.http_address.startswith("http://127.0.0.1:")
+        answer = httpx.get(f"{host.http_address}/healthz", timeout=30)
+        assert (answer.status_code, answer.json()) == (200, {"status": "SERVING"})
+        line = host.wait_for_log(lambda r: r.get("method") == "GET /healthz")
+        assert line["event"] == "rpc"  # the event every gRPC call logs
+        assert (line["code"], line["http_status"]) == ("OK", 200)
+        assert str(line["peer"]).startswith("ipv4:127.0.0.1:")
+        assert line["duration_ms"] >= 0
+        assert host.http_address in _host_info(host).listeners
+    finally:
+        assert host.stop() == 0
+
+
+def test_no_http_listener_unless_asked(host: HostProcess) -> None:
+    record = host.wait_for_log(lambda r: r.get("event") == "serving")
+    assert record["http"] is None
+    assert not [a for a in _host_info(host).listeners if a.startswith("http")]
+
+
+def test_auth_refusals_name_what_is_missing(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"admin {ADMIN}\nreader {READER} agent.read\n")
+    tokens.chmod(0o600)
+    host = HostProcess(tmp_path / "state", "--auth-tokens-file", str(tokens), http=True)
+    try:
+        record = host.wait_for_log(lambda r: r.get("event") == "serving", 60)
+        base = str(record["http"])
+        with httpx.Client(base_url=base, timeout=30) as client:
+            # Health answers probes without a token, as grpc.health.v1 does.
+            assert client.get("/healthz").status_code == 200
+
+            missing = client.post("/mcp", json={})
+            assert missing.status_code == 401
+            assert missing.headers["www-authenticate"].startswith("Bearer")
+            error = missing.json()["error"]
+            assert (error["code"], error["reason"]) == ("UNAUTHENTICATED", "INVALID_CREDENTIALS")
+            assert "missing bearer token" in error["message"]
+
+            wrong = client.post("/mcp", json={}, headers={"authorization": "Bearer not-a-token"})
+            assert wrong.status_code == 401
+            assert "invalid bearer token" in wrong.json()["error"]["message"]
+
+            # A known caller without the route's right: 403 naming the right (rights.py).
+            reader = {"authorization": f"Bearer {READER}"}
+            denied = client.post("/mcp", json={}, headers=reader)
+            assert denied.status_code == 403
+            error = denied.json()["error"]
+            assert (error["code"], error["reason"]) == ("PERMISSION_DENIED", "MISSING_RIGHT")
+            assert "agent.execute" in error["message"]
+            assert error["metadata"]["right"] == "agent.execute"
+
+            # A path no route serves still needs a credential before it says so.
+            assert client.get("/nothing-here").status_code == 401
+            assert client.get("/nothing-here", headers=reader).status_code == 404
+        refused = host.wait_for_log(
+            lambda r: r.get("method") == "POST /mcp" and r.get("http_status") == 403
+        )
+        assert refused["code"] == "PERMISSION_DENIED"
+    finally:
+        assert host.stop() == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (["--http-listen", "0.0.0.0:0"], {}),
+        (["--http-listen", "[::]:0"], {}),
+        ([], {"ETHER_HTTP_LISTEN": "0.0.0.0:0"}),
+    ],
+    ids=["ipv4-any", "ipv6-any", "from-environment"],
+)
+def test_non_loopback_without_auth_is_refused(
+    tmp_path: Path, args: list[str], env: dict[str, str]
+) -> None:
+    state = str(tmp_path / "state")
+    result = run_ether("--listen", "127.0.0.1:0", *args, "--state-dir", state, env=env)
+    assert result.returncode == 1
+    assert "refusing to http_listen on non-loopback address" in result.stderr
+    assert "auth_tokens_file" in result.stderr  # says how to fix it
+    assert '"serving"' not in result.stderr
+
+
+def test_non_loopback_in_plaintext_is_refused(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"admin {ADMIN}\n")
+    result = run_ether(
+        "--listen", "127.0.0.1:0", "--http-listen", "0.0.0.0:0", "--auth-tokens-file", str(tokens),
+        "--state-dir", str(tmp_path / "state"),
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "refusing to http_listen on non-loopback address 0.0.0.0:0 in plaintext" in result.stderr
+    assert "tls_cert" in result.stderr
+
+
+def test_a_port_in_use_is_refused(tmp_path: Path) -> None:
+    first = HostProcess(tmp_path / "first", http=True)
+    try:
+        first.wait_serving()
+        taken = first.http_address.removeprefix("http://")
+        result = run_ether(
+            "--listen", "127.0.0.1:0", "--http-listen", taken, "--state-dir", str(tmp_path / "s")
+        )
+        assert result.returncode == 1
+        assert f"http_listen {taken}: address in use" in result.stderr
+    finally:
+        first.stop()
