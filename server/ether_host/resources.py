@@ -54,6 +54,14 @@ import structlog
 
 from ether_host.config import ConfigError
 from ether_host.errors import FailedPrecondition, FieldViolation, InvalidArgument
+from ether_host.memory_total import (
+    apply_total,
+    default_total,
+    failures,
+    oom_words,
+    parse_total,
+    reached,
+)
 from ether_host.reasons import Reason
 
 log = structlog.get_logger("ether.resources")
@@ -221,6 +229,9 @@ class LimitSettings:
     mechanism: str = "auto"  # "rlimit": never cgroups (also to test the fallback)
     agents: Limits = AGENT_DEFAULTS
     terminals: Limits = TERMINAL_DEFAULTS
+    # All agents and terminals together (memory_total.py): None is the default (a share of
+    # the machine's memory, found at start), 0 is off.
+    total_memory: int | None = None
 
     @classmethod
     def from_config(cls, table: Mapping[str, Any]) -> LimitSettings:
@@ -241,10 +252,25 @@ class LimitSettings:
                 except ValueError as error:
                     raise ConfigError(str(error)) from None
                 settings = replace(settings, **{key: replace(getattr(settings, key), **values)})
+            elif key == "total_memory":
+                try:
+                    settings = replace(settings, total_memory=parse_total(raw, _size))
+                except ValueError as error:
+                    raise ConfigError(
+                        f'limits.total_memory: {error} (a size, "auto" or "off")'
+                    ) from None
             else:
                 raise ConfigError(
-                    f"limits: unknown key {key!r}; allowed keys are agents, mechanism, terminals"
+                    "limits: unknown key "
+                    f"{key!r}; allowed keys are agents, mechanism, terminals, total_memory"
                 )
+        total, replica = settings.total_memory, settings.agents.memory
+        if total and replica and total < replica:
+            raise ConfigError(
+                f"limits.total_memory: {human_size(total)} is less than one agent replica may "
+                f"use (limits.agents.memory = {_words('memory', replica)}); raise it or lower "
+                "limits.agents.memory"
+            )
         return settings
 
 
@@ -358,6 +384,11 @@ class Group:
     paths: dict[str, Path] = field(default_factory=dict)  # controller -> its group
     rlimits: dict[str, tuple[int, int]] = field(default_factory=dict)
     prlimit: str | None = None
+    # The agents' total memory this child counts towards: its size, the host's group that
+    # holds it, and that group's refused charges when this child's group was made.
+    total: int = 0
+    total_group: Path | None = None
+    total_failures_before: int = 0
     # What ``exceeded`` found when the groups were removed (they say nothing after).
     _seen: list[str] | None = None
 
@@ -388,7 +419,16 @@ class Group:
         found = []
         memory = self.paths.get("memory")
         if memory is not None and _counter(memory / "memory.oom_control", "oom_kill") > 0:
-            found.append(f"memory limit {human_size(self.limits.memory)} exceeded")
+            total_hit = (
+                self.total_group is not None
+                and failures(self.total_group) > self.total_failures_before
+            )
+            found += oom_words(
+                failures(memory) > 0 or reached(memory, self.limits.memory),
+                human_size(self.limits.memory),
+                total_hit,
+                human_size(self.total),
+            )
         pids = self.paths.get("pids")
         if pids is not None:
             refused = _counter(pids / "pids.events", "max")
@@ -443,13 +483,15 @@ class Resources:
         self.bases: dict[str, Path] = {}  # controller -> this host's group (ether-<pid>)
         self.unusable: dict[str, str] = {}  # controller -> why not
         self.prlimit = shutil.which("prlimit")
+        self.total = 0  # the agents' total memory in force (bytes), 0: none
+        self.total_why_not = ""  # why there is none
         self._serial = itertools.count(1)
         self._root = os.geteuid() == 0
 
     @classmethod
     def unlimited(cls) -> Resources:
         """No limits at all (parts built without the host's, in tests)."""
-        return cls(LimitSettings(agents=Limits(), terminals=Limits()))
+        return cls(LimitSettings(agents=Limits(), terminals=Limits(), total_memory=0))
 
     def start(self) -> None:
         """Remove the groups of dead hosts, find the controllers this host may use (make a
@@ -474,13 +516,52 @@ class Resources:
                 self.bases.pop(controller, None)
                 with contextlib.suppress(OSError):
                     base.rmdir()
+        self._cap_total(mounts, own)
         log.info(
             "resource limits",
             mechanisms=self.mechanisms(),
             agents=self.settings.agents.describe(),
             terminals=self.settings.terminals.describe(),
+            total_memory=human_size(self.total) if self.total else "none",
             **({"cgroups_unusable": self.unusable} if self.unusable else {}),
         )
+        if self.total_why_not and self.settings.total_memory:
+            log.warning(
+                "limits.total_memory is not enforced",
+                why=self.total_why_not,
+                asked=human_size(self.settings.total_memory),
+            )
+
+    def _cap_total(self, mounts: Mapping[str, Path], own: Mapping[str, str]) -> None:
+        """Cap this host's memory group (all children's groups are under it; the host is
+        not) at limits.total_memory, or say why there is no cap."""
+        asked = self.settings.total_memory
+        base = self.bases.get("memory")
+        if asked == 0:
+            self.total_why_not = "limits.total_memory is off"
+            return
+        if base is None:
+            why = self.unusable.get("memory", "no cgroup v1 memory group")
+            self.total_why_not = f"{why} (rlimits per child only, no total)"
+            return
+        room = default_total(mounts["memory"], own["memory"])
+        total = asked if asked is not None else room
+        if asked and room and asked > room:
+            log.warning(
+                "limits.total_memory leaves the host little room: past 80 % of the machine's "
+                "memory (or of the host's own cgroup limit) the kernel may kill the host first",
+                total_memory=human_size(asked),
+                room=human_size(room),
+            )
+        if not total:
+            self.total_why_not = "the machine's memory size is unknown (set limits.total_memory)"
+            return
+        try:
+            apply_total(base, total)
+        except (OSError, ValueError, RuntimeError) as error:
+            self.total_why_not = f"{base}: {error} (per-child limits only, no total)"
+            return
+        self.total = total
 
     def _probe(self, controller: str, base: Path) -> None:
         probe = base / "probe"
@@ -505,6 +586,12 @@ class Resources:
         "none: ..."), for the start log and the host's self-description."""
         found = {
             "memory": "cgroup v1 memory" if "memory" in self.bases else "rlimit RLIMIT_DATA",
+            "total_memory": (
+                f"cgroup v1 memory, {human_size(self.total)} for all agents and terminals "
+                f"together (on {self.bases['memory'].name})"
+                if self.total
+                else f"none: {self.total_why_not or 'not set up yet'}"
+            ),
             "pids": (
                 "cgroup v1 pids"
                 if "pids" in self.bases
@@ -544,6 +631,10 @@ class Resources:
 
     def _group(self, name: str, limits: Limits) -> Group:
         group = Group(limits, name, prlimit=self.prlimit)
+        total_group = self.bases.get("memory") if self.total else None
+        if total_group is not None:
+            group.total, group.total_group = self.total, total_group
+            group.total_failures_before = failures(total_group)
         wanted = {
             "memory": limits.memory,
             "pids": limits.pids,
@@ -551,12 +642,15 @@ class Resources:
         }
         for controller, value in wanted.items():
             base = self.bases.get(controller)
-            if not value or base is None:
+            # A memory group even without a limit of its own while there is a total: being in
+            # it is what makes the child count towards the total.
+            needed = value or (controller == "memory" and total_group is not None)
+            if not needed or base is None:
                 continue
             path = base / name
             try:
                 path.mkdir()
-                for file, text in _settings(controller, value):
+                for file, text in _settings(controller, value) if value else []:
                     if (path / file).exists():
                         _write(path / file, text)
             except OSError as error:

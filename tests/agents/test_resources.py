@@ -28,6 +28,7 @@ from tests.support.host import HostProcess
 from tests.support.resources import PIDS_ROOT, marked, mechanisms, refused_forks
 
 BUDGET = 60.0  # seconds for the kernel and the host to act, on a loaded 2-core machine
+MEMORY_ROOT = Path("/sys/fs/cgroup/memory")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,26 @@ HOGS = {
 pytestmark = pytest.mark.skipif(
     not os.access(PIDS_ROOT, os.W_OK), reason="no writable cgroup v1 pids hierarchy"
 )
+
+
+def default_total_mib(pid: int) -> int:
+    """80 % of MemTotal or of the lowest memory cgroup limit above the host, in whole MiB."""
+    meminfo = Path("/proc/meminfo").read_text().split("\n")
+    room = [int(next(line for line in meminfo if line.startswith("MemTotal:")).split()[1]) << 10]
+    own = next(
+        line.split(":", 2)[2]
+        for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        if "memory" in line.split(":")[1].split(",")
+    )
+    group = MEMORY_ROOT / own.lstrip("/")
+    while group == MEMORY_ROOT or MEMORY_ROOT in group.parents:
+        limit = int((group / "memory.limit_in_bytes").read_text())
+        if limit < 1 << 62:
+            room.append(limit)
+        if group == MEMORY_ROOT:
+            break
+        group = group.parent
+    return int(min(room) * 0.8) >> 20
 
 
 def start(tmp_path: Path, config: str, name: str = "state") -> HostProcess:
@@ -109,9 +130,16 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
 
 def test_the_host_says_what_enforces_each_limit(host: HostProcess) -> None:
     """At start the host logs the mechanism per resource: cgroups for memory, processes and
-    CPU weight where it may write them (this machine kind), rlimits for the rest."""
+    CPU weight where it may write them (this machine kind), rlimits for the rest; and the
+    agents' total memory, by default 80 % of the machine's memory (or of the host's own
+    cgroup limit, when lower), on the host's own group."""
+    total = default_total_mib(host.process.pid)
     assert mechanisms(host) == {
         "memory": "cgroup v1 memory",
+        "total_memory": (
+            f"cgroup v1 memory, {total} MiB for all agents and terminals together "
+            f"(on ether-{host.process.pid})"
+        ),
         "pids": "cgroup v1 pids",
         "open_files": "rlimit RLIMIT_NOFILE",
         "file_size": "rlimit RLIMIT_FSIZE",
@@ -130,8 +158,11 @@ def test_an_agent_past_its_memory_limit_is_killed_says_so_and_restarts(
     limit = HOGS[language].memory_mib
     agent = deploy_hog(host, tmp_path, language, f'memory = "{limit}MiB"', f"hog-memory-{language}")
     assert data(execute(host, agent, "allocate", {"mib": 16}))["held_mib"] == 16
-    with pytest.raises(grpc.RpcError):
+    with pytest.raises(grpc.RpcError) as died:
         execute(host, agent, "allocate", {"mib": 2 * limit}, timeout=BUDGET)
+    assert died.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert f"memory limit {limit} MiB exceeded" in (died.value.details() or ""), died.value
+    assert "total" not in (died.value.details() or ""), died.value
     seen = reasons_until_restarted(host, agent)
     assert any(
         reason.startswith(f"BACKOFF: memory limit {limit} MiB exceeded (killed by SIGKILL)")
@@ -225,6 +256,9 @@ def test_under_the_rlimit_fallback_limits_hold_inside_the_agent(tmp_path: Path) 
     try:
         found = mechanisms(host)
         assert found["memory"] == "rlimit RLIMIT_DATA"
+        assert found["total_memory"] == (
+            "none: limits.mechanism is rlimit (rlimits per child only, no total)"
+        )
         assert found["pids"].startswith("none" if os.geteuid() == 0 else "rlimit RLIMIT_NPROC")
         agent = deploy(host, hog(tmp_path, 'memory = "64MiB"'))
         assert data(execute(host, agent, "groups"))["pids"] == "/"  # in no group of its own

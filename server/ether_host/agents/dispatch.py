@@ -313,8 +313,12 @@ class Dispatcher:
                 # exit may not be noticed yet, and the dead replica looks the least loaded.
                 replica.link_lost(connection)
             error = Unavailable if pending is not None and pending.sent else _NotSent
+            # An OOM kill (its own memory limit or the agents' total) is known from the
+            # kernel's counters as soon as the link closes: the caller learns which limit.
+            ran_into = replica.ran_into(connection) if connection is not None else []
+            why = f": {'; '.join(ran_into)}" if ran_into else ""
             raise error(
-                f"agent {agent.name} process {replica.pid or ''} died while running task {task.task_id} ({closed})",
+                f"agent {agent.name} process {replica.pid or ''} died while running task {task.task_id}{why} ({closed})",
                 reason=Reason.AGENT_DIED,
                 resource=("agent", agent.name),
                 retry_after=1.0,

@@ -17,6 +17,16 @@ def allocate(mib: int) -> dict[str, Any]:
     return {"held_mib": len(held)}
 
 
+# What ``hold`` keeps for the life of the process.
+_kept: list[bytes] = []
+
+
+@agent.action(description="Keep mib MiB more of memory, every page written, for good.")
+def hold(mib: int) -> dict[str, Any]:
+    _kept.extend(b"\x01" * (1 << 20) for _ in range(mib))
+    return {"held_mib": len(_kept)}
+
+
 @agent.action(description="Start a shell fork bomb whose processes all carry marker; return.")
 def bomb(marker: str) -> dict[str, Any]:
     # $0 is the marker in every subshell's command line: the test finds what is left by it.
