@@ -14,7 +14,9 @@ Which mechanism enforces what is decided once at start, per resource, and report
 - memory: the cgroup v1 memory controller (the kernel's OOM killer ends the group's largest
   process past the limit, and ``memory.oom_control`` counts it: the replica's exit reason then
   says "memory limit 64 MiB exceeded"); else RLIMIT_DATA (allocations past it fail in the
-  program -- MemoryError, ENOMEM -- which the host cannot see).
+  program -- MemoryError, ENOMEM -- which the host cannot see). All children together are
+  capped by ``[limits] total_memory`` on the ``ether-<pid>`` memory group, which the host
+  itself is not in (memory_total.py); without cgroups there is no total.
 - pids: the cgroup v1 pids controller (processes and threads; a fork past it fails with
   EAGAIN, for root too); else RLIMIT_NPROC, which is weak: it counts every process of the
   host's user, not the child's alone, and root is exempt (so as root nothing enforces it).

@@ -109,6 +109,57 @@ def test_agents_together_past_the_total_lose_one_and_the_host_stays(
     assert host.process.poll() is None
 
 
+@pytest.mark.parametrize(
+    ("toml", "said", "warning"),
+    [
+        pytest.param(
+            '[limits]\ntotal_memory = "1GiB"\n',
+            "cgroup v1 memory, 1 GiB for all agents and terminals together",
+            None,
+            marks=needs_memory_cgroups,
+            id="equal-to-one-replica",
+        ),
+        pytest.param(
+            '[limits]\ntotal_memory = "off"\n', "none: limits.total_memory is off", None, id="off"
+        ),
+        pytest.param(
+            '[limits]\nmechanism = "rlimit"\ntotal_memory = "1GiB"\n',
+            "none: limits.mechanism is rlimit (rlimits per child only, no total)",
+            "limits.total_memory is not enforced",
+            id="no-cgroups",
+        ),
+        pytest.param(
+            '[limits]\ntotal_memory = "1000GiB"\n',
+            "cgroup v1 memory, 1000 GiB for all agents and terminals together",
+            "limits.total_memory leaves the host little room",
+            marks=needs_memory_cgroups,
+            id="above-the-default",
+        ),
+    ],
+)
+def test_the_host_says_what_holds_the_total(
+    tmp_path: Path, toml: str, said: str, warning: str | None
+) -> None:
+    """The start log and GetHostInfo say the total and its mechanism, or "none" and why; a
+    total the config asks for and the machine cannot hold, or one above 80 % of the machine,
+    is a warning, and the host serves. A total equal to one replica's own limit (1 GiB by
+    default) is accepted, though terminals may use 2 GiB each."""
+    config = tmp_path / "ether.toml"
+    config.write_text(toml)
+    host = HostProcess(tmp_path / "state", "--config", str(config))
+    try:
+        host.wait_serving()
+        found = mechanisms(host)["total_memory"]
+        assert found.startswith(said), found
+        info = host.supervisor.GetHostInfo(supervisor_pb2.GetHostInfoRequest(), timeout=10)
+        assert info.host.isolation.limits["total_memory"] == found
+        if warning is not None:
+            record = host.wait_for_log(lambda r: str(r.get("event", "")).startswith(warning))
+            assert record["level"] == "warning"
+    finally:
+        host.stop()
+
+
 BAD_TOTALS = [
     # (id, TOML text, words the one line must hold)
     ("negative", "[limits]\ntotal_memory = -1\n", ["limits.total_memory", "negative"]),
