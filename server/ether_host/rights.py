@@ -42,6 +42,21 @@ GATEWAY_ADMIN = "gateway.admin"
 GATEWAY_AUDIT = "gateway.audit"
 
 
+A2A_METHODS = (
+    "SendMessage",
+    "SendStreamingMessage",
+    "GetTask",
+    "ListTasks",
+    "CancelTask",
+    "SubscribeToTask",
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
+    "GetExtendedAgentCard",
+)
+
+
 def _service(name: str, methods: Mapping[str, str]) -> dict[str, str]:
     return {f"/ether.v1.{name}/{method}": right for method, right in methods.items()}
 
@@ -125,13 +140,17 @@ METHOD_RIGHTS: Mapping[str, str] = {
             "WatchAudit": GATEWAY_AUDIT,
         },
     ),
+    # A2A (ether_host/a2a): each Ether agent is an A2A agent; every method reads or runs the
+    # tasks of the agent its tenant names, so each needs agent.execute for that agent.
+    **{f"/lf.a2a.v1.A2AService/{method}": AGENT_EXECUTE for method in A2A_METHODS},
 }
 
 # The methods whose right may be granted per agent (agent.execute:NAME): the call is let in
-# with the right for some agent, and the servicer checks each input's agent.
+# with the right for some agent, and the servicer checks each input's agent (A2A: each
+# tenant's, and each task's agent).
 SCOPED_METHODS = frozenset(
     f"/ether.v1.AgentIOService/{method}" for method in ("Execute", "ExecuteStream", "Pipe")
-)
+) | frozenset(f"/lf.a2a.v1.A2AService/{method}" for method in A2A_METHODS)
 
 # Answered without any credential, so load balancers and probes work.
 OPEN_PREFIXES = ("/grpc.health.v1.Health/",)

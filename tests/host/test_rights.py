@@ -13,6 +13,7 @@ from typing import Any
 
 import grpc
 import pytest
+from a2a.types import a2a_pb2
 from google.protobuf import message_factory
 from google.protobuf.descriptor import MethodDescriptor
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -24,9 +25,13 @@ from tests.support.host import ROOT
 
 from ._support import Host, service_descriptors
 
+# The Ether services and A2A's, which the host serves on the same port (ether_host/a2a).
 METHODS = [
     (service.full_name, method)
-    for service in service_descriptors().values()
+    for service in (
+        *service_descriptors().values(),
+        a2a_pb2.DESCRIPTOR.services_by_name["A2AService"],
+    )
     for method in service.methods
 ]
 RIGHTS = sorted(set(METHOD_RIGHTS.values()))
@@ -180,7 +185,9 @@ def test_the_documented_table_is_the_codes() -> None:
     """docs/auth.md lists every RPC with the right it needs, as rights.py does."""
     text = (ROOT / "docs" / "auth.md").read_text(encoding="utf-8")
     documented = {
-        f"/ether.v1.{service}/{method}": right
-        for service, method, right in re.findall(r"^\| `(\w+)/(\w+)` \| `([\w.]+)` \|", text, re.M)
+        f"/{service if '.' in service else 'ether.v1.' + service}/{method}": right
+        for service, method, right in re.findall(
+            r"^\| `([\w.]+)/(\w+)` \| `([\w.]+)` \|", text, re.M
+        )
     }
     assert documented == dict(METHOD_RIGHTS)

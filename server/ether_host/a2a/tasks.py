@@ -112,8 +112,9 @@ class A2ATask:
         """The task as it is now, then each event after it until the task ends: a finished task
         yields its final state and nothing else (A2A#1180, a2a-dotnet#341)."""
         after = self.events.last_sequence
-        yield self.snapshot()
-        if self.finished:
+        snapshot, finished = self.snapshot(), self.finished
+        yield snapshot
+        if finished:  # as it was then: the task may have ended while the caller held the yield
             return
         async for _, event in self.events.follow(after):
             yield event
