@@ -36,7 +36,7 @@ from ether_host.agents import Dispatcher
 from ether_host.auth import TokenFileError, TokenTable, load_token_file
 from ether_host.config import HostConfig
 from ether_host.gateway import Gateway, GatewayStore
-from ether_host.http import CoreTools, HttpListener, HttpListenError, McpSurface, build_http_app
+from ether_host.http import HttpListener, HttpListenError, build_http_app
 from ether_host.lifecycle import HostInfo, Lifecycle
 from ether_host.procs import (
     ChildRegistry,
@@ -190,27 +190,18 @@ def _services(core: Core) -> list[tuple[Any, Any, Any]]:
 
 def _http_listener(
     config: HostConfig, core: Core, tokens: TokenTable | None
-) -> tuple[HttpListener | None, list[Any]]:
+) -> HttpListener | None:
     """The HTTP listener with every surface mounted on it (build_http_app says how to add one),
-    or None when http_listen is unset; and the surfaces' own tasks (``run(task_status=...)``),
-    which the host's task group starts before it serves."""
+    or None when http_listen is unset."""
     if not config.http_listen:
-        return None, []
-    mcp = McpSurface(
-        CoreTools(core.supervisor, core.dispatcher, core.lifecycle, config.default_deadline),
-        version=__version__,
-        lifecycle=core.lifecycle,
-        auth=tokens is not None,
-        grace=config.shutdown_grace,
-    )
-    mounts: list[Any] = [mcp.route]
+        return None
+    mounts: list[Any] = []
     app = build_http_app(mounts, tokens=tokens, lifecycle=core.lifecycle)
     tls = (config.tls_cert, config.tls_key) if config.tls_cert else None
     try:
-        listener = HttpListener(config.http_listen, app, tls=tls, grace=config.shutdown_grace)
+        return HttpListener(config.http_listen, app, tls=tls, grace=config.shutdown_grace)
     except HttpListenError as error:
         raise ListenError(str(error)) from None
-    return listener, [mcp.run]
 
 
 def _log_isolation(found: containment.Isolation) -> None:
@@ -294,7 +285,7 @@ async def run_host(
         addresses.append(bind_unix(server, config.unix_socket))
     if not addresses:
         raise ListenError("nothing to listen on: set listen or unix_socket")
-    http, http_services = _http_listener(config, core, tokens)
+    http = _http_listener(config, core, tokens)
 
     if not become_subreaper():
         log.warning("cannot become a child subreaper; orphans of agents re-parent to init")
@@ -325,8 +316,6 @@ async def run_host(
             )
             a2a.endpoints = Endpoints(grpc=addresses[0], auth=tokens is not None)
             await server.start()
-            for run_service in http_services:
-                await tg.start(run_service)
             if http is not None:
                 await tg.start(http.serve)
             tg.start_soon(keep_helper_threads_batched)  # gRPC's threads exist once started
