@@ -61,6 +61,12 @@ class History(Generic[T]):
         start = max(0, after + 1 - first)
         return [self._items[i] for i in range(start, len(self._items))]
 
+    def at(self, sequence: int) -> T | None:
+        """The item numbered ``sequence`` while it is held, else None."""
+        if not self._items or not self._items[0][0] <= sequence <= self._last:
+            return None
+        return self._items[sequence - self._items[0][0]][1]
+
     def tail(self, count: int) -> list[tuple[int, T]]:
         return list(self._items)[-count:] if count > 0 else []
 

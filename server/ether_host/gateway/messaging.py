@@ -33,7 +33,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import structlog
@@ -55,7 +55,6 @@ log = structlog.get_logger("ether.gateway")
 HANDLER_ACTION = "on_message"
 TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,127}$")
 TOPIC_PATTERN = re.compile(r"^[a-z0-9._-]{1,128}$")
-REMEMBERED_REQUEST_IDS = 10000
 REDELIVERY_PAUSE = 1.0  # seconds before handing a message back to a handler that failed to take it
 
 
@@ -87,6 +86,17 @@ class Message:
             "session_id": self.session_id,
             "sent_at": self.sent_at,
         }
+
+
+class SentRequest(NamedTuple):
+    """What a SendMessage request_id is remembered by: enough to answer a retry, and never the
+    message's data (up to max_message_bytes: 10,000 whole messages could hold gigabytes)."""
+
+    agent: str
+    message_id: str
+    sequence: int
+    sent_at: float
+    depth: int
 
 
 @dataclass(frozen=True)
@@ -141,7 +151,7 @@ class Messaging:
         self.store = store
         self.mailboxes: dict[str, Mailbox] = {}
         self.topics: dict[str, Topic] = {}
-        self._sent: OrderedDict[tuple[str, str], tuple[Message, int]] = OrderedDict()
+        self._sent: OrderedDict[tuple[str, str], SentRequest] = OrderedDict()
         self._tg: anyio.abc.TaskGroup | None = None
         # Set by the gateway: lets a delivery task on a session use ctx.* (root task id, session id).
         self.authorize: Callable[[str, str], None] = lambda task_id, session_id: None
@@ -172,8 +182,10 @@ class Messaging:
             channel.history.restore([(n, Message(**body)) for n, body in retained], retained[-1][0])
         for name, agent in saved.subscriptions:
             self.topic(name).agents.add(agent)
-        for sender, request_id, depth, body in saved.sent:
-            self._sent[(sender, request_id)] = (Message(**body), depth)
+        for sender, request_id, agent, message_id, sequence, sent_at, depth in saved.sent:
+            self._remember(
+                sender, request_id, SentRequest(agent, message_id, sequence, sent_at, depth)
+            )
         if saved.mailboxes or saved.topics:
             log.info(
                 "messages restored",
@@ -210,10 +222,14 @@ class Messaging:
         session_id: str = "",
         request_id: str = "",
     ) -> tuple[Message, int]:
-        """Put a message in ``agent``'s mailbox; returns it and the mailbox depth after it."""
+        """Put a message in ``agent``'s mailbox; returns it and the mailbox depth after it.
+
+        A ``request_id`` already seen from ``sender`` puts nothing: the answer is the first
+        message's (its id, sequence and the depth after it)."""
         target = self.supervisor.get(agent)
-        if request_id and (sender, request_id) in self._sent:
-            return self._sent[(sender, request_id)]
+        earlier = self._sent.get((sender, request_id)) if request_id else None
+        if earlier is not None:
+            return self._answer_again(earlier, sender, kind, data, correlation_id, session_id)
         self._check(kind, data)
         box = self.mailbox(agent)
         limit = self.capacity(target)
@@ -244,10 +260,44 @@ class Messaging:
             agent, message.as_json(), (sender, request_id, len(box.queue)) if request_id else None
         )
         if request_id:
-            self._sent[(sender, request_id)] = outcome
-            while len(self._sent) > REMEMBERED_REQUEST_IDS:
-                self._sent.popitem(last=False)
+            sent = SentRequest(box.agent, message.id, message.sequence, message.sent_at, outcome[1])
+            self._remember(sender, request_id, sent)
         return outcome
+
+    def _remember(self, sender: str, request_id: str, sent: SentRequest) -> None:
+        """Keep the last ``remembered_request_ids`` (the store keeps as many)."""
+        self._sent[(sender, request_id)] = sent
+        self._sent.move_to_end((sender, request_id))
+        while len(self._sent) > self.settings.remembered_request_ids:
+            self._sent.popitem(last=False)
+
+    def _answer_again(
+        self,
+        sent: SentRequest,
+        sender: str,
+        kind: str,
+        data: Any,
+        correlation_id: str,
+        session_id: str,
+    ) -> tuple[Message, int]:
+        """The answer to a retry: the first message while its mailbox still holds a copy;
+        after that (or a restart) rebuilt from the retry, which repeats the first request."""
+        box = self.mailboxes.get(sent.agent)
+        held = box.copies.at(sent.sequence) if box is not None else None
+        if held is not None and held.id == sent.message_id:
+            return held, sent.depth
+        message = Message(
+            sent.message_id,
+            sent.sequence,
+            sender,
+            kind,
+            data,
+            agent=sent.agent,
+            correlation_id=correlation_id,
+            session_id=session_id,
+            sent_at=sent.sent_at,
+        )
+        return message, sent.depth
 
     async def receive(self, agent: str, max_count: int, wait: float) -> list[Message]:
         """Take up to ``max_count`` messages, waiting up to ``wait`` seconds for the first."""

@@ -35,6 +35,9 @@ class GatewaySettings:
         100  # messages waiting in one agent's mailbox (deployment config may change it)
     )
     topic_retention: int = 1000  # messages kept per topic for subscribers that resume
+    # SendMessage request ids remembered (and stored) so that a retry is answered, not sent
+    # again; each costs a few hundred bytes of memory, whatever the size of its message.
+    remembered_request_ids: int = 10000
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any]) -> GatewaySettings:

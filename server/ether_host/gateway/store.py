@@ -14,9 +14,10 @@ agent was told survives a ``kill -9`` of the host. (Commits are not synced
 to the disk one by one: WAL mode with ``synchronous=NORMAL``, so a power
 loss may take the last ones.)
 
-Bounded as in memory: the last ``event_history`` events of each session
-and ``topic_retention`` messages of each topic are kept; a mailbox holds
-only the messages not yet delivered.
+Bounded as in memory: the last ``event_history`` events of each session,
+``topic_retention`` messages of each topic and ``remembered_request_ids``
+SendMessage request ids (each with its message's id, never its data) are
+kept; a mailbox holds only the messages not yet delivered.
 """
 
 from __future__ import annotations
@@ -87,11 +88,30 @@ CREATE TABLE IF NOT EXISTS topic_agents (
     PRIMARY KEY (topic, agent)
 );
 """
+# Version 2: a remembered SendMessage request_id keeps what answers a retry, not the whole
+# message (whose data may be 256 KiB); the rows of version 1 are carried over.
+SENT_REQUESTS = """
+CREATE TABLE sent_requests_2 (
+    sender TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    sequence INTEGER NOT NULL,
+    sent_at REAL NOT NULL,
+    depth INTEGER NOT NULL,
+    PRIMARY KEY (sender, request_id)
+);
+INSERT INTO sent_requests_2
+    SELECT sender, request_id, json_extract(body, '$.agent'), json_extract(body, '$.id'),
+           json_extract(body, '$.sequence'), json_extract(body, '$.sent_at'), depth
+    FROM sent_requests ORDER BY rowid;
+DROP TABLE sent_requests;
+ALTER TABLE sent_requests_2 RENAME TO sent_requests;
+"""
 # Schema migrations in order (ether_host/sqlite.py): version 1 is the schema above.
-MIGRATIONS = (SCHEMA,)
+MIGRATIONS = (SCHEMA, SENT_REQUESTS)
 SCHEMA_VERSION = len(MIGRATIONS)
 BATCH = 5000  # queued items committed in one transaction at most
-REMEMBERED_REQUEST_IDS = 10000  # as messaging remembers them in memory
 
 Op = tuple[str, Any]
 
@@ -115,7 +135,8 @@ class Saved:
     mailboxes: dict[str, tuple[int, list[dict[str, Any]]]] = field(default_factory=dict)
     topics: dict[str, list[tuple[int, dict[str, Any]]]] = field(default_factory=dict)
     subscriptions: list[tuple[str, str]] = field(default_factory=list)
-    sent: list[tuple[str, str, int, dict[str, Any]]] = field(default_factory=list)
+    # (sender, request_id, agent, message_id, sequence, sent_at, depth), oldest first
+    sent: list[tuple[str, str, str, str, int, float, int]] = field(default_factory=list)
 
 
 class StoreError(Exception):
@@ -129,6 +150,7 @@ class GatewayStore:
         self.path = path
         self.event_history = 1000
         self.topic_retention = 1000
+        self.request_ids = 10000
         self._queue: queue.SimpleQueue[tuple[int, list[Op]] | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         # Tickets number the queued items (taken on the event loop only); the writer
@@ -139,10 +161,11 @@ class GatewayStore:
         self._lock = threading.Lock()
         self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
-    def retain(self, *, events: int, topic_messages: int) -> None:
+    def retain(self, *, events: int, topic_messages: int, request_ids: int) -> None:
         """The bounds of what is kept (the gateway's settings)."""
         self.event_history = events
         self.topic_retention = topic_messages
+        self.request_ids = request_ids
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -200,13 +223,28 @@ class GatewayStore:
         message: dict[str, Any],
         request: tuple[str, str, int] | None = None,
     ) -> None:
-        """A message accepted into ``agent``'s mailbox (and the request id that sent it)."""
+        """A message accepted into ``agent``'s mailbox (and the sender, request id and
+        mailbox depth of the request that sent it)."""
         ops: list[Op] = [
             ("mailbox", (agent, message["sequence"])),
             ("message", (agent, message["sequence"], message["id"], message)),
         ]
         if request is not None:
-            ops.append(("sent", (*request, message)))
+            sender, request_id, depth = request
+            ops.append(
+                (
+                    "sent",
+                    (
+                        sender,
+                        request_id,
+                        agent,
+                        message["id"],
+                        message["sequence"],
+                        message["sent_at"],
+                        depth,
+                    ),
+                )
+            )
         self._put(*ops)
 
     def take_messages(self, message_ids: list[str]) -> None:
@@ -289,7 +327,7 @@ def _commit(connection: sqlite3.Connection, ops: list[Op], store: GatewayStore) 
     mailboxes: dict[str, int] = {}
     messages: list[tuple[str, int, str, str]] = []
     taken: list[str] = []
-    sent: list[tuple[str, str, int, str]] = []
+    sent: list[tuple[str, str, str, str, int, float, int]] = []
     topic_rows: list[tuple[str, int, str]] = []
     last_topic: dict[str, int] = {}
     subscriptions: dict[tuple[str, str], bool] = {}
@@ -314,8 +352,7 @@ def _commit(connection: sqlite3.Connection, ops: list[Op], store: GatewayStore) 
         elif kind == "taken":
             taken.extend(payload)
         elif kind == "sent":
-            sender, request_id, depth, body = payload
-            sent.append((sender, request_id, depth, json.dumps(body)))
+            sent.append(payload)
         elif kind == "topic":
             topic, sequence, body = payload
             topic_rows.append((topic, sequence, json.dumps(body)))
@@ -359,12 +396,14 @@ def _commit(connection: sqlite3.Connection, ops: list[Op], store: GatewayStore) 
         )
         # After the inserts: a message sent and taken within one batch leaves no row.
         connection.executemany("DELETE FROM mailbox_messages WHERE id = ?", [(i,) for i in taken])
-        connection.executemany("INSERT OR REPLACE INTO sent_requests VALUES (?, ?, ?, ?)", sent)
+        connection.executemany(
+            "INSERT OR REPLACE INTO sent_requests VALUES (?, ?, ?, ?, ?, ?, ?)", sent
+        )
         if sent:
             connection.execute(
                 "DELETE FROM sent_requests WHERE rowid <= "
                 "(SELECT MAX(rowid) FROM sent_requests) - ?",
-                (REMEMBERED_REQUEST_IDS,),
+                (store.request_ids,),
             )
         connection.executemany("INSERT OR REPLACE INTO topic_messages VALUES (?, ?, ?)", topic_rows)
         connection.executemany(
@@ -420,9 +459,10 @@ def _load(connection: sqlite3.Connection) -> Saved:
         (row[0], row[1]) for row in connection.execute("SELECT topic, agent FROM topic_agents")
     ]
     saved.sent = [
-        (row[0], row[1], int(row[2]), json.loads(row[3]))
+        (row[0], row[1], row[2], row[3], int(row[4]), float(row[5]), int(row[6]))
         for row in connection.execute(
-            "SELECT sender, request_id, depth, body FROM sent_requests ORDER BY rowid"
+            "SELECT sender, request_id, agent, message_id, sequence, sent_at, depth "
+            "FROM sent_requests ORDER BY rowid"
         )
     ]
     return saved

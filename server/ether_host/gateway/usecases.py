@@ -62,7 +62,9 @@ class Gateway:
         self.supervisor = supervisor
         self.store = store
         store.retain(
-            events=self.settings.event_history, topic_messages=self.settings.topic_retention
+            events=self.settings.event_history,
+            topic_messages=self.settings.topic_retention,
+            request_ids=self.settings.remembered_request_ids,
         )
         self.sessions = SessionStore(supervisor, self.settings, store)
         self.turns = TurnRunner(dispatcher, self.sessions, self.settings)
