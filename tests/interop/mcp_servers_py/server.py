@@ -14,6 +14,7 @@ import os
 import sys
 
 import anyio
+from mcp.server import stdio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
@@ -58,16 +59,24 @@ def fail(message: str) -> str:
     raise ToolError(message)
 
 
-@server.tool(description="Log the text as a notifications/message, then answer.", structured_output=False)
+@server.tool(
+    description="Log the text as a notifications/message, then answer.", structured_output=False
+)
 async def shout(text: str, ctx: Context) -> str:
     await ctx.warning(f"shouting {text}")
     return text.upper()
 
 
-@server.tool(description="Add the tool 'extra' and announce the new tool list.", structured_output=False)
+@server.tool(
+    description="Add the tool 'extra' and announce the new tool list.", structured_output=False
+)
 async def grow(ctx: Context) -> str:
-    server.add_tool(lambda: "extra here", name="extra", description="Added by grow.", structured_output=False)
-    await ctx.notify_tools_changed()
+    server.add_tool(
+        lambda: "extra here", name="extra", description="Added by grow.", structured_output=False
+    )
+    # notifications/tools/list_changed on this session (ctx.notify_tools_changed publishes to
+    # the 2026 subscriptions/listen streams only).
+    await ctx.request_context.session.send_tool_list_changed()
     return "grown"
 
 
@@ -77,15 +86,26 @@ def crash() -> str:
     os._exit(3)
 
 
+def _write_to_the_wire(line: bytes) -> None:
+    """Write around the SDK: while it serves, it points fd 1 at stderr (so that a stray print
+    cannot corrupt the protocol) and keeps the real stdout as a private descriptor. A server
+    that misbehaves on purpose writes there."""
+    claim = stdio._claims.get(1)
+    os.write(claim.private_fd if claim and claim.private_fd is not None else 1, line)
+
+
 @server.tool(description="Write a line of garbage to stdout, then answer.", structured_output=False)
 def garbage() -> str:
-    os.write(1, b"this line is not JSON-RPC\n")
+    _write_to_the_wire(b"this line is not JSON-RPC\n")
     return "still here"
 
 
-@server.tool(description="Write a response to a request id nobody sent, then answer.", structured_output=False)
+@server.tool(
+    description="Write a response to a request id nobody sent, then answer.",
+    structured_output=False,
+)
 def stray_answer() -> str:
-    os.write(1, b'{"jsonrpc": "2.0", "id": 987654, "result": {}}\n')
+    _write_to_the_wire(b'{"jsonrpc": "2.0", "id": 987654, "result": {}}\n')
     return "answered"
 
 
