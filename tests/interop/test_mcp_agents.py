@@ -129,6 +129,7 @@ def test_cancel_task_sends_notifications_cancelled(host: HostProcess) -> None:
     )
     stream = host.agents.ExecuteStream(request, timeout=30)
     assert next(stream).WhichOneof("event") == "started"
+    assert next(stream).progress.message == "sleeping"  # the handler runs
     reply = host.agents.CancelTask(
         agent_io_pb2.CancelTaskRequest(task_id="mcp-cancel", reason="test"), timeout=10
     )

@@ -45,7 +45,8 @@ async def count(n: int, ctx: Context) -> str:
 
 
 @server.tool(description="Sleep; says so on stderr when cancelled.", structured_output=False)
-async def sleep(seconds: float) -> str:
+async def sleep(seconds: float, ctx: Context) -> str:
+    await ctx.report_progress(0, seconds, "sleeping")  # the call has reached the handler
     try:
         await anyio.sleep(seconds)
     except anyio.get_cancelled_exc_class():
