@@ -32,6 +32,7 @@ from ether_host import __version__, containment
 from ether_host.a2a import Endpoints, EtherRequestHandler
 from ether_host.a2a import SERVICE_NAME as A2A_SERVICE
 from ether_host.a2a import add_to_server as add_a2a_to_server
+from ether_host.a2a import http_routes as a2a_http_routes
 from ether_host.agents import Dispatcher
 from ether_host.auth import TokenFileError, TokenTable, load_token_file
 from ether_host.config import HostConfig
@@ -189,13 +190,13 @@ def _services(core: Core) -> list[tuple[Any, Any, Any]]:
 
 
 def _http_listener(
-    config: HostConfig, core: Core, tokens: TokenTable | None
+    config: HostConfig, core: Core, tokens: TokenTable | None, a2a: EtherRequestHandler
 ) -> HttpListener | None:
     """The HTTP listener with every surface mounted on it (build_http_app says how to add one),
     or None when http_listen is unset."""
     if not config.http_listen:
         return None
-    mounts: list[Any] = []
+    mounts: list[Any] = [*a2a_http_routes(a2a)]
     app = build_http_app(mounts, tokens=tokens, lifecycle=core.lifecycle)
     tls = (config.tls_cert, config.tls_key) if config.tls_cert else None
     try:
@@ -285,7 +286,7 @@ async def run_host(
         addresses.append(bind_unix(server, config.unix_socket))
     if not addresses:
         raise ListenError("nothing to listen on: set listen or unix_socket")
-    http = _http_listener(config, core, tokens)
+    http = _http_listener(config, core, tokens, a2a)
 
     if not become_subreaper():
         log.warning("cannot become a child subreaper; orphans of agents re-parent to init")
@@ -314,7 +315,9 @@ async def run_host(
                 isolation=replace(isolation, limits=core.supervisor.resources.mechanisms()),
                 started_at=time.time(),
             )
-            a2a.endpoints = Endpoints(grpc=addresses[0], auth=tokens is not None)
+            a2a.endpoints = Endpoints(
+                grpc=addresses[0], http=http.address if http else "", auth=tokens is not None
+            )
             await server.start()
             if http is not None:
                 await tg.start(http.serve)

@@ -169,10 +169,14 @@ HTTP_RIGHTS: Mapping[str, str] = {
     # MCP tools are agent actions: the caller needs agent.execute for some agent, and sees and
     # calls the tools of the agents it may run (agent.execute:NAME narrows them).
     "/mcp": AGENT_EXECUTE,
+    # A2A (ether_host/a2a): the host's card lists its agents, as ListAgents does; below /a2a
+    # each agent's card and JSON-RPC need agent.execute for the agent of the URL.
+    "/.well-known/agent-card.json": AGENT_READ,
+    "/a2a": AGENT_EXECUTE,
 }
 # Routes whose right may be granted per agent: let in with the right for some agent, and the
 # handler checks each agent it touches (as SCOPED_METHODS).
-SCOPED_ROUTES = frozenset({"/mcp"})
+SCOPED_ROUTES = frozenset({"/mcp", "/a2a"})
 
 
 class UnknownRoute(Exception):

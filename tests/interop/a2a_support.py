@@ -14,6 +14,7 @@ from a2a.types import a2a_pb2
 from a2a.utils.constants import TransportProtocol
 from google.protobuf import json_format, struct_pb2
 
+from ether.v1 import supervisor_pb2
 from tests.support.host import HostProcess
 
 
@@ -49,9 +50,10 @@ async def grpc_client(
 
 @asynccontextmanager
 async def jsonrpc_client(
-    card_url: str, token: str = "", *, streaming: bool = True
+    agent_url: str, token: str = "", *, streaming: bool = True
 ) -> AsyncIterator[tuple[Client, a2a_pb2.AgentCard]]:
-    """A client over JSON-RPC, made from the card at ``card_url`` (the a2a-sdk default)."""
+    """A client over JSON-RPC, made from the card under ``agent_url`` (its
+    /.well-known/agent-card.json, where a2a-sdk looks by default)."""
     headers = {"authorization": f"Bearer {token}"} if token else {}
     http = httpx.AsyncClient(headers=headers, timeout=60)
     config = ClientConfig(
@@ -60,10 +62,7 @@ async def jsonrpc_client(
         supported_protocol_bindings=[TransportProtocol.JSONRPC],
     )
     try:
-        base, _, path = card_url.partition("/.well-known/")
-        client = await ClientFactory(config).create_from_url(
-            base, relative_card_path="/.well-known/" + path
-        )
+        client = await ClientFactory(config).create_from_url(agent_url)
         try:
             yield client, client._card  # type: ignore[attr-defined] # BaseClient keeps it
         finally:
@@ -112,3 +111,25 @@ def output(task: a2a_pb2.Task) -> Any:
 async def events(client: Client, request: a2a_pb2.SendMessageRequest, token: str = "") -> list[Any]:
     """Every StreamResponse of a send, in order."""
     return [event async for event in client.send_message(request, context=call_context(token))]
+
+
+def logged(
+    host: HostProcess, agent: str, message: str, tag: str, token: str = ""
+) -> dict[str, Any]:
+    """Follow the agent's log (StreamLogs, with ``token``) until it logs ``message`` with field
+    ``tag``: the flow agent's hold action logs "holding" once it runs and "saw cancel" when the
+    cancel reaches it. The line's fields."""
+    metadata = (("authorization", f"Bearer {token}"),) if token else ()
+    stream = host.supervisor.StreamLogs(
+        supervisor_pb2.StreamLogsRequest(agent=agent, tail_lines=10000, follow=True),
+        timeout=60,
+        metadata=metadata,
+    )
+    try:
+        for line in stream:
+            fields = json_format.MessageToDict(line.fields)
+            if line.message == message and fields.get("tag") == tag:
+                return fields
+    finally:
+        stream.cancel()
+    raise AssertionError(f"the log of {agent} ended before {message!r} for {tag}")

@@ -118,7 +118,7 @@ def directory_card(agents: list[ManagedAgent], endpoints: Endpoints) -> a2a_pb2.
             id=agent.name,
             name=agent.name,
             description=agent.description or f"Ether agent {agent.name}",
-            tags=agent.capability_tags,
+            tags=[*agent.capability_tags, agent.spec.language],
             examples=[endpoints.card_url(agent.name)] if endpoints.http else [],
             input_modes=[JSON_MODE, TEXT_MODE],
             output_modes=[JSON_MODE, TEXT_MODE],

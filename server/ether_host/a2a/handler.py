@@ -331,6 +331,21 @@ class EtherRequestHandler(RequestHandler):
             )
         return tenant
 
+    def agent(self, name: str) -> ManagedAgent:
+        """Agent ``name`` (NOT_FOUND naming the deployed ones): for the HTTP card routes."""
+        return self._supervisor.get(name)
+
+    def directory(self) -> list[ManagedAgent]:
+        """Every agent, by name, through the core's list (all pages)."""
+        agents: list[ManagedAgent] = []
+        token = ""
+        while True:
+            page = self._supervisor.list_agents(1000, token)
+            agents.extend(page.items)
+            token = page.next_page_token
+            if not token:
+                return agents
+
     def _agent(self, tenant: str) -> ManagedAgent:
         try:
             return self._supervisor.get(tenant)
