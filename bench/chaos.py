@@ -477,6 +477,17 @@ def host_usage(pid: int) -> tuple[float, int]:
     return rss, len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def rss_slopes(samples: list[tuple[float, float, int]]) -> str:
+    """How fast RSS rose in each half of the soak after its warm-up: a bounded buffer still
+    filling slows down in the second half, a leak does not."""
+    warmed = [x for x in samples if x[0] >= WARM_UP]
+    if len(warmed) < 3:
+        return "-"
+    middle = warmed[len(warmed) // 2]
+    halves = ((warmed[0], middle), (middle, warmed[-1]))
+    return " / ".join(f"{(b[1] - a[1]) * 60 / max(b[0] - a[0], 1):+.2f}" for a, b in halves)
+
+
 def phase(
     cluster: Cluster, seed: int, seconds: float, host_kills: int, rng: random.Random
 ) -> tuple[History, Faults]:
@@ -617,6 +628,11 @@ def main(argv: list[str] | None = None) -> int:
             "soak: host RSS MiB, each minute",
             " ".join(f"{x[1]:.0f}" for x in samples if x[0] // 60 != 0 and int(x[0]) % 60 < 5)
             or "-",
+            "-",
+        ],
+        [
+            "soak: host RSS growth after warm-up, MiB a minute (first half / second half)",
+            rss_slopes(samples),
             "-",
         ],
         [
