@@ -193,7 +193,7 @@ def test_a_bad_total_stops_the_start_with_one_line(
     config.write_text(toml)
     result = run_ether(
         "--config", str(config), "--listen", "127.0.0.1:0", "--state-dir",
-        str(tmp_path / "state"), "--log-format", "json", timeout=30,
+        str(tmp_path / "state"), "--log-format", "json", timeout=BUDGET,
     )  # fmt: skip
     lines = result.stderr.splitlines()
     assert result.returncode == 2, result.stderr
