@@ -7,7 +7,7 @@ Issue 3 item 8 and issue 4 item 6. Every figure comes from a fresh client proces
   echo of the very bytes of the ExecuteRequest that Ether gets;
 - bare stdio: an asyncio parent and a long-running Python child (``echo/stdio_child.py``), NDJSON
   with stdlib json, replies matched by id;
-- the MCP Python SDK: its low-level ``Server`` with one echo tool over stdio (``echo/mcp_server.py``);
+- the MCP Python SDK: its low-level ``Server`` with one echo tool over stdio (``echo/mcp/server.py``);
 - the floor: ``echo/lean_host.py``, the least a Python grpc.aio host can do for Execute and Pipe
   (parse, one stdio round trip to ``stdio_child.py`` per task, answer) - no dispatcher, checks,
   logging or supervision - so the rows show how much of a gap is Ether's and how much the design's;

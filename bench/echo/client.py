@@ -9,7 +9,7 @@ names the ``kind`` of target and the loop ``mode``:
 - ``stream``: Pipe on the host (``agent`` set) or ``/bench.Echo/Stream``, kept at ``concurrency``
   messages in flight;
 - ``stdio``: the asyncio parent of the bare stdio baseline (it starts ``stdio_child.py``);
-- ``mcp``: the MCP SDK's client calling ``mcp_server.py``'s echo tool;
+- ``mcp``: the MCP SDK's client calling ``mcp/server.py``'s echo tool;
 
 ``mode`` ``seq`` makes ``count`` calls one after another after ``warmup`` calls (at most
 ``time_limit`` s); ``conc`` keeps ``concurrency`` calls in flight for ``warmup`` + ``duration`` s.
@@ -61,25 +61,27 @@ PARAMS: dict[str, Any] = {
 }
 
 
-def execute_request(agent: str, encoding: str = "json") -> Any:
+def execute_request(agent: str, encoding: str = "json", as_text: bool = False) -> Any:
     """The ExecuteRequest an Ether run sends. ``json``: params_json in, data_json out (the API's
     fast path); ``struct``: params as a Struct in, data as a Value out (what grpcurl uses). The
-    bare gRPC runs echo the bytes of the ``struct`` request, the larger of the two."""
+    bare gRPC runs echo the bytes of the ``struct`` request, the larger of the two. ``as_text``:
+    the params JSON-encoded into ``{"text": ...}``, the MCP echo tool's argument (bench/mcp.py)."""
     from google.protobuf import struct_pb2
 
     from ether.v1 import agent_io_pb2
 
+    params: dict[str, Any] = {"text": json.dumps(PARAMS)} if as_text else PARAMS
     if encoding == "json":
         task = agent_io_pb2.AgentInput(
             agent=agent,
             action="echo",
-            params_json=json.dumps(PARAMS).encode(),
+            params_json=json.dumps(params).encode(),
             output_encoding=agent_io_pb2.DATA_ENCODING_JSON,
         )
         return agent_io_pb2.ExecuteRequest(input=task)
-    params = struct_pb2.Struct()
-    params.update(PARAMS)
-    task = agent_io_pb2.AgentInput(agent=agent, action="echo", params=params)
+    struct = struct_pb2.Struct()
+    struct.update(params)
+    task = agent_io_pb2.AgentInput(agent=agent, action="echo", params=struct)
     return agent_io_pb2.ExecuteRequest(input=task)
 
 
@@ -99,7 +101,7 @@ async def _unary(spec: dict[str, Any], meter: CpuMeter) -> Sample:
     from ether.v1 import agent_io_pb2
 
     encoding = spec.get("encoding", "json") if spec["agent"] else "struct"
-    request = execute_request(spec.get("agent") or "echo-py", encoding)
+    request = execute_request(spec.get("agent") or "echo-py", encoding, spec.get("as_text", False))
     async with grpc.aio.insecure_channel(spec["address"]) as channel:
         await asyncio.wait_for(channel.channel_ready(), 30)
         if spec["kind"] == "stream":
@@ -245,7 +247,7 @@ async def _mcp(spec: dict[str, Any], meter: CpuMeter) -> Sample:
     from mcp.client.stdio import StdioServerParameters
 
     text = json.dumps(PARAMS)
-    server = StdioServerParameters(command=PYTHON, args=[str(HERE / "mcp_server.py")])
+    server = StdioServerParameters(command=PYTHON, args=[str(HERE / "mcp" / "server.py")])
     opened = time.perf_counter()
     async with Client(server) as client:
         open_s = time.perf_counter() - opened
