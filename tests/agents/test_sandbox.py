@@ -189,7 +189,7 @@ def test_a_sandboxed_terminal_sees_only_its_own_processes(
 ) -> None:
     """A terminal an agent runs (term.run) is sandboxed like the agent: `ps ax` there lists
     bwrap's init, the shell and ps itself -- not the agent, not the host; it starts in a
-    scratch directory of its own, with no network but its own loopback."""
+    scratch directory of its own, wiped when it closes, with no network but its own loopback."""
     ran = probe(sandboxed, "shell", command="ps ax -o pid=,args=; pwd; grep -c : /proc/net/dev")
     assert ran["reason"] == "exit" and ran["exit_code"] == 0, ran
     lines = [line.strip() for line in ran["output"].splitlines() if line.strip()]
@@ -199,6 +199,7 @@ def test_a_sandboxed_terminal_sees_only_its_own_processes(
     assert len(processes) <= 4, lines
     scratch = (folder / "state").absolute() / "scratch" / "terminals"
     assert Path(cwd).parent == scratch, lines
+    assert not Path(cwd).exists(), "term.run closed the terminal: its scratch is wiped"
     assert interfaces == "1", lines  # lo only
 
 

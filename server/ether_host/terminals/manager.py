@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import resource
 import secrets
+import shutil
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -87,6 +89,8 @@ class TerminalManager:
         # Memory, processes, files and CPU of each terminal (the host's: wired by main).
         self.resources = Resources.unlimited()
         self._state_dir = state_dir
+        # Scratch directories removed when their terminal closes (all but keep_scratch ones).
+        self._scratch_to_wipe: dict[str, str] = {}
         # What a new terminal of an owner may see (None: no sandbox). Clients' per the
         # [terminals] table; main wires agents' own (terminals/hostcalls.py).
         self.sandbox_for: Callable[[str], tuple[Grant, SandboxSettings] | None] = (
@@ -326,6 +330,8 @@ class TerminalManager:
                 settings.scratch, self._state_dir, "terminals", terminal_id
             )
         )
+        if not settings.keep_scratch:  # a terminal id is never reused: wipe it at close instead
+            self._scratch_to_wipe[terminal_id] = scratch
         if asked_cwd:
             visible = (*grant.read_only, *grant.read_write, *containment.SYSTEM_READ_ONLY)
             if not any(cwd == top or cwd.startswith(top.rstrip("/") + "/") for top in visible):
@@ -516,6 +522,9 @@ class TerminalManager:
             await session.terminate(grace)
         finally:
             self._closing.discard(session.id)
+        scratch = self._scratch_to_wipe.pop(session.id, None)
+        if scratch is not None:
+            await anyio.to_thread.run_sync(functools.partial(shutil.rmtree, scratch, True))
         if not session.closed:
             session.closed = True
             self.sessions.pop(session.id, None)
