@@ -17,6 +17,7 @@ from ether.v1 import agent_io_pb2, supervisor_pb2
 from tests.support.agents import AGENTS, deploy, state_name, watch_until
 from tests.support.calls import agent_input, budget, data, details, execute
 from tests.support.host import HostProcess
+from tests.support.wheel import build_wheel
 from tests.workflows.runs import run_to_end, stage_states, state, value
 
 PY_SERVER = Path(__file__).resolve().parent / "mcp_servers_py"
@@ -312,3 +313,28 @@ def test_deploy_agent_fields_alone_and_replicas(host: HostProcess, tmp_path: Pat
     pids = {execute(host, "bare", "sleep", {"seconds": 0.01}).metadata.pid for _ in range(2)}
     assert len([p for p in processes(host, "bare") if p.pid]) == 2
     assert pids <= {p.pid for p in processes(host, "bare")}
+
+
+def test_install_pip_puts_requirements_on_the_servers_path(
+    host: HostProcess, tmp_path: Path
+) -> None:
+    """[install] pip = true installs the folder's requirements.txt (here a local wheel) before
+    the first start, and the server imports it."""
+    folder = tmp_path / "with-deps"
+    folder.mkdir()
+    wheel = build_wheel(tmp_path, "tinydep", "1.0", "ANSWER = 42\n")
+    (folder / "requirements.txt").write_text(f"{wheel}\n")
+    (folder / "server.py").write_text(
+        "import tinydep\n"
+        "from mcp.server.mcpserver import MCPServer\n"
+        "server = MCPServer('deps')\n"
+        "@server.tool(structured_output=False)\n"
+        "def answer() -> str:\n"
+        "    return str(tinydep.ANSWER)\n"
+        "server.run('stdio')\n"
+    )
+    (folder / "agent.toml").write_text(
+        'kind = "mcp"\ncommand = ["python", "server.py"]\n[install]\npip = true\n'
+    )
+    deploy(host, folder, name="withdeps")
+    assert data(execute(host, "withdeps", "answer"))["text"] == "42"
