@@ -14,7 +14,9 @@ from a2a.types import a2a_pb2, a2a_pb2_grpc
 from a2a.utils.errors import (
     ContentTypeNotSupportedError,
     InvalidParamsError,
+    PushNotificationNotSupportedError,
     TaskNotCancelableError,
+    UnsupportedOperationError,
     VersionNotSupportedError,
 )
 from google.protobuf import json_format
@@ -294,3 +296,90 @@ def test_reflection_lists_a2a_and_health_covers_it(host: HostProcess) -> None:
         )
     )
     assert A2A in {s.name for s in answer_.list_services_response.service}
+
+
+def test_more_bad_messages_get_invalid_params_or_unsupported(host: HostProcess) -> None:
+    async def main() -> dict[str, Exception]:
+        caught: dict[str, Exception] = {}
+        async with grpc_client(host, "flow", streaming=False) as (client, _):
+            [done] = await events(client, send_request(data_message({"n": 1}, "echo")))
+            mixed = data_message({"n": 1}, "echo")
+            mixed.parts.add(text="and some text")
+            scalar = a2a_pb2.Message(role=a2a_pb2.ROLE_USER, message_id="s")
+            scalar.parts.add().data.number_value = 3
+            scalar.metadata.update({"skill": "echo"})
+            cases = {
+                "data beside text": send_request(mixed),
+                "data not an object": send_request(scalar),
+                "follow-up": send_request(data_message({}, "echo", task_id=done.task.id)),
+            }
+            for name, request in cases.items():
+                try:
+                    await events(client, request)
+                except Exception as error:
+                    caught[name] = error
+            try:
+                await client.create_task_push_notification_config(
+                    a2a_pb2.TaskPushNotificationConfig(task_id=done.task.id, url="http://x"),
+                    context=call_context(),
+                )
+            except Exception as error:
+                caught["push"] = error
+            stub = a2a_pb2_grpc.A2AServiceStub(grpc.aio.insecure_channel(host.address))
+            try:
+                await stub.SendMessage(send_request(data_message({}, "echo")), timeout=30)
+            except grpc.aio.AioRpcError as error:
+                caught["no tenant"] = error
+        return caught
+
+    caught = run(main())
+    assert isinstance(caught["data beside text"], InvalidParamsError)
+    assert isinstance(caught["data not an object"], InvalidParamsError)
+    assert "JSON object" in str(caught["data not an object"])
+    assert isinstance(caught["follow-up"], UnsupportedOperationError)
+    assert isinstance(caught["push"], PushNotificationNotSupportedError)
+    no_tenant = caught["no tenant"]
+    assert isinstance(no_tenant, grpc.aio.AioRpcError)
+    assert no_tenant.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "tenant is required" in str(no_tenant.details())
+
+
+def test_a_failed_action_and_a_passed_deadline_are_failed_tasks(host: HostProcess) -> None:
+    """An action that fails ends FAILED with the agent's error; a call with a deadline gives its
+    task that deadline: the task ends FAILED, saying so, and the call gets it in time."""
+
+    async def main() -> tuple[a2a_pb2.Task, a2a_pb2.Task]:
+        async with grpc_client(host, "flow", streaming=False) as (client, _):
+            request = send_request(data_message({"code": "nope", "message": "no way"}, "fail"))
+            [failed] = await events(client, request)
+            short = call_context()
+            short.timeout = 2
+            held = send_request(data_message({"tag": "deadline"}, "hold"))
+            [ended] = [e async for e in client.send_message(held, context=short)]
+            return failed.task, ended.task
+
+    failed, ended = run(main())
+    assert state(failed) == "FAILED"
+    error = json_format.MessageToDict(failed.status.message.parts[1].data)["error"]
+    assert (error["code"], error["message"]) == ("nope", "no way (input None)")
+    assert failed.status.message.parts[0].text == "no way (input None)"
+    assert state(ended) == "FAILED"
+    assert "did not finish before its deadline" in ended.status.message.parts[0].text
+
+
+def test_list_filters_by_context_and_state(host: HostProcess) -> None:
+    async def main() -> tuple[str, list[str], list[str]]:
+        async with grpc_client(host, "flow", streaming=False) as (client, _):
+            message = data_message({"c": 1}, "echo", context_id="ctx-list")
+            [sent] = await events(client, send_request(message))
+            in_context = await client.list_tasks(
+                a2a_pb2.ListTasksRequest(context_id="ctx-list"), context=call_context()
+            )
+            failed = await client.list_tasks(
+                a2a_pb2.ListTasksRequest(status=a2a_pb2.TASK_STATE_FAILED), context=call_context()
+            )
+            return sent.task.id, [t.id for t in in_context.tasks], [state(t) for t in failed.tasks]
+
+    sent, in_context, failed_states = run(main())
+    assert in_context == [sent]
+    assert set(failed_states) <= {"FAILED"}

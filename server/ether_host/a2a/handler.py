@@ -88,7 +88,7 @@ class EtherRequestHandler(RequestHandler):
     ) -> a2a_pb2.Task:
         record = await self._start(params, context)
         if not params.configuration.return_immediately:
-            await record.done.wait()
+            await record.wait()
         return apply_history_length(record.snapshot(), params.configuration)
 
     async def on_message_send_stream(
@@ -260,7 +260,7 @@ class EtherRequestHandler(RequestHandler):
         with contextlib.suppress(NotFound):  # ended meanwhile: its final state is the answer
             self._dispatcher.cancel(record.id, "cancelled through A2A CancelTask")
         with anyio.move_on_after(CANCEL_WAIT):
-            await record.done.wait()
+            await record.wait()
         return record.snapshot()
 
     async def on_subscribe_to_task(

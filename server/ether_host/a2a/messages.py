@@ -20,11 +20,12 @@ from a2a.utils.errors import (
     ContentTypeNotSupportedError,
     InvalidParamsError,
 )
-from google.protobuf import json_format, struct_pb2
 
+from ether_host.a2a.tasks import now
 from ether_host.agents import ERROR, PARTIAL, TaskResult
 from ether_host.errors import EtherError, InvalidArgument, NotFound
 from ether_host.supervisor import ActionInfo
+from ether_host.transport.convert import to_value, value_to_python
 
 SKILL_KEY = "skill"  # in Message.metadata or SendMessageRequest.metadata: the action to run
 TEXT_PARAM = "text"  # the parameter text parts fill
@@ -77,7 +78,7 @@ def params_of(message: a2a_pb2.Message, action: ActionInfo | None) -> dict[str, 
                 message="a message with a data part must hold only that part: the data part is "
                 "the action's params; put text in it as a field"
             )
-        params = json_format.MessageToDict(parts[0].data)
+        params = value_to_python(parts[0].data)
         if not isinstance(params, dict):
             raise InvalidParamsError(
                 message="the data part must hold a JSON object (the action's params), not "
@@ -111,7 +112,7 @@ def new_task(message: a2a_pb2.Message, task_id: str) -> a2a_pb2.Task:
     context_id = message.context_id or str(uuid.uuid4())
     task = a2a_pb2.Task(id=task_id, context_id=context_id)
     task.status.state = a2a_pb2.TASK_STATE_SUBMITTED
-    task.status.timestamp.GetCurrentTime()
+    task.status.timestamp.CopyFrom(now())
     history = task.history.add()
     history.CopyFrom(message)
     history.task_id = task_id
@@ -190,6 +191,4 @@ def set_metadata(task: a2a_pb2.Task, values: dict[str, Any]) -> None:
 def _part(data: Any) -> a2a_pb2.Part:
     if isinstance(data, str):
         return a2a_pb2.Part(text=data, media_type=TEXT_MODE)
-    value = struct_pb2.Value()
-    json_format.ParseDict(data, value)
-    return a2a_pb2.Part(data=value, media_type=JSON_MODE)
+    return a2a_pb2.Part(data=to_value(data), media_type=JSON_MODE)

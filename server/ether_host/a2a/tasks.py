@@ -42,16 +42,20 @@ TERMINAL_STATES = frozenset(
 Event = a2a_pb2.Task | a2a_pb2.TaskStatusUpdateEvent | a2a_pb2.TaskArtifactUpdateEvent
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class A2ATask:
-    """One A2A task: the Task message clients see, kept current, and the events that made it."""
+    """One A2A task: the Task message clients see, kept current, and while it runs the events
+    that made it. A finished task lets its events and its done event go (followers hold their
+    own reference): thousands of finished tasks are kept, and each object they hold is one more
+    for every garbage collection to walk -- with 10,000 kept, SendMessage at 64 in flight ran at
+    a third of the rate it had with 100."""
 
     task: a2a_pb2.Task
     tenant: str  # the agent
     owner: str  # the identity that sent the message: only it sees the task
     number: int  # creation order, the ListTasks cursor
-    events: History[Event] = field(default_factory=lambda: History(EVENT_HISTORY))
-    done: anyio.Event = field(default_factory=anyio.Event)
+    events: History[Event] | None = field(default_factory=lambda: History(EVENT_HISTORY))
+    done: anyio.Event | None = field(default_factory=anyio.Event)
     finished_at: float | None = None  # time.monotonic()
     on_finish: Callable[[A2ATask], None] | None = None
     admitted: bool = False  # the dispatcher took the task (set by the handler)
@@ -83,22 +87,32 @@ class A2ATask:
         status.ClearField("message")
         if message is not None:
             status.message.CopyFrom(message)
-        status.timestamp.CopyFrom(_now())
+        status.timestamp.CopyFrom(now())
         event = a2a_pb2.TaskStatusUpdateEvent(
             task_id=self.task.id, context_id=self.task.context_id, status=status
         )
         if metadata:
             event.metadata.update({"ether": metadata})
+        assert self.events is not None and self.done is not None, "the task has ended"
         self.events.append(event)
         if state in TERMINAL_STATES:
             self.finished_at = time.monotonic()
             self.events.close()
             self.done.set()
+            self.events = self.done = None
             if self.on_finish is not None:
                 self.on_finish(self)
+                self.on_finish = None
+
+    async def wait(self) -> None:
+        """Until the task has ended."""
+        done = self.done
+        if done is not None:
+            await done.wait()
 
     def add_artifact(self, artifact: a2a_pb2.Artifact) -> None:
         self.task.artifacts.append(artifact)
+        assert self.events is not None, "the task has ended"
         self.events.append(
             a2a_pb2.TaskArtifactUpdateEvent(
                 task_id=self.task.id,
@@ -111,12 +125,14 @@ class A2ATask:
     async def follow(self) -> AsyncIterator[Event]:
         """The task as it is now, then each event after it until the task ends: a finished task
         yields its final state and nothing else (A2A#1180, a2a-dotnet#341)."""
-        after = self.events.last_sequence
-        snapshot, finished = self.snapshot(), self.finished
-        yield snapshot
-        if finished:  # as it was then: the task may have ended while the caller held the yield
+        events = self.events  # None once the task has ended
+        after = events.last_sequence if events is not None else 0
+        yield self.snapshot()
+        if events is None:
             return
-        async for _, event in self.events.follow(after):
+        # Followed even when the task ended while the caller held the yield: the history is
+        # closed then, and its events after the snapshot come before the follow ends.
+        async for _, event in events.follow(after):
             yield event
 
 
@@ -170,7 +186,7 @@ class TaskBook:
             self._tasks.pop(record.id, None)
 
 
-def _now() -> Timestamp:
-    stamp = Timestamp()
-    stamp.GetCurrentTime()
-    return stamp
+def now() -> Timestamp:
+    """The time now (Timestamp.GetCurrentTime goes through a datetime: 5x slower)."""
+    seconds, nanos = divmod(time.time_ns(), 1_000_000_000)
+    return Timestamp(seconds=seconds, nanos=nanos)
