@@ -29,15 +29,15 @@ from ether.v1 import (
     workflow_pb2_grpc,
 )
 from ether_host import __version__, containment
-from ether_host.a2a import Endpoints, EtherRequestHandler
 from ether_host.a2a import SERVICE_NAME as A2A_SERVICE
+from ether_host.a2a import Endpoints, EtherRequestHandler
 from ether_host.a2a import add_to_server as add_a2a_to_server
 from ether_host.a2a import http_routes as a2a_http_routes
 from ether_host.agents import Dispatcher
 from ether_host.auth import TokenFileError, TokenTable, load_token_file
 from ether_host.config import HostConfig
 from ether_host.gateway import Gateway, GatewayStore
-from ether_host.http import HttpListener, HttpListenError, build_http_app
+from ether_host.http import CoreTools, HttpListener, HttpListenError, McpSurface, build_http_app
 from ether_host.lifecycle import HostInfo, Lifecycle
 from ether_host.procs import (
     ChildRegistry,
@@ -191,18 +191,27 @@ def _services(core: Core) -> list[tuple[Any, Any, Any]]:
 
 def _http_listener(
     config: HostConfig, core: Core, tokens: TokenTable | None, a2a: EtherRequestHandler
-) -> HttpListener | None:
+) -> tuple[HttpListener | None, list[Any]]:
     """The HTTP listener with every surface mounted on it (build_http_app says how to add one),
-    or None when http_listen is unset."""
+    or None when http_listen is unset; and the surfaces' own tasks (``run(task_status=...)``),
+    which the host's task group starts before it serves."""
     if not config.http_listen:
-        return None
-    mounts: list[Any] = [*a2a_http_routes(a2a)]
+        return None, []
+    mcp = McpSurface(
+        CoreTools(core.supervisor, core.dispatcher, core.lifecycle, config.default_deadline),
+        version=__version__,
+        lifecycle=core.lifecycle,
+        auth=tokens is not None,
+        grace=config.shutdown_grace,
+    )
+    mounts: list[Any] = [mcp.route, *a2a_http_routes(a2a)]
     app = build_http_app(mounts, tokens=tokens, lifecycle=core.lifecycle)
     tls = (config.tls_cert, config.tls_key) if config.tls_cert else None
     try:
-        return HttpListener(config.http_listen, app, tls=tls, grace=config.shutdown_grace)
+        listener = HttpListener(config.http_listen, app, tls=tls, grace=config.shutdown_grace)
     except HttpListenError as error:
         raise ListenError(str(error)) from None
+    return listener, [mcp.run]
 
 
 def _log_isolation(found: containment.Isolation) -> None:
@@ -286,7 +295,7 @@ async def run_host(
         addresses.append(bind_unix(server, config.unix_socket))
     if not addresses:
         raise ListenError("nothing to listen on: set listen or unix_socket")
-    http = _http_listener(config, core, tokens, a2a)
+    http, http_services = _http_listener(config, core, tokens, a2a)
 
     if not become_subreaper():
         log.warning("cannot become a child subreaper; orphans of agents re-parent to init")
@@ -319,6 +328,8 @@ async def run_host(
                 grpc=addresses[0], http=http.address if http else "", auth=tokens is not None
             )
             await server.start()
+            for run_service in http_services:
+                await tg.start(run_service)
             if http is not None:
                 await tg.start(http.serve)
             tg.start_soon(keep_helper_threads_batched)  # gRPC's threads exist once started

@@ -155,7 +155,9 @@ def test_a_service_is_a_grpc_service() -> None:
 
 def test_the_cli_is_a_client_like_any_other() -> None:
     """Every ``ether`` command but ``serve`` reaches the host through the five services only: its
-    modules import nothing of the host but the cli package itself (``serve`` runs the host)."""
+    modules import nothing of the host but the cli package itself (``serve`` runs the host) and
+    ``mcp_tools``, the MCP mapping ``ether mcp`` shares with ``/mcp``, which imports nothing of
+    the host (test_the_mcp_mapping_imports_nothing_of_the_host)."""
     cli = HOST / "cli"
     clients = [p for p in cli.glob("*.py") if p.name != "serve.py"]
     assert {"client.py", "agents.py", "terminals.py", "workflows.py"} <= {p.name for p in clients}
@@ -163,7 +165,22 @@ def test_the_cli_is_a_client_like_any_other() -> None:
         f"{path.relative_to(ROOT)} imports {module}"
         for path in clients
         for module in imported(path)
-        if module.startswith("ether_host") and not module.startswith("ether_host.cli")
+        if module.startswith("ether_host")
+        and not module.startswith(("ether_host.cli", "ether_host.mcp_tools"))
+    }
+    assert not crossings, "\n".join(sorted(crossings))
+
+
+def test_the_mcp_mapping_imports_nothing_of_the_host() -> None:
+    """``mcp_tools`` (Ether actions as MCP tools) is shared by ``ether mcp``, a client, and the
+    HTTP listener's ``/mcp``: it imports the MCP SDK and itself only."""
+    modules = list((HOST / "mcp_tools").glob("*.py"))
+    assert modules, "mcp_tools was not found"
+    crossings = {
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in modules
+        for module in imported(path)
+        if module.startswith("ether_host") and not module.startswith("ether_host.mcp_tools")
     }
     assert not crossings, "\n".join(sorted(crossings))
 

@@ -1,6 +1,6 @@
 """The ``ether`` command: ``serve`` runs the host; every other command is a gRPC client of it,
-one module per command group (``agents``, ``call``, ``term``, ``workflow``, ``chat``) over the
-helpers they share in ``client``."""
+one module per command group (``agents``, ``call``, ``term``, ``workflow``, ``chat``, ``mcp``)
+over the helpers they share in ``client``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Sequence
 from typing import NoReturn
 
-from ether_host.cli import agents, call, chat, serve, terminals, workflows
+from ether_host.cli import agents, call, chat, mcp, serve, terminals, workflows
 from ether_host.cli.client import EXIT_USAGE
 
 
@@ -30,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     agents.add_parser(commands)
     call.add_parser(commands)
     chat.add_parser(commands)
+    mcp.add_parser(commands)
     terminals.add_parser(commands)
     workflows.add_parser(commands)
     return parser
@@ -47,6 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "call": call.run,
         "term": terminals.run,
         "chat": chat.run,
+        "mcp": mcp.run,
         "workflow": workflows.run,
     }
     return commands[args.command](args)

@@ -71,21 +71,23 @@ def command_group(
     return subcommand
 
 
-def connect(args: argparse.Namespace) -> tuple[Any, Metadata]:
-    """A channel to the host and the call metadata carrying the token, if any."""
+def connect(args: argparse.Namespace, *, aio: bool = False) -> tuple[Any, Metadata]:
+    """A channel to the host and the call metadata carrying the token, if any; ``aio``: a
+    grpc.aio channel, for commands that run an event loop (``ether mcp``)."""
     import grpc  # imported late: `ether --help` should not load grpc
 
+    kind: Any = grpc.aio if aio else grpc
     metadata: Metadata = (("authorization", f"Bearer {args.token}"),) if args.token else ()
     options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
     tls = getattr(args, "tls_ca", "") or getattr(args, "tls_cert", "")
     if not tls:
-        return grpc.insecure_channel(args.address, options=options), metadata
+        return kind.insecure_channel(args.address, options=options), metadata
     credentials = grpc.ssl_channel_credentials(
         root_certificates=_read(args.tls_ca),
         private_key=_read(args.tls_key),
         certificate_chain=_read(args.tls_cert),
     )
-    return grpc.secure_channel(args.address, credentials, options=options), metadata
+    return kind.secure_channel(args.address, credentials, options=options), metadata
 
 
 def _read(path: str) -> bytes | None:

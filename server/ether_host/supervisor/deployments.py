@@ -261,6 +261,9 @@ class Supervisor:
             del self.agents[name]
             self._configured.discard(name)
             self._stopped.discard(name)
+            # Once it is out of the directory, so that a follower of WatchEvents (the MCP
+            # fronts' tools/list_changed) that lists agents on this event no longer sees it.
+            agent.publish_state(None, agent.state, "removed")
         await self._record(name)
 
     async def scale(self, name: str, replicas: int) -> ManagedAgent:

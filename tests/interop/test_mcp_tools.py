@@ -1,0 +1,177 @@
+"""Ether agents as MCP tools, driven by the official MCP Python client through both fronts:
+``ether mcp`` (stdio, a gRPC client of the host) and ``/mcp`` (Streamable HTTP on the HTTP
+listener, over the core). Same names, schemas, results, progress, cancellation and
+tools/list_changed on both."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from google.protobuf import json_format
+
+from ether.v1 import agent_io_pb2, supervisor_pb2
+from tests.support.agents import deploy
+from tests.support.host import HostProcess
+
+from .mcp_clients import SURFACES, mcp_session
+
+CALCULATOR = Path(__file__).parent / "agents" / "calculator"
+BUDGET = 60  # seconds any one exchange may take on a loaded machine; a hang fails, not waits
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
+    process = HostProcess(tmp_path_factory.mktemp("mcp-tools"), http=True)
+    try:
+        process.wait_serving()
+        deploy(process, CALCULATOR)
+        yield process
+    finally:
+        process.stop()
+
+
+def run(coroutine: Any) -> Any:
+    async def bounded() -> Any:
+        with anyio.fail_after(BUDGET * 2):
+            return await coroutine
+
+    return anyio.run(bounded)
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_every_action_is_a_tool_with_its_params_schema(host: HostProcess, surface: str) -> None:
+    async def listed() -> dict[str, types.Tool]:
+        async with mcp_session(surface, host) as session:
+            return {tool.name: tool for tool in (await session.list_tools()).tools}
+
+    tools = run(listed())
+    info = host.agents.GetAgent(agent_io_pb2.GetAgentRequest(name="calculator"), timeout=10).agent
+    for action in info.actions:
+        tool = tools[f"calculator__{action.name}"]
+        assert tool.input_schema == json_format.MessageToDict(action.params_schema)
+        assert tool.description == action.description
+        assert tool.output_schema is None  # the Python SDK declares no result schemas
+    assert tools["calculator__add"].annotations.idempotent_hint is True
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_call_returns_structured_content_and_reports_progress(
+    host: HostProcess, surface: str
+) -> None:
+    reports: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reports.append((progress, total, message))
+
+    async def called() -> tuple[types.CallToolResult, types.CallToolResult]:
+        async with mcp_session(surface, host) as session:
+            counted = await session.call_tool(
+                "calculator__count", {"n": 3}, progress_callback=on_progress
+            )
+            greeted = await session.call_tool("calculator__greet", {"name": "Ada"})
+            return counted, greeted
+
+    counted, greeted = run(called())
+    assert not counted.is_error
+    assert counted.structured_content == {"counted": 3}
+    assert json.loads(counted.content[0].text) == {"counted": 3}
+    assert counted.meta is not None and counted.meta["ether/status"] == "SUCCESS"
+    assert reports == [(1, 3, "step 1 of 3"), (2, 3, "step 2 of 3"), (3, 3, "step 3 of 3")]
+    # A result that is not an object travels wrapped; its text is the string itself.
+    assert greeted.structured_content == {"result": "Hello, Ada!"}
+    assert greeted.content[0].text == "Hello, Ada!"
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_errors_are_tool_errors_with_the_ether_message(host: HostProcess, surface: str) -> None:
+    async def called() -> tuple[types.CallToolResult, types.CallToolResult, Exception]:
+        async with mcp_session(surface, host) as session:
+            failed = await session.call_tool("calculator__refuse", {"message": "not today"})
+            invalid = await session.call_tool("calculator__add", {"a": 1})
+            try:
+                await session.call_tool("calculator__divide", {})
+            except Exception as error:
+                return failed, invalid, error
+            raise AssertionError("an unknown tool was called")
+
+    failed, invalid, unknown = run(called())
+    assert failed.is_error
+    assert failed.content[0].text == "not today"
+    assert failed.meta is not None and failed.meta["ether/error_code"] == "refused"
+    assert invalid.is_error  # params failing the schema: the model can read why and retry
+    assert "'b' is a required property" in invalid.content[0].text
+    assert "Unknown tool: calculator__divide" in str(unknown)
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_cancelling_a_call_cancels_the_agents_task(host: HostProcess, surface: str) -> None:
+    logs = host.supervisor.StreamLogs(
+        supervisor_pb2.StreamLogsRequest(agent="calculator", tail_lines=0, follow=True),
+        timeout=BUDGET,
+    )
+    label = f"cancel-{surface}"
+
+    async def cancelled() -> None:
+        waiting = anyio.Event()
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            waiting.set()
+
+        async with mcp_session(surface, host) as session, anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                await session.call_tool(
+                    "calculator__wait", {"label": label}, progress_callback=on_progress
+                )
+                raise AssertionError("the wait ended without being cancelled")
+
+            tg.start_soon(call)
+            await waiting.wait()  # the agent runs the task now
+            tg.cancel_scope.cancel()  # the SDK sends notifications/cancelled
+
+    run(cancelled())
+    try:
+        for line in logs:
+            if line.message == f"wait {label} was cancelled":
+                break
+        else:
+            raise AssertionError("the agent never saw its task cancelled")
+    finally:
+        logs.cancel()
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_tools_list_changed_when_agents_come_and_go(host: HostProcess, surface: str) -> None:
+    name = f"abacus-{surface}"
+
+    async def followed() -> tuple[list[str], list[str]]:
+        changed = anyio.Event()
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                changed.set()
+
+        async with mcp_session(surface, host, message_handler=on_message) as session:
+            assert f"{name}__add" not in {t.name for t in (await session.list_tools()).tools}
+            await anyio.to_thread.run_sync(lambda: deploy(host, CALCULATOR, name=name))
+            await changed.wait()
+            after_deploy = [t.name for t in (await session.list_tools()).tools]
+            changed = anyio.Event()
+            await anyio.to_thread.run_sync(lambda: _remove(host, name))
+            await changed.wait()
+            after_remove = [t.name for t in (await session.list_tools()).tools]
+            return after_deploy, after_remove
+
+    after_deploy, after_remove = run(followed())
+    assert f"{name}__add" in after_deploy
+    assert not [tool for tool in after_remove if tool.startswith(f"{name}__")]
+
+
+def _remove(host: HostProcess, name: str) -> None:
+    host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=name), timeout=60)
