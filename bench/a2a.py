@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO, EtherHost, median, percentile, run_async
-from bench.report import write_section
+from bench.report import machine_markdown, write_section
 
 ECHO = REPO / "bench" / "echo" / "python"
 IN_FLIGHT = 64
@@ -150,6 +150,10 @@ def main(quick: bool = False) -> int:
             "ListTasks and SubscribeToTask (bounded, ether_host/a2a/tasks.py), its status "
             "updates, the message's parts turned into params and the output into an artifact, "
             "and the task run in a task of its own so that it outlives the call.",
+            "",
+            "### Machine",
+            "",
+            machine_markdown(),
         ]
     )
     write_section("A2A", body)
