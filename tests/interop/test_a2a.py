@@ -4,7 +4,9 @@ addressed by its name as tenant, driven here by the a2a-sdk client as any A2A cl
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -383,3 +385,34 @@ def test_list_filters_by_context_and_state(host: HostProcess) -> None:
     sent, in_context, failed_states = run(main())
     assert in_context == [sent]
     assert set(failed_states) <= {"FAILED"}
+
+
+def test_the_host_stops_cleanly_with_a2a_tasks_and_streams_open(tmp_path: Path) -> None:
+    """SIGTERM with an A2A task running and a client streaming it: the host drains, stops its
+    agents and exits 0 within its grace; the stream ends instead of hanging."""
+    process = HostProcess(tmp_path / "state")
+    try:
+        process.wait_serving()
+        deploy(process, AGENTS / "flow")
+
+        async def main() -> BaseException | None:
+            async with grpc_client(process, "flow") as (client, _):
+                request = send_request(data_message({"tag": "stop"}, "hold"))
+                stream = client.send_message(request, context=call_context())
+                first = await anext(stream)
+                assert first.HasField("task")
+                await asyncio.to_thread(logged, process, "flow", "holding", "stop")
+                process.process.send_signal(signal.SIGTERM)
+                try:
+                    async for _ in stream:
+                        pass
+                except Exception as error:
+                    return error
+            return None
+
+        ended = run(main())
+        assert process.process.wait(60) == 0
+        assert ended is None or "UNAVAILABLE" in str(ended) or "CANCELLED" in str(ended), ended
+    finally:
+        if process.process.poll() is None:
+            process.stop()
