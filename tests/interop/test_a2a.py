@@ -4,6 +4,7 @@ addressed by its name as tenant, driven here by the a2a-sdk client as any A2A cl
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,8 +36,8 @@ from tests.interop.a2a_support import (
     state,
     text_message,
 )
-from tests.support.agents import AGENTS, deploy
-from tests.support.host import HostProcess
+from tests.support.agents import AGENTS, EXAMPLES, deploy
+from tests.support.host import ROOT, HostProcess
 
 A2A = "lf.a2a.v1.A2AService"
 
@@ -416,3 +417,29 @@ def test_the_host_stops_cleanly_with_a2a_tasks_and_streams_open(tmp_path: Path) 
     finally:
         if process.process.poll() is None:
             process.stop()
+
+
+def test_go_and_typescript_agents_are_a2a_agents_too(host: HostProcess) -> None:
+    """The example wordcount (Go) and report (TypeScript) agents answer through A2A like the
+    Python ones: the same cards, parts and artifacts whatever the agent's language."""
+    for name in ("wordcount", "report"):
+        deploy(host, EXAMPLES / name)
+
+    async def main() -> tuple[a2a_pb2.Task, a2a_pb2.Task, list[str]]:
+        async with grpc_client(host, "wordcount", streaming=False) as (client, card):
+            languages = [tag for skill in card.skills for tag in skill.tags]
+            request = send_request(data_message({"paths": [str(ROOT / "docs")], "top": 3}, "count"))
+            [counted] = await events(client, request)
+        async with grpc_client(host, "report", streaming=False) as (client, card):
+            languages += [tag for skill in card.skills for tag in skill.tags]
+            findings = [{"title": "Token in code", "severity": "high", "file": "a.py"}]
+            request = send_request(data_message({"title": "Audit", "findings": findings}, "render"))
+            [rendered] = await events(client, request)
+        return counted.task, rendered.task, languages
+
+    counted, rendered, languages = run(main())
+    assert {"go", "typescript"} <= set(languages)
+    assert state(counted) == "COMPLETED", counted.status
+    assert len(output(counted)["top_terms"]) == 3
+    assert state(rendered) == "COMPLETED", rendered.status
+    assert "Token in code" in json.dumps(output(rendered))

@@ -88,6 +88,11 @@ def test_send_stream_get_list_and_subscribe_over_jsonrpc(host: HostProcess) -> N
         url = f"{host.http_address}/a2a/flow"
         async with jsonrpc_client(url, ADMIN, streaming=False) as (client, card):
             assert card.name == "flow"
+            extended = await client.get_extended_agent_card(
+                a2a_pb2.GetExtendedAgentCardRequest(), context=call_context()
+            )
+            status = json_format.MessageToDict(extended.capabilities.extensions[-1].params)
+            assert (status["state"], status["replicas"]) == ("RUNNING", 1)
             [sent] = await events(client, send_request(data_message({"input": 4}, "double")))
             context = call_context()
             got = await client.get_task(a2a_pb2.GetTaskRequest(id=sent.task.id), context=context)
