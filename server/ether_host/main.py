@@ -13,7 +13,7 @@ import anyio
 import grpc
 import structlog
 from anyio.abc import TaskStatus
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from ether.v1 import (
@@ -37,6 +37,7 @@ from ether_host.agents import Dispatcher
 from ether_host.auth import TokenFileError, TokenTable, load_token_file
 from ether_host.config import HostConfig
 from ether_host.gateway import Gateway, GatewayStore
+from ether_host.health import AgentHealth, readiness
 from ether_host.http import CoreTools, HttpListener, HttpListenError, McpSurface, build_http_app
 from ether_host.lifecycle import HostInfo, Lifecycle
 from ether_host.procs import (
@@ -51,6 +52,7 @@ from ether_host.supervisor import Supervisor
 from ether_host.terminals import AgentTerminals, TerminalManager, TerminalSettings
 from ether_host.transport.agent_io import AgentIOServicer
 from ether_host.transport.gateway import GatewayServicer
+from ether_host.transport.health import AGENT_IO, GrpcHealthSink, HealthServicer
 from ether_host.transport.interceptors import (
     Authenticate,
     DefaultDeadline,
@@ -205,7 +207,12 @@ def _http_listener(
         grace=config.shutdown_grace,
     )
     mounts: list[Any] = [mcp.route, *a2a_http_routes(a2a)]
-    app = build_http_app(mounts, tokens=tokens, lifecycle=core.lifecycle)
+    app = build_http_app(
+        mounts,
+        tokens=tokens,
+        lifecycle=core.lifecycle,
+        readiness=lambda: readiness(core.supervisor, core.lifecycle),
+    )
     tls = (config.tls_cert, config.tls_key) if config.tls_cert else None
     try:
         listener = HttpListener(config.http_listen, app, tls=tls, grace=config.shutdown_grace)
@@ -275,7 +282,7 @@ async def run_host(
     )
     server = MethodTableServer(grpc_server, decorators)
 
-    health_servicer = health.aio.HealthServicer()
+    health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME]
     services = _services(core)
@@ -306,6 +313,9 @@ async def run_host(
     async with anyio.create_task_group() as tg:
         tg.start_soon(core.children.run_reaper)
         await tg.start(core.supervisor.run)
+        # ether.agent.NAME and the AgentIO service follow the agents' replicas (docs/health.md).
+        health_sink = GrpcHealthSink(health_servicer)
+        await tg.start(AgentHealth(core.supervisor, core.lifecycle, health_sink).run)
         await tg.start(core.dispatcher.run)
         await tg.start(core.workflows.run)
         await tg.start(core.gateway.run)
@@ -339,11 +349,12 @@ async def run_host(
             gc.collect()
             gc.freeze()
             for descriptor, _, _ in services:
-                await health_servicer.set(
-                    descriptor.full_name, health_pb2.HealthCheckResponse.SERVING
-                )
-            await health_servicer.set(A2A_SERVICE, health_pb2.HealthCheckResponse.SERVING)
-            await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+                if descriptor.full_name != AGENT_IO:  # SERVING while some agent runs
+                    health_servicer.set(
+                        descriptor.full_name, health_pb2.HealthCheckResponse.SERVING
+                    )
+            health_servicer.set(A2A_SERVICE, health_pb2.HealthCheckResponse.SERVING)
+            health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
             log.info(
                 "serving",
                 addresses=addresses,
@@ -365,7 +376,7 @@ async def run_host(
         core.supervisor.events.wake()
         for agent in core.supervisor.agents.values():
             agent.logs.wake()
-        await health_servicer.enter_graceful_shutdown()
+        health_servicer.enter_graceful_shutdown()
         await core.terminals.close_all()
         if http is not None:
             http.stop()  # drains alongside the gRPC server, within the same grace

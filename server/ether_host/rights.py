@@ -166,6 +166,7 @@ OPEN = "open"
 AUTHENTICATED = "authenticated"
 HTTP_RIGHTS: Mapping[str, str] = {
     "/healthz": OPEN,  # mirrors grpc.health.v1.Health, answered to probes without a token
+    "/readyz": OPEN,  # readiness for load balancers and probes, as /healthz
     # MCP tools are agent actions: the caller needs agent.execute for some agent, and sees and
     # calls the tools of the agents it may run (agent.execute:NAME narrows them).
     "/mcp": AGENT_EXECUTE,

@@ -79,8 +79,11 @@ def readme_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
         assert process.stop() == 0
 
 
-def test_walkthrough_runs_verbatim(readme_host: Host) -> None:
-    """list shows the services, describe shows AgentIOService, the health check says SERVING."""
+def test_walkthrough_runs_verbatim(
+    readme_host: Host, agent_calls: list[tuple[str, subprocess.CompletedProcess[str]]]
+) -> None:
+    """list shows the services, describe shows AgentIOService, the health checks say SERVING
+    (AgentIO's and scout's own: with the example agents deployed, as `make run` has them)."""
     commands = readme_commands("walkthrough")
     outputs = []
     for command in commands:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -12,16 +12,24 @@ from starlette.types import ASGIApp
 
 from ether_host import rights
 from ether_host.auth import TokenTable
+from ether_host.health import Readiness
 from ether_host.http.guard import HttpGuard
 from ether_host.lifecycle import Lifecycle
 
 HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
 
 
 def build_http_app(
-    mounts: Sequence[BaseRoute], *, tokens: TokenTable | None, lifecycle: Lifecycle
+    mounts: Sequence[BaseRoute],
+    *,
+    tokens: TokenTable | None,
+    lifecycle: Lifecycle,
+    readiness: Callable[[], Readiness] | None = None,
 ) -> ASGIApp:
-    """The application the HTTP listener serves: ``GET /healthz`` and every route of
+    """The application the HTTP listener serves: ``GET /healthz`` (liveness), ``GET /readyz``
+    (``readiness()``: 200, or 503 with the reason; the host's liveness when not given) and
+    every route of
     ``mounts`` (starlette ``Route``s and ``Mount``s, the latter for whole ASGI apps), all behind
     one ``HttpGuard`` (the per-request log line, the bearer token, the route's right).
 
@@ -44,7 +52,22 @@ def build_http_app(
             return JSONResponse({"status": "NOT_SERVING"}, status_code=503)
         return JSONResponse({"status": "SERVING"})
 
-    app = Starlette(routes=[Route(HEALTH_PATH, healthz, methods=["GET"]), *mounts])
+    async def readyz(request: Request) -> JSONResponse:
+        if readiness is None:
+            return await healthz(request)
+        ready = readiness()
+        if not ready.ready:
+            body: dict[str, object] = {"status": "NOT_READY", "reason": ready.reason}
+            if ready.waiting_for:
+                body["waiting_for"] = list(ready.waiting_for)
+            return JSONResponse(body, status_code=503)
+        return JSONResponse({"status": "READY"})
+
+    routes = [
+        Route(HEALTH_PATH, healthz, methods=["GET"]),
+        Route(READY_PATH, readyz, methods=["GET"]),
+    ]
+    app = Starlette(routes=[*routes, *mounts])
     return HttpGuard(app, tokens)
 
 

@@ -153,6 +153,11 @@ class Supervisor:
         agent = self.get(name)
         return agent, agent.logs.tail(lines or DEFAULT_TAIL)
 
+    def configured_to_run(self) -> list[str]:
+        """The agents the host config (its [[agents]] and agents_dir) deployed and no StopAgent
+        has stopped since: the ones a ready host runs (``/readyz``)."""
+        return sorted(n for n in self._configured - self._stopped if n in self.agents)
+
     def get(self, name: str) -> ManagedAgent:
         agent = self.agents.get(name)
         if agent is None:
