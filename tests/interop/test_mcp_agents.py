@@ -128,6 +128,7 @@ def test_cancel_task_sends_notifications_cancelled(host: HostProcess) -> None:
     request = agent_io_pb2.ExecuteStreamRequest(
         input=agent_input("pytools", "sleep", {"seconds": 61}, task_id="mcp-cancel")
     )
+    pid = processes(host, "pytools")[0].pid
     stream = host.agents.ExecuteStream(request, timeout=30)
     assert next(stream).WhichOneof("event") == "started"
     assert next(stream).progress.message == "sleeping"  # the handler runs
@@ -139,6 +140,8 @@ def test_cancel_task_sends_notifications_cancelled(host: HostProcess) -> None:
         list(stream)
     assert error.value.code() == grpc.StatusCode.CANCELLED
     log_until(host, "pytools", lambda line: "sleep of 61.0s cancelled" in line.message)
+    # Answered at once, not after cancel_grace: the process was not restarted as wedged.
+    assert processes(host, "pytools")[0].pid == pid
     assert data(execute(host, "pytools", "echo", {"text": "after"}))["text"] == "after"
 
 

@@ -81,6 +81,7 @@ def test_cancel_reaches_the_handler(host: HostProcess) -> None:
     request = agent_io_pb2.ExecuteStreamRequest(
         input=agent_input("tstools", "sleep", {"seconds": 63}, task_id="ts-cancel")
     )
+    pid = processes(host, "tstools")[0].pid
     stream = host.agents.ExecuteStream(request, timeout=30)
     assert next(stream).WhichOneof("event") == "started"
     assert next(stream).progress.message == "sleeping"  # the handler runs
@@ -89,6 +90,7 @@ def test_cancel_reaches_the_handler(host: HostProcess) -> None:
         list(stream)
     assert error.value.code() == grpc.StatusCode.CANCELLED
     log_until(host, "tstools", lambda line: "sleep of 63s cancelled" in line.message)
+    assert processes(host, "tstools")[0].pid == pid  # not restarted as wedged
 
 
 def test_pipe_and_workflow_stage(host: HostProcess) -> None:
