@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,14 @@ A2A = "lf.a2a.v1.A2AService"
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
-    process = HostProcess(tmp_path_factory.mktemp("a2a"))
+    state = tmp_path_factory.mktemp("a2a")
+    # Go builds (the wordcount example) reuse the build cache the other suites share, as
+    # tests/host/test_readme.py does: only speed depends on it.
+    shared = Path(tempfile.gettempdir()) / "ether-gocache"
+    shared.mkdir(exist_ok=True)
+    (state / "cache").mkdir()
+    (state / "cache" / "go-build").symlink_to(shared)
+    process = HostProcess(state)
     try:
         process.wait_serving()
         for folder in ("flow", "worker", "seed"):
