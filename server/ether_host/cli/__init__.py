@@ -1,5 +1,6 @@
 """The ``ether`` command: ``serve`` runs the host; every other command is a gRPC client of it,
-one module per command group (``agents``, ``call``, ``term``, ``workflow``, ``chat``, ``mcp``)
+one module per command group (``agents``, ``call``, ``term``, ``workflow``, ``chat``, ``mcp``,
+``status``, ``top``)
 over the helpers they share in ``client``."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import argparse
 from collections.abc import Sequence
 from typing import NoReturn
 
-from ether_host.cli import agents, call, chat, mcp, serve, terminals, workflows
+from ether_host.cli import agents, call, chat, mcp, serve, status, terminals, top, workflows
 from ether_host.cli.client import EXIT_USAGE
 
 
@@ -33,6 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     mcp.add_parser(commands)
     terminals.add_parser(commands)
     workflows.add_parser(commands)
+    status.add_parser(commands)
+    top.add_parser(commands)
     return parser
 
 
@@ -50,5 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "chat": chat.run,
         "mcp": mcp.run,
         "workflow": workflows.run,
+        "status": status.run,
+        "top": top.run,
     }
     return commands[args.command](args)

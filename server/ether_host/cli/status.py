@@ -1,0 +1,197 @@
+"""``ether status``: the host in one look — its version and uptime (GetHostInfo), each agent's
+state, replicas running of those asked for, tasks in flight and queued, and restarts
+(ListAgents, ListProcesses), and the terminals and workflow runs open now. A table, or one JSON
+object with ``-o json``. ``ether top`` (top.py) shows the same agents, refreshed.
+
+Terminals and runs need rights of their own (terminal.read, workflow.read): a caller without
+them still gets the rest, with those counts left out (null in JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, TextIO
+
+from ether_host.cli.client import (
+    EXIT_OK,
+    Metadata,
+    add_connection_arguments,
+    add_output_argument,
+    connect,
+    enum_name,
+    every_page,
+    print_table,
+    report_rpc_error,
+)
+
+
+@dataclass(frozen=True)
+class AgentRow:
+    """One agent as ``status`` and ``top`` show it."""
+
+    name: str
+    state: str
+    replicas: int  # asked for
+    running: int  # replicas RUNNING now
+    in_flight: int
+    queued: int
+    restarts: int  # of its replicas, since each replica's counters were last reset
+
+
+def add_parser(commands: Any) -> None:
+    """Register ``status`` on the ``ether`` command's subparsers."""
+    text = "the host in one look: version, uptime, agents, terminals and runs"
+    parser = commands.add_parser("status", help=text, description=text)
+    parser.set_defaults(command_parser=parser)
+    add_connection_arguments(parser)
+    add_output_argument(parser)
+
+
+def agent_rows(agents: Any, supervisor: Any, metadata: Metadata) -> list[AgentRow]:
+    """Every agent with its load (ListAgents) and its replicas' states and restarts
+    (ListProcesses), sorted by name."""
+    from ether.v1 import agent_io_pb2, supervisor_pb2
+
+    listed = every_page(agents.ListAgents, agent_io_pb2.ListAgentsRequest(), "agents", metadata)
+    processes = every_page(
+        supervisor.ListProcesses, supervisor_pb2.ListProcessesRequest(), "processes", metadata
+    )
+    running: dict[str, int] = {}
+    restarts: dict[str, int] = {}
+    for process in processes:
+        if process.state == agent_io_pb2.AGENT_STATE_RUNNING:
+            running[process.agent] = running.get(process.agent, 0) + 1
+        restarts[process.agent] = restarts.get(process.agent, 0) + process.restarts
+    return sorted(
+        (
+            AgentRow(
+                name=a.name,
+                state=enum_name(agent_io_pb2.AgentState, a.state),
+                replicas=a.replicas,
+                running=running.get(a.name, 0),
+                in_flight=a.in_flight,
+                queued=a.queued,
+                restarts=restarts.get(a.name, 0),
+            )
+            for a in listed
+        ),
+        key=lambda row: row.name,
+    )
+
+
+def host_summary(supervisor: Any, metadata: Metadata) -> dict[str, Any]:
+    """The host's version, start time and uptime in seconds."""
+    from ether.v1 import supervisor_pb2
+
+    host = supervisor.GetHostInfo(
+        supervisor_pb2.GetHostInfoRequest(), timeout=30, metadata=metadata
+    ).host
+    started = host.started_at.ToNanoseconds() / 1e9
+    return {
+        "version": host.version,
+        "started_at": host.started_at.ToJsonString(),
+        "uptime_seconds": round(max(0.0, time.time() - started), 3),
+        "listeners": list(host.listeners),
+    }
+
+
+def _count_if_allowed(method: Any, request: Any, field: str, metadata: Metadata) -> int | None:
+    """How many items every page of a List call holds; None when the caller may not list
+    them (PERMISSION_DENIED): a status for an agent operator needs no terminal right."""
+    import grpc
+
+    try:
+        return len(every_page(method, request, field, metadata))
+    except grpc.RpcError as error:
+        if error.code() == grpc.StatusCode.PERMISSION_DENIED:
+            return None
+        raise
+
+
+def _other_counts(channel: Any, metadata: Metadata) -> dict[str, int | None]:
+    from ether.v1 import terminal_pb2, terminal_pb2_grpc, workflow_pb2, workflow_pb2_grpc
+
+    terminals = terminal_pb2_grpc.TerminalServiceStub(channel)
+    workflows = workflow_pb2_grpc.WorkflowServiceStub(channel)
+    return {
+        "terminals_running": _count_if_allowed(
+            terminals.ListTerminals,
+            terminal_pb2.ListTerminalsRequest(state=terminal_pb2.TERMINAL_STATE_RUNNING),
+            "terminals",
+            metadata,
+        ),
+        "runs_active": _count_if_allowed(
+            workflows.ListRuns,
+            workflow_pb2.ListRunsRequest(
+                states=[workflow_pb2.RUN_STATE_PENDING, workflow_pb2.RUN_STATE_RUNNING]
+            ),
+            "runs",
+            metadata,
+        ),
+    }
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Entry point of ``ether status``."""
+    import grpc  # imported late: `ether --help` should not load grpc
+
+    from ether.v1 import agent_io_pb2_grpc, supervisor_pb2_grpc
+
+    channel, metadata = connect(args)
+    try:
+        supervisor = supervisor_pb2_grpc.SupervisorServiceStub(channel)
+        host = host_summary(supervisor, metadata)
+        rows = agent_rows(agent_io_pb2_grpc.AgentIOServiceStub(channel), supervisor, metadata)
+        counts = _other_counts(channel, metadata)
+    except grpc.RpcError as error:
+        return report_rpc_error(error, err, "ether status")
+    finally:
+        channel.close()
+    if args.output == "json":
+        summary = {"host": host, "agents": [asdict(row) for row in rows], **counts}
+        out.write(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+        return EXIT_OK
+    out.write(f"host      ether {host['version']}, up {format_uptime(host['uptime_seconds'])}\n")
+    running = sum(1 for row in rows if row.running)
+    out.write(f"agents    {len(rows)} deployed, {running} with a replica running\n")
+    for key, label in (("terminals_running", "terminals"), ("runs_active", "runs")):
+        shown = "(not allowed)" if counts[key] is None else str(counts[key])
+        what = "running" if key == "terminals_running" else "pending or running"
+        out.write(f"{label:<10}{shown} {what}\n")
+    if rows:
+        out.write("\n")
+        print_table(AGENT_HEADER, [agent_cells(row) for row in rows], out)
+    return EXIT_OK
+
+
+AGENT_HEADER = ["NAME", "STATE", "RUNNING", "IN FLIGHT", "QUEUED", "RESTARTS"]
+
+
+def agent_cells(row: AgentRow) -> list[str]:
+    return [
+        row.name,
+        row.state,
+        f"{row.running}/{row.replicas}",
+        str(row.in_flight),
+        str(row.queued),
+        str(row.restarts),
+    ]
+
+
+def format_uptime(seconds: float) -> str:
+    """3d4h, 2h05m, 4m12s, 9s: the two largest units."""
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
