@@ -127,8 +127,7 @@ class EtherRequestHandler(RequestHandler):
         start_detached(self._tg, self._run, record, task, taken, name=f"a2a task {task_id}")
         await taken
         if record.refused is not None:
-            self._book.discard(record)
-            raise record.refused
+            raise record.refused  # _run has forgotten the task
         record.admitted = True
         return record
 
@@ -165,7 +164,9 @@ class EtherRequestHandler(RequestHandler):
         except EtherError as error:
             refusal = messages.refusal(error)
             if not record.admitted and refusal is not None:
+                # Forgotten here, not by _start: its caller may be gone by now.
                 record.refused = refusal
+                self._book.discard(record)
                 return
             never_started = record.task.status.state == a2a_pb2.TASK_STATE_SUBMITTED
             state = a2a_pb2.TASK_STATE_REJECTED if never_started else a2a_pb2.TASK_STATE_FAILED
