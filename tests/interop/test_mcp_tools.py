@@ -6,6 +6,7 @@ tools/list_changed on both."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 from google.protobuf import json_format
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
+from ether_host.mcp_tools import ActionTool, name_tools
 from tests.support.agents import deploy
 from tests.support.host import HostProcess
 
@@ -175,3 +177,61 @@ def test_tools_list_changed_when_agents_come_and_go(host: HostProcess, surface: 
 
 def _remove(host: HostProcess, name: str) -> None:
     host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=name), timeout=60)
+
+
+PY_SERVER = Path(__file__).parent / "mcp_servers_py"  # an MCP server deployed as an agent
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_declared_result_schema_is_the_tools_output_schema(
+    host: HostProcess, surface: str
+) -> None:
+    """An MCP server deployed as an agent declares result schemas (its tools' outputSchema):
+    they come back out as outputSchema, and its unusable tool is not offered."""
+    if "pytools" not in {a.name for a in host.agents.ListAgents(_LIST, timeout=10).agents}:
+        deploy(host, PY_SERVER)
+    info = host.agents.GetAgent(agent_io_pb2.GetAgentRequest(name="pytools"), timeout=10).agent
+    declared = {a.name: json_format.MessageToDict(a.result_schema) for a in info.actions}
+    assert declared["add"], "the MCP server's add tool declares an output schema"
+
+    async def listed() -> tuple[dict[str, types.Tool], types.CallToolResult]:
+        async with mcp_session(surface, host) as session:
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            # The SDK client checks structuredContent against the outputSchema it listed.
+            return tools, await session.call_tool("pytools__add", {"a": 2, "b": 3})
+
+    tools, added = run(listed())
+    assert tools["pytools__add"].output_schema == declared["add"]
+    assert tools["pytools__echo"].output_schema is None
+    assert "pytools__broken" not in tools
+    assert not added.is_error
+    assert added.structured_content == {"total": 5, "terms": [2, 3]}
+
+
+_LIST = agent_io_pb2.ListAgentsRequest()
+
+
+def test_tool_names_are_stable_safe_and_unique() -> None:
+    """The naming rule of docs/interop.md: AGENT__ACTION; other characters become '_', and a
+    changed, overlong or colliding name gets a hash suffix that depends on the pair alone."""
+    long_action = "a" * 80
+    named = name_tools(
+        [
+            ActionTool("scout", "analyze_file"),
+            ActionTool("web", "get.page"),
+            ActionTool("web", "get_page"),
+            ActionTool("scout", long_action),
+            ActionTool("a__b", "c"),
+            ActionTool("a", "b__c"),
+        ]
+    )
+    names = {(tool.agent, tool.action): name for name, tool in named.items()}
+    assert names[("scout", "analyze_file")] == "scout__analyze_file"
+    assert names[("web", "get_page")] == "web__get_page"
+    assert names[("web", "get.page")].startswith("web__get_page_")  # changed: suffixed
+    assert len(names[("scout", long_action)]) == 64
+    assert {names[("a__b", "c")], names[("a", "b__c")]} >= {"a__b__c"}
+    assert len(set(names.values())) == 6
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) for name in names.values())
+    again = name_tools([ActionTool("scout", long_action)])
+    assert list(again) == [names[("scout", long_action)]]  # the same name in any listing
