@@ -5,6 +5,7 @@ agents run. Every wait is on a health Watch or a supervisor event, never on time
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,7 +49,8 @@ def name(status: int) -> str:
 
 def test_agent_io_serves_only_once_an_agent_runs(tmp_path: Path) -> None:
     """A host with no agent says NOT_SERVING for the AgentIO service (nothing could take a
-    task); a deploy turns it SERVING, seen by a client watching it."""
+    task); a deploy turns it SERVING, seen by a client watching it; a stop turns it
+    NOT_SERVING and ends the watch."""
     host = HostProcess(tmp_path / "state")
     try:
         host.wait_serving()
@@ -59,6 +61,13 @@ def test_agent_io_serves_only_once_an_agent_runs(tmp_path: Path) -> None:
         deploy(host, AGENTS / "worker")
         assert name(next(statuses)) == "SERVING"
         assert name(check(host, AGENT_IO)) == "SERVING"
+
+        # On SIGTERM every service turns NOT_SERVING, and the watch ends (it does not hold the
+        # host's drain open for its grace).
+        host.process.send_signal(signal.SIGTERM)
+        assert name(next(statuses)) == "NOT_SERVING"
+        assert list(statuses) == []
+        assert host.process.wait(60) == 0
     finally:
         assert host.stop() == 0
 
@@ -75,6 +84,10 @@ def test_an_agent_is_served_while_a_replica_runs(host: HostProcess) -> None:
     deploy(host, AGENTS / "lifecycle", name=agent, start_retries=0)
     statuses = watch(host, f"ether.agent.{agent}")
     assert name(next(statuses)) == "SERVING"
+    health = health_pb2_grpc.HealthStub(host.channel)
+    listed = health.List(health_pb2.HealthListRequest(), timeout=30).statuses
+    assert name(listed[f"ether.agent.{agent}"].status) == "SERVING"
+    assert name(listed[AGENT_IO].status) == "SERVING"
 
     # The process exits under this task (the rogue agent's "crash" action).
     crash = host.agents.Execute.future(

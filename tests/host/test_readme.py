@@ -205,7 +205,8 @@ def test_cli_block_runs_verbatim(
     readme_host: Host, agent_calls: list[tuple[str, subprocess.CompletedProcess[str]]]
 ) -> None:
     """The README's `ether` commands, with $ETHER_ADDRESS naming the test host: each exits 0;
-    list names the example agents, the calls print JSON, ps shows scout's two replicas."""
+    list names the example agents, the calls print JSON, ps, status and top show scout's two
+    replicas."""
     env = os.environ | {"ETHER_ADDRESS": readme_host.address}
     outputs = {}
     for command in readme_commands("cli"):
@@ -220,3 +221,8 @@ def test_cli_block_runs_verbatim(
     assert (
         len([line for line in outputs["agents ps"].splitlines() if line.startswith("scout ")]) == 2
     )
+    status = json.loads(outputs["status -o"])
+    scout = next(agent for agent in status["agents"] if agent["name"] == "scout")
+    assert (scout["state"], scout["replicas"], scout["running"]) == ("RUNNING", 2, 2)
+    top = [line.split() for line in outputs["top --once"].splitlines()]
+    assert ["scout", "RUNNING", "2/2"] in [row[:3] for row in top]

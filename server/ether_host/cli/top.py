@@ -5,7 +5,7 @@ instead, for scripts and for a terminal that is not one.
 
 Tasks per second and latency percentiles are not shown: the host does not count finished tasks
 or time them anywhere a client can read today (ListAgents and ListProcesses give the load now,
-WatchEvents only state changes); they come with the host's metrics (docs/cli.md).
+WatchEvents only state changes); they come with the host's metrics (README, "Watching the host").
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def _view(host: dict[str, Any], rows: list[AgentRow], since: dict[str, int]) -> 
         fresh = since.get(row.name, 0)
         cells.append(Text(str(fresh), style="bold yellow" if fresh else ""))
         table.add_row(*cells)
-    table.caption = "tasks/s and p50/p99 latencies: not exposed by the host yet (docs/cli.md)"
+    table.caption = "tasks/s and p50/p99 latencies: not exposed by the host yet"
     return table
 
 
