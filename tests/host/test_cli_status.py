@@ -128,3 +128,21 @@ def test_status_reports_an_unreachable_host(tmp_path: Path) -> None:
     )
     assert result.returncode == 4, result.stdout + result.stderr
     assert "ether status: UNAVAILABLE" in result.stderr
+
+
+def test_status_leaves_out_what_the_token_may_not_read(tmp_path: Path) -> None:
+    """A token with agent.read only: the agents and the host are there, the terminal and run
+    counts are null (not an error), and the exit status is 0."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text("viewer viewer-token-0123456789ab agent.read\n")
+    host = HostProcess(tmp_path / "state", "--auth-tokens-file", str(tokens))
+    try:
+        host.wait_serving()
+        result = ether(host, "status", "-o", "json", "--token", "viewer-token-0123456789ab")
+        assert result.returncode == 0, result.stderr
+        status = json.loads(result.stdout)
+        assert status["agents"] == [] and status["host"]["version"]
+        assert status["terminals_running"] is None
+        assert status["runs_active"] is None
+    finally:
+        assert host.stop() == 0
