@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import mcp_types as types
 import pytest
 from google.protobuf import json_format
@@ -235,3 +236,22 @@ def test_tool_names_are_stable_safe_and_unique() -> None:
     assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) for name in names.values())
     again = name_tools([ActionTool("scout", long_action)])
     assert list(again) == [names[("scout", long_action)]]  # the same name in any listing
+
+
+def test_without_auth_only_loopback_host_headers_reach_mcp(host: HostProcess) -> None:
+    """A page from another origin cannot drive a loopback /mcp through DNS rebinding."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    accept = {"accept": "application/json, text/event-stream"}
+    url = f"{host.http_address}/mcp"
+    assert httpx.post(url, json=body, headers=accept, timeout=30).status_code == 200
+    rebound = accept | {"host": "attacker.example"}
+    assert httpx.post(url, json=body, headers=rebound, timeout=30).status_code == 421

@@ -137,3 +137,14 @@ def test_a_call_in_flight_finishes_when_the_host_stops(tmp_path: Path) -> None:
         host.wait_for_log(lambda r: r.get("event") == "stopped")
     finally:
         host.stop()
+
+
+def test_a_session_answers_only_the_identity_that_opened_it(host: HostProcess) -> None:
+    url = f"{host.http_address}/mcp"
+    runner = ACCEPT | {"authorization": f"Bearer {RUNNER}"}
+    opened = httpx.post(url, json=INITIALIZE, headers=runner, timeout=30)
+    assert opened.status_code == 200
+    session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    admin = ACCEPT | session | {"authorization": f"Bearer {ADMIN}"}
+    assert httpx.post(url, json=listing, headers=admin, timeout=30).status_code == 404
