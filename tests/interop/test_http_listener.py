@@ -4,6 +4,7 @@ request)."""
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 
 import httpx
@@ -11,6 +12,7 @@ import pytest
 
 from ether.v1 import supervisor_pb2
 from tests.host._support import run_ether
+from tests.support.certs import Authority
 from tests.support.host import HostProcess
 
 ADMIN = "http-admin-token-0123456789"
@@ -131,3 +133,35 @@ def test_a_port_in_use_is_refused(tmp_path: Path) -> None:
         assert f"http_listen {taken}: address in use" in result.stderr
     finally:
         first.stop()
+
+
+def test_with_tls_the_listener_serves_https_with_the_hosts_certificate(tmp_path: Path) -> None:
+    authority = Authority(tmp_path, "http")
+    server = authority.issue("server", "ether host", server=True)
+    tls = ("--tls-cert", str(server.cert), "--tls-key", str(server.key))
+    host = HostProcess(tmp_path / "state", *tls, http=True)
+    try:
+        record = host.wait_for_log(lambda r: r.get("event") == "serving", 60)
+        address = str(record["http"])
+        assert address.startswith("https://127.0.0.1:")
+        context = ssl.create_default_context(cafile=str(authority.pem))
+        answer = httpx.get(f"{address}/healthz", verify=context, timeout=30)
+        assert (answer.status_code, answer.json()) == (200, {"status": "SERVING"})
+        with pytest.raises(httpx.HTTPError):  # plaintext is not served
+            httpx.get(address.replace("https://", "http://") + "/healthz", timeout=30)
+    finally:
+        assert host.stop() == 0
+
+
+def test_client_certificates_and_the_http_listener_are_refused_together(tmp_path: Path) -> None:
+    authority = Authority(tmp_path, "http")
+    server = authority.issue("server", "ether host", server=True)
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"admin {ADMIN}\nclient cert:client\n")
+    result = run_ether(
+        "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--auth-tokens-file", str(tokens),
+        "--tls-cert", str(server.cert), "--tls-key", str(server.key),
+        "--tls-client-ca", str(authority.pem), "--state-dir", str(tmp_path / "state"),
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "the HTTP listener names callers by bearer token only" in result.stderr
