@@ -28,10 +28,11 @@ from starlette.types import Receive, Scope, Send
 from ether_host import rights
 from ether_host.agents import ERROR, Dispatcher, TaskEvent, TaskInput
 from ether_host.auth import Identity
-from ether_host.errors import EtherError
-from ether_host.http.guard import request_identity
+from ether_host.errors import EtherError, Unavailable
+from ether_host.http.guard import request_identity, send_error
 from ether_host.lifecycle import Lifecycle
 from ether_host.mcp_tools import ActionTool, ProgressSink, ToolOutcome, ToolServer
+from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
 
 MCP_PATH = "/mcp"
@@ -133,13 +134,19 @@ class _AsCaller:
     session answers only the identity that opened it) and a count of the requests in flight
     other than the long-lived GET streams (the drain waits for those)."""
 
-    def __init__(self, app: StreamableHTTPASGIApp) -> None:
+    def __init__(self, app: StreamableHTTPASGIApp, lifecycle: Lifecycle) -> None:
         self._app = app
+        self._lifecycle = lifecycle
         self.in_flight = 0
         self.idle = anyio.Event()
         self.idle.set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._lifecycle.is_stopping:
+            # The session manager ends once the calls in flight have: a request that comes in
+            # while the listener drains is refused as gRPC refuses a new call then.
+            await send_error(send, Unavailable("the host is stopping", reason=Reason.HOST_STOPPING))
+            return
         identity = request_identity(scope)
         token = AccessToken(token="", client_id=identity.name, scopes=sorted(identity.rights))
         scope["user"] = AuthenticatedUser(token)
@@ -181,7 +188,7 @@ class McpSurface:
         self._manager = StreamableHTTPSessionManager(
             app=self._tools.server, security_settings=security
         )
-        self._endpoint = _AsCaller(StreamableHTTPASGIApp(self._manager))
+        self._endpoint = _AsCaller(StreamableHTTPASGIApp(self._manager), lifecycle)
         self._lifecycle = lifecycle
         self._grace = grace
         self.route = Route(MCP_PATH, endpoint=self._endpoint)
