@@ -52,6 +52,16 @@ class ToolSource(Protocol):
         ...
 
 
+# How long one client may take to accept a list_changed: a client that does not read its stream
+# loses the notification rather than holding up the others' (it can still call tools/list).
+NOTIFY_TIMEOUT = 5.0
+
+
+async def _tell_list_changed(connection: Connection) -> None:
+    with anyio.move_on_after(NOTIFY_TIMEOUT):
+        await connection.send_tool_list_changed()  # best effort: never raises
+
+
 class _ListChangedServer(Server[Any]):
     """The lowlevel server, advertising ``tools.listChanged`` to every client: the HTTP session
     manager builds its initialize answer from the defaults."""
@@ -146,8 +156,9 @@ class ToolServer:
         """Send ``notifications/tools/list_changed`` to every open connection each time the
         source's tools change; runs until cancelled."""
         async for _ in self._source.changes():
-            for connection in list(self._connections):
-                await connection.send_tool_list_changed()  # best effort: never raises
+            async with anyio.create_task_group() as tg:
+                for connection in list(self._connections):
+                    tg.start_soon(_tell_list_changed, connection)
 
     async def serve_stdio(self) -> None:
         """Serve one client over this process's stdin and stdout until it closes them."""
