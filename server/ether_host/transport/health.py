@@ -70,7 +70,9 @@ class HealthServicer:
     ) -> health_pb2.HealthCheckResponse:
         status = self._statuses.get(request.service)
         if status is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+            # The name cut short: the message travels in trailers, whose size gRPC bounds.
+            named = request.service[:200]
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {named!r}")
         return health_pb2.HealthCheckResponse(status=status)
 
     async def List(
