@@ -264,6 +264,7 @@ def language(name: str) -> common_pb2.Language:
     """An agent's language; UNSPECIFIED for an MCP server whose folder does not tell one."""
     return LANGUAGES.get(name, common_pb2.LANGUAGE_UNSPECIFIED)
 
+
 KINDS = {
     "general": agent_io_pb2.AGENT_TYPE_GENERAL,
     "io_gateway": agent_io_pb2.AGENT_TYPE_IO_GATEWAY,
