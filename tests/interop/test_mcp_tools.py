@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,14 @@ import httpx
 import mcp_types as types
 import pytest
 from google.protobuf import json_format
+from mcp.client import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
 from ether_host.mcp_tools import ActionTool, name_tools
 from tests.support.agents import deploy
-from tests.support.host import HostProcess
+from tests.support.host import ETHER, HostProcess
 
 from .mcp_clients import SURFACES, mcp_session
 
@@ -255,3 +259,38 @@ def test_without_auth_only_loopback_host_headers_reach_mcp(host: HostProcess) ->
     assert httpx.post(url, json=body, headers=accept, timeout=30).status_code == 200
     rebound = accept | {"host": "attacker.example"}
     assert httpx.post(url, json=body, headers=rebound, timeout=30).status_code == 421
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_2026_client_lists_and_calls_too(host: HostProcess, surface: str) -> None:
+    """A client of the 2026-07-28 revision (server/discover instead of initialize, what the
+    SDK's Client does by default) lists and calls the same tools."""
+
+    async def exchange() -> tuple[str, set[str], types.CallToolResult]:
+        async with _discovered(surface, host) as session:
+            result = session.discover_result
+            assert result is not None
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            added = await session.call_tool("calculator__add", {"a": 2, "b": 3})
+            return session.protocol_version, names, added
+
+    version, names, added = run(exchange())
+    assert version == "2026-07-28"
+    assert "calculator__add" in names
+    assert added.structured_content == {"sum": 5}
+
+
+@asynccontextmanager
+async def _discovered(surface: str, host: HostProcess) -> AsyncIterator[ClientSession]:
+    if surface == "stdio":
+        server = StdioServerParameters(command=str(ETHER), args=["mcp", "--address", host.address])
+        async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+            await session.discover()
+            yield session
+        return
+    async with (
+        streamable_http_client(f"{host.http_address}/mcp") as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.discover()
+        yield session
