@@ -20,6 +20,8 @@ from google.protobuf import json_format
 from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import listen
+from mcp.shared.subscriptions import ToolsListChanged
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
 from ether_host.mcp_tools import ActionTool, name_tools
@@ -294,3 +296,23 @@ async def _discovered(surface: str, host: HostProcess) -> AsyncIterator[ClientSe
     ):
         await session.discover()
         yield session
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_2026_client_hears_of_changes_on_its_listen_stream(
+    host: HostProcess, surface: str
+) -> None:
+    name = f"tally-{surface}"
+
+    async def followed() -> tuple[object, set[str]]:
+        async with (
+            _discovered(surface, host) as session,
+            listen(session, tools_list_changed=True) as subscription,
+        ):
+            await anyio.to_thread.run_sync(lambda: deploy(host, CALCULATOR, name=name))
+            event = await subscription.__anext__()
+            return event, {tool.name for tool in (await session.list_tools()).tools}
+
+    event, names = run(followed())
+    assert isinstance(event, ToolsListChanged)
+    assert f"{name}__add" in names

@@ -198,6 +198,7 @@ class McpSurface:
             tg.start_soon(self._tools.announce_changes)
             task_status.started()
             await self._lifecycle.stopping.wait()
+            self._tools.end_subscriptions()
             with anyio.move_on_after(self._grace):
                 await self._endpoint.idle.wait()
             tg.cancel_scope.cancel()

@@ -17,6 +17,7 @@ from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 
 from ether_host.mcp_tools.mapping import (
@@ -95,6 +96,9 @@ class ToolServer:
         # The connections to tell of a changed tool list: each client's, for as long as it is
         # open (the SDK drops a connection when its session ends; so does this set).
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
+        # 2026-07-28 clients hear of changes on subscriptions/listen streams instead.
+        self._changes = InMemorySubscriptionBus()
+        self._listen = ListenHandler(self._changes)
         self.server = _ListChangedServer(
             "ether",
             version=version,
@@ -104,6 +108,7 @@ class ToolServer:
             ),
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            on_subscriptions_listen=self._listen,
         )
         self.server.middleware.append(self._remember_connection)
 
@@ -153,12 +158,19 @@ class ToolServer:
         return result_of(tool, outcome)
 
     async def announce_changes(self) -> None:
-        """Send ``notifications/tools/list_changed`` to every open connection each time the
-        source's tools change; runs until cancelled."""
+        """Send ``notifications/tools/list_changed`` to every open connection (and to every
+        subscriptions/listen stream) each time the source's tools change; runs until
+        cancelled."""
         async for _ in self._source.changes():
+            await self._changes.publish(ToolsListChanged())
             async with anyio.create_task_group() as tg:
                 for connection in list(self._connections):
                     tg.start_soon(_tell_list_changed, connection)
+
+    def end_subscriptions(self) -> None:
+        """End every subscriptions/listen stream (they are open requests: a drain would wait
+        for them)."""
+        self._listen.close()
 
     async def serve_stdio(self) -> None:
         """Serve one client over this process's stdin and stdout until it closes them."""
