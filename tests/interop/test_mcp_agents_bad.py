@@ -17,9 +17,11 @@ from tests.support.host import HostProcess
 PY_SERVERS = Path(__file__).resolve().parent / "mcp_servers_py"
 
 
-def deploy_failing(host: HostProcess, name: str, script: str) -> supervisor_pb2.WatchEventsResponse:
+def deploy_failing(
+    host: HostProcess, name: str, script: str, start_timeout: int = 2
+) -> supervisor_pb2.WatchEventsResponse:
     """Deploy ``script`` of the test servers' folder as an MCP agent with a 2 s start timeout
-    and no start retries; the event that ends its start."""
+    (by default) and no start retries; the event that ends its start."""
     response = host.supervisor.DeployAgent(
         supervisor_pb2.DeployAgentRequest(
             spec=supervisor_pb2.AgentSpec(
@@ -27,7 +29,7 @@ def deploy_failing(host: HostProcess, name: str, script: str) -> supervisor_pb2.
                 path=str(PY_SERVERS),
                 protocol=supervisor_pb2.LINK_PROTOCOL_MCP,
                 command=["python", script],
-                start_timeout=duration_pb2.Duration(seconds=2),
+                start_timeout=duration_pb2.Duration(seconds=start_timeout),
                 start_retries=0,
             )
         ),
@@ -68,3 +70,12 @@ def test_the_host_serves_on(host: HostProcess) -> None:
     """After both failures the host answers as before."""
     listed = host.agents.ListAgents(agent_io_pb2.ListAgentsRequest(), timeout=10).agents
     assert {"silent", "ancient"} <= {a.name for a in listed}
+
+
+def test_a_server_that_exits_at_once_fails_with_its_stderr(host: HostProcess) -> None:
+    """A server that dies before answering initialize fails its start for that reason (not a
+    timeout), its last stderr line in the event."""
+    event = deploy_failing(host, "quitter", "exits.py", start_timeout=120)
+    assert state_name(event.state) == "FATAL"
+    assert "exited before answering initialize" in event.reason, event.reason
+    assert "exits: cannot open my database" in event.stderr_tail
