@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -316,3 +317,22 @@ def test_a_2026_client_hears_of_changes_on_its_listen_stream(
     event, names = run(followed())
     assert isinstance(event, ToolsListChanged)
     assert f"{name}__add" in names
+
+
+def test_ether_mcp_says_which_host_it_cannot_reach() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+
+    async def listed() -> Exception:
+        server = StdioServerParameters(command=str(ETHER), args=["mcp", "--address", address])
+        async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            try:
+                await session.list_tools()
+            except Exception as error:
+                return error
+        raise AssertionError("tools were listed from a host that is not there")
+
+    error = str(run(listed()))
+    assert f"the Ether host at {address} did not list its agents: UNAVAILABLE" in error

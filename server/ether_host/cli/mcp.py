@@ -51,21 +51,38 @@ async def _serve(args: argparse.Namespace) -> None:
 
     channel, metadata = connect(args, aio=True)
     async with channel:
-        source = _HostTools(channel, metadata)
+        source = _HostTools(channel, metadata, args.address)
         await ToolServer(source, version=version("ether-host")).serve_stdio()
 
 
 class _HostTools:
     """A host's agents as an ``mcp_tools.ToolSource``, over gRPC."""
 
-    def __init__(self, channel: Any, metadata: Metadata) -> None:
+    def __init__(self, channel: Any, metadata: Metadata, address: str) -> None:
         from ether.v1 import agent_io_pb2_grpc, supervisor_pb2_grpc
 
         self._agents = agent_io_pb2_grpc.AgentIOServiceStub(channel)
         self._supervisor = supervisor_pb2_grpc.SupervisorServiceStub(channel)
         self._metadata = metadata
+        self._address = address
 
     async def tools(self, caller: Any) -> list[Any]:
+        """The tools; a host that cannot list them is an MCP error saying which and why."""
+        import grpc
+        import mcp_types
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            return await self._list_tools()
+        except grpc.aio.AioRpcError as error:
+            raise MCPError(
+                mcp_types.INTERNAL_ERROR,
+                f"the Ether host at {self._address} did not list its agents: "
+                f"{error.code().name}: {error.details()} (ether mcp --address, or $ETHER_ADDRESS; "
+                "--token or $ETHER_TOKEN)",
+            ) from None
+
+    async def _list_tools(self) -> list[Any]:
         from google.protobuf import json_format
 
         from ether.v1 import agent_io_pb2
@@ -143,18 +160,26 @@ class _HostTools:
         from ether.v1 import supervisor_pb2
 
         seen = await self._signature()
+        failing = False  # say once that the host cannot be followed, not every second
         while True:
             events = self._supervisor.WatchEvents(
                 supervisor_pb2.WatchEventsRequest(after_sequence=-1), metadata=self._metadata
             )
             try:
                 async for _ in events:
+                    failing = False
                     now = await self._signature()
                     if now != seen:
                         seen = now
                         yield None
             except grpc.aio.AioRpcError as error:
-                print(f"ether mcp: watching the host's agents: {error.details()}", file=sys.stderr)
+                if not failing:
+                    print(
+                        f"ether mcp: cannot follow the agents of {self._address}: "
+                        f"{error.code().name}: {error.details()}",
+                        file=sys.stderr,
+                    )
+                failing = True
             finally:
                 events.cancel()
             await anyio.sleep(_WATCH_RETRY)
@@ -163,7 +188,7 @@ class _HostTools:
         import grpc
 
         try:
-            tools = await self.tools(None)
+            tools = await self._list_tools()
         except grpc.aio.AioRpcError:
             return ""
         return json.dumps(
