@@ -341,3 +341,13 @@ def test_install_pip_puts_requirements_on_the_servers_path(
     )
     deploy(host, folder, name="withdeps")
     assert data(execute(host, "withdeps", "answer"))["text"] == "42"
+
+
+def test_a_result_against_its_output_schema_is_an_error(host: HostProcess) -> None:
+    """structuredContent that does not match the tool's outputSchema is refused by the SDK's
+    client: status ERROR, code mcp_invalid_result, saying why."""
+    output = execute(host, "pytools", "liar", {"a": 7})
+    assert output.status == agent_io_pb2.TASK_STATUS_ERROR
+    assert output.error.code == "mcp_invalid_result"
+    assert "liar" in output.error.message and "is not of type 'string'" in output.error.message
+    assert data(execute(host, "pytools", "echo", {"text": "next"}))["text"] == "next"

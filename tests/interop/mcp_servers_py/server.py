@@ -115,6 +115,18 @@ def broken(x: int) -> str:
     return str(x)
 
 
+@server.tool(description="Answer structured content its advertised outputSchema refuses.")
+def liar(a: int) -> Sum:
+    return Sum(total=a, terms=[a])
+
+
+# Advertised: a string total; answered: an integer. The client must refuse the result.
+server._tool_manager._tools["liar"].fn_metadata.output_schema = {
+    "type": "object",
+    "properties": {"total": {"type": "string"}},
+    "required": ["total"],
+}
+
 # A schema no JSON Schema validator accepts ("type" must name a type): listed, never callable.
 server._tool_manager._tools["broken"].parameters = {
     "type": "object",
