@@ -114,7 +114,7 @@ class McpConnection(AgentConnection):
                 log.exception("splitting stdout failed", agent=self.agent)
                 return
             for line in lines:
-                self._from_server(line)
+                self._from_server_guarded(line)
 
         session = ClientSession(
             self._session_reads,
@@ -132,7 +132,7 @@ class McpConnection(AgentConnection):
                     task_status.started()
                     await self._stdout.deliver(on_chunk)
                     for line in splitter.finish():
-                        self._from_server(line)
+                        self._from_server_guarded(line)
                     self._eof = True
                     self._fail_all(LinkClosed(f"agent {self.agent}: stdout closed"))
                     tg.cancel_scope.cancel()
@@ -144,6 +144,16 @@ class McpConnection(AgentConnection):
             self._session_writes.close()
             self._hello_seen.set()
             self.closed.set()
+
+    def _from_server_guarded(self, line: bytes | Oversized) -> None:
+        # Runs in the loop's read callback: nothing may escape it.
+        try:
+            self._from_server(line)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # the session ended (the process is going): nobody reads what is left
+        except Exception:  # a bug in handling one line must not end the link
+            self.counters.protocol_errors += 1
+            log.exception("stdout line handling failed", agent=self.agent)
 
     def _from_server(self, line: bytes | Oversized) -> None:
         """One stdout line to the session, or to the log when it is not JSON-RPC."""
@@ -206,8 +216,8 @@ class McpConnection(AgentConnection):
     async def _refresh_tools(self) -> None:
         try:
             hello = await self._list_tools()
-        except (MCPError, ValidationError, anyio.EndOfStream, anyio.ClosedResourceError) as error:
-            self._trouble("tools/list after tools/list_changed failed", error=str(error))
+        except Exception as error:  # the server's answer, or its end: keep the old list
+            self._trouble("tools/list after tools/list_changed failed", error=str(error)[:500])
             return
         self.hello = hello
         if self._on_tools_changed is not None:
@@ -355,6 +365,11 @@ class McpConnection(AgentConnection):
             )
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             failure = LinkClosed(f"agent {self.agent}: the MCP session closed")
+        except Exception as error:  # a bug here fails this task, never the link or the host
+            log.exception("tools/call failed", agent=self.agent, tool=frame.get("action"))
+            answer = mcp_mapping.error_frame(
+                frame_id, "internal", f"the host failed this tools/call: {type(error).__name__}"
+            )
         finally:
             self._calls.pop(frame_id, None)
         pending.finish(result=answer, failure=failure)
