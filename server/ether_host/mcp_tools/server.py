@@ -96,6 +96,9 @@ class ToolServer:
         # The connections to tell of a changed tool list: each client's, for as long as it is
         # open (the SDK drops a connection when its session ends; so does this set).
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
+        # Each caller's tools by name, as last listed: a call finds its tool without listing
+        # them all again (for ether mcp, a ListAgents per call). Emptied on every change.
+        self._named: dict[Any, dict[str, ActionTool]] = {}
         # 2026-07-28 clients hear of changes on subscriptions/listen streams instead.
         self._changes = InMemorySubscriptionBus()
         self._listen = ListenHandler(self._changes)
@@ -123,14 +126,22 @@ class ToolServer:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        named = name_tools(await self._source.tools(self._caller_of(ctx)))
+        named = await self._tools_of(self._caller_of(ctx), fresh=True)
         return types.ListToolsResult(tools=[tool_of(name, tool) for name, tool in named.items()])
+
+    async def _tools_of(self, caller: Any, *, fresh: bool) -> dict[str, ActionTool]:
+        named = None if fresh else self._named.get(caller)
+        if named is None:
+            named = self._named[caller] = name_tools(await self._source.tools(caller))
+        return named
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         caller = self._caller_of(ctx)
-        tool = name_tools(await self._source.tools(caller)).get(params.name)
+        tool = (await self._tools_of(caller, fresh=False)).get(params.name)
+        if tool is None:  # perhaps new since the caller's last listing
+            tool = (await self._tools_of(caller, fresh=True)).get(params.name)
         if tool is None:
             # A tool the caller may not run is as unknown to it as one that does not exist.
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
@@ -162,6 +173,7 @@ class ToolServer:
         subscriptions/listen stream) each time the source's tools change; runs until
         cancelled."""
         async for _ in self._source.changes():
+            self._named.clear()
             await self._changes.publish(ToolsListChanged())
             async with anyio.create_task_group() as tg:
                 for connection in list(self._connections):
