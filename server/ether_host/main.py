@@ -38,7 +38,7 @@ from ether_host.auth import TokenFileError, TokenTable, load_token_file
 from ether_host.config import HostConfig
 from ether_host.gateway import Gateway, GatewayStore
 from ether_host.health import AgentHealth, readiness
-from ether_host.http import CoreTools, HttpListener, HttpListenError, McpSurface, build_http_app
+from ether_host.http import HttpListener, HttpListenError, build_http_app
 from ether_host.lifecycle import HostInfo, Lifecycle
 from ether_host.procs import (
     ChildRegistry,
@@ -199,6 +199,9 @@ def _http_listener(
     which the host's task group starts before it serves."""
     if not config.http_listen:
         return None, []
+    # Imported here: the MCP SDK's server side costs about 40 MiB of RSS, paid only with a listener.
+    from ether_host.http import CoreTools, McpSurface
+
     mcp = McpSurface(
         CoreTools(core.supervisor, core.dispatcher, core.lifecycle, config.default_deadline),
         version=__version__,
