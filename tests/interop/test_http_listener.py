@@ -7,10 +7,17 @@ from __future__ import annotations
 import ssl
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
+from starlette.requests import Request
+from starlette.routing import Route
 
 from ether.v1 import supervisor_pb2
+from ether_host.errors import NotFound
+from ether_host.http import build_http_app
+from ether_host.lifecycle import Lifecycle
+from ether_host.reasons import Reason
 from tests.host._support import run_ether
 from tests.support.certs import Authority
 from tests.support.host import HostProcess
@@ -165,3 +172,26 @@ def test_client_certificates_and_the_http_listener_are_refused_together(tmp_path
     )  # fmt: skip
     assert result.returncode == 1
     assert "the HTTP listener names callers by bearer token only" in result.stderr
+
+
+def test_an_ether_error_a_route_raises_is_answered_as_the_json_error() -> None:
+    """A surface's route may raise the core's errors (build_http_app's contract): the caller
+    gets the status, reason and message as JSON -- not starlette's bare 500 -- and the request
+    line logs the code."""
+
+    async def missing(request: Request) -> None:
+        raise NotFound("agent 'ghost' is not deployed", reason=Reason.AGENT_NOT_FOUND)
+
+    app = build_http_app([Route("/a2a/ghost", missing)], tokens=None, lifecycle=Lifecycle())
+
+    async def call() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 50000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            return await client.get("/a2a/ghost")
+
+    answer = anyio.run(call)
+    assert answer.status_code == 404, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "NOT_FOUND"
+    assert error["reason"] == "AGENT_NOT_FOUND"
+    assert "ghost" in error["message"]

@@ -6,14 +6,15 @@ from collections.abc import Callable, Sequence
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Host, Mount, Route, WebSocketRoute
 from starlette.types import ASGIApp
 
 from ether_host import rights
 from ether_host.auth import TokenTable
+from ether_host.errors import EtherError
 from ether_host.health import Readiness
-from ether_host.http.guard import HttpGuard
+from ether_host.http.guard import HttpGuard, error_body
 from ether_host.lifecycle import Lifecycle
 
 HEALTH_PATH = "/healthz"
@@ -67,8 +68,18 @@ def build_http_app(
         Route(HEALTH_PATH, healthz, methods=["GET"]),
         Route(READY_PATH, readyz, methods=["GET"]),
     ]
-    app = Starlette(routes=[*routes, *mounts])
+    # Starlette answers an exception a route raises itself (a bare 500 from its outermost
+    # middleware) before HttpGuard could see it: its exception handler turns ours into the JSON
+    # error the docstring promises.
+    app = Starlette(routes=[*routes, *mounts], exception_handlers={EtherError: _error_response})
     return HttpGuard(app, tokens)
+
+
+async def _error_response(request: Request, error: Exception) -> Response:
+    assert isinstance(error, EtherError)  # registered for EtherError only
+    status, body = error_body(error)
+    headers = {"www-authenticate": 'Bearer realm="ether"'} if status == 401 else None
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 
 def _check_listed(route: BaseRoute) -> None:
