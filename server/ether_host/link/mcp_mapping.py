@@ -8,7 +8,10 @@ A ``tools/call`` result is a result frame as the link's agents answer it: ``stru
 is ``data`` as it is; without it ``data`` is ``{"content": [...], "text": "..."}``: every
 content block as MCP sends it (``text``, ``image``, ``audio``, ``resource_link``,
 ``resource``) and the text blocks joined by newlines. ``isError`` is status ERROR with code
-``tool_error``, the text as message and the blocks in ``details.content``.
+``tool_error``, the text as message and the blocks in ``details.content``. The result is
+checked as the SDK's client checks it: the JSON-RPC ``result`` is mapped as received (no model
+per message), a text block checked by hand, any other block by the SDK's content model, and
+``structuredContent`` against the tool's ``outputSchema``; what fails is ``mcp_invalid_result``.
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ from typing import Any
 
 import mcp_types as types
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+from jsonschema.exceptions import SchemaError, best_match
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+from pydantic import TypeAdapter, ValidationError
 
 TOOL_ERROR = "tool_error"  # isError: the tool ran and failed
 MCP_ERROR = "mcp_error"  # a JSON-RPC error answer to tools/call
-INVALID_RESULT = "mcp_invalid_result"  # an answer the MCP SDK refused (its message says why)
+INVALID_RESULT = "mcp_invalid_result"  # not a conformant CallToolResult (its message says why)
 # MCP log levels (RFC 5424) as the levels of Ether's agent log.
 LOG_LEVELS = {
     "debug": "debug",
@@ -63,29 +69,85 @@ def tool_action(tool: types.Tool) -> dict[str, Any]:
     }
 
 
-def content_blocks(content: list[Any]) -> list[dict[str, Any]]:
-    return [block.model_dump(by_alias=True, mode="json", exclude_none=True) for block in content]
+class InvalidResult(ValueError):
+    """A tools/call answer that is not an MCP ``CallToolResult``; the message says why."""
+
+
+_BLOCK_TYPES = frozenset({"text", "image", "audio", "resource_link", "resource"})
+_content_block_adapter: TypeAdapter[Any] = TypeAdapter(types.ContentBlock)
+
+
+def checked_blocks(content: Any) -> list[dict[str, Any]]:
+    """A result's ``content`` as MCP sends it, checked: a text block by hand (the hot path),
+    any other block by the SDK's model."""
+    if not isinstance(content, list):
+        raise InvalidResult("its content is not a list")
+    for index, block in enumerate(content):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and isinstance(block.get("text"), str):
+            continue
+        if kind not in _BLOCK_TYPES:
+            raise InvalidResult(f"content[{index}] is not an MCP content block")
+        try:
+            _content_block_adapter.validate_python(block)
+        except ValidationError as error:
+            raise InvalidResult(f"content[{index}]: {error}") from None
+    return content
 
 
 def joined_text(blocks: list[dict[str, Any]]) -> str:
     return "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
 
 
-def result_frame(frame_id: str, result: types.CallToolResult) -> dict[str, Any]:
-    """A tools/call result as a result frame (``status``, ``result``, ``error``)."""
-    blocks = content_blocks(list(result.content))
-    if result.is_error:
+def result_frame(
+    frame_id: str, tool: str, result: Any, output: Validator | None = None
+) -> dict[str, Any]:
+    """A ``tools/call`` result (the JSON-RPC ``result`` as received) as a result frame
+    (``status``, ``result``, ``error``). ``output`` checks ``structuredContent`` against the
+    tool's ``outputSchema``, as the SDK's client does. Raises InvalidResult."""
+    if not isinstance(result, dict):
+        raise InvalidResult("the result is not an object")
+    blocks = checked_blocks(result.get("content"))
+    is_error = result.get("isError", False)
+    if not isinstance(is_error, bool):
+        raise InvalidResult("its isError is not a boolean")
+    if is_error:
         text = joined_text(blocks) or "the tool reported an error and no text"
         return {
             "id": frame_id,
             "status": "error",
             "error": {"code": TOOL_ERROR, "message": text, "data": {"content": blocks}},
         }
-    if result.structured_content is not None:
-        data: Any = result.structured_content
+    structured = result.get("structuredContent")
+    if structured is not None and not isinstance(structured, dict):
+        raise InvalidResult("its structuredContent is not an object")
+    if output is not None:
+        if structured is None:
+            raise InvalidResult(
+                f"tool {tool} has an output schema but did not return structured content"
+            )
+        mismatch = best_match(output.iter_errors(structured))
+        if mismatch is not None:
+            where = "/".join(str(p) for p in mismatch.absolute_path)
+            raise InvalidResult(
+                f"invalid structured content returned by tool {tool}: {mismatch.message}"
+                + (f" (at {where})" if where else "")
+            )
+    if structured is not None:
+        data: Any = structured
     else:
         data = {"content": blocks, "text": joined_text(blocks)}
     return {"id": frame_id, "status": "ok", "result": data}
+
+
+def output_validator(schema: dict[str, Any] | None) -> Validator | None:
+    """The compiled check of a tool's ``outputSchema`` (compiling costs many validations)."""
+    if not schema:
+        return None
+    validator_class = validator_for(schema)
+    validator_class.check_schema(schema)
+    validator: Validator = validator_class(schema)
+    return validator
 
 
 def error_frame(frame_id: str, code: str, message: str, **data: Any) -> dict[str, Any]:
