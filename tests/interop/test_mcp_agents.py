@@ -351,3 +351,21 @@ def test_a_result_against_its_output_schema_is_an_error(host: HostProcess) -> No
     assert output.error.code == "mcp_invalid_result"
     assert "liar" in output.error.message and "is not of type 'string'" in output.error.message
     assert data(execute(host, "pytools", "echo", {"text": "next"}))["text"] == "next"
+
+
+def test_the_servers_requests_are_answered(host: HostProcess) -> None:
+    """The server's ping is answered; a request the host does not offer (roots/list) is answered
+    with JSON-RPC error -32601, and the tool call that made them completes."""
+    text = data(execute(host, "pytools", "ask_client"))["text"]
+    assert text.startswith("ping answered; roots/list refused: -32601"), text
+
+
+def test_a_json_rpc_error_answer_is_a_task_error(host: HostProcess) -> None:
+    """A JSON-RPC error in answer to tools/call is status ERROR mcp_error with the server's
+    message and code; the server's second answer to the same id is dropped, and it works on."""
+    output = execute(host, "pytools", "reject")
+    assert output.status == agent_io_pb2.TASK_STATUS_ERROR
+    assert output.error.code == "mcp_error"
+    assert output.error.message == "rejected by the server"
+    assert dict(output.error.details)["jsonrpc_code"] == -32000
+    assert data(execute(host, "pytools", "echo", {"text": "next"}))["text"] == "next"

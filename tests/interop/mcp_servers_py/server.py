@@ -4,12 +4,14 @@ Its tools cover what the host maps: a tool without an output schema (``echo``), 
 (``add``), progress (``count``), a slow tool that notes on stderr when it is cancelled
 (``sleep``), a tool error (``fail``), a log notification (``shout``), a tool list that changes
 (``grow`` adds ``extra``), a crash mid-call (``crash``), garbage and a response to an unknown
-id on stdout (``garbage``, ``stray_answer``), and ``broken``, whose inputSchema is not a valid
-JSON Schema.
+id on stdout (``garbage``, ``stray_answer``), requests to the client (``ask_client``: a ping
+and a roots/list the host does not offer), a JSON-RPC error answer (``reject``), and ``broken``,
+whose inputSchema is not a valid JSON Schema.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -17,6 +19,7 @@ import anyio
 from mcp.server import stdio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
 server = MCPServer("py-tools", instructions="Test tools written with the Python MCP SDK.")
@@ -108,6 +111,31 @@ def garbage() -> str:
 def stray_answer() -> str:
     _write_to_the_wire(b'{"jsonrpc": "2.0", "id": 987654, "result": {}}\n')
     return "answered"
+
+
+@server.tool(
+    description="Ping the client and ask it for roots, then say what came back.",
+    structured_output=False,
+)
+async def ask_client(ctx: Context) -> str:
+    session = ctx.request_context.session
+    await session.send_ping()
+    try:
+        await session.list_roots()
+    except MCPError as refused:
+        return f"ping answered; roots/list refused: {refused.error.code} {refused.error.message}"
+    return "ping answered; roots/list answered"
+
+
+@server.tool(
+    description="Answer this call with a JSON-RPC error (then the SDK answers too).",
+    structured_output=False,
+)
+def reject(ctx: Context) -> str:
+    error = {"code": -32000, "message": "rejected by the server"}
+    answer = {"jsonrpc": "2.0", "id": int(ctx.request_id), "error": error}
+    _write_to_the_wire(json.dumps(answer).encode() + b"\n")
+    return "too late"
 
 
 @server.tool(description="A tool whose inputSchema is broken.", structured_output=False)
