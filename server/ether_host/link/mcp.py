@@ -10,10 +10,11 @@ its stderr as the agent's log, exactly as for agents that speak Ether's frames.
 
 The client is this module's own JSON-RPC 2.0 over orjson, not the SDK's ``ClientSession``: the
 session's pydantic model of every message both ways, its memory streams and its task per
-request cost the host about 900 µs of CPU per call against 440 µs for the direct SDK client
-(bench/RESULTS.md, "MCP"), and a tool call needs none of it. The SDK still defines the
-handshake: its versions, its ``InitializeResult`` and ``ListToolsResult`` models check those
-answers (off the hot path), and its content-block models check any block that is not text.
+request cost the host about 900 µs of CPU per call against 440 µs for the direct SDK client,
+about 380 µs with this client, most of it gRPC (bench/RESULTS.md, "MCP"); a tool call needs
+none of what the session adds. The SDK still defines the handshake: its versions, its
+``InitializeResult`` and ``ListToolsResult`` models check those answers (off the hot path), and
+its content-block models check any block that is not text.
 
 ``McpConnection`` is an ``AgentConnection`` to the dispatcher and the replica: tasks are
 registered as ``Pending`` and answered through them, so replicas, queues, deadlines, budgets,
@@ -196,6 +197,9 @@ class McpConnection(AgentConnection):
             else:
                 self._noise(line)
         elif isinstance(rpc_id, int | str) and ("result" in message or "error" in message):
+            if isinstance(rpc_id, bool):  # an id of true must not pass for request 1
+                self._noise(line)
+                return
             self._response(rpc_id, message)
         else:
             self._noise(line)
