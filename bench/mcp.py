@@ -12,7 +12,9 @@ Both send the same ~1 KB params (``bench/echo/client.py``), JSON-encoded into th
 order reverses each time, so each ratio compares figures taken within a minute of each other.
 
 Targets: sequential p50 through Ether <= 1.3 x direct; calls per second at 64 in flight through
-Ether >= direct.
+Ether >= direct. A reference is measured in the same rounds: bare gRPC unary echo
+(``bench/echo/grpc_server.py``), the hop Ether adds in front of the server, so (direct + bare
+gRPC) / direct is the least sequential ratio any gRPC front can show.
 """
 
 from __future__ import annotations
@@ -26,7 +28,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import PYTHON, REPO, EtherHost, median, percentile, stop_process
+from bench.common import (
+    LOCAL,
+    PYTHON,
+    REPO,
+    EtherHost,
+    median,
+    percentile,
+    read_json_line,
+    spawn,
+    stop_process,
+)
 from bench.report import fmt, machine_markdown, markdown_table, write_section
 
 SERVER = REPO / "bench" / "echo" / "mcp"
@@ -84,6 +96,26 @@ def main(quick: bool = False) -> int:
 
 
 def _run(scratch: Path, rounds: int, count: int, warmup: int, duration: float, quick: bool) -> int:
+    bare = spawn([PYTHON, str(REPO / "bench" / "echo" / "grpc_server.py"), "--loop", "uvloop"])
+    try:
+        port = read_json_line(bare, timeout=30)["port"]
+        return _measure(scratch, rounds, count, warmup, duration, quick, bare.pid, port)
+    finally:
+        stop_process(bare)
+
+
+def _measure(
+    scratch: Path,
+    rounds: int,
+    count: int,
+    warmup: int,
+    duration: float,
+    quick: bool,
+    bare_pid: int,
+    bare_port: int,
+) -> int:
+    bare = {"kind": "unary", "address": f"{LOCAL}:{bare_port}", "agent": "", "as_text": True}
+    bare["pids"] = {"server": bare_pid}
     with EtherHost(scratch / "state", scratch / "host.log") as host:
         agent = host.deploy(SERVER, name="echo-mcp")
         pids = {"server": host.pid, "child": host.pids(agent)[0]}
@@ -91,7 +123,10 @@ def _run(scratch: Path, rounds: int, count: int, warmup: int, duration: float, q
         direct = {"kind": "mcp", "pids": {}}
         seq = {"mode": "seq", "count": count, "warmup": warmup, "time_limit": 60.0}
         latency = _rounds(
-            {"direct": direct, "ether-execute": {"kind": "unary", **ether}}, seq, rounds, "c=1"
+            {"direct": direct, "ether-execute": {"kind": "unary", **ether}, "bare-grpc": bare},
+            seq,
+            rounds,
+            "c=1",
         )
         conc = {"mode": "conc", "concurrency": IN_FLIGHT, "warmup": 0.5, "duration": duration}
         throughput = _rounds(
@@ -107,6 +142,7 @@ def _run(scratch: Path, rounds: int, count: int, warmup: int, duration: float, q
     p50 = {k: [percentile(r["latencies_us"], 50) for r in v] for k, v in latency.items()}
     rate = {k: [r["rate"] for r in v] for k, v in throughput.items()}
     p50_ratio = median(e / d for e, d in zip(p50["ether-execute"], p50["direct"], strict=True))
+    floor = median((d + b) / d for d, b in zip(p50["direct"], p50["bare-grpc"], strict=True))
     execute_ratio = median(
         e / d for e, d in zip(rate["ether-execute"], rate["direct"], strict=True)
     )
@@ -116,10 +152,10 @@ def _run(scratch: Path, rounds: int, count: int, warmup: int, duration: float, q
     print(
         f"mcp: sequential p50 Ether/direct {p50_ratio:.2f} (target <= {P50_TARGET}), "
         f"64 in flight Execute/direct {execute_ratio:.2f}, Pipe/direct {pipe_ratio:.2f} "
-        "(target >= 1)",
+        f"(target >= 1); (direct + bare gRPC p50) / direct {floor:.2f}",
         file=sys.stderr,
     )
-    _write(p50, rate, p50_ratio, execute_ratio, pipe_ratio, quick)
+    _write(p50, rate, p50_ratio, floor, execute_ratio, pipe_ratio, quick)
     return 0 if p50_pass and rate_pass else 1
 
 
@@ -127,6 +163,7 @@ def _write(
     p50: dict[str, list[float]],
     rate: dict[str, list[float]],
     p50_ratio: float,
+    floor: float,
     execute_ratio: float,
     pipe_ratio: float,
     quick: bool,
@@ -138,6 +175,7 @@ def _write(
         "direct": "direct: MCP Python SDK client -> server over stdio",
         "ether-execute": "Ether: gRPC Execute -> host -> same server over stdio",
         "ether-pipe": "Ether: gRPC Pipe -> host -> same server over stdio",
+        "bare-grpc": "reference: bare gRPC unary echo (grpc.aio), no host, no server",
     }
     latency_rows = [[labels[k], fmt(median(v)), fmt(min(v)), fmt(max(v))] for k, v in p50.items()]
     rate_rows = [[labels[k], fmt(median(v)), fmt(min(v)), fmt(max(v))] for k, v in rate.items()]
@@ -151,6 +189,7 @@ processes, rounds in alternating order, medians of the per-round figures.
 | target | ratio | verdict |
 |---|---|---|
 | sequential p50, Ether Execute / direct (<= {P50_TARGET}) | {p50_ratio:.2f} | {verdict(p50_ratio <= P50_TARGET)} |
+| reference: sequential p50, (direct + bare gRPC) / direct | {floor:.2f} | - |
 | calls/s at {IN_FLIGHT} in flight, Ether Execute / direct (>= 1) | {execute_ratio:.2f} | {verdict(execute_ratio >= 1.0)} |
 | calls/s at {IN_FLIGHT} in flight, Ether Pipe / direct (>= 1) | {pipe_ratio:.2f} | {verdict(pipe_ratio >= 1.0)} |
 
