@@ -11,7 +11,7 @@ its stderr as the agent's log, exactly as for agents that speak Ether's frames.
 The client is this module's own JSON-RPC 2.0 over orjson, not the SDK's ``ClientSession``: the
 session's pydantic model of every message both ways, its memory streams and its task per
 request cost the host about 900 µs of CPU per call against 440 µs for the direct SDK client,
-about 380 µs with this client, most of it gRPC (bench/RESULTS.md, "MCP"); a tool call needs
+about 360 µs with this client, most of it gRPC (bench/RESULTS.md, "MCP"); a tool call needs
 none of what the session adds. The SDK still defines the handshake: its versions, its
 ``InitializeResult`` and ``ListToolsResult`` models check those answers (off the hot path), and
 its content-block models check any block that is not text.
