@@ -237,6 +237,11 @@ class Workflows:
         if request_id:
             self._requests[request_id] = record.id
         self._start(RunExecution(record, self.store, self.dispatcher, self.supervisor, {}))
+        created = record.api()  # as it was created (PENDING), not as it runs after the flush
+        # Committed before the answer (docs/restarts.md): a run a client was told of survives a
+        # kill -9 of the host an instant later. A fresh clone saw one lost: the writer thread
+        # had not committed it yet when the host was killed with the run's tasks already held.
+        await self.store.flush()
         log.info(
             "run created",
             run_id=record.id,
@@ -244,7 +249,7 @@ class Workflows:
             stages=len(record.stages),
             creator=creator,
         )
-        return record.api()
+        return created
 
     def _start(self, execution: RunExecution) -> None:
         assert self._tg is not None, "workflow service is not running"
@@ -465,8 +470,10 @@ class Workflows:
                 supervisor=self.supervisor,
             )
             self._start(execution)
+            resumed = execution.record.api()
+            await self.store.flush()  # the resume is on disk before the caller hears of it
             log.info("run resumed", run_id=run_id, **execution.resumed or {})
-            return execution.record.api()
+            return resumed
 
     # -- report ----------------------------------------------------------------------------
 
