@@ -20,7 +20,10 @@ def add(a: int, b: int) -> dict[str, Any]:
 async def count(n: int, ctx: TaskContext) -> dict[str, Any]:
     for step in range(1, n + 1):
         ctx.progress(step, n, f"step {step} of {n}")
-        await asyncio.sleep(0)
+        # Work between steps, as a real tool has: the TypeScript SDK client drops progress that
+        # reaches it in the same read as the result, which steps sent back to back often did on
+        # a loaded machine (test_mcp_tools_ts saw none once in three fresh clones).
+        await asyncio.sleep(0.05)
     return {"counted": n}
 
 
