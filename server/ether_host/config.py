@@ -63,6 +63,18 @@ class HostConfig:
     # Memory, processes, files and CPU per agent replica and terminal (resources.py).
     limits: Mapping[str, Any] = field(default_factory=dict)
     sandbox: Mapping[str, Any] = field(default_factory=dict)  # checked by sandbox.py
+    # [telemetry] (telemetry/, docs/telemetry.md): off by default, so a host that does not
+    # ask pays nothing. metrics serves Prometheus text at /metrics on the HTTP listener;
+    # otlp_endpoint (an OTLP/gRPC collector, http://HOST:PORT) turns tracing on.
+    telemetry_metrics: bool = False
+    telemetry_otlp_endpoint: str = ""
+    telemetry_service_name: str = "ether"
+    # Share of traces started here that are recorded (a caller's sampled flag is followed).
+    telemetry_sample_ratio: float = 1.0
+    # Spans carry params and data only when asked: they may hold secrets.
+    telemetry_record_payloads: bool = False
+    # Ended spans wait at most this long before they are sent, in batches.
+    telemetry_export_delay: float = 1.0
 
 
 def _choice(key: str, allowed: tuple[str, ...]) -> Callable[[Any], str]:
@@ -160,6 +172,36 @@ def _flag(key: str) -> Callable[[Any], bool]:
     return parse
 
 
+def _ratio(key: str) -> Callable[[Any], float]:
+    def parse(value: Any) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: expected a number from 0 to 1, got {value!r}") from None
+        if not 0 <= number <= 1:
+            raise ConfigError(f"{key}: {number} is out of range; allowed 0 to 1")
+        return number
+
+    return parse
+
+
+def _endpoint(key: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = _text(key)(value).strip()
+        scheme, sep, rest = text.partition("://")
+        host, colon, port = rest.rpartition(":")
+        if text and not (
+            sep and scheme in ("http", "https") and host and colon and port.isdigit()
+        ):
+            raise ConfigError(
+                f"{key}: {value!r} is not allowed; use http://HOST:PORT (for example "
+                "http://127.0.0.1:4317, an OTLP/gRPC collector), or '' to send no traces"
+            )
+        return text
+
+    return parse
+
+
 def _table(key: str) -> Callable[[Any], Mapping[str, Any]]:
     def parse(value: Any) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
@@ -203,12 +245,18 @@ SETTINGS: dict[str, Callable[[Any], Any]] = {
     "workflows": _table("workflows"),
     "limits": _table("limits"),
     "sandbox": _table("sandbox"),
+    "telemetry_metrics": _flag("telemetry_metrics"),
+    "telemetry_otlp_endpoint": _endpoint("telemetry_otlp_endpoint"),
+    "telemetry_service_name": _text("telemetry_service_name"),
+    "telemetry_sample_ratio": _ratio("telemetry_sample_ratio"),
+    "telemetry_record_payloads": _flag("telemetry_record_payloads"),
+    "telemetry_export_delay": _seconds_up_to("telemetry_export_delay", 60),
 }
 # Keys that only a TOML file can set (structured values).
 FILE_ONLY = {"agents", "terminals", "gateway", "workflows", "limits", "sandbox"}
 ENV_PREFIX = "ETHER_"
 # TOML tables whose keys are settings of their own: [tls] cert = ... is tls_cert.
-SECTIONS = ("tls",)
+SECTIONS = ("tls", "telemetry")
 
 
 def _flatten(values: Mapping[str, Any]) -> dict[str, Any]:
