@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ._errors import CANCELLED, AgentError
+from ._tracecontext import current_span_context, task_trace_context
 
 _LAZY_LOCK = threading.Lock()
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "warn": 30, "error": 40, "critical": 50}
@@ -44,7 +45,12 @@ class Link(Protocol):
     def log_enabled(self, level: str) -> bool: ...
 
     async def host_call(
-        self, task_id: str, method: str, params: dict[str, Any], deadline_ms: int
+        self,
+        task_id: str,
+        method: str,
+        params: dict[str, Any],
+        deadline_ms: int,
+        trace: tuple[str, str | None] | None = None,
     ) -> Any: ...
 
 
@@ -121,6 +127,12 @@ class TaskContext:
         self.attempt = attempt if isinstance(attempt, int) and attempt > 0 else 1
         trace = frame.get("trace")
         self.trace: dict[str, Any] = trace if isinstance(trace, dict) else {}
+        self.trace_parent: str | None
+        """The W3C ``traceparent`` of the host's span for this task, or None when the task is
+        not traced (or the host sent a malformed one)."""
+        self.trace_state: str | None
+        """The W3C ``tracestate`` that came with ``trace_parent``, or None."""
+        self.trace_parent, self.trace_state = task_trace_context(frame)
         self.session_id: str = str(frame.get("session_id") or "")
         budget = frame.get("budget")
         self.budget: dict[str, Any] = budget if isinstance(budget, dict) else {}
@@ -209,16 +221,25 @@ class TaskContext:
     # --- host calls --------------------------------------------------------------------------
 
     async def host_call(
-        self, method: str, params: dict[str, Any] | None = None, *, deadline_ms: int = 0
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        deadline_ms: int = 0,
+        trace_parent: str | None = None,
+        trace_state: str | None = None,
     ) -> Any:
         """Ask the host for a service (``agent.call``, ``ctx.*``, ``term.*``, ``msg.*``,
         ``net.fetch``) and return the reply's result; raise ``AgentError`` on an error reply.
 
         The method must be listed in ``Agent(calls=...)``. ``deadline_ms`` bounds the wait
         (0: the task's own deadline); past it the call is cancelled and ``AgentError("timeout")``
-        raised.
+        raised. The call frame carries a ``traceparent`` the host parents the call's span on:
+        ``trace_parent`` (with ``trace_state``) when given, else the current OpenTelemetry
+        span's when the agent uses OpenTelemetry and one is open, else the task's own.
         """
-        return await self._link.host_call(self.id, method, params or {}, deadline_ms)
+        trace = self._call_trace(trace_parent, trace_state)
+        return await self._link.host_call(self.id, method, params or {}, deadline_ms, trace)
 
     async def call_agent(
         self,
@@ -227,6 +248,8 @@ class TaskContext:
         params: dict[str, Any] | None = None,
         *,
         deadline_ms: int = 0,
+        trace_parent: str | None = None,
+        trace_state: str | None = None,
     ) -> dict[str, Any]:
         """Run ``action`` of another agent through the host; return its AgentOutput as a dict
         (``status``, ``data``, ``error``, ``metadata``...)."""
@@ -234,14 +257,26 @@ class TaskContext:
             "agent.call",
             {"agent": agent, "action": action, "params": params or {}},
             deadline_ms=deadline_ms,
+            trace_parent=trace_parent,
+            trace_state=trace_state,
         )
         return reply if isinstance(reply, dict) else {"data": reply}
 
     def host_call_sync(
-        self, method: str, params: dict[str, Any] | None = None, *, deadline_ms: int = 0
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        deadline_ms: int = 0,
+        trace_parent: str | None = None,
+        trace_state: str | None = None,
     ) -> Any:
         """``host_call`` for sync handlers (they run in worker threads)."""
-        return self._from_thread(self.host_call(method, params, deadline_ms=deadline_ms))
+        # The current span is this thread's, not the loop's: resolve it here.
+        trace = self._call_trace(trace_parent, trace_state)
+        return self._from_thread(
+            self._link.host_call(self.id, method, params or {}, deadline_ms, trace)
+        )
 
     def call_agent_sync(
         self,
@@ -250,12 +285,31 @@ class TaskContext:
         params: dict[str, Any] | None = None,
         *,
         deadline_ms: int = 0,
+        trace_parent: str | None = None,
+        trace_state: str | None = None,
     ) -> dict[str, Any]:
         """``call_agent`` for sync handlers (they run in worker threads)."""
-        out: dict[str, Any] = self._from_thread(
-            self.call_agent(agent, action, params, deadline_ms=deadline_ms)
+        reply = self.host_call_sync(
+            "agent.call",
+            {"agent": agent, "action": action, "params": params or {}},
+            deadline_ms=deadline_ms,
+            trace_parent=trace_parent,
+            trace_state=trace_state,
         )
-        return out
+        return reply if isinstance(reply, dict) else {"data": reply}
+
+    def _call_trace(
+        self, trace_parent: str | None, trace_state: str | None
+    ) -> tuple[str, str | None] | None:
+        """The trace context a call made now carries (see ``host_call``)."""
+        if trace_parent is not None:
+            return trace_parent, trace_state
+        current = current_span_context()
+        if current is not None:
+            return current
+        if self.trace_parent is not None:
+            return self.trace_parent, self.trace_state
+        return None
 
     def _from_thread(self, coro: Any) -> Any:
         loop = self._link.loop

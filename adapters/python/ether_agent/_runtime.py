@@ -433,7 +433,12 @@ class Runtime:
     # --- host calls --------------------------------------------------------------------------
 
     async def host_call(
-        self, task_id: str, method: str, params: dict[str, Any], deadline_ms: int
+        self,
+        task_id: str,
+        method: str,
+        params: dict[str, Any],
+        deadline_ms: int,
+        trace: tuple[str, str | None] | None = None,
     ) -> Any:
         if method not in self.agent.calls:
             raise AgentError(
@@ -451,6 +456,10 @@ class Runtime:
         wait_s = deadline_ms / 1000 if deadline_ms > 0 else None
         if wait_s is not None:
             frame["deadline_ms"] = int(deadline_ms)
+        if trace is not None:  # the host parents the call's span on it (docs/protocol.md)
+            frame["traceparent"] = trace[0]
+            if trace[1]:
+                frame["tracestate"] = trace[1]
         fut: asyncio.Future[dict[str, Any]] = self.loop.create_future()
         self._calls[cid] = fut
         try:
