@@ -368,7 +368,16 @@ class EtherHost:
     The state dir may be kept between runs so Go and TypeScript builds stay cached.
     """
 
-    def __init__(self, state_dir: Path, log_path: Path, *args: str) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        log_path: Path,
+        *args: str,
+        command: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """``command``: what runs ``ether`` (default the venv's console script; bench/telemetry.py
+        runs an older checkout's host with ``python -m ether_host.cli`` and its PYTHONPATH)."""
         import grpc
 
         state_dir.mkdir(parents=True, exist_ok=True)
@@ -376,7 +385,7 @@ class EtherHost:
         self.log_path = log_path
         self._log = log_path.open("wb")
         argv = [
-            str(ETHER),
+            *(command or [str(ETHER)]),
             "serve",
             "--listen",
             f"{LOCAL}:0",
@@ -386,7 +395,9 @@ class EtherHost:
             "json",
             *args,
         ]
-        self.process = spawn(argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log)
+        self.process = spawn(
+            argv, env=env, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log
+        )
         self.pid = self.process.pid
         self.address = self._wait_serving(timeout=60)
         self.channel = grpc.insecure_channel(self.address)

@@ -1,0 +1,293 @@
+"""Suite "telemetry": what traces and metrics cost an Execute, in one run
+(``make bench ARGS='--only telemetry'``; issue 25).
+
+Four hosts run side by side, each with the Go echo agent (``bench/echo/go``: the agent's own
+CPU is the least of the three languages', so the host's share shows best):
+
+- before: the host as it was before telemetry existed (``BASELINE_REV``, checked out into a
+  throwaway git worktree and run with ``python -m ether_host.cli`` from it), so "off costs
+  nothing" is a ratio measured in this run, not against a figure from another day;
+- off: this tree's host with the defaults (no ``[telemetry]``);
+- metrics: ``[telemetry] metrics = true``, ``/metrics`` scraped once a second while it runs (a
+  Prometheus scraping far more often than the usual 15 s);
+- full: metrics as above, and every call traced and exported over OTLP/gRPC to a local
+  receiver (``bench/echo/otlp_sink.py``, a process of its own; its span count is printed).
+
+Every figure comes from a fresh client process (``bench.echo.client``) in rounds whose order
+reverses each time; ratios are medians of per-round ratios. Targets (issue 25): off within 2 %
+of before; metrics cost at most 5 %; full tracing at most 15 % -- on Execute calls/s at 64 in
+flight and on sequential p50.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.common import (
+    LOCAL,
+    PYTHON,
+    REPO,
+    EtherHost,
+    median,
+    percentile,
+    read_json_line,
+    spawn,
+    stop_process,
+    wait_quiet,
+)
+from bench.mcp import _client
+from bench.report import fmt, machine_markdown, markdown_table, write_section
+
+# The last commit before the telemetry hooks (issue 25) went into the host.
+BASELINE_REV = "f2152e2"
+AGENT = REPO / "bench" / "echo" / "go"
+IN_FLIGHT = 64
+# (host, compared with, largest cost allowed): calls/s may fall and p50 rise by at most this.
+TARGETS = (("off", "before", 0.02), ("metrics", "off", 0.05), ("full", "off", 0.15))
+LABELS = {
+    "before": f"before telemetry ({BASELINE_REV})",
+    "off": "telemetry off (the default)",
+    "metrics": "metrics on, /metrics scraped every 1 s",
+    "full": "metrics + tracing every call to an OTLP receiver",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((LOCAL, 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _worktree(scratch: Path) -> Iterator[Path]:
+    """The baseline host's sources, checked out beside this tree (generated code included)."""
+    folder = scratch / "before"
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(folder), BASELINE_REV],
+        check=True,
+    )
+    try:
+        where = subprocess.run(
+            [PYTHON, "-c", "import ether_host; print(ether_host.__file__)"],
+            env=os.environ | _code_of(folder),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        if not where.startswith(str(folder)):
+            raise RuntimeError(f"the baseline host would import {where.strip()}, not {folder}")
+        yield folder
+    finally:
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "remove", "--force", str(folder)], check=False
+        )
+
+
+def _code_of(checkout: Path) -> dict[str, str]:
+    """The environment that makes ``python -m ether_host.cli`` run ``checkout``'s host."""
+    return {"PYTHONPATH": f"{checkout / 'server'}:{checkout / 'clients' / 'python'}"}
+
+
+def _config(scratch: Path, name: str, lines: list[str]) -> Path:
+    path = scratch / f"{name}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class _Scraper:
+    """GETs /metrics once a second from a thread until stopped; counts answers and failures."""
+
+    def __init__(self, urls: list[str]) -> None:
+        self.urls, self.scrapes, self.failures = urls, 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import httpx
+
+        with httpx.Client(timeout=10) as client:
+            while not self._stop.wait(1.0):
+                for url in self.urls:
+                    try:
+                        answer = client.get(url)
+                        answer.raise_for_status()
+                        self.scrapes += 1
+                    except httpx.HTTPError:
+                        self.failures += 1
+
+    def __enter__(self) -> _Scraper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=15)
+
+
+def _rounds(
+    hosts: dict[str, dict[str, Any]],
+    spec: dict[str, Any],
+    rounds: int,
+    phase: str,
+    ours: list[int],
+) -> dict[str, list[dict[str, Any]]]:
+    results: dict[str, list[dict[str, Any]]] = {key: [] for key in hosts}
+    keys = list(hosts)
+    for number in range(rounds):
+        for key in keys if number % 2 == 0 else keys[::-1]:
+            # Other engineers' test runs share this machine: start each figure in a quiet moment.
+            wait_quiet(ours, max_wait=20)
+            result = _client(spec | hosts[key], timeout=300)
+            results[key].append(result)
+            print(
+                f"  {phase} round {number + 1}/{rounds} {key:<8} {result['rate']:,.0f} calls/s, "
+                f"p50 {percentile(result['latencies_us'], 50):,.0f} µs",
+                file=sys.stderr,
+                flush=True,
+            )
+    return results
+
+
+def main(quick: bool = False) -> int:
+    rounds = 2 if quick else 6
+    with tempfile.TemporaryDirectory(prefix="ether-bench-telemetry-") as name:
+        scratch = Path(name)
+        sink = spawn([PYTHON, "-m", "bench.echo.otlp_sink"], env={"PYTHONPATH": str(REPO)})
+        try:
+            otlp_port = read_json_line(sink, timeout=30)["port"]
+            with _worktree(scratch) as before:
+                return _run(scratch, before, sink, otlp_port, rounds, quick)
+        finally:
+            stop_process(sink)
+
+
+def _run(
+    scratch: Path,
+    before: Path,
+    sink: subprocess.Popen[bytes],
+    otlp_port: int,
+    rounds: int,
+    quick: bool,
+) -> int:
+    ports = {"metrics": _free_port(), "full": _free_port()}
+    configs = {
+        "before": None,
+        "off": None,
+        "metrics": _config(
+            scratch,
+            "metrics",
+            [f'http_listen = "{LOCAL}:{ports["metrics"]}"', "[telemetry]", "metrics = true"],
+        ),
+        "full": _config(
+            scratch,
+            "full",
+            [
+                f'http_listen = "{LOCAL}:{ports["full"]}"',
+                "[telemetry]",
+                "metrics = true",
+                f'otlp_endpoint = "http://{LOCAL}:{otlp_port}"',
+            ],
+        ),
+    }
+    with contextlib.ExitStack() as stack:
+        hosts: dict[str, dict[str, Any]] = {}
+        for key, config in configs.items():
+            args = ["--config", str(config)] if config else []
+            host = stack.enter_context(
+                EtherHost(
+                    scratch / key / "state",
+                    scratch / key / "host.log",
+                    *args,
+                    command=[PYTHON, "-m", "ether_host.cli"] if key == "before" else (),
+                    env=_code_of(before) if key == "before" else None,
+                )
+            )
+            agent = host.deploy(AGENT, name="echo-go")
+            pids = {"server": host.pid, "child": host.pids(agent)[0]}
+            hosts[key] = {"kind": "unary", "address": host.address, "agent": agent, "pids": pids}
+        urls = [f"http://{LOCAL}:{port}/metrics" for port in ports.values()]
+        conc = {"mode": "conc", "concurrency": IN_FLIGHT, "warmup": 0.5, "duration": 3.0}
+        seq = {"mode": "seq", "count": 1000, "warmup": 200, "time_limit": 60.0}
+        with _Scraper(urls) as scraper:
+            ours = [sink.pid] + [pid for h in hosts.values() for pid in h["pids"].values()]
+            throughput = _rounds(hosts, conc, rounds, f"c={IN_FLIGHT}", ours)
+            latency = _rounds(hosts, seq, rounds, "c=1", ours)
+    assert sink.stdin is not None
+    sink.stdin.write(b"count\n")
+    sink.stdin.flush()
+    spans = int(read_json_line(sink, timeout=30)["spans"])
+    rate = {k: [r["rate"] for r in v] for k, v in throughput.items()}
+    p50 = {k: [percentile(r["latencies_us"], 50) for r in v] for k, v in latency.items()}
+    rows, passed = [], True
+    for key, base, allowed in TARGETS:
+        rate_cost = 1 - median(a / b for a, b in zip(rate[key], rate[base], strict=True))
+        p50_cost = median(a / b for a, b in zip(p50[key], p50[base], strict=True)) - 1
+        ok = rate_cost <= allowed and p50_cost <= allowed
+        passed &= ok
+        rows.append(
+            [
+                f"{key} vs {base}",
+                f"{rate_cost:+.1%}",
+                f"{p50_cost:+.1%}",
+                f"<= {allowed:.0%}",
+                "PASS" if ok else "FAIL",
+            ]
+        )
+        print(
+            f"telemetry: {key} vs {base}: calls/s {-rate_cost:+.1%}, p50 {p50_cost:+.1%} "
+            f"(cost allowed {allowed:.0%}): {'PASS' if ok else 'FAIL'}",
+            file=sys.stderr,
+        )
+    print(
+        f"telemetry: {spans:,} spans reached the OTLP receiver; /metrics scraped "
+        f"{scraper.scrapes} times ({scraper.failures} failures)",
+        file=sys.stderr,
+    )
+    _write(rate, p50, rows, spans, scraper, quick)
+    return 0 if passed and spans > 0 and scraper.failures == 0 else 1
+
+
+def _write(
+    rate: dict[str, list[float]],
+    p50: dict[str, list[float]],
+    rows: list[list[str]],
+    spans: int,
+    scraper: _Scraper,
+    quick: bool,
+) -> None:
+    rate_rows = [[LABELS[k], fmt(median(v)), fmt(min(v)), fmt(max(v))] for k, v in rate.items()]
+    p50_rows = [[LABELS[k], fmt(median(v)), fmt(min(v)), fmt(max(v))] for k, v in p50.items()]
+    body = f"""\
+{time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}{" (--quick: a smoke check, not a measurement)" if quick else ""}.
+`make bench ARGS='--only telemetry'` (bench/telemetry.py): Execute of ~1 KB params to the Go echo
+agent on four hosts run side by side: the host before telemetry existed ({BASELINE_REV}, from a git
+worktree), this host with telemetry off, with metrics on, and with metrics and tracing of every
+call to a local OTLP receiver ({spans:,} spans received; /metrics scraped {scraper.scrapes} times,
+{scraper.failures} failures). Fresh client processes, rounds in alternating order; a cost is the
+median of per-round ratios (calls/s lost, p50 added).
+
+{markdown_table(["compared", "calls/s at 64 in flight", "sequential p50", "allowed", "verdict"], rows)}
+
+Calls per second at {IN_FLIGHT} in flight, median over rounds (min, max):
+
+{markdown_table(["host", "calls/s", "min", "max"], rate_rows)}
+
+Sequential p50 (µs):
+
+{markdown_table(["host", "p50 µs", "min", "max"], p50_rows)}
+
+Machine:
+
+{machine_markdown()}
+"""
+    write_section("Telemetry", body)
