@@ -19,7 +19,9 @@ type replyMsg struct {
 // "agent.call", and returns the reply's result. The method must be declared
 // with WithCalls. A reply error is returned as an *Error (for instance
 // "permission_denied" or "cycle_detected"); when ctx ends first, the call is
-// cancelled and ctx's error returned. The call's deadline is ctx's.
+// cancelled and ctx's error returned. The call's deadline is ctx's. The
+// call carries the task's TraceParent, or the one ContextWithTraceParent put
+// in ctx, so the host parents the call's span on it.
 func (t *Task) HostCall(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	return t.s.hostCall(ctx, t, method, params)
 }
@@ -66,7 +68,9 @@ func (s *session) hostCall(ctx context.Context, t *Task, method string, params a
 	if dl, ok := ctx.Deadline(); ok {
 		deadlineMS = max(1, time.Until(dl).Milliseconds())
 	}
-	if err := s.w.send(callFrame{Type: "call", ID: id, Method: method, Params: raw, TaskID: t.ID, DeadlineMS: deadlineMS}); err != nil {
+	frame := callFrame{Type: "call", ID: id, Method: method, Params: raw, TaskID: t.ID, DeadlineMS: deadlineMS}
+	frame.TraceParent, frame.TraceState = callTraceContext(ctx, t)
+	if err := s.w.send(frame); err != nil {
 		s.dropCall(id)
 		var tl *tooLargeError
 		if errors.As(err, &tl) {

@@ -89,12 +89,14 @@ type logFrame struct {
 }
 
 type callFrame struct {
-	Type       string          `json:"type"`
-	ID         string          `json:"id"`
-	Method     string          `json:"method"`
-	Params     json.RawMessage `json:"params"`
-	TaskID     string          `json:"task_id,omitempty"`
-	DeadlineMS int64           `json:"deadline_ms,omitempty"`
+	Type        string          `json:"type"`
+	ID          string          `json:"id"`
+	Method      string          `json:"method"`
+	Params      json.RawMessage `json:"params"`
+	TaskID      string          `json:"task_id,omitempty"`
+	DeadlineMS  int64           `json:"deadline_ms,omitempty"`
+	TraceParent string          `json:"traceparent,omitempty"`
+	TraceState  string          `json:"tracestate,omitempty"`
 }
 
 type cancelFrame struct {

@@ -364,6 +364,9 @@ func (s *session) onTask(f rawFrame) {
 	if tr := f.raw("trace"); tr != nil {
 		_ = json.Unmarshal(tr, &t.Trace)
 	}
+	if tp := f.str("traceparent"); validTraceParent(tp) {
+		t.TraceParent, t.TraceState = tp, f.str("tracestate")
+	}
 	ac := s.a.byName[name]
 
 	s.mu.Lock()

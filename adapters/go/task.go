@@ -24,6 +24,13 @@ type Task struct {
 	Deadline time.Time
 	// Trace places the task in its tree of tasks.
 	Trace Trace
+	// TraceParent is the W3C traceparent of the host's span for this task,
+	// "" when the task is not traced (or the host sent a malformed one).
+	// Host calls made for the task carry it unless their context says
+	// otherwise (ContextWithTraceParent).
+	TraceParent string
+	// TraceState is the W3C tracestate that came with TraceParent, if any.
+	TraceState string
 	// TaskID is the public task id the client sees.
 	TaskID string
 	// SessionID is the gateway session the task runs for, if any.
