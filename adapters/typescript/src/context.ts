@@ -20,6 +20,13 @@ export interface CallOptions {
   timeoutMs?: number;
   /** Aborts the call (the task's own signal always does). */
   signal?: AbortSignal;
+  /**
+   * W3C traceparent the call carries instead of the task's own: the host makes the call's span a
+   * child of that span (say, one the agent opened with OpenTelemetry). Sent as given.
+   */
+  traceParent?: string;
+  /** W3C tracestate sent with `traceParent` (ignored without it). */
+  traceState?: string;
 }
 
 /** What an action receives besides its params. */
@@ -38,6 +45,13 @@ export interface Context {
   readonly attempt: number;
   /** Position in the task tree. */
   readonly trace: Trace;
+  /**
+   * W3C traceparent of the host's span for this task; undefined when the task is not traced (or
+   * the host sent a malformed one). Host calls carry it unless their options name another.
+   */
+  readonly traceParent: string | undefined;
+  /** W3C tracestate that came with `traceParent`, if any. */
+  readonly traceState: string | undefined;
   /** Gateway session the task runs for, if any. */
   readonly sessionId: string | undefined;
   /** Budget fields such as max_cost and max_iterations. */

@@ -93,6 +93,8 @@ export interface TaskFrame {
   task_id?: string;
   session_id?: string;
   budget?: JsonObject;
+  traceparent?: string;
+  tracestate?: string;
 }
 
 export interface ResultFrame {
@@ -131,6 +133,8 @@ export interface CallFrame {
   params: JsonObject;
   task_id: string;
   deadline_ms?: number;
+  traceparent?: string;
+  tracestate?: string;
 }
 
 export interface ReplyFrame {

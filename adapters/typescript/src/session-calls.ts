@@ -4,6 +4,7 @@ import type { CallOptions } from "./context.js";
 import { AgentError } from "./errors.js";
 import { isObject, type ErrorBody, type JsonObject, type JsonValue, type OutboundFrame } from "./frames.js";
 import type { TaskState } from "./session-tasks.js";
+import { taskTraceContext } from "./trace-context.js";
 
 interface PendingCall {
   taskId: string;
@@ -55,6 +56,15 @@ export class PendingCalls {
     let waitMs = options.timeoutMs;
     if (waitMs === undefined && task.deadline !== undefined) waitMs = Math.max(1, task.deadline - Date.now());
     if (waitMs !== undefined) frame.deadline_ms = Math.max(1, Math.ceil(waitMs));
+    // The host parents the call's span on it (docs/protocol.md): the caller's, else the task's.
+    const trace =
+      options.traceParent !== undefined && options.traceParent !== ""
+        ? { parent: options.traceParent, state: options.traceState }
+        : taskTraceContext(task.frame);
+    if (trace.parent !== undefined) {
+      frame.traceparent = trace.parent;
+      if (trace.state !== undefined && trace.state !== "") frame.tracestate = trace.state;
+    }
     const line = JSON.stringify(frame);
     const size = Buffer.byteLength(line, "utf8");
     const maxFrame = this.#link.maxFrame();

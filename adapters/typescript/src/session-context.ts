@@ -5,6 +5,7 @@ import { isObject, toInt, type JsonObject, type JsonValue, type LogLevel, type O
 import type { ActionSpec } from "./session.js";
 import type { PendingCalls } from "./session-calls.js";
 import type { TaskState } from "./session-tasks.js";
+import { taskTraceContext } from "./trace-context.js";
 
 export const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warning: 30, error: 40 };
 
@@ -25,6 +26,7 @@ export function taskContext(task: TaskState, action: ActionSpec, link: ContextLi
   const log = (level: LogLevel) => (msg: string, fields?: Record<string, unknown>) =>
     link.log(level, msg, fields, task.id);
   const logger: TaskLogger = { debug: log("debug"), info: log("info"), warn: log("warning"), error: log("error") };
+  const traceContext = taskTraceContext(frame);
   return {
     id: task.id,
     taskId: publicId,
@@ -37,6 +39,8 @@ export function taskContext(task: TaskState, action: ActionSpec, link: ContextLi
       parentId: typeof trace["parent_id"] === "string" ? trace["parent_id"] : "",
       depth: toInt(trace["depth"], 0),
     },
+    traceParent: traceContext.parent,
+    traceState: traceContext.state,
     sessionId: typeof frame["session_id"] === "string" && frame["session_id"] ? frame["session_id"] : undefined,
     budget: isObject(frame["budget"]) ? (frame["budget"] as JsonObject) : {},
     config: link.config,
