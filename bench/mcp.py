@@ -38,6 +38,7 @@ from bench.common import (
     read_json_line,
     spawn,
     stop_process,
+    wait_quiet,
 )
 from bench.report import fmt, machine_markdown, markdown_table, write_section
 
@@ -66,13 +67,22 @@ def _client(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     return result
 
 
-def _rounds(
-    targets: dict[str, dict[str, Any]], base: dict[str, Any], rounds: int, phase: str
+def rounds_of(
+    targets: dict[str, dict[str, Any]],
+    base: dict[str, Any],
+    rounds: int,
+    phase: str,
+    ours: list[int] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
+    """``rounds`` fresh client runs of every target, in an order that reverses each round.
+    ``ours``: the run's processes; each figure then starts in a moment the rest of the machine
+    is quiet (bench/telemetry.py, whose targets are a few per cent)."""
     results: dict[str, list[dict[str, Any]]] = {key: [] for key in targets}
     keys = list(targets)
     for number in range(rounds):
         for key in keys if number % 2 == 0 else keys[::-1]:
+            if ours is not None:
+                wait_quiet(ours, max_wait=20)
             began = time.perf_counter()
             result = _client(base | targets[key], timeout=300)
             results[key].append(result)
@@ -122,14 +132,14 @@ def _measure(
         ether = {"address": host.address, "agent": agent, "as_text": True, "pids": pids}
         direct = {"kind": "mcp", "pids": {}}
         seq = {"mode": "seq", "count": count, "warmup": warmup, "time_limit": 60.0}
-        latency = _rounds(
+        latency = rounds_of(
             {"direct": direct, "ether-execute": {"kind": "unary", **ether}, "bare-grpc": bare},
             seq,
             rounds,
             "c=1",
         )
         conc = {"mode": "conc", "concurrency": IN_FLIGHT, "warmup": 0.5, "duration": duration}
-        throughput = _rounds(
+        throughput = rounds_of(
             {
                 "direct": direct,
                 "ether-execute": {"kind": "unary", **ether},

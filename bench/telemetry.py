@@ -43,9 +43,8 @@ from bench.common import (
     read_json_line,
     spawn,
     stop_process,
-    wait_quiet,
 )
-from bench.mcp import _client
+from bench.mcp import rounds_of
 from bench.report import fmt, machine_markdown, markdown_table, write_section
 
 # The last commit before the telemetry hooks (issue 25) went into the host.
@@ -134,30 +133,6 @@ class _Scraper:
         self._thread.join(timeout=15)
 
 
-def _rounds(
-    hosts: dict[str, dict[str, Any]],
-    spec: dict[str, Any],
-    rounds: int,
-    phase: str,
-    ours: list[int],
-) -> dict[str, list[dict[str, Any]]]:
-    results: dict[str, list[dict[str, Any]]] = {key: [] for key in hosts}
-    keys = list(hosts)
-    for number in range(rounds):
-        for key in keys if number % 2 == 0 else keys[::-1]:
-            # Other engineers' test runs share this machine: start each figure in a quiet moment.
-            wait_quiet(ours, max_wait=20)
-            result = _client(spec | hosts[key], timeout=300)
-            results[key].append(result)
-            print(
-                f"  {phase} round {number + 1}/{rounds} {key:<8} {result['rate']:,.0f} calls/s, "
-                f"p50 {percentile(result['latencies_us'], 50):,.0f} µs",
-                file=sys.stderr,
-                flush=True,
-            )
-    return results
-
-
 def main(quick: bool = False) -> int:
     rounds = 2 if quick else 6
     with tempfile.TemporaryDirectory(prefix="ether-bench-telemetry-") as name:
@@ -220,8 +195,8 @@ def _run(
         seq = {"mode": "seq", "count": 1000, "warmup": 200, "time_limit": 60.0}
         with _Scraper(urls) as scraper:
             ours = [sink.pid] + [pid for h in hosts.values() for pid in h["pids"].values()]
-            throughput = _rounds(hosts, conc, rounds, f"c={IN_FLIGHT}", ours)
-            latency = _rounds(hosts, seq, rounds, "c=1", ours)
+            throughput = rounds_of(hosts, conc, rounds, f"c={IN_FLIGHT}", ours)
+            latency = rounds_of(hosts, seq, rounds, "c=1", ours)
     assert sink.stdin is not None
     sink.stdin.write(b"count\n")
     sink.stdin.flush()

@@ -145,17 +145,22 @@ def _count(key: str, lowest: int, highest: int) -> Callable[[Any], int]:
     return parse
 
 
-def _seconds_up_to(key: str, highest: float) -> Callable[[Any], float]:
+def _number(key: str, highest: float, unit: str) -> Callable[[Any], float]:
     def parse(value: Any) -> float:
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"{key}: expected a number of seconds, got {value!r}") from None
+            what = f"a number of{unit}" if unit else f"a number from 0 to {highest:g}"
+            raise ConfigError(f"{key}: expected {what}, got {value!r}") from None
         if not 0 <= number <= highest:
-            raise ConfigError(f"{key}: {number} is out of range; allowed 0 to {highest:g} seconds")
+            raise ConfigError(f"{key}: {number} is out of range; allowed 0 to {highest:g}{unit}")
         return number
 
     return parse
+
+
+def _seconds_up_to(key: str, highest: float) -> Callable[[Any], float]:
+    return _number(key, highest, " seconds")
 
 
 def _flag(key: str) -> Callable[[Any], bool]:
@@ -173,16 +178,7 @@ def _flag(key: str) -> Callable[[Any], bool]:
 
 
 def _ratio(key: str) -> Callable[[Any], float]:
-    def parse(value: Any) -> float:
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{key}: expected a number from 0 to 1, got {value!r}") from None
-        if not 0 <= number <= 1:
-            raise ConfigError(f"{key}: {number} is out of range; allowed 0 to 1")
-        return number
-
-    return parse
+    return _number(key, 1, "")
 
 
 def _endpoint(key: str) -> Callable[[Any], str]:
@@ -190,9 +186,7 @@ def _endpoint(key: str) -> Callable[[Any], str]:
         text = _text(key)(value).strip()
         scheme, sep, rest = text.partition("://")
         host, colon, port = rest.rpartition(":")
-        if text and not (
-            sep and scheme in ("http", "https") and host and colon and port.isdigit()
-        ):
+        if text and not (sep and scheme in ("http", "https") and host and colon and port.isdigit()):
             raise ConfigError(
                 f"{key}: {value!r} is not allowed; use http://HOST:PORT (for example "
                 "http://127.0.0.1:4317, an OTLP/gRPC collector), or '' to send no traces"
