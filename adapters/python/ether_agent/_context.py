@@ -302,7 +302,7 @@ class TaskContext:
         self, trace_parent: str | None, trace_state: str | None
     ) -> tuple[str, str | None] | None:
         """The trace context a call made now carries (see ``host_call``)."""
-        if trace_parent is not None:
+        if trace_parent:  # "" names none, as in the Go and TypeScript SDKs
             return trace_parent, trace_state
         current = current_span_context()
         if current is not None:

@@ -22,7 +22,8 @@ export interface CallOptions {
   signal?: AbortSignal;
   /**
    * W3C traceparent the call carries instead of the task's own: the host makes the call's span a
-   * child of that span (say, one the agent opened with OpenTelemetry). Sent as given.
+   * child of that span (say, one the agent opened with OpenTelemetry). Sent as given; empty or
+   * absent means the task's own.
    */
   traceParent?: string;
   /** W3C tracestate sent with `traceParent` (ignored without it). */
