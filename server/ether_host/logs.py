@@ -35,6 +35,7 @@ def configure_logging(log_format: str = "auto", level: str = "info") -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            _add_trace_ids,
             structlog.processors.add_log_level,
             _utc_timestamp,
             structlog.processors.format_exc_info,
@@ -44,6 +45,28 @@ def configure_logging(log_format: str = "auto", level: str = "info") -> None:
         logger_factory=lambda *_: _LINES,
         cache_logger_on_first_use=True,
     )
+
+
+# The ids of the span running now ({"trace_id": ..., "span_id": ...}) or None; set when tracing
+# is on (join_traces), None when off: then a line pays one check for it.
+_span_ids: Callable[[], dict[str, str] | None] | None = None
+
+
+def join_traces(span_ids: Callable[[], dict[str, str] | None]) -> None:
+    """Give every line logged while a recorded span runs its ``trace_id`` and ``span_id``
+    (``span_ids`` reads them: telemetry.log_ids), so logs join traces (docs/telemetry.md)."""
+    global _span_ids
+    _span_ids = span_ids
+
+
+def _add_trace_ids(
+    logger: Any, method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    if _span_ids is not None:
+        ids = _span_ids()
+        if ids is not None:
+            event.update(ids)  # the span running now: more precise than a bound one
+    return event
 
 
 class _UtcTimestamp:
@@ -149,6 +172,11 @@ class DeferredRecords:
         fields[LOGGED_AT] = time.time()
         for key, value in structlog.contextvars.get_contextvars().items():
             fields.setdefault(key, value)  # as merge_contextvars would: the call's fields win
+        if _span_ids is not None:  # rendered later, outside the span: its ids are taken now
+            ids = _span_ids()
+            if ids is not None:
+                for key, value in ids.items():
+                    fields.setdefault(key, value)
         with self._lock:
             self._pending.append((log, event, fields))
             count = len(self._pending)

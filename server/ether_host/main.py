@@ -40,6 +40,7 @@ from ether_host.gateway import Gateway, GatewayStore
 from ether_host.health import AgentHealth, readiness
 from ether_host.http import HttpListener, HttpListenError, build_http_app
 from ether_host.lifecycle import HostInfo, Lifecycle
+from ether_host.logs import join_traces
 from ether_host.procs import (
     ChildRegistry,
     become_subreaper,
@@ -49,6 +50,7 @@ from ether_host.procs import (
 from ether_host.resources import LimitSettings, Resources
 from ether_host.sandbox import SandboxSettings
 from ether_host.supervisor import Supervisor
+from ether_host.telemetry import Tracing, build_provider, log_ids
 from ether_host.terminals import AgentTerminals, TerminalManager, TerminalSettings
 from ether_host.transport.agent_io import AgentIOServicer
 from ether_host.transport.gateway import GatewayServicer
@@ -58,6 +60,7 @@ from ether_host.transport.interceptors import (
     DefaultDeadline,
     MethodTableServer,
     RpcLogging,
+    RpcTracing,
 )
 from ether_host.transport.limits import StreamQuota, server_options
 from ether_host.transport.listen import (
@@ -137,6 +140,27 @@ class Core:
     workflows: Workflows
     gateway: Gateway
     terminals: TerminalManager
+    tracing: Tracing | None = None
+
+
+def _tracing(config: HostConfig) -> Tracing | None:
+    """The host's tracer, exporting over OTLP/gRPC to ``[telemetry] otlp_endpoint``; None (no
+    tracing, no cost) when it is unset (docs/telemetry.md)."""
+    if not config.telemetry_otlp_endpoint:
+        return None
+    # Imported here: a host without tracing does not load the exporter.
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    endpoint = config.telemetry_otlp_endpoint
+    exporter = OTLPSpanExporter(endpoint=endpoint, insecure=endpoint.startswith("http://"))
+    provider = build_provider(
+        exporter,
+        service_name=config.telemetry_service_name,
+        sample_ratio=config.telemetry_sample_ratio,
+        export_delay=config.telemetry_export_delay,
+    )
+    join_traces(log_ids)  # every log line written inside a recorded span names it
+    return Tracing(provider, record_payloads=config.telemetry_record_payloads)
 
 
 def build_core(config: HostConfig) -> Core:
@@ -148,7 +172,8 @@ def build_core(config: HostConfig) -> Core:
     supervisor = Supervisor(
         config.state_dir, children, sandbox=SandboxSettings.from_config(config.sandbox)
     )
-    dispatcher = Dispatcher(supervisor)
+    tracing = _tracing(config)
+    dispatcher = Dispatcher(supervisor, tracing=tracing)
     workflows = Workflows(config.state_dir, supervisor, dispatcher, config.workflows)
     gateway_store = GatewayStore(config.state_dir.absolute() / "gateway" / "state.sqlite3")
     gateway = Gateway(supervisor, dispatcher, config.state_dir, config.gateway, gateway_store)
@@ -157,7 +182,9 @@ def build_core(config: HostConfig) -> Core:
     )
     dispatcher.register_calls("term.*", AgentTerminals(terminals, supervisor).handle)
     supervisor.resources = terminals.resources = resources
-    return Core(Lifecycle(), children, supervisor, dispatcher, workflows, gateway, terminals)
+    return Core(
+        Lifecycle(), children, supervisor, dispatcher, workflows, gateway, terminals, tracing
+    )
 
 
 def _services(core: Core) -> list[tuple[Any, Any, Any]]:
@@ -276,6 +303,8 @@ async def run_host(
 
     core = build_core(config)
     decorators = [RpcLogging().decorate]
+    if core.tracing is not None:  # outermost: the span covers the whole call
+        decorators.insert(0, RpcTracing(core.tracing).decorate)
     if authenticate is not None:
         decorators.append(authenticate.decorate)
     decorators.append(DefaultDeadline(config.default_deadline).decorate)
@@ -388,5 +417,7 @@ async def run_host(
             await http.stopped.wait()
         await core.supervisor.stop_all()
         core.supervisor.resources.close()  # this host's control groups
+        if core.tracing is not None:  # the last spans go out before the host does
+            await anyio.to_thread.run_sync(core.tracing.shutdown)
         tg.cancel_scope.cancel()
     log.info("stopped")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ether_host.errors import EtherError
 from ether_host.link import AgentConnection, TaskFailure
 from ether_host.supervisor import Supervisor
+from ether_host.telemetry import Tracing
 
 if TYPE_CHECKING:
     from ether_host.agents.dispatch import RunningTask
@@ -34,9 +35,12 @@ _REPLY_CODES = {
 class HostCalls:
     """The table of host-call methods and the checks every call passes first."""
 
-    def __init__(self, supervisor: Supervisor, caller_of: CallerLookup) -> None:
+    def __init__(
+        self, supervisor: Supervisor, caller_of: CallerLookup, tracing: Tracing | None = None
+    ) -> None:
         self._supervisor = supervisor
         self._caller_of = caller_of
+        self._tracing = tracing
         self._handlers: dict[str, CallHandler] = {}
 
     def register(self, method_or_prefix: str, handler: CallHandler) -> None:
@@ -64,8 +68,32 @@ class HostCalls:
         if not isinstance(params, dict):
             raise TaskFailure("invalid_params", "call params must be a JSON object")
         try:
-            return await handler(caller, method, params)
+            if caller.span is None or self._tracing is None:
+                return await handler(caller, method, params)
+            return await self._traced(handler, caller, method, params, frame)
         except EtherError as error:
             raise TaskFailure(
                 _REPLY_CODES.get(error.code.value, "internal"), error.message
             ) from None
+
+    async def _traced(
+        self,
+        handler: CallHandler,
+        caller: RunningTask,
+        method: str,
+        params: dict[str, Any],
+        frame: dict[str, Any],
+    ) -> Any:
+        """Serve the call inside a span named after its method, current while it runs: a task
+        it starts (``agent.call``) is its child. Its parent is the agent's own span when the
+        call frame carries a ``traceparent``, else the calling task's span."""
+        assert self._tracing is not None
+        attributes = {"ether.method": method, "ether.caller": caller.agent}
+        if method == "agent.call":
+            attributes["ether.call.agent"] = str(params.get("agent") or "")
+            attributes["ether.call.action"] = str(params.get("action") or "")
+        with self._tracing.span(
+            method, attributes, parent=Tracing.parent_of(frame, caller.span)
+        ) as span:
+            self._tracing.payload(span, "ether.params", params)
+            return await handler(caller, method, params)

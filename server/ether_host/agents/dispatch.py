@@ -16,6 +16,7 @@ import math
 import platform
 import random
 import secrets
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from ether_host.errors import (
 from ether_host.link import SHUTTING_DOWN, AgentConnection, LinkClosed, Pending, TaskFailure
 from ether_host.reasons import Reason
 from ether_host.supervisor import ActionInfo, ManagedAgent, Replica, Supervisor
+from ether_host.telemetry import Span, Tracing, trace_id_of
 
 log = structlog.get_logger("ether.agents")
 
@@ -67,6 +69,7 @@ class RunningTask:
     children: int = 0
     agent: str = ""
     deadline: float | None = None
+    span: Span | None = None  # the task's span, when traced: its host calls' parent
 
     def remaining_cost(self) -> float | None:
         limit = self.task.budget.max_cost
@@ -97,12 +100,15 @@ new_task_id = _TaskIds().new
 class Dispatcher:
     """Runs tasks on supervised agents and answers their host calls."""
 
-    def __init__(self, supervisor: Supervisor, *, max_depth: int = MAX_DEPTH) -> None:
+    def __init__(
+        self, supervisor: Supervisor, *, max_depth: int = MAX_DEPTH, tracing: Tracing | None = None
+    ) -> None:
         self.supervisor = supervisor
         self.max_depth = max_depth
+        self.tracing = tracing  # None when tracing is off: then no span is made at all
         self._running: dict[str, RunningTask] = {}
         self._by_frame: dict[tuple[int, str], RunningTask] = {}
-        self._calls = HostCalls(supervisor, self._caller)
+        self._calls = HostCalls(supervisor, self._caller, tracing)
         self._calls.register("agent.call", self._agent_call)
         self._host = platform.node()
         self._tg: anyio.abc.TaskGroup | None = None
@@ -145,12 +151,23 @@ class Dispatcher:
         record = RunningTask(task, agent=agent.name, deadline=deadline)
         record.owner = asyncio.current_task()
         task.root_task = task.root_task or task.task_id
+        tracing = self.tracing
+        if tracing is not None:  # under the current span: the RPC's, or the host call's
+            record.span = tracing.start_task(
+                task.task_id,
+                agent.name,
+                action.name if action is not None else task.action,
+                task.params,
+                workflow=task.workflow,
+            )
+        result: TaskResult | None = None
         self._running[task.task_id] = record
         try:
             attempt = 1
             while True:
                 try:
-                    return await self._attempt(agent, record, action, attempt, on_event)
+                    result = await self._attempt(agent, record, action, attempt, on_event)
+                    return result
                 except Unavailable as error:
                     delay = self._retry_delay(record, action, attempt, error)
                     if delay is None:
@@ -177,6 +194,8 @@ class Dispatcher:
             raise
         finally:
             self._running.pop(task.task_id, None)
+            if record.span is not None and tracing is not None:
+                tracing.end_task(record.span, result, sys.exc_info()[1])
 
     def cancel(self, task_id: str, reason: str) -> None:
         record = self._running.get(task_id)
@@ -227,8 +246,11 @@ class Dispatcher:
         reentrant = agent.name in task.lineage
         replica = agent.try_acquire(reentrant=reentrant)
         if replica is None:  # every slot is taken: wait in the queue
+            queued = None if record.span is None else self._queue_span(record.span)
             with anyio.move_on_after(_left(deadline)) as waiting:
                 replica = await agent.acquire(reentrant=reentrant)
+            if queued is not None:
+                queued.end()
             if replica is None or waiting.cancelled_caught:
                 raise DeadlineExceeded(
                     f"task {task.task_id} waited for a free slot on agent {agent.name} until its deadline",
@@ -259,11 +281,13 @@ class Dispatcher:
                 on_progress=_forward("progress", on_event),
                 on_log=_forward("log", on_event),
             )
+            pending.task_id = task.task_id  # what the agent's log lines meanwhile are about
+            frame = self._task_frame(frame_id, task, action, deadline, attempt)
+            if record.span is not None:
+                pending.trace_id = self._traced_frame(record.span, frame, replica, attempt)
             timed_out = False
             try:
-                await connection.send_task(
-                    pending, self._task_frame(frame_id, task, action, deadline, attempt)
-                )
+                await connection.send_task(pending, frame)
                 timed_out = not await pending.wait(deadline)
             except asyncio.CancelledError:
                 reason = record.cancel_reason or "caller went away"
@@ -365,6 +389,22 @@ class Dispatcher:
             "session_id": task.session_id,
             "budget": budget,
         }
+
+    def _queue_span(self, task_span: Span) -> Span | None:
+        """The span of a wait for a free slot, under the task's span."""
+        assert self.tracing is not None
+        return self.tracing.child_span("ether.queue_wait", task_span)
+
+    @staticmethod
+    def _traced_frame(span: Span, frame: dict[str, Any], replica: Replica, attempt: int) -> str:
+        """Put the task span's W3C context in the task frame and note the attempt on the span;
+        the trace id, for the agent's log lines."""
+        Tracing.inject(span, frame)
+        span.add_event(
+            "ether.sent",
+            {"ether.pid": replica.pid, "ether.replica": replica.index, "ether.attempt": attempt},
+        )
+        return trace_id_of(span)
 
     def _abandon(
         self, connection: AgentConnection, replica: Replica, pending: Pending, reason: str

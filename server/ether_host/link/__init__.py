@@ -15,7 +15,7 @@ from ether_host.link.pending import (
     ProtocolMismatch,
     TaskFailure,
 )
-from ether_host.link.stderr import MAX_STDERR_LINE, StderrParser
+from ether_host.link.stderr import MAX_STDERR_LINE, StderrParser, own_task_fields, task_fields
 
 __all__ = [
     "DEFAULT_MAX_FRAME",
@@ -32,4 +32,6 @@ __all__ = [
     "ProtocolMismatch",
     "StderrParser",
     "TaskFailure",
+    "own_task_fields",
+    "task_fields",
 ]

@@ -398,6 +398,10 @@ class AgentConnection:
     def in_flight(self) -> int:
         return len(self._pending)
 
+    def tasks_in_flight(self) -> list[Pending]:
+        """The tasks sent and not yet answered, oldest first (whom a stderr line is about)."""
+        return [pending for pending in self._pending.values() if not pending.finished]
+
     def pending(self, frame_id: str) -> Pending | None:
         return self._pending.get(frame_id)
 

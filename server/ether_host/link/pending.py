@@ -47,6 +47,10 @@ class Pending:
     # True once the frame was handed to the pipe whole: from then on the agent
     # runs the task even if the sender is cancelled, so it must be cancelled too.
     sent: bool = False
+    # Whom the agent's log lines written meanwhile are about (link/stderr.py, task_fields): the
+    # public task id, and its trace id when the task is traced.
+    task_id: str = ""
+    trace_id: str = ""
     # Bare asyncio futures, not an Event and asyncio.timeout: this is once per task on the
     # hottest path, and an Event plus a timeout context cost several times a future and a timer.
     _waiters: list[asyncio.Future[None]] = field(default_factory=list)

@@ -1,5 +1,9 @@
 """Turn an agent's stderr lines into structured log records.
 
+Which task a line is about: stderr is one stream for the whole process, so a line is
+attributed to a task only when that task was the one in flight on the replica when the line
+was read (``task_fields``); with several in flight the record lists them all and names none.
+
 Recognised: JSON lines (``level``/``@level``/``levelname`` and
 ``msg``/``message``/``@message``/``event``), ``[LEVEL]`` and ``LEVEL:``
 prefixes, and multi-line Python tracebacks, Go panics and Node stacks, whose
@@ -10,8 +14,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from ether_host.link.pending import Pending
 
 MAX_STDERR_LINE = 64 * 1024
 _LEVEL_NAMES = {
@@ -90,3 +97,30 @@ class StderrParser:
             (str(value.pop(k)) for k in ("msg", "message", "@message", "event") if k in value), ""
         )
         return StderrRecord(_LEVEL_NAMES.get(level.lower(), "info"), message, value)
+
+
+# With more tasks than this in flight, a stderr record lists only the first ones (it says how
+# many there were).
+MAX_LISTED_TASKS = 16
+
+
+def task_fields(fields: dict[str, Any], in_flight: Iterable[Pending]) -> dict[str, Any]:
+    """``fields`` of a stderr record, with the task it was written during: ``task_id`` (and
+    ``trace_id`` when traced) when exactly one task was in flight on the replica; when several
+    were, ``tasks_in_flight`` and their ``task_ids``, and no guess which one wrote it."""
+    running = [pending for pending in in_flight if pending.sent and pending.task_id]
+    if not running:
+        return fields
+    if len(running) == 1:
+        return fields | own_task_fields(running[0])
+    return fields | {
+        "tasks_in_flight": len(running),
+        "task_ids": [pending.task_id for pending in running[:MAX_LISTED_TASKS]],
+    }
+
+
+def own_task_fields(pending: Pending) -> dict[str, str]:
+    """The task a record is about for certain (a ``log`` frame names its task)."""
+    if pending.trace_id:
+        return {"task_id": pending.task_id, "trace_id": pending.trace_id}
+    return {"task_id": pending.task_id} if pending.task_id else {}

@@ -13,6 +13,7 @@ from ether_host import __version__, containment
 from ether_host.background import start_detached
 from ether_host.bus import History
 from ether_host.errors import FailedPrecondition, ResourceExhausted
+from ether_host.link import own_task_fields
 from ether_host.reasons import Reason
 from ether_host.sandbox import Grant, SandboxPolicy
 from ether_host.supervisor.install import InstallError, LaunchPlan, prepare
@@ -159,6 +160,11 @@ class ManagedAgent:
             fields.setdefault(
                 "frame_id", frame["task_id"]
             )  # the link's id (h-N), not the public task id
+            pending = (
+                replica.connection.pending(str(frame["task_id"])) if replica.connection else None
+            )
+            if pending is not None:  # its public task id, and its trace id when traced
+                fields.update(own_task_fields(pending))
         self.log_line(
             replica, "log", str(frame.get("level") or "info"), str(frame.get("msg") or ""), fields
         )

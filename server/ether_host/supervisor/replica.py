@@ -34,6 +34,7 @@ from ether_host.link import (
     Oversized,
     ProtocolMismatch,
     StderrParser,
+    task_fields,
 )
 from ether_host.procs import group_members, kill_group, set_cpu_policy
 from ether_host.supervisor.environment import agent_environment
@@ -470,7 +471,11 @@ class Replica:
             raw = line.head + b"... [truncated]" if isinstance(line, Oversized) else line
             record = parser.parse(raw)
             self.stderr_tail.append(record.message)
-            self.agent.log_line(self, "stderr", record.level, record.message, record.fields)
+            connection = self.connection
+            fields = record.fields
+            if connection is not None:  # the task it was written during, when that is known
+                fields = task_fields(fields, connection.tasks_in_flight())
+            self.agent.log_line(self, "stderr", record.level, record.message, fields)
 
         try:
             async for chunk in stream:

@@ -27,6 +27,7 @@ from ether_host.auth import LOCAL, Identity, TokenTable, bearer_identity, both
 from ether_host.errors import DeadlineExceeded, EtherError, InvalidArgument, Unauthenticated
 from ether_host.logs import log_later
 from ether_host.reasons import Reason
+from ether_host.telemetry import Tracing, carrier_of
 from ether_host.transport import convert, validation
 from ether_host.transport.status import internal_status, status_of
 
@@ -232,6 +233,43 @@ class RpcLogging:
         log.error("rpc crashed", method=method, correlation_id=correlation_id, exc_info=error)
         self._end(context, started, "INTERNAL")
         await context.abort_with_status(internal_status(correlation_id))
+
+
+class RpcTracing:
+    """A SERVER span around every RPC (OpenTelemetry's RPC conventions: named after the full
+    method, ``rpc.system`` grpc, ``rpc.service``, ``rpc.method``, ``rpc.grpc.status_code``),
+    current while the method runs, so the tasks it starts are its children. A W3C
+    ``traceparent`` (and ``tracestate``) in the call's metadata continues the caller's trace.
+    Registered only when tracing is on: off, an RPC pays nothing for it."""
+
+    def __init__(self, tracing: Tracing) -> None:
+        self._tracing = tracing
+
+    def decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
+        service, _, name = method.lstrip("/").partition("/")
+        attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": name}
+        tracing = self._tracing
+
+        async def traced_behavior(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            carrier = carrier_of(context.invocation_metadata() or ())
+            span, token = tracing.start_server_span(method.lstrip("/"), carrier, attributes)
+            default = "OK"
+            try:
+                return await behavior(request, context)
+            except BaseException as raised:
+                # RpcLogging (inside) has set the status of a domain error or a crash; what
+                # is left unset is a cancellation or the client going away.
+                default = "UNKNOWN" if isinstance(raised, Exception) else "CANCELLED"
+                default = "CANCELLED" if _client_gone(raised) else default
+                raise
+            finally:
+                code = _code_name(context, default)
+                span.set_attribute("rpc.grpc.status_code", grpc.StatusCode[code].value[0])
+                details = context.details() if code != "OK" else None
+                error = None if code == "OK" else (f"{code}: {details}" if details else code)
+                tracing.end_server_span(span, token, error)
+
+        return traced_behavior
 
 
 def _code_name(context: grpc.aio.ServicerContext, default: str) -> str:

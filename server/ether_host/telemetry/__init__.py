@@ -1,0 +1,26 @@
+"""What the host tells about itself: traces (tracing.py) and metrics (docs/telemetry.md)."""
+
+from opentelemetry.trace import Span
+
+from ether_host.telemetry.tracing import (
+    TRACEPARENT,
+    TRACESTATE,
+    Tracing,
+    build_provider,
+    carrier_of,
+    fail,
+    log_ids,
+    trace_id_of,
+)
+
+__all__ = [
+    "TRACEPARENT",
+    "TRACESTATE",
+    "Span",
+    "Tracing",
+    "build_provider",
+    "carrier_of",
+    "fail",
+    "log_ids",
+    "trace_id_of",
+]

@@ -1,0 +1,225 @@
+"""The host's traces: one OpenTelemetry TracerProvider owned by the host, and the few spans the
+rest of the host opens through it (docs/telemetry.md, "Traces").
+
+Off by default. When ``[telemetry] otlp_endpoint`` is unset nothing here exists: the parts of
+the host hold ``tracing = None`` and pay one ``is None`` check on their hot path, no span
+object. The provider is the host's own, never OpenTelemetry's global one, so a test or an
+embedding program that sets its own global provider is not touched.
+
+The W3C trace context travels in three places: gRPC metadata and HTTP headers in (a client's
+``traceparent`` continues its trace), the ``task`` frame out to an agent (``traceparent``,
+``tracestate``), and an agent's ``call`` frame back in (its own span, when it made one, parents
+the host call).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from ether_host import __version__
+
+TRACEPARENT = "traceparent"
+TRACESTATE = "tracestate"
+_PROPAGATOR = TraceContextTextMapPropagator()
+# Payloads, when recorded (record_payloads), are cut to this many characters: a span attribute
+# is not a place for a whole document.
+MAX_PAYLOAD_CHARS = 4096
+
+
+def build_provider(
+    exporter: SpanExporter, *, service_name: str, sample_ratio: float, export_delay: float
+) -> TracerProvider:
+    """A provider that samples ``sample_ratio`` of the traces the host starts (and follows the
+    caller's decision for the ones it continues) and exports in batches every
+    ``export_delay`` seconds."""
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": service_name, "service.version": __version__}),
+        sampler=ParentBased(TraceIdRatioBased(sample_ratio)),
+    )
+    provider.add_span_processor(
+        BatchSpanProcessor(exporter, schedule_delay_millis=max(1.0, export_delay * 1000))
+    )
+    return provider
+
+
+def carrier_of(pairs: Iterable[tuple[str, Any]]) -> dict[str, str]:
+    """The W3C trace-context entries of gRPC metadata or HTTP headers (keys lower-case)."""
+    return {
+        key: value
+        for key, value in pairs
+        if key in (TRACEPARENT, TRACESTATE) and isinstance(value, str)
+    }
+
+
+def log_ids() -> dict[str, str] | None:
+    """``trace_id`` and ``span_id`` of the span running now, or None outside a recorded span
+    (an ended span, a span the sampler dropped, no span at all)."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return None
+    found = span.get_span_context()
+    return {"trace_id": f"{found.trace_id:032x}", "span_id": f"{found.span_id:016x}"}
+
+
+def trace_id_of(span: Span) -> str:
+    return f"{span.get_span_context().trace_id:032x}"
+
+
+def _payload(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text[:MAX_PAYLOAD_CHARS]
+
+
+class Tracing:
+    """The host's tracer and the spans it opens; built once by the composition root."""
+
+    def __init__(self, provider: TracerProvider, *, record_payloads: bool = False) -> None:
+        self.provider = provider
+        self.record_payloads = record_payloads
+        self.tracer = provider.get_tracer("ether_host", __version__)
+
+    def shutdown(self) -> None:
+        """Export what is left and stop the exporter (at the host's stop)."""
+        self.provider.shutdown()
+
+    # -- spans anywhere -------------------------------------------------------------------
+
+    @contextmanager
+    def span(
+        self,
+        name: str,
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        kind: SpanKind = SpanKind.INTERNAL,
+        parent: otel_context.Context | None = None,
+    ) -> Iterator[Span]:
+        """A span current for the block (under ``parent``, else under the current one); an
+        exception leaving the block marks it ERROR with the exception's text."""
+        with self.tracer.start_as_current_span(
+            name,
+            context=parent,
+            kind=kind,
+            attributes=dict(attributes) if attributes else None,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                yield span
+            except BaseException as error:
+                fail(span, error)
+                raise
+
+    def payload(self, span: Span, key: str, value: Any) -> None:
+        """Record params or data on ``span``, only when record_payloads says so."""
+        if self.record_payloads and span.is_recording():
+            span.set_attribute(key, _payload(value))
+
+    def child_span(self, name: str, parent: Span, **attributes: Any) -> Span:
+        """A span under ``parent``, started now and not made current (the caller ends it)."""
+        return self.tracer.start_span(
+            name, context=trace.set_span_in_context(parent), attributes=attributes or None
+        )
+
+    # -- RPCs and HTTP requests ------------------------------------------------------------
+
+    def start_server_span(
+        self, name: str, carrier: Mapping[str, str], attributes: Mapping[str, Any]
+    ) -> tuple[Span, object]:
+        """A SERVER span made current (continuing the caller's trace when ``carrier`` holds a
+        valid ``traceparent``) and the token that ends its being current (end_server_span)."""
+        parent = _PROPAGATOR.extract(carrier) if carrier else None
+        span = self.tracer.start_span(
+            name, context=parent, kind=SpanKind.SERVER, attributes=dict(attributes)
+        )
+        token = otel_context.attach(trace.set_span_in_context(span))
+        return span, token
+
+    @staticmethod
+    def end_server_span(span: Span, token: object, error: str | None = None) -> None:
+        if error is not None:
+            span.set_status(Status(StatusCode.ERROR, error))
+        otel_context.detach(token)  # type: ignore[arg-type] # the token attach() gave
+        span.end()
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    def start_task(self, task_id: str, agent: str, action: str, params: Any, **extra: Any) -> Span:
+        """The span of one task, under the current span (the RPC's, the host call's); not
+        made current: the task's host calls find it on the running task."""
+        span = self.tracer.start_span(
+            f"ether.task {agent}.{action}" if action else f"ether.task {agent}",
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": agent,
+                "ether.agent": agent,
+                "ether.action": action,
+                "ether.task_id": task_id,
+                **{f"ether.{key}": value for key, value in extra.items() if value},
+            },
+        )
+        self.payload(span, "ether.params", params)
+        return span
+
+    @staticmethod
+    def inject(span: Span, frame: dict[str, Any]) -> None:
+        """Add ``span``'s W3C context to an outgoing frame (``traceparent``, ``tracestate``)."""
+        _PROPAGATOR.inject(frame, context=trace.set_span_in_context(span))
+
+    @staticmethod
+    def parent_of(frame: Mapping[str, Any], fallback: Span | None) -> otel_context.Context | None:
+        """The context a host call runs under: the agent's own span when its ``call`` frame
+        names one (a valid ``traceparent``), else ``fallback`` (the calling task's span)."""
+        traceparent = frame.get(TRACEPARENT)
+        if isinstance(traceparent, str):
+            carrier = {TRACEPARENT: traceparent}
+            tracestate = frame.get(TRACESTATE)
+            if isinstance(tracestate, str):
+                carrier[TRACESTATE] = tracestate
+            found = _PROPAGATOR.extract(carrier)
+            if trace.get_current_span(found).get_span_context().is_valid:
+                return found
+        return None if fallback is None else trace.set_span_in_context(fallback)
+
+    def end_task(self, span: Span, result: Any, error: BaseException | None) -> None:
+        """End a task's span: ERROR with the task's error code (a TaskResult with status
+        ERROR) or the host's error, else OK."""
+        if error is not None:
+            fail(span, error)
+        elif result is not None:
+            span.set_attribute("ether.status", result.status)
+            if result.metadata.pid:
+                span.set_attribute("ether.pid", result.metadata.pid)
+            span.set_attribute("ether.attempt", result.metadata.attempt)
+            if result.error is not None:
+                span.set_attribute("error.type", result.error.code)
+                span.set_status(
+                    Status(StatusCode.ERROR, f"{result.error.code}: {result.error.message}")
+                )
+            else:
+                self.payload(span, "ether.data", result.data)
+        span.end()
+
+
+def fail(span: Span, error: BaseException) -> None:
+    """Mark ``span`` ERROR with what went wrong: a domain error's status and reason, else the
+    exception's type."""
+    code = getattr(error, "code", None)
+    reason = getattr(error, "reason", None)
+    name = getattr(code, "value", code) if code else type(error).__name__
+    span.set_attribute("error.type", str(name))
+    if reason:
+        span.set_attribute("ether.reason", str(getattr(reason, "value", reason)))
+    message = getattr(error, "message", None) or str(error)
+    span.set_status(Status(StatusCode.ERROR, f"{name}: {message}"))

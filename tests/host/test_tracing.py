@@ -1,0 +1,302 @@
+"""Traces (docs/telemetry.md): a host with ``[telemetry] otlp_endpoint`` exports its spans to a
+real OTLP/gRPC receiver; one call across Python, Go and TypeScript agents is one tree; a
+client's ``traceparent`` is continued; an agent's own OpenTelemetry span sits under its task;
+log lines join the trace; an agent's stderr names the task it was written during."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import json_format, struct_pb2
+
+from ether.v1 import agent_io_pb2, supervisor_pb2
+from tests.support.agents import AGENTS, EXAMPLES, deploy
+from tests.support.calls import data, execute
+from tests.support.host import ROOT, HostProcess, sandbox_grants
+from tests.support.otlp import OtlpReceiver, ReceivedSpan
+
+SERVER, INTERNAL = 2, 1  # opentelemetry.proto.trace.v1.Span.SpanKind
+ERROR = 2  # Status.StatusCode
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[OtlpReceiver]:
+    with OtlpReceiver() as found:
+        yield found
+
+
+@pytest.fixture(scope="module")
+def traced_host(
+    tmp_path_factory: pytest.TempPathFactory, receiver: OtlpReceiver
+) -> Iterator[HostProcess]:
+    """A host tracing to ``receiver``; the traced test agent may reach it (network = host)."""
+    folder = tmp_path_factory.mktemp("traced-host")
+    config = folder / "host.toml"
+    config.write_text(
+        sandbox_grants()
+        + '[sandbox.agents.traced]\nnetwork = "host"\n'
+        + f'[telemetry]\notlp_endpoint = "{receiver.endpoint}"\nexport_delay = 0.05\n'
+    )
+    host = HostProcess(folder / "state", "--config", str(config))
+    try:
+        host.wait_serving()
+        for name in ("scout", "wordcount", "report"):
+            deploy(host, EXAMPLES / name)
+        for name in ("noisy", "traced"):
+            deploy(host, AGENTS / name)
+        yield host
+    finally:
+        host.stop()
+
+
+def _traceparent() -> tuple[str, str, str]:
+    """A client's own (traceparent, trace id, span id), sampled."""
+    trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
+    return f"00-{trace_id}-{span_id}-01", trace_id, span_id
+
+
+def _in_trace(trace_id: str, *names: str) -> Any:
+    """A wait_for predicate: the trace holds a span of every name in ``names``."""
+
+    def predicate(spans: list[ReceivedSpan]) -> bool:
+        have = {span.name for span in spans if span.trace_id == trace_id}
+        return all(name in have for name in names)
+
+    return predicate
+
+
+def _one(spans: list[ReceivedSpan], trace_id: str, name: str) -> ReceivedSpan:
+    found = [span for span in spans if span.trace_id == trace_id and span.name == name]
+    assert len(found) == 1, f"{len(found)} spans named {name!r} in the trace"
+    return found[0]
+
+
+def _children(spans: list[ReceivedSpan], parent: ReceivedSpan) -> list[ReceivedSpan]:
+    return [
+        span
+        for span in spans
+        if span.trace_id == parent.trace_id and span.parent_span_id == parent.span_id
+    ]
+
+
+def test_one_survey_is_one_tree_across_python_go_and_typescript(
+    traced_host: HostProcess, receiver: OtlpReceiver
+) -> None:
+    """Execute scout.survey: the RPC's span holds the scout task's span, which holds one
+    agent.call span per call it made, each holding the Go and the TypeScript task's span."""
+    output = execute(traced_host, "scout", "survey", {"path": str(ROOT / "proto")}, timeout=60)
+    assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
+    spans = receiver.wait_for(
+        lambda spans: any(s.attributes.get("ether.task_id") == output.task_id for s in spans)
+    )
+    scout = next(s for s in spans if s.attributes.get("ether.task_id") == output.task_id)
+    trace_id = scout.trace_id
+    spans = receiver.wait_for(
+        _in_trace(
+            trace_id,
+            "ether.v1.AgentIOService/Execute",
+            "ether.task wordcount.count",
+            "ether.task report.render",
+        )
+    )
+    rpc = _one(spans, trace_id, "ether.v1.AgentIOService/Execute")
+    assert rpc.kind == SERVER and rpc.parent_span_id == ""
+    assert rpc.attributes["rpc.system"] == "grpc"
+    assert rpc.attributes["rpc.service"] == "ether.v1.AgentIOService"
+    assert rpc.attributes["rpc.method"] == "Execute"
+    assert rpc.attributes["rpc.grpc.status_code"] == 0
+    assert scout.name == "ether.task scout.survey" and scout.parent_span_id == rpc.span_id
+    assert scout.attributes["gen_ai.agent.name"] == "scout"
+    assert scout.attributes["ether.action"] == "survey"
+    assert scout.attributes["ether.pid"] > 0
+    assert "ether.params" not in scout.attributes  # payloads only when record_payloads
+    calls = sorted(_children(spans, scout), key=lambda span: span.start_ns)
+    assert [span.name for span in calls] == ["agent.call", "agent.call"]
+    assert [span.attributes["ether.call.agent"] for span in calls] == ["wordcount", "report"]
+    go = _one(spans, trace_id, "ether.task wordcount.count")
+    typescript = _one(spans, trace_id, "ether.task report.render")
+    assert go.parent_span_id == calls[0].span_id
+    assert typescript.parent_span_id == calls[1].span_id
+    assert {span.service for span in (rpc, scout, *calls, go, typescript)} == {"ether"}
+
+
+def test_a_clients_traceparent_is_continued(
+    traced_host: HostProcess, receiver: OtlpReceiver
+) -> None:
+    """A call with a W3C traceparent in its metadata: the host's spans join the client's trace,
+    the RPC's span a child of the client's span."""
+    traceparent, trace_id, client_span = _traceparent()
+    request = agent_io_pb2.ExecuteRequest(
+        input=agent_io_pb2.AgentInput(agent="noisy", action="echo")
+    )
+    traced_host.agents.Execute(request, timeout=30, metadata=(("traceparent", traceparent),))
+    spans = receiver.wait_for(
+        _in_trace(trace_id, "ether.v1.AgentIOService/Execute", "ether.task noisy.echo")
+    )
+    rpc = _one(spans, trace_id, "ether.v1.AgentIOService/Execute")
+    assert rpc.parent_span_id == client_span
+    assert _one(spans, trace_id, "ether.task noisy.echo").parent_span_id == rpc.span_id
+
+
+def test_a_failed_call_marks_its_span_error(
+    traced_host: HostProcess, receiver: OtlpReceiver
+) -> None:
+    """An RPC the host refuses: its span is ERROR with the status and the message."""
+    traceparent, trace_id, _ = _traceparent()
+    request = agent_io_pb2.ExecuteRequest(input=agent_io_pb2.AgentInput(agent="nobody"))
+    with pytest.raises(Exception, match="nobody"):
+        traced_host.agents.Execute(request, timeout=30, metadata=(("traceparent", traceparent),))
+    spans = receiver.wait_for(_in_trace(trace_id, "ether.v1.AgentIOService/Execute"))
+    rpc = _one(spans, trace_id, "ether.v1.AgentIOService/Execute")
+    assert rpc.status_code == ERROR
+    assert rpc.status_message.startswith("NOT_FOUND") and "nobody" in rpc.status_message
+    assert rpc.attributes["rpc.grpc.status_code"] == 5
+
+
+def test_an_agents_own_span_sits_under_its_task(
+    traced_host: HostProcess, receiver: OtlpReceiver
+) -> None:
+    """The traced agent opens a span with the OpenTelemetry API under ctx.trace_parent and
+    calls noisy inside it: its span is the task span's child, and the call's parent."""
+    traceparent, trace_id, _ = _traceparent()
+    request = agent_io_pb2.ExecuteRequest(
+        input=agent_io_pb2.AgentInput(
+            agent="traced",
+            action="work",
+            params=json_format.ParseDict({"endpoint": receiver.endpoint}, struct_pb2.Struct()),
+        )
+    )
+    output = traced_host.agents.Execute(
+        request, timeout=30, metadata=(("traceparent", traceparent),)
+    ).output
+    assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
+    spans = receiver.wait_for(
+        _in_trace(trace_id, "ether.task traced.work", "traced.own_work", "ether.task noisy.echo")
+    )
+    task = _one(spans, trace_id, "ether.task traced.work")
+    own = _one(spans, trace_id, "traced.own_work")
+    assert own.service == "traced-agent"
+    assert own.parent_span_id == task.span_id
+    assert data(output)["trace_parent"] == f"00-{trace_id}-{task.span_id}-01"
+    call = _one(spans, trace_id, "agent.call")
+    assert call.parent_span_id == own.span_id
+    assert _one(spans, trace_id, "ether.task noisy.echo").parent_span_id == call.span_id
+
+
+def test_host_log_lines_carry_the_trace(traced_host: HostProcess, receiver: OtlpReceiver) -> None:
+    """The host's line for a traced call names its trace and its span."""
+    traceparent, trace_id, _ = _traceparent()
+    request = agent_io_pb2.ExecuteRequest(
+        input=agent_io_pb2.AgentInput(agent="noisy", action="echo")
+    )
+    traced_host.agents.Execute(request, timeout=30, metadata=(("traceparent", traceparent),))
+    spans = receiver.wait_for(_in_trace(trace_id, "ether.v1.AgentIOService/Execute"))
+    rpc = _one(spans, trace_id, "ether.v1.AgentIOService/Execute")
+    line = traced_host.wait_for_log(
+        lambda record: record.get("event") == "rpc" and record.get("trace_id") == trace_id
+    )
+    assert line["span_id"] == rpc.span_id
+    assert line["method"] == "/ether.v1.AgentIOService/Execute"
+
+
+def _stderr_fields(host: HostProcess, agent: str, message: str) -> dict[str, Any]:
+    """The fields of the agent's stderr record ``message`` (StreamLogs)."""
+    stream = host.supervisor.StreamLogs(
+        supervisor_pb2.StreamLogsRequest(agent=agent, tail_lines=10000, follow=True), timeout=30
+    )
+    try:
+        for line in stream:
+            if line.message == message:
+                return json_format.MessageToDict(line.fields)
+    finally:
+        stream.cancel()
+    raise AssertionError(f"the log of {agent} ended before {message!r}")
+
+
+def test_stderr_written_during_a_task_names_it(
+    traced_host: HostProcess, receiver: OtlpReceiver
+) -> None:
+    """A stderr line written while one task runs on the replica carries its task id and trace
+    id."""
+    traceparent, trace_id, _ = _traceparent()
+    text = f"alone {uuid.uuid4().hex}"
+    request = agent_io_pb2.ExecuteRequest(
+        input=agent_io_pb2.AgentInput(
+            agent="traced",
+            action="say",
+            params=json_format.ParseDict({"text": text, "group": text}, struct_pb2.Struct()),
+        )
+    )
+    output = traced_host.agents.Execute(
+        request, timeout=30, metadata=(("traceparent", traceparent),)
+    ).output
+    assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
+    fields = _stderr_fields(traced_host, "traced", text)
+    assert fields["task_id"] == output.task_id
+    assert fields["trace_id"] == trace_id
+
+
+def test_stderr_written_during_several_tasks_names_none(traced_host: HostProcess) -> None:
+    """Two tasks in flight on the replica when a line is written: the record lists both and
+    says it is one of them, without guessing which."""
+    group = uuid.uuid4().hex
+    texts = [f"together {group} {n}" for n in range(2)]
+    with ThreadPoolExecutor(2) as pool:
+        outputs = list(
+            pool.map(
+                lambda text: execute(
+                    traced_host,
+                    "traced",
+                    "say",
+                    {"text": text, "group": group, "together": 2},
+                ),
+                texts,
+            )
+        )
+    assert all(o.status == agent_io_pb2.TASK_STATUS_SUCCESS for o in outputs)
+    for text in texts:
+        fields = _stderr_fields(traced_host, "traced", text)
+        assert "task_id" not in fields and "trace_id" not in fields
+        assert fields["tasks_in_flight"] == 2
+        assert sorted(fields["task_ids"]) == sorted(o.task_id for o in outputs)
+
+
+def test_tracing_off_sends_nothing_and_adds_no_traceparent(
+    tmp_path: Path, receiver: OtlpReceiver
+) -> None:
+    """A host without otlp_endpoint: the agent's task frame has no traceparent, and a client's
+    traceparent starts nothing (no span reaches a receiver; the log line names no trace)."""
+    host = HostProcess(tmp_path / "state")
+    try:
+        host.wait_serving()
+        deploy(host, AGENTS / "traced")
+        deploy(host, AGENTS / "noisy")
+        traceparent, trace_id, _ = _traceparent()
+        text = f"untraced {uuid.uuid4().hex}"
+        request = agent_io_pb2.ExecuteRequest(
+            input=agent_io_pb2.AgentInput(
+                agent="traced",
+                action="say",
+                params=json_format.ParseDict({"text": text, "group": text}, struct_pb2.Struct()),
+            )
+        )
+        output = host.agents.Execute(
+            request, timeout=30, metadata=(("traceparent", traceparent),)
+        ).output
+        assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
+        assert data(output)["trace_parent"] == ""
+        fields = _stderr_fields(host, "traced", text)
+        assert fields["task_id"] == output.task_id and "trace_id" not in fields
+        line = host.wait_for_log(
+            lambda r: r.get("event") == "rpc" and r.get("method", "").endswith("/Execute")
+        )
+        assert "trace_id" not in line and "span_id" not in line
+    finally:
+        host.stop()
+    assert not [span for span in receiver.spans() if span.trace_id == trace_id]
