@@ -38,7 +38,7 @@ from ether_host.auth import TokenFileError, TokenTable, load_token_file
 from ether_host.config import HostConfig
 from ether_host.gateway import Gateway, GatewayStore
 from ether_host.health import AgentHealth, readiness
-from ether_host.http import HttpListener, HttpListenError, build_http_app
+from ether_host.http import HttpListener, HttpListenError, build_http_app, metrics_route
 from ether_host.lifecycle import HostInfo, Lifecycle
 from ether_host.logs import join_traces
 from ether_host.procs import (
@@ -51,6 +51,7 @@ from ether_host.resources import LimitSettings, Resources
 from ether_host.sandbox import SandboxSettings
 from ether_host.supervisor import Supervisor
 from ether_host.telemetry import Tracing, build_provider, log_ids
+from ether_host.telemetry.metrics import Metrics
 from ether_host.terminals import AgentTerminals, TerminalManager, TerminalSettings
 from ether_host.transport.agent_io import AgentIOServicer
 from ether_host.transport.gateway import GatewayServicer
@@ -219,7 +220,11 @@ def _services(core: Core) -> list[tuple[Any, Any, Any]]:
 
 
 def _http_listener(
-    config: HostConfig, core: Core, tokens: TokenTable | None, a2a: EtherRequestHandler
+    config: HostConfig,
+    core: Core,
+    tokens: TokenTable | None,
+    a2a: EtherRequestHandler,
+    metrics: Metrics | None = None,
 ) -> tuple[HttpListener | None, list[Any]]:
     """The HTTP listener with every surface mounted on it (build_http_app says how to add one),
     or None when http_listen is unset; and the surfaces' own tasks (``run(task_status=...)``),
@@ -237,6 +242,8 @@ def _http_listener(
         grace=config.shutdown_grace,
     )
     mounts: list[Any] = [mcp.route, *a2a_http_routes(a2a)]
+    if metrics is not None:
+        mounts.append(metrics_route(metrics.render))
     app = build_http_app(
         mounts,
         tokens=tokens,
@@ -249,6 +256,24 @@ def _http_listener(
     except HttpListenError as error:
         raise ListenError(str(error)) from None
     return listener, [mcp.run]
+
+
+def _metrics(config: HostConfig, core: Core) -> Metrics | None:
+    """The host's Prometheus metrics (docs/telemetry.md, "Metrics") when ``[telemetry]
+    metrics`` is on, wired to the dispatcher; None (no route, no cost) when off."""
+    if not config.telemetry_metrics:
+        return None
+    if not config.http_listen:
+        log.warning("telemetry metrics are on but http_listen is unset: nothing serves /metrics")
+    metrics = Metrics(
+        core.supervisor,
+        core.lifecycle,
+        terminals=core.terminals,
+        gateway=core.gateway,
+        workflows=core.workflows,
+    )
+    core.dispatcher.task_ended = metrics.task_ended
+    return metrics
 
 
 def _log_isolation(found: containment.Isolation) -> None:
@@ -302,7 +327,8 @@ async def run_host(
     credentials = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
 
     core = build_core(config)
-    decorators = [RpcLogging().decorate]
+    metrics = _metrics(config, core)
+    decorators = [RpcLogging(None if metrics is None else metrics.rpc_ended).decorate]
     if core.tracing is not None:  # outermost: the span covers the whole call
         decorators.insert(0, RpcTracing(core.tracing).decorate)
     if authenticate is not None:
@@ -334,7 +360,7 @@ async def run_host(
         addresses.append(bind_unix(server, config.unix_socket))
     if not addresses:
         raise ListenError("nothing to listen on: set listen or unix_socket")
-    http, http_services = _http_listener(config, core, tokens, a2a)
+    http, http_services = _http_listener(config, core, tokens, a2a, metrics)
 
     if not become_subreaper():
         log.warning("cannot become a child subreaper; orphans of agents re-parent to init")
@@ -349,6 +375,8 @@ async def run_host(
         health_sink = GrpcHealthSink(health_servicer)
         await tg.start(AgentHealth(core.supervisor, core.lifecycle, health_sink).run)
         await tg.start(core.dispatcher.run)
+        if metrics is not None:  # restarts and FATALs, from the supervisor's events
+            await tg.start(metrics.run)
         await tg.start(core.workflows.run)
         await tg.start(core.gateway.run)
         await tg.start(core.terminals.run)

@@ -174,6 +174,9 @@ HTTP_RIGHTS: Mapping[str, str] = {
     # each agent's card and JSON-RPC need agent.execute for the agent of the URL.
     "/.well-known/agent-card.json": AGENT_READ,
     "/a2a": AGENT_EXECUTE,
+    # Prometheus metrics (docs/telemetry.md): what ListAgents, ListProcesses and GetHostInfo
+    # tell (agents, their states, replicas and load), counted; no task's params or data.
+    "/metrics": AGENT_READ,
 }
 # Routes whose right may be granted per agent: let in with the right for some agent, and the
 # handler checks each agent it touches (as SCOPED_METHODS).

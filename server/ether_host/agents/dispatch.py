@@ -33,6 +33,7 @@ from ether_host.background import start_detached
 from ether_host.errors import (
     Cancelled,
     DeadlineExceeded,
+    EtherError,
     InvalidArgument,
     NotFound,
     Unavailable,
@@ -68,6 +69,8 @@ class RunningTask:
     spent_cost: float = 0.0  # reported by finished child tasks
     children: int = 0
     agent: str = ""
+    # perf_counter at the start when metrics are on (task durations); 0.0 once the end is told.
+    began: float = 0.0
     deadline: float | None = None
     span: Span | None = None  # the task's span, when traced: its host calls' parent
 
@@ -108,6 +111,8 @@ class Dispatcher:
         self.tracing = tracing  # None when tracing is off: then no span is made at all
         self._running: dict[str, RunningTask] = {}
         self._by_frame: dict[tuple[int, str], RunningTask] = {}
+        # Told each task's end (agent, action, status, seconds) when the host's metrics are on.
+        self.task_ended: Callable[[str, str, str, float], None] | None = None
         self._calls = HostCalls(supervisor, self._caller, tracing)
         self._calls.register("agent.call", self._agent_call)
         self._host = platform.node()
@@ -150,6 +155,8 @@ class Dispatcher:
             deadline = min(deadline or math.inf, time.monotonic() + task.budget.max_time)
         record = RunningTask(task, agent=agent.name, deadline=deadline)
         record.owner = asyncio.current_task()
+        if self.task_ended is not None:
+            record.began = time.perf_counter()
         task.root_task = task.root_task or task.task_id
         tracing = self.tracing
         if tracing is not None:  # under the current span: the RPC's, or the host call's
@@ -194,8 +201,32 @@ class Dispatcher:
             raise
         finally:
             self._running.pop(task.task_id, None)
+            if record.began and (raised := sys.exc_info()[1]) is not None:
+                # Not told yet: an error ends the task (a result was told where it was made).
+                self._task_failed(agent, record, action, raised)
             if record.span is not None and tracing is not None:
                 tracing.end_task(record.span, result, sys.exc_info()[1])
+
+    def _task_failed(
+        self,
+        agent: ManagedAgent,
+        record: RunningTask,
+        action: ActionInfo | None,
+        raised: BaseException,
+    ) -> None:
+        """Tell the metrics of a task that ended with an error (its code is the status): the
+        action's name only when the agent declares it, so a caller's typo is no new label."""
+        assert self.task_ended is not None
+        name = action.name if action is not None else record.task.action
+        if action is None and not any(a.name == name for a in agent.actions):
+            name = ""
+        if isinstance(raised, EtherError):
+            status = raised.code.value
+        elif isinstance(raised, asyncio.CancelledError):
+            status = "CANCELLED"  # the caller went away
+        else:
+            status = "INTERNAL"
+        self.task_ended(agent.name, name, status, time.perf_counter() - record.began)
 
     def cancel(self, task_id: str, reason: str) -> None:
         record = self._running.get(task_id)
@@ -316,7 +347,7 @@ class Dispatcher:
                 pid=replica.pid,
                 attempt=attempt,
             )
-            return task_result(
+            result = task_result(
                 task.task_id,
                 agent.name,
                 action.name,
@@ -325,6 +356,12 @@ class Dispatcher:
                 task.budget,
                 record.spent_cost,
             )
+            if self.task_ended is not None:  # the task's end: a returned result is not retried
+                self.task_ended(
+                    agent.name, action.name, result.status, time.perf_counter() - record.began
+                )
+                record.began = 0.0
+            return result
         except TaskFailure as failure:  # the task frame is larger than the link's frame limit
             raise InvalidArgument(
                 f"task {task.task_id} cannot be sent to agent {agent.name}: {failure.message}",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ether_host.http.app import HEALTH_PATH, build_http_app
 from ether_host.http.guard import HttpGuard, error_body, request_identity
 from ether_host.http.listener import HttpListener, HttpListenError
+from ether_host.http.metrics import METRICS_PATH, metrics_route
 
 if TYPE_CHECKING:
     from ether_host.http.mcp import MCP_PATH, CoreTools, McpSurface
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HEALTH_PATH",
     "MCP_PATH",
+    "METRICS_PATH",
     "CoreTools",
     "HttpGuard",
     "HttpListenError",
@@ -25,6 +27,7 @@ __all__ = [
     "McpSurface",
     "build_http_app",
     "error_body",
+    "metrics_route",
     "request_identity",
 ]
 

@@ -106,6 +106,10 @@ class TerminalManager:
         self._former: dict[str, FormerTerminal] = {}
         self._started_at = time.time()
         self.sessions: dict[str, Terminal] = {}
+        # Bytes in and out of the terminals closed since the host started (the open ones keep
+        # their own): the metrics scrape's totals do not drop when a terminal closes.
+        self.closed_input_bytes = 0
+        self.closed_output_bytes = 0
         self.events: History[TerminalEvent] = History(EVENT_HISTORY)
         self._request_ids: dict[tuple[str, str], tuple[str, float]] = {}
         self._closing: set[str] = set()
@@ -528,6 +532,8 @@ class TerminalManager:
         if not session.closed:
             session.closed = True
             self.sessions.pop(session.id, None)
+            self.closed_input_bytes += session.input_bytes
+            self.closed_output_bytes += session.buffer.end
             self._announced.discard(session.id)
             self._early_exits.discard(session.id)
             info = session.info()

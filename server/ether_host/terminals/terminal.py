@@ -116,6 +116,7 @@ class Terminal:
         self.buffer = OutputBuffer(settings.output_buffer)
         self.changed = Notifier()
         self.attached = 0
+        self.input_bytes = 0  # queued for the program since it started (metrics)
         self.exit: ExitInfo | None = None
         self.closed = False
         self.app_cursor = False
@@ -469,6 +470,7 @@ class Terminal:
             )
         self._touch()
         self._input.put(data)
+        self.input_bytes += len(data)
         self._echo_due = True
         return InputAccepted(len(data), self._input.pending, discarded)
 

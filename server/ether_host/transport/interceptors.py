@@ -164,7 +164,11 @@ async def _stream(behavior: Behavior, request: Any, context: grpc.aio.ServicerCo
 
 
 class RpcLogging:
-    """Logs one line per RPC and maps domain errors to statuses."""
+    """Logs one line per RPC and maps domain errors to statuses; with ``rpc_ended`` (the host's
+    metrics, when on) also tells it each call's method, code and seconds."""
+
+    def __init__(self, rpc_ended: Callable[[str, str, float], None] | None = None) -> None:
+        self._rpc_ended = rpc_ended
 
     def decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
         if streaming:
@@ -175,7 +179,7 @@ class RpcLogging:
                     await _stream(behavior, request, context)
                 except BaseException as error:
                     await self._fail(error, method, context, started)
-                self._end(context, started, None)
+                self._end(method, context, started, None)
 
             return stream_behavior
 
@@ -185,7 +189,7 @@ class RpcLogging:
                 response = await behavior(request, context)
             except BaseException as error:
                 await self._fail(error, method, context, started)
-            self._end(context, started, None)
+            self._end(method, context, started, None)
             return response
 
         return unary_behavior
@@ -197,16 +201,17 @@ class RpcLogging:
         structlog.contextvars.bind_contextvars(method=method, peer=context.peer())
         return time.perf_counter()
 
-    @staticmethod
-    def _end(context: grpc.aio.ServicerContext, started: float, code: str | None) -> None:
+    def _end(
+        self, method: str, context: grpc.aio.ServicerContext, started: float, code: str | None
+    ) -> None:
         if code is None:
             code = _code_name(context, "OK")
+        seconds = time.perf_counter() - started
         # method and peer come from the context bound in _begin (context.peer() on a call the
         # client has cancelled reads a released grpc call and crashes the host: SIGSEGV).
-        fields = {
-            "code": code,
-            "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-        }
+        fields = {"code": code, "duration_ms": round(seconds * 1000, 3)}
+        if self._rpc_ended is not None:
+            self._rpc_ended(method, code, seconds)
         # Rendered a moment later with the lines of other calls, in this call's context: never
         # before grpc sends the response, and at a fraction of the cost of one line at a time.
         log_later(log.info, "rpc", fields)
@@ -217,21 +222,21 @@ class RpcLogging:
         """Log the ended call, then abort with the mapped status or re-raise."""
         error = _unwrap(error)
         if isinstance(error, EtherError):
-            self._end(context, started, error.code.value)
+            self._end(method, context, started, error.code.value)
             await context.abort_with_status(status_of(error))
         if isinstance(error, grpc.aio.AbortError) or not isinstance(error, Exception):
             # An abort the servicer chose, or a cancellation of the call.
             code = _code_name(context, "CANCELLED")
-            self._end(context, started, code)
+            self._end(method, context, started, code)
             raise error
         if _client_gone(error):
             # A client that cancels, or whose deadline passes, is normal: not a fault of ours.
             log.debug("rpc ended by the client", method=method, error=type(error).__name__)
-            self._end(context, started, _code_name(context, "CANCELLED"))
+            self._end(method, context, started, _code_name(context, "CANCELLED"))
             raise error
         correlation_id = uuid.uuid4().hex[:12]
         log.error("rpc crashed", method=method, correlation_id=correlation_id, exc_info=error)
-        self._end(context, started, "INTERNAL")
+        self._end(method, context, started, "INTERNAL")
         await context.abort_with_status(internal_status(correlation_id))
 
 

@@ -307,6 +307,13 @@ class Workflows:
             runs.append(live.record.api() if live is not None else _public(body))
         return Page(runs, token)
 
+    async def runs_by_state(self) -> dict[str, int]:
+        """How many runs the store holds in each state (every state named, 0 included), once
+        the writes queued so far are committed: what the metrics scrape shows."""
+        await self.store.flush()
+        found = await anyio.to_thread.run_sync(self.store.count_by_state)
+        return {state: found.get(f"RUN_STATE_{state}", 0) for state in RunState.ALL}
+
     async def list_tasks(
         self, run_id: str, page_size: int, page_token: str, stage: str, state: str
     ) -> Page[dict[str, Any]]:

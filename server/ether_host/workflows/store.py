@@ -268,6 +268,11 @@ class RunStore:
             if (keep and index >= keep) or created_at < created_before
         ]
 
+    def count_by_state(self) -> dict[str, int]:
+        """How many runs are held in each state (RUN_STATE_...), for the metrics scrape."""
+        rows = self._query("SELECT state, count(*) FROM runs GROUP BY state")
+        return {row[0]: int(row[1]) for row in rows}
+
     def request_ids(self) -> dict[str, str]:
         return {
             row[0]: row[1]

@@ -13,6 +13,7 @@ import binascii
 import sqlite3
 import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -131,6 +132,9 @@ class AuditLog:
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self._grown = anyio.Event()
+        # (agent, decision) -> records written since the host started: the metrics scrape's
+        # egress decisions, kept here because every decision passes through write().
+        self.decisions: Counter[tuple[str, str]] = Counter()
 
     def open(self) -> None:
         self._db = sqlite.connect(self.path, MIGRATIONS)
@@ -145,6 +149,7 @@ class AuditLog:
         """Store ``record`` and return it with its id and time; raises OSError/sqlite3.Error on failure."""
         stored = replace(record, time=record.time or time.time())
         row_id = await anyio.to_thread.run_sync(self._insert, stored)
+        self.decisions[(record.agent, record.decision)] += 1
         self._grown.set()
         self._grown = anyio.Event()
         return replace(stored, id=row_id)
