@@ -123,6 +123,11 @@ OTEL_AGENT = """
             return ids(span)
 
     @agent.action
+    async def spanless(ctx):
+        await ctx.call_agent("other", "echo", {})
+        return {}
+
+    @agent.action
     def traced_sync(ctx):
         with tracer.start_as_current_span("agent-work", context=parent_of(ctx)) as span:
             ctx.call_agent_sync("other", "echo", {})
@@ -152,4 +157,19 @@ def test_a_call_inside_an_opentelemetry_span_carries_that_span(agent: Any) -> No
         assert span["span_id"] != TASK_SPAN, action
         assert call["traceparent"] == f"00-{TRACE_ID}-{span['span_id']}-01", action
         assert call["tracestate"] == TRACESTATE, action
+    # OpenTelemetry imported but no span open: the call carries the task's own context.
+    child.send(
+        {
+            "type": "task",
+            "id": "h-spanless",
+            "action": "spanless",
+            "params": {},
+            "traceparent": TRACEPARENT,
+            "tracestate": TRACESTATE,
+        }
+    )
+    call = child.read(skip=("log",))
+    assert call["traceparent"] == TRACEPARENT and call["tracestate"] == TRACESTATE
+    child.send({"type": "reply", "id": call["id"], "status": "ok", "result": {"data": 1}})
+    assert child.read(skip=("log",))["status"] == "ok"
     assert child.close() == 0
