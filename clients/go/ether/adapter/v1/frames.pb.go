@@ -585,7 +585,13 @@ type Task struct {
 	// Gateway session the task runs for, if any.
 	SessionId string `protobuf:"bytes,9,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Budget fields for the agent: "max_cost", "max_iterations".
-	Budget        *structpb.Struct `protobuf:"bytes,10,opt,name=budget,proto3" json:"budget,omitempty"`
+	Budget *structpb.Struct `protobuf:"bytes,10,opt,name=budget,proto3" json:"budget,omitempty"`
+	// W3C trace context of the task's span (docs/telemetry.md): a
+	// traceparent "00-<trace id>-<span id>-<flags>", absent when the task is
+	// not traced. Agent code may parent its own spans on it.
+	Traceparent string `protobuf:"bytes,11,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	// W3C tracestate that goes with traceparent, absent when empty.
+	Tracestate    string `protobuf:"bytes,12,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -688,6 +694,20 @@ func (x *Task) GetBudget() *structpb.Struct {
 		return x.Budget
 	}
 	return nil
+}
+
+func (x *Task) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *Task) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
 }
 
 // LegacyTask is the seeds' minimal envelope, sent to agents that never
@@ -1320,7 +1340,12 @@ type Call struct {
 	// The task this call is made for (its host id, "h-<n>").
 	TaskId string `protobuf:"bytes,5,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Milliseconds the agent is willing to wait; 0 means the task's deadline.
-	DeadlineMs    int64 `protobuf:"varint,6,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"`
+	DeadlineMs int64 `protobuf:"varint,6,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"`
+	// W3C traceparent to parent the call's span on (an agent's own span);
+	// absent: the task's span.
+	Traceparent string `protobuf:"bytes,7,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	// W3C tracestate that goes with traceparent.
+	Tracestate    string `protobuf:"bytes,8,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1395,6 +1420,20 @@ func (x *Call) GetDeadlineMs() int64 {
 		return x.DeadlineMs
 	}
 	return 0
+}
+
+func (x *Call) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *Call) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
 }
 
 // Reply answers a call, exactly once. type = "reply".
@@ -1768,7 +1807,7 @@ const file_ether_adapter_v1_frames_proto_rawDesc = "" +
 	"\x05Trace\x12\x17\n" +
 	"\aroot_id\x18\x01 \x01(\tR\x06rootId\x12\x1b\n" +
 	"\tparent_id\x18\x02 \x01(\tR\bparentId\x12\x14\n" +
-	"\x05depth\x18\x03 \x01(\x05R\x05depth\"\xc6\x02\n" +
+	"\x05depth\x18\x03 \x01(\x05R\x05depth\"\x88\x03\n" +
 	"\x04Task\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
@@ -1782,7 +1821,11 @@ const file_ether_adapter_v1_frames_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\t \x01(\tR\tsessionId\x12/\n" +
 	"\x06budget\x18\n" +
-	" \x01(\v2\x17.google.protobuf.StructR\x06budget\"b\n" +
+	" \x01(\v2\x17.google.protobuf.StructR\x06budget\x12 \n" +
+	"\vtraceparent\x18\v \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\f \x01(\tR\n" +
+	"tracestate\"b\n" +
 	"\n" +
 	"LegacyTask\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -1827,7 +1870,7 @@ const file_ether_adapter_v1_frames_proto_rawDesc = "" +
 	"\x06Cancel\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xad\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xef\x01\n" +
 	"\x04Call\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +
@@ -1835,7 +1878,11 @@ const file_ether_adapter_v1_frames_proto_rawDesc = "" +
 	"\x06params\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06params\x12\x17\n" +
 	"\atask_id\x18\x05 \x01(\tR\x06taskId\x12\x1f\n" +
 	"\vdeadline_ms\x18\x06 \x01(\x03R\n" +
-	"deadlineMs\"\xa2\x01\n" +
+	"deadlineMs\x12 \n" +
+	"\vtraceparent\x18\a \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\b \x01(\tR\n" +
+	"tracestate\"\xa2\x01\n" +
 	"\x05Reply\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x16\n" +

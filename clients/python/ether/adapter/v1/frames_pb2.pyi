@@ -102,7 +102,7 @@ class Trace(_message.Message):
     def __init__(self, root_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., depth: _Optional[int] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("type", "id", "action", "params", "deadline_ms", "attempt", "trace", "task_id", "session_id", "budget")
+    __slots__ = ("type", "id", "action", "params", "deadline_ms", "attempt", "trace", "task_id", "session_id", "budget", "traceparent", "tracestate")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
@@ -113,6 +113,8 @@ class Task(_message.Message):
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    TRACESTATE_FIELD_NUMBER: _ClassVar[int]
     type: str
     id: str
     action: str
@@ -123,7 +125,9 @@ class Task(_message.Message):
     task_id: str
     session_id: str
     budget: _struct_pb2.Struct
-    def __init__(self, type: _Optional[str] = ..., id: _Optional[str] = ..., action: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., deadline_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., trace: _Optional[_Union[Trace, _Mapping]] = ..., task_id: _Optional[str] = ..., session_id: _Optional[str] = ..., budget: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    traceparent: str
+    tracestate: str
+    def __init__(self, type: _Optional[str] = ..., id: _Optional[str] = ..., action: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., deadline_ms: _Optional[int] = ..., attempt: _Optional[int] = ..., trace: _Optional[_Union[Trace, _Mapping]] = ..., task_id: _Optional[str] = ..., session_id: _Optional[str] = ..., budget: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class LegacyTask(_message.Message):
     __slots__ = ("id", "type", "payload")
@@ -228,20 +232,24 @@ class Cancel(_message.Message):
     def __init__(self, type: _Optional[str] = ..., id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Call(_message.Message):
-    __slots__ = ("type", "id", "method", "params", "task_id", "deadline_ms")
+    __slots__ = ("type", "id", "method", "params", "task_id", "deadline_ms", "traceparent", "tracestate")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     METHOD_FIELD_NUMBER: _ClassVar[int]
     PARAMS_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    TRACESTATE_FIELD_NUMBER: _ClassVar[int]
     type: str
     id: str
     method: str
     params: _struct_pb2.Struct
     task_id: str
     deadline_ms: int
-    def __init__(self, type: _Optional[str] = ..., id: _Optional[str] = ..., method: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., task_id: _Optional[str] = ..., deadline_ms: _Optional[int] = ...) -> None: ...
+    traceparent: str
+    tracestate: str
+    def __init__(self, type: _Optional[str] = ..., id: _Optional[str] = ..., method: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., task_id: _Optional[str] = ..., deadline_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class Reply(_message.Message):
     __slots__ = ("type", "id", "status", "result", "error")
