@@ -5,6 +5,7 @@ makes, so they must move by exactly those calls; no wait is on time."""
 
 from __future__ import annotations
 
+import queue
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,10 +14,14 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ether.v1 import agent_io_pb2
+from ether.v1 import agent_io_pb2, terminal_pb2
+from tests.gateway import _support as gateway
+from tests.gateway._support import Recorder
 from tests.support.agents import AGENTS, deploy, watch_until
-from tests.support.calls import agent_input, execute
+from tests.support.calls import agent_input, execute, struct
 from tests.support.host import HostProcess
+from tests.terminals import support as terminals
+from tests.workflows import runs as workflow_runs
 
 METRICS_ON = {"ETHER_TELEMETRY_METRICS": "true"}
 EXECUTE = "/ether.v1.AgentIOService/Execute"
@@ -109,13 +114,19 @@ def test_rpc_and_task_counters_move_by_exactly_the_calls_made(metrics_host: Host
 
 
 def test_restarts_and_fatals_are_counted(metrics_host: HostProcess) -> None:
-    """A replica whose process dies under a task with no start retries left goes FATAL: the
-    FATAL counter of its agent moves by one and the agent's state reads FATAL."""
+    """A replica whose process dies under a task and may start again is restarted: the restart
+    counter of its agent moves by one. One with no start retries left goes FATAL: the FATAL
+    counter of its agent moves by one and the agent's state reads FATAL."""
     host = metrics_host
+    bouncy = deploy(host, AGENTS / "lifecycle", name="bouncy", start_retries=3)
     agent = "flaky"
     deploy(host, AGENTS / "lifecycle", name=agent, start_retries=0)
     with httpx.Client(base_url=host.http_address, timeout=30) as client:
         before = scrape(client)
+        with pytest.raises(grpc.RpcError):
+            execute(host, bouncy, "crash", timeout=120)
+        backoff = watch_until(host, bouncy, {"BACKOFF"})
+        watch_until(host, bouncy, {"RUNNING"}, after=backoff.sequence)
         crash = host.agents.Execute.future(
             agent_io_pb2.ExecuteRequest(input=agent_input(agent, "crash")), timeout=120
         )
@@ -123,6 +134,8 @@ def test_restarts_and_fatals_are_counted(metrics_host: HostProcess) -> None:
         with pytest.raises(grpc.RpcError):
             crash.result()
         after = scrape(client)
+    assert moved(before, after, "ether_agent_restarts_total", agent=bouncy) == 1
+    assert moved(before, after, "ether_agent_fatals_total", agent=bouncy) == 0
     assert moved(before, after, "ether_agent_fatals_total", agent=agent) == 1
     # The task it was running ended with the call's error, counted by that code.
     failed = {key: count for key, count in after.items() if key[0] == "ether_tasks_total"}
@@ -176,3 +189,81 @@ def test_metrics_off_by_default_is_not_found(tmp_path: Path) -> None:
             assert client.get("/metrics").status_code == 404
     finally:
         assert host.stop() == 0
+
+
+def test_terminal_and_workflow_metrics_follow_what_happened(metrics_host: HostProcess) -> None:
+    """A terminal running cat, 6 bytes typed and one client attached: one more terminal open,
+    one attached client, input bytes up by exactly 6 and output bytes by exactly the terminal's
+    output offset; once it is closed it is no longer open and the byte totals stay. A workflow
+    run to its end adds one SUCCEEDED run."""
+    host = metrics_host
+    deploy(host, AGENTS / "flow")
+    with httpx.Client(base_url=host.http_address, timeout=30) as client:
+        before = scrape(client)
+        terminal = terminals.create(host, ["cat"])
+        terminals.write(host, terminal.id, "hello\r")
+        terminals.wait_output(host, terminal.id, r"hello\s+hello\s", after=0)
+        attach = queue.Queue[terminal_pb2.AttachRequest | None]()
+        attach.put(
+            terminal_pb2.AttachRequest(start=terminal_pb2.AttachStart(terminal_id=terminal.id))
+        )
+        stream = host.terminals.Attach(iter(attach.get, None), timeout=120)
+        assert next(stream).started.terminal.attached_clients == 1
+        output = host.terminals.GetTerminal(
+            terminal_pb2.GetTerminalRequest(terminal_id=terminal.id), timeout=30
+        ).terminal.output_offset
+        during = scrape(client)
+        attach.put(None)
+        stream.cancel()
+        terminals.close(host, terminal.id)
+        run = workflow_runs.run_to_end(
+            host, "name: once\nstages:\n  - {name: a, agent: flow, action: echo}\n"
+        )
+        assert workflow_runs.state(run) == "SUCCEEDED"
+        after = scrape(client)
+
+    assert moved(before, during, "ether_terminals_open") == 1
+    assert value(during, "ether_terminal_attached_clients") == 1
+    assert moved(before, during, "ether_terminal_input_bytes_total") == len("hello\r")
+    assert moved(before, during, "ether_terminal_output_bytes_total") == output
+    assert moved(before, after, "ether_terminals_open") == 0
+    assert moved(before, after, "ether_terminal_input_bytes_total") == len("hello\r")
+    assert moved(before, after, "ether_terminal_output_bytes_total") == output
+    assert moved(before, after, "ether_workflow_runs", state="SUCCEEDED") == 1
+    assert value(after, "ether_workflow_runs", state="RUNNING") == 0
+
+
+def test_gateway_metrics_follow_sessions_mailboxes_and_egress(metrics_host: HostProcess) -> None:
+    """One session opened: one more OPEN session. Two messages sent to an agent without a
+    message handler: its mailbox holds 2. One fetch the policy denies and one it allows: the
+    egress decisions move by exactly one DENIED and one ALLOWED for those agents."""
+    host = metrics_host
+    chatter = deploy(host, AGENTS / "chatter")
+    inbox = deploy(host, AGENTS / "toolbox", name="inbox")
+    closed = deploy(host, AGENTS / "toolbox", name="fetch-none")
+    loopback = {"allow_hosts": ["127.0.0.1"], "allow_addresses": ["127.0.0.1/32"]}
+    opened = deploy(
+        host, AGENTS / "toolbox", name="fetch-open", config=struct({"egress": loopback})
+    )
+    web = Recorder()
+    try:
+        with httpx.Client(base_url=host.http_address, timeout=30) as client:
+            before = scrape(client)
+            session = gateway.open_session(host, agent=chatter)
+            for n in range(2):
+                gateway.send(host, inbox, "job", {"n": n})
+            denied = execute(host, closed, "get", {"url": web.url("/hello")})
+            allowed = execute(host, opened, "get", {"url": web.url("/hello")})
+            after = scrape(client)
+    finally:
+        web.stop()
+    assert agent_io_pb2.TaskStatus.Name(denied.status) == "TASK_STATUS_ERROR"
+    assert agent_io_pb2.TaskStatus.Name(allowed.status) == "TASK_STATUS_SUCCESS"
+    assert moved(before, after, "ether_gateway_sessions", state="OPEN") == 1
+    assert value(after, "ether_gateway_mailbox_messages", agent=inbox) == 2
+    egress = "ether_egress_decisions_total"
+    assert moved(before, after, egress, agent=closed, outcome="DENIED") == 1
+    assert moved(before, after, egress, agent=closed, outcome="ALLOWED") == 0
+    assert moved(before, after, egress, agent=opened, outcome="ALLOWED") == 1
+    assert moved(before, after, egress, agent=opened, outcome="DENIED") == 0
+    assert session.id not in {v for _, labels in after for _, v in labels}
