@@ -249,6 +249,7 @@ def _http_listener(
         tokens=tokens,
         lifecycle=core.lifecycle,
         readiness=lambda: readiness(core.supervisor, core.lifecycle),
+        tracing=core.tracing,
     )
     tls = (config.tls_cert, config.tls_key) if config.tls_cert else None
     try:

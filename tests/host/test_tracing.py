@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from google.protobuf import json_format, struct_pb2
 
@@ -43,7 +44,7 @@ def traced_host(
         + '[sandbox.agents.traced]\nnetwork = "host"\n'
         + f'[telemetry]\notlp_endpoint = "{receiver.endpoint}"\nexport_delay = 0.05\n'
     )
-    host = HostProcess(folder / "state", "--config", str(config))
+    host = HostProcess(folder / "state", "--config", str(config), http=True)
     try:
         host.wait_serving()
         for name in ("scout", "wordcount", "report"):
@@ -142,6 +143,22 @@ def test_a_clients_traceparent_is_continued(
     rpc = _one(spans, trace_id, "ether.v1.AgentIOService/Execute")
     assert rpc.parent_span_id == client_span
     assert _one(spans, trace_id, "ether.task noisy.echo").parent_span_id == rpc.span_id
+
+
+def test_an_http_requests_traceparent_is_continued(
+    traced_host: HostProcess, receiver: OtlpReceiver
+) -> None:
+    """A request to the HTTP listener with a traceparent header: its SERVER span joins the
+    client's trace."""
+    traceparent, trace_id, client_span = _traceparent()
+    response = httpx.get(
+        f"{traced_host.http_address}/healthz", headers={"traceparent": traceparent}, timeout=10
+    )
+    assert response.status_code == 200
+    spans = receiver.wait_for(_in_trace(trace_id, "GET /healthz"))
+    span = _one(spans, trace_id, "GET /healthz")
+    assert span.kind == SERVER and span.parent_span_id == client_span
+    assert span.attributes["http.response.status_code"] == 200
 
 
 def test_a_failed_call_marks_its_span_error(

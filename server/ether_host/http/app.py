@@ -16,6 +16,7 @@ from ether_host.errors import EtherError
 from ether_host.health import Readiness
 from ether_host.http.guard import HttpGuard, error_body
 from ether_host.lifecycle import Lifecycle
+from ether_host.telemetry import Tracing
 
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
@@ -27,6 +28,7 @@ def build_http_app(
     tokens: TokenTable | None,
     lifecycle: Lifecycle,
     readiness: Callable[[], Readiness] | None = None,
+    tracing: Tracing | None = None,
 ) -> ASGIApp:
     """The application the HTTP listener serves: ``GET /healthz`` (liveness), ``GET /readyz``
     (``readiness()``: 200, or 503 with the reason; the host's liveness when not given) and
@@ -72,7 +74,7 @@ def build_http_app(
     # middleware) before HttpGuard could see it: its exception handler turns ours into the JSON
     # error the docstring promises.
     app = Starlette(routes=[*routes, *mounts], exception_handlers={EtherError: _error_response})
-    return HttpGuard(app, tokens)
+    return HttpGuard(app, tokens, tracing)
 
 
 async def _error_response(request: Request, error: Exception) -> Response:

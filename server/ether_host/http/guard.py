@@ -23,6 +23,7 @@ from ether_host.auth import LOCAL, Identity, TokenTable, bearer_identity
 from ether_host.errors import EtherError, Unauthenticated
 from ether_host.logs import log_later
 from ether_host.reasons import Reason
+from ether_host.telemetry import Tracing, carrier_of
 
 log = structlog.get_logger("ether.rpc")
 
@@ -110,14 +111,48 @@ class HttpGuard:
     ``tokens`` is None when auth is off: every caller is ``local`` with every right.
     """
 
-    def __init__(self, app: ASGIApp, tokens: TokenTable | None) -> None:
+    def __init__(
+        self, app: ASGIApp, tokens: TokenTable | None, tracing: Tracing | None = None
+    ) -> None:
         self._app = app
         self._tokens = tokens
+        self._tracing = tracing
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan is off; websockets are not served
             await self._app(scope, receive, send)
             return
+        if self._tracing is not None:
+            await self._traced(self._tracing, scope, receive, send)
+            return
+        await self._guarded(scope, receive, send)
+
+    async def _traced(self, tracing: Tracing, scope: Scope, receive: Receive, send: Send) -> None:
+        """The request inside a SERVER span (OpenTelemetry's HTTP conventions), continuing the
+        caller's trace when its headers carry a W3C ``traceparent``."""
+        headers = ((k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"])
+        span, token = tracing.start_server_span(
+            f"{scope['method']} {scope['path']}",
+            carrier_of(headers),
+            {"http.request.method": scope["method"], "url.path": scope["path"]},
+        )
+        status = 0
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self._guarded(scope, receive, tracked_send)
+        finally:
+            status = status or 499  # no answer: the client went away
+            span.set_attribute("http.response.status_code", status)
+            error = None if status < 400 else f"{code_of(status)}: HTTP {status}"
+            tracing.end_server_span(span, token, error)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
         structlog.contextvars.bind_contextvars(
             method=f"{scope['method']} {scope['path']}", peer=_peer(scope)
