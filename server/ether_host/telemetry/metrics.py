@@ -29,7 +29,7 @@ from prometheus_client import (
     ProcessCollector,
     disable_created_metrics,
 )
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.exposition import generate_latest
 
 from ether_host.gateway import Gateway
 from ether_host.lifecycle import Lifecycle
@@ -37,8 +37,6 @@ from ether_host.supervisor import State, Supervisor
 from ether_host.telemetry.host_metrics import HostCollector
 from ether_host.terminals import TerminalManager
 from ether_host.workflows import Workflows
-
-CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # text/plain; version=0.0.4; charset=utf-8
 
 # Seconds. An Execute on a warm agent takes a few hundred microseconds; a workflow task or a
 # model call may take minutes. Fifteen buckets keep one histogram series per label set small.
