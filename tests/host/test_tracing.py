@@ -16,7 +16,7 @@ import httpx
 import pytest
 from google.protobuf import json_format, struct_pb2
 
-from ether.v1 import agent_io_pb2, supervisor_pb2
+from ether.v1 import agent_io_pb2, supervisor_pb2, workflow_pb2
 from tests.support.agents import AGENTS, EXAMPLES, deploy
 from tests.support.calls import data, execute
 from tests.support.host import ROOT, HostProcess, sandbox_grants
@@ -220,6 +220,57 @@ def test_host_log_lines_carry_the_trace(traced_host: HostProcess, receiver: Otlp
     )
     assert line["span_id"] == rpc.span_id
     assert line["method"] == "/ether.v1.AgentIOService/Execute"
+
+
+def test_a_workflow_run_is_a_trace_linked_to_the_call_that_made_it(
+    traced_host: HostProcess, receiver: OtlpReceiver
+) -> None:
+    """A run outlives CreateRun: its span starts a trace of its own, linked to the CreateRun
+    span; each stage's span is the run's child, and its tasks' spans the stage's."""
+    traceparent, trace_id, _ = _traceparent()
+    spec = "name: traced\nstages:\n  - {name: first, agent: noisy, action: echo, inputs: [1, 2]}\n"
+    run = traced_host.workflows.CreateRun(
+        workflow_pb2.CreateRunRequest(spec_text=spec),
+        timeout=30,
+        metadata=(("traceparent", traceparent),),
+    ).run
+    ended = traced_host.workflows.WaitRun(workflow_pb2.WaitRunRequest(run_id=run.id), timeout=60)
+    assert ended.run.state == workflow_pb2.RUN_STATE_SUCCEEDED
+    spans = receiver.wait_for(
+        lambda spans: (
+            any(
+                s.name == "ether.workflow.run traced" and s.attributes.get("ether.run_id") == run.id
+                for s in spans
+            )
+            and _in_trace(trace_id, "ether.v1.WorkflowService/CreateRun")(spans)
+        )
+    )
+    create_span = _one(spans, trace_id, "ether.v1.WorkflowService/CreateRun")
+    run_span = next(
+        s
+        for s in spans
+        if s.name == "ether.workflow.run traced" and s.attributes["ether.run_id"] == run.id
+    )
+    assert run_span.parent_span_id == "" and run_span.trace_id != trace_id
+    assert run_span.links == ((trace_id, create_span.span_id),)
+    assert run_span.attributes["ether.state"] == "SUCCEEDED"
+    spans = receiver.wait_for(
+        lambda spans: (
+            len(
+                [
+                    s
+                    for s in spans
+                    if s.trace_id == run_span.trace_id and s.name == "ether.task noisy.echo"
+                ]
+            )
+            == 2
+        )
+    )
+    stage = _one(spans, run_span.trace_id, "ether.workflow.stage first")
+    assert stage.parent_span_id == run_span.span_id
+    tasks = [s for s in _children(spans, stage) if s.name == "ether.task noisy.echo"]
+    assert len(tasks) == 2
+    assert all(task.attributes["ether.run_id"] == run.id for task in tasks)
 
 
 def _stderr_fields(host: HostProcess, agent: str, message: str) -> dict[str, Any]:

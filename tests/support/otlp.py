@@ -39,6 +39,7 @@ class ReceivedSpan:
     service: str  # the exporting process's service.name
     attributes: dict[str, Any] = field(default_factory=dict)
     events: tuple[str, ...] = ()
+    links: tuple[tuple[str, str], ...] = ()  # (trace id, span id) of each linked span
     start_ns: int = 0
     end_ns: int = 0
 
@@ -77,6 +78,9 @@ class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
                             service=service,
                             attributes={a.key: _value(a.value) for a in span.attributes},
                             events=tuple(event.name for event in span.events),
+                            links=tuple(
+                                (link.trace_id.hex(), link.span_id.hex()) for link in span.links
+                            ),
                             start_ns=span.start_time_unix_nano,
                             end_ns=span.end_time_unix_nano,
                         )

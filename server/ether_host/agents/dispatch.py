@@ -165,7 +165,7 @@ class Dispatcher:
                 agent.name,
                 action.name if action is not None else task.action,
                 task.params,
-                workflow=task.workflow,
+                run_id=task.workflow,  # the workflow run it belongs to
             )
         result: TaskResult | None = None
         self._running[task.task_id] = record

@@ -25,7 +25,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from ether_host import __version__
@@ -104,6 +104,7 @@ class Tracing:
         *,
         kind: SpanKind = SpanKind.INTERNAL,
         parent: otel_context.Context | None = None,
+        links: list[Link] | None = None,
     ) -> Iterator[Span]:
         """A span current for the block (under ``parent``, else under the current one); an
         exception leaving the block marks it ERROR with the exception's text."""
@@ -112,6 +113,7 @@ class Tracing:
             context=parent,
             kind=kind,
             attributes=dict(attributes) if attributes else None,
+            links=links,
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
@@ -120,6 +122,12 @@ class Tracing:
             except BaseException as error:
                 fail(span, error)
                 raise
+
+    @staticmethod
+    def links_to_current() -> list[Link]:
+        """A link to the span running now (the RPC that starts work outliving it), if any."""
+        found = trace.get_current_span().get_span_context()
+        return [Link(found)] if found.is_valid else []
 
     def payload(self, span: Span, key: str, value: Any) -> None:
         """Record params or data on ``span``, only when record_payloads says so."""
@@ -212,6 +220,23 @@ class Tracing:
         span.end()
 
 
+@contextmanager
+def optional_span(
+    tracing: Tracing | None,
+    name: str,
+    attributes: Mapping[str, Any] | None = None,
+    *,
+    links: list[Link] | None = None,
+) -> Iterator[Span | None]:
+    """``tracing.span(...)``, or nothing (None) when tracing is off: for spans off the hot path
+    (workflow runs and stages, gateway turns, terminal waits)."""
+    if tracing is None:
+        yield None
+        return
+    with tracing.span(name, attributes, links=links) as span:
+        yield span
+
+
 def fail(span: Span, error: BaseException) -> None:
     """Mark ``span`` ERROR with what went wrong: a domain error's status and reason, else the
     exception's type."""
@@ -223,3 +248,8 @@ def fail(span: Span, error: BaseException) -> None:
         span.set_attribute("ether.reason", str(getattr(reason, "value", reason)))
     message = getattr(error, "message", None) or str(error)
     span.set_status(Status(StatusCode.ERROR, f"{name}: {message}"))
+
+
+def set_error(span: Span, message: str) -> None:
+    """Mark ``span`` ERROR: what it stands for ended badly (a run FAILED, a stage CANCELLED)."""
+    span.set_status(Status(StatusCode.ERROR, message))

@@ -21,6 +21,7 @@ import structlog
 from ether_host.agents import SUCCESS, Dispatcher, TaskEvent, TaskInput, TaskResult
 from ether_host.errors import Cancelled, EtherError, NotFound
 from ether_host.supervisor import Supervisor
+from ether_host.telemetry import Link, optional_span, set_error
 from ether_host.workflows import budgets, retries
 from ether_host.workflows.events import EventLog
 from ether_host.workflows.model import (
@@ -94,6 +95,8 @@ class RunExecution:
         self._active: dict[str, TaskRecord] = {}
         self._producer: anyio.CancelScope | None = None
         self._deadline = math.inf
+        # The RPC that started (or resumed) the run, linked from the run's span when traced.
+        self.trace_links: list[Link] = []
         self.failed_on_resume: list[
             TaskRecord
         ] = []  # unfinished non-idempotent tasks a resume gave up
@@ -140,6 +143,21 @@ class RunExecution:
     # -- the run -------------------------------------------------------------------------
 
     async def execute(self) -> None:
+        """Run the run, inside its span when traced: the root of a trace of its own (a run
+        outlives the call that started it), linked to that call's span."""
+        record = self.record
+        attributes = {"ether.workflow": record.spec.name, "ether.run_id": record.id}
+        name = f"ether.workflow.run {record.spec.name}"
+        with optional_span(
+            self.dispatcher.tracing, name, attributes, links=self.trace_links
+        ) as span:
+            await self._execute()
+            if span is not None:
+                span.set_attribute("ether.state", record.state)
+                if record.state not in (RunState.SUCCEEDED, RunState.PARTIAL):
+                    set_error(span, f"{record.state}: {self.halt.message if self.halt else ''}")
+
+    async def _execute(self) -> None:
         record = self.record
         try:
             record.state = RunState.RUNNING
@@ -163,7 +181,7 @@ class RunExecution:
                         self._timer, self._deadline, f"run budget max_time={budget.max_time:g}s"
                     )
                 for index, spec in enumerate(record.spec.stages):
-                    await self._stage(index, spec)
+                    await self._traced_stage(index, spec)
                 timers.cancel_scope.cancel()
         except BaseException:
             if self.halt is None:
@@ -232,6 +250,20 @@ class RunExecution:
         )
 
     # -- stages --------------------------------------------------------------------------
+
+    async def _traced_stage(self, index: int, spec: StageSpec) -> None:
+        """A stage inside its span when traced: its tasks' spans are the span's children."""
+        tracing = self.dispatcher.tracing
+        if tracing is None:
+            await self._stage(index, spec)
+            return
+        record = self.record.stages[index]
+        name = f"ether.workflow.stage {spec.name}"
+        with tracing.span(name, {"ether.stage": spec.name, "ether.run_id": self.record.id}) as span:
+            await self._stage(index, spec)
+            span.set_attribute("ether.state", record.state)
+            if record.state in (StageState.FAILED, StageState.CANCELLED):
+                set_error(span, f"{record.state}: {record.error.message if record.error else ''}")
 
     async def _stage(self, index: int, spec: StageSpec) -> None:
         record = self.record.stages[index]

@@ -255,6 +255,8 @@ class Workflows:
         assert self._tg is not None, "workflow service is not running"
         execution.save_run()
         self._live[execution.record.id] = execution
+        if self.dispatcher.tracing is not None:  # the CreateRun or ResumeRun span
+            execution.trace_links = self.dispatcher.tracing.links_to_current()
         # Not in the context of the RPC that started the run: the run outlives it.
         start_detached(self._tg, self._drive, execution, name=f"run {execution.record.id}")
 
