@@ -183,6 +183,7 @@ def build_core(config: HostConfig) -> Core:
     )
     dispatcher.register_calls("term.*", AgentTerminals(terminals, supervisor).handle)
     supervisor.resources = terminals.resources = resources
+    terminals.tracing = tracing
     return Core(
         Lifecycle(), children, supervisor, dispatcher, workflows, gateway, terminals, tracing
     )

@@ -17,10 +17,13 @@ import pytest
 from google.protobuf import json_format, struct_pb2
 
 from ether.v1 import agent_io_pb2, supervisor_pb2, workflow_pb2
+from ether.v1 import terminal_pb2 as pb
+from tests.gateway._support import Conversation, Recorder, open_session
 from tests.support.agents import AGENTS, EXAMPLES, deploy
-from tests.support.calls import data, execute
+from tests.support.calls import data, execute, struct
 from tests.support.host import ROOT, HostProcess, sandbox_grants
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
+from tests.terminals.support import create, seconds
 
 SERVER, INTERNAL = 2, 1  # opentelemetry.proto.trace.v1.Span.SpanKind
 ERROR = 2  # Status.StatusCode
@@ -49,8 +52,10 @@ def traced_host(
         host.wait_serving()
         for name in ("scout", "wordcount", "report"):
             deploy(host, EXAMPLES / name)
-        for name in ("noisy", "traced"):
+        for name in ("noisy", "traced", "chatter"):
             deploy(host, AGENTS / name)
+        egress = {"allow_hosts": ["127.0.0.1"], "allow_addresses": ["127.0.0.1/32"], "burst": 100}
+        deploy(host, AGENTS / "toolbox", name="fetcher", config=struct({"egress": egress}))
         yield host
     finally:
         host.stop()
@@ -271,6 +276,97 @@ def test_a_workflow_run_is_a_trace_linked_to_the_call_that_made_it(
     tasks = [s for s in _children(spans, stage) if s.name == "ether.task noisy.echo"]
     assert len(tasks) == 2
     assert all(task.attributes["ether.run_id"] == run.id for task in tasks)
+
+
+def test_a_gateway_turn_is_a_trace_linked_to_the_message(
+    traced_host: HostProcess, receiver: OtlpReceiver
+) -> None:
+    """A session's turn: its span starts a trace of its own, linked to the Converse call that
+    sent the message; the gateway agent's task is its child."""
+    traceparent, trace_id, _ = _traceparent()
+    session = open_session(traced_host, agent="chatter")
+    talk = Conversation(traced_host, session.id, call_metadata=[("traceparent", traceparent)])
+    talk.turn("hello")
+    talk.close()
+    spans = receiver.wait_for(
+        lambda spans: (
+            any(
+                s.name == "ether.gateway.turn" and s.attributes["ether.session_id"] == session.id
+                for s in spans
+            )
+            and _in_trace(trace_id, "ether.v1.GatewayService/Converse")(spans)
+        )
+    )
+    converse = _one(spans, trace_id, "ether.v1.GatewayService/Converse")
+    turn = next(
+        s
+        for s in spans
+        if s.name == "ether.gateway.turn" and s.attributes["ether.session_id"] == session.id
+    )
+    assert turn.parent_span_id == "" and turn.links == ((trace_id, converse.span_id),)
+    assert turn.attributes["ether.turn"] == 1
+    spans = receiver.wait_for(lambda spans: any(s.parent_span_id == turn.span_id for s in spans))
+    [task] = _children(spans, turn)
+    assert task.name.startswith("ether.task chatter")
+
+
+def test_a_fetch_is_a_span_that_names_the_host_not_the_url(
+    traced_host: HostProcess, receiver: OtlpReceiver
+) -> None:
+    """net.fetch: a span under the task's, with the method, the host and the answer's status;
+    the URL's path and query (which may hold secrets) are nowhere in it."""
+    web = Recorder()
+    try:
+        traceparent, trace_id, _ = _traceparent()
+        secret = uuid.uuid4().hex
+        request = agent_io_pb2.ExecuteRequest(
+            input=agent_io_pb2.AgentInput(
+                agent="fetcher",
+                action="get",
+                params=struct({"url": web.url(f"/hello?token={secret}")}),
+            )
+        )
+        output = traced_host.agents.Execute(
+            request, timeout=30, metadata=(("traceparent", traceparent),)
+        ).output
+        assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
+    finally:
+        web.stop()
+    spans = receiver.wait_for(_in_trace(trace_id, "ether.task fetcher.get", "net.fetch"))
+    fetch = _one(spans, trace_id, "net.fetch")
+    assert fetch.parent_span_id == _one(spans, trace_id, "ether.task fetcher.get").span_id
+    assert fetch.attributes["http.request.method"] == "GET"
+    assert fetch.attributes["server.address"] == "127.0.0.1"
+    assert fetch.attributes["http.response.status_code"] == 200
+    assert fetch.attributes["ether.egress.outcome"] == "ALLOWED"
+    assert not [s for s in spans if secret in repr(s)]
+
+
+def test_a_terminal_wait_is_a_span(traced_host: HostProcess, receiver: OtlpReceiver) -> None:
+    """WaitFor: a span under the RPC's, naming the terminal and the kind of condition."""
+    terminal = create(traced_host, command="echo ready; sleep 60")
+    traceparent, trace_id, _ = _traceparent()
+    try:
+        traced_host.terminals.WaitFor(
+            pb.WaitForRequest(
+                terminal_id=terminal.id,
+                timeout=seconds(30),
+                screen=pb.ScreenCondition(regex="ready"),
+            ),
+            timeout=40,
+            metadata=(("traceparent", traceparent),),
+        )
+    finally:
+        traced_host.terminals.CloseTerminal(
+            pb.CloseTerminalRequest(terminal_id=terminal.id), timeout=30
+        )
+    spans = receiver.wait_for(
+        _in_trace(trace_id, "ether.v1.TerminalService/WaitFor", "ether.terminal.wait_for")
+    )
+    wait = _one(spans, trace_id, "ether.terminal.wait_for")
+    assert wait.parent_span_id == _one(spans, trace_id, "ether.v1.TerminalService/WaitFor").span_id
+    assert wait.attributes["ether.terminal_id"] == terminal.id
+    assert wait.attributes["ether.wait.condition"] == "screen"
 
 
 def _stderr_fields(host: HostProcess, agent: str, message: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import binascii
 import math
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ether_host.agents import RunningTask
 from ether_host.errors import EtherError
@@ -30,6 +31,7 @@ from ether_host.gateway.egress.fetch import FetchRefused, FetchRequest
 from ether_host.gateway.messaging import TYPE_PATTERN, Message
 from ether_host.gateway.sessions import Session
 from ether_host.link import TaskFailure
+from ether_host.telemetry import annotate
 
 if TYPE_CHECKING:
     from ether_host.gateway.usecases import Gateway
@@ -201,10 +203,21 @@ class HostCalls:
         try:
             response = await self.gateway.egress.fetch(request)
         except FetchRefused as refused:
+            annotate({"ether.egress.outcome": "DENIED", "ether.egress.reason": refused.code})
             message = refused.message
             if refused.retry_after is not None and not math.isinf(refused.retry_after):
                 message += f" (retry_after_ms={int(refused.retry_after * 1000)})"
             raise TaskFailure(refused.code, message) from None
+        # The net.fetch span (agents/calls.py): the request's method, host and answer; never
+        # the URL's path or query, which may carry secrets.
+        annotate(
+            {
+                "http.request.method": request.method,
+                "server.address": urlsplit(response.url).hostname or "",
+                "http.response.status_code": response.status,
+                "ether.egress.outcome": "ALLOWED",
+            }
+        )
         out: dict[str, Any] = {
             "status": response.status,
             "headers": response.headers,

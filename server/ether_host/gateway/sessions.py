@@ -50,6 +50,7 @@ from ether_host.gateway.settings import GatewaySettings
 from ether_host.gateway.store import GatewayStore, SavedSession
 from ether_host.reasons import Reason
 from ether_host.supervisor import ManagedAgent, State, Supervisor
+from ether_host.telemetry import Link, Tracing
 
 log = structlog.get_logger("ether.gateway")
 
@@ -69,6 +70,7 @@ class Turn:
     data: dict[str, Any]
     client_message_id: str = ""
     accepted_at: float = field(default_factory=time.monotonic)
+    trace_links: list[Link] = field(default_factory=list)  # the sending call's span, if traced
 
 
 class Session:
@@ -484,7 +486,8 @@ class SessionStore:
             )
             return Turn(number, text, data, client_message_id)
         ahead = session.queued + (1 if session.current_turn else 0)
-        turn = Turn(session.turns + 1, text, data, client_message_id)
+        links = Tracing.links_to_current()  # the span of the call sending it, when traced
+        turn = Turn(session.turns + 1, text, data, client_message_id, trace_links=links)
         try:
             session.queue.send_nowait(turn)
         except anyio.WouldBlock:

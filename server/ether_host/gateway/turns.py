@@ -31,6 +31,7 @@ from ether_host.gateway.events import error_data
 from ether_host.gateway.pipeline import REPLY_STEP, Step
 from ether_host.gateway.sessions import Session, SessionStore, Turn
 from ether_host.gateway.settings import GatewaySettings
+from ether_host.telemetry import optional_span
 
 log = structlog.get_logger("ether.gateway")
 
@@ -84,6 +85,15 @@ class TurnRunner:
                         session.current_turn = 0
 
     async def run(self, session: Session, turn: Turn) -> None:
+        """Run a turn, inside its span when traced: a trace of its own (a session lives for
+        hours), linked to the call that sent the message; its steps' tasks are its children."""
+        attributes = {"ether.session_id": session.id, "ether.turn": turn.number}
+        with optional_span(
+            self.dispatcher.tracing, "ether.gateway.turn", attributes, links=turn.trace_links
+        ):
+            await self._run(session, turn)
+
+    async def _run(self, session: Session, turn: Turn) -> None:
         timeout = session.pipeline.turn_timeout or self.settings.turn_timeout
         deadline = time.monotonic() + timeout
         outputs: dict[str, Any] = {}

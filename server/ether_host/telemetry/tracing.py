@@ -253,3 +253,11 @@ def fail(span: Span, error: BaseException) -> None:
 def set_error(span: Span, message: str) -> None:
     """Mark ``span`` ERROR: what it stands for ended badly (a run FAILED, a stage CANCELLED)."""
     span.set_status(Status(StatusCode.ERROR, message))
+
+
+def annotate(attributes: Mapping[str, Any]) -> None:
+    """Add ``attributes`` to the span running now, when one is recorded (a host call's: what
+    the handler learnt, such as a fetch's answer); nothing otherwise."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attributes(dict(attributes))

@@ -41,6 +41,7 @@ from ether_host.procs import ChildRegistry
 from ether_host.reasons import Reason
 from ether_host.resources import Resources
 from ether_host.sandbox import Grant, SandboxPolicy, SandboxSettings, runtimes
+from ether_host.telemetry import Tracing, optional_span
 from ether_host.terminals import keys, processes, waiting
 from ether_host.terminals.attach import Attachment
 from ether_host.terminals.buffer import Notifier
@@ -88,6 +89,7 @@ class TerminalManager:
         self.children = children
         # Memory, processes, files and CPU of each terminal (the host's: wired by main).
         self.resources = Resources.unlimited()
+        self.tracing: Tracing | None = None  # WaitFor's spans, when main turns tracing on
         self._state_dir = state_dir
         # Scratch directories removed when their terminal closes (all but keep_scratch ones).
         self._scratch_to_wipe: dict[str, str] = {}
@@ -611,7 +613,13 @@ class TerminalManager:
         wait = DEFAULT_WAIT if within is None else within
         if time_left is not None:
             wait = min(wait, max(0.0, time_left - DEADLINE_MARGIN))
-        return await waiting.wait_for(session, condition, wait, request)
+        kind = type(condition).__name__.removesuffix("Wait").lower()
+        attributes = {"ether.terminal_id": terminal_id, "ether.wait.condition": kind}
+        with optional_span(self.tracing, "ether.terminal.wait_for", attributes) as span:
+            result = await waiting.wait_for(session, condition, wait, request)
+            if span is not None:
+                span.set_attribute("ether.wait.waited_s", result.waited)
+            return result
 
     def attach(
         self, identity: Identity, terminal_id: str, from_offset: int | None, read_only: bool
