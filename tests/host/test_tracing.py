@@ -5,6 +5,7 @@ log lines join the trace; an agent's stderr names the task it was written during
 
 from __future__ import annotations
 
+import json
 import secrets
 import uuid
 from collections.abc import Iterator
@@ -404,6 +405,8 @@ def test_stderr_written_during_a_task_names_it(
     fields = _stderr_fields(traced_host, "traced", text)
     assert fields["task_id"] == output.task_id
     assert fields["trace_id"] == trace_id
+    framed = _stderr_fields(traced_host, "traced", f"{text} (frame)")  # a log frame's record
+    assert framed["task_id"] == output.task_id and framed["trace_id"] == trace_id
 
 
 def test_stderr_written_during_several_tasks_names_none(traced_host: HostProcess) -> None:
@@ -424,11 +427,42 @@ def test_stderr_written_during_several_tasks_names_none(traced_host: HostProcess
             )
         )
     assert all(o.status == agent_io_pb2.TASK_STATUS_SUCCESS for o in outputs)
-    for text in texts:
+    for text, output in zip(texts, outputs, strict=True):
         fields = _stderr_fields(traced_host, "traced", text)
         assert "task_id" not in fields and "trace_id" not in fields
         assert fields["tasks_in_flight"] == 2
         assert sorted(fields["task_ids"]) == sorted(o.task_id for o in outputs)
+        # A log frame names its task, however many run.
+        framed = _stderr_fields(traced_host, "traced", f"{text} (frame)")
+        assert framed["task_id"] == output.task_id
+
+
+def test_payloads_are_recorded_when_asked_and_spans_flushed_at_stop(
+    tmp_path: Path, receiver: OtlpReceiver
+) -> None:
+    """record_payloads = true: the task's span carries its params and data. And the spans a
+    host holds when it stops (export_delay far away) are exported before it exits."""
+    config = tmp_path / "host.toml"
+    config.write_text(
+        sandbox_grants()
+        + f'[telemetry]\notlp_endpoint = "{receiver.endpoint}"\nexport_delay = 60\n'
+        + "record_payloads = true\n"
+    )
+    host = HostProcess(tmp_path / "state", "--config", str(config))
+    try:
+        host.wait_serving()
+        deploy(host, AGENTS / "noisy")
+        output = execute(host, "noisy", "echo", {"said": "payload-visible"})
+        assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
+    finally:
+        assert host.stop() == 0
+    spans = receiver.wait_for(
+        lambda spans: any(s.attributes.get("ether.task_id") == output.task_id for s in spans),
+        timeout=10,
+    )
+    task = next(s for s in spans if s.attributes.get("ether.task_id") == output.task_id)
+    assert json.loads(task.attributes["ether.params"]) == {"said": "payload-visible"}
+    assert json.loads(task.attributes["ether.data"]) == {"said": "payload-visible"}
 
 
 def test_tracing_off_sends_nothing_and_adds_no_traceparent(

@@ -47,6 +47,9 @@ def build_provider(
     provider = TracerProvider(
         resource=Resource.create({"service.name": service_name, "service.version": __version__}),
         sampler=ParentBased(TraceIdRatioBased(sample_ratio)),
+        # The host's stop flushes it (Tracing.shutdown), before its last log line: not an
+        # atexit hook, whose order among the others nobody controls.
+        shutdown_on_exit=False,
     )
     provider.add_span_processor(
         BatchSpanProcessor(exporter, schedule_delay_millis=max(1.0, export_delay * 1000))

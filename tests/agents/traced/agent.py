@@ -60,6 +60,7 @@ async def say(text: str, ctx: TaskContext, group: str = "", together: int = 1) -
     if _arrived[group] >= together:
         event.set()
     await event.wait()
+    ctx.log.info(f"{text} (frame)")  # a log frame: it names its task itself
     sys.stderr.write(f"INFO: {text}\n")
     sys.stderr.flush()
     # A round trip through the host before the result: the host has read the line (written
