@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from google.protobuf import json_format, struct_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ether.v1 import agent_io_pb2, supervisor_pb2, workflow_pb2
 from ether.v1 import terminal_pb2 as pb
@@ -157,14 +158,34 @@ def test_an_http_requests_traceparent_is_continued(
     """A request to the HTTP listener with a traceparent header: its SERVER span joins the
     client's trace."""
     traceparent, trace_id, client_span = _traceparent()
+    path = "/.well-known/agent-card.json"
     response = httpx.get(
-        f"{traced_host.http_address}/healthz", headers={"traceparent": traceparent}, timeout=10
+        f"{traced_host.http_address}{path}", headers={"traceparent": traceparent}, timeout=10
     )
     assert response.status_code == 200
-    spans = receiver.wait_for(_in_trace(trace_id, "GET /healthz"))
-    span = _one(spans, trace_id, "GET /healthz")
+    spans = receiver.wait_for(_in_trace(trace_id, f"GET {path}"))
+    span = _one(spans, trace_id, f"GET {path}")
     assert span.kind == SERVER and span.parent_span_id == client_span
     assert span.attributes["http.response.status_code"] == 200
+
+
+def test_health_checks_are_not_traced(traced_host: HostProcess, receiver: OtlpReceiver) -> None:
+    """Probes (grpc.health.v1 Check, /healthz, /readyz) make no span, even with a traceparent;
+    the Execute sent after them with the same one does."""
+    traceparent, trace_id, _ = _traceparent()
+    metadata = (("traceparent", traceparent),)
+    health = health_pb2_grpc.HealthStub(traced_host.channel)
+    health.Check(health_pb2.HealthCheckRequest(service=""), timeout=10, metadata=metadata)
+    for path in ("/healthz", "/readyz"):
+        httpx.get(f"{traced_host.http_address}{path}", headers=dict(metadata), timeout=10)
+    request = agent_io_pb2.ExecuteRequest(
+        input=agent_io_pb2.AgentInput(agent="noisy", action="echo")
+    )
+    traced_host.agents.Execute(request, timeout=30, metadata=metadata)
+    # Spans go out in the order they end: the probes' would be in by now.
+    spans = receiver.wait_for(_in_trace(trace_id, "ether.v1.AgentIOService/Execute"))
+    names = sorted(s.name for s in spans if s.trace_id == trace_id)
+    assert names == ["ether.task noisy.echo", "ether.v1.AgentIOService/Execute"]
 
 
 def test_a_failed_call_marks_its_span_error(

@@ -122,7 +122,7 @@ class HttpGuard:
         if scope["type"] != "http":  # lifespan is off; websockets are not served
             await self._app(scope, receive, send)
             return
-        if self._tracing is not None:
+        if self._tracing is not None and not _probe(scope):
             await self._traced(self._tracing, scope, receive, send)
             return
         await self._guarded(scope, receive, send)
@@ -222,6 +222,13 @@ class HttpGuard:
         except EtherError as error:
             return error
         return None
+
+
+def _probe(scope: Scope) -> bool:
+    """Whether the request is a liveness or readiness probe (an OPEN route): not traced, as
+    gRPC health checks are not."""
+    entry = rights.route_entry(scope["path"])
+    return entry is not None and rights.HTTP_RIGHTS[entry] == rights.OPEN
 
 
 def _peer(scope: Scope) -> str:

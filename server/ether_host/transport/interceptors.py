@@ -245,12 +245,15 @@ class RpcTracing:
     method, ``rpc.system`` grpc, ``rpc.service``, ``rpc.method``, ``rpc.grpc.status_code``),
     current while the method runs, so the tasks it starts are its children. A W3C
     ``traceparent`` (and ``tracestate``) in the call's metadata continues the caller's trace.
-    Registered only when tracing is on: off, an RPC pays nothing for it."""
+    Registered only when tracing is on: off, an RPC pays nothing for it. Health checks are not
+    traced: a load balancer probing every second would fill the collector with them."""
 
     def __init__(self, tracing: Tracing) -> None:
         self._tracing = tracing
 
     def decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
+        if method.startswith(rights.OPEN_PREFIXES):
+            return behavior
         service, _, name = method.lstrip("/").partition("/")
         attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": name}
         tracing = self._tracing
