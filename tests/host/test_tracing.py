@@ -203,6 +203,27 @@ def test_a_failed_call_marks_its_span_error(
     assert rpc.attributes["rpc.grpc.status_code"] == 5
 
 
+def test_a_failed_task_marks_its_span_error(
+    traced_host: HostProcess, receiver: OtlpReceiver
+) -> None:
+    """A task the agent fails: its span is ERROR with the agent's error code."""
+    traceparent, trace_id, _ = _traceparent()
+    request = agent_io_pb2.ExecuteRequest(
+        input=agent_io_pb2.AgentInput(
+            agent="scout", action="survey", params=struct({"path": "/no/such/folder"})
+        )
+    )
+    output = traced_host.agents.Execute(
+        request, timeout=30, metadata=(("traceparent", traceparent),)
+    ).output
+    assert output.status == agent_io_pb2.TASK_STATUS_ERROR
+    spans = receiver.wait_for(_in_trace(trace_id, "ether.task scout.survey"))
+    task = _one(spans, trace_id, "ether.task scout.survey")
+    assert task.status_code == ERROR and task.status_message.startswith(output.error.code)
+    assert task.attributes["error.type"] == output.error.code
+    assert task.attributes["ether.status"] == "ERROR"
+
+
 def test_an_agents_own_span_sits_under_its_task(
     traced_host: HostProcess, receiver: OtlpReceiver
 ) -> None:

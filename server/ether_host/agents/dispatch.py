@@ -434,13 +434,19 @@ class Dispatcher:
 
     @staticmethod
     def _traced_frame(span: Span, frame: dict[str, Any], replica: Replica, attempt: int) -> str:
-        """Put the task span's W3C context in the task frame and note the attempt on the span;
-        the trace id, for the agent's log lines."""
+        """Put the task span's W3C context in the task frame, and note a retry on the span (the
+        last attempt's pid and number are its attributes); the trace id, for the agent's log
+        lines."""
         Tracing.inject(span, frame)
-        span.add_event(
-            "ether.sent",
-            {"ether.pid": replica.pid, "ether.replica": replica.index, "ether.attempt": attempt},
-        )
+        if attempt > 1:
+            span.add_event(
+                "ether.retried",
+                {
+                    "ether.pid": replica.pid,
+                    "ether.replica": replica.index,
+                    "ether.attempt": attempt,
+                },
+            )
         return trace_id_of(span)
 
     def _abandon(

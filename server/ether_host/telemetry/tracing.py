@@ -174,7 +174,6 @@ class Tracing:
             attributes={
                 "gen_ai.operation.name": "invoke_agent",
                 "gen_ai.agent.name": agent,
-                "ether.agent": agent,
                 "ether.action": action,
                 "ether.task_id": task_id,
                 **{f"ether.{key}": value for key, value in extra.items() if value},
@@ -209,10 +208,13 @@ class Tracing:
         if error is not None:
             fail(span, error)
         elif result is not None:
-            span.set_attribute("ether.status", result.status)
-            if result.metadata.pid:
-                span.set_attribute("ether.pid", result.metadata.pid)
-            span.set_attribute("ether.attempt", result.metadata.attempt)
+            span.set_attributes(
+                {
+                    "ether.status": result.status,
+                    "ether.pid": result.metadata.pid,
+                    "ether.attempt": result.metadata.attempt,
+                }
+            )
             if result.error is not None:
                 span.set_attribute("error.type", result.error.code)
                 span.set_status(
