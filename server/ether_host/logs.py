@@ -69,6 +69,28 @@ def _add_trace_ids(
     return event
 
 
+class _ToStructlog(logging.Handler):
+    """A library's standard-library log records as lines of the one pipeline (JSON when the
+    host's log is JSON), not bare text on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        level = record.levelname.lower()
+        log = structlog.get_logger(record.name)
+        fields: dict[str, Any] = {"logger": record.name}
+        if record.exc_info and record.exc_info[1] is not None:
+            fields["error"] = repr(record.exc_info[1])
+        getattr(log, level if level in _LEVELS else "warning")(record.getMessage(), **fields)
+
+
+def adopt_library_logs(name: str, level: int = logging.WARNING) -> None:
+    """Send the standard-library logger ``name`` (a library's: ``opentelemetry``) through
+    structlog, from ``level`` up."""
+    library = logging.getLogger(name)
+    library.handlers = [_ToStructlog()]
+    library.setLevel(level)
+    library.propagate = False
+
+
 class _UtcTimestamp:
     """``timestamp`` as ISO 8601 UTC with microseconds (``2026-11-23T00:50:14.123456Z``), what
     structlog's TimeStamper(fmt="iso", utc=True) writes, for a fraction of its cost: the part to

@@ -40,7 +40,7 @@ from ether_host.gateway import Gateway, GatewayStore
 from ether_host.health import AgentHealth, readiness
 from ether_host.http import HttpListener, HttpListenError, build_http_app, metrics_route
 from ether_host.lifecycle import HostInfo, Lifecycle
-from ether_host.logs import join_traces
+from ether_host.logs import adopt_library_logs, join_traces
 from ether_host.procs import (
     ChildRegistry,
     become_subreaper,
@@ -161,6 +161,7 @@ def _tracing(config: HostConfig) -> Tracing | None:
         export_delay=config.telemetry_export_delay,
     )
     join_traces(log_ids)  # every log line written inside a recorded span names it
+    adopt_library_logs("opentelemetry")  # an export that fails says so in the host's log
     return Tracing(provider, record_payloads=config.telemetry_record_payloads)
 
 

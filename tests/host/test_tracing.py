@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import socket
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -505,6 +506,33 @@ def test_payloads_are_recorded_when_asked_and_spans_flushed_at_stop(
     task = next(s for s in spans if s.attributes.get("ether.task_id") == output.task_id)
     assert json.loads(task.attributes["ether.params"]) == {"said": "payload-visible"}
     assert json.loads(task.attributes["ether.data"]) == {"said": "payload-visible"}
+
+
+def test_a_collector_out_of_reach_is_logged(tmp_path: Path) -> None:
+    """Spans that cannot be exported (nothing listens at otlp_endpoint) cost the calls nothing
+    and say so in the host's own log, a JSON line like every other."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # free, and nothing listens once closed
+    config = tmp_path / "host.toml"
+    config.write_text(
+        sandbox_grants()
+        + f'[telemetry]\notlp_endpoint = "http://127.0.0.1:{port}"\nexport_delay = 0.05\n'
+    )
+    host = HostProcess(tmp_path / "state", "--config", str(config))
+    try:
+        host.wait_serving()
+        deploy(host, AGENTS / "noisy")
+        output = execute(host, "noisy", "echo", {})
+        assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
+        line = host.wait_for_log(
+            lambda r: (
+                r.get("logger", "").startswith("opentelemetry") and "export" in r.get("event", "")
+            )
+        )
+        assert line["level"] in ("warning", "error") and str(port) in line["event"]
+    finally:
+        host.stop()
 
 
 def test_tracing_off_sends_nothing_and_adds_no_traceparent(
