@@ -17,18 +17,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from ether_host import __version__
+
+if TYPE_CHECKING:  # the SDK is loaded only when tracing is on (build_provider)
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
@@ -44,6 +44,11 @@ def build_provider(
     """A provider that samples ``sample_ratio`` of the traces the host starts (and follows the
     caller's decision for the ones it continues) and exports in batches every
     ``export_delay`` seconds."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
     provider = TracerProvider(
         resource=Resource.create({"service.name": service_name, "service.version": __version__}),
         sampler=ParentBased(TraceIdRatioBased(sample_ratio)),
