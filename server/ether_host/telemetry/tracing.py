@@ -155,7 +155,9 @@ class Tracing:
     ) -> tuple[Span, object]:
         """A SERVER span made current (continuing the caller's trace when ``carrier`` holds a
         valid ``traceparent``) and the token that ends its being current (end_server_span)."""
-        parent = _PROPAGATOR.extract(carrier) if carrier else None
+        # Always a context of its own: without a traceparent, a new trace, whatever the task
+        # serving the call happens to carry.
+        parent = _PROPAGATOR.extract(carrier)
         span = self.tracer.start_span(
             name, context=parent, kind=SpanKind.SERVER, attributes=dict(attributes)
         )
