@@ -63,14 +63,15 @@ setup: $(GEN_TOOLS) $(foreach d,$(NPM_DIRS),$(d)/node_modules/.stamp) $(TS_TOUR)
 # `setpriv --pdeathsig` (a test limits the host's descriptors with `prlimit`); bubblewrap (`bwrap`)
 # gives every agent and terminal a PID namespace of its own (docs/agents.md). As root with apt-get
 # (CI on a fresh Debian machine) whatever is missing is installed; elsewhere this only says what is
-# missing (the fidelity tests skip without tmux or htop).
-TERMINAL_TOOLS := tmux less vim top htop dialog tig setsid setpriv prlimit bwrap
+# missing (the fidelity tests skip without tmux or htop). `redis-server` (Debian's redis-server)
+# is what the cluster tests start on a free port of their own (tests/support/redis.py).
+TERMINAL_TOOLS := tmux less vim top htop dialog tig setsid setpriv prlimit bwrap redis-server
 terminal-tools:
 	@missing=""; for tool in $(TERMINAL_TOOLS); do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "setup: apt-get install tmux less vim procps htop dialog tig util-linux bubblewrap (missing:$$missing)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux less vim procps htop dialog tig util-linux bubblewrap >/dev/null; \
+		echo "setup: apt-get install tmux less vim procps htop dialog tig util-linux bubblewrap redis-server (missing:$$missing)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux less vim procps htop dialog tig util-linux bubblewrap redis-server >/dev/null; \
 	else \
 		echo "setup: missing$$missing -- install them for the terminal fidelity tests"; \
 	fi
