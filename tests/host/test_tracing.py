@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -223,6 +225,48 @@ def test_a_failed_task_marks_its_span_error(
     assert task.status_code == ERROR and task.status_message.startswith(output.error.code)
     assert task.attributes["error.type"] == output.error.code
     assert task.attributes["ether.status"] == "ERROR"
+
+
+def test_a_wait_for_a_free_slot_is_a_span_under_the_task(
+    traced_host: HostProcess, receiver: OtlpReceiver, tmp_path: Path
+) -> None:
+    """A task that finds its agent's one slot busy waits in the queue: an ether.queue_wait span
+    under its task's span, ended before the task ran."""
+    folder = tmp_path / "oneslot"
+    folder.mkdir()
+    shutil.copy(AGENTS / "rogue" / "rogue.py", folder / "rogue.py")
+    (folder / "agent.toml").write_text(
+        'language = "python"\ncommand = ["python3", "rogue.py"]\n[env]\nROGUE_CONCURRENCY = "1"\n'
+    )
+    name = deploy(traced_host, folder, name="oneslot")
+
+    def agent() -> agent_io_pb2.AgentInfo:
+        request = agent_io_pb2.GetAgentRequest(name=name)
+        return traced_host.agents.GetAgent(request, timeout=10).agent
+
+    def until(condition: Any, within: float = 10.0) -> None:
+        """Ask the host again until ``condition()`` holds: state, not time, is waited on."""
+        deadline = time.monotonic() + within
+        while not condition():
+            assert time.monotonic() < deadline, "the host never reached the expected state"
+
+    nap = agent_io_pb2.ExecuteRequest(
+        input=agent_io_pb2.AgentInput(agent=name, action="nap", params=struct({"ms": 3000}))
+    )
+    busy = traced_host.agents.Execute.future(nap, timeout=30)
+    until(lambda: agent().in_flight == 1)
+    traceparent, trace_id, _ = _traceparent()
+    waiting = traced_host.agents.Execute.future(
+        nap, timeout=30, metadata=(("traceparent", traceparent),)
+    )
+    until(lambda: agent().queued == 1)
+    assert busy.result().output.status == agent_io_pb2.TASK_STATUS_SUCCESS
+    assert waiting.result().output.status == agent_io_pb2.TASK_STATUS_SUCCESS
+    spans = receiver.wait_for(_in_trace(trace_id, "ether.queue_wait", f"ether.task {name}.nap"))
+    task = _one(spans, trace_id, f"ether.task {name}.nap")
+    queued = _one(spans, trace_id, "ether.queue_wait")
+    assert queued.parent_span_id == task.span_id
+    assert task.start_ns <= queued.start_ns <= queued.end_ns <= task.end_ns
 
 
 def test_an_agents_own_span_sits_under_its_task(
