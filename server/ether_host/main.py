@@ -41,6 +41,7 @@ from ether_host.health import AgentHealth, readiness
 from ether_host.http import HttpListener, HttpListenError, build_http_app, metrics_route
 from ether_host.lifecycle import HostInfo, Lifecycle
 from ether_host.logs import adopt_library_logs, join_traces
+from ether_host.metrics import Metrics
 from ether_host.procs import (
     ChildRegistry,
     become_subreaper,
@@ -51,7 +52,6 @@ from ether_host.resources import LimitSettings, Resources
 from ether_host.sandbox import SandboxSettings
 from ether_host.supervisor import Supervisor
 from ether_host.telemetry import Tracing, build_provider, log_ids
-from ether_host.telemetry.metrics import Metrics
 from ether_host.terminals import AgentTerminals, TerminalManager, TerminalSettings
 from ether_host.transport.agent_io import AgentIOServicer
 from ether_host.transport.gateway import GatewayServicer

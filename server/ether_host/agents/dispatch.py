@@ -16,7 +16,6 @@ import math
 import platform
 import random
 import secrets
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -168,6 +167,9 @@ class Dispatcher:
                 run_id=task.workflow,  # the workflow run it belongs to
             )
         result: TaskResult | None = None
+        # What ended the task, caught here: sys.exc_info() in the finally would also see an
+        # exception the caller is handling around this call, and end a good task as failed.
+        raised: BaseException | None = None
         self._running[task.task_id] = record
         try:
             attempt = 1
@@ -191,21 +193,26 @@ class Dispatcher:
                     # goes to a live one or waits for the restart. The pause only keeps a task
                     # from spinning through replicas that die as soon as they get it.
                     await asyncio.sleep(delay)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as error:
+            raised = error
             # Ours only when cancel() asked and nobody else cancels the task as well.
             if record.cancel_reason and record.owner is not None and record.owner.uncancel() == 0:
-                raise Cancelled(
+                raised = Cancelled(
                     f"task {task.task_id} was cancelled: {record.cancel_reason}",
                     reason=Reason.TASK_CANCELLED,
-                ) from None
+                )
+                raise raised from None
+            raise
+        except BaseException as error:
+            raised = error
             raise
         finally:
             self._running.pop(task.task_id, None)
-            if record.began and (raised := sys.exc_info()[1]) is not None:
+            if record.began and raised is not None:
                 # Not told yet: an error ends the task (a result was told where it was made).
                 self._task_failed(agent, record, action, raised)
             if record.span is not None and tracing is not None:
-                tracing.end_task(record.span, result, sys.exc_info()[1])
+                tracing.end_task(record.span, result, raised)
 
     def _task_failed(
         self,

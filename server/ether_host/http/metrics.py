@@ -3,7 +3,7 @@ token and right as every route of the listener (rights.HTTP_RIGHTS).
 
 The route is mounted only when ``[telemetry] metrics`` is on (main.py); off, ``/metrics`` is
 404 like any unknown path. The body comes from the host's own registry
-(``ether_host.telemetry.metrics.Metrics.render``), handed in as a function so this front
+(``ether_host.metrics.Metrics.render``), handed in as a function so this front
 knows nothing of how metrics are kept.
 """
 

@@ -7,7 +7,7 @@ two things only, each into a label child looked up once per label set and kept: 
 (``rpc_ended``: a counter by method and code, a latency histogram by method) and a task's end
 (``task_ended``: a counter by agent, action and status, a duration histogram by agent and
 action). Everything else (agents and replicas, terminals, gateway, workflow runs) is read from
-the host's own state when Prometheus scrapes (``host_metrics.HostCollector``), so it costs
+the host's own state when Prometheus scrapes (``scrape.HostCollector``), so it costs
 nothing between scrapes; restarts and FATALs are counted from the supervisor's lifecycle events
 by one follower task.
 
@@ -33,8 +33,8 @@ from prometheus_client.exposition import generate_latest
 
 from ether_host.gateway import Gateway
 from ether_host.lifecycle import Lifecycle
+from ether_host.metrics.scrape import HostCollector
 from ether_host.supervisor import State, Supervisor
-from ether_host.telemetry.host_metrics import HostCollector
 from ether_host.terminals import TerminalManager
 from ether_host.workflows import Workflows
 
