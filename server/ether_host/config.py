@@ -75,6 +75,16 @@ class HostConfig:
     telemetry_record_payloads: bool = False
     # Ended spans wait at most this long before they are sent, in batches.
     telemetry_export_delay: float = 1.0
+    # [cluster] (cluster/, docs/cluster.md): several hosts on one Redis. Off while redis_url is
+    # empty: nothing of it is imported or started. host_name defaults to the machine's name and
+    # the bound port; advertise (the gRPC address other hosts reach this one at) to the bound
+    # listen address when it is not a wildcard. A host whose heartbeats stop for dropout seconds
+    # leaves the directory.
+    cluster_redis_url: str = ""
+    cluster_host_name: str = ""
+    cluster_advertise: str = ""
+    cluster_heartbeat: float = 2.0
+    cluster_dropout: float = 10.0
 
 
 def _choice(key: str, allowed: tuple[str, ...]) -> Callable[[Any], str]:
@@ -196,6 +206,48 @@ def _endpoint(key: str) -> Callable[[Any], str]:
     return parse
 
 
+def _redis_url(key: str) -> Callable[[Any], str]:
+    """redis://[user:password@]HOST[:PORT][/DB], rediss://... (TLS) or unix:///path: the forms
+    redis-py's from_url takes; checked here so a typo stops the start with one line."""
+
+    def parse(value: Any) -> str:
+        text = _text(key)(value).strip()
+        if not text:
+            return text
+        scheme, sep, rest = text.partition("://")
+        where = rest.split("/", 1)[0].rpartition("@")[2]
+        host, colon, port = where.rpartition(":") if where.count(":") == 1 else (where, "", "")
+        fine = bool(sep) and (
+            (scheme == "unix" and rest.startswith("/"))
+            or (scheme in ("redis", "rediss") and bool(host) and (not colon or port.isdigit()))
+        )
+        if fine and scheme != "unix":
+            database = (rest.split("/", 1)[1] if "/" in rest else "").split("?", 1)[0]
+            fine = not database or database.isdigit()
+        if not fine:
+            raise ConfigError(
+                f"{key}: {value!r} is not allowed; use redis://HOST:PORT[/DB] (for example "
+                "redis://127.0.0.1:6379/0), rediss://... or unix:///path/redis.sock, or '' for "
+                "no cluster"
+            )
+        return text
+
+    return parse
+
+
+def _host_name(key: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = _text(key)(value).strip()
+        if len(text) > 128 or not all(c.isalnum() or c in "._:-" for c in text):
+            raise ConfigError(
+                f"{key}: {value!r} is not allowed; use at most 128 letters, digits and . _ : -, "
+                "or '' for the machine's name and the listen port"
+            )
+        return text
+
+    return parse
+
+
 def _table(key: str) -> Callable[[Any], Mapping[str, Any]]:
     def parse(value: Any) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
@@ -245,12 +297,17 @@ SETTINGS: dict[str, Callable[[Any], Any]] = {
     "telemetry_sample_ratio": _ratio("telemetry_sample_ratio"),
     "telemetry_record_payloads": _flag("telemetry_record_payloads"),
     "telemetry_export_delay": _seconds_up_to("telemetry_export_delay", 60),
+    "cluster_redis_url": _redis_url("cluster_redis_url"),
+    "cluster_host_name": _host_name("cluster_host_name"),
+    "cluster_advertise": _address("cluster_advertise", "10.0.0.5:50051", "advertise listen"),
+    "cluster_heartbeat": _seconds_up_to("cluster_heartbeat", 60),
+    "cluster_dropout": _seconds_up_to("cluster_dropout", 600),
 }
 # Keys that only a TOML file can set (structured values).
 FILE_ONLY = {"agents", "terminals", "gateway", "workflows", "limits", "sandbox"}
 ENV_PREFIX = "ETHER_"
 # TOML tables whose keys are settings of their own: [tls] cert = ... is tls_cert.
-SECTIONS = ("tls", "telemetry")
+SECTIONS = ("tls", "telemetry", "cluster")
 
 
 def _flatten(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,13 +8,14 @@ each change; the composition root wires a sink that speaks ``grpc.health.v1``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import anyio
 import structlog
 from anyio.abc import TaskStatus
 
+from ether_host.cluster import Cluster
 from ether_host.lifecycle import Lifecycle
 from ether_host.supervisor import ManagedAgent, State, Supervisor
 
@@ -90,9 +91,22 @@ class Readiness:
     ready: bool
     reason: str
     waiting_for: tuple[str, ...] = ()
+    # Why the host is cut off from its cluster (docs/cluster.md); it stays ready: it serves its
+    # own agents, and taking it out of rotation would not bring Redis back.
+    degraded: str = ""
 
 
-def readiness(supervisor: Supervisor, lifecycle: Lifecycle) -> Readiness:
+def readiness(
+    supervisor: Supervisor, lifecycle: Lifecycle, cluster: Cluster | None = None
+) -> Readiness:
+    """``_readiness``, with the cluster's degraded reason when the host is in one."""
+    found = _readiness(supervisor, lifecycle)
+    if cluster is None:
+        return found
+    return replace(found, degraded=cluster.status().degraded)
+
+
+def _readiness(supervisor: Supervisor, lifecycle: Lifecycle) -> Readiness:
     """Ready once the host serves, until it begins to stop, while every agent of its config
     (``[[agents]]`` and ``agents_dir``, less those StopAgent stopped) has a RUNNING replica: a
     config agent that cannot run keeps the host out of rotation, so a rollout of a broken

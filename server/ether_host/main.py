@@ -35,6 +35,7 @@ from ether_host.a2a import add_to_server as add_a2a_to_server
 from ether_host.a2a import http_routes as a2a_http_routes
 from ether_host.agents import Dispatcher
 from ether_host.auth import TokenFileError, TokenTable, load_token_file
+from ether_host.cluster import Cluster, ClusterSettings
 from ether_host.config import HostConfig
 from ether_host.gateway import Gateway, GatewayStore
 from ether_host.health import AgentHealth, readiness
@@ -142,6 +143,7 @@ class Core:
     gateway: Gateway
     terminals: TerminalManager
     tracing: Tracing | None = None
+    cluster: Cluster | None = None  # [cluster] redis_url set: several hosts on one Redis
 
 
 def _tracing(config: HostConfig) -> Tracing | None:
@@ -185,9 +187,33 @@ def build_core(config: HostConfig) -> Core:
     dispatcher.register_calls("term.*", AgentTerminals(terminals, supervisor).handle)
     supervisor.resources = terminals.resources = resources
     terminals.tracing = tracing
+    lifecycle = Lifecycle()
     return Core(
-        Lifecycle(), children, supervisor, dispatcher, workflows, gateway, terminals, tracing
+        lifecycle,
+        children,
+        supervisor,
+        dispatcher,
+        workflows,
+        gateway,
+        terminals,
+        tracing,
+        _cluster(config, supervisor, lifecycle),
     )
+
+
+def _cluster(config: HostConfig, supervisor: Supervisor, lifecycle: Lifecycle) -> Cluster | None:
+    """This host's membership of a cluster (docs/cluster.md), joined once the host is bound;
+    None (nothing started, redis-py not imported) when ``[cluster] redis_url`` is unset."""
+    if not config.cluster_redis_url:
+        return None
+    settings = ClusterSettings(
+        redis_url=config.cluster_redis_url,
+        host_name=config.cluster_host_name,
+        advertise=config.cluster_advertise,
+        heartbeat=config.cluster_heartbeat,
+        dropout=config.cluster_dropout,
+    )
+    return Cluster(settings, supervisor, lifecycle)
 
 
 def _services(core: Core) -> list[tuple[Any, Any, Any]]:
@@ -196,12 +222,12 @@ def _services(core: Core) -> list[tuple[Any, Any, Any]]:
         (
             agent_io_pb2.DESCRIPTOR.services_by_name["AgentIOService"],
             agent_io_pb2_grpc.add_AgentIOServiceServicer_to_server,
-            AgentIOServicer(core.supervisor, core.dispatcher),
+            AgentIOServicer(core.supervisor, core.dispatcher, core.cluster),
         ),
         (
             supervisor_pb2.DESCRIPTOR.services_by_name["SupervisorService"],
             supervisor_pb2_grpc.add_SupervisorServiceServicer_to_server,
-            SupervisorServicer(core.supervisor, core.lifecycle),
+            SupervisorServicer(core.supervisor, core.lifecycle, core.cluster),
         ),
         (
             workflow_pb2.DESCRIPTOR.services_by_name["WorkflowService"],
@@ -250,7 +276,7 @@ def _http_listener(
         mounts,
         tokens=tokens,
         lifecycle=core.lifecycle,
-        readiness=lambda: readiness(core.supervisor, core.lifecycle),
+        readiness=lambda: readiness(core.supervisor, core.lifecycle, core.cluster),
         tracing=core.tracing,
     )
     tls = (config.tls_cert, config.tls_key) if config.tls_cert else None
@@ -364,6 +390,8 @@ async def run_host(
     if not addresses:
         raise ListenError("nothing to listen on: set listen or unix_socket")
     http, http_services = _http_listener(config, core, tokens, a2a, metrics)
+    if core.cluster is not None:  # Redis out of reach or the name taken: the host does not start
+        await core.cluster.join(addresses[0] if config.listen else "")
 
     if not become_subreaper():
         log.warning("cannot become a child subreaper; orphans of agents re-parent to init")
@@ -384,6 +412,8 @@ async def run_host(
         await tg.start(core.gateway.run)
         await tg.start(core.terminals.run)
         await tg.start(a2a.run)
+        if core.cluster is not None:
+            await tg.start(core.cluster.run)
         await core.supervisor.deploy_at_start(  # the config's agents, then the recorded ones
             [dict(entry) for entry in config.agents], config.agents_dir
         )
@@ -434,6 +464,8 @@ async def run_host(
                 )
                 break
         core.lifecycle.stopping.set()
+        if core.cluster is not None:  # the other hosts stop listing this one's agents at once
+            await core.cluster.leave()
         await core.workflows.shutdown()  # runs end INTERRUPTED before their agents stop
         core.gateway.shutdown()  # sessions close, so their streams end with session_closed
         core.supervisor.events.wake()

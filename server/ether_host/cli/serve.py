@@ -62,12 +62,13 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Entry point of ``ether serve``: 0 after a clean stop, 1 when the host cannot listen or
-    read its token file, 2 for a bad setting."""
+    """Entry point of ``ether serve``: 0 after a clean stop, 1 when the host cannot listen,
+    read its token file or join its cluster, 2 for a bad setting."""
     import anyio
 
     # Imported late: they load grpc, which `ether --help` and the client commands' parser need not.
     from ether_host.auth import TokenFileError
+    from ether_host.cluster import ClusterError
     from ether_host.logs import configure_logging, flush_logs
     from ether_host.main import run_host
     from ether_host.transport.listen import ListenError
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         # grpc.aio runs on asyncio only; uvloop makes that loop ~15-30% cheaper per call.
         anyio.run(run_host, config, backend="asyncio", backend_options={"use_uvloop": True})
-    except (ListenError, TokenFileError) as error:
+    except (ListenError, TokenFileError, ClusterError) as error:
         code, problem = 1, error
     except ConfigError as error:  # a feature table ([gateway], ...) checked when the host is built
         code, problem = EXIT_USAGE, error

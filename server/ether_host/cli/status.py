@@ -72,7 +72,8 @@ def agent_rows(agents: Any, supervisor: Any, metadata: Metadata) -> list[AgentRo
                 name=a.name,
                 state=enum_name(agent_io_pb2.AgentState, a.state),
                 replicas=a.replicas,
-                running=running.get(a.name, 0),
+                # An agent only other hosts of a cluster run has no process here: its hosts say.
+                running=running.get(a.name, 0) if _here(a) else a.ready_replicas,
                 in_flight=a.in_flight,
                 queued=a.queued,
                 restarts=restarts.get(a.name, 0),
@@ -83,20 +84,35 @@ def agent_rows(agents: Any, supervisor: Any, metadata: Metadata) -> list[AgentRo
     )
 
 
+def _here(agent: Any) -> bool:
+    """The agent runs on the host asked (always, without a cluster)."""
+    return not agent.hosts or any(h.local for h in agent.hosts)
+
+
 def host_summary(supervisor: Any, metadata: Metadata) -> dict[str, Any]:
-    """The host's version, start time and uptime in seconds."""
+    """The host's version, start time and uptime in seconds; its cluster when in one."""
     from ether.v1 import supervisor_pb2
 
     host = supervisor.GetHostInfo(
         supervisor_pb2.GetHostInfoRequest(), timeout=30, metadata=metadata
     ).host
     started = host.started_at.ToNanoseconds() / 1e9
-    return {
+    summary: dict[str, Any] = {
         "version": host.version,
         "started_at": host.started_at.ToJsonString(),
         "uptime_seconds": round(max(0.0, time.time() - started), 3),
         "listeners": list(host.listeners),
     }
+    if host.HasField("cluster"):
+        cluster = host.cluster
+        summary["cluster"] = {
+            "host_name": cluster.host_name,
+            "advertise": cluster.advertise,
+            "redis": cluster.redis,
+            "hosts": list(cluster.hosts),
+            "degraded": cluster.degraded,
+        }
+    return summary
 
 
 def _count_if_allowed(method: Any, request: Any, field: str, metadata: Metadata) -> int | None:
@@ -156,6 +172,8 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         out.write(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
         return EXIT_OK
     out.write(f"host      ether {host['version']}, up {format_uptime(host['uptime_seconds'])}\n")
+    if "cluster" in host:
+        out.write(f"cluster   {cluster_line(host['cluster'])}\n")
     running = sum(1 for row in rows if row.running)
     out.write(f"agents    {len(rows)} deployed, {running} with a replica running\n")
     for key, label in (("terminals_running", "terminals"), ("runs_active", "runs")):
@@ -180,6 +198,14 @@ def agent_cells(row: AgentRow) -> list[str]:
         str(row.queued),
         str(row.restarts),
     ]
+
+
+def cluster_line(cluster: dict[str, Any]) -> str:
+    """``b of 3 hosts on redis://...``, or DEGRADED with the reason (docs/cluster.md)."""
+    line = f"{cluster['host_name']} of {len(cluster['hosts'])} hosts on {cluster['redis']}"
+    if cluster["degraded"]:
+        return f"{line} -- DEGRADED, serving its own agents only: {cluster['degraded']}"
+    return line
 
 
 def format_uptime(seconds: float) -> str:

@@ -59,12 +59,14 @@ def build_http_app(
         if readiness is None:
             return await healthz(request)
         ready = readiness()
+        # A host cut off from its cluster stays ready (it serves its own agents) and says so.
+        degraded = {"degraded": ready.degraded} if ready.degraded else {}
         if not ready.ready:
-            body: dict[str, object] = {"status": "NOT_READY", "reason": ready.reason}
+            body: dict[str, object] = {"status": "NOT_READY", "reason": ready.reason, **degraded}
             if ready.waiting_for:
                 body["waiting_for"] = list(ready.waiting_for)
             return JSONResponse(body, status_code=503)
-        return JSONResponse({"status": "READY"})
+        return JSONResponse({"status": "READY", **degraded})
 
     routes = [
         Route(HEALTH_PATH, healthz, methods=["GET"]),

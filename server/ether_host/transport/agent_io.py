@@ -11,10 +11,11 @@ import grpc
 from ether.v1 import agent_io_pb2, agent_io_pb2_grpc
 from ether_host import rights
 from ether_host.agents import Dispatcher, TaskEvent, TaskInput, run_pipe
+from ether_host.cluster import Cluster
 from ether_host.errors import EtherError, InvalidArgument
 from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
-from ether_host.transport import convert, validation
+from ether_host.transport import cluster_convert, convert, validation
 from ether_host.transport.convert import dict_to_struct, timestamp
 from ether_host.transport.interceptors import current_identity
 
@@ -22,20 +23,29 @@ from ether_host.transport.interceptors import current_identity
 class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
     """The task contract and the agent directory."""
 
-    def __init__(self, supervisor: Supervisor, dispatcher: Dispatcher) -> None:
+    def __init__(
+        self, supervisor: Supervisor, dispatcher: Dispatcher, cluster: Cluster | None = None
+    ) -> None:
         self._supervisor = supervisor
         self._dispatcher = dispatcher
+        self._cluster = cluster  # with [cluster]: ListAgents and GetAgent show every host's
 
     async def ListAgents(
         self, request: agent_io_pb2.ListAgentsRequest, context: grpc.aio.ServicerContext
     ) -> agent_io_pb2.ListAgentsResponse:
-        page = self._supervisor.list_agents(
-            request.page_size,
-            request.page_token,
-            capability=request.capability,
-            language=_filter(convert.LANGUAGE_NAMES, request.language),
-            kind=_filter(convert.KIND_NAMES, request.type),
-        )
+        filters = {
+            "capability": request.capability,
+            "language": _filter(convert.LANGUAGE_NAMES, request.language),
+            "kind": _filter(convert.KIND_NAMES, request.type),
+        }
+        if self._cluster is not None:
+            view = await self._cluster.view()
+            found = view.list_agents(request.page_size, request.page_token, **filters)
+            return agent_io_pb2.ListAgentsResponse(
+                agents=[cluster_convert.agent_info(a, view) for a in found.items],
+                next_page_token=found.next_page_token,
+            )
+        page = self._supervisor.list_agents(request.page_size, request.page_token, **filters)
         return agent_io_pb2.ListAgentsResponse(
             agents=[convert.agent_info(a) for a in page.items], next_page_token=page.next_page_token
         )
@@ -43,6 +53,10 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
     async def GetAgent(
         self, request: agent_io_pb2.GetAgentRequest, context: grpc.aio.ServicerContext
     ) -> agent_io_pb2.GetAgentResponse:
+        if self._cluster is not None:
+            view = await self._cluster.view()
+            agent = cluster_convert.agent_info(view.get(request.name), view)
+            return agent_io_pb2.GetAgentResponse(agent=agent)
         return agent_io_pb2.GetAgentResponse(
             agent=convert.agent_info(self._supervisor.get(request.name))
         )

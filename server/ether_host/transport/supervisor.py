@@ -8,6 +8,7 @@ from typing import Any
 import grpc
 
 from ether.v1 import supervisor_pb2, supervisor_pb2_grpc
+from ether_host.cluster import Cluster
 from ether_host.errors import Unavailable
 from ether_host.lifecycle import Lifecycle
 from ether_host.reasons import Reason
@@ -19,7 +20,7 @@ from ether_host.supervisor import (
     Replica,
     Supervisor,
 )
-from ether_host.transport import convert
+from ether_host.transport import cluster_convert, convert
 
 _RESTART = {
     supervisor_pb2.RESTART_POLICY_ALWAYS: "always",
@@ -32,9 +33,12 @@ _RESTART_VALUES = {v: k for k, v in _RESTART.items()}
 class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
     """Agent processes: deploy, start, stop, watch."""
 
-    def __init__(self, supervisor: Supervisor, lifecycle: Lifecycle) -> None:
+    def __init__(
+        self, supervisor: Supervisor, lifecycle: Lifecycle, cluster: Cluster | None = None
+    ) -> None:
         self._supervisor = supervisor
         self._lifecycle = lifecycle
+        self._cluster = cluster
 
     async def DeployAgent(
         self, request: supervisor_pb2.DeployAgentRequest, context: grpc.aio.ServicerContext
@@ -105,6 +109,11 @@ class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
                     limits=dict(isolation.limits),
                 ),
                 started_at=convert.timestamp(info.started_at),
+                cluster=(
+                    None
+                    if self._cluster is None
+                    else cluster_convert.membership(self._cluster.status())
+                ),
             )
         )
 

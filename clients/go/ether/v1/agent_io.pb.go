@@ -396,8 +396,13 @@ type AgentInfo struct {
 	Queued int32 `protobuf:"varint,12,opt,name=queued,proto3" json:"queued,omitempty"`
 	// Maximum tasks in flight per replica, as the agent declared in hello.
 	MaxConcurrency int32 `protobuf:"varint,13,opt,name=max_concurrency,json=maxConcurrency,proto3" json:"max_concurrency,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The hosts of the cluster that run the agent, the answering host first
+	// when it does (docs/cluster.md). Empty on a host without [cluster]. An
+	// agent only other hosts run is listed too: its actions then carry no
+	// schemas, and the fields above describe the agent on the first host.
+	Hosts         []*AgentHost `protobuf:"bytes,14,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentInfo) Reset() {
@@ -521,6 +526,123 @@ func (x *AgentInfo) GetMaxConcurrency() int32 {
 	return 0
 }
 
+func (x *AgentInfo) GetHosts() []*AgentHost {
+	if x != nil {
+		return x.Hosts
+	}
+	return nil
+}
+
+// AgentHost is one host of the cluster that runs an agent, with the agent's
+// state and load there, as its last heartbeat said.
+type AgentHost struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The host's name ([cluster] host_name).
+	Host string `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	// The gRPC address other hosts reach it at ([cluster] advertise).
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// The agent's lifecycle state on that host.
+	State AgentState `protobuf:"varint,3,opt,name=state,proto3,enum=ether.v1.AgentState" json:"state,omitempty"`
+	// Replicas the agent should run there.
+	Replicas int32 `protobuf:"varint,4,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// Replicas running and accepting tasks there.
+	ReadyReplicas int32 `protobuf:"varint,5,opt,name=ready_replicas,json=readyReplicas,proto3" json:"ready_replicas,omitempty"`
+	// Tasks running on the agent there.
+	InFlight int32 `protobuf:"varint,6,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	// Tasks waiting for a free slot there.
+	Queued int32 `protobuf:"varint,7,opt,name=queued,proto3" json:"queued,omitempty"`
+	// The host is the one that answered this call.
+	Local         bool `protobuf:"varint,8,opt,name=local,proto3" json:"local,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentHost) Reset() {
+	*x = AgentHost{}
+	mi := &file_ether_v1_agent_io_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentHost) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentHost) ProtoMessage() {}
+
+func (x *AgentHost) ProtoReflect() protoreflect.Message {
+	mi := &file_ether_v1_agent_io_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentHost.ProtoReflect.Descriptor instead.
+func (*AgentHost) Descriptor() ([]byte, []int) {
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AgentHost) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *AgentHost) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *AgentHost) GetState() AgentState {
+	if x != nil {
+		return x.State
+	}
+	return AgentState_AGENT_STATE_UNSPECIFIED
+}
+
+func (x *AgentHost) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *AgentHost) GetReadyReplicas() int32 {
+	if x != nil {
+		return x.ReadyReplicas
+	}
+	return 0
+}
+
+func (x *AgentHost) GetInFlight() int32 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *AgentHost) GetQueued() int32 {
+	if x != nil {
+		return x.Queued
+	}
+	return 0
+}
+
+func (x *AgentHost) GetLocal() bool {
+	if x != nil {
+		return x.Local
+	}
+	return false
+}
+
 // Trace places a task in a tree of tasks (an agent calling agents).
 type Trace struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -539,7 +661,7 @@ type Trace struct {
 
 func (x *Trace) Reset() {
 	*x = Trace{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[2]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -551,7 +673,7 @@ func (x *Trace) String() string {
 func (*Trace) ProtoMessage() {}
 
 func (x *Trace) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[2]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -564,7 +686,7 @@ func (x *Trace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trace.ProtoReflect.Descriptor instead.
 func (*Trace) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{2}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Trace) GetRootTaskId() string {
@@ -616,7 +738,7 @@ type TaskContext struct {
 
 func (x *TaskContext) Reset() {
 	*x = TaskContext{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[3]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -628,7 +750,7 @@ func (x *TaskContext) String() string {
 func (*TaskContext) ProtoMessage() {}
 
 func (x *TaskContext) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[3]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -641,7 +763,7 @@ func (x *TaskContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskContext.ProtoReflect.Descriptor instead.
 func (*TaskContext) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{3}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TaskContext) GetParentTask() string {
@@ -723,7 +845,7 @@ type AgentInput struct {
 
 func (x *AgentInput) Reset() {
 	*x = AgentInput{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[4]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +857,7 @@ func (x *AgentInput) String() string {
 func (*AgentInput) ProtoMessage() {}
 
 func (x *AgentInput) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[4]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +870,7 @@ func (x *AgentInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentInput.ProtoReflect.Descriptor instead.
 func (*AgentInput) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{4}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AgentInput) GetTaskId() string {
@@ -835,7 +957,7 @@ type OutputMetadata struct {
 
 func (x *OutputMetadata) Reset() {
 	*x = OutputMetadata{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[5]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +969,7 @@ func (x *OutputMetadata) String() string {
 func (*OutputMetadata) ProtoMessage() {}
 
 func (x *OutputMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[5]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +982,7 @@ func (x *OutputMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputMetadata.ProtoReflect.Descriptor instead.
 func (*OutputMetadata) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{5}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OutputMetadata) GetDuration() *durationpb.Duration {
@@ -946,7 +1068,7 @@ type TaskError struct {
 
 func (x *TaskError) Reset() {
 	*x = TaskError{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[6]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1080,7 @@ func (x *TaskError) String() string {
 func (*TaskError) ProtoMessage() {}
 
 func (x *TaskError) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[6]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1093,7 @@ func (x *TaskError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskError.ProtoReflect.Descriptor instead.
 func (*TaskError) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{6}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TaskError) GetCode() string {
@@ -1019,7 +1141,7 @@ type NextAction struct {
 
 func (x *NextAction) Reset() {
 	*x = NextAction{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[7]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1153,7 @@ func (x *NextAction) String() string {
 func (*NextAction) ProtoMessage() {}
 
 func (x *NextAction) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[7]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1166,7 @@ func (x *NextAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextAction.ProtoReflect.Descriptor instead.
 func (*NextAction) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{7}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *NextAction) GetAgent() string {
@@ -1104,7 +1226,7 @@ type AgentOutput struct {
 
 func (x *AgentOutput) Reset() {
 	*x = AgentOutput{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[8]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1238,7 @@ func (x *AgentOutput) String() string {
 func (*AgentOutput) ProtoMessage() {}
 
 func (x *AgentOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[8]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1251,7 @@ func (x *AgentOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentOutput.ProtoReflect.Descriptor instead.
 func (*AgentOutput) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{8}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AgentOutput) GetTaskId() string {
@@ -1219,7 +1341,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[9]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1353,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[9]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1366,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{9}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListAgentsRequest) GetPageSize() int32 {
@@ -1295,7 +1417,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[10]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1429,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[10]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1442,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{10}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*AgentInfo {
@@ -1349,7 +1471,7 @@ type GetAgentRequest struct {
 
 func (x *GetAgentRequest) Reset() {
 	*x = GetAgentRequest{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[11]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1483,7 @@ func (x *GetAgentRequest) String() string {
 func (*GetAgentRequest) ProtoMessage() {}
 
 func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[11]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1496,7 @@ func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentRequest) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{11}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetAgentRequest) GetName() string {
@@ -1395,7 +1517,7 @@ type GetAgentResponse struct {
 
 func (x *GetAgentResponse) Reset() {
 	*x = GetAgentResponse{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[12]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1529,7 @@ func (x *GetAgentResponse) String() string {
 func (*GetAgentResponse) ProtoMessage() {}
 
 func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[12]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1542,7 @@ func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentResponse) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{12}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetAgentResponse) GetAgent() *AgentInfo {
@@ -1441,7 +1563,7 @@ type ExecuteRequest struct {
 
 func (x *ExecuteRequest) Reset() {
 	*x = ExecuteRequest{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[13]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1575,7 @@ func (x *ExecuteRequest) String() string {
 func (*ExecuteRequest) ProtoMessage() {}
 
 func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[13]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1588,7 @@ func (x *ExecuteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteRequest) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{13}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExecuteRequest) GetInput() *AgentInput {
@@ -1488,7 +1610,7 @@ type ExecuteResponse struct {
 
 func (x *ExecuteResponse) Reset() {
 	*x = ExecuteResponse{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[14]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1622,7 @@ func (x *ExecuteResponse) String() string {
 func (*ExecuteResponse) ProtoMessage() {}
 
 func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[14]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1635,7 @@ func (x *ExecuteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteResponse) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{14}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExecuteResponse) GetOutput() *AgentOutput {
@@ -1534,7 +1656,7 @@ type ExecuteStreamRequest struct {
 
 func (x *ExecuteStreamRequest) Reset() {
 	*x = ExecuteStreamRequest{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[15]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1668,7 @@ func (x *ExecuteStreamRequest) String() string {
 func (*ExecuteStreamRequest) ProtoMessage() {}
 
 func (x *ExecuteStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[15]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1681,7 @@ func (x *ExecuteStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteStreamRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteStreamRequest) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{15}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExecuteStreamRequest) GetInput() *AgentInput {
@@ -1582,7 +1704,7 @@ type TaskStarted struct {
 
 func (x *TaskStarted) Reset() {
 	*x = TaskStarted{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[16]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1716,7 @@ func (x *TaskStarted) String() string {
 func (*TaskStarted) ProtoMessage() {}
 
 func (x *TaskStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[16]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1729,7 @@ func (x *TaskStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStarted.ProtoReflect.Descriptor instead.
 func (*TaskStarted) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{16}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TaskStarted) GetPid() int32 {
@@ -1639,7 +1761,7 @@ type TaskProgress struct {
 
 func (x *TaskProgress) Reset() {
 	*x = TaskProgress{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[17]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1773,7 @@ func (x *TaskProgress) String() string {
 func (*TaskProgress) ProtoMessage() {}
 
 func (x *TaskProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[17]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1786,7 @@ func (x *TaskProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskProgress.ProtoReflect.Descriptor instead.
 func (*TaskProgress) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{17}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TaskProgress) GetProgress() float64 {
@@ -1703,7 +1825,7 @@ type TaskLog struct {
 
 func (x *TaskLog) Reset() {
 	*x = TaskLog{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[18]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1837,7 @@ func (x *TaskLog) String() string {
 func (*TaskLog) ProtoMessage() {}
 
 func (x *TaskLog) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[18]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1850,7 @@ func (x *TaskLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLog.ProtoReflect.Descriptor instead.
 func (*TaskLog) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{18}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TaskLog) GetLevel() string {
@@ -1776,7 +1898,7 @@ type ExecuteStreamResponse struct {
 
 func (x *ExecuteStreamResponse) Reset() {
 	*x = ExecuteStreamResponse{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[19]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1788,7 +1910,7 @@ func (x *ExecuteStreamResponse) String() string {
 func (*ExecuteStreamResponse) ProtoMessage() {}
 
 func (x *ExecuteStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[19]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1801,7 +1923,7 @@ func (x *ExecuteStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteStreamResponse) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{19}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExecuteStreamResponse) GetSequence() int64 {
@@ -1916,7 +2038,7 @@ type PipeRequest struct {
 
 func (x *PipeRequest) Reset() {
 	*x = PipeRequest{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[20]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +2050,7 @@ func (x *PipeRequest) String() string {
 func (*PipeRequest) ProtoMessage() {}
 
 func (x *PipeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[20]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,7 +2063,7 @@ func (x *PipeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PipeRequest.ProtoReflect.Descriptor instead.
 func (*PipeRequest) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{20}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PipeRequest) GetInput() *AgentInput {
@@ -1969,7 +2091,7 @@ type PipeResponse struct {
 
 func (x *PipeResponse) Reset() {
 	*x = PipeResponse{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[21]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2103,7 @@ func (x *PipeResponse) String() string {
 func (*PipeResponse) ProtoMessage() {}
 
 func (x *PipeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[21]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2116,7 @@ func (x *PipeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PipeResponse.ProtoReflect.Descriptor instead.
 func (*PipeResponse) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{21}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PipeResponse) GetOutput() *AgentOutput {
@@ -2019,7 +2141,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[22]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2031,7 +2153,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[22]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2044,7 +2166,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{22}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CancelTaskRequest) GetTaskId() string {
@@ -2073,7 +2195,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_ether_v1_agent_io_proto_msgTypes[23]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2085,7 +2207,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_agent_io_proto_msgTypes[23]
+	mi := &file_ether_v1_agent_io_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2098,7 +2220,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{23}
+	return file_ether_v1_agent_io_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CancelTaskResponse) GetCancelled() bool {
@@ -2122,7 +2244,7 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"idempotent\x18\x04 \x01(\bR\n" +
 	"idempotent\x12<\n" +
 	"\rresult_schema\x18\x05 \x01(\v2\x17.google.protobuf.StructR\fresultSchema\x12\x1a\n" +
-	"\bunusable\x18\x06 \x01(\tR\bunusable\"\xd5\x03\n" +
+	"\bunusable\x18\x06 \x01(\tR\bunusable\"\x80\x04\n" +
 	"\tAgentInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x13.ether.v1.AgentTypeR\x04type\x12.\n" +
@@ -2137,7 +2259,17 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	" \x01(\x05R\rreadyReplicas\x12\x1b\n" +
 	"\tin_flight\x18\v \x01(\x05R\binFlight\x12\x16\n" +
 	"\x06queued\x18\f \x01(\x05R\x06queued\x12'\n" +
-	"\x0fmax_concurrency\x18\r \x01(\x05R\x0emaxConcurrency\"w\n" +
+	"\x0fmax_concurrency\x18\r \x01(\x05R\x0emaxConcurrency\x12)\n" +
+	"\x05hosts\x18\x0e \x03(\v2\x13.ether.v1.AgentHostR\x05hosts\"\xf3\x01\n" +
+	"\tAgentHost\x12\x12\n" +
+	"\x04host\x18\x01 \x01(\tR\x04host\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12*\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x14.ether.v1.AgentStateR\x05state\x12\x1a\n" +
+	"\breplicas\x18\x04 \x01(\x05R\breplicas\x12%\n" +
+	"\x0eready_replicas\x18\x05 \x01(\x05R\rreadyReplicas\x12\x1b\n" +
+	"\tin_flight\x18\x06 \x01(\x05R\binFlight\x12\x16\n" +
+	"\x06queued\x18\a \x01(\x05R\x06queued\x12\x14\n" +
+	"\x05local\x18\b \x01(\bR\x05local\"w\n" +
 	"\x05Trace\x12)\n" +
 	"\froot_task_id\x18\x01 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\n" +
 	"rootTaskId\x12-\n" +
@@ -2300,7 +2432,7 @@ func file_ether_v1_agent_io_proto_rawDescGZIP() []byte {
 }
 
 var file_ether_v1_agent_io_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_ether_v1_agent_io_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_ether_v1_agent_io_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_ether_v1_agent_io_proto_goTypes = []any{
 	(TaskStatus)(0),               // 0: ether.v1.TaskStatus
 	(AgentType)(0),                // 1: ether.v1.AgentType
@@ -2308,89 +2440,92 @@ var file_ether_v1_agent_io_proto_goTypes = []any{
 	(DataEncoding)(0),             // 3: ether.v1.DataEncoding
 	(*ActionSpec)(nil),            // 4: ether.v1.ActionSpec
 	(*AgentInfo)(nil),             // 5: ether.v1.AgentInfo
-	(*Trace)(nil),                 // 6: ether.v1.Trace
-	(*TaskContext)(nil),           // 7: ether.v1.TaskContext
-	(*AgentInput)(nil),            // 8: ether.v1.AgentInput
-	(*OutputMetadata)(nil),        // 9: ether.v1.OutputMetadata
-	(*TaskError)(nil),             // 10: ether.v1.TaskError
-	(*NextAction)(nil),            // 11: ether.v1.NextAction
-	(*AgentOutput)(nil),           // 12: ether.v1.AgentOutput
-	(*ListAgentsRequest)(nil),     // 13: ether.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),    // 14: ether.v1.ListAgentsResponse
-	(*GetAgentRequest)(nil),       // 15: ether.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),      // 16: ether.v1.GetAgentResponse
-	(*ExecuteRequest)(nil),        // 17: ether.v1.ExecuteRequest
-	(*ExecuteResponse)(nil),       // 18: ether.v1.ExecuteResponse
-	(*ExecuteStreamRequest)(nil),  // 19: ether.v1.ExecuteStreamRequest
-	(*TaskStarted)(nil),           // 20: ether.v1.TaskStarted
-	(*TaskProgress)(nil),          // 21: ether.v1.TaskProgress
-	(*TaskLog)(nil),               // 22: ether.v1.TaskLog
-	(*ExecuteStreamResponse)(nil), // 23: ether.v1.ExecuteStreamResponse
-	(*PipeRequest)(nil),           // 24: ether.v1.PipeRequest
-	(*PipeResponse)(nil),          // 25: ether.v1.PipeResponse
-	(*CancelTaskRequest)(nil),     // 26: ether.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),    // 27: ether.v1.CancelTaskResponse
-	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
-	(Language)(0),                 // 29: ether.v1.Language
-	(*Budget)(nil),                // 30: ether.v1.Budget
-	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 33: google.protobuf.Value
+	(*AgentHost)(nil),             // 6: ether.v1.AgentHost
+	(*Trace)(nil),                 // 7: ether.v1.Trace
+	(*TaskContext)(nil),           // 8: ether.v1.TaskContext
+	(*AgentInput)(nil),            // 9: ether.v1.AgentInput
+	(*OutputMetadata)(nil),        // 10: ether.v1.OutputMetadata
+	(*TaskError)(nil),             // 11: ether.v1.TaskError
+	(*NextAction)(nil),            // 12: ether.v1.NextAction
+	(*AgentOutput)(nil),           // 13: ether.v1.AgentOutput
+	(*ListAgentsRequest)(nil),     // 14: ether.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),    // 15: ether.v1.ListAgentsResponse
+	(*GetAgentRequest)(nil),       // 16: ether.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),      // 17: ether.v1.GetAgentResponse
+	(*ExecuteRequest)(nil),        // 18: ether.v1.ExecuteRequest
+	(*ExecuteResponse)(nil),       // 19: ether.v1.ExecuteResponse
+	(*ExecuteStreamRequest)(nil),  // 20: ether.v1.ExecuteStreamRequest
+	(*TaskStarted)(nil),           // 21: ether.v1.TaskStarted
+	(*TaskProgress)(nil),          // 22: ether.v1.TaskProgress
+	(*TaskLog)(nil),               // 23: ether.v1.TaskLog
+	(*ExecuteStreamResponse)(nil), // 24: ether.v1.ExecuteStreamResponse
+	(*PipeRequest)(nil),           // 25: ether.v1.PipeRequest
+	(*PipeResponse)(nil),          // 26: ether.v1.PipeResponse
+	(*CancelTaskRequest)(nil),     // 27: ether.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),    // 28: ether.v1.CancelTaskResponse
+	(*structpb.Struct)(nil),       // 29: google.protobuf.Struct
+	(Language)(0),                 // 30: ether.v1.Language
+	(*Budget)(nil),                // 31: ether.v1.Budget
+	(*durationpb.Duration)(nil),   // 32: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 34: google.protobuf.Value
 }
 var file_ether_v1_agent_io_proto_depIdxs = []int32{
-	28, // 0: ether.v1.ActionSpec.params_schema:type_name -> google.protobuf.Struct
-	28, // 1: ether.v1.ActionSpec.result_schema:type_name -> google.protobuf.Struct
+	29, // 0: ether.v1.ActionSpec.params_schema:type_name -> google.protobuf.Struct
+	29, // 1: ether.v1.ActionSpec.result_schema:type_name -> google.protobuf.Struct
 	1,  // 2: ether.v1.AgentInfo.type:type_name -> ether.v1.AgentType
-	29, // 3: ether.v1.AgentInfo.language:type_name -> ether.v1.Language
+	30, // 3: ether.v1.AgentInfo.language:type_name -> ether.v1.Language
 	4,  // 4: ether.v1.AgentInfo.actions:type_name -> ether.v1.ActionSpec
 	2,  // 5: ether.v1.AgentInfo.state:type_name -> ether.v1.AgentState
-	30, // 6: ether.v1.TaskContext.budget:type_name -> ether.v1.Budget
-	6,  // 7: ether.v1.TaskContext.trace:type_name -> ether.v1.Trace
-	28, // 8: ether.v1.AgentInput.params:type_name -> google.protobuf.Struct
-	7,  // 9: ether.v1.AgentInput.context:type_name -> ether.v1.TaskContext
-	3,  // 10: ether.v1.AgentInput.output_encoding:type_name -> ether.v1.DataEncoding
-	31, // 11: ether.v1.OutputMetadata.duration:type_name -> google.protobuf.Duration
-	32, // 12: ether.v1.OutputMetadata.started_at:type_name -> google.protobuf.Timestamp
-	28, // 13: ether.v1.OutputMetadata.extra:type_name -> google.protobuf.Struct
-	28, // 14: ether.v1.TaskError.details:type_name -> google.protobuf.Struct
-	28, // 15: ether.v1.NextAction.params:type_name -> google.protobuf.Struct
-	0,  // 16: ether.v1.AgentOutput.status:type_name -> ether.v1.TaskStatus
-	33, // 17: ether.v1.AgentOutput.data:type_name -> google.protobuf.Value
-	9,  // 18: ether.v1.AgentOutput.metadata:type_name -> ether.v1.OutputMetadata
-	10, // 19: ether.v1.AgentOutput.error:type_name -> ether.v1.TaskError
-	11, // 20: ether.v1.AgentOutput.next_actions:type_name -> ether.v1.NextAction
-	29, // 21: ether.v1.ListAgentsRequest.language:type_name -> ether.v1.Language
-	1,  // 22: ether.v1.ListAgentsRequest.type:type_name -> ether.v1.AgentType
-	5,  // 23: ether.v1.ListAgentsResponse.agents:type_name -> ether.v1.AgentInfo
-	5,  // 24: ether.v1.GetAgentResponse.agent:type_name -> ether.v1.AgentInfo
-	8,  // 25: ether.v1.ExecuteRequest.input:type_name -> ether.v1.AgentInput
-	12, // 26: ether.v1.ExecuteResponse.output:type_name -> ether.v1.AgentOutput
-	8,  // 27: ether.v1.ExecuteStreamRequest.input:type_name -> ether.v1.AgentInput
-	28, // 28: ether.v1.TaskLog.fields:type_name -> google.protobuf.Struct
-	32, // 29: ether.v1.ExecuteStreamResponse.time:type_name -> google.protobuf.Timestamp
-	20, // 30: ether.v1.ExecuteStreamResponse.started:type_name -> ether.v1.TaskStarted
-	21, // 31: ether.v1.ExecuteStreamResponse.progress:type_name -> ether.v1.TaskProgress
-	22, // 32: ether.v1.ExecuteStreamResponse.log:type_name -> ether.v1.TaskLog
-	12, // 33: ether.v1.ExecuteStreamResponse.output:type_name -> ether.v1.AgentOutput
-	8,  // 34: ether.v1.PipeRequest.input:type_name -> ether.v1.AgentInput
-	12, // 35: ether.v1.PipeResponse.output:type_name -> ether.v1.AgentOutput
-	13, // 36: ether.v1.AgentIOService.ListAgents:input_type -> ether.v1.ListAgentsRequest
-	15, // 37: ether.v1.AgentIOService.GetAgent:input_type -> ether.v1.GetAgentRequest
-	17, // 38: ether.v1.AgentIOService.Execute:input_type -> ether.v1.ExecuteRequest
-	19, // 39: ether.v1.AgentIOService.ExecuteStream:input_type -> ether.v1.ExecuteStreamRequest
-	24, // 40: ether.v1.AgentIOService.Pipe:input_type -> ether.v1.PipeRequest
-	26, // 41: ether.v1.AgentIOService.CancelTask:input_type -> ether.v1.CancelTaskRequest
-	14, // 42: ether.v1.AgentIOService.ListAgents:output_type -> ether.v1.ListAgentsResponse
-	16, // 43: ether.v1.AgentIOService.GetAgent:output_type -> ether.v1.GetAgentResponse
-	18, // 44: ether.v1.AgentIOService.Execute:output_type -> ether.v1.ExecuteResponse
-	23, // 45: ether.v1.AgentIOService.ExecuteStream:output_type -> ether.v1.ExecuteStreamResponse
-	25, // 46: ether.v1.AgentIOService.Pipe:output_type -> ether.v1.PipeResponse
-	27, // 47: ether.v1.AgentIOService.CancelTask:output_type -> ether.v1.CancelTaskResponse
-	42, // [42:48] is the sub-list for method output_type
-	36, // [36:42] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	6,  // 6: ether.v1.AgentInfo.hosts:type_name -> ether.v1.AgentHost
+	2,  // 7: ether.v1.AgentHost.state:type_name -> ether.v1.AgentState
+	31, // 8: ether.v1.TaskContext.budget:type_name -> ether.v1.Budget
+	7,  // 9: ether.v1.TaskContext.trace:type_name -> ether.v1.Trace
+	29, // 10: ether.v1.AgentInput.params:type_name -> google.protobuf.Struct
+	8,  // 11: ether.v1.AgentInput.context:type_name -> ether.v1.TaskContext
+	3,  // 12: ether.v1.AgentInput.output_encoding:type_name -> ether.v1.DataEncoding
+	32, // 13: ether.v1.OutputMetadata.duration:type_name -> google.protobuf.Duration
+	33, // 14: ether.v1.OutputMetadata.started_at:type_name -> google.protobuf.Timestamp
+	29, // 15: ether.v1.OutputMetadata.extra:type_name -> google.protobuf.Struct
+	29, // 16: ether.v1.TaskError.details:type_name -> google.protobuf.Struct
+	29, // 17: ether.v1.NextAction.params:type_name -> google.protobuf.Struct
+	0,  // 18: ether.v1.AgentOutput.status:type_name -> ether.v1.TaskStatus
+	34, // 19: ether.v1.AgentOutput.data:type_name -> google.protobuf.Value
+	10, // 20: ether.v1.AgentOutput.metadata:type_name -> ether.v1.OutputMetadata
+	11, // 21: ether.v1.AgentOutput.error:type_name -> ether.v1.TaskError
+	12, // 22: ether.v1.AgentOutput.next_actions:type_name -> ether.v1.NextAction
+	30, // 23: ether.v1.ListAgentsRequest.language:type_name -> ether.v1.Language
+	1,  // 24: ether.v1.ListAgentsRequest.type:type_name -> ether.v1.AgentType
+	5,  // 25: ether.v1.ListAgentsResponse.agents:type_name -> ether.v1.AgentInfo
+	5,  // 26: ether.v1.GetAgentResponse.agent:type_name -> ether.v1.AgentInfo
+	9,  // 27: ether.v1.ExecuteRequest.input:type_name -> ether.v1.AgentInput
+	13, // 28: ether.v1.ExecuteResponse.output:type_name -> ether.v1.AgentOutput
+	9,  // 29: ether.v1.ExecuteStreamRequest.input:type_name -> ether.v1.AgentInput
+	29, // 30: ether.v1.TaskLog.fields:type_name -> google.protobuf.Struct
+	33, // 31: ether.v1.ExecuteStreamResponse.time:type_name -> google.protobuf.Timestamp
+	21, // 32: ether.v1.ExecuteStreamResponse.started:type_name -> ether.v1.TaskStarted
+	22, // 33: ether.v1.ExecuteStreamResponse.progress:type_name -> ether.v1.TaskProgress
+	23, // 34: ether.v1.ExecuteStreamResponse.log:type_name -> ether.v1.TaskLog
+	13, // 35: ether.v1.ExecuteStreamResponse.output:type_name -> ether.v1.AgentOutput
+	9,  // 36: ether.v1.PipeRequest.input:type_name -> ether.v1.AgentInput
+	13, // 37: ether.v1.PipeResponse.output:type_name -> ether.v1.AgentOutput
+	14, // 38: ether.v1.AgentIOService.ListAgents:input_type -> ether.v1.ListAgentsRequest
+	16, // 39: ether.v1.AgentIOService.GetAgent:input_type -> ether.v1.GetAgentRequest
+	18, // 40: ether.v1.AgentIOService.Execute:input_type -> ether.v1.ExecuteRequest
+	20, // 41: ether.v1.AgentIOService.ExecuteStream:input_type -> ether.v1.ExecuteStreamRequest
+	25, // 42: ether.v1.AgentIOService.Pipe:input_type -> ether.v1.PipeRequest
+	27, // 43: ether.v1.AgentIOService.CancelTask:input_type -> ether.v1.CancelTaskRequest
+	15, // 44: ether.v1.AgentIOService.ListAgents:output_type -> ether.v1.ListAgentsResponse
+	17, // 45: ether.v1.AgentIOService.GetAgent:output_type -> ether.v1.GetAgentResponse
+	19, // 46: ether.v1.AgentIOService.Execute:output_type -> ether.v1.ExecuteResponse
+	24, // 47: ether.v1.AgentIOService.ExecuteStream:output_type -> ether.v1.ExecuteStreamResponse
+	26, // 48: ether.v1.AgentIOService.Pipe:output_type -> ether.v1.PipeResponse
+	28, // 49: ether.v1.AgentIOService.CancelTask:output_type -> ether.v1.CancelTaskResponse
+	44, // [44:50] is the sub-list for method output_type
+	38, // [38:44] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_ether_v1_agent_io_proto_init() }
@@ -2400,8 +2535,8 @@ func file_ether_v1_agent_io_proto_init() {
 	}
 	file_ether_v1_common_proto_init()
 	file_ether_v1_rules_proto_init()
-	file_ether_v1_agent_io_proto_msgTypes[4].OneofWrappers = []any{}
-	file_ether_v1_agent_io_proto_msgTypes[19].OneofWrappers = []any{
+	file_ether_v1_agent_io_proto_msgTypes[5].OneofWrappers = []any{}
+	file_ether_v1_agent_io_proto_msgTypes[20].OneofWrappers = []any{
 		(*ExecuteStreamResponse_Started)(nil),
 		(*ExecuteStreamResponse_Progress)(nil),
 		(*ExecuteStreamResponse_Log)(nil),
@@ -2413,7 +2548,7 @@ func file_ether_v1_agent_io_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ether_v1_agent_io_proto_rawDesc), len(file_ether_v1_agent_io_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

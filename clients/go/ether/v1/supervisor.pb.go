@@ -2026,7 +2026,10 @@ type HostInfo struct {
 	// What isolates agents and terminals.
 	Isolation *Isolation `protobuf:"bytes,6,opt,name=isolation,proto3" json:"isolation,omitempty"`
 	// When the host started serving.
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// The host's place in a cluster of hosts on one Redis; unset on a host
+	// without [cluster] (docs/cluster.md).
+	Cluster       *ClusterMembership `protobuf:"bytes,8,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2110,6 +2113,97 @@ func (x *HostInfo) GetStartedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *HostInfo) GetCluster() *ClusterMembership {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
+}
+
+// ClusterMembership says which cluster a host is in and whether it reaches it.
+type ClusterMembership struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// This host's name in the cluster ([cluster] host_name).
+	HostName string `protobuf:"bytes,1,opt,name=host_name,json=hostName,proto3" json:"host_name,omitempty"`
+	// The gRPC address other hosts reach this one at ([cluster] advertise).
+	Advertise string `protobuf:"bytes,2,opt,name=advertise,proto3" json:"advertise,omitempty"`
+	// The Redis server of the cluster, its URL without a password.
+	Redis string `protobuf:"bytes,3,opt,name=redis,proto3" json:"redis,omitempty"`
+	// Why the host is cut off from the cluster (Redis out of reach): it then
+	// serves its own agents only. Empty when it is not.
+	Degraded string `protobuf:"bytes,4,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	// The live hosts of the cluster as this host last read them, itself
+	// included.
+	Hosts         []string `protobuf:"bytes,5,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterMembership) Reset() {
+	*x = ClusterMembership{}
+	mi := &file_ether_v1_supervisor_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterMembership) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterMembership) ProtoMessage() {}
+
+func (x *ClusterMembership) ProtoReflect() protoreflect.Message {
+	mi := &file_ether_v1_supervisor_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterMembership.ProtoReflect.Descriptor instead.
+func (*ClusterMembership) Descriptor() ([]byte, []int) {
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ClusterMembership) GetHostName() string {
+	if x != nil {
+		return x.HostName
+	}
+	return ""
+}
+
+func (x *ClusterMembership) GetAdvertise() string {
+	if x != nil {
+		return x.Advertise
+	}
+	return ""
+}
+
+func (x *ClusterMembership) GetRedis() string {
+	if x != nil {
+		return x.Redis
+	}
+	return ""
+}
+
+func (x *ClusterMembership) GetDegraded() string {
+	if x != nil {
+		return x.Degraded
+	}
+	return ""
+}
+
+func (x *ClusterMembership) GetHosts() []string {
+	if x != nil {
+		return x.Hosts
+	}
+	return nil
+}
+
 // Isolation says what isolates agents and terminals on this host.
 type Isolation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2139,7 +2233,7 @@ type Isolation struct {
 
 func (x *Isolation) Reset() {
 	*x = Isolation{}
-	mi := &file_ether_v1_supervisor_proto_msgTypes[25]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2245,7 @@ func (x *Isolation) String() string {
 func (*Isolation) ProtoMessage() {}
 
 func (x *Isolation) ProtoReflect() protoreflect.Message {
-	mi := &file_ether_v1_supervisor_proto_msgTypes[25]
+	mi := &file_ether_v1_supervisor_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2258,7 @@ func (x *Isolation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Isolation.ProtoReflect.Descriptor instead.
 func (*Isolation) Descriptor() ([]byte, []int) {
-	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{25}
+	return file_ether_v1_supervisor_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Isolation) GetSandboxMode() string {
@@ -2364,7 +2458,7 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\x06fields\x18\b \x01(\v2\x17.google.protobuf.StructR\x06fields\"\x14\n" +
 	"\x12GetHostInfoRequest\"=\n" +
 	"\x13GetHostInfoResponse\x12&\n" +
-	"\x04host\x18\x01 \x01(\v2\x12.ether.v1.HostInfoR\x04host\"\x87\x02\n" +
+	"\x04host\x18\x01 \x01(\v2\x12.ether.v1.HostInfoR\x04host\"\xbe\x02\n" +
 	"\bHostInfo\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1c\n" +
 	"\tlisteners\x18\x02 \x03(\tR\tlisteners\x12\x12\n" +
@@ -2373,7 +2467,14 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\x13client_certificates\x18\x05 \x01(\bR\x12clientCertificates\x121\n" +
 	"\tisolation\x18\x06 \x01(\v2\x13.ether.v1.IsolationR\tisolation\x129\n" +
 	"\n" +
-	"started_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\"\xc0\x02\n" +
+	"started_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x125\n" +
+	"\acluster\x18\b \x01(\v2\x1b.ether.v1.ClusterMembershipR\acluster\"\x96\x01\n" +
+	"\x11ClusterMembership\x12\x1b\n" +
+	"\thost_name\x18\x01 \x01(\tR\bhostName\x12\x1c\n" +
+	"\tadvertise\x18\x02 \x01(\tR\tadvertise\x12\x14\n" +
+	"\x05redis\x18\x03 \x01(\tR\x05redis\x12\x1a\n" +
+	"\bdegraded\x18\x04 \x01(\tR\bdegraded\x12\x14\n" +
+	"\x05hosts\x18\x05 \x03(\tR\x05hosts\"\xc0\x02\n" +
 	"\tIsolation\x12!\n" +
 	"\fsandbox_mode\x18\x01 \x01(\tR\vsandboxMode\x12\x1c\n" +
 	"\tsandboxed\x18\x02 \x01(\bR\tsandboxed\x12\x1e\n" +
@@ -2433,7 +2534,7 @@ func file_ether_v1_supervisor_proto_rawDescGZIP() []byte {
 }
 
 var file_ether_v1_supervisor_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_ether_v1_supervisor_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_ether_v1_supervisor_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_ether_v1_supervisor_proto_goTypes = []any{
 	(RestartPolicy)(0),            // 0: ether.v1.RestartPolicy
 	(LinkProtocol)(0),             // 1: ether.v1.LinkProtocol
@@ -2463,83 +2564,85 @@ var file_ether_v1_supervisor_proto_goTypes = []any{
 	(*GetHostInfoRequest)(nil),    // 25: ether.v1.GetHostInfoRequest
 	(*GetHostInfoResponse)(nil),   // 26: ether.v1.GetHostInfoResponse
 	(*HostInfo)(nil),              // 27: ether.v1.HostInfo
-	(*Isolation)(nil),             // 28: ether.v1.Isolation
-	nil,                           // 29: ether.v1.AgentSpec.EnvEntry
-	nil,                           // 30: ether.v1.Isolation.LimitsEntry
-	(Language)(0),                 // 31: ether.v1.Language
-	(AgentType)(0),                // 32: ether.v1.AgentType
-	(*structpb.Struct)(nil),       // 33: google.protobuf.Struct
-	(*durationpb.Duration)(nil),   // 34: google.protobuf.Duration
-	(AgentState)(0),               // 35: ether.v1.AgentState
-	(*timestamppb.Timestamp)(nil), // 36: google.protobuf.Timestamp
-	(*AgentInfo)(nil),             // 37: ether.v1.AgentInfo
+	(*ClusterMembership)(nil),     // 28: ether.v1.ClusterMembership
+	(*Isolation)(nil),             // 29: ether.v1.Isolation
+	nil,                           // 30: ether.v1.AgentSpec.EnvEntry
+	nil,                           // 31: ether.v1.Isolation.LimitsEntry
+	(Language)(0),                 // 32: ether.v1.Language
+	(AgentType)(0),                // 33: ether.v1.AgentType
+	(*structpb.Struct)(nil),       // 34: google.protobuf.Struct
+	(*durationpb.Duration)(nil),   // 35: google.protobuf.Duration
+	(AgentState)(0),               // 36: ether.v1.AgentState
+	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
+	(*AgentInfo)(nil),             // 38: ether.v1.AgentInfo
 }
 var file_ether_v1_supervisor_proto_depIdxs = []int32{
-	31, // 0: ether.v1.AgentSpec.language:type_name -> ether.v1.Language
-	32, // 1: ether.v1.AgentSpec.type:type_name -> ether.v1.AgentType
+	32, // 0: ether.v1.AgentSpec.language:type_name -> ether.v1.Language
+	33, // 1: ether.v1.AgentSpec.type:type_name -> ether.v1.AgentType
 	0,  // 2: ether.v1.AgentSpec.restart:type_name -> ether.v1.RestartPolicy
-	29, // 3: ether.v1.AgentSpec.env:type_name -> ether.v1.AgentSpec.EnvEntry
-	33, // 4: ether.v1.AgentSpec.config:type_name -> google.protobuf.Struct
-	34, // 5: ether.v1.AgentSpec.start_timeout:type_name -> google.protobuf.Duration
-	34, // 6: ether.v1.AgentSpec.stop_grace:type_name -> google.protobuf.Duration
+	30, // 3: ether.v1.AgentSpec.env:type_name -> ether.v1.AgentSpec.EnvEntry
+	34, // 4: ether.v1.AgentSpec.config:type_name -> google.protobuf.Struct
+	35, // 5: ether.v1.AgentSpec.start_timeout:type_name -> google.protobuf.Duration
+	35, // 6: ether.v1.AgentSpec.stop_grace:type_name -> google.protobuf.Duration
 	1,  // 7: ether.v1.AgentSpec.protocol:type_name -> ether.v1.LinkProtocol
-	34, // 8: ether.v1.AgentSpec.cancel_grace:type_name -> google.protobuf.Duration
+	35, // 8: ether.v1.AgentSpec.cancel_grace:type_name -> google.protobuf.Duration
 	2,  // 9: ether.v1.AgentSpec.cpu_scheduling_policy:type_name -> ether.v1.CpuSchedulingPolicy
-	34, // 10: ether.v1.AgentSpec.ping_interval:type_name -> google.protobuf.Duration
-	34, // 11: ether.v1.AgentSpec.ping_timeout:type_name -> google.protobuf.Duration
-	34, // 12: ether.v1.AgentSpec.backoff_base:type_name -> google.protobuf.Duration
-	34, // 13: ether.v1.AgentSpec.backoff_cap:type_name -> google.protobuf.Duration
-	34, // 14: ether.v1.AgentSpec.restart_period:type_name -> google.protobuf.Duration
-	34, // 15: ether.v1.AgentSpec.stable_after:type_name -> google.protobuf.Duration
-	34, // 16: ether.v1.AgentSpec.reset_after:type_name -> google.protobuf.Duration
+	35, // 10: ether.v1.AgentSpec.ping_interval:type_name -> google.protobuf.Duration
+	35, // 11: ether.v1.AgentSpec.ping_timeout:type_name -> google.protobuf.Duration
+	35, // 12: ether.v1.AgentSpec.backoff_base:type_name -> google.protobuf.Duration
+	35, // 13: ether.v1.AgentSpec.backoff_cap:type_name -> google.protobuf.Duration
+	35, // 14: ether.v1.AgentSpec.restart_period:type_name -> google.protobuf.Duration
+	35, // 15: ether.v1.AgentSpec.stable_after:type_name -> google.protobuf.Duration
+	35, // 16: ether.v1.AgentSpec.reset_after:type_name -> google.protobuf.Duration
 	3,  // 17: ether.v1.AgentSpec.install:type_name -> ether.v1.AgentInstall
-	35, // 18: ether.v1.ProcessInfo.state:type_name -> ether.v1.AgentState
-	36, // 19: ether.v1.ProcessInfo.started_at:type_name -> google.protobuf.Timestamp
-	37, // 20: ether.v1.AgentStatus.info:type_name -> ether.v1.AgentInfo
+	36, // 18: ether.v1.ProcessInfo.state:type_name -> ether.v1.AgentState
+	37, // 19: ether.v1.ProcessInfo.started_at:type_name -> google.protobuf.Timestamp
+	38, // 20: ether.v1.AgentStatus.info:type_name -> ether.v1.AgentInfo
 	4,  // 21: ether.v1.AgentStatus.spec:type_name -> ether.v1.AgentSpec
 	5,  // 22: ether.v1.AgentStatus.processes:type_name -> ether.v1.ProcessInfo
 	4,  // 23: ether.v1.DeployAgentRequest.spec:type_name -> ether.v1.AgentSpec
 	6,  // 24: ether.v1.DeployAgentResponse.agent:type_name -> ether.v1.AgentStatus
 	6,  // 25: ether.v1.StartAgentResponse.agent:type_name -> ether.v1.AgentStatus
-	34, // 26: ether.v1.StopAgentRequest.grace:type_name -> google.protobuf.Duration
+	35, // 26: ether.v1.StopAgentRequest.grace:type_name -> google.protobuf.Duration
 	6,  // 27: ether.v1.StopAgentResponse.agent:type_name -> ether.v1.AgentStatus
 	6,  // 28: ether.v1.RestartAgentResponse.agent:type_name -> ether.v1.AgentStatus
 	6,  // 29: ether.v1.ScaleAgentResponse.agent:type_name -> ether.v1.AgentStatus
 	5,  // 30: ether.v1.ListProcessesResponse.processes:type_name -> ether.v1.ProcessInfo
-	36, // 31: ether.v1.WatchEventsResponse.time:type_name -> google.protobuf.Timestamp
-	35, // 32: ether.v1.WatchEventsResponse.state:type_name -> ether.v1.AgentState
-	35, // 33: ether.v1.WatchEventsResponse.previous_state:type_name -> ether.v1.AgentState
-	36, // 34: ether.v1.StreamLogsResponse.time:type_name -> google.protobuf.Timestamp
-	33, // 35: ether.v1.StreamLogsResponse.fields:type_name -> google.protobuf.Struct
+	37, // 31: ether.v1.WatchEventsResponse.time:type_name -> google.protobuf.Timestamp
+	36, // 32: ether.v1.WatchEventsResponse.state:type_name -> ether.v1.AgentState
+	36, // 33: ether.v1.WatchEventsResponse.previous_state:type_name -> ether.v1.AgentState
+	37, // 34: ether.v1.StreamLogsResponse.time:type_name -> google.protobuf.Timestamp
+	34, // 35: ether.v1.StreamLogsResponse.fields:type_name -> google.protobuf.Struct
 	27, // 36: ether.v1.GetHostInfoResponse.host:type_name -> ether.v1.HostInfo
-	28, // 37: ether.v1.HostInfo.isolation:type_name -> ether.v1.Isolation
-	36, // 38: ether.v1.HostInfo.started_at:type_name -> google.protobuf.Timestamp
-	30, // 39: ether.v1.Isolation.limits:type_name -> ether.v1.Isolation.LimitsEntry
-	7,  // 40: ether.v1.SupervisorService.DeployAgent:input_type -> ether.v1.DeployAgentRequest
-	9,  // 41: ether.v1.SupervisorService.RemoveAgent:input_type -> ether.v1.RemoveAgentRequest
-	11, // 42: ether.v1.SupervisorService.StartAgent:input_type -> ether.v1.StartAgentRequest
-	13, // 43: ether.v1.SupervisorService.StopAgent:input_type -> ether.v1.StopAgentRequest
-	15, // 44: ether.v1.SupervisorService.RestartAgent:input_type -> ether.v1.RestartAgentRequest
-	17, // 45: ether.v1.SupervisorService.ScaleAgent:input_type -> ether.v1.ScaleAgentRequest
-	19, // 46: ether.v1.SupervisorService.ListProcesses:input_type -> ether.v1.ListProcessesRequest
-	21, // 47: ether.v1.SupervisorService.WatchEvents:input_type -> ether.v1.WatchEventsRequest
-	23, // 48: ether.v1.SupervisorService.StreamLogs:input_type -> ether.v1.StreamLogsRequest
-	25, // 49: ether.v1.SupervisorService.GetHostInfo:input_type -> ether.v1.GetHostInfoRequest
-	8,  // 50: ether.v1.SupervisorService.DeployAgent:output_type -> ether.v1.DeployAgentResponse
-	10, // 51: ether.v1.SupervisorService.RemoveAgent:output_type -> ether.v1.RemoveAgentResponse
-	12, // 52: ether.v1.SupervisorService.StartAgent:output_type -> ether.v1.StartAgentResponse
-	14, // 53: ether.v1.SupervisorService.StopAgent:output_type -> ether.v1.StopAgentResponse
-	16, // 54: ether.v1.SupervisorService.RestartAgent:output_type -> ether.v1.RestartAgentResponse
-	18, // 55: ether.v1.SupervisorService.ScaleAgent:output_type -> ether.v1.ScaleAgentResponse
-	20, // 56: ether.v1.SupervisorService.ListProcesses:output_type -> ether.v1.ListProcessesResponse
-	22, // 57: ether.v1.SupervisorService.WatchEvents:output_type -> ether.v1.WatchEventsResponse
-	24, // 58: ether.v1.SupervisorService.StreamLogs:output_type -> ether.v1.StreamLogsResponse
-	26, // 59: ether.v1.SupervisorService.GetHostInfo:output_type -> ether.v1.GetHostInfoResponse
-	50, // [50:60] is the sub-list for method output_type
-	40, // [40:50] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	29, // 37: ether.v1.HostInfo.isolation:type_name -> ether.v1.Isolation
+	37, // 38: ether.v1.HostInfo.started_at:type_name -> google.protobuf.Timestamp
+	28, // 39: ether.v1.HostInfo.cluster:type_name -> ether.v1.ClusterMembership
+	31, // 40: ether.v1.Isolation.limits:type_name -> ether.v1.Isolation.LimitsEntry
+	7,  // 41: ether.v1.SupervisorService.DeployAgent:input_type -> ether.v1.DeployAgentRequest
+	9,  // 42: ether.v1.SupervisorService.RemoveAgent:input_type -> ether.v1.RemoveAgentRequest
+	11, // 43: ether.v1.SupervisorService.StartAgent:input_type -> ether.v1.StartAgentRequest
+	13, // 44: ether.v1.SupervisorService.StopAgent:input_type -> ether.v1.StopAgentRequest
+	15, // 45: ether.v1.SupervisorService.RestartAgent:input_type -> ether.v1.RestartAgentRequest
+	17, // 46: ether.v1.SupervisorService.ScaleAgent:input_type -> ether.v1.ScaleAgentRequest
+	19, // 47: ether.v1.SupervisorService.ListProcesses:input_type -> ether.v1.ListProcessesRequest
+	21, // 48: ether.v1.SupervisorService.WatchEvents:input_type -> ether.v1.WatchEventsRequest
+	23, // 49: ether.v1.SupervisorService.StreamLogs:input_type -> ether.v1.StreamLogsRequest
+	25, // 50: ether.v1.SupervisorService.GetHostInfo:input_type -> ether.v1.GetHostInfoRequest
+	8,  // 51: ether.v1.SupervisorService.DeployAgent:output_type -> ether.v1.DeployAgentResponse
+	10, // 52: ether.v1.SupervisorService.RemoveAgent:output_type -> ether.v1.RemoveAgentResponse
+	12, // 53: ether.v1.SupervisorService.StartAgent:output_type -> ether.v1.StartAgentResponse
+	14, // 54: ether.v1.SupervisorService.StopAgent:output_type -> ether.v1.StopAgentResponse
+	16, // 55: ether.v1.SupervisorService.RestartAgent:output_type -> ether.v1.RestartAgentResponse
+	18, // 56: ether.v1.SupervisorService.ScaleAgent:output_type -> ether.v1.ScaleAgentResponse
+	20, // 57: ether.v1.SupervisorService.ListProcesses:output_type -> ether.v1.ListProcessesResponse
+	22, // 58: ether.v1.SupervisorService.WatchEvents:output_type -> ether.v1.WatchEventsResponse
+	24, // 59: ether.v1.SupervisorService.StreamLogs:output_type -> ether.v1.StreamLogsResponse
+	26, // 60: ether.v1.SupervisorService.GetHostInfo:output_type -> ether.v1.GetHostInfoResponse
+	51, // [51:61] is the sub-list for method output_type
+	41, // [41:51] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_ether_v1_supervisor_proto_init() }
@@ -2559,7 +2662,7 @@ func file_ether_v1_supervisor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ether_v1_supervisor_proto_rawDesc), len(file_ether_v1_supervisor_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

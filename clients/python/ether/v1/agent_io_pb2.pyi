@@ -81,7 +81,7 @@ class ActionSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., params_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotent: _Optional[bool] = ..., result_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., unusable: _Optional[str] = ...) -> None: ...
 
 class AgentInfo(_message.Message):
-    __slots__ = ("name", "type", "language", "version", "description", "actions", "capabilities", "state", "replicas", "ready_replicas", "in_flight", "queued", "max_concurrency")
+    __slots__ = ("name", "type", "language", "version", "description", "actions", "capabilities", "state", "replicas", "ready_replicas", "in_flight", "queued", "max_concurrency", "hosts")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     LANGUAGE_FIELD_NUMBER: _ClassVar[int]
@@ -95,6 +95,7 @@ class AgentInfo(_message.Message):
     IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     type: AgentType
     language: _common_pb2.Language
@@ -108,7 +109,28 @@ class AgentInfo(_message.Message):
     in_flight: int
     queued: int
     max_concurrency: int
-    def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[AgentType, str]] = ..., language: _Optional[_Union[_common_pb2.Language, str]] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., actions: _Optional[_Iterable[_Union[ActionSpec, _Mapping]]] = ..., capabilities: _Optional[_Iterable[str]] = ..., state: _Optional[_Union[AgentState, str]] = ..., replicas: _Optional[int] = ..., ready_replicas: _Optional[int] = ..., in_flight: _Optional[int] = ..., queued: _Optional[int] = ..., max_concurrency: _Optional[int] = ...) -> None: ...
+    hosts: _containers.RepeatedCompositeFieldContainer[AgentHost]
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[AgentType, str]] = ..., language: _Optional[_Union[_common_pb2.Language, str]] = ..., version: _Optional[str] = ..., description: _Optional[str] = ..., actions: _Optional[_Iterable[_Union[ActionSpec, _Mapping]]] = ..., capabilities: _Optional[_Iterable[str]] = ..., state: _Optional[_Union[AgentState, str]] = ..., replicas: _Optional[int] = ..., ready_replicas: _Optional[int] = ..., in_flight: _Optional[int] = ..., queued: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., hosts: _Optional[_Iterable[_Union[AgentHost, _Mapping]]] = ...) -> None: ...
+
+class AgentHost(_message.Message):
+    __slots__ = ("host", "address", "state", "replicas", "ready_replicas", "in_flight", "queued", "local")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    READY_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    address: str
+    state: AgentState
+    replicas: int
+    ready_replicas: int
+    in_flight: int
+    queued: int
+    local: bool
+    def __init__(self, host: _Optional[str] = ..., address: _Optional[str] = ..., state: _Optional[_Union[AgentState, str]] = ..., replicas: _Optional[int] = ..., ready_replicas: _Optional[int] = ..., in_flight: _Optional[int] = ..., queued: _Optional[int] = ..., local: _Optional[bool] = ...) -> None: ...
 
 class Trace(_message.Message):
     __slots__ = ("root_task_id", "parent_task_id", "depth")

@@ -342,7 +342,7 @@ class GetHostInfoResponse(_message.Message):
     def __init__(self, host: _Optional[_Union[HostInfo, _Mapping]] = ...) -> None: ...
 
 class HostInfo(_message.Message):
-    __slots__ = ("version", "listeners", "auth", "tls", "client_certificates", "isolation", "started_at")
+    __slots__ = ("version", "listeners", "auth", "tls", "client_certificates", "isolation", "started_at", "cluster")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     LISTENERS_FIELD_NUMBER: _ClassVar[int]
     AUTH_FIELD_NUMBER: _ClassVar[int]
@@ -350,6 +350,7 @@ class HostInfo(_message.Message):
     CLIENT_CERTIFICATES_FIELD_NUMBER: _ClassVar[int]
     ISOLATION_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
     version: str
     listeners: _containers.RepeatedScalarFieldContainer[str]
     auth: bool
@@ -357,7 +358,22 @@ class HostInfo(_message.Message):
     client_certificates: bool
     isolation: Isolation
     started_at: _timestamp_pb2.Timestamp
-    def __init__(self, version: _Optional[str] = ..., listeners: _Optional[_Iterable[str]] = ..., auth: _Optional[bool] = ..., tls: _Optional[bool] = ..., client_certificates: _Optional[bool] = ..., isolation: _Optional[_Union[Isolation, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    cluster: ClusterMembership
+    def __init__(self, version: _Optional[str] = ..., listeners: _Optional[_Iterable[str]] = ..., auth: _Optional[bool] = ..., tls: _Optional[bool] = ..., client_certificates: _Optional[bool] = ..., isolation: _Optional[_Union[Isolation, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cluster: _Optional[_Union[ClusterMembership, _Mapping]] = ...) -> None: ...
+
+class ClusterMembership(_message.Message):
+    __slots__ = ("host_name", "advertise", "redis", "degraded", "hosts")
+    HOST_NAME_FIELD_NUMBER: _ClassVar[int]
+    ADVERTISE_FIELD_NUMBER: _ClassVar[int]
+    REDIS_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_FIELD_NUMBER: _ClassVar[int]
+    HOSTS_FIELD_NUMBER: _ClassVar[int]
+    host_name: str
+    advertise: str
+    redis: str
+    degraded: str
+    hosts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, host_name: _Optional[str] = ..., advertise: _Optional[str] = ..., redis: _Optional[str] = ..., degraded: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Isolation(_message.Message):
     __slots__ = ("sandbox_mode", "sandboxed", "bubblewrap", "pid_namespaces", "namespaces", "why_not", "limits")

@@ -15,7 +15,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file ether/v1/agent_io.proto.
  */
 export const file_ether_v1_agent_io: GenFile = /*@__PURE__*/
-  fileDesc("ChdldGhlci92MS9hZ2VudF9pby5wcm90bxIIZXRoZXIudjEitQEKCkFjdGlvblNwZWMSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIuCg1wYXJhbXNfc2NoZW1hGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBISCgppZGVtcG90ZW50GAQgASgIEi4KDXJlc3VsdF9zY2hlbWEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhAKCHVudXNhYmxlGAYgASgJItACCglBZ2VudEluZm8SDAoEbmFtZRgBIAEoCRIhCgR0eXBlGAIgASgOMhMuZXRoZXIudjEuQWdlbnRUeXBlEiQKCGxhbmd1YWdlGAMgASgOMhIuZXRoZXIudjEuTGFuZ3VhZ2USDwoHdmVyc2lvbhgEIAEoCRITCgtkZXNjcmlwdGlvbhgFIAEoCRIlCgdhY3Rpb25zGAYgAygLMhQuZXRoZXIudjEuQWN0aW9uU3BlYxIUCgxjYXBhYmlsaXRpZXMYByADKAkSIwoFc3RhdGUYCCABKA4yFC5ldGhlci52MS5BZ2VudFN0YXRlEhAKCHJlcGxpY2FzGAkgASgFEhYKDnJlYWR5X3JlcGxpY2FzGAogASgFEhEKCWluX2ZsaWdodBgLIAEoBRIOCgZxdWV1ZWQYDCABKAUSFwoPbWF4X2NvbmN1cnJlbmN5GA0gASgFIlYKBVRyYWNlEh0KDHJvb3RfdGFza19pZBgBIAEoCUIHorsYAzCAAhIfCg5wYXJlbnRfdGFza19pZBgCIAEoCUIHorsYAzCAAhINCgVkZXB0aBgDIAEoBSLGAQoLVGFza0NvbnRleHQSHAoLcGFyZW50X3Rhc2sYASABKAlCB6K7GAMwgAISGQoId29ya2Zsb3cYAiABKAlCB6K7GAMwgAISIAoGYnVkZ2V0GAMgASgLMhAuZXRoZXIudjEuQnVkZ2V0Eh8KC3Blcm1pc3Npb25zGAQgAygJQgqiuxgGKOgHMIACEh4KBXRyYWNlGAUgASgLMg8uZXRoZXIudjEuVHJhY2USGwoKc2Vzc2lvbl9pZBgGIAEoCUIHorsYAzCAAiKYAgoKQWdlbnRJbnB1dBIYCgd0YXNrX2lkGAEgASgJQgeiuxgDMIABEhgKBWFnZW50GAIgASgJQgmiuxgFCAEwgAISFwoGYWN0aW9uGAMgASgJQgeiuxgDMIACEicKBnBhcmFtcxgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJgoHY29udGV4dBgFIAEoCzIVLmV0aGVyLnYxLlRhc2tDb250ZXh0EhcKCmlkZW1wb3RlbnQYBiABKAhIAIgBARITCgtwYXJhbXNfanNvbhgHIAEoDBIvCg9vdXRwdXRfZW5jb2RpbmcYCCABKA4yFi5ldGhlci52MS5EYXRhRW5jb2RpbmdCDQoLX2lkZW1wb3RlbnQi7gEKDk91dHB1dE1ldGFkYXRhEisKCGR1cmF0aW9uGAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBGNvc3QYAiABKAESDQoFbW9kZWwYAyABKAkSLgoKc3RhcnRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEaG9zdBgFIAEoCRILCgNwaWQYBiABKAUSDwoHYXR0ZW1wdBgHIAEoBRIOCgZjYWNoZWQYCCABKAgSJgoFZXh0cmEYCSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0ImcKCVRhc2tFcnJvchIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSKAoHZGV0YWlscxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoJcmV0cnlhYmxlGAQgASgIImQKCk5leHRBY3Rpb24SDQoFYWdlbnQYASABKAkSDgoGYWN0aW9uGAIgASgJEicKBnBhcmFtcxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDgoGcmVhc29uGAQgASgJIpgCCgtBZ2VudE91dHB1dBIPCgd0YXNrX2lkGAEgASgJEiQKBnN0YXR1cxgCIAEoDjIULmV0aGVyLnYxLlRhc2tTdGF0dXMSDQoFYWdlbnQYAyABKAkSDgoGYWN0aW9uGAQgASgJEiQKBGRhdGEYBSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSKgoIbWV0YWRhdGEYBiABKAsyGC5ldGhlci52MS5PdXRwdXRNZXRhZGF0YRIiCgVlcnJvchgHIAEoCzITLmV0aGVyLnYxLlRhc2tFcnJvchIqCgxuZXh0X2FjdGlvbnMYCCADKAsyFC5ldGhlci52MS5OZXh0QWN0aW9uEhEKCWRhdGFfanNvbhgJIAEoDCK2AQoRTGlzdEFnZW50c1JlcXVlc3QSHgoJcGFnZV9zaXplGAEgASgFQguiuxgHEAAY6AcgARIbCgpwYWdlX3Rva2VuGAIgASgJQgeiuxgDMIAgEhsKCmNhcGFiaWxpdHkYAyABKAlCB6K7GAMwgAISJAoIbGFuZ3VhZ2UYBCABKA4yEi5ldGhlci52MS5MYW5ndWFnZRIhCgR0eXBlGAUgASgOMhMuZXRoZXIudjEuQWdlbnRUeXBlIlIKEkxpc3RBZ2VudHNSZXNwb25zZRIjCgZhZ2VudHMYASADKAsyEy5ldGhlci52MS5BZ2VudEluZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIioKD0dldEFnZW50UmVxdWVzdBIXCgRuYW1lGAEgASgJQgmiuxgFCAEwgAIiNgoQR2V0QWdlbnRSZXNwb25zZRIiCgVhZ2VudBgBIAEoCzITLmV0aGVyLnYxLkFnZW50SW5mbyI9Cg5FeGVjdXRlUmVxdWVzdBIrCgVpbnB1dBgBIAEoCzIULmV0aGVyLnYxLkFnZW50SW5wdXRCBqK7GAIIASI4Cg9FeGVjdXRlUmVzcG9uc2USJQoGb3V0cHV0GAEgASgLMhUuZXRoZXIudjEuQWdlbnRPdXRwdXQiQwoURXhlY3V0ZVN0cmVhbVJlcXVlc3QSKwoFaW5wdXQYASABKAsyFC5ldGhlci52MS5BZ2VudElucHV0QgaiuxgCCAEiKwoLVGFza1N0YXJ0ZWQSCwoDcGlkGAEgASgFEg8KB2F0dGVtcHQYAiABKAUiQAoMVGFza1Byb2dyZXNzEhAKCHByb2dyZXNzGAEgASgBEg0KBXRvdGFsGAIgASgBEg8KB21lc3NhZ2UYAyABKAkiUgoHVGFza0xvZxINCgVsZXZlbBgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEicKBmZpZWxkcxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QijgIKFUV4ZWN1dGVTdHJlYW1SZXNwb25zZRIQCghzZXF1ZW5jZRgBIAEoAxIPCgd0YXNrX2lkGAIgASgJEigKBHRpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKB3N0YXJ0ZWQYBCABKAsyFS5ldGhlci52MS5UYXNrU3RhcnRlZEgAEioKCHByb2dyZXNzGAUgASgLMhYuZXRoZXIudjEuVGFza1Byb2dyZXNzSAASIAoDbG9nGAYgASgLMhEuZXRoZXIudjEuVGFza0xvZ0gAEicKBm91dHB1dBgHIAEoCzIVLmV0aGVyLnYxLkFnZW50T3V0cHV0SABCBwoFZXZlbnQiXAoLUGlwZVJlcXVlc3QSKwoFaW5wdXQYASABKAsyFC5ldGhlci52MS5BZ2VudElucHV0QgaiuxgCCAESIAoNbWF4X2luX2ZsaWdodBgCIAEoBUIJorsYBRAAGIAIIjUKDFBpcGVSZXNwb25zZRIlCgZvdXRwdXQYASABKAsyFS5ldGhlci52MS5BZ2VudE91dHB1dCJJChFDYW5jZWxUYXNrUmVxdWVzdBIaCgd0YXNrX2lkGAEgASgJQgmiuxgFCAEwgAISGAoGcmVhc29uGAIgASgJQgiiuxgEMICABCInChJDYW5jZWxUYXNrUmVzcG9uc2USEQoJY2FuY2VsbGVkGAEgASgIKnIKClRhc2tTdGF0dXMSGwoXVEFTS19TVEFUVVNfVU5TUEVDSUZJRUQQABIXChNUQVNLX1NUQVRVU19TVUNDRVNTEAESFQoRVEFTS19TVEFUVVNfRVJST1IQAhIXChNUQVNLX1NUQVRVU19QQVJUSUFMEAMqWgoJQWdlbnRUeXBlEhoKFkFHRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIWChJBR0VOVF9UWVBFX0dFTkVSQUwQARIZChVBR0VOVF9UWVBFX0lPX0dBVEVXQVkQAirzAQoKQWdlbnRTdGF0ZRIbChdBR0VOVF9TVEFURV9VTlNQRUNJRklFRBAAEhoKFkFHRU5UX1NUQVRFX0lOU1RBTExJTkcQARIYChRBR0VOVF9TVEFURV9TVEFSVElORxACEhcKE0FHRU5UX1NUQVRFX1JVTk5JTkcQAxIXChNBR0VOVF9TVEFURV9CQUNLT0ZGEAQSGAoUQUdFTlRfU1RBVEVfU1RPUFBJTkcQBRIXChNBR0VOVF9TVEFURV9TVE9QUEVEEAYSFgoSQUdFTlRfU1RBVEVfRVhJVEVEEAcSFQoRQUdFTlRfU1RBVEVfRkFUQUwQCCpfCgxEYXRhRW5jb2RpbmcSHQoZREFUQV9FTkNPRElOR19VTlNQRUNJRklFRBAAEhgKFERBVEFfRU5DT0RJTkdfU1RSVUNUEAESFgoSREFUQV9FTkNPRElOR19KU09OEAIytAMKDkFnZW50SU9TZXJ2aWNlEkcKCkxpc3RBZ2VudHMSGy5ldGhlci52MS5MaXN0QWdlbnRzUmVxdWVzdBocLmV0aGVyLnYxLkxpc3RBZ2VudHNSZXNwb25zZRJBCghHZXRBZ2VudBIZLmV0aGVyLnYxLkdldEFnZW50UmVxdWVzdBoaLmV0aGVyLnYxLkdldEFnZW50UmVzcG9uc2USPgoHRXhlY3V0ZRIYLmV0aGVyLnYxLkV4ZWN1dGVSZXF1ZXN0GhkuZXRoZXIudjEuRXhlY3V0ZVJlc3BvbnNlElIKDUV4ZWN1dGVTdHJlYW0SHi5ldGhlci52MS5FeGVjdXRlU3RyZWFtUmVxdWVzdBofLmV0aGVyLnYxLkV4ZWN1dGVTdHJlYW1SZXNwb25zZTABEjkKBFBpcGUSFS5ldGhlci52MS5QaXBlUmVxdWVzdBoWLmV0aGVyLnYxLlBpcGVSZXNwb25zZSgBMAESRwoKQ2FuY2VsVGFzaxIbLmV0aGVyLnYxLkNhbmNlbFRhc2tSZXF1ZXN0GhwuZXRoZXIudjEuQ2FuY2VsVGFza1Jlc3BvbnNlQpUBCgxjb20uZXRoZXIudjFCDEFnZW50SW9Qcm90b1ABWjZnaXRodWIuY29tL2V0aGVyaG9zdC9ldGhlci9jbGllbnRzL2dvL2V0aGVyL3YxO2V0aGVydjGiAgNFWFiqAghFdGhlci5WMcoCCEV0aGVyXFYx4gIURXRoZXJcVjFcR1BCTWV0YWRhdGHqAglFdGhlcjo6VjFiBnByb3RvMw", [file_ether_v1_common, file_ether_v1_rules, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChdldGhlci92MS9hZ2VudF9pby5wcm90bxIIZXRoZXIudjEitQEKCkFjdGlvblNwZWMSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIuCg1wYXJhbXNfc2NoZW1hGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBISCgppZGVtcG90ZW50GAQgASgIEi4KDXJlc3VsdF9zY2hlbWEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhAKCHVudXNhYmxlGAYgASgJIvQCCglBZ2VudEluZm8SDAoEbmFtZRgBIAEoCRIhCgR0eXBlGAIgASgOMhMuZXRoZXIudjEuQWdlbnRUeXBlEiQKCGxhbmd1YWdlGAMgASgOMhIuZXRoZXIudjEuTGFuZ3VhZ2USDwoHdmVyc2lvbhgEIAEoCRITCgtkZXNjcmlwdGlvbhgFIAEoCRIlCgdhY3Rpb25zGAYgAygLMhQuZXRoZXIudjEuQWN0aW9uU3BlYxIUCgxjYXBhYmlsaXRpZXMYByADKAkSIwoFc3RhdGUYCCABKA4yFC5ldGhlci52MS5BZ2VudFN0YXRlEhAKCHJlcGxpY2FzGAkgASgFEhYKDnJlYWR5X3JlcGxpY2FzGAogASgFEhEKCWluX2ZsaWdodBgLIAEoBRIOCgZxdWV1ZWQYDCABKAUSFwoPbWF4X2NvbmN1cnJlbmN5GA0gASgFEiIKBWhvc3RzGA4gAygLMhMuZXRoZXIudjEuQWdlbnRIb3N0IqsBCglBZ2VudEhvc3QSDAoEaG9zdBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEiMKBXN0YXRlGAMgASgOMhQuZXRoZXIudjEuQWdlbnRTdGF0ZRIQCghyZXBsaWNhcxgEIAEoBRIWCg5yZWFkeV9yZXBsaWNhcxgFIAEoBRIRCglpbl9mbGlnaHQYBiABKAUSDgoGcXVldWVkGAcgASgFEg0KBWxvY2FsGAggASgIIlYKBVRyYWNlEh0KDHJvb3RfdGFza19pZBgBIAEoCUIHorsYAzCAAhIfCg5wYXJlbnRfdGFza19pZBgCIAEoCUIHorsYAzCAAhINCgVkZXB0aBgDIAEoBSLGAQoLVGFza0NvbnRleHQSHAoLcGFyZW50X3Rhc2sYASABKAlCB6K7GAMwgAISGQoId29ya2Zsb3cYAiABKAlCB6K7GAMwgAISIAoGYnVkZ2V0GAMgASgLMhAuZXRoZXIudjEuQnVkZ2V0Eh8KC3Blcm1pc3Npb25zGAQgAygJQgqiuxgGKOgHMIACEh4KBXRyYWNlGAUgASgLMg8uZXRoZXIudjEuVHJhY2USGwoKc2Vzc2lvbl9pZBgGIAEoCUIHorsYAzCAAiKYAgoKQWdlbnRJbnB1dBIYCgd0YXNrX2lkGAEgASgJQgeiuxgDMIABEhgKBWFnZW50GAIgASgJQgmiuxgFCAEwgAISFwoGYWN0aW9uGAMgASgJQgeiuxgDMIACEicKBnBhcmFtcxgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSJgoHY29udGV4dBgFIAEoCzIVLmV0aGVyLnYxLlRhc2tDb250ZXh0EhcKCmlkZW1wb3RlbnQYBiABKAhIAIgBARITCgtwYXJhbXNfanNvbhgHIAEoDBIvCg9vdXRwdXRfZW5jb2RpbmcYCCABKA4yFi5ldGhlci52MS5EYXRhRW5jb2RpbmdCDQoLX2lkZW1wb3RlbnQi7gEKDk91dHB1dE1ldGFkYXRhEisKCGR1cmF0aW9uGAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBGNvc3QYAiABKAESDQoFbW9kZWwYAyABKAkSLgoKc3RhcnRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEaG9zdBgFIAEoCRILCgNwaWQYBiABKAUSDwoHYXR0ZW1wdBgHIAEoBRIOCgZjYWNoZWQYCCABKAgSJgoFZXh0cmEYCSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0ImcKCVRhc2tFcnJvchIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSKAoHZGV0YWlscxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoJcmV0cnlhYmxlGAQgASgIImQKCk5leHRBY3Rpb24SDQoFYWdlbnQYASABKAkSDgoGYWN0aW9uGAIgASgJEicKBnBhcmFtcxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDgoGcmVhc29uGAQgASgJIpgCCgtBZ2VudE91dHB1dBIPCgd0YXNrX2lkGAEgASgJEiQKBnN0YXR1cxgCIAEoDjIULmV0aGVyLnYxLlRhc2tTdGF0dXMSDQoFYWdlbnQYAyABKAkSDgoGYWN0aW9uGAQgASgJEiQKBGRhdGEYBSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSKgoIbWV0YWRhdGEYBiABKAsyGC5ldGhlci52MS5PdXRwdXRNZXRhZGF0YRIiCgVlcnJvchgHIAEoCzITLmV0aGVyLnYxLlRhc2tFcnJvchIqCgxuZXh0X2FjdGlvbnMYCCADKAsyFC5ldGhlci52MS5OZXh0QWN0aW9uEhEKCWRhdGFfanNvbhgJIAEoDCK2AQoRTGlzdEFnZW50c1JlcXVlc3QSHgoJcGFnZV9zaXplGAEgASgFQguiuxgHEAAY6AcgARIbCgpwYWdlX3Rva2VuGAIgASgJQgeiuxgDMIAgEhsKCmNhcGFiaWxpdHkYAyABKAlCB6K7GAMwgAISJAoIbGFuZ3VhZ2UYBCABKA4yEi5ldGhlci52MS5MYW5ndWFnZRIhCgR0eXBlGAUgASgOMhMuZXRoZXIudjEuQWdlbnRUeXBlIlIKEkxpc3RBZ2VudHNSZXNwb25zZRIjCgZhZ2VudHMYASADKAsyEy5ldGhlci52MS5BZ2VudEluZm8SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIioKD0dldEFnZW50UmVxdWVzdBIXCgRuYW1lGAEgASgJQgmiuxgFCAEwgAIiNgoQR2V0QWdlbnRSZXNwb25zZRIiCgVhZ2VudBgBIAEoCzITLmV0aGVyLnYxLkFnZW50SW5mbyI9Cg5FeGVjdXRlUmVxdWVzdBIrCgVpbnB1dBgBIAEoCzIULmV0aGVyLnYxLkFnZW50SW5wdXRCBqK7GAIIASI4Cg9FeGVjdXRlUmVzcG9uc2USJQoGb3V0cHV0GAEgASgLMhUuZXRoZXIudjEuQWdlbnRPdXRwdXQiQwoURXhlY3V0ZVN0cmVhbVJlcXVlc3QSKwoFaW5wdXQYASABKAsyFC5ldGhlci52MS5BZ2VudElucHV0QgaiuxgCCAEiKwoLVGFza1N0YXJ0ZWQSCwoDcGlkGAEgASgFEg8KB2F0dGVtcHQYAiABKAUiQAoMVGFza1Byb2dyZXNzEhAKCHByb2dyZXNzGAEgASgBEg0KBXRvdGFsGAIgASgBEg8KB21lc3NhZ2UYAyABKAkiUgoHVGFza0xvZxINCgVsZXZlbBgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEicKBmZpZWxkcxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QijgIKFUV4ZWN1dGVTdHJlYW1SZXNwb25zZRIQCghzZXF1ZW5jZRgBIAEoAxIPCgd0YXNrX2lkGAIgASgJEigKBHRpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKB3N0YXJ0ZWQYBCABKAsyFS5ldGhlci52MS5UYXNrU3RhcnRlZEgAEioKCHByb2dyZXNzGAUgASgLMhYuZXRoZXIudjEuVGFza1Byb2dyZXNzSAASIAoDbG9nGAYgASgLMhEuZXRoZXIudjEuVGFza0xvZ0gAEicKBm91dHB1dBgHIAEoCzIVLmV0aGVyLnYxLkFnZW50T3V0cHV0SABCBwoFZXZlbnQiXAoLUGlwZVJlcXVlc3QSKwoFaW5wdXQYASABKAsyFC5ldGhlci52MS5BZ2VudElucHV0QgaiuxgCCAESIAoNbWF4X2luX2ZsaWdodBgCIAEoBUIJorsYBRAAGIAIIjUKDFBpcGVSZXNwb25zZRIlCgZvdXRwdXQYASABKAsyFS5ldGhlci52MS5BZ2VudE91dHB1dCJJChFDYW5jZWxUYXNrUmVxdWVzdBIaCgd0YXNrX2lkGAEgASgJQgmiuxgFCAEwgAISGAoGcmVhc29uGAIgASgJQgiiuxgEMICABCInChJDYW5jZWxUYXNrUmVzcG9uc2USEQoJY2FuY2VsbGVkGAEgASgIKnIKClRhc2tTdGF0dXMSGwoXVEFTS19TVEFUVVNfVU5TUEVDSUZJRUQQABIXChNUQVNLX1NUQVRVU19TVUNDRVNTEAESFQoRVEFTS19TVEFUVVNfRVJST1IQAhIXChNUQVNLX1NUQVRVU19QQVJUSUFMEAMqWgoJQWdlbnRUeXBlEhoKFkFHRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIWChJBR0VOVF9UWVBFX0dFTkVSQUwQARIZChVBR0VOVF9UWVBFX0lPX0dBVEVXQVkQAirzAQoKQWdlbnRTdGF0ZRIbChdBR0VOVF9TVEFURV9VTlNQRUNJRklFRBAAEhoKFkFHRU5UX1NUQVRFX0lOU1RBTExJTkcQARIYChRBR0VOVF9TVEFURV9TVEFSVElORxACEhcKE0FHRU5UX1NUQVRFX1JVTk5JTkcQAxIXChNBR0VOVF9TVEFURV9CQUNLT0ZGEAQSGAoUQUdFTlRfU1RBVEVfU1RPUFBJTkcQBRIXChNBR0VOVF9TVEFURV9TVE9QUEVEEAYSFgoSQUdFTlRfU1RBVEVfRVhJVEVEEAcSFQoRQUdFTlRfU1RBVEVfRkFUQUwQCCpfCgxEYXRhRW5jb2RpbmcSHQoZREFUQV9FTkNPRElOR19VTlNQRUNJRklFRBAAEhgKFERBVEFfRU5DT0RJTkdfU1RSVUNUEAESFgoSREFUQV9FTkNPRElOR19KU09OEAIytAMKDkFnZW50SU9TZXJ2aWNlEkcKCkxpc3RBZ2VudHMSGy5ldGhlci52MS5MaXN0QWdlbnRzUmVxdWVzdBocLmV0aGVyLnYxLkxpc3RBZ2VudHNSZXNwb25zZRJBCghHZXRBZ2VudBIZLmV0aGVyLnYxLkdldEFnZW50UmVxdWVzdBoaLmV0aGVyLnYxLkdldEFnZW50UmVzcG9uc2USPgoHRXhlY3V0ZRIYLmV0aGVyLnYxLkV4ZWN1dGVSZXF1ZXN0GhkuZXRoZXIudjEuRXhlY3V0ZVJlc3BvbnNlElIKDUV4ZWN1dGVTdHJlYW0SHi5ldGhlci52MS5FeGVjdXRlU3RyZWFtUmVxdWVzdBofLmV0aGVyLnYxLkV4ZWN1dGVTdHJlYW1SZXNwb25zZTABEjkKBFBpcGUSFS5ldGhlci52MS5QaXBlUmVxdWVzdBoWLmV0aGVyLnYxLlBpcGVSZXNwb25zZSgBMAESRwoKQ2FuY2VsVGFzaxIbLmV0aGVyLnYxLkNhbmNlbFRhc2tSZXF1ZXN0GhwuZXRoZXIudjEuQ2FuY2VsVGFza1Jlc3BvbnNlQpUBCgxjb20uZXRoZXIudjFCDEFnZW50SW9Qcm90b1ABWjZnaXRodWIuY29tL2V0aGVyaG9zdC9ldGhlci9jbGllbnRzL2dvL2V0aGVyL3YxO2V0aGVydjGiAgNFWFiqAghFdGhlci5WMcoCCEV0aGVyXFYx4gIURXRoZXJcVjFcR1BCTWV0YWRhdGHqAglFdGhlcjo6VjFiBnByb3RvMw", [file_ether_v1_common, file_ether_v1_rules, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * ActionSpec describes one action an agent offers.
@@ -176,6 +176,16 @@ export type AgentInfo = Message<"ether.v1.AgentInfo"> & {
    * @generated from field: int32 max_concurrency = 13;
    */
   maxConcurrency: number;
+
+  /**
+   * The hosts of the cluster that run the agent, the answering host first
+   * when it does (docs/cluster.md). Empty on a host without [cluster]. An
+   * agent only other hosts run is listed too: its actions then carry no
+   * schemas, and the fields above describe the agent on the first host.
+   *
+   * @generated from field: repeated ether.v1.AgentHost hosts = 14;
+   */
+  hosts: AgentHost[];
 };
 
 /**
@@ -184,6 +194,77 @@ export type AgentInfo = Message<"ether.v1.AgentInfo"> & {
  */
 export const AgentInfoSchema: GenMessage<AgentInfo> = /*@__PURE__*/
   messageDesc(file_ether_v1_agent_io, 1);
+
+/**
+ * AgentHost is one host of the cluster that runs an agent, with the agent's
+ * state and load there, as its last heartbeat said.
+ *
+ * @generated from message ether.v1.AgentHost
+ */
+export type AgentHost = Message<"ether.v1.AgentHost"> & {
+  /**
+   * The host's name ([cluster] host_name).
+   *
+   * @generated from field: string host = 1;
+   */
+  host: string;
+
+  /**
+   * The gRPC address other hosts reach it at ([cluster] advertise).
+   *
+   * @generated from field: string address = 2;
+   */
+  address: string;
+
+  /**
+   * The agent's lifecycle state on that host.
+   *
+   * @generated from field: ether.v1.AgentState state = 3;
+   */
+  state: AgentState;
+
+  /**
+   * Replicas the agent should run there.
+   *
+   * @generated from field: int32 replicas = 4;
+   */
+  replicas: number;
+
+  /**
+   * Replicas running and accepting tasks there.
+   *
+   * @generated from field: int32 ready_replicas = 5;
+   */
+  readyReplicas: number;
+
+  /**
+   * Tasks running on the agent there.
+   *
+   * @generated from field: int32 in_flight = 6;
+   */
+  inFlight: number;
+
+  /**
+   * Tasks waiting for a free slot there.
+   *
+   * @generated from field: int32 queued = 7;
+   */
+  queued: number;
+
+  /**
+   * The host is the one that answered this call.
+   *
+   * @generated from field: bool local = 8;
+   */
+  local: boolean;
+};
+
+/**
+ * Describes the message ether.v1.AgentHost.
+ * Use `create(AgentHostSchema)` to create a new message.
+ */
+export const AgentHostSchema: GenMessage<AgentHost> = /*@__PURE__*/
+  messageDesc(file_ether_v1_agent_io, 2);
 
 /**
  * Trace places a task in a tree of tasks (an agent calling agents).
@@ -221,7 +302,7 @@ export type Trace = Message<"ether.v1.Trace"> & {
  * Use `create(TraceSchema)` to create a new message.
  */
 export const TraceSchema: GenMessage<Trace> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 2);
+  messageDesc(file_ether_v1_agent_io, 3);
 
 /**
  * TaskContext carries what a task knows of the work around it.
@@ -284,7 +365,7 @@ export type TaskContext = Message<"ether.v1.TaskContext"> & {
  * Use `create(TaskContextSchema)` to create a new message.
  */
 export const TaskContextSchema: GenMessage<TaskContext> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 3);
+  messageDesc(file_ether_v1_agent_io, 4);
 
 /**
  * AgentInput is one task for one agent.
@@ -366,7 +447,7 @@ export type AgentInput = Message<"ether.v1.AgentInput"> & {
  * Use `create(AgentInputSchema)` to create a new message.
  */
 export const AgentInputSchema: GenMessage<AgentInput> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 4);
+  messageDesc(file_ether_v1_agent_io, 5);
 
 /**
  * OutputMetadata is provenance for an AgentOutput: what the host measured
@@ -444,7 +525,7 @@ export type OutputMetadata = Message<"ether.v1.OutputMetadata"> & {
  * Use `create(OutputMetadataSchema)` to create a new message.
  */
 export const OutputMetadataSchema: GenMessage<OutputMetadata> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 5);
+  messageDesc(file_ether_v1_agent_io, 6);
 
 /**
  * TaskError says why a task failed.
@@ -489,7 +570,7 @@ export type TaskError = Message<"ether.v1.TaskError"> & {
  * Use `create(TaskErrorSchema)` to create a new message.
  */
 export const TaskErrorSchema: GenMessage<TaskError> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 6);
+  messageDesc(file_ether_v1_agent_io, 7);
 
 /**
  * NextAction is a follow-up an agent proposes (for workflows and planners).
@@ -531,7 +612,7 @@ export type NextAction = Message<"ether.v1.NextAction"> & {
  * Use `create(NextActionSchema)` to create a new message.
  */
 export const NextActionSchema: GenMessage<NextAction> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 7);
+  messageDesc(file_ether_v1_agent_io, 8);
 
 /**
  * AgentOutput is the result of one task.
@@ -610,7 +691,7 @@ export type AgentOutput = Message<"ether.v1.AgentOutput"> & {
  * Use `create(AgentOutputSchema)` to create a new message.
  */
 export const AgentOutputSchema: GenMessage<AgentOutput> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 8);
+  messageDesc(file_ether_v1_agent_io, 9);
 
 /**
  * ListAgentsRequest is the request of AgentIOService.ListAgents.
@@ -664,7 +745,7 @@ export type ListAgentsRequest = Message<"ether.v1.ListAgentsRequest"> & {
  * Use `create(ListAgentsRequestSchema)` to create a new message.
  */
 export const ListAgentsRequestSchema: GenMessage<ListAgentsRequest> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 9);
+  messageDesc(file_ether_v1_agent_io, 10);
 
 /**
  * ListAgentsResponse is the response of AgentIOService.ListAgents.
@@ -692,7 +773,7 @@ export type ListAgentsResponse = Message<"ether.v1.ListAgentsResponse"> & {
  * Use `create(ListAgentsResponseSchema)` to create a new message.
  */
 export const ListAgentsResponseSchema: GenMessage<ListAgentsResponse> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 10);
+  messageDesc(file_ether_v1_agent_io, 11);
 
 /**
  * GetAgentRequest is the request of AgentIOService.GetAgent.
@@ -714,7 +795,7 @@ export type GetAgentRequest = Message<"ether.v1.GetAgentRequest"> & {
  * Use `create(GetAgentRequestSchema)` to create a new message.
  */
 export const GetAgentRequestSchema: GenMessage<GetAgentRequest> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 11);
+  messageDesc(file_ether_v1_agent_io, 12);
 
 /**
  * GetAgentResponse is the response of AgentIOService.GetAgent.
@@ -735,7 +816,7 @@ export type GetAgentResponse = Message<"ether.v1.GetAgentResponse"> & {
  * Use `create(GetAgentResponseSchema)` to create a new message.
  */
 export const GetAgentResponseSchema: GenMessage<GetAgentResponse> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 12);
+  messageDesc(file_ether_v1_agent_io, 13);
 
 /**
  * ExecuteRequest is the request of AgentIOService.Execute.
@@ -756,7 +837,7 @@ export type ExecuteRequest = Message<"ether.v1.ExecuteRequest"> & {
  * Use `create(ExecuteRequestSchema)` to create a new message.
  */
 export const ExecuteRequestSchema: GenMessage<ExecuteRequest> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 13);
+  messageDesc(file_ether_v1_agent_io, 14);
 
 /**
  * ExecuteResponse is the response of AgentIOService.Execute.
@@ -778,7 +859,7 @@ export type ExecuteResponse = Message<"ether.v1.ExecuteResponse"> & {
  * Use `create(ExecuteResponseSchema)` to create a new message.
  */
 export const ExecuteResponseSchema: GenMessage<ExecuteResponse> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 14);
+  messageDesc(file_ether_v1_agent_io, 15);
 
 /**
  * ExecuteStreamRequest is the request of AgentIOService.ExecuteStream.
@@ -799,7 +880,7 @@ export type ExecuteStreamRequest = Message<"ether.v1.ExecuteStreamRequest"> & {
  * Use `create(ExecuteStreamRequestSchema)` to create a new message.
  */
 export const ExecuteStreamRequestSchema: GenMessage<ExecuteStreamRequest> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 15);
+  messageDesc(file_ether_v1_agent_io, 16);
 
 /**
  * TaskStarted says the host dispatched the task to an agent process.
@@ -827,7 +908,7 @@ export type TaskStarted = Message<"ether.v1.TaskStarted"> & {
  * Use `create(TaskStartedSchema)` to create a new message.
  */
 export const TaskStartedSchema: GenMessage<TaskStarted> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 16);
+  messageDesc(file_ether_v1_agent_io, 17);
 
 /**
  * TaskProgress is a progress report from the agent.
@@ -862,7 +943,7 @@ export type TaskProgress = Message<"ether.v1.TaskProgress"> & {
  * Use `create(TaskProgressSchema)` to create a new message.
  */
 export const TaskProgressSchema: GenMessage<TaskProgress> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 17);
+  messageDesc(file_ether_v1_agent_io, 18);
 
 /**
  * TaskLog is a log record the agent wrote while running the task.
@@ -897,7 +978,7 @@ export type TaskLog = Message<"ether.v1.TaskLog"> & {
  * Use `create(TaskLogSchema)` to create a new message.
  */
 export const TaskLogSchema: GenMessage<TaskLog> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 18);
+  messageDesc(file_ether_v1_agent_io, 19);
 
 /**
  * ExecuteStreamResponse is one event of a running task.
@@ -971,7 +1052,7 @@ export type ExecuteStreamResponse = Message<"ether.v1.ExecuteStreamResponse"> & 
  * Use `create(ExecuteStreamResponseSchema)` to create a new message.
  */
 export const ExecuteStreamResponseSchema: GenMessage<ExecuteStreamResponse> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 19);
+  messageDesc(file_ether_v1_agent_io, 20);
 
 /**
  * PipeRequest is one input of AgentIOService.Pipe.
@@ -1002,7 +1083,7 @@ export type PipeRequest = Message<"ether.v1.PipeRequest"> & {
  * Use `create(PipeRequestSchema)` to create a new message.
  */
 export const PipeRequestSchema: GenMessage<PipeRequest> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 20);
+  messageDesc(file_ether_v1_agent_io, 21);
 
 /**
  * PipeResponse is one output of AgentIOService.Pipe.
@@ -1023,7 +1104,7 @@ export type PipeResponse = Message<"ether.v1.PipeResponse"> & {
  * Use `create(PipeResponseSchema)` to create a new message.
  */
 export const PipeResponseSchema: GenMessage<PipeResponse> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 21);
+  messageDesc(file_ether_v1_agent_io, 22);
 
 /**
  * CancelTaskRequest is the request of AgentIOService.CancelTask.
@@ -1053,7 +1134,7 @@ export type CancelTaskRequest = Message<"ether.v1.CancelTaskRequest"> & {
  * Use `create(CancelTaskRequestSchema)` to create a new message.
  */
 export const CancelTaskRequestSchema: GenMessage<CancelTaskRequest> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 22);
+  messageDesc(file_ether_v1_agent_io, 23);
 
 /**
  * CancelTaskResponse is the response of AgentIOService.CancelTask.
@@ -1075,7 +1156,7 @@ export type CancelTaskResponse = Message<"ether.v1.CancelTaskResponse"> & {
  * Use `create(CancelTaskResponseSchema)` to create a new message.
  */
 export const CancelTaskResponseSchema: GenMessage<CancelTaskResponse> = /*@__PURE__*/
-  messageDesc(file_ether_v1_agent_io, 23);
+  messageDesc(file_ether_v1_agent_io, 24);
 
 /**
  * TaskStatus is how a task ended.

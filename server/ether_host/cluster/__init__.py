@@ -1,0 +1,23 @@
+"""Several hosts on one Redis (docs/cluster.md): the cluster directory, in which every host
+publishes its name, its advertised gRPC address and its agents with their state and load, with
+heartbeats and a time to live; ListAgents and GetAgent read it to show the whole cluster.
+
+Started by the composition root only when ``[cluster] redis_url`` is set; without it nothing
+here runs and redis-py is never imported.
+"""
+
+from ether_host.cluster.membership import Cluster, ClusterError, ClusterSettings, ClusterStatus
+from ether_host.cluster.records import ActionSummary, PublishedAgent
+from ether_host.cluster.view import AgentOnHost, ClusterView, RemoteAgent
+
+__all__ = [
+    "ActionSummary",
+    "AgentOnHost",
+    "Cluster",
+    "ClusterError",
+    "ClusterSettings",
+    "ClusterStatus",
+    "ClusterView",
+    "PublishedAgent",
+    "RemoteAgent",
+]
