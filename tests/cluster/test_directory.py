@@ -142,6 +142,19 @@ def test_a_killed_host_drops_out_of_the_directory(
         doomed.stop()
 
 
+def test_a_host_that_stops_cleanly_leaves_the_directory_at_once(
+    folder: Path, redis_server: RedisServer, host_b: HostProcess
+) -> None:
+    passing = cluster_host(folder, redis_server.url, "d")
+    deploy(passing, AGENTS / "worker", name="only-on-d")
+    published(passing, "only-on-d")
+    assert "only-on-d" in listed(host_b)
+    assert passing.stop() == 0
+    # Its entry is deleted on the way out, not left to expire after dropout.
+    assert "only-on-d" not in listed(host_b)
+    assert "d" not in host_info(host_b).cluster.hosts
+
+
 def test_a_second_host_with_a_taken_name_refuses_to_start(
     folder: Path, redis_server: RedisServer, host_a: HostProcess
 ) -> None:
