@@ -80,7 +80,12 @@ def test_status_json_counts_what_was_deployed(busy_host: HostProcess) -> None:
         "in_flight": 1,
         "queued": 0,
         "restarts": 0,
+        # This host has no HTTP listener, so no /metrics: no task figures, and why.
+        "tasks_ended": None,
+        "p50_seconds": None,
+        "p99_seconds": None,
     }
+    assert "no HTTP listener" in status["metrics_unavailable"]
     assert agents["idle"]["state"] == "STOPPED"
     assert (agents["idle"]["replicas"], agents["idle"]["running"]) == (1, 0)
     assert agents["idle"]["in_flight"] == 0
@@ -100,17 +105,23 @@ def test_status_table_shows_the_agents(busy_host: HostProcess) -> None:
     assert "3 deployed, 2 with a replica running" in lines[1]
     rows = {line.split()[0]: line.split() for line in lines if line.split()[:1] == ["pair"]}
     assert rows["pair"][:4] == ["pair", "RUNNING", "2/2", "1"]
+    assert rows["pair"][6:9] == ["-", "-", "-"]  # TASKS, P50, P99: no /metrics to read
+    assert lines[-1].startswith("TASKS, P50, P99: - (the host has no HTTP listener")
 
 
 def test_top_once_prints_the_agents(busy_host: HostProcess) -> None:
     """`ether top --once`: one refresh as a plain table, every agent with its state and load."""
-    result = ether(busy_host, "top", "--once")
+    result = ether(busy_host, "top", "--once", "--interval", "0.1")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert "3 agents, 2 running, 1 tasks in flight" in lines[0]
     assert lines[1].split()[:3] == ["NAME", "STATE", "RUNNING"]
-    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    rows = {line.split()[0]: line.split() for line in lines[2:-1]}
     assert set(rows) == {"pair", "idle", "bouncer"}
+    # TASKS/S, P50, P99 need the host's /metrics, and this host has no HTTP listener: "-",
+    # and the line under the table says so.
+    assert rows["pair"][6:9] == ["-", "-", "-"]
+    assert lines[-1].startswith("TASKS/S, P50, P99: - (the host has no HTTP listener")
     assert rows["pair"][:4] == ["pair", "RUNNING", "2/2", "1"]
     assert rows["idle"][:3] == ["idle", "STOPPED", "0/1"]
     assert rows["bouncer"][5] == "1"  # RESTARTS

@@ -3,6 +3,11 @@ state, replicas running of those asked for, tasks in flight and queued, and rest
 (ListAgents, ListProcesses), and the terminals and workflow runs open now. A table, or one JSON
 object with ``-o json``. ``ether top`` (top.py) shows the same agents, refreshed.
 
+Beside each agent: the tasks that ended since the host started and their p50/p99 durations,
+read from the host's /metrics (task_metrics.py). One look has no interval, so no rate: tasks per
+second are ``ether top``'s. Without metrics (no HTTP listener, metrics off, a refused token)
+those columns are "-" (null in JSON) and one line says why.
+
 Terminals and runs need rights of their own (terminal.read, workflow.read): a caller without
 them still gets the rest, with those counts left out (null in JSON).
 """
@@ -27,6 +32,14 @@ from ether_host.cli.client import (
     print_table,
     report_rpc_error,
 )
+from ether_host.cli.task_metrics import (
+    MetricsUnavailable,
+    TaskFigures,
+    add_metrics_argument,
+    format_seconds,
+    scrape_host,
+    since_start,
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +62,7 @@ def add_parser(commands: Any) -> None:
     parser.set_defaults(command_parser=parser)
     add_connection_arguments(parser)
     add_output_argument(parser)
+    add_metrics_argument(parser)
 
 
 def agent_rows(agents: Any, supervisor: Any, metadata: Metadata) -> list[AgentRow]:
@@ -167,8 +181,15 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         return report_rpc_error(error, err, "ether status")
     finally:
         channel.close()
+    figures, unavailable = _task_figures(args, host["listeners"])
     if args.output == "json":
-        summary = {"host": host, "agents": [asdict(row) for row in rows], **counts}
+        agents = [{**asdict(row), **_task_fields(figures, row.name)} for row in rows]
+        summary = {
+            "host": host,
+            "agents": agents,
+            **counts,
+            "metrics_unavailable": unavailable,
+        }
         out.write(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
         return EXIT_OK
     out.write(f"host      ether {host['version']}, up {format_uptime(host['uptime_seconds'])}\n")
@@ -182,8 +203,45 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         out.write(f"{label:<10}{shown} {what}\n")
     if rows:
         out.write("\n")
-        print_table(AGENT_HEADER, [agent_cells(row) for row in rows], out)
+        print_table(
+            [*AGENT_HEADER, "TASKS", "P50", "P99"],
+            [[*agent_cells(row), *_task_cells(figures, row.name)] for row in rows],
+            out,
+        )
+        if unavailable is None:
+            out.write("TASKS: ended since the host started; P50, P99: their durations\n")
+        else:
+            out.write(f"TASKS, P50, P99: - ({unavailable})\n")
     return EXIT_OK
+
+
+def _task_figures(
+    args: argparse.Namespace, listeners: list[str]
+) -> tuple[dict[str, TaskFigures] | None, str | None]:
+    """Each agent's tasks since the host started, or None and why they cannot be had."""
+    try:
+        return since_start(scrape_host(args, listeners)), None
+    except MetricsUnavailable as error:
+        return None, str(error)
+
+
+def _task_fields(figures: dict[str, TaskFigures] | None, name: str) -> dict[str, Any]:
+    if figures is None:
+        return {"tasks_ended": None, "p50_seconds": None, "p99_seconds": None}
+    found = figures.get(name)
+    if found is None:  # no task of it has ended on this host
+        return {"tasks_ended": 0, "p50_seconds": None, "p99_seconds": None}
+    return {"tasks_ended": int(found.ended), "p50_seconds": found.p50, "p99_seconds": found.p99}
+
+
+def _task_cells(figures: dict[str, TaskFigures] | None, name: str) -> list[str]:
+    fields = _task_fields(figures, name)
+    ended = fields["tasks_ended"]
+    return [
+        "-" if ended is None else str(ended),
+        format_seconds(fields["p50_seconds"]),
+        format_seconds(fields["p99_seconds"]),
+    ]
 
 
 AGENT_HEADER = ["NAME", "STATE", "RUNNING", "IN FLIGHT", "QUEUED", "RESTARTS"]
