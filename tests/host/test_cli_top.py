@@ -42,8 +42,8 @@ def ether(host: HostProcess, *args: str, token: str = VIEWER) -> subprocess.Comp
 
 @pytest.fixture(scope="module")
 def metrics_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
-    """Metrics on, an HTTP listener, auth on; 'busy' and 'napper' (workers the tests give
-    tasks) and 'quiet' (a worker no test calls)."""
+    """Metrics on, an HTTP listener, auth on; 'busy', 'past' and 'napper' (workers the tests
+    give tasks) and 'quiet' (a worker no test calls)."""
     root = tmp_path_factory.mktemp("top-metrics")
     tokens = root / "tokens"
     tokens.write_text(f"operator {OPERATOR}\nviewer {VIEWER} agent.read\n")
@@ -57,7 +57,7 @@ def metrics_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProce
     )
     try:
         host.wait_serving()
-        for name in ("busy", "quiet", "napper"):
+        for name in ("busy", "past", "quiet", "napper"):
             deploy(host, AGENTS / "worker", name=name, metadata=AUTH)
         yield host
     finally:
@@ -86,10 +86,13 @@ def test_top_shows_tasks_per_second_and_percentiles_of_the_agent_that_ran(
 ) -> None:
     """`ether top --iterations 2`, with a token that may only read, while a thread runs echo
     tasks on 'busy' until top exits: both tables (each over the interval before it) show busy
-    with tasks/s above 0 and p50 <= p99, and quiet with 0 tasks/s and "-" percentiles; the
-    line under each table names the interval."""
+    with tasks/s above 0 and p50 <= p99; 'past', whose 3 tasks all ended before top started,
+    and 'quiet', which never ran one, show 0 tasks/s and "-" percentiles (the figures are the
+    interval's, not the host's lifetime); the line under each table names the interval."""
     host = metrics_host
     run_task(host, "busy", "echo", {"n": 0})  # busy has ended a task before top starts
+    for n in range(3):
+        run_task(host, "past", "echo", {"n": n})
     stop = threading.Event()
     failures: list[BaseException] = []
 
@@ -114,11 +117,12 @@ def test_top_shows_tasks_per_second_and_percentiles_of_the_agent_that_ran(
     for table in tables:
         assert table[1].split()[7:11] == ["TASKS/S", "P50", "P99", "NEW"], table
         rows = {line.split()[0]: line.split() for line in table[2:-1]}
-        assert set(rows) == {"busy", "quiet", "napper"}, table
-        busy, quiet = rows["busy"], rows["quiet"]
+        assert set(rows) == {"busy", "past", "quiet", "napper"}, table
+        busy = rows["busy"]
         assert float(busy[TASKS_PER_S]) > 0, table
         assert 0 < seconds(busy[P50]) <= seconds(busy[P99]), table
-        assert quiet[TASKS_PER_S : P99 + 1] == ["0", "-", "-"], table
+        assert rows["past"][TASKS_PER_S : P99 + 1] == ["0", "-", "-"], table
+        assert rows["quiet"][TASKS_PER_S : P99 + 1] == ["0", "-", "-"], table
         assert re.fullmatch(
             r"TASKS/S, P50, P99: the tasks that ended in the last [0-9.]+s", table[-1]
         ), table
