@@ -6,14 +6,23 @@ why. No wait is on time: a thread keeps the busy agent working for as long as `t
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
+import os
+import pty
 import re
+import select
+import signal
+import struct
 import subprocess
+import termios
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyte
 import pytest
 
 from ether.v1 import agent_io_pb2
@@ -81,6 +90,85 @@ def seconds(cell: str) -> float:
     return float(number) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[unit]
 
 
+class BusyAgent:
+    """A thread running echo tasks on an agent, one after another, until stopped."""
+
+    def __init__(self, host: HostProcess, agent: str) -> None:
+        self._stop = threading.Event()
+        self._failures: list[BaseException] = []
+        self._thread = threading.Thread(target=self._drive, args=(host, agent), daemon=True)
+
+    def _drive(self, host: HostProcess, agent: str) -> None:
+        try:
+            while not self._stop.is_set():
+                run_task(host, agent, "echo", {"n": 1})
+        except BaseException as error:  # reported by the test, not lost in the thread
+            self._failures.append(error)
+
+    def __enter__(self) -> BusyAgent:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=120)
+        assert not self._failures, self._failures
+
+
+def screen_rows(drawn: bytes) -> dict[str, list[str]]:
+    """The rich view's rows as a terminal shows them after ``drawn``: cells by agent name."""
+    screen = pyte.Screen(160, 40)
+    pyte.ByteStream(screen).feed(drawn)
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in screen.display]
+    return {cells[0]: cells for cells in rows if cells and cells[0]}
+
+
+def test_live_view_fills_the_task_columns_from_its_second_refresh(
+    metrics_host: HostProcess,
+) -> None:
+    """`ether top` in a real terminal (a pty), as a user runs it, while 'busy' runs tasks:
+    the first frame shows "-" in busy's task columns and says they come at the next refresh;
+    a later frame shows its tasks/s above 0 and its p50 and p99; Ctrl-C ends it with 0."""
+    host = metrics_host
+    ours, its = pty.openpty()
+    fcntl.ioctl(its, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    with BusyAgent(host, "busy"):
+        top = subprocess.Popen(
+            [str(ETHER), "top", "--interval", "0.5", "--address", host.address],
+            stdin=its,
+            stdout=its,
+            stderr=its,
+            cwd=ROOT,
+            env=os.environ | {"ETHER_TOKEN": VIEWER, "TERM": "xterm"},
+            start_new_session=True,
+        )
+        os.close(its)
+        drawn = b""
+        try:
+            deadline = time.monotonic() + 60
+            while b"the tasks that ended in the last" not in drawn:
+                left = deadline - time.monotonic()
+                assert left > 0 and top.poll() is None, drawn[-2000:]
+                if select.select([ours], [], [], left)[0]:
+                    drawn += os.read(ours, 65536)
+            os.kill(top.pid, signal.SIGINT)
+            assert top.wait(timeout=30) == 0
+        finally:
+            if top.poll() is None:
+                top.kill()
+                top.wait()
+            os.close(ours)
+    first = drawn.index(b"from the next refresh on")
+    assert first < drawn.index(b"the tasks that ended in the last")
+    at_first = screen_rows(drawn[: first + len(b"from the next refresh on")])
+    assert at_first["busy"][6:9] == ["-", "-", "-"], at_first
+    later = screen_rows(drawn)
+    busy = later["busy"]
+    assert float(busy[6]) > 0, later
+    assert 0 < seconds(busy[7]) <= seconds(busy[8]), later
+    assert later["quiet"][6:9] == ["0", "-", "-"], later
+
+
 def test_top_shows_tasks_per_second_and_percentiles_of_the_agent_that_ran(
     metrics_host: HostProcess,
 ) -> None:
@@ -93,24 +181,8 @@ def test_top_shows_tasks_per_second_and_percentiles_of_the_agent_that_ran(
     run_task(host, "busy", "echo", {"n": 0})  # busy has ended a task before top starts
     for n in range(3):
         run_task(host, "past", "echo", {"n": n})
-    stop = threading.Event()
-    failures: list[BaseException] = []
-
-    def drive() -> None:
-        try:
-            while not stop.is_set():
-                run_task(host, "busy", "echo", {"n": 1})
-        except BaseException as error:  # reported by the test, not lost in the thread
-            failures.append(error)
-
-    driver = threading.Thread(target=drive, daemon=True)
-    driver.start()
-    try:
+    with BusyAgent(host, "busy"):
         result = ether(host, "top", "--iterations", "2", "--interval", "1")
-    finally:
-        stop.set()
-        driver.join(timeout=120)
-    assert not failures, failures
     assert result.returncode == 0, result.stderr
     tables = frames(result.stdout)
     assert len(tables) == 2, result.stdout
