@@ -151,13 +151,9 @@ def _tracing(config: HostConfig) -> Tracing | None:
     tracing, no cost) when it is unset (docs/telemetry.md)."""
     if not config.telemetry_otlp_endpoint:
         return None
-    # Imported here: a host without tracing does not load the exporter.
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-    endpoint = config.telemetry_otlp_endpoint
-    exporter = OTLPSpanExporter(endpoint=endpoint, insecure=endpoint.startswith("http://"))
+    # The export runs in a relay child process, started here (telemetry/relay.py).
     provider = build_provider(
-        exporter,
+        config.telemetry_otlp_endpoint,
         service_name=config.telemetry_service_name,
         sample_ratio=config.telemetry_sample_ratio,
         export_delay=config.telemetry_export_delay,
@@ -197,11 +193,13 @@ def build_core(config: HostConfig) -> Core:
         gateway,
         terminals,
         tracing,
-        _cluster(config, supervisor, lifecycle),
+        _cluster(config, supervisor, lifecycle, dispatcher),
     )
 
 
-def _cluster(config: HostConfig, supervisor: Supervisor, lifecycle: Lifecycle) -> Cluster | None:
+def _cluster(
+    config: HostConfig, supervisor: Supervisor, lifecycle: Lifecycle, dispatcher: Dispatcher
+) -> Cluster | None:
     """This host's membership of a cluster (docs/cluster.md), joined once the host is bound;
     None (nothing started, redis-py not imported) when ``[cluster] redis_url`` is unset."""
     if not config.cluster_redis_url:
@@ -213,7 +211,7 @@ def _cluster(config: HostConfig, supervisor: Supervisor, lifecycle: Lifecycle) -
         heartbeat=config.cluster_heartbeat,
         dropout=config.cluster_dropout,
     )
-    return Cluster(settings, supervisor, lifecycle)
+    return Cluster(settings, supervisor, lifecycle, dispatcher)
 
 
 def _services(core: Core) -> list[tuple[Any, Any, Any]]:

@@ -28,7 +28,7 @@ from tests.cluster.support import (
     published,
 )
 from tests.support.agents import AGENTS, deploy
-from tests.support.calls import data, execute
+from tests.support.calls import agent_input, data, execute
 from tests.support.host import ETHER, HostProcess
 from tests.support.redis import RedisServer, redis_server
 
@@ -140,6 +140,53 @@ def test_a_killed_host_drops_out_of_the_directory(
         assert "c" not in host_info(host_b).cluster.hosts
     finally:
         doomed.stop()
+
+
+def pids_of(host: HostProcess, agent: str) -> set[int]:
+    request = supervisor_pb2.ListProcessesRequest(agent=agent)
+    return {p.pid for p in host.supervisor.ListProcesses(request, timeout=30).processes}
+
+
+def task_done(host: HostProcess, task_id: str) -> dict[str, object]:
+    """The log line of a task ``host`` ran for another host, once it ended."""
+    return host.wait_for_log(
+        lambda r: r.get("event") == "cluster task done" and r.get("task_id") == task_id, 30
+    )
+
+
+def test_execute_on_one_host_runs_on_the_host_that_runs_the_agent(
+    host_a: HostProcess, host_b: HostProcess
+) -> None:
+    output = execute(host_b, "only-on-a", "echo", {"from": "b"}, task_id="remote-echo-1")
+    assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS
+    assert data(output) == {"from": "b"}
+    assert output.metadata.pid in pids_of(host_a, "only-on-a")
+    assert task_done(host_a, "remote-echo-1")["code"] == "SUCCESS"
+    # The agent's own errors come back as they are.
+    failed = execute(host_b, "only-on-a", "broken", {"message": "no"})
+    assert (failed.status, failed.error.message) == (agent_io_pb2.TASK_STATUS_ERROR, "no")
+    # A host that runs the agent itself never sends it away: a's worker answers on a.
+    assert execute(host_a, "worker", "echo", {}).metadata.pid in pids_of(host_a, "worker")
+
+
+def test_a_deadline_and_a_cancel_reach_the_other_host(
+    host_a: HostProcess, host_b: HostProcess
+) -> None:
+    with pytest.raises(grpc.RpcError) as raised:
+        execute(host_b, "only-on-a", "nap", {"ms": 60_000}, timeout=2, task_id="remote-late-1")
+    assert raised.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert task_done(host_a, "remote-late-1")["code"] in ("DEADLINE_EXCEEDED", "CANCELLED")
+
+    request = agent_io_pb2.ExecuteRequest(
+        input=agent_input("only-on-a", "nap", {"ms": 60_000}, task_id="remote-cancel-1")
+    )
+    call = host_b.agents.Execute.future(request, timeout=120)
+    host_a.wait_for_log(
+        lambda r: r.get("event") == "cluster task taken" and r.get("task_id") == "remote-cancel-1"
+    )
+    call.cancel()
+    # Ended by the cancel, long before its 60-second nap or its 120-second deadline.
+    assert task_done(host_a, "remote-cancel-1")["code"] == "CANCELLED"
 
 
 def test_a_host_that_stops_cleanly_leaves_the_directory_at_once(

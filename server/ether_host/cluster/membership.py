@@ -19,7 +19,9 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
+from ether_host.agents import Dispatcher, TaskInput, TaskResult
 from ether_host.cluster.records import HOSTS_KEY, HostEntry, PublishedAgent, host_key
+from ether_host.cluster.remote import BLOCK_MS, RemoteTasks
 from ether_host.cluster.view import ClusterView
 from ether_host.config import ConfigError
 from ether_host.lifecycle import Lifecycle
@@ -112,12 +114,18 @@ class Cluster:
     """This host in the cluster directory (docs/cluster.md)."""
 
     def __init__(
-        self, settings: ClusterSettings, supervisor: Supervisor, lifecycle: Lifecycle
+        self,
+        settings: ClusterSettings,
+        supervisor: Supervisor,
+        lifecycle: Lifecycle,
+        dispatcher: Dispatcher,
     ) -> None:
         """``settings`` as configured; ``join`` resolves their defaults once the host is bound."""
         self.settings = settings
         self._supervisor = supervisor
         self._lifecycle = lifecycle
+        self._dispatcher = dispatcher
+        self._remote: RemoteTasks | None = None
         self._instance = secrets.token_hex(8)
         self._redis: Redis | None = None
         self._errors: tuple[type[BaseException], ...] = (OSError,)
@@ -184,6 +192,22 @@ class Cluster:
             )
         self._note_shape(entry)
         await self._read_peers()
+        # Blocking stream reads hold their connection up to BLOCK_MS: a client of their own,
+        # whose reads wait longer than that.
+        streams = Redis.from_url(
+            self.settings.redis_url,
+            socket_connect_timeout=self._timeout,
+            socket_timeout=BLOCK_MS / 1000 + self._timeout + 1,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self._remote = RemoteTasks(
+            name,
+            self._supervisor,
+            self._dispatcher,
+            streams,
+            self._errors,
+            lambda: self._lifecycle.is_stopping,
+        )
         log.info(
             "cluster joined",
             host=name,
@@ -198,6 +222,9 @@ class Cluster:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._follow_agents)
             tg.start_soon(self._wake_at_stop)
+            if self._remote is not None:
+                tg.start_soon(self._remote.serve)
+                tg.start_soon(self._remote.read_replies)
             task_status.started()
             while not self._lifecycle.is_stopping:
                 with anyio.move_on_after(self.settings.heartbeat):
@@ -223,6 +250,18 @@ class Cluster:
         except self._errors as error:
             log.warning("cluster: could not leave the directory", error=str(error))
         await self._close()
+
+    def runs_here(self, agent: str) -> bool:
+        """Whether this host runs ``agent`` (then a call never leaves it)."""
+        return agent in self._supervisor.agents
+
+    async def execute(self, task: TaskInput) -> TaskResult:
+        """Execute ``task`` on another host that runs its agent (docs/cluster.md, "Remote
+        Execute"); as the dispatcher answers on this host when no host runs it."""
+        view = await self.view()
+        if self._remote is None or not view.hosts_of(task.agent):
+            return await self._dispatcher.execute(task)
+        return await self._remote.execute(task)
 
     async def view(self) -> ClusterView:
         """The cluster now: the directory read afresh, or as last read while Redis is out of
@@ -336,6 +375,9 @@ class Cluster:
         self._changed.set()
 
     async def _close(self) -> None:
+        if self._remote is not None:
+            remote, self._remote = self._remote, None
+            await remote.close()
         if self._redis is not None:
             redis, self._redis = self._redis, None
             await redis.aclose()

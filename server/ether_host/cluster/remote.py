@@ -1,0 +1,297 @@
+"""Execute across hosts over Redis Streams (docs/cluster.md, "Remote Execute").
+
+A task for an agent this host does not run goes to the agent's stream ``ether:tasks:<agent>``;
+the hosts that run the agent read it as one consumer group (``ether``), so each task goes to
+one of them, which runs it through its own dispatcher (deadline, budget and queueing as for a
+local call) and answers on the caller's stream ``ether:replies:<host>``. A cancel (the caller
+went away, or its deadline passed) is published on ``ether:cancels``; the host running the task
+cancels it. A host that runs the agent itself never goes through here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import orjson
+import structlog
+
+from ether_host.agents import Budget, Dispatcher, Metadata, TaskErrorInfo, TaskInput, TaskResult
+from ether_host.errors import (
+    DeadlineExceeded,
+    EtherError,
+    InvalidArgument,
+    NotFound,
+    Unavailable,
+)
+from ether_host.reasons import Reason
+from ether_host.supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+log = structlog.get_logger("ether.cluster")
+
+GROUP = "ether"
+CANCELS = "ether:cancels"
+BLOCK_MS = 1000  # a blocking read returns at least this often, to see new agents and the stop
+STREAM_LENGTH = 100_000  # tasks an agent's stream holds at most (entries are deleted once run)
+
+
+def tasks_stream(agent: str) -> str:
+    return f"ether:tasks:{agent}"
+
+
+def replies_stream(host: str) -> str:
+    return f"ether:replies:{host}"
+
+
+def _task_json(task: TaskInput, reply_to: str) -> bytes:
+    value = asdict(task)
+    left = None if task.deadline is None else task.deadline - time.monotonic()
+    value["deadline"] = left  # seconds left: monotonic clocks differ between hosts
+    value["lineage"] = list(task.lineage)
+    return orjson.dumps({"task": value, "reply_to": reply_to})
+
+
+def _task_from(value: dict[str, Any]) -> TaskInput:
+    fields = dict(value)
+    fields["budget"] = Budget(**fields.get("budget", {}))
+    fields["lineage"] = tuple(fields.get("lineage", ()))
+    left = fields.get("deadline")
+    fields["deadline"] = None if left is None else time.monotonic() + float(left)
+    return TaskInput(**fields)
+
+
+def _result_json(result: TaskResult) -> dict[str, Any]:
+    return asdict(result)
+
+
+def _result_from(value: dict[str, Any]) -> TaskResult:
+    fields = dict(value)
+    fields["metadata"] = Metadata(**fields.get("metadata", {}))
+    error = fields.get("error")
+    fields["error"] = None if error is None else TaskErrorInfo(**error)
+    return TaskResult(**fields)
+
+
+_ERRORS: dict[str, type[EtherError]] = {cls.__name__: cls for cls in EtherError.__subclasses__()}
+
+
+def _error_json(error: EtherError) -> dict[str, Any]:
+    return {"class": type(error).__name__, "message": error.message, "reason": error.reason.value}
+
+
+def _error_from(value: dict[str, Any]) -> EtherError:
+    kind = _ERRORS.get(str(value.get("class")), Unavailable)
+    try:
+        reason = Reason(str(value.get("reason")))
+    except ValueError:
+        reason = Reason.AGENT_UNAVAILABLE
+    return kind(str(value.get("message", "")), reason=reason)
+
+
+class RemoteTasks:
+    """Both sides of remote Execute for one host: the caller's (``execute``) and the runner's
+    (``serve``: the consumer of the streams of this host's agents)."""
+
+    def __init__(
+        self,
+        host_name: str,
+        supervisor: Supervisor,
+        dispatcher: Dispatcher,
+        redis: Redis,
+        errors: tuple[type[BaseException], ...],
+        stopping: Callable[[], bool],
+    ) -> None:
+        self._host = host_name
+        self._supervisor = supervisor
+        self._dispatcher = dispatcher
+        self._redis = redis  # its own client: blocking reads hold a connection each
+        self._errors = errors
+        self._stopping = stopping
+        self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._groups: set[str] = set()  # agents' streams whose consumer group exists
+        self._running: set[str] = set()  # task ids this host runs for others
+
+    async def close(self) -> None:
+        await self._redis.aclose()
+
+    # --- the caller's side ---------------------------------------------------------------------
+
+    async def execute(self, task: TaskInput) -> TaskResult:
+        """Run ``task`` on a host that runs its agent; its result, or its EtherError."""
+        task.task_id = task.task_id or f"r-{uuid.uuid4().hex}"
+        if task.task_id in self._waiting:
+            raise InvalidArgument(
+                f"task_id {task.task_id!r} is already running; use another id",
+                reason=Reason.DUPLICATE_TASK_ID,
+            )
+        deadline = task.deadline
+        if task.budget.max_time is not None:
+            deadline = min(deadline or math.inf, time.monotonic() + task.budget.max_time)
+        reply: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[task.task_id] = reply
+        try:
+            try:
+                await self._ensure_group(task.agent)
+                await self._redis.xadd(
+                    tasks_stream(task.agent),
+                    {"task": _task_json(task, replies_stream(self._host))},
+                    maxlen=STREAM_LENGTH,
+                    approximate=True,
+                )
+            except self._errors as error:
+                raise Unavailable(
+                    f"agent {task.agent} runs on other hosts only, and Redis is out of reach: "
+                    f"{error}",
+                    reason=Reason.AGENT_UNAVAILABLE,
+                    retry_after=1.0,
+                ) from None
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            with anyio.move_on_after(math.inf if left is None else left) as waited:
+                answer = await reply
+            if waited.cancelled_caught:
+                await self._cancel(task.task_id, "its deadline passed on the calling host")
+                raise DeadlineExceeded(
+                    f"task {task.task_id} on agent {task.agent} (on another host) did not finish "
+                    "before its deadline",
+                    reason=Reason.TASK_DEADLINE_EXCEEDED,
+                    resource=("task", task.task_id),
+                )
+        except asyncio.CancelledError:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                await self._cancel(task.task_id, "the caller cancelled it")
+            raise
+        finally:
+            self._waiting.pop(task.task_id, None)
+        if "error" in answer:
+            raise _error_from(answer["error"])
+        return _result_from(answer["result"])
+
+    async def _cancel(self, task_id: str, reason: str) -> None:
+        try:
+            await self._redis.publish(CANCELS, orjson.dumps({"task_id": task_id, "reason": reason}))
+        except self._errors as error:
+            log.warning("cluster: could not send a cancel", task_id=task_id, error=str(error))
+
+    async def read_replies(self) -> None:
+        """Hand every reply on this host's stream to the call waiting for it."""
+        stream = replies_stream(self._host)
+        last = f"{int(time.time() * 1000)}-0"  # not the replies of an earlier host of this name
+        while not self._stopping():
+            try:
+                found: Any = await self._redis.xread({stream: last}, count=256, block=BLOCK_MS)
+            except self._errors:
+                await anyio.sleep(BLOCK_MS / 1000)  # Redis away: the heartbeat says degraded
+                continue
+            for _, entries in found or ():
+                for entry_id, fields in entries:
+                    last = entry_id
+                    answer = orjson.loads(fields[b"answer"])
+                    waiting = self._waiting.get(answer.get("task_id", ""))
+                    if waiting is not None and not waiting.done():
+                        waiting.set_result(answer)
+            if found:
+                await self._redis.xtrim(stream, minid=last)
+
+    # --- the runner's side ---------------------------------------------------------------------
+
+    async def _ensure_group(self, agent: str) -> None:
+        if agent in self._groups:
+            return
+        try:
+            await self._redis.xgroup_create(tasks_stream(agent), GROUP, id="$", mkstream=True)
+        except self._errors as error:
+            if "BUSYGROUP" not in str(error):
+                raise
+        self._groups.add(agent)
+
+    async def serve(self) -> None:
+        """Take tasks from the streams of this host's agents until the host stops."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._follow_cancels)
+            while not self._stopping():
+                agents = sorted(self._supervisor.agents)
+                if not agents:
+                    await anyio.sleep(BLOCK_MS / 1000)
+                    continue
+                try:
+                    for agent in agents:
+                        await self._ensure_group(agent)
+                    found: Any = await self._redis.xreadgroup(
+                        GROUP,
+                        self._host,
+                        {tasks_stream(a): ">" for a in agents},
+                        count=64,
+                        block=BLOCK_MS,
+                    )
+                except self._errors:
+                    self._groups.clear()  # a restarted Redis has none of them
+                    await anyio.sleep(BLOCK_MS / 1000)
+                    continue
+                for stream, entries in found or ():
+                    for entry_id, fields in entries:
+                        tg.start_soon(self._run, stream, entry_id, fields)
+            tg.cancel_scope.cancel()
+
+    async def _run(self, stream: Any, entry_id: Any, fields: Any) -> None:
+        message = orjson.loads(fields[b"task"])
+        task = _task_from(message["task"])
+        self._running.add(task.task_id)
+        log.info("cluster task taken", task_id=task.task_id, agent=task.agent)
+        try:
+            if task.deadline is not None and task.deadline <= time.monotonic():
+                raise DeadlineExceeded(
+                    f"task {task.task_id} reached host {self._host} after its deadline",
+                    reason=Reason.TASK_DEADLINE_EXCEEDED,
+                )
+            if task.agent not in self._supervisor.agents:
+                raise NotFound(
+                    f"agent {task.agent!r} is no longer deployed on host {self._host}",
+                    reason=Reason.AGENT_NOT_FOUND,
+                )
+            result = await self._dispatcher.execute(task)
+            answer: dict[str, Any] = {"task_id": task.task_id, "result": _result_json(result)}
+            code = result.status
+        except EtherError as error:
+            answer = {"task_id": task.task_id, "error": _error_json(error)}
+            code = error.code.value
+        finally:
+            self._running.discard(task.task_id)
+        log.info("cluster task done", task_id=task.task_id, agent=task.agent, code=code)
+        try:
+            await self._redis.xadd(
+                message["reply_to"], {"answer": orjson.dumps(answer)}, maxlen=STREAM_LENGTH
+            )
+            await self._redis.xack(stream, GROUP, entry_id)
+            await self._redis.xdel(stream, entry_id)
+        except self._errors as error:
+            log.warning("cluster: could not answer a task", task_id=task.task_id, error=str(error))
+
+    async def _follow_cancels(self) -> None:
+        while not self._stopping():
+            try:
+                async with self._redis.pubsub() as pubsub:
+                    await pubsub.subscribe(CANCELS)
+                    while not self._stopping():
+                        message = await pubsub.get_message(
+                            ignore_subscribe_messages=True, timeout=BLOCK_MS / 1000
+                        )
+                        if message is not None:
+                            self._cancel_here(orjson.loads(message["data"]))
+            except self._errors:
+                await anyio.sleep(BLOCK_MS / 1000)
+
+    def _cancel_here(self, order: dict[str, Any]) -> None:
+        task_id = str(order.get("task_id", ""))
+        if task_id in self._running:
+            with contextlib.suppress(EtherError):  # it ended meanwhile
+                self._dispatcher.cancel(task_id, f"{order.get('reason', '')} (on another host)")
