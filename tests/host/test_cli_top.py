@@ -26,9 +26,11 @@ import pyte
 import pytest
 
 from ether.v1 import agent_io_pb2
-from ether_host.cli.task_metrics import histogram_quantile
+from ether_host.cli.task_metrics import histogram_quantile, metrics_url
+from tests.host._support import Host
 from tests.support.agents import AGENTS, deploy
 from tests.support.calls import agent_input
+from tests.support.certs import Authority
 from tests.support.host import ETHER, ROOT, HostProcess
 
 OPERATOR = "operator-token-for-tests"
@@ -253,6 +255,33 @@ def test_metrics_off_leaves_the_task_columns_empty_and_says_why(tmp_path: Path) 
         assert host.stop() == 0
 
 
+def test_status_reads_metrics_over_tls_with_the_token(tmp_path: Path) -> None:
+    """A host serving TLS (so its HTTP listener is https) with auth on: `ether status
+    --tls-ca --token` reads /metrics over https, trusting the CA its gRPC calls trust and
+    sending their token."""
+    authority = Authority(tmp_path, "ether")
+    server = authority.issue("server", "ether host", server=True)
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"viewer {VIEWER} agent.read\n")
+    tokens.chmod(0o600)
+    host = Host(
+        "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+        "--state-dir", str(tmp_path / "state"), "--log-format", "json",
+        "--auth-tokens-file", str(tokens),
+        "--tls-cert", str(server.cert), "--tls-key", str(server.key),
+        env={"ETHER_TELEMETRY_METRICS": "true"},
+    )  # fmt: skip
+    try:
+        record = host.wait_for_log(lambda r: r.get("event") == "serving", 60)
+        host.address = record["addresses"][0]
+        assert record["http"].startswith("https://")
+        result = ether(host, "status", "-o", "json", "--tls-ca", str(authority.pem))
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["metrics_unavailable"] is None
+    finally:
+        assert host.stop() == 0
+
+
 def test_quantiles_interpolate_as_prometheus_does() -> None:
     """histogram_quantile's rules: linear within the bucket holding the rank, the first bucket
     starting at 0, the +Inf bucket giving the largest finite bound, nothing for no tasks."""
@@ -264,3 +293,21 @@ def test_quantiles_interpolate_as_prometheus_does() -> None:
     assert histogram_quantile(0.99, buckets) == pytest.approx(0.1 + 0.4 * (5.9 / 6))
     assert histogram_quantile(0.99, ((0.1, 0.0), (1.0, 1.0), (inf, 3.0))) == 1.0
     assert histogram_quantile(0.5, ((0.1, 0.0), (inf, 0.0))) is None
+
+
+def test_the_metrics_url_is_the_http_listener_the_host_names() -> None:
+    """GetHostInfo's http(s) listener plus /metrics; one on every address is reached on the host
+    the command dials (loopback for a Unix socket); none without an HTTP listener."""
+    assert metrics_url(["127.0.0.1:50051", "https://10.0.0.5:8443"], "10.0.0.5:50051") == (
+        "https://10.0.0.5:8443/metrics"
+    )
+    assert metrics_url(["0.0.0.0:50051", "http://0.0.0.0:8080"], "box.example:50051") == (
+        "http://box.example:8080/metrics"
+    )
+    assert metrics_url(["[::]:50051", "http://[::]:8080"], "[::1]:50051") == (
+        "http://[::1]:8080/metrics"
+    )
+    assert metrics_url(["unix:/run/ether.sock", "http://0.0.0.0:8080"], "unix:/run/ether.sock") == (
+        "http://127.0.0.1:8080/metrics"
+    )
+    assert metrics_url(["127.0.0.1:50051"], "127.0.0.1:50051") is None

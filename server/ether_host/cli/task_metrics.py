@@ -113,11 +113,10 @@ class MetricsReader:
             raise MetricsUnavailable(
                 f"{url} answered 404: the host's metrics are off ([telemetry] metrics = true)"
             )
-        if answer.status_code in (401, 403):
-            raise MetricsUnavailable(
-                f"{url} answered {answer.status_code}: the token may not read metrics "
-                "(they need agent.read)"
-            )
+        if answer.status_code == 401:  # the HTTP listener knows callers by token only
+            raise MetricsUnavailable(f"{url} answered 401: it needs a token with agent.read")
+        if answer.status_code == 403:
+            raise MetricsUnavailable(f"{url} answered 403: the token lacks agent.read")
         if answer.status_code != 200:
             raise MetricsUnavailable(f"{url} answered {answer.status_code}")
         at = time.monotonic()
