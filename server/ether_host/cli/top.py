@@ -8,7 +8,8 @@ The task figures come from the host's /metrics (task_metrics.py), scraped at eve
 rate needs two scrapes. The live view draws its first frame at once, with "-" until the next
 refresh; a plain table is printed for good, so each one shows the interval before it: the
 first is printed one ``--interval`` after a first scrape (``--once`` takes that long, as
-``docker stats --no-stream`` does). Without metrics the columns are "-" and a line says why.
+``docker stats --no-stream`` does). Without metrics the columns are "-", a line says why, and
+the first table comes at once.
 """
 
 from __future__ import annotations
@@ -111,10 +112,12 @@ class _Sampler:
         except MetricsUnavailable as error:
             return str(error)
 
-    def prime(self) -> None:
-        """A first scrape, so that the next sample has an interval to show."""
+    def prime(self) -> bool:
+        """A first scrape, so that the next sample has an interval to show; False when the
+        host's metrics cannot be read (there is no interval worth waiting for)."""
         scraped = self._scrape(host_summary(self._supervisor, self._metadata)["listeners"])
         self._last_scrape = scraped if isinstance(scraped, Scrape) else None
+        return self._last_scrape is not None
 
     def sample(self) -> _Frame:
         host = host_summary(self._supervisor, self._metadata)
@@ -186,11 +189,14 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
 
 
 def _print_frames(sampler: _Sampler, iterations: int, interval: float, out: TextIO) -> int:
-    """Plain tables, one per refresh after a first scrape, a blank line between them."""
-    sampler.prime()
+    """Plain tables, one per refresh after a first scrape, a blank line between them. Without
+    metrics the first table comes at once: its other columns are the load now."""
+    wait = sampler.prime()
     done = 0
     while True:
-        time.sleep(interval)
+        if wait:
+            time.sleep(interval)
+        wait = True
         frame = sampler.sample()
         if done:
             out.write("\n")
