@@ -185,9 +185,12 @@ class RemoteTasks:
     async def read_replies(self) -> None:
         """Hand every reply on this host's stream to the call waiting for it."""
         stream = replies_stream(self._host)
-        last = f"{int(time.time() * 1000)}-0"  # not the replies of an earlier host of this name
+        last = ""  # read from the stream's end as first seen: not an earlier namesake's replies
         while not self._stopping():
             try:
+                if not last:
+                    newest: Any = await self._redis.xrevrange(stream, count=1)
+                    last = newest[0][0] if newest else "0-0"
                 found: Any = await self._redis.xread({stream: last}, count=256, block=BLOCK_MS)
             except self._errors:
                 await anyio.sleep(BLOCK_MS / 1000)  # Redis away: the heartbeat says degraded
