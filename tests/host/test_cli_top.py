@@ -230,10 +230,13 @@ def test_status_counts_tasks_since_start_with_their_percentiles(
     assert rows["quiet"][6:9] == ["0", "-", "-"], table.stdout
 
 
-def test_metrics_off_leaves_the_task_columns_empty_and_says_why(tmp_path: Path) -> None:
+def test_metrics_off_leaves_the_task_columns_empty_and_says_why(
+    tmp_path: Path, metrics_host: HostProcess
+) -> None:
     """A host with an HTTP listener but metrics off (its /metrics answers 404): top and status
     still show the agents, exit 0, with "-" in the task columns and a line naming the 404 and
-    the setting that turns metrics on; top's table comes without waiting for an interval."""
+    the setting that turns metrics on; top's table comes without waiting for an interval.
+    Pointed (--metrics-url) at a host with auth on, without a token: the 401, said so."""
     host = HostProcess(tmp_path / "state", http=True)
     try:
         host.wait_serving()
@@ -252,6 +255,13 @@ def test_metrics_off_leaves_the_task_columns_empty_and_says_why(tmp_path: Path) 
         summary = json.loads(status.stdout)
         assert "answered 404" in summary["metrics_unavailable"]
         assert summary["agents"][0]["tasks_ended"] is None
+
+        elsewhere = f"{metrics_host.http_address}/metrics"
+        refused = ether(host, "status", "--metrics-url", elsewhere, token="")
+        assert refused.returncode == 0, refused.stderr
+        assert refused.stdout.splitlines()[-1] == (
+            f"TASKS, P50, P99: - ({elsewhere} answered 401: it needs a token with agent.read)"
+        )
     finally:
         assert host.stop() == 0
 
