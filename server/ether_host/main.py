@@ -151,13 +151,9 @@ def _tracing(config: HostConfig) -> Tracing | None:
     tracing, no cost) when it is unset (docs/telemetry.md)."""
     if not config.telemetry_otlp_endpoint:
         return None
-    # Imported here: a host without tracing does not load the exporter.
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-    endpoint = config.telemetry_otlp_endpoint
-    exporter = OTLPSpanExporter(endpoint=endpoint, insecure=endpoint.startswith("http://"))
+    # The export runs in a relay child process, started here (telemetry/relay.py).
     provider = build_provider(
-        exporter,
+        config.telemetry_otlp_endpoint,
         service_name=config.telemetry_service_name,
         sample_ratio=config.telemetry_sample_ratio,
         export_delay=config.telemetry_export_delay,

@@ -28,7 +28,6 @@ from ether_host import __version__
 
 if TYPE_CHECKING:  # the SDK is loaded only when tracing is on (build_provider)
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SpanExporter
 
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
@@ -39,15 +38,20 @@ MAX_PAYLOAD_CHARS = 4096
 
 
 def build_provider(
-    exporter: SpanExporter, *, service_name: str, sample_ratio: float, export_delay: float
+    endpoint: str, *, service_name: str, sample_ratio: float, export_delay: float
 ) -> TracerProvider:
     """A provider that samples ``sample_ratio`` of the traces the host starts (and follows the
     caller's decision for the ones it continues) and exports in batches every
-    ``export_delay`` seconds."""
+    ``export_delay`` seconds over OTLP/gRPC to ``endpoint``, through a relay child process
+    (relay.py: the OTLP encoding is too costly to run beside the event loop)."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    from ether_host.telemetry.relay import RelayExporter
+
+    exporter = RelayExporter(endpoint, insecure=endpoint.startswith("http://"))
 
     provider = TracerProvider(
         resource=Resource.create({"service.name": service_name, "service.version": __version__}),
