@@ -18,6 +18,8 @@ relay given up (the child killed), and the log says so once.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import select
 import subprocess
@@ -41,20 +43,28 @@ WRITE_BUDGET = 2.0
 # At the host's stop: the child's own final export is bounded (relay_child.FINAL_BUDGET), so
 # a child still running past this is stuck and killed.
 STOP_BUDGET = 5.0
+PIPE_SIZE = 1 << 20  # Linux's default most for a pipe (fs.pipe-max-size)
 _LEVELS = {"debug", "info", "warning", "error", "critical"}
 
 
-def _attributes(attributes: Any) -> dict[str, Any] | None:
-    return dict(attributes) if attributes else None
+def _attributes(found: Any) -> Any:
+    """A span's attributes as something orjson writes. An ended span's are a BoundedAttributes
+    that no one changes any more: its plain dict is read as it is (the SDK's own field; copying
+    through the Mapping interface was a quarter of this module's cost per span), anything
+    else is copied."""
+    if not found:
+        return None
+    inner = getattr(found, "_dict", None)
+    return inner if type(inner) is dict else dict(found)
 
 
 def _context(context: Any) -> list[Any]:
-    """A SpanContext as [trace_id, span_id, flags, tracestate, is_remote] (ids in hex: a
-    trace id has 128 bits, more than JSON numbers keep)."""
+    """A SpanContext as [trace_id, span_id, flags, tracestate, is_remote]: the trace id in hex
+    (128 bits, more than a JSON number keeps), the span id as a number (64 bits)."""
     state = context.trace_state
     return [
         format(context.trace_id, "032x"),
-        format(context.span_id, "016x"),
+        context.span_id,
         int(context.trace_flags),
         state.to_header() if state else "",
         context.is_remote,
@@ -62,21 +72,25 @@ def _context(context: Any) -> list[Any]:
 
 
 def plain(span: ReadableSpan, scope: int) -> list[Any]:
-    """One ended span as the plain list relay_child.rebuild reads back (same order)."""
+    """One ended span as the plain list relay_child.rebuild reads back (same order). Its
+    parent is in the same trace: only the parent's span id and whether it came from another
+    process are sent (what OTLP records of it)."""
     parent = span.parent
     status = span.status
+    events = span.events
+    links = span.links
     return [
         _context(span.context),
-        None if parent is None else _context(parent),
+        None if parent is None else [parent.span_id, parent.is_remote],
         span.name,
         span.kind.value,
         span.start_time,
         span.end_time,
-        _attributes(span.attributes),
+        _attributes(span._attributes),  # read-only, see _attributes
         status.status_code.value,
         status.description,
-        [[e.name, e.timestamp, _attributes(e.attributes)] for e in span.events] or None,
-        [[_context(k.context), _attributes(k.attributes)] for k in span.links] or None,
+        [[e.name, e.timestamp, _attributes(e.attributes)] for e in events] if events else None,
+        [[_context(k.context), _attributes(k.attributes)] for k in links] if links else None,
         scope,
     ]
 
@@ -98,6 +112,10 @@ class RelayExporter(SpanExporter):
         assert self._child.stdin is not None and self._child.stderr is not None
         self._stdin = self._child.stdin.fileno()
         os.set_blocking(self._stdin, False)  # a write waits WRITE_BUDGET at most (select)
+        # A whole batch (512 spans, some 150 kB) in one write, not in 64 kB pieces each waiting
+        # for the child to read; where the kernel refuses, the default size works as well.
+        with contextlib.suppress(OSError, AttributeError):
+            fcntl.fcntl(self._stdin, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
         self._resource: object = None  # the Resource last sent: it is sent once, not per span
         self._lost = False  # the relay was given up: spans are dropped from then on
         self._lock = threading.Lock()  # export (the BSP's thread) against shutdown (the stop's)

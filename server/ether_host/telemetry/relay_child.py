@@ -64,7 +64,7 @@ def _context(fields: list[Any]) -> SpanContext:
     trace_id, span_id, flags, state, is_remote = fields
     return SpanContext(
         int(trace_id, 16),
-        int(span_id, 16),
+        span_id,
         is_remote=is_remote,
         trace_flags=TraceFlags(flags),
         trace_state=TraceState.from_header([state]) if state else None,
@@ -75,10 +75,11 @@ def rebuild(row: list[Any], resource: Resource, scopes: list[InstrumentationScop
     """A span as relay.plain wrote it (same order), back as the SDK's ReadableSpan."""
     (context, parent, name, kind, start, end, attributes) = row[:7]
     (code, description, events, links, scope) = row[7:]
+    own = _context(context)
     return ReadableSpan(
         name,
-        context=_context(context),
-        parent=None if parent is None else _context(parent),
+        context=own,
+        parent=None if parent is None else SpanContext(own.trace_id, parent[0], parent[1]),
         resource=resource,
         attributes=attributes,
         events=[Event(n, a, timestamp=t) for n, t, a in events or ()],
