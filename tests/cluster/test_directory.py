@@ -161,6 +161,7 @@ def test_execute_on_one_host_runs_on_the_host_that_runs_the_agent(
     assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS
     assert data(output) == {"from": "b"}
     assert output.metadata.pid in pids_of(host_a, "only-on-a")
+    assert output.metadata.host == "a"  # the host's name in the cluster, where it ran
     assert task_done(host_a, "remote-echo-1")["code"] == "SUCCESS"
     # The agent's own errors come back as they are.
     failed = execute(host_b, "only-on-a", "broken", {"message": "no"})

@@ -26,6 +26,7 @@ import structlog
 
 from ether_host.agents.calls import CallHandler, HostCalls
 from ether_host.agents.model import Metadata, TaskEvent, TaskInput, TaskResult
+from ether_host.agents.other_hosts import OtherHosts
 from ether_host.agents.results import answered_its_deadline, task_result
 from ether_host.agents.validation import check_budget, check_params, check_task_id, resolve_action
 from ether_host.background import start_detached
@@ -114,7 +115,11 @@ class Dispatcher:
         self.task_ended: Callable[[str, str, str, float], None] | None = None
         self._calls = HostCalls(supervisor, self._caller, tracing)
         self._calls.register("agent.call", self._agent_call)
-        self._host = platform.node()
+        # What metadata.host says: the machine, or the host's name in its cluster (set at join).
+        self.host_name = platform.node()
+        # Set by the cluster when this host is in one: where a task for an agent this host
+        # does not run goes. None on a single host.
+        self.other_hosts: OtherHosts | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         supervisor.serve_calls_with(self._calls.handle)
 
@@ -135,7 +140,12 @@ class Dispatcher:
 
     async def execute(self, task: TaskInput, on_event: EventSink | None = None) -> TaskResult:
         """Run a task to its end. A task that ran and failed is a TaskResult with status ERROR."""
-        agent = self.supervisor.get(task.agent)
+        try:
+            agent = self.supervisor.get(task.agent)
+        except NotFound:
+            if self.other_hosts is None:
+                raise
+            return await self._execute_elsewhere(task, self.other_hosts, on_event)
         check_budget(task.budget)
         if task.task_id:
             check_task_id(task.task_id)
@@ -213,6 +223,37 @@ class Dispatcher:
                 self._task_failed(agent, record, action, raised)
             if record.span is not None and tracing is not None:
                 tracing.end_task(record.span, result, raised)
+
+    async def _execute_elsewhere(
+        self, task: TaskInput, other_hosts: OtherHosts, on_event: EventSink | None
+    ) -> TaskResult:
+        """Run a task for an agent this host does not run on a host that does. Held in
+        ``_running`` as a local task is, so CancelTask here cancels it there."""
+        check_budget(task.budget)
+        if task.task_id:
+            check_task_id(task.task_id)
+        else:
+            task.task_id = new_task_id()
+        if task.task_id in self._running:
+            raise InvalidArgument(
+                f"task_id {task.task_id!r} is already running; use another id",
+                reason=Reason.DUPLICATE_TASK_ID,
+            )
+        task.root_task = task.root_task or task.task_id
+        record = RunningTask(task, agent=task.agent, deadline=task.deadline)
+        record.owner = asyncio.current_task()
+        self._running[task.task_id] = record
+        try:
+            return await other_hosts.execute_elsewhere(task, on_event)
+        except asyncio.CancelledError:
+            if record.cancel_reason and record.owner is not None and record.owner.uncancel() == 0:
+                raise Cancelled(
+                    f"task {task.task_id} was cancelled: {record.cancel_reason}",
+                    reason=Reason.TASK_CANCELLED,
+                ) from None
+            raise
+        finally:
+            self._running.pop(task.task_id, None)
 
     def _task_failed(
         self,
@@ -350,7 +391,7 @@ class Dispatcher:
             metadata = Metadata(
                 duration=time.monotonic() - clock,
                 started_at=started,
-                host=self._host,
+                host=self.host_name,
                 pid=replica.pid,
                 attempt=attempt,
             )

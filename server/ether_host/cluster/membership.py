@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -19,12 +20,14 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
-from ether_host.agents import Dispatcher, TaskInput, TaskResult
+from ether_host.agents import Dispatcher, TaskEvent, TaskInput, TaskResult
 from ether_host.cluster.records import HOSTS_KEY, HostEntry, PublishedAgent, host_key
 from ether_host.cluster.remote import BLOCK_MS, RemoteTasks
 from ether_host.cluster.view import ClusterView
 from ether_host.config import ConfigError
+from ether_host.errors import NotFound
 from ether_host.lifecycle import Lifecycle
+from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
 
 if TYPE_CHECKING:
@@ -200,6 +203,7 @@ class Cluster:
             socket_timeout=BLOCK_MS / 1000 + self._timeout + 1,
             retry=Retry(NoBackoff(), 0),
         )
+        self._dispatcher.host_name = name  # metadata.host: this host's name in the cluster
         self._remote = RemoteTasks(
             name,
             self._supervisor,
@@ -208,6 +212,7 @@ class Cluster:
             self._errors,
             lambda: self._lifecycle.is_stopping,
         )
+        self._dispatcher.other_hosts = self  # tasks for agents only other hosts run go there
         log.info(
             "cluster joined",
             host=name,
@@ -251,17 +256,23 @@ class Cluster:
             log.warning("cluster: could not leave the directory", error=str(error))
         await self._close()
 
-    def runs_here(self, agent: str) -> bool:
-        """Whether this host runs ``agent`` (then a call never leaves it)."""
-        return agent in self._supervisor.agents
-
-    async def execute(self, task: TaskInput) -> TaskResult:
-        """Execute ``task`` on another host that runs its agent (docs/cluster.md, "Remote
-        Execute"); as the dispatcher answers on this host when no host runs it."""
+    async def execute_elsewhere(
+        self, task: TaskInput, on_event: Callable[[TaskEvent], None] | None
+    ) -> TaskResult:
+        """Run ``task`` on another host that runs its agent (docs/cluster.md, "Tasks across
+        hosts"): the dispatcher asks when this host does not run it (agents/other_hosts.py)."""
         view = await self.view()
         if self._remote is None or not view.hosts_of(task.agent):
-            return await self._dispatcher.execute(task)
-        return await self._remote.execute(task)
+            raise NotFound(
+                f"agent {task.agent!r} is not deployed on any host of the cluster",
+                reason=Reason.AGENT_NOT_FOUND,
+                resource=("agent", task.agent),
+            )
+        return await self._remote.execute(task, on_event)
+
+    async def actions_elsewhere(self) -> dict[str, list[str]]:
+        """The agents only other hosts run, with their actions' names, read afresh."""
+        return (await self.view()).actions_elsewhere()
 
     async def view(self) -> ClusterView:
         """The cluster now: the directory read afresh, or as last read while Redis is out of
@@ -375,6 +386,7 @@ class Cluster:
         self._changed.set()
 
     async def _close(self) -> None:
+        self._dispatcher.other_hosts = None
         if self._remote is not None:
             remote, self._remote = self._remote, None
             await remote.close()

@@ -1,11 +1,12 @@
-"""Execute across hosts over Redis Streams (docs/cluster.md, "Remote Execute").
+"""Tasks across hosts over Redis Streams (docs/cluster.md, "Tasks across hosts").
 
 A task for an agent this host does not run goes to the agent's stream ``ether:tasks:<agent>``;
 the hosts that run the agent read it as one consumer group (``ether``), so each task goes to
 one of them, which runs it through its own dispatcher (deadline, budget and queueing as for a
-local call) and answers on the caller's stream ``ether:replies:<host>``. A cancel (the caller
+local call) and answers on the caller's stream ``ether:replies:<host>``, after the task's
+events (started, progress, log) when the caller follows them (ExecuteStream). A cancel (the caller
 went away, or its deadline passed) is published on ``ether:cancels``; the host running the task
-cancels it. A host that runs the agent itself never goes through here.
+cancels it. The dispatcher comes here only for an agent its own host does not run.
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ import anyio
 import orjson
 import structlog
 
-from ether_host.agents import Budget, Dispatcher, Metadata, TaskErrorInfo, TaskInput, TaskResult
+from ether_host.agents import (
+    Budget,
+    Dispatcher,
+    Metadata,
+    TaskErrorInfo,
+    TaskEvent,
+    TaskInput,
+    TaskResult,
+)
 from ether_host.errors import (
     DeadlineExceeded,
     EtherError,
@@ -53,12 +62,14 @@ def replies_stream(host: str) -> str:
     return f"ether:replies:{host}"
 
 
-def _task_json(task: TaskInput, reply_to: str) -> bytes:
+def _task_json(task: TaskInput, reply_to: str, events: bool) -> bytes:
+    """The task as it travels: with its budget and its place in the task tree (root, parent,
+    depth and lineage: depth limits and re-entrant calls hold across hosts)."""
     value = asdict(task)
     left = None if task.deadline is None else task.deadline - time.monotonic()
     value["deadline"] = left  # seconds left: monotonic clocks differ between hosts
     value["lineage"] = list(task.lineage)
-    return orjson.dumps({"task": value, "reply_to": reply_to})
+    return orjson.dumps({"task": value, "reply_to": reply_to, "events": events})
 
 
 def _task_from(value: dict[str, Any]) -> TaskInput:
@@ -118,6 +129,7 @@ class RemoteTasks:
         self._errors = errors
         self._stopping = stopping
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._sinks: dict[str, Callable[[TaskEvent], None]] = {}  # callers following events
         self._groups: set[str] = set()  # agents' streams whose consumer group exists
         self._running: set[str] = set()  # task ids this host runs for others
 
@@ -126,8 +138,12 @@ class RemoteTasks:
 
     # --- the caller's side ---------------------------------------------------------------------
 
-    async def execute(self, task: TaskInput) -> TaskResult:
-        """Run ``task`` on a host that runs its agent; its result, or its EtherError."""
+    async def execute(
+        self, task: TaskInput, on_event: Callable[[TaskEvent], None] | None = None
+    ) -> TaskResult:
+        """Run ``task`` on a host that runs its agent; its result, or its EtherError. Its
+        events, when ``on_event`` is given, come before the answer on the same stream, so they
+        reach ``on_event`` in the order the agent sent them, all before the result."""
         task.task_id = task.task_id or f"r-{uuid.uuid4().hex}"
         if task.task_id in self._waiting:
             raise InvalidArgument(
@@ -139,12 +155,14 @@ class RemoteTasks:
             deadline = min(deadline or math.inf, time.monotonic() + task.budget.max_time)
         reply: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[task.task_id] = reply
+        if on_event is not None:
+            self._sinks[task.task_id] = on_event
         try:
             try:
                 await self._ensure_group(task.agent)
                 await self._redis.xadd(
                     tasks_stream(task.agent),
-                    {"task": _task_json(task, replies_stream(self._host))},
+                    {"task": _task_json(task, replies_stream(self._host), on_event is not None)},
                     maxlen=STREAM_LENGTH,
                     approximate=True,
                 )
@@ -172,6 +190,7 @@ class RemoteTasks:
             raise
         finally:
             self._waiting.pop(task.task_id, None)
+            self._sinks.pop(task.task_id, None)
         if "error" in answer:
             raise _error_from(answer["error"])
         return _result_from(answer["result"])
@@ -198,12 +217,24 @@ class RemoteTasks:
             for _, entries in found or ():
                 for entry_id, fields in entries:
                     last = entry_id
+                    if b"event" in fields:
+                        self._event(orjson.loads(fields[b"event"]))
+                        continue
                     answer = orjson.loads(fields[b"answer"])
                     waiting = self._waiting.get(answer.get("task_id", ""))
                     if waiting is not None and not waiting.done():
                         waiting.set_result(answer)
             if found:
                 await self._redis.xtrim(stream, minid=last)
+
+    def _event(self, value: dict[str, Any]) -> None:
+        sink = self._sinks.get(str(value.get("task_id", "")))
+        if sink is None:
+            return  # its caller has gone
+        try:
+            sink(TaskEvent(str(value["kind"]), value["payload"], float(value["time"])))
+        except Exception as error:  # a full or closed sink: that caller's loss, not the reader's
+            log.warning("cluster: a task event was not delivered", error=str(error))
 
     # --- the runner's side ---------------------------------------------------------------------
 
@@ -248,8 +279,35 @@ class RemoteTasks:
     async def _run(self, stream: Any, entry_id: Any, fields: Any) -> None:
         message = orjson.loads(fields[b"task"])
         task = _task_from(message["task"])
+        reply_to = message["reply_to"]
+        # The caller follows the task's events (ExecuteStream): they go to its stream in order,
+        # one at a time, all before the answer.
+        events: asyncio.Queue[TaskEvent | None] | None = (
+            asyncio.Queue() if message.get("events") else None
+        )
         self._running.add(task.task_id)
         log.info("cluster task taken", task_id=task.task_id, agent=task.agent)
+        try:
+            async with anyio.create_task_group() as tg:
+                if events is not None:
+                    tg.start_soon(self._send_events, reply_to, task.task_id, events)
+                answer, code = await self._answer(task, events)
+                if events is not None:
+                    events.put_nowait(None)  # the sender ends once every event is sent
+        finally:
+            self._running.discard(task.task_id)
+        log.info("cluster task done", task_id=task.task_id, agent=task.agent, code=code)
+        try:
+            await self._redis.xadd(reply_to, {"answer": orjson.dumps(answer)}, maxlen=STREAM_LENGTH)
+            await self._redis.xack(stream, GROUP, entry_id)
+            await self._redis.xdel(stream, entry_id)
+        except self._errors as error:
+            log.warning("cluster: could not answer a task", task_id=task.task_id, error=str(error))
+
+    async def _answer(
+        self, task: TaskInput, events: asyncio.Queue[TaskEvent | None] | None
+    ) -> tuple[dict[str, Any], str]:
+        """Run ``task`` here: the answer for its caller, and its code for the log."""
         try:
             if task.deadline is not None and task.deadline <= time.monotonic():
                 raise DeadlineExceeded(
@@ -261,23 +319,30 @@ class RemoteTasks:
                     f"agent {task.agent!r} is no longer deployed on host {self._host}",
                     reason=Reason.AGENT_NOT_FOUND,
                 )
-            result = await self._dispatcher.execute(task)
-            answer: dict[str, Any] = {"task_id": task.task_id, "result": _result_json(result)}
-            code = result.status
+            sink = None if events is None else events.put_nowait
+            result = await self._dispatcher.execute(task, sink)
+            return {"task_id": task.task_id, "result": _result_json(result)}, result.status
         except EtherError as error:
-            answer = {"task_id": task.task_id, "error": _error_json(error)}
-            code = error.code.value
-        finally:
-            self._running.discard(task.task_id)
-        log.info("cluster task done", task_id=task.task_id, agent=task.agent, code=code)
-        try:
-            await self._redis.xadd(
-                message["reply_to"], {"answer": orjson.dumps(answer)}, maxlen=STREAM_LENGTH
-            )
-            await self._redis.xack(stream, GROUP, entry_id)
-            await self._redis.xdel(stream, entry_id)
-        except self._errors as error:
-            log.warning("cluster: could not answer a task", task_id=task.task_id, error=str(error))
+            return {"task_id": task.task_id, "error": _error_json(error)}, error.code.value
+
+    async def _send_events(
+        self, reply_to: str, task_id: str, events: asyncio.Queue[TaskEvent | None]
+    ) -> None:
+        while (event := await events.get()) is not None:
+            value = {
+                "task_id": task_id,
+                "kind": event.kind,
+                "payload": event.payload,
+                "time": event.time,
+            }
+            try:
+                await self._redis.xadd(
+                    reply_to, {"event": orjson.dumps(value)}, maxlen=STREAM_LENGTH
+                )
+            except self._errors as error:
+                log.warning(
+                    "cluster: could not send a task event", task_id=task_id, error=str(error)
+                )
 
     async def _follow_cancels(self) -> None:
         while not self._stopping():

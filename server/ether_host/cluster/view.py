@@ -107,6 +107,16 @@ class ClusterView:
         first = next(a for p in self._peers for a in p.agents if a.name == name)
         return RemoteAgent(first, tuple(hosts))
 
+    def actions_elsewhere(self) -> dict[str, list[str]]:
+        """The agents only other hosts run, each with its actions' names as the first of its
+        hosts describes them (a workflow's stages are checked against them)."""
+        found: dict[str, list[str]] = {}
+        for peer in self._peers:
+            for agent in peer.agents:
+                if agent.name not in self._supervisor.agents:
+                    found.setdefault(agent.name, [a.name for a in agent.actions])
+        return found
+
     def get(self, name: str) -> ManagedAgent | RemoteAgent:
         """GetAgent across the cluster: this host's agent, else one another host runs."""
         local = self._supervisor.agents.get(name)

@@ -67,10 +67,7 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
         message = _required_input(request.input)
         _may_execute(message)
         task = convert.task_input(message, convert.rpc_time_left(context.time_remaining()))
-        if self._cluster is not None and not self._cluster.runs_here(task.agent):
-            result = await self._cluster.execute(task)  # on another host that runs it
-        else:
-            result = await self._dispatcher.execute(task)
+        result = await self._dispatcher.execute(task)  # here, or on a host that runs the agent
         response = agent_io_pb2.ExecuteResponse()
         convert.fill_agent_output(response.output, result, convert.wants_json(message))
         return response

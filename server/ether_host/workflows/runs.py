@@ -200,9 +200,17 @@ class Workflows:
                 violations=[FieldViolation("spec", "required (or spec_text)")],
             )
 
+        # Stages may name agents only other hosts of the cluster run (docs/cluster.md).
+        other_hosts = self.dispatcher.other_hosts
+        elsewhere = {} if other_hosts is None else await other_hosts.actions_elsewhere()
+
+        def catalog(name: str) -> list[str] | None:
+            here = self._catalog(name)
+            return here if here is not None else elsewhere.get(name)
+
         def parse() -> WorkflowSpec:
             source = load_text(spec_text) if spec_text is not None else Source(spec or {})
-            return parse_spec(source, self._catalog)
+            return parse_spec(source, catalog)
 
         # A spec at the size bound (workflows/limits.py) takes 0.2-0.4 s to load and check; in a
         # worker thread that time no longer stalls every other RPC on the event loop.
