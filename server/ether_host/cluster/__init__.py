@@ -1,7 +1,8 @@
 """Several hosts on one Redis (docs/cluster.md): the cluster directory, in which every host
 publishes its name, its advertised gRPC address and its agents with their state and load, with
 heartbeats and a time to live; ListAgents and GetAgent read it to show the whole cluster; and
-Execute for an agent only other hosts run, over Redis Streams (``remote.py``).
+the tasks for an agent only other hosts run, over Redis Streams (``remote.py``): ``Cluster`` is
+the dispatcher's ``OtherHosts`` (agents/other_hosts.py).
 
 Started by the composition root only when ``[cluster] redis_url`` is set; without it nothing
 here runs and redis-py is never imported.
