@@ -110,8 +110,8 @@ def _error_from(value: dict[str, Any]) -> EtherError:
 
 
 class RemoteTasks:
-    """Both sides of the tasks between hosts, for one host: the caller's (``execute``) and the runner's
-    (``serve``: the consumer of the streams of this host's agents)."""
+    """Both sides of the tasks between hosts, for one host: the caller's (``execute``) and the
+    runner's (``serve``: the consumer of the streams of this host's agents)."""
 
     def __init__(
         self,
