@@ -2,8 +2,8 @@
 across hosts"): Pipe, ExecuteStream, agent.call from an agent, workflow stages and CancelTask,
 through the dispatcher of the calling host, over a real redis-server between real hosts.
 
-Host a runs "only-on-a", host b runs "only-on-b" (both the test worker agent); host c runs no
-agent. All three serve the whole module."""
+Host a runs "only-on-a" and "flow-on-a", host b runs "only-on-b" (the test worker and flow
+agents); host c runs no agent. All three serve the whole module."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def host_a(folder: Path, redis_server: RedisServer) -> Iterator[HostProcess]:
     host = cluster_host(folder, redis_server.url, "a")
     try:
         deploy(host, AGENTS / "worker", name="only-on-a")
-        published(host, "only-on-a")
+        deploy(host, AGENTS / "flow", name="flow-on-a")
+        published(host, "flow-on-a")
         yield host
     finally:
         host.stop()
@@ -225,6 +226,26 @@ def test_a_workflow_on_c_runs_its_stages_on_a_and_b(
         "second": "b",
     }
     assert data(ran["second"]) == {"input": {"sum": 3}}
+
+
+RETRIED = """\
+name: retried-across-hosts
+default_retry: {max_attempts: 3, initial_backoff: 10ms}
+stages:
+  - {name: flaky, agent: flow-on-a, action: flaky, params: {key: across-hosts, failures: 2}}
+"""
+
+
+def test_a_stage_on_another_host_is_retried_when_its_action_is_idempotent(
+    host_a: HostProcess, host_c: HostProcess
+) -> None:
+    """The retry policy knows the other host's action is idempotent: failing twice, it succeeds
+    on its third attempt."""
+    run = run_to_end(host_c, RETRIED)
+    assert state(run) == "SUCCEEDED", run.error
+    (task,) = tasks(host_c, run.id)
+    assert (task.attempts, task.output.metadata.host) == (3, "a")
+    assert data(task.output) == {"key": "across-hosts", "attempts": 3}
 
 
 def test_cancel_task_on_the_calling_host_ends_the_task_on_the_other(

@@ -12,6 +12,7 @@ from ether_host.agents.model import (
     TaskInput,
     TaskResult,
 )
+from ether_host.agents.other_hosts import OtherHosts
 from ether_host.agents.pipe import DEFAULT_IN_FLIGHT as PIPE_DEFAULT_IN_FLIGHT
 from ether_host.agents.pipe import MAX_IN_FLIGHT as PIPE_MAX_IN_FLIGHT
 from ether_host.agents.pipe import in_flight_limit, run_pipe
@@ -25,6 +26,7 @@ __all__ = [
     "Budget",
     "Dispatcher",
     "Metadata",
+    "OtherHosts",
     "RunningTask",
     "TaskErrorInfo",
     "TaskEvent",

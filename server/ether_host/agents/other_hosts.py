@@ -23,6 +23,11 @@ class OtherHosts(Protocol):
         (NotFound when no host of the cluster runs the agent)."""
         ...
 
+    def idempotent_elsewhere(self, agent: str, action: str) -> bool:
+        """Whether a host that runs ``agent`` declares ``action`` idempotent (as the directory
+        was last read: a workflow's retry policy asks before each of its tasks)."""
+        ...
+
     async def actions_elsewhere(self) -> dict[str, list[str]]:
         """The agents only other hosts run, each with its actions' names (what a workflow's
         stages are checked against, besides this host's agents)."""

@@ -270,6 +270,16 @@ class Cluster:
             )
         return await self._remote.execute(task, on_event)
 
+    def idempotent_elsewhere(self, agent: str, action: str) -> bool:
+        """Whether another host declares ``agent``'s ``action`` idempotent, as last read."""
+        return any(
+            a.name == action and a.idempotent
+            for peer in self._peers
+            for published in peer.agents
+            if published.name == agent
+            for a in published.actions
+        )
+
     async def actions_elsewhere(self) -> dict[str, list[str]]:
         """The agents only other hosts run, with their actions' names, read afresh."""
         return (await self.view()).actions_elsewhere()

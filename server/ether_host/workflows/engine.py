@@ -408,7 +408,8 @@ class RunExecution:
     async def _attempts(self, stage: _Stage, task: TaskRecord) -> None:
         spec = stage.spec
         retry = spec.retry or self.record.spec.default_retry or RetrySpec()
-        attempts = retry.max_attempts if retries.idempotent(self.supervisor, task) else 1
+        idempotent = retries.idempotent(self.supervisor, task, self.dispatcher.other_hosts)
+        attempts = retry.max_attempts if idempotent else 1
         while not self.halted():
             if not self._charge(stage):
                 return

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ether_host.agents import TaskResult
+from ether_host.agents import OtherHosts, TaskResult
 from ether_host.supervisor import Supervisor
 from ether_host.workflows.model import TaskRecord
 from ether_host.workflows.spec import RetrySpec
@@ -11,10 +11,15 @@ from ether_host.workflows.spec import RetrySpec
 RETRYABLE_CODES = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"}
 
 
-def idempotent(supervisor: Supervisor, task: TaskRecord) -> bool:
-    """True when the task's action is declared idempotent (an unknown agent's is not)."""
+def idempotent(
+    supervisor: Supervisor, task: TaskRecord, other_hosts: OtherHosts | None = None
+) -> bool:
+    """True when the task's action is declared idempotent (an unknown agent's is not), by this
+    host's agent or, for an agent only other hosts of the cluster run, by theirs."""
     agent = supervisor.agents.get(task.agent)
-    return agent is not None and any(a.name == task.action and a.idempotent for a in agent.actions)
+    if agent is None:
+        return other_hosts is not None and other_hosts.idempotent_elsewhere(task.agent, task.action)
+    return any(a.name == task.action and a.idempotent for a in agent.actions)
 
 
 def retryable(result: TaskResult, retry: RetrySpec) -> bool:
