@@ -263,7 +263,7 @@ call to a local OTLP receiver ({spans:,} spans received; /metrics scraped {scrap
 median of per-round ratios (calls/s lost, p50 added); host CPU per call is not a target, shown
 because it is steadier than calls/s on a shared machine (the trace relay's own process is not in it).
 
-{markdown_table(["compared", "calls/s at 64 in flight", "sequential p50", "host CPU per call", "allowed", "verdict"], rows)}
+{markdown_table(["compared", "calls/s lost at 64 in flight", "sequential p50 added", "host CPU per call added", "allowed", "verdict"], rows)}
 
 Calls per second at {IN_FLIGHT} in flight, median over rounds (min, max):
 
