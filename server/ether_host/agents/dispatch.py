@@ -146,16 +146,7 @@ class Dispatcher:
             if self.other_hosts is None:
                 raise
             return await self._execute_elsewhere(task, self.other_hosts, on_event)
-        check_budget(task.budget)
-        if task.task_id:
-            check_task_id(task.task_id)
-        else:
-            task.task_id = new_task_id()
-        if task.task_id in self._running:
-            raise InvalidArgument(
-                f"task_id {task.task_id!r} is already running; use another id",
-                reason=Reason.DUPLICATE_TASK_ID,
-            )
+        self._admit(task)
         action = resolve_action(agent, task) if agent.actions else None
         if action is not None:
             check_params(agent, action, task.params)
@@ -224,11 +215,9 @@ class Dispatcher:
             if record.span is not None and tracing is not None:
                 tracing.end_task(record.span, result, raised)
 
-    async def _execute_elsewhere(
-        self, task: TaskInput, other_hosts: OtherHosts, on_event: EventSink | None
-    ) -> TaskResult:
-        """Run a task for an agent this host does not run on a host that does. Held in
-        ``_running`` as a local task is, so CancelTask here cancels it there."""
+    def _admit(self, task: TaskInput) -> None:
+        """The checks every task passes here or elsewhere: its budget, and its id (a new one
+        when the caller gave none; a caller's must not name a task running now)."""
         check_budget(task.budget)
         if task.task_id:
             check_task_id(task.task_id)
@@ -239,6 +228,13 @@ class Dispatcher:
                 f"task_id {task.task_id!r} is already running; use another id",
                 reason=Reason.DUPLICATE_TASK_ID,
             )
+
+    async def _execute_elsewhere(
+        self, task: TaskInput, other_hosts: OtherHosts, on_event: EventSink | None
+    ) -> TaskResult:
+        """Run a task for an agent this host does not run on a host that does. Held in
+        ``_running`` as a local task is, so CancelTask here cancels it there."""
+        self._admit(task)
         task.root_task = task.root_task or task.task_id
         record = RunningTask(task, agent=task.agent, deadline=task.deadline)
         record.owner = asyncio.current_task()
