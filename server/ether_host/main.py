@@ -35,7 +35,7 @@ from ether_host.a2a import add_to_server as add_a2a_to_server
 from ether_host.a2a import http_routes as a2a_http_routes
 from ether_host.agents import Dispatcher
 from ether_host.auth import TokenFileError, TokenTable, load_token_file
-from ether_host.cluster import Cluster, ClusterSettings
+from ether_host.cluster import Cluster, ClusterGateway, ClusterSettings
 from ether_host.config import HostConfig
 from ether_host.gateway import Gateway, GatewayStore
 from ether_host.health import AgentHealth, readiness
@@ -144,6 +144,7 @@ class Core:
     terminals: TerminalManager
     tracing: Tracing | None = None
     cluster: Cluster | None = None  # [cluster] redis_url set: several hosts on one Redis
+    cluster_gateway: ClusterGateway | None = None  # with a cluster: the gateway across hosts
 
 
 def _tracing(config: HostConfig) -> Tracing | None:
@@ -184,6 +185,7 @@ def build_core(config: HostConfig) -> Core:
     supervisor.resources = terminals.resources = resources
     terminals.tracing = tracing
     lifecycle = Lifecycle()
+    cluster = _cluster(config, supervisor, lifecycle, dispatcher)
     return Core(
         lifecycle,
         children,
@@ -193,7 +195,8 @@ def build_core(config: HostConfig) -> Core:
         gateway,
         terminals,
         tracing,
-        _cluster(config, supervisor, lifecycle, dispatcher),
+        cluster,
+        None if cluster is None else ClusterGateway(cluster, gateway, lifecycle),
     )
 
 
@@ -390,6 +393,8 @@ async def run_host(
     http, http_services = _http_listener(config, core, tokens, a2a, metrics)
     if core.cluster is not None:  # Redis out of reach or the name taken: the host does not start
         await core.cluster.join(addresses[0] if config.listen else "")
+    if core.cluster_gateway is not None:
+        await core.cluster_gateway.join()
 
     if not become_subreaper():
         log.warning("cannot become a child subreaper; orphans of agents re-parent to init")
@@ -412,6 +417,8 @@ async def run_host(
         await tg.start(a2a.run)
         if core.cluster is not None:
             await tg.start(core.cluster.run)
+        if core.cluster_gateway is not None:
+            await tg.start(core.cluster_gateway.run)
         await core.supervisor.deploy_at_start(  # the config's agents, then the recorded ones
             [dict(entry) for entry in config.agents], config.agents_dir
         )
@@ -477,6 +484,8 @@ async def run_host(
         if http is not None:
             await http.stopped.wait()
         await core.supervisor.stop_all()
+        if core.cluster_gateway is not None:  # after the last session and message writes
+            await core.cluster_gateway.close()
         core.supervisor.resources.close()  # this host's control groups
         if core.tracing is not None:  # the last spans go out before the host does
             await anyio.to_thread.run_sync(core.tracing.shutdown)

@@ -4,6 +4,7 @@ pipelines, messages between agents, and agents' controlled network egress with a
 from ether_host.gateway import events
 from ether_host.gateway.context import MERGE_PATCH, REMOVE, REPLACE, SET, Change
 from ether_host.gateway.egress.audit import ALLOWED, DENIED, AuditFilter, AuditRecord
+from ether_host.gateway.elsewhere import OtherGateways
 from ether_host.gateway.events import SessionEvent
 from ether_host.gateway.messaging import Message, SubscriptionLagged
 from ether_host.gateway.pipeline import Pipeline, Step, Trigger
@@ -27,6 +28,7 @@ __all__ = [
     "Gateway",
     "GatewayStore",
     "Message",
+    "OtherGateways",
     "Pipeline",
     "Session",
     "SessionEvent",

@@ -131,7 +131,7 @@ class HostCalls:
         sender = f"agent:{caller.agent}"
         try:
             if method == "msg.send":
-                message, depth = messaging.send(
+                message, depth = await self.gateway.send_from(
                     sender,
                     str(params.get("agent") or ""),
                     str(params.get("type") or ""),
@@ -142,7 +142,7 @@ class HostCalls:
                 )
                 return {"message": message.as_json(), "mailbox_depth": depth}
             if method == "msg.publish":
-                message, reached = messaging.publish(
+                message, reached = await self.gateway.publish_from(
                     sender,
                     str(params.get("topic") or ""),
                     str(params.get("type") or ""),

@@ -32,7 +32,7 @@ import secrets
 import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import anyio
@@ -378,11 +378,28 @@ class Messaging:
         session_id: str = "",
     ) -> tuple[Message, int]:
         """Publish to a topic; returns the message and how many subscribers it reached."""
-        channel = self.topic(topic)
+        draft = self.draft(
+            sender, topic, kind, data, correlation_id=correlation_id, session_id=session_id
+        )
+        return self.publish_draft(draft)
+
+    def draft(
+        self,
+        sender: str,
+        topic: str,
+        kind: str,
+        data: Any,
+        *,
+        correlation_id: str = "",
+        session_id: str = "",
+    ) -> Message:
+        """A message for a topic, checked, with its id and time but not yet its sequence
+        number (which the topic gives it here, and each other host's copy of the topic there)."""
+        check_topic(topic)
         self._check(kind, data)
-        message = Message(
+        return Message(
             _message_id(),
-            channel.history.last_sequence + 1,
+            0,
             sender,
             kind,
             data,
@@ -391,18 +408,30 @@ class Messaging:
             session_id=session_id,
             sent_at=time.time(),
         )
+
+    def publish_draft(self, draft: Message) -> tuple[Message, int]:
+        """Keep ``draft`` as the topic's next message and copy it to the subscribed agents'
+        mailboxes; returns it numbered, and how many subscribers of this host it reached. Also
+        how a message another host published arrives here."""
+        channel = self.topic(draft.topic)
+        message = replace(draft, sequence=channel.history.last_sequence + 1, agent="")
         channel.history.append(message)
-        self.store.put_topic_message(topic, message.as_json())
+        self.store.put_topic_message(channel.name, message.as_json())
         reached = channel.readers
         for agent in sorted(channel.agents):
             try:
                 self.send(
-                    sender, agent, kind, data, correlation_id=correlation_id, session_id=session_id
+                    message.sender,
+                    agent,
+                    message.type,
+                    message.data,
+                    correlation_id=message.correlation_id,
+                    session_id=message.session_id,
                 )
             except EtherError as error:
                 log.warning(
                     "topic message not copied to an agent's mailbox",
-                    topic=topic,
+                    topic=channel.name,
                     agent=agent,
                     error=error.message,
                 )

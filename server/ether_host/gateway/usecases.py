@@ -30,6 +30,7 @@ from ether_host.gateway.calls import HostCalls
 from ether_host.gateway.context import Change
 from ether_host.gateway.egress.audit import AuditFilter, AuditLog, AuditRecord
 from ether_host.gateway.egress.fetch import Egress
+from ether_host.gateway.elsewhere import OtherGateways
 from ether_host.gateway.events import SessionEvent
 from ether_host.gateway.messaging import Message, Messaging, SubscriptionLagged
 from ether_host.gateway.sessions import Session, SessionStore, Turn
@@ -72,6 +73,8 @@ class Gateway:
         self.audit = AuditLog(state_dir.absolute() / "gateway" / "audit.sqlite3")
         self.egress = Egress(dict(table.get("egress") or {}), self.audit, self._deployment_egress)
         self.stopping = False
+        # Set by the cluster (docs/cluster.md): other hosts' agents and topics; None on one host.
+        self.elsewhere: OtherGateways | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self.sessions.on_open = self._start_worker
         self.messaging.authorize = self._authorize
@@ -250,8 +253,41 @@ class Gateway:
         _require(caller, RIGHT_MESSAGE, "send messages")
         if session_id:
             self.sessions.get(caller.name, session_id)
-        outcome = self.messaging.send(
+        return await self.send_from(
             caller.name,
+            agent,
+            kind,
+            data,
+            correlation_id=correlation_id,
+            session_id=session_id,
+            request_id=request_id,
+        )
+
+    async def send_from(
+        self,
+        sender: str,
+        agent: str,
+        kind: str,
+        data: Any,
+        *,
+        correlation_id: str = "",
+        session_id: str = "",
+        request_id: str = "",
+    ) -> tuple[Message, int]:
+        """Put a message in ``agent``'s mailbox, on this host when it runs the agent, else (in a
+        cluster) on a host that does; answers once it is on disk there."""
+        if self.elsewhere is not None and agent not in self.supervisor.agents:
+            return await self.elsewhere.send_message(
+                sender,
+                agent,
+                kind,
+                data,
+                correlation_id=correlation_id,
+                session_id=session_id,
+                request_id=request_id,
+            )
+        outcome = self.messaging.send(
+            sender,
             agent,
             kind,
             data,
@@ -275,9 +311,32 @@ class Gateway:
         _require(caller, RIGHT_MESSAGE, "publish")
         if session_id:
             self.sessions.get(caller.name, session_id)
-        outcome = self.messaging.publish(
+        return await self.publish_from(
             caller.name, topic, kind, data, correlation_id=correlation_id, session_id=session_id
         )
+
+    async def publish_from(
+        self,
+        sender: str,
+        topic: str,
+        kind: str,
+        data: Any,
+        *,
+        correlation_id: str = "",
+        session_id: str = "",
+    ) -> tuple[Message, int]:
+        """Publish on a topic: here, and in a cluster on every other host first (so a message
+        Redis did not take is published nowhere, and a retry does not repeat it here)."""
+        if self.elsewhere is None:
+            outcome = self.messaging.publish(
+                sender, topic, kind, data, correlation_id=correlation_id, session_id=session_id
+            )
+        else:
+            draft = self.messaging.draft(
+                sender, topic, kind, data, correlation_id=correlation_id, session_id=session_id
+            )
+            await self.elsewhere.publish(draft)
+            outcome = self.messaging.publish_draft(draft)
         await self.store.durable()
         return outcome
 

@@ -1,0 +1,226 @@
+"""The gateway across hosts (docs/cluster.md, "The gateway across hosts"): messages to an agent
+another host runs, and topics published on one host reaching subscribers on every other.
+
+``ClusterGateway`` is the gateway's ``OtherGateways`` (gateway/elsewhere.py):
+
+- a message for an agent this host does not run goes to a host that does, as a request on that
+  host's stream (``gateway_link.py``); that host keeps it in the agent's mailbox, on disk, before
+  it answers, so the sender is told only of a message a ``kill -9`` there would not take back;
+- a message published here is added to ``ether:topics`` before it is kept here; every host
+  follows that stream and keeps the messages of the others in its own copy of each topic,
+  numbered there, and copies them to the mailboxes of its agents that subscribed.
+
+Built by the composition root only with ``[cluster] redis_url``; it joins after the cluster
+directory, with Redis clients of its own.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import orjson
+import structlog
+from anyio.abc import TaskStatus
+
+from ether_host.cluster.gateway_link import GatewayLink
+from ether_host.cluster.membership import Cluster
+from ether_host.errors import EtherError, NotFound, Unavailable
+from ether_host.gateway import Gateway, Message
+from ether_host.lifecycle import Lifecycle
+from ether_host.reasons import Reason
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+log = structlog.get_logger("ether.cluster")
+
+TOPICS = "ether:topics"
+TOPICS_LENGTH = 10_000  # published messages the stream holds for hosts that fall behind
+BLOCK_MS = 1000
+SEND_TIMEOUT = 30.0  # seconds a SendMessage waits for the agent's host to answer
+
+
+def topics_read_key(host: str) -> str:
+    """Where a host notes the last entry of ``ether:topics`` it has kept: restarted under the
+    same name, it goes on from there."""
+    return f"ether:topics:read:{host}"
+
+
+class ClusterGateway:
+    """This host's gateway in the cluster: the gateway's ``OtherGateways``."""
+
+    def __init__(self, cluster: Cluster, gateway: Gateway, lifecycle: Lifecycle) -> None:
+        self._cluster = cluster
+        self._gateway = gateway
+        self._lifecycle = lifecycle
+        self._host = ""
+        self._redis: Redis | None = None
+        self._errors: tuple[type[BaseException], ...] = (OSError,)
+        self._link: GatewayLink | None = None
+
+    async def join(self) -> None:
+        """Connect (after the cluster has joined: the host's name is settled) and take over the
+        gateway's ways to the other hosts."""
+        from redis.asyncio import Redis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+        from redis.exceptions import RedisError
+
+        settings = self._cluster.settings
+        self._host = settings.host_name
+        self._errors = (RedisError, OSError, TimeoutError)
+        # Blocking reads (XREAD, BLPOP) wait up to a few seconds: a socket timeout above that.
+        self._redis = Redis.from_url(
+            settings.redis_url,
+            socket_connect_timeout=max(0.5, min(settings.heartbeat, 5.0)),
+            socket_timeout=BLOCK_MS / 1000 + 5.0,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self._link = GatewayLink(
+            self._host,
+            self._redis,
+            self._errors,
+            lambda: self._lifecycle.is_stopping,
+            {"send": self._send_here},
+        )
+        self._gateway.elsewhere = self
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Answer other hosts' requests and follow their published messages until the host
+        stops."""
+        assert self._link is not None, "join first"
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._link.serve)
+            tg.start_soon(self._follow_topics)
+            task_status.started()
+
+    async def close(self) -> None:
+        self._gateway.elsewhere = None
+        if self._redis is not None:
+            redis, self._redis = self._redis, None
+            await redis.aclose()
+
+    # --- messages by agent name ----------------------------------------------------------------
+
+    async def send_message(
+        self,
+        sender: str,
+        agent: str,
+        kind: str,
+        data: Any,
+        *,
+        correlation_id: str,
+        session_id: str,
+        request_id: str,
+    ) -> tuple[Message, int]:
+        assert self._link is not None
+        # The first host (by name) that can take it: the same one while it lives, so messages
+        # from one sender arrive in the order sent.
+        hosts = [h for h in (await self._cluster.view()).hosts_of(agent) if not h.local]
+        if not hosts:
+            raise NotFound(
+                f"agent {agent!r} is not deployed on any host of the cluster",
+                reason=Reason.AGENT_NOT_FOUND,
+                resource=("agent", agent),
+            )
+        running = [h for h in hosts if h.state == "RUNNING"] or hosts
+        value = await self._link.call(
+            running[0].host,
+            "send",
+            {
+                "sender": sender,
+                "agent": agent,
+                "type": kind,
+                "data": data,
+                "correlation_id": correlation_id,
+                "session_id": session_id,
+                "request_id": request_id,
+            },
+            SEND_TIMEOUT,
+        )
+        return Message(**value["message"]), int(value["depth"])
+
+    async def _send_here(self, payload: dict[str, Any]) -> Any:
+        """Another host's SendMessage for an agent this host runs (never sent on again: an
+        agent gone from here meanwhile is NOT_FOUND)."""
+        message, depth = self._gateway.messaging.send(
+            str(payload["sender"]),
+            str(payload["agent"]),
+            str(payload["type"]),
+            payload.get("data"),
+            correlation_id=str(payload.get("correlation_id") or ""),
+            session_id=str(payload.get("session_id") or ""),
+            request_id=str(payload.get("request_id") or ""),
+        )
+        await self._gateway.store.durable()
+        log.info(
+            "cluster message kept",
+            agent=message.agent,
+            message=message.id,
+            sender=message.sender,
+        )
+        return {"message": message.as_json(), "depth": depth}
+
+    # --- topics --------------------------------------------------------------------------------
+
+    async def publish(self, message: Message) -> None:
+        assert self._redis is not None
+        value = {"origin": self._host, "message": message.as_json()}
+        try:
+            await self._redis.xadd(
+                TOPICS, {"m": orjson.dumps(value)}, maxlen=TOPICS_LENGTH, approximate=True
+            )
+        except self._errors as error:
+            raise Unavailable(
+                f"the message was not published: Redis, which carries topics to the other "
+                f"hosts, is out of reach ({error}); publish it again",
+                reason=Reason.AGENT_UNAVAILABLE,
+                retry_after=1.0,
+            ) from None
+
+    async def _follow_topics(self) -> None:
+        """Keep the messages other hosts publish, in the stream's order."""
+        assert self._redis is not None
+        read_key = topics_read_key(self._host)
+        last = ""
+        while not self._lifecycle.is_stopping:
+            try:
+                if not last:  # where this host's name left off, else from now on
+                    noted: Any = await self._redis.get(read_key)
+                    newest: Any = await self._redis.xrevrange(TOPICS, count=1)
+                    last = noted.decode() if noted else (newest[0][0] if newest else "0-0")
+                found: Any = await self._redis.xread({TOPICS: last}, count=256, block=BLOCK_MS)
+            except self._errors:
+                await anyio.sleep(BLOCK_MS / 1000)
+                continue
+            for _, entries in found or ():
+                for entry_id, fields in entries:
+                    last = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+                    value = orjson.loads(fields[b"m"])
+                    if value.get("origin") == self._host:
+                        continue
+                    try:
+                        message, reached = self._gateway.messaging.publish_draft(
+                            Message(**value["message"])
+                        )
+                    except EtherError as error:
+                        log.warning("cluster: a topic message not kept", error=error.message)
+                        continue
+                    log.info(
+                        "cluster topic message kept",
+                        topic=message.topic,
+                        message=message.id,
+                        origin=value.get("origin"),
+                        sequence=message.sequence,
+                        reached=reached,
+                    )
+            if not found:
+                continue
+            try:
+                await self._gateway.store.durable()  # kept here before noted as read
+                await self._redis.set(read_key, last)
+            except EtherError as error:
+                log.warning("cluster: topic messages not recorded", error=error.message)
+            except self._errors as error:
+                log.warning("cluster: could not note the topics read", error=str(error))
