@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import signal
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,13 @@ from ether_host.cluster import Cluster, ClusterGateway, ClusterSettings
 from ether_host.config import HostConfig
 from ether_host.gateway import Gateway, GatewayStore
 from ether_host.health import AgentHealth, readiness
-from ether_host.http import HttpListener, HttpListenError, build_http_app, metrics_route
+from ether_host.http import (
+    HttpListener,
+    HttpListenError,
+    build_http_app,
+    console_routes,
+    metrics_route,
+)
 from ether_host.lifecycle import HostInfo, Lifecycle
 from ether_host.logs import adopt_library_logs, join_traces
 from ether_host.metrics import Metrics
@@ -254,6 +261,7 @@ def _http_listener(
     tokens: TokenTable | None,
     a2a: EtherRequestHandler,
     metrics: Metrics | None = None,
+    rpc_handlers: Mapping[str, Any] | None = None,
 ) -> tuple[HttpListener | None, list[Any]]:
     """The HTTP listener with every surface mounted on it (build_http_app says how to add one),
     or None when http_listen is unset; and the surfaces' own tasks (``run(task_status=...)``),
@@ -262,6 +270,8 @@ def _http_listener(
         return None, []
     # Imported here: the MCP SDK's server side costs about 40 MiB of RSS, paid only with a listener.
     from ether_host.http import CoreTools, McpSurface
+    from ether_host.transport.console_rpc import ConsoleRpc
+    from ether_host.transport.console_ws import console_ws_route
 
     mcp = McpSurface(
         CoreTools(core.supervisor, core.dispatcher, core.lifecycle, config.default_deadline),
@@ -271,6 +281,8 @@ def _http_listener(
         grace=config.shutdown_grace,
     )
     mounts: list[Any] = [mcp.route, *a2a_http_routes(a2a)]
+    if rpc_handlers is not None:  # the web console (docs/console.md): the gRPC port's handlers
+        mounts.extend(console_routes(ConsoleRpc(rpc_handlers), console_ws_route(rpc_handlers)))
     if metrics is not None:
         mounts.append(metrics_route(metrics.render))
     app = build_http_app(
@@ -390,7 +402,7 @@ async def run_host(
         addresses.append(bind_unix(server, config.unix_socket))
     if not addresses:
         raise ListenError("nothing to listen on: set listen or unix_socket")
-    http, http_services = _http_listener(config, core, tokens, a2a, metrics)
+    http, http_services = _http_listener(config, core, tokens, a2a, metrics, server.handlers())
     if core.cluster is not None:  # Redis out of reach or the name taken: the host does not start
         await core.cluster.join(addresses[0] if config.listen else "")
     if core.cluster_gateway is not None:

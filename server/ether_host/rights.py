@@ -177,6 +177,13 @@ HTTP_RIGHTS: Mapping[str, str] = {
     # Prometheus metrics (docs/telemetry.md): what ListAgents, ListProcesses and GetHostInfo
     # tell (agents, their states, replicas and load), counted; no task's params or data.
     "/metrics": AGENT_READ,
+    # The web console (http/console.py): its page and assets hold no data (the sign-in form
+    # loads without a token); its calls at /rpc (Connect) and /rpc-ws (the WebSocket bridge)
+    # are RPCs, checked per method by the gRPC port's own decorators (METHOD_RIGHTS).
+    "/": OPEN,
+    "/console": OPEN,
+    "/rpc": OPEN,
+    "/rpc-ws": OPEN,
 }
 # Routes whose right may be granted per agent: let in with the right for some agent, and the
 # handler checks each agent it touches (as SCOPED_METHODS).
@@ -191,7 +198,8 @@ def route_entry(path: str) -> str | None:
     """The HTTP_RIGHTS entry that governs ``path`` (the longest one matching), or None."""
     best = None
     for entry in HTTP_RIGHTS:
-        covers = path == entry or path.startswith(entry.rstrip("/") + "/")
+        # "/" (the console's page) is that one path, not everything below it.
+        covers = path == entry or (entry != "/" and path.startswith(entry.rstrip("/") + "/"))
         if covers and (best is None or len(entry) > len(best)):
             best = entry
     return best

@@ -9,6 +9,7 @@ MCP SDK's server side costs the host about 40 MiB of RSS, paid only with a liste
 from typing import TYPE_CHECKING, Any
 
 from ether_host.http.app import HEALTH_PATH, build_http_app
+from ether_host.http.console import console_routes
 from ether_host.http.guard import HttpGuard, error_body, request_identity
 from ether_host.http.listener import HttpListener, HttpListenError
 from ether_host.http.metrics import METRICS_PATH, metrics_route
@@ -26,6 +27,7 @@ __all__ = [
     "HttpListener",
     "McpSurface",
     "build_http_app",
+    "console_routes",
     "error_body",
     "metrics_route",
     "request_identity",

@@ -78,7 +78,7 @@ class HttpListener:
         config = uvicorn.Config(
             app,
             http="h11",
-            ws="none",
+            ws="wsproto",  # the web console's bridge for bidi streams (transport/console_ws.py)
             lifespan="off",
             log_config=None,
             access_log=False,  # HttpGuard logs one line per request, as gRPC calls get

@@ -454,6 +454,11 @@ class MethodTableServer(grpc.aio.Server):
             handler = _rewrap(handler, method, decorate)
         return handler
 
+    def handlers(self) -> Mapping[str, grpc.RpcMethodHandler]:
+        """Every registered method's wrapped handler, by full method name (a live view): what
+        the web console calls (transport/console_call.py), behind the same decorators."""
+        return self._table
+
     def add_registered_method_handlers(
         self, service_name: str, method_handlers: Mapping[str, grpc.RpcMethodHandler]
     ) -> None:
