@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"time"
 )
 
 // Handler runs one task of an action. ctx is cancelled by the host's cancel
@@ -40,6 +41,7 @@ type action struct {
 	schema      json.RawMessage
 	check       paramsCheck // schema, parsed when the action is declared
 	idempotent  bool
+	cacheTTL    time.Duration
 	handler     Handler
 }
 
@@ -149,6 +151,13 @@ func WithSchema(schema any) ActionOption {
 // Idempotent marks the action as safe to run twice, so the host may retry
 // it after a crash.
 func Idempotent() ActionOption { return func(ac *action) { ac.idempotent = true } }
+
+// CacheTTL lets the host answer a task of the action from its result cache
+// for ttl after a SUCCESS with the same params (a ttl of 0 or less: not
+// cached).
+func CacheTTL(ttl time.Duration) ActionOption {
+	return func(ac *action) { ac.cacheTTL = max(ttl, 0) }
+}
 
 // Action registers a handler under name. It panics on an empty or
 // duplicate name, like http.ServeMux does.

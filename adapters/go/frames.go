@@ -36,6 +36,7 @@ type actionInfo struct {
 	Description  string          `json:"description,omitempty"`
 	ParamsSchema json.RawMessage `json:"params_schema,omitempty"`
 	Idempotent   bool            `json:"idempotent,omitempty"`
+	CacheTTL     float64         `json:"cache_ttl,omitempty"` // seconds
 }
 
 type capabilities struct {

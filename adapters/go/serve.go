@@ -217,7 +217,7 @@ func (s *session) hello(proto int) helloFrame {
 	a := s.a
 	actions := make([]actionInfo, 0, len(a.actions))
 	for _, ac := range a.actions {
-		actions = append(actions, actionInfo{Name: ac.name, Description: ac.description, ParamsSchema: ac.schema, Idempotent: ac.idempotent})
+		actions = append(actions, actionInfo{Name: ac.name, Description: ac.description, ParamsSchema: ac.schema, Idempotent: ac.idempotent, CacheTTL: ac.cacheTTL.Seconds()})
 	}
 	calls := append([]string{}, a.calls...)
 	return helloFrame{

@@ -85,6 +85,9 @@ class HostConfig:
     cluster_advertise: str = ""
     cluster_heartbeat: float = 2.0
     cluster_dropout: float = 10.0
+    # [cache] (agents/result_cache.py): the bytes of results the host keeps in memory for
+    # actions declared with a cache_ttl (an LRU; 0: none kept). In a cluster they are in Redis.
+    cache_max_bytes: int = 64 * 1024 * 1024
 
 
 def _choice(key: str, allowed: tuple[str, ...]) -> Callable[[Any], str]:
@@ -302,12 +305,13 @@ SETTINGS: dict[str, Callable[[Any], Any]] = {
     "cluster_advertise": _address("cluster_advertise", "10.0.0.5:50051", "advertise listen"),
     "cluster_heartbeat": _seconds_up_to("cluster_heartbeat", 60),
     "cluster_dropout": _seconds_up_to("cluster_dropout", 600),
+    "cache_max_bytes": _count("cache_max_bytes", 0, 1 << 40),
 }
 # Keys that only a TOML file can set (structured values).
 FILE_ONLY = {"agents", "terminals", "gateway", "workflows", "limits", "sandbox"}
 ENV_PREFIX = "ETHER_"
 # TOML tables whose keys are settings of their own: [tls] cert = ... is tls_cert.
-SECTIONS = ("tls", "telemetry", "cluster")
+SECTIONS = ("tls", "telemetry", "cluster", "cache")
 
 
 def _flatten(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from ether_host.a2a import SERVICE_NAME as A2A_SERVICE
 from ether_host.a2a import Endpoints, EtherRequestHandler
 from ether_host.a2a import add_to_server as add_a2a_to_server
 from ether_host.a2a import http_routes as a2a_http_routes
-from ether_host.agents import Dispatcher
+from ether_host.agents import Dispatcher, MemoryResultCache
 from ether_host.auth import TokenFileError, TokenTable, load_token_file
 from ether_host.cluster import Cluster, ClusterGateway, ClusterSettings
 from ether_host.config import HostConfig
@@ -182,6 +182,8 @@ def build_core(config: HostConfig) -> Core:
     )
     tracing = _tracing(config)
     dispatcher = Dispatcher(supervisor, tracing=tracing)
+    if config.cache_max_bytes:  # a cluster's join puts its Redis cache in place of this one
+        dispatcher.result_cache = MemoryResultCache(config.cache_max_bytes)
     workflows = Workflows(config.state_dir, supervisor, dispatcher, config.workflows)
     gateway_store = GatewayStore(config.state_dir.absolute() / "gateway" / "state.sqlite3")
     gateway = Gateway(supervisor, dispatcher, config.state_dir, config.gateway, gateway_store)

@@ -86,6 +86,8 @@ class ActionSpec:
     param_names: tuple[str, ...]
     integer_params: frozenset[str]
     var_keyword: bool
+    # Seconds the host keeps its SUCCESS results for the same params (the result cache); 0: none.
+    cache_ttl: float = 0.0
     # Whether any object passes params_schema: then a task's params are checked for being an
     # object only, not walked key by key.
     any_object_params: bool = dataclasses.field(init=False)
@@ -102,6 +104,8 @@ class ActionSpec:
         }
         if self.idempotent:
             out["idempotent"] = True
+        if self.cache_ttl:
+            out["cache_ttl"] = self.cache_ttl
         return out
 
     async def invoke(self, params: Any, ctx: TaskContext, pool: Executor) -> Any:
@@ -183,12 +187,16 @@ def make_action(
     idempotent: bool = False,
     schema: Schema | None = None,
     payload: bool = False,
+    cache_ttl: float = 0.0,
 ) -> ActionSpec:
     """Describe ``fn`` as an action; params schema from its type hints unless ``schema`` is given.
 
     With ``payload=True`` the handler is a plain callback ``fn(payload)`` or
-    ``fn(payload, ctx)`` (the seeds' style) with an any-object schema.
+    ``fn(payload, ctx)`` (the seeds' style) with an any-object schema. With ``cache_ttl``
+    (seconds) the host answers the same params from its result cache for that long.
     """
+    if isinstance(cache_ttl, bool) or not isinstance(cache_ttl, int | float) or cache_ttl < 0:
+        raise TypeError(f"cache_ttl must be a number of seconds >= 0, not {cache_ttl!r}")
     sig = inspect.signature(fn)
     hints = _hints(fn)
     action_name: str = name or str(getattr(fn, "__name__", "run"))
@@ -227,6 +235,7 @@ def make_action(
             param_names=names,
             integer_params=integers,
             var_keyword=var_keyword,
+            cache_ttl=float(cache_ttl),
         )
 
     if payload:
@@ -323,12 +332,18 @@ class Agent:
         description: str | None = None,
         idempotent: bool = False,
         schema: Schema | None = None,
+        cache_ttl: float = 0.0,
     ) -> Any:
         """Declare an action; use as ``@agent.action`` or ``@agent.action(description=...)``."""
 
         def register(handler: F) -> F:
             self.add_action(
-                handler, name=name, description=description, idempotent=idempotent, schema=schema
+                handler,
+                name=name,
+                description=description,
+                idempotent=idempotent,
+                schema=schema,
+                cache_ttl=cache_ttl,
             )
             return handler
 

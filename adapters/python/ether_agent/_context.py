@@ -250,12 +250,14 @@ class TaskContext:
         deadline_ms: int = 0,
         trace_parent: str | None = None,
         trace_state: str | None = None,
+        force_refresh: bool = False,
     ) -> dict[str, Any]:
         """Run ``action`` of another agent through the host; return its AgentOutput as a dict
-        (``status``, ``data``, ``error``, ``metadata``...)."""
+        (``status``, ``data``, ``error``, ``metadata``...). ``force_refresh`` runs it even when
+        the host's result cache holds an answer (``metadata.cached``), and keeps the new one."""
         reply = await self.host_call(
             "agent.call",
-            {"agent": agent, "action": action, "params": params or {}},
+            _agent_call(agent, action, params, force_refresh),
             deadline_ms=deadline_ms,
             trace_parent=trace_parent,
             trace_state=trace_state,
@@ -287,11 +289,12 @@ class TaskContext:
         deadline_ms: int = 0,
         trace_parent: str | None = None,
         trace_state: str | None = None,
+        force_refresh: bool = False,
     ) -> dict[str, Any]:
         """``call_agent`` for sync handlers (they run in worker threads)."""
         reply = self.host_call_sync(
             "agent.call",
-            {"agent": agent, "action": action, "params": params or {}},
+            _agent_call(agent, action, params, force_refresh),
             deadline_ms=deadline_ms,
             trace_parent=trace_parent,
             trace_state=trace_state,
@@ -328,3 +331,12 @@ class TaskContext:
                 if self.cancelled.is_set():
                     fut.cancel()
                     raise AgentError(CANCELLED, "the task was cancelled") from None
+
+
+def _agent_call(
+    agent: str, action: str, params: dict[str, Any] | None, force_refresh: bool
+) -> dict[str, Any]:
+    call: dict[str, Any] = {"agent": agent, "action": action, "params": params or {}}
+    if force_refresh:
+        call["force_refresh"] = True
+    return call

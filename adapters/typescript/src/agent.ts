@@ -31,6 +31,8 @@ export interface ActionOptions {
   schema?: JsonObject;
   /** True when it is safe to run twice. */
   idempotent?: boolean;
+  /** Seconds the host answers the same params from its result cache after a success; 0: never. */
+  cacheTtl?: number;
 }
 
 /** An action: params in, a JSON value (or an Output) out. Throw AgentError to fail with a code. */
@@ -71,6 +73,7 @@ export class Agent {
       description: options.description ?? "",
       schema: options.schema,
       idempotent: options.idempotent ?? false,
+      cacheTtl: cacheTtl(name, options.cacheTtl),
       handler: handler as ActionSpec["handler"],
     });
     return this;
@@ -111,4 +114,12 @@ export class Agent {
   static is(value: unknown): value is Agent {
     return typeof value === "object" && value !== null && (value as { [BRAND]?: unknown })[BRAND] === true;
   }
+}
+
+function cacheTtl(action: string, ttl: number | undefined): number {
+  if (ttl === undefined) return 0;
+  if (typeof ttl !== "number" || !Number.isFinite(ttl) || ttl < 0) {
+    throw new TypeError(`action ${action}: cacheTtl must be a number of seconds >= 0, not ${String(ttl)}`);
+  }
+  return ttl;
 }

@@ -36,6 +36,7 @@ export interface ActionDescriptor {
   description: string;
   params_schema?: JsonObject;
   idempotent?: boolean;
+  cache_ttl?: number;
 }
 
 export interface HelloFrame {

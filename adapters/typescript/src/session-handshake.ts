@@ -33,6 +33,7 @@ export function helloFrame(spec: AgentSpec, protocol: number, maxFrame: number, 
       const d: HelloFrame["actions"][number] = { name: a.name, description: a.description };
       if (a.schema !== undefined) d.params_schema = a.schema;
       if (a.idempotent) d.idempotent = true;
+      if (a.cacheTtl > 0) d.cache_ttl = a.cacheTtl;
       return d;
     }),
     capabilities: {

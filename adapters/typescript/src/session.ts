@@ -29,6 +29,7 @@ export interface ActionSpec {
   description: string;
   schema: JsonObject | undefined;
   idempotent: boolean;
+  cacheTtl: number;
   handler: (params: any, ctx: Context) => unknown;
 }
 

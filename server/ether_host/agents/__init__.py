@@ -16,6 +16,7 @@ from ether_host.agents.other_hosts import OtherHosts
 from ether_host.agents.pipe import DEFAULT_IN_FLIGHT as PIPE_DEFAULT_IN_FLIGHT
 from ether_host.agents.pipe import MAX_IN_FLIGHT as PIPE_MAX_IN_FLIGHT
 from ether_host.agents.pipe import in_flight_limit, run_pipe
+from ether_host.agents.result_cache import MemoryResultCache, ResultCache
 
 __all__ = [
     "ERROR",
@@ -25,8 +26,10 @@ __all__ = [
     "SUCCESS",
     "Budget",
     "Dispatcher",
+    "MemoryResultCache",
     "Metadata",
     "OtherHosts",
+    "ResultCache",
     "RunningTask",
     "TaskErrorInfo",
     "TaskEvent",

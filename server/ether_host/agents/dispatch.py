@@ -25,8 +25,11 @@ import anyio
 import structlog
 
 from ether_host.agents.calls import CallHandler, HostCalls
-from ether_host.agents.model import Metadata, TaskEvent, TaskInput, TaskResult
+from ether_host.agents.model import SUCCESS, Metadata, TaskEvent, TaskInput, TaskResult
 from ether_host.agents.other_hosts import OtherHosts
+from ether_host.agents.result_cache import ResultCache, cache_key
+from ether_host.agents.result_cache import decode as cached_result
+from ether_host.agents.result_cache import encode as cache_entry
 from ether_host.agents.results import answered_its_deadline, task_result
 from ether_host.agents.validation import check_budget, check_params, check_task_id, resolve_action
 from ether_host.background import start_detached
@@ -120,6 +123,9 @@ class Dispatcher:
         # Set by the cluster when this host is in one: where a task for an agent this host
         # does not run goes. None on a single host.
         self.other_hosts: OtherHosts | None = None
+        # Where SUCCESS results of actions declared with a cache_ttl are kept: in memory (set by
+        # main.py), in Redis in a cluster (set at join); None: no cache at all.
+        self.result_cache: ResultCache | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         supervisor.serve_calls_with(self._calls.handle)
 
@@ -148,8 +154,19 @@ class Dispatcher:
             return await self._execute_elsewhere(task, self.other_hosts, on_event)
         self._admit(task)
         action = resolve_action(agent, task) if agent.actions else None
+        cached_as, cache_ttl = "", 0.0
         if action is not None:
             check_params(agent, action, task.params)
+            # The one check a task of an action without a cache_ttl pays for the cache.
+            if action.cache_ttl and self.result_cache is not None:
+                cached_as, cache_ttl = (
+                    cache_key(agent.name, action.name, agent.version, task.params),
+                    action.cache_ttl,
+                )
+                if not task.force_refresh:
+                    hit = await self._cached(cached_as, task)
+                    if hit is not None:
+                        return hit
         deadline = task.deadline
         if task.budget.max_time is not None:
             deadline = min(deadline or math.inf, time.monotonic() + task.budget.max_time)
@@ -177,6 +194,8 @@ class Dispatcher:
             while True:
                 try:
                     result = await self._attempt(agent, record, action, attempt, on_event)
+                    if cached_as and result.status == SUCCESS:
+                        await self._keep(cached_as, result, cache_ttl)
                     return result
                 except Unavailable as error:
                     delay = self._retry_delay(record, action, attempt, error)
@@ -214,6 +233,20 @@ class Dispatcher:
                 self._task_failed(agent, record, action, raised)
             if record.span is not None and tracing is not None:
                 tracing.end_task(record.span, result, raised)
+
+    async def _cached(self, key: str, task: TaskInput) -> TaskResult | None:
+        """The cached answer to ``task``, or None: nothing kept under ``key`` (or expired)."""
+        assert self.result_cache is not None
+        clock = time.monotonic()
+        entry = await self.result_cache.get(key)
+        if entry is None:
+            return None
+        log.debug("result from the cache", task_id=task.task_id, agent=task.agent)
+        return cached_result(entry, task.task_id, time.monotonic() - clock)
+
+    async def _keep(self, key: str, result: TaskResult, ttl: float) -> None:
+        assert self.result_cache is not None
+        await self.result_cache.put(key, cache_entry(result), ttl)
 
     def _admit(self, task: TaskInput) -> None:
         """The checks every task passes here or elsewhere: its budget, and its id (a new one
@@ -556,6 +589,7 @@ class Dispatcher:
             session_id=parent.session_id,
             deadline=caller.deadline,
             task_id=f"{parent.task_id}.{caller.children + 1}"[:128],
+            force_refresh=params.get("force_refresh") is True,
         )
         child.budget.max_cost = remaining_cost
         caller.children += 1

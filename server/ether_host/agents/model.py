@@ -33,6 +33,8 @@ class TaskInput:
     session_id: str = ""
     permissions: list[str] = field(default_factory=list)
     idempotent: bool | None = None
+    # Run even when the result cache holds an answer, and keep the new one (agents/result_cache.py).
+    force_refresh: bool = False
     deadline: float | None = None  # absolute, time.monotonic()
     # Set by the host for sub-agent calls.
     root_task: str = ""
@@ -92,6 +94,7 @@ class TaskResult:
                 "model": self.metadata.model,
                 "pid": self.metadata.pid,
                 "attempt": self.metadata.attempt,
+                "cached": self.metadata.cached,
             },
             "next_actions": self.next_actions,
         }

@@ -23,6 +23,7 @@ from anyio.abc import TaskStatus
 from ether_host.agents import Dispatcher, TaskEvent, TaskInput, TaskResult
 from ether_host.cluster.records import HOSTS_KEY, HostEntry, PublishedAgent, host_key
 from ether_host.cluster.remote import BLOCK_MS, RemoteTasks
+from ether_host.cluster.result_cache import RedisResultCache
 from ether_host.cluster.view import ClusterView
 from ether_host.config import ConfigError
 from ether_host.errors import NotFound
@@ -213,6 +214,8 @@ class Cluster:
             lambda: self._lifecycle.is_stopping,
         )
         self._dispatcher.other_hosts = self  # tasks for agents only other hosts run go there
+        # One result cache for the cluster, in place of this host's own in memory.
+        self._dispatcher.result_cache = RedisResultCache(self._redis, self._errors, self._timeout)
         log.info(
             "cluster joined",
             host=name,

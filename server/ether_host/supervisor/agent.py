@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import platform
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,8 @@ class ActionInfo:
     idempotent: bool = False
     result_schema: dict[str, Any] = field(default_factory=dict)
     unusable: str = ""  # why it cannot be called (an MCP tool with a broken inputSchema)
+    # Seconds its SUCCESS results are kept in the result cache (agents/result_cache.py); 0: none.
+    cache_ttl: float = 0.0
 
 
 class ManagedAgent:
@@ -199,6 +202,7 @@ class ManagedAgent:
                 bool(a.get("idempotent")),
                 dict(a.get("result_schema") or {}),
                 str(a.get("unusable") or ""),
+                _cache_ttl(a.get("cache_ttl")),
             )
             for a in hello.get("actions") or []
             if a.get("name")
@@ -448,3 +452,10 @@ def _matches(method: str, pattern: str) -> bool:
     if pattern.endswith(".*"):
         return method.startswith(pattern[:-1])
     return method == pattern or pattern == "*"
+
+
+def _cache_ttl(declared: Any) -> float:
+    """An action's ``cache_ttl`` from hello: seconds, 0 when absent or not a positive number."""
+    if isinstance(declared, bool) or not isinstance(declared, int | float):
+        return 0.0
+    return float(declared) if 0 < declared < math.inf else 0.0

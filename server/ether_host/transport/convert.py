@@ -148,6 +148,7 @@ def task_input(message: agent_io_pb2.AgentInput, rpc_deadline: float | None) -> 
         session_id=context.session_id,
         permissions=list(context.permissions),
         idempotent=message.idempotent if message.HasField("idempotent") else None,
+        force_refresh=message.force_refresh,
         deadline=None if rpc_deadline is None else time.monotonic() + rpc_deadline,
     )
 
@@ -291,6 +292,7 @@ def agent_info(agent: ManagedAgent) -> agent_io_pb2.AgentInfo:
                 idempotent=a.idempotent,
                 result_schema=dict_to_struct(a.result_schema) if a.result_schema else None,
                 unusable=a.unusable,
+                cache_ttl=duration(a.cache_ttl) if a.cache_ttl else None,
             )
             for a in agent.actions
         ],

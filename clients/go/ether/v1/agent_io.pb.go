@@ -288,7 +288,12 @@ type ActionSpec struct {
 	// Why the action cannot be called, such as an MCP tool whose inputSchema
 	// is not a valid JSON Schema. Empty: it can. Calling an unusable action
 	// fails with FAILED_PRECONDITION naming this reason.
-	Unusable      string `protobuf:"bytes,6,opt,name=unusable,proto3" json:"unusable,omitempty"`
+	Unusable string `protobuf:"bytes,6,opt,name=unusable,proto3" json:"unusable,omitempty"`
+	// How long the host keeps the action's SUCCESS results, by agent, action,
+	// agent version and params (canonical JSON): a task with the same params
+	// within it is answered from the cache, with metadata.cached set. Declared
+	// by the agent (`cache_ttl` in its hello). Unset or zero: not cached.
+	CacheTtl      *durationpb.Duration `protobuf:"bytes,7,opt,name=cache_ttl,json=cacheTtl,proto3" json:"cache_ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -363,6 +368,13 @@ func (x *ActionSpec) GetUnusable() string {
 		return x.Unusable
 	}
 	return ""
+}
+
+func (x *ActionSpec) GetCacheTtl() *durationpb.Duration {
+	if x != nil {
+		return x.CacheTtl
+	}
+	return nil
 }
 
 // AgentInfo describes an agent in the directory. It is shaped so that it
@@ -839,8 +851,12 @@ type AgentInput struct {
 	// How the output carries its result: `data` (a Struct Value, the default)
 	// or `data_json` (UTF-8 JSON bytes).
 	OutputEncoding DataEncoding `protobuf:"varint,8,opt,name=output_encoding,json=outputEncoding,proto3,enum=ether.v1.DataEncoding" json:"output_encoding,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Run the task even when the action's result cache holds an answer for
+	// these params, and put its SUCCESS result in the cache in place of the
+	// old one. Ignored for actions without a cache_ttl.
+	ForceRefresh  bool `protobuf:"varint,9,opt,name=force_refresh,json=forceRefresh,proto3" json:"force_refresh,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentInput) Reset() {
@@ -927,6 +943,13 @@ func (x *AgentInput) GetOutputEncoding() DataEncoding {
 		return x.OutputEncoding
 	}
 	return DataEncoding_DATA_ENCODING_UNSPECIFIED
+}
+
+func (x *AgentInput) GetForceRefresh() bool {
+	if x != nil {
+		return x.ForceRefresh
+	}
+	return false
 }
 
 // OutputMetadata is provenance for an AgentOutput: what the host measured
@@ -1995,7 +2018,8 @@ type isExecuteStreamResponse_Event interface {
 }
 
 type ExecuteStreamResponse_Started struct {
-	// The task was dispatched; always the first event.
+	// The task was dispatched; always the first event, except for an
+	// output from the result cache (metadata.cached), which comes alone.
 	Started *TaskStarted `protobuf:"bytes,4,opt,name=started,proto3,oneof"`
 }
 
@@ -2234,7 +2258,7 @@ var File_ether_v1_agent_io_proto protoreflect.FileDescriptor
 
 const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\n" +
-	"\x17ether/v1/agent_io.proto\x12\bether.v1\x1a\x15ether/v1/common.proto\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfa\x01\n" +
+	"\x17ether/v1/agent_io.proto\x12\bether.v1\x1a\x15ether/v1/common.proto\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb2\x02\n" +
 	"\n" +
 	"ActionSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
@@ -2244,7 +2268,8 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"idempotent\x18\x04 \x01(\bR\n" +
 	"idempotent\x12<\n" +
 	"\rresult_schema\x18\x05 \x01(\v2\x17.google.protobuf.StructR\fresultSchema\x12\x1a\n" +
-	"\bunusable\x18\x06 \x01(\tR\bunusable\"\x80\x04\n" +
+	"\bunusable\x18\x06 \x01(\tR\bunusable\x126\n" +
+	"\tcache_ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\bcacheTtl\"\x80\x04\n" +
 	"\tAgentInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12'\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x13.ether.v1.AgentTypeR\x04type\x12.\n" +
@@ -2284,7 +2309,7 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\xa2\xbb\x18\x06(\xe8\a0\x80\x02R\vpermissions\x12%\n" +
 	"\x05trace\x18\x05 \x01(\v2\x0f.ether.v1.TraceR\x05trace\x12&\n" +
 	"\n" +
-	"session_id\x18\x06 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\tsessionId\"\xe8\x02\n" +
+	"session_id\x18\x06 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\tsessionId\"\x8d\x03\n" +
 	"\n" +
 	"AgentInput\x12 \n" +
 	"\atask_id\x18\x01 \x01(\tB\a\xa2\xbb\x18\x030\x80\x01R\x06taskId\x12\x1f\n" +
@@ -2297,7 +2322,8 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"idempotent\x88\x01\x01\x12\x1f\n" +
 	"\vparams_json\x18\a \x01(\fR\n" +
 	"paramsJson\x12?\n" +
-	"\x0foutput_encoding\x18\b \x01(\x0e2\x16.ether.v1.DataEncodingR\x0eoutputEncodingB\r\n" +
+	"\x0foutput_encoding\x18\b \x01(\x0e2\x16.ether.v1.DataEncodingR\x0eoutputEncoding\x12#\n" +
+	"\rforce_refresh\x18\t \x01(\bR\fforceRefreshB\r\n" +
 	"\v_idempotent\"\xb3\x02\n" +
 	"\x0eOutputMetadata\x125\n" +
 	"\bduration\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x12\n" +
@@ -2464,68 +2490,69 @@ var file_ether_v1_agent_io_proto_goTypes = []any{
 	(*CancelTaskRequest)(nil),     // 27: ether.v1.CancelTaskRequest
 	(*CancelTaskResponse)(nil),    // 28: ether.v1.CancelTaskResponse
 	(*structpb.Struct)(nil),       // 29: google.protobuf.Struct
-	(Language)(0),                 // 30: ether.v1.Language
-	(*Budget)(nil),                // 31: ether.v1.Budget
-	(*durationpb.Duration)(nil),   // 32: google.protobuf.Duration
+	(*durationpb.Duration)(nil),   // 30: google.protobuf.Duration
+	(Language)(0),                 // 31: ether.v1.Language
+	(*Budget)(nil),                // 32: ether.v1.Budget
 	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
 	(*structpb.Value)(nil),        // 34: google.protobuf.Value
 }
 var file_ether_v1_agent_io_proto_depIdxs = []int32{
 	29, // 0: ether.v1.ActionSpec.params_schema:type_name -> google.protobuf.Struct
 	29, // 1: ether.v1.ActionSpec.result_schema:type_name -> google.protobuf.Struct
-	1,  // 2: ether.v1.AgentInfo.type:type_name -> ether.v1.AgentType
-	30, // 3: ether.v1.AgentInfo.language:type_name -> ether.v1.Language
-	4,  // 4: ether.v1.AgentInfo.actions:type_name -> ether.v1.ActionSpec
-	2,  // 5: ether.v1.AgentInfo.state:type_name -> ether.v1.AgentState
-	6,  // 6: ether.v1.AgentInfo.hosts:type_name -> ether.v1.AgentHost
-	2,  // 7: ether.v1.AgentHost.state:type_name -> ether.v1.AgentState
-	31, // 8: ether.v1.TaskContext.budget:type_name -> ether.v1.Budget
-	7,  // 9: ether.v1.TaskContext.trace:type_name -> ether.v1.Trace
-	29, // 10: ether.v1.AgentInput.params:type_name -> google.protobuf.Struct
-	8,  // 11: ether.v1.AgentInput.context:type_name -> ether.v1.TaskContext
-	3,  // 12: ether.v1.AgentInput.output_encoding:type_name -> ether.v1.DataEncoding
-	32, // 13: ether.v1.OutputMetadata.duration:type_name -> google.protobuf.Duration
-	33, // 14: ether.v1.OutputMetadata.started_at:type_name -> google.protobuf.Timestamp
-	29, // 15: ether.v1.OutputMetadata.extra:type_name -> google.protobuf.Struct
-	29, // 16: ether.v1.TaskError.details:type_name -> google.protobuf.Struct
-	29, // 17: ether.v1.NextAction.params:type_name -> google.protobuf.Struct
-	0,  // 18: ether.v1.AgentOutput.status:type_name -> ether.v1.TaskStatus
-	34, // 19: ether.v1.AgentOutput.data:type_name -> google.protobuf.Value
-	10, // 20: ether.v1.AgentOutput.metadata:type_name -> ether.v1.OutputMetadata
-	11, // 21: ether.v1.AgentOutput.error:type_name -> ether.v1.TaskError
-	12, // 22: ether.v1.AgentOutput.next_actions:type_name -> ether.v1.NextAction
-	30, // 23: ether.v1.ListAgentsRequest.language:type_name -> ether.v1.Language
-	1,  // 24: ether.v1.ListAgentsRequest.type:type_name -> ether.v1.AgentType
-	5,  // 25: ether.v1.ListAgentsResponse.agents:type_name -> ether.v1.AgentInfo
-	5,  // 26: ether.v1.GetAgentResponse.agent:type_name -> ether.v1.AgentInfo
-	9,  // 27: ether.v1.ExecuteRequest.input:type_name -> ether.v1.AgentInput
-	13, // 28: ether.v1.ExecuteResponse.output:type_name -> ether.v1.AgentOutput
-	9,  // 29: ether.v1.ExecuteStreamRequest.input:type_name -> ether.v1.AgentInput
-	29, // 30: ether.v1.TaskLog.fields:type_name -> google.protobuf.Struct
-	33, // 31: ether.v1.ExecuteStreamResponse.time:type_name -> google.protobuf.Timestamp
-	21, // 32: ether.v1.ExecuteStreamResponse.started:type_name -> ether.v1.TaskStarted
-	22, // 33: ether.v1.ExecuteStreamResponse.progress:type_name -> ether.v1.TaskProgress
-	23, // 34: ether.v1.ExecuteStreamResponse.log:type_name -> ether.v1.TaskLog
-	13, // 35: ether.v1.ExecuteStreamResponse.output:type_name -> ether.v1.AgentOutput
-	9,  // 36: ether.v1.PipeRequest.input:type_name -> ether.v1.AgentInput
-	13, // 37: ether.v1.PipeResponse.output:type_name -> ether.v1.AgentOutput
-	14, // 38: ether.v1.AgentIOService.ListAgents:input_type -> ether.v1.ListAgentsRequest
-	16, // 39: ether.v1.AgentIOService.GetAgent:input_type -> ether.v1.GetAgentRequest
-	18, // 40: ether.v1.AgentIOService.Execute:input_type -> ether.v1.ExecuteRequest
-	20, // 41: ether.v1.AgentIOService.ExecuteStream:input_type -> ether.v1.ExecuteStreamRequest
-	25, // 42: ether.v1.AgentIOService.Pipe:input_type -> ether.v1.PipeRequest
-	27, // 43: ether.v1.AgentIOService.CancelTask:input_type -> ether.v1.CancelTaskRequest
-	15, // 44: ether.v1.AgentIOService.ListAgents:output_type -> ether.v1.ListAgentsResponse
-	17, // 45: ether.v1.AgentIOService.GetAgent:output_type -> ether.v1.GetAgentResponse
-	19, // 46: ether.v1.AgentIOService.Execute:output_type -> ether.v1.ExecuteResponse
-	24, // 47: ether.v1.AgentIOService.ExecuteStream:output_type -> ether.v1.ExecuteStreamResponse
-	26, // 48: ether.v1.AgentIOService.Pipe:output_type -> ether.v1.PipeResponse
-	28, // 49: ether.v1.AgentIOService.CancelTask:output_type -> ether.v1.CancelTaskResponse
-	44, // [44:50] is the sub-list for method output_type
-	38, // [38:44] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	30, // 2: ether.v1.ActionSpec.cache_ttl:type_name -> google.protobuf.Duration
+	1,  // 3: ether.v1.AgentInfo.type:type_name -> ether.v1.AgentType
+	31, // 4: ether.v1.AgentInfo.language:type_name -> ether.v1.Language
+	4,  // 5: ether.v1.AgentInfo.actions:type_name -> ether.v1.ActionSpec
+	2,  // 6: ether.v1.AgentInfo.state:type_name -> ether.v1.AgentState
+	6,  // 7: ether.v1.AgentInfo.hosts:type_name -> ether.v1.AgentHost
+	2,  // 8: ether.v1.AgentHost.state:type_name -> ether.v1.AgentState
+	32, // 9: ether.v1.TaskContext.budget:type_name -> ether.v1.Budget
+	7,  // 10: ether.v1.TaskContext.trace:type_name -> ether.v1.Trace
+	29, // 11: ether.v1.AgentInput.params:type_name -> google.protobuf.Struct
+	8,  // 12: ether.v1.AgentInput.context:type_name -> ether.v1.TaskContext
+	3,  // 13: ether.v1.AgentInput.output_encoding:type_name -> ether.v1.DataEncoding
+	30, // 14: ether.v1.OutputMetadata.duration:type_name -> google.protobuf.Duration
+	33, // 15: ether.v1.OutputMetadata.started_at:type_name -> google.protobuf.Timestamp
+	29, // 16: ether.v1.OutputMetadata.extra:type_name -> google.protobuf.Struct
+	29, // 17: ether.v1.TaskError.details:type_name -> google.protobuf.Struct
+	29, // 18: ether.v1.NextAction.params:type_name -> google.protobuf.Struct
+	0,  // 19: ether.v1.AgentOutput.status:type_name -> ether.v1.TaskStatus
+	34, // 20: ether.v1.AgentOutput.data:type_name -> google.protobuf.Value
+	10, // 21: ether.v1.AgentOutput.metadata:type_name -> ether.v1.OutputMetadata
+	11, // 22: ether.v1.AgentOutput.error:type_name -> ether.v1.TaskError
+	12, // 23: ether.v1.AgentOutput.next_actions:type_name -> ether.v1.NextAction
+	31, // 24: ether.v1.ListAgentsRequest.language:type_name -> ether.v1.Language
+	1,  // 25: ether.v1.ListAgentsRequest.type:type_name -> ether.v1.AgentType
+	5,  // 26: ether.v1.ListAgentsResponse.agents:type_name -> ether.v1.AgentInfo
+	5,  // 27: ether.v1.GetAgentResponse.agent:type_name -> ether.v1.AgentInfo
+	9,  // 28: ether.v1.ExecuteRequest.input:type_name -> ether.v1.AgentInput
+	13, // 29: ether.v1.ExecuteResponse.output:type_name -> ether.v1.AgentOutput
+	9,  // 30: ether.v1.ExecuteStreamRequest.input:type_name -> ether.v1.AgentInput
+	29, // 31: ether.v1.TaskLog.fields:type_name -> google.protobuf.Struct
+	33, // 32: ether.v1.ExecuteStreamResponse.time:type_name -> google.protobuf.Timestamp
+	21, // 33: ether.v1.ExecuteStreamResponse.started:type_name -> ether.v1.TaskStarted
+	22, // 34: ether.v1.ExecuteStreamResponse.progress:type_name -> ether.v1.TaskProgress
+	23, // 35: ether.v1.ExecuteStreamResponse.log:type_name -> ether.v1.TaskLog
+	13, // 36: ether.v1.ExecuteStreamResponse.output:type_name -> ether.v1.AgentOutput
+	9,  // 37: ether.v1.PipeRequest.input:type_name -> ether.v1.AgentInput
+	13, // 38: ether.v1.PipeResponse.output:type_name -> ether.v1.AgentOutput
+	14, // 39: ether.v1.AgentIOService.ListAgents:input_type -> ether.v1.ListAgentsRequest
+	16, // 40: ether.v1.AgentIOService.GetAgent:input_type -> ether.v1.GetAgentRequest
+	18, // 41: ether.v1.AgentIOService.Execute:input_type -> ether.v1.ExecuteRequest
+	20, // 42: ether.v1.AgentIOService.ExecuteStream:input_type -> ether.v1.ExecuteStreamRequest
+	25, // 43: ether.v1.AgentIOService.Pipe:input_type -> ether.v1.PipeRequest
+	27, // 44: ether.v1.AgentIOService.CancelTask:input_type -> ether.v1.CancelTaskRequest
+	15, // 45: ether.v1.AgentIOService.ListAgents:output_type -> ether.v1.ListAgentsResponse
+	17, // 46: ether.v1.AgentIOService.GetAgent:output_type -> ether.v1.GetAgentResponse
+	19, // 47: ether.v1.AgentIOService.Execute:output_type -> ether.v1.ExecuteResponse
+	24, // 48: ether.v1.AgentIOService.ExecuteStream:output_type -> ether.v1.ExecuteStreamResponse
+	26, // 49: ether.v1.AgentIOService.Pipe:output_type -> ether.v1.PipeResponse
+	28, // 50: ether.v1.AgentIOService.CancelTask:output_type -> ether.v1.CancelTaskResponse
+	45, // [45:51] is the sub-list for method output_type
+	39, // [39:45] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_ether_v1_agent_io_proto_init() }

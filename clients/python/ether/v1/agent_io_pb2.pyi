@@ -65,20 +65,22 @@ DATA_ENCODING_STRUCT: DataEncoding
 DATA_ENCODING_JSON: DataEncoding
 
 class ActionSpec(_message.Message):
-    __slots__ = ("name", "description", "params_schema", "idempotent", "result_schema", "unusable")
+    __slots__ = ("name", "description", "params_schema", "idempotent", "result_schema", "unusable", "cache_ttl")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     PARAMS_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENT_FIELD_NUMBER: _ClassVar[int]
     RESULT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     UNUSABLE_FIELD_NUMBER: _ClassVar[int]
+    CACHE_TTL_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     params_schema: _struct_pb2.Struct
     idempotent: bool
     result_schema: _struct_pb2.Struct
     unusable: str
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., params_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotent: _Optional[bool] = ..., result_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., unusable: _Optional[str] = ...) -> None: ...
+    cache_ttl: _duration_pb2.Duration
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., params_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotent: _Optional[bool] = ..., result_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., unusable: _Optional[str] = ..., cache_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class AgentInfo(_message.Message):
     __slots__ = ("name", "type", "language", "version", "description", "actions", "capabilities", "state", "replicas", "ready_replicas", "in_flight", "queued", "max_concurrency", "hosts")
@@ -159,7 +161,7 @@ class TaskContext(_message.Message):
     def __init__(self, parent_task: _Optional[str] = ..., workflow: _Optional[str] = ..., budget: _Optional[_Union[_common_pb2.Budget, _Mapping]] = ..., permissions: _Optional[_Iterable[str]] = ..., trace: _Optional[_Union[Trace, _Mapping]] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class AgentInput(_message.Message):
-    __slots__ = ("task_id", "agent", "action", "params", "context", "idempotent", "params_json", "output_encoding")
+    __slots__ = ("task_id", "agent", "action", "params", "context", "idempotent", "params_json", "output_encoding", "force_refresh")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
@@ -168,6 +170,7 @@ class AgentInput(_message.Message):
     IDEMPOTENT_FIELD_NUMBER: _ClassVar[int]
     PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_ENCODING_FIELD_NUMBER: _ClassVar[int]
+    FORCE_REFRESH_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     agent: str
     action: str
@@ -176,7 +179,8 @@ class AgentInput(_message.Message):
     idempotent: bool
     params_json: bytes
     output_encoding: DataEncoding
-    def __init__(self, task_id: _Optional[str] = ..., agent: _Optional[str] = ..., action: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., idempotent: _Optional[bool] = ..., params_json: _Optional[bytes] = ..., output_encoding: _Optional[_Union[DataEncoding, str]] = ...) -> None: ...
+    force_refresh: bool
+    def __init__(self, task_id: _Optional[str] = ..., agent: _Optional[str] = ..., action: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., context: _Optional[_Union[TaskContext, _Mapping]] = ..., idempotent: _Optional[bool] = ..., params_json: _Optional[bytes] = ..., output_encoding: _Optional[_Union[DataEncoding, str]] = ..., force_refresh: _Optional[bool] = ...) -> None: ...
 
 class OutputMetadata(_message.Message):
     __slots__ = ("duration", "cost", "model", "started_at", "host", "pid", "attempt", "cached", "extra")

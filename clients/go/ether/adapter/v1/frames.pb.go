@@ -224,7 +224,10 @@ type Action struct {
 	// JSON Schema of its params object; empty means any object.
 	ParamsSchema *structpb.Struct `protobuf:"bytes,3,opt,name=params_schema,json=paramsSchema,proto3" json:"params_schema,omitempty"`
 	// True when it is safe to run twice.
-	Idempotent    bool `protobuf:"varint,4,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
+	Idempotent bool `protobuf:"varint,4,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
+	// Seconds the host keeps its SUCCESS results for the same params (the
+	// result cache); 0 or absent: not cached.
+	CacheTtl      float64 `protobuf:"fixed64,5,opt,name=cache_ttl,json=cacheTtl,proto3" json:"cache_ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -285,6 +288,13 @@ func (x *Action) GetIdempotent() bool {
 		return x.Idempotent
 	}
 	return false
+}
+
+func (x *Action) GetCacheTtl() float64 {
+	if x != nil {
+		return x.CacheTtl
+	}
+	return 0
 }
 
 // Capabilities says what an agent supports.
@@ -1778,14 +1788,15 @@ const file_ether_adapter_v1_frames_proto_rawDesc = "" +
 	"\aruntime\x18\x04 \x01(\tR\aruntime\x12 \n" +
 	"\vdescription\x18\x05 \x01(\tR\vdescription\x12\x12\n" +
 	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x12\n" +
-	"\x04tags\x18\a \x03(\tR\x04tags\"\x9c\x01\n" +
+	"\x04tags\x18\a \x03(\tR\x04tags\"\xb9\x01\n" +
 	"\x06Action\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12<\n" +
 	"\rparams_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\fparamsSchema\x12\x1e\n" +
 	"\n" +
 	"idempotent\x18\x04 \x01(\bR\n" +
-	"idempotent\"\xb2\x01\n" +
+	"idempotent\x12\x1b\n" +
+	"\tcache_ttl\x18\x05 \x01(\x01R\bcacheTtl\"\xb2\x01\n" +
 	"\fCapabilities\x12'\n" +
 	"\x0fmax_concurrency\x18\x01 \x01(\x05R\x0emaxConcurrency\x12\x16\n" +
 	"\x06cancel\x18\x02 \x01(\bR\x06cancel\x12\x1a\n" +

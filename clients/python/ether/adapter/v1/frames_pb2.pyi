@@ -42,16 +42,18 @@ class AgentIdentity(_message.Message):
     def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., language: _Optional[str] = ..., runtime: _Optional[str] = ..., description: _Optional[str] = ..., kind: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Action(_message.Message):
-    __slots__ = ("name", "description", "params_schema", "idempotent")
+    __slots__ = ("name", "description", "params_schema", "idempotent", "cache_ttl")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     PARAMS_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENT_FIELD_NUMBER: _ClassVar[int]
+    CACHE_TTL_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     params_schema: _struct_pb2.Struct
     idempotent: bool
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., params_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotent: _Optional[bool] = ...) -> None: ...
+    cache_ttl: float
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., params_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idempotent: _Optional[bool] = ..., cache_ttl: _Optional[float] = ...) -> None: ...
 
 class Capabilities(_message.Message):
     __slots__ = ("max_concurrency", "cancel", "progress", "ping", "calls", "max_frame")
