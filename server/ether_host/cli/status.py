@@ -125,6 +125,7 @@ def host_summary(supervisor: Any, metadata: Metadata) -> dict[str, Any]:
             "redis": cluster.redis,
             "hosts": list(cluster.hosts),
             "degraded": cluster.degraded,
+            "unreachable": list(cluster.unreachable),
         }
     return summary
 
@@ -263,6 +264,8 @@ def cluster_line(cluster: dict[str, Any]) -> str:
     line = f"{cluster['host_name']} of {len(cluster['hosts'])} hosts on {cluster['redis']}"
     if cluster["degraded"]:
         return f"{line} -- DEGRADED, serving its own agents only: {cluster['degraded']}"
+    if cluster.get("unreachable"):
+        return f"{line} -- UNREACHABLE: {'; '.join(cluster['unreachable'])}"
     return line
 
 

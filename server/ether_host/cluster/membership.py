@@ -21,6 +21,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from ether_host.agents import Dispatcher, TaskEvent, TaskInput, TaskResult
+from ether_host.cluster.reachability import Reachability, unreachable_notes
 from ether_host.cluster.records import HOSTS_KEY, HostEntry, PublishedAgent, host_key
 from ether_host.cluster.remote import BLOCK_MS, RemoteTasks
 from ether_host.cluster.result_cache import RedisResultCache
@@ -112,6 +113,8 @@ class ClusterStatus:
     redis: str  # the URL without its password
     degraded: str  # why this host is cut off from the cluster; '' when it is not
     hosts: tuple[str, ...]  # the live hosts this one knows of, itself included
+    # Hosts this one cannot reach at their advertised address, and who cannot reach this one.
+    unreachable: tuple[str, ...] = ()
 
 
 class Cluster:
@@ -138,6 +141,7 @@ class Cluster:
         self._peers_read_at = 0.0
         self._shape: list[tuple[str, str, int, int]] | None = None
         self._changed = anyio.Event()
+        self._reach = Reachability(timeout=max(1.0, min(settings.heartbeat, 3.0)))
         # A call to Redis waits at most this long: a heartbeat is never later than one period.
         self._timeout = max(0.5, min(settings.heartbeat, 5.0))
 
@@ -230,6 +234,7 @@ class Cluster:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._follow_agents)
             tg.start_soon(self._wake_at_stop)
+            tg.start_soon(self._probe_peers)
             if self._remote is not None:
                 tg.start_soon(self._remote.serve)
                 tg.start_soon(self._remote.read_replies)
@@ -308,6 +313,12 @@ class Cluster:
             redis=self._url,
             degraded=self._degraded,
             hosts=tuple(sorted([self.settings.host_name, *peers])),
+            unreachable=unreachable_notes(
+                self.settings.host_name,
+                self.settings.advertise,
+                self._reach.failed,
+                self._peers if fresh else [],
+            ),
         )
 
     # --- heartbeats ---------------------------------------------------------------------------
@@ -318,7 +329,13 @@ class Cluster:
 
     def _entry(self) -> HostEntry:
         agents = tuple(PublishedAgent.of(a) for a in self._supervisor.agents.values())
-        return HostEntry(self.settings.host_name, self.settings.advertise, self._instance, agents)
+        return HostEntry(
+            self.settings.host_name,
+            self.settings.advertise,
+            self._instance,
+            agents,
+            unreachable=tuple(sorted(self._reach.failed)),
+        )
 
     def _note_shape(self, entry: HostEntry) -> None:
         """Log the agents this host publishes when they change (what tests and operators wait
@@ -393,6 +410,16 @@ class Cluster:
             events.last_sequence, until=lambda: self._lifecycle.is_stopping
         ):
             self._changed.set()
+
+    async def _probe_peers(self) -> None:
+        """Once a heartbeat, try the other hosts' advertised addresses (reachability.py); a
+        change goes out with the next heartbeat."""
+        while not self._lifecycle.is_stopping:
+            before = set(self._reach.failed)
+            await self._reach.probe(list(self._peers))
+            if set(self._reach.failed) != before:
+                self._changed.set()
+            await anyio.sleep(self.settings.heartbeat)
 
     async def _wake_at_stop(self) -> None:
         await self._lifecycle.stopping.wait()

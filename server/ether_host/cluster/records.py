@@ -91,6 +91,8 @@ class HostEntry:
     address: str
     instance: str  # this process's random id: tells a restarted host from a live namesake
     agents: tuple[PublishedAgent, ...] = field(default=())
+    # The other hosts this one could not reach at their advertised address (reachability.py).
+    unreachable: tuple[str, ...] = ()
 
     def encode(self) -> bytes:
         return orjson.dumps(asdict(self))
@@ -105,6 +107,7 @@ class HostEntry:
                 address=str(value["address"]),
                 instance=str(value["instance"]),
                 agents=tuple(PublishedAgent.from_json(a) for a in value.get("agents", ())),
+                unreachable=tuple(str(n) for n in value.get("unreachable", ())),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
             return None

@@ -68,4 +68,5 @@ def membership(status: ClusterStatus) -> supervisor_pb2.ClusterMembership:
         redis=status.redis,
         degraded=status.degraded,
         hosts=list(status.hosts),
+        unreachable=list(status.unreachable),
     )

@@ -2134,7 +2134,13 @@ type ClusterMembership struct {
 	Degraded string `protobuf:"bytes,4,opt,name=degraded,proto3" json:"degraded,omitempty"`
 	// The live hosts of the cluster as this host last read them, itself
 	// included.
-	Hosts         []string `protobuf:"bytes,5,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	Hosts []string `protobuf:"bytes,5,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	// Hosts this one cannot reach at their advertised gRPC address ("b at
+	// 10.0.0.7:50061: Connection refused (from this host)"), and, when other
+	// hosts cannot reach this one at its own, a note naming them: a wrong
+	// [cluster] advertise. Tasks still travel over Redis; calls forwarded from
+	// host to host (terminals) fail. Empty when every host reaches every other.
+	Unreachable   []string `protobuf:"bytes,6,rep,name=unreachable,proto3" json:"unreachable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2200,6 +2206,13 @@ func (x *ClusterMembership) GetDegraded() string {
 func (x *ClusterMembership) GetHosts() []string {
 	if x != nil {
 		return x.Hosts
+	}
+	return nil
+}
+
+func (x *ClusterMembership) GetUnreachable() []string {
+	if x != nil {
+		return x.Unreachable
 	}
 	return nil
 }
@@ -2468,13 +2481,14 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\tisolation\x18\x06 \x01(\v2\x13.ether.v1.IsolationR\tisolation\x129\n" +
 	"\n" +
 	"started_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x125\n" +
-	"\acluster\x18\b \x01(\v2\x1b.ether.v1.ClusterMembershipR\acluster\"\x96\x01\n" +
+	"\acluster\x18\b \x01(\v2\x1b.ether.v1.ClusterMembershipR\acluster\"\xb8\x01\n" +
 	"\x11ClusterMembership\x12\x1b\n" +
 	"\thost_name\x18\x01 \x01(\tR\bhostName\x12\x1c\n" +
 	"\tadvertise\x18\x02 \x01(\tR\tadvertise\x12\x14\n" +
 	"\x05redis\x18\x03 \x01(\tR\x05redis\x12\x1a\n" +
 	"\bdegraded\x18\x04 \x01(\tR\bdegraded\x12\x14\n" +
-	"\x05hosts\x18\x05 \x03(\tR\x05hosts\"\xc0\x02\n" +
+	"\x05hosts\x18\x05 \x03(\tR\x05hosts\x12 \n" +
+	"\vunreachable\x18\x06 \x03(\tR\vunreachable\"\xc0\x02\n" +
 	"\tIsolation\x12!\n" +
 	"\fsandbox_mode\x18\x01 \x01(\tR\vsandboxMode\x12\x1c\n" +
 	"\tsandboxed\x18\x02 \x01(\bR\tsandboxed\x12\x1e\n" +

@@ -362,18 +362,20 @@ class HostInfo(_message.Message):
     def __init__(self, version: _Optional[str] = ..., listeners: _Optional[_Iterable[str]] = ..., auth: _Optional[bool] = ..., tls: _Optional[bool] = ..., client_certificates: _Optional[bool] = ..., isolation: _Optional[_Union[Isolation, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., cluster: _Optional[_Union[ClusterMembership, _Mapping]] = ...) -> None: ...
 
 class ClusterMembership(_message.Message):
-    __slots__ = ("host_name", "advertise", "redis", "degraded", "hosts")
+    __slots__ = ("host_name", "advertise", "redis", "degraded", "hosts", "unreachable")
     HOST_NAME_FIELD_NUMBER: _ClassVar[int]
     ADVERTISE_FIELD_NUMBER: _ClassVar[int]
     REDIS_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     HOSTS_FIELD_NUMBER: _ClassVar[int]
+    UNREACHABLE_FIELD_NUMBER: _ClassVar[int]
     host_name: str
     advertise: str
     redis: str
     degraded: str
     hosts: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, host_name: _Optional[str] = ..., advertise: _Optional[str] = ..., redis: _Optional[str] = ..., degraded: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ...) -> None: ...
+    unreachable: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, host_name: _Optional[str] = ..., advertise: _Optional[str] = ..., redis: _Optional[str] = ..., degraded: _Optional[str] = ..., hosts: _Optional[_Iterable[str]] = ..., unreachable: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Isolation(_message.Message):
     __slots__ = ("sandbox_mode", "sandboxed", "bubblewrap", "pid_namespaces", "namespaces", "why_not", "limits")
