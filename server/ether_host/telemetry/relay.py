@@ -4,12 +4,11 @@
 Why a child: measured at 64 Execute calls in flight (bench/telemetry.py, issue 25), the SDK's
 OTLP encoding is pure Python, ~50 µs per span pair, and ran in the BatchSpanProcessor's thread
 of the host, holding the GIL against the event loop: every function of the main thread got
-slower (+97 µs per call against ~180 µs untraced, -38 % calls/s). Here that thread only turns
-each span into a few plain lists and writes the batch as one orjson line to the child's stdin;
-the encoding, the gRPC export and its retries run in another process.
+slower (+97 µs per call against ~180 µs untraced, -38 % calls/s). Here the host's batch
+thread (batches.py) writes each batch of span rows (spans.py) as one orjson line to the
+child's stdin; the encoding, the gRPC export and its retries run in another process.
 
-The SDK's BatchSpanProcessor stays in the host (its queue, batching, flush at stop); only its
-exporter is this one. The child ends with the host: at the host's stop ``shutdown`` closes its
+The child ends with the host: at the host's stop ``shutdown`` closes its
 stdin and waits for it (it exports what it holds and exits; killed past ``STOP_BUDGET``); after
 a ``kill -9`` of the host it reads EOF and does the same. A dead or stuck child never blocks the
 host nor crashes it: a batch that cannot be written within ``WRITE_BUDGET`` is dropped, the
@@ -26,13 +25,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import orjson
 import structlog
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 log = structlog.get_logger(__name__)
 
@@ -47,55 +43,7 @@ PIPE_SIZE = 1 << 20  # Linux's default most for a pipe (fs.pipe-max-size)
 _LEVELS = {"debug", "info", "warning", "error", "critical"}
 
 
-def _attributes(found: Any) -> Any:
-    """A span's attributes as something orjson writes. An ended span's are a BoundedAttributes
-    that no one changes any more: its plain dict is read as it is (the SDK's own field; copying
-    through the Mapping interface was a quarter of this module's cost per span), anything
-    else is copied."""
-    if not found:
-        return None
-    inner = getattr(found, "_dict", None)
-    return inner if type(inner) is dict else dict(found)
-
-
-def _context(context: Any) -> list[Any]:
-    """A SpanContext as [trace_id, span_id, flags, tracestate, is_remote]: the trace id in hex
-    (128 bits, more than a JSON number keeps), the span id as a number (64 bits)."""
-    state = context.trace_state
-    return [
-        format(context.trace_id, "032x"),
-        context.span_id,
-        int(context.trace_flags),
-        state.to_header() if state else "",
-        context.is_remote,
-    ]
-
-
-def plain(span: ReadableSpan, scope: int) -> list[Any]:
-    """One ended span as the plain list relay_child.rebuild reads back (same order). Its
-    parent is in the same trace: only the parent's span id and whether it came from another
-    process are sent (what OTLP records of it)."""
-    parent = span.parent
-    status = span.status
-    events = span.events
-    links = span.links
-    return [
-        _context(span.context),
-        None if parent is None else [parent.span_id, parent.is_remote],
-        span.name,
-        span.kind.value,
-        span.start_time,
-        span.end_time,
-        _attributes(span._attributes),  # read-only, see _attributes
-        status.status_code.value,
-        status.description,
-        [[e.name, e.timestamp, _attributes(e.attributes)] for e in events] if events else None,
-        [[_context(k.context), _attributes(k.attributes)] for k in links] if links else None,
-        scope,
-    ]
-
-
-class RelayExporter(SpanExporter):
+class RelayExporter:
     """Writes batches to a relay child exporting OTLP/gRPC to ``endpoint``."""
 
     def __init__(self, endpoint: str, *, insecure: bool) -> None:
@@ -116,9 +64,8 @@ class RelayExporter(SpanExporter):
         # for the child to read; where the kernel refuses, the default size works as well.
         with contextlib.suppress(OSError, AttributeError):
             fcntl.fcntl(self._stdin, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
-        self._resource: object = None  # the Resource last sent: it is sent once, not per span
         self._lost = False  # the relay was given up: spans are dropped from then on
-        self._lock = threading.Lock()  # export (the BSP's thread) against shutdown (the stop's)
+        self._lock = threading.Lock()  # a write (the batch thread) against shutdown (the stop's)
         threading.Thread(
             target=self._relog, args=(self._child.stderr,), name="trace-relay-log", daemon=True
         ).start()
@@ -128,41 +75,20 @@ class RelayExporter(SpanExporter):
     def pid(self) -> int:
         return self._child.pid
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+    def write_batch(self, batch: dict[str, Any], count: int) -> bool:
+        """Write one batch (batches.py: ``spans``, ``scopes``, the first time ``resource``)
+        as one line; False when it was dropped (the relay given up, a value JSON cannot hold)."""
         with self._lock:
             if self._lost:
-                return SpanExportResult.FAILURE
-            batch: dict[str, Any] = {}
-            scopes: dict[int, int] = {}
-            scope_list: list[list[Any]] = []
-            rows = []
-            for span in spans:
-                if span.resource is not self._resource:
-                    self._resource = span.resource
-                    batch["resource"] = [
-                        dict(span.resource.attributes),
-                        span.resource.schema_url,
-                    ]
-                scope = span.instrumentation_scope
-                index = scopes.get(id(scope))
-                if index is None:
-                    index = scopes[id(scope)] = len(scope_list)
-                    scope_list.append(
-                        [scope.name, scope.version, scope.schema_url]
-                        if scope is not None
-                        else ["", None, None]
-                    )
-                rows.append(plain(span, index))
-            batch["scopes"] = scope_list
-            batch["spans"] = rows
+                return False
             try:
                 line = orjson.dumps(batch) + b"\n"
             except TypeError as error:  # an attribute JSON cannot hold (an int past 64 bits)
-                log.warning("trace batch not relayed", spans=len(spans), error=str(error))
-                return SpanExportResult.FAILURE
-            return self._write(line, len(spans))
+                log.warning("trace batch not relayed", spans=count, error=str(error))
+                return False
+            return self._write(line, count)
 
-    def _write(self, line: bytes, count: int) -> SpanExportResult:
+    def _write(self, line: bytes, count: int) -> bool:
         view = memoryview(line)
         deadline = time.monotonic() + WRITE_BUDGET
         while view:
@@ -172,14 +98,14 @@ class RelayExporter(SpanExporter):
                 pass
             except OSError as error:  # EPIPE: the child is gone
                 self._give_up("the trace relay exited; spans are dropped", count, error)
-                return SpanExportResult.FAILURE
+                return False
             if view:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self._give_up("the trace relay is stuck; spans are dropped", count, None)
-                    return SpanExportResult.FAILURE
+                    return False
                 select.select([], [self._stdin], [], left)
-        return SpanExportResult.SUCCESS
+        return True
 
     def _give_up(self, message: str, count: int, error: OSError | None) -> None:
         """Once: drop this batch and every later one, kill the child, and say so."""
@@ -208,9 +134,6 @@ class RelayExporter(SpanExporter):
             self._child.kill()
             self._child.wait()
             log.error("trace relay killed at stop", pid=self._child.pid, waited=STOP_BUDGET)
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True  # each export is written at once; the child exports as it reads
 
     @staticmethod
     def _relog(stderr: Any) -> None:

@@ -3,7 +3,7 @@
 
     python -m ether_host.telemetry.relay_child ENDPOINT [--insecure]
 
-Reads one JSON line per batch on stdin (relay.RelayExporter writes them), rebuilds the SDK's
+Reads one JSON line per batch on stdin (batches.py writes them through relay.RelayExporter), rebuilds the SDK's
 ``ReadableSpan`` s and exports them with the maintained ``OTLPSpanExporter``: the encoding is
 the SDK's, not ours. Reading never waits for an export: batches wait in a bounded queue (a
 batch that finds it full is dropped, and the log says so once). At EOF -- the host's stop
@@ -60,10 +60,9 @@ class _ToHost(logging.Handler):
         say(record.name, record.levelname.lower(), record.getMessage())
 
 
-def _context(fields: list[Any]) -> SpanContext:
-    trace_id, span_id, flags, state, is_remote = fields
+def _context(trace_hex: str, span_id: int, flags: int, state: str, is_remote: bool) -> SpanContext:
     return SpanContext(
-        int(trace_id, 16),
+        int(trace_hex, 16),
         span_id,
         is_remote=is_remote,
         trace_flags=TraceFlags(flags),
@@ -71,24 +70,25 @@ def _context(fields: list[Any]) -> SpanContext:
     )
 
 
-def rebuild(row: list[Any], resource: Resource, scopes: list[InstrumentationScope]) -> ReadableSpan:
-    """A span as relay.plain wrote it (same order), back as the SDK's ReadableSpan."""
-    (context, parent, name, kind, start, end, attributes) = row[:7]
-    (code, description, events, links, scope) = row[7:]
-    own = _context(context)
+def rebuild(row: list[Any], resource: Resource, scope: InstrumentationScope) -> ReadableSpan:
+    """A span as the host's spans.HostSpan.end wrote it (spans.Row, same order), back as the
+    SDK's ReadableSpan."""
+    (trace_hex, span_id, flags, state, parent_id, parent_remote, name, kind) = row[:8]
+    (start, end, attributes, code, description, events, links) = row[8:]
+    own = _context(trace_hex, span_id, flags, state, False)
     return ReadableSpan(
         name,
         context=own,
-        parent=None if parent is None else SpanContext(own.trace_id, parent[0], parent[1]),
+        parent=SpanContext(own.trace_id, parent_id, parent_remote) if parent_id else None,
         resource=resource,
         attributes=attributes,
         events=[Event(n, a, timestamp=t) for n, t, a in events or ()],
-        links=[Link(_context(c), a) for c, a in links or ()],
+        links=[Link(_context(t, i, f, s, r), a) for t, i, f, s, r, a in links or ()],
         kind=SpanKind(kind),
         status=Status(StatusCode(code), description),
         start_time=start,
         end_time=end,
-        instrumentation_scope=scopes[scope],
+        instrumentation_scope=scope,
     )
 
 
@@ -136,8 +136,8 @@ def main(argv: list[str] | None = None) -> None:
         if "resource" in batch:
             attributes, schema_url = batch["resource"]
             resource = Resource(attributes, schema_url)
-        scopes = [InstrumentationScope(n, v, s) for n, v, s in batch["scopes"]]
-        spans = [rebuild(row, resource, scopes) for row in batch["spans"]]
+        scope = InstrumentationScope(*batch["scope"])
+        spans = [rebuild(row, resource, scope) for row in batch["spans"]]
         try:
             pending.put_nowait(spans)
         except queue.Full:

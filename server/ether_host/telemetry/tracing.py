@@ -1,9 +1,10 @@
-"""The host's traces: one OpenTelemetry TracerProvider owned by the host, and the few spans the
-rest of the host opens through it (docs/telemetry.md, "Traces").
+"""The host's traces: the host's own tracer (spans.py: lighter than the OpenTelemetry SDK's,
+behind the same API) and the few spans the rest of the host opens through it
+(docs/telemetry.md, "Traces").
 
 Off by default. When ``[telemetry] otlp_endpoint`` is unset nothing here exists: the parts of
 the host hold ``tracing = None`` and pay one ``is None`` check on their hot path, no span
-object. The provider is the host's own, never OpenTelemetry's global one, so a test or an
+object. The tracer is the host's own, never OpenTelemetry's global provider, so a test or an
 embedding program that sets its own global provider is not touched.
 
 The W3C trace context travels in three places: gRPC metadata and HTTP headers in (a client's
@@ -19,54 +20,71 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from ether_host import __version__
+from ether_host.telemetry.spans import (
+    HostSpan,
+    Parent,
+    RemoteParent,
+    Tracer,
+    UnsampledSpan,
+    current,
+)
 
-if TYPE_CHECKING:  # the SDK is loaded only when tracing is on (build_provider)
-    from opentelemetry.sdk.trace import TracerProvider
+if TYPE_CHECKING:  # made only when tracing is on (build_provider)
+    from ether_host.telemetry.batches import SpanBatches
 
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
 _PROPAGATOR = TraceContextTextMapPropagator()
-_NEW_TRACE = otel_context.Context()  # what extracting no traceparent gives: no parent span
+_SERVER = SpanKind.SERVER.value
 # Payloads, when recorded (record_payloads), are cut to this many characters: a span attribute
 # is not a place for a whole document.
 MAX_PAYLOAD_CHARS = 4096
 
 
+class TraceExport:
+    """The host's tracer and where its ended spans go (batches to the relay child)."""
+
+    def __init__(self, tracer: Tracer, batches: SpanBatches) -> None:
+        self.tracer = tracer
+        self.batches = batches
+
+    def shutdown(self) -> None:
+        self.batches.shutdown()
+
+
 def build_provider(
     endpoint: str, *, service_name: str, sample_ratio: float, export_delay: float
-) -> TracerProvider:
-    """A provider that samples ``sample_ratio`` of the traces the host starts (and follows the
+) -> TraceExport:
+    """A tracer that samples ``sample_ratio`` of the traces the host starts (and follows the
     caller's decision for the ones it continues) and exports in batches every
     ``export_delay`` seconds over OTLP/gRPC to ``endpoint``, through a relay child process
-    (relay.py: the OTLP encoding is too costly to run beside the event loop)."""
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
+    (relay.py: the OTLP encoding is too costly to run beside the event loop; spans.py: so are
+    the SDK's span objects)."""
+    from opentelemetry.sdk.resources import Resource  # the SDK's resource detection, once
 
+    from ether_host.telemetry.batches import SpanBatches
     from ether_host.telemetry.relay import RelayExporter
 
-    exporter = RelayExporter(endpoint, insecure=endpoint.startswith("http://"))
+    relay = RelayExporter(endpoint, insecure=endpoint.startswith("http://"))
+    resource = Resource.create({"service.name": service_name, "service.version": __version__})
+    batches = SpanBatches(
+        relay,
+        [dict(resource.attributes), resource.schema_url],
+        ["ether_host", __version__, None],
+        delay=max(0.001, export_delay),
+    )
+    return TraceExport(Tracer(batches.add, sample_ratio), batches)
 
-    provider = TracerProvider(
-        resource=Resource.create({"service.name": service_name, "service.version": __version__}),
-        # At 1 (the default) ALWAYS_ON takes the decisions TraceIdRatioBased(1) takes, for less
-        # work per span: every call opens two (issue 25's benchmark counts them).
-        sampler=ParentBased(ALWAYS_ON if sample_ratio >= 1 else TraceIdRatioBased(sample_ratio)),
-        # The host's stop flushes it (Tracing.shutdown), before its last log line: not an
-        # atexit hook, whose order among the others nobody controls.
-        shutdown_on_exit=False,
-    )
-    provider.add_span_processor(
-        BatchSpanProcessor(exporter, schedule_delay_millis=max(1.0, export_delay * 1000))
-    )
-    return provider
+
+def _parent_in(carrier: Mapping[str, str]) -> RemoteParent | None:
+    """The caller's span named by a W3C ``traceparent`` (and ``tracestate``), if valid."""
+    found = trace.get_current_span(_PROPAGATOR.extract(carrier)).get_span_context()
+    return RemoteParent(found) if found.is_valid else None
 
 
 def carrier_of(pairs: Iterable[tuple[str, Any]]) -> dict[str, str]:
@@ -81,14 +99,15 @@ def carrier_of(pairs: Iterable[tuple[str, Any]]) -> dict[str, str]:
 def log_ids() -> dict[str, str] | None:
     """``trace_id`` and ``span_id`` of the span running now, or None outside a recorded span
     (an ended span, a span the sampler dropped, no span at all)."""
-    span = trace.get_current_span()
-    if not span.is_recording():
+    span = current.get()
+    if span is None or not span.is_recording():
         return None
-    found = span.get_span_context()
-    return {"trace_id": f"{found.trace_id:032x}", "span_id": f"{found.span_id:016x}"}
+    return {"trace_id": span.trace_hex, "span_id": f"{span.span_id:016x}"}
 
 
 def trace_id_of(span: Span) -> str:
+    if isinstance(span, HostSpan | UnsampledSpan):
+        return span.trace_hex
     return f"{span.get_span_context().trace_id:032x}"
 
 
@@ -97,13 +116,18 @@ def _payload(value: Any) -> str:
     return text[:MAX_PAYLOAD_CHARS]
 
 
+def _own(span: Span | None) -> HostSpan | UnsampledSpan | None:
+    """``span`` as a parent: one of the host's own spans (every span Tracing makes is)."""
+    return span if isinstance(span, HostSpan | UnsampledSpan) else None
+
+
 class Tracing:
     """The host's tracer and the spans it opens; built once by the composition root."""
 
-    def __init__(self, provider: TracerProvider, *, record_payloads: bool = False) -> None:
+    def __init__(self, provider: TraceExport, *, record_payloads: bool = False) -> None:
         self.provider = provider
         self.record_payloads = record_payloads
-        self.tracer = provider.get_tracer("ether_host", __version__)
+        self.tracer = provider.tracer
 
     def shutdown(self) -> None:
         """Export what is left and stop the exporter (at the host's stop)."""
@@ -118,31 +142,33 @@ class Tracing:
         attributes: Mapping[str, Any] | None = None,
         *,
         kind: SpanKind = SpanKind.INTERNAL,
-        parent: otel_context.Context | None = None,
+        parent: Parent | None = None,
         links: list[Link] | None = None,
     ) -> Iterator[Span]:
         """A span current for the block (under ``parent``, else under the current one); an
         exception leaving the block marks it ERROR with the exception's text."""
-        with self.tracer.start_as_current_span(
+        span = self.tracer.start(
             name,
-            context=parent,
-            kind=kind,
-            attributes=dict(attributes) if attributes else None,
-            links=links,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            try:
-                yield span
-            except BaseException as error:
-                fail(span, error)
-                raise
+            parent if parent is not None else current.get(),
+            kind.value,
+            dict(attributes) if attributes else None,
+            links,
+        )
+        token = current.set(span)
+        try:
+            yield span
+        except BaseException as error:
+            fail(span, error)
+            raise
+        finally:
+            current.reset(token)
+            span.end()
 
     @staticmethod
     def links_to_current() -> list[Link]:
         """A link to the span running now (the RPC that starts work outliving it), if any."""
-        found = trace.get_current_span().get_span_context()
-        return [Link(found)] if found.is_valid else []
+        span = current.get()
+        return [] if span is None else [Link(span.get_span_context())]
 
     def payload(self, span: Span, key: str, value: Any) -> None:
         """Record params or data on ``span``, only when record_payloads says so."""
@@ -151,9 +177,7 @@ class Tracing:
 
     def child_span(self, name: str, parent: Span, **attributes: Any) -> Span:
         """A span under ``parent``, started now and not made current (the caller ends it)."""
-        return self.tracer.start_span(
-            name, context=trace.set_span_in_context(parent), attributes=attributes or None
-        )
+        return self.tracer.start(name, _own(parent), attributes=attributes or None)
 
     # -- RPCs and HTTP requests ------------------------------------------------------------
 
@@ -162,21 +186,19 @@ class Tracing:
     ) -> tuple[Span, object]:
         """A SERVER span made current (continuing the caller's trace when ``carrier`` holds a
         valid ``traceparent``) and the token that ends its being current (end_server_span)."""
-        # Always a context of its own: without a traceparent, a new trace, whatever the task
-        # serving the call happens to carry.
-        parent = _PROPAGATOR.extract(carrier) if carrier else _NEW_TRACE
-        # The SDK copies the attributes into the span's own: no copy of ours first.
-        span = self.tracer.start_span(
-            name, context=parent, kind=SpanKind.SERVER, attributes=attributes
-        )
-        token = otel_context.attach(trace.set_span_in_context(span))
-        return span, token
+        # Always a trace of its own without a traceparent, whatever span the task serving the
+        # call happens to carry.
+        parent = _parent_in(carrier) if carrier else None
+        span = self.tracer.start(name, parent, _SERVER)
+        if isinstance(span, HostSpan):  # the caller keeps ``attributes``: a copy of them
+            span.attributes = dict(attributes)
+        return span, current.set(span)
 
     @staticmethod
     def end_server_span(span: Span, token: object, error: str | None = None) -> None:
         if error is not None:
             span.set_status(Status(StatusCode.ERROR, error))
-        otel_context.detach(token)  # type: ignore[arg-type] # the token attach() gave
+        current.reset(token)  # type: ignore[arg-type] # the token start_server_span gave
         span.end()
 
     # -- tasks -----------------------------------------------------------------------------
@@ -184,27 +206,34 @@ class Tracing:
     def start_task(self, task_id: str, agent: str, action: str, params: Any, **extra: Any) -> Span:
         """The span of one task, under the current span (the RPC's, the host call's); not
         made current: the task's host calls find it on the running task."""
-        span = self.tracer.start_span(
-            f"ether.task {agent}.{action}" if action else f"ether.task {agent}",
-            attributes={
+        span = self.tracer.start(
+            f"ether.task {agent}.{action}" if action else f"ether.task {agent}", current.get()
+        )
+        if isinstance(span, HostSpan):  # an unsampled task pays for none of this
+            span.attributes = {
                 "gen_ai.operation.name": "invoke_agent",
                 "gen_ai.agent.name": agent,
                 "ether.action": action,
                 "ether.task_id": task_id,
                 **{f"ether.{key}": value for key, value in extra.items() if value},
-            },
-        )
-        self.payload(span, "ether.params", params)
+            }
+            self.payload(span, "ether.params", params)
         return span
 
     @staticmethod
     def inject(span: Span, frame: dict[str, Any]) -> None:
         """Add ``span``'s W3C context to an outgoing frame (``traceparent``, ``tracestate``)."""
-        _PROPAGATOR.inject(frame, context=trace.set_span_in_context(span))
+        own = _own(span)
+        if own is None:
+            _PROPAGATOR.inject(frame, context=trace.set_span_in_context(span))
+            return
+        frame[TRACEPARENT] = own.traceparent()
+        if own.state:
+            frame[TRACESTATE] = own.state
 
     @staticmethod
-    def parent_of(frame: Mapping[str, Any], fallback: Span | None) -> otel_context.Context | None:
-        """The context a host call runs under: the agent's own span when its ``call`` frame
+    def parent_of(frame: Mapping[str, Any], fallback: Span | None) -> Parent | None:
+        """The parent of a host call's span: the agent's own span when its ``call`` frame
         names one (a valid ``traceparent``), else ``fallback`` (the calling task's span)."""
         traceparent = frame.get(TRACEPARENT)
         if isinstance(traceparent, str):
@@ -212,14 +241,16 @@ class Tracing:
             tracestate = frame.get(TRACESTATE)
             if isinstance(tracestate, str):
                 carrier[TRACESTATE] = tracestate
-            found = _PROPAGATOR.extract(carrier)
-            if trace.get_current_span(found).get_span_context().is_valid:
+            found = _parent_in(carrier)
+            if found is not None:
                 return found
-        return None if fallback is None else trace.set_span_in_context(fallback)
+        return _own(fallback)
 
     def end_task(self, span: Span, result: Any, error: BaseException | None) -> None:
         """End a task's span: ERROR with the task's error code (a TaskResult with status
         ERROR) or the host's error, else OK."""
+        if not span.is_recording():
+            return
         if error is not None:
             fail(span, error)
         elif result is not None:
@@ -278,6 +309,6 @@ def set_error(span: Span, message: str) -> None:
 def annotate(attributes: Mapping[str, Any]) -> None:
     """Add ``attributes`` to the span running now, when one is recorded (a host call's: what
     the handler learnt, such as a fetch's answer); nothing otherwise."""
-    span = trace.get_current_span()
-    if span.is_recording():
-        span.set_attributes(dict(attributes))
+    span = current.get()
+    if span is not None:
+        span.set_attributes(attributes)
