@@ -85,6 +85,9 @@ class HostConfig:
     cluster_advertise: str = ""
     cluster_heartbeat: float = 2.0
     cluster_dropout: float = 10.0
+    # A call on a terminal another host owns (its id names the host) is forwarded there over
+    # gRPC; false: answered FAILED_PRECONDITION with the owner's name and address instead.
+    cluster_forward_terminals: bool = True
     # [cache] (agents/result_cache.py): the bytes of results the host keeps in memory for
     # actions declared with a cache_ttl (an LRU; 0: none kept). In a cluster they are in Redis.
     cache_max_bytes: int = 64 * 1024 * 1024
@@ -305,6 +308,7 @@ SETTINGS: dict[str, Callable[[Any], Any]] = {
     "cluster_advertise": _address("cluster_advertise", "10.0.0.5:50051", "advertise listen"),
     "cluster_heartbeat": _seconds_up_to("cluster_heartbeat", 60),
     "cluster_dropout": _seconds_up_to("cluster_dropout", 600),
+    "cluster_forward_terminals": _flag("cluster_forward_terminals"),
     "cache_max_bytes": _count("cache_max_bytes", 0, 1 << 40),
 }
 # Keys that only a TOML file can set (structured values).

@@ -60,7 +60,12 @@ from ether_host.resources import LimitSettings, Resources
 from ether_host.sandbox import SandboxSettings
 from ether_host.supervisor import Supervisor
 from ether_host.telemetry import Tracing, build_provider, log_ids
-from ether_host.terminals import AgentTerminals, TerminalManager, TerminalSettings
+from ether_host.terminals import (
+    AgentTerminals,
+    TerminalManager,
+    TerminalPlacement,
+    TerminalSettings,
+)
 from ether_host.transport.agent_io import AgentIOServicer
 from ether_host.transport.gateway import GatewayServicer
 from ether_host.transport.health import AGENT_IO, GrpcHealthSink, HealthServicer
@@ -82,6 +87,7 @@ from ether_host.transport.listen import (
 )
 from ether_host.transport.supervisor import SupervisorServicer
 from ether_host.transport.terminal import TerminalServicer
+from ether_host.transport.terminal_forward import TerminalForwarder
 from ether_host.transport.workflow import WorkflowServicer
 from ether_host.workflows import Workflows
 
@@ -226,7 +232,9 @@ def _cluster(
     return Cluster(settings, supervisor, lifecycle, dispatcher)
 
 
-def _services(core: Core) -> list[tuple[Any, Any, Any]]:
+def _services(
+    core: Core, terminal_forwarder: TerminalForwarder | None = None
+) -> list[tuple[Any, Any, Any]]:
     """(service descriptor, add-to-server function, servicer) for every Ether service."""
     return [
         (
@@ -247,7 +255,7 @@ def _services(core: Core) -> list[tuple[Any, Any, Any]]:
         (
             terminal_pb2.DESCRIPTOR.services_by_name["TerminalService"],
             terminal_pb2_grpc.add_TerminalServiceServicer_to_server,
-            TerminalServicer(core.terminals, core.lifecycle),
+            TerminalServicer(core.terminals, core.lifecycle, terminal_forwarder),
         ),
         (
             gateway_pb2.DESCRIPTOR.services_by_name["GatewayService"],
@@ -387,7 +395,10 @@ async def run_host(
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME]
-    services = _services(core)
+    # In a cluster: the gRPC client that takes a call on another host's terminal there.
+    cluster = core.cluster
+    forwarder = None if cluster is None else TerminalForwarder(lambda: cluster.settings.host_name)
+    services = _services(core, forwarder)
     for descriptor, add, servicer in services:
         add(servicer, server)
         names.append(descriptor.full_name)
@@ -407,6 +418,12 @@ async def run_host(
     http, http_services = _http_listener(config, core, tokens, a2a, metrics, server.handlers())
     if core.cluster is not None:  # Redis out of reach or the name taken: the host does not start
         await core.cluster.join(addresses[0] if config.listen else "")
+        # Terminal ids name this host now, and another host's terminals are found through it.
+        core.terminals.placement = TerminalPlacement(
+            lambda: cluster.settings.host_name if cluster else "",
+            core.cluster,
+            forward=config.cluster_forward_terminals,
+        )
     if core.cluster_gateway is not None:
         await core.cluster_gateway.join()
 
@@ -495,6 +512,8 @@ async def run_host(
         if http is not None:
             http.stop()  # drains alongside the gRPC server, within the same grace
         await server.stop(config.shutdown_grace)
+        if forwarder is not None:  # its calls ended with the server's
+            await forwarder.close()
         if http is not None:
             await http.stopped.wait()
         await core.supervisor.stop_all()

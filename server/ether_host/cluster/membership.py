@@ -31,6 +31,7 @@ from ether_host.errors import NotFound
 from ether_host.lifecycle import Lifecycle
 from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
+from ether_host.terminals import HostWhereabouts
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -139,6 +140,9 @@ class Cluster:
         self._degraded = ""
         self._peers: list[HostEntry] = []
         self._peers_read_at = 0.0
+        # Hosts seen leaving the directory, by name, with their last address: a terminal id
+        # naming one is UNAVAILABLE (its host went), not NOT_FOUND (no such host).
+        self._departed: dict[str, str] = {}
         self._shape: list[tuple[str, str, int, int]] | None = None
         self._changed = anyio.Event()
         self._reach = Reachability(timeout=max(1.0, min(settings.heartbeat, 3.0)))
@@ -304,6 +308,24 @@ class Cluster:
         fresh = time.monotonic() - self._peers_read_at <= self.settings.dropout
         return ClusterView(self._supervisor, self._entry(), self._peers if fresh else [])
 
+    def whereabouts(self, host: str) -> HostWhereabouts | None:
+        """Where another host is, as last read (terminals.HostDirectory): its address, and
+        whether it is still in the directory; None for a host this one never saw."""
+        fresh = time.monotonic() - self._peers_read_at <= self.settings.dropout
+        for peer in self._peers if fresh else []:
+            if peer.name == host:
+                return HostWhereabouts(peer.address, live=True)
+        if host in self._departed:
+            return HostWhereabouts(self._departed[host], live=False)
+        return None
+
+    async def peer_addresses(self) -> dict[str, str]:
+        """The other live hosts' advertised gRPC addresses by name, the directory read afresh
+        (as last read while Redis is out of reach): where terminal calls are forwarded."""
+        await self.view()
+        fresh = time.monotonic() - self._peers_read_at <= self.settings.dropout
+        return {peer.name: peer.address for peer in self._peers} if fresh else {}
+
     def status(self) -> ClusterStatus:
         fresh = time.monotonic() - self._peers_read_at <= self.settings.dropout
         peers = [p.name for p in self._peers] if fresh else []
@@ -402,6 +424,9 @@ class Cluster:
             log.info("cluster host joined", host=name, address=now[name].address)
         for name in before.keys() - now.keys():
             log.info("cluster host left", host=name, address=before[name].address)
+            self._departed[name] = before[name].address
+        for name in now:
+            self._departed.pop(name, None)
         self._peers, self._peers_read_at = peers, time.monotonic()
 
     async def _follow_agents(self) -> None:

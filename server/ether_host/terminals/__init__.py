@@ -19,6 +19,14 @@ from ether_host.terminals.model import (
     TerminalInfo,
     TerminalState,
 )
+from ether_host.terminals.placement import (
+    HostDirectory,
+    HostWhereabouts,
+    OwnerHost,
+    TerminalPlacement,
+    host_unavailable,
+    terminal_host,
+)
 from ether_host.terminals.requests import CreateSpec, parse_signal
 from ether_host.terminals.settings import TerminalSettings
 from ether_host.terminals.waiting import (
@@ -44,10 +52,13 @@ __all__ = [
     "ExitInfo",
     "ExitWait",
     "Exited",
+    "HostDirectory",
+    "HostWhereabouts",
     "InputSpec",
     "Lagged",
     "Output",
     "OutputWait",
+    "OwnerHost",
     "QuietWait",
     "Run",
     "ScreenRequest",
@@ -57,11 +68,14 @@ __all__ = [
     "TerminalEvent",
     "TerminalInfo",
     "TerminalManager",
+    "TerminalPlacement",
     "TerminalSettings",
     "TerminalState",
     "WaitCondition",
     "WaitFailed",
     "WaitFailure",
     "WaitResult",
+    "host_unavailable",
     "parse_signal",
+    "terminal_host",
 ]

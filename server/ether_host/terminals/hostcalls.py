@@ -16,6 +16,10 @@ replies are JSON; sizes and offsets are integers, durations are seconds.
 | term.signal   | terminal_id, signal, foreground                            | {signal, process_group}     |
 | term.close    | terminal_id, grace                                         | terminal                    |
 | term.run      | command or argv (or terminal_id + command), until, timeout | {reason, head, tail, ...}   |
+
+In a cluster, a terminal_id of another host's terminal is refused with TERMINAL_ON_OTHER_HOST
+naming that host and its address: an agent's calls are not forwarded (its identity,
+``agent:<name>``, is this host's, not a token the other host would take).
 """
 
 from __future__ import annotations
@@ -113,6 +117,9 @@ class AgentTerminals:
                 f"no host call {method!r}; terminal calls are {', '.join(TERMINAL_CALLS)}",
                 reason=Reason.UNKNOWN_CALL,
             )
+        terminal_id = params.get("terminal_id")
+        if isinstance(terminal_id, str):  # another host's terminal: an error naming it, no hop
+            await self.manager.placement.refuse_elsewhere(terminal_id)
         return await handler(agent_identity(caller.agent), params)
 
     async def watch_agents(self) -> None:

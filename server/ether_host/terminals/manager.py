@@ -15,7 +15,7 @@ import resource
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ from ether_host.terminals.model import (
     TerminalInfo,
     TerminalState,
 )
+from ether_host.terminals.placement import TerminalPlacement, new_terminal_id
 from ether_host.terminals.records import FormerTerminal, TerminalRecords
 from ether_host.terminals.requests import CreateSpec, parse_signal, plan_launch, size
 from ether_host.terminals.settings import TerminalSettings
@@ -90,6 +91,8 @@ class TerminalManager:
         # Memory, processes, files and CPU of each terminal (the host's: wired by main).
         self.resources = Resources.unlimited()
         self.tracing: Tracing | None = None  # WaitFor's spans, when main turns tracing on
+        # Which host owns a terminal (its id names it in a cluster); main gives it the cluster.
+        self.placement = TerminalPlacement()
         self._state_dir = state_dir
         # Scratch directories removed when their terminal closes (all but keep_scratch ones).
         self._scratch_to_wipe: dict[str, str] = {}
@@ -275,7 +278,7 @@ class TerminalManager:
                 return self.sessions[earlier[0]].info()
         launch = plan_launch(self.settings, spec)
         self._check_limits(owner)
-        terminal_id = f"term-{secrets.token_hex(8)}"
+        terminal_id = new_terminal_id(secrets.token_hex(8), self.placement.host_name)
         sandbox = await self._sandbox(owner, terminal_id, spec.cwd, launch.cwd)
         session = Terminal(
             terminal_id=terminal_id,
@@ -498,13 +501,18 @@ class TerminalManager:
         page_token: str,
         owner: str = "",
         state: TerminalState | None = None,
+        *,
+        elsewhere: Sequence[TerminalInfo] | None = None,
     ) -> Page[TerminalInfo]:
-        """One page of :meth:`list`, oldest terminal first."""
+        """One page of :meth:`list`, oldest terminal first; with ``elsewhere`` (the terminals
+        the cluster's other hosts listed for the caller, same filters), of the cluster's."""
+        scope = f"terminals/{owner}/{state.name if state else ''}"
+        mine = self.list(identity, owner, state)
         return paginate(
-            self.list(identity, owner, state),
+            mine if elsewhere is None else [*mine, *elsewhere],
             page_size,
             page_token,
-            f"terminals/{owner}/{state.name if state else ''}",
+            scope if elsewhere is None else f"cluster/{scope}",
             key=lambda i: (i.created_at, i.id),
         )
 

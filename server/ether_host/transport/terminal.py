@@ -1,4 +1,8 @@
-"""TerminalService: decode, call the terminal manager, encode. No business logic here."""
+"""TerminalService: decode, call the terminal manager, encode. No business logic here.
+
+In a cluster, a call on another host's terminal goes there through ``terminal_forward.py``
+(the manager's placement says where, or why it cannot go).
+"""
 
 from __future__ import annotations
 
@@ -38,9 +42,11 @@ from ether_host.terminals import (
     WaitCondition,
     WaitFailed,
     WaitFailure,
+    terminal_host,
 )
 from ether_host.transport import convert
 from ether_host.transport.interceptors import current_identity
+from ether_host.transport.terminal_forward import Hop, TerminalForwarder, forwarded
 
 log = structlog.get_logger("ether.rpc")
 
@@ -55,9 +61,22 @@ _STATE_NAMES = {v: k for k, v in _STATES.items()}
 class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
     """PTY sessions with an emulated screen."""
 
-    def __init__(self, terminals: TerminalManager, lifecycle: Lifecycle) -> None:
+    def __init__(
+        self,
+        terminals: TerminalManager,
+        lifecycle: Lifecycle,
+        forwarder: TerminalForwarder | None = None,
+    ) -> None:
         self._terminals = terminals
         self._lifecycle = lifecycle
+        self._forwarder = forwarder  # in a cluster: the hop to another host's terminals
+
+    async def _owner(self, terminal_id: str, context: grpc.aio.ServicerContext) -> Hop | None:
+        """The hop for a terminal another host owns; None when this host serves the call."""
+        owner = await self._terminals.placement.owner_of(terminal_id, forwarded=forwarded(context))
+        if owner is None or self._forwarder is None:
+            return None
+        return self._forwarder.hop(owner, terminal_id, context)
 
     async def CreateTerminal(
         self, request: terminal_pb2.CreateTerminalRequest, context: grpc.aio.ServicerContext
@@ -84,6 +103,8 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
     async def GetTerminal(
         self, request: terminal_pb2.GetTerminalRequest, context: grpc.aio.ServicerContext
     ) -> terminal_pb2.GetTerminalResponse:
+        if hop := await self._owner(request.terminal_id, context):
+            return await hop.unary(request, terminal_pb2.GetTerminalResponse)
         info = self._terminals.get(_identity(), request.terminal_id)
         return terminal_pb2.GetTerminalResponse(terminal=terminal_message(info))
 
@@ -91,17 +112,33 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
         self, request: terminal_pb2.ListTerminalsRequest, context: grpc.aio.ServicerContext
     ) -> terminal_pb2.ListTerminalsResponse:
         state = _STATE_NAMES.get(request.state)
+        identity = _identity()
+        elsewhere: list[TerminalInfo] | None = None
+        unreachable: list[str] = []
+        if request.cluster and self._forwarder is not None:
+            self._terminals.owner_filter(identity, request.owner)  # refused here, not on each host
+            peers = await self._terminals.placement.peers()
+            found, unreachable = await self._forwarder.list_terminals(peers, request, context)
+            elsewhere = [terminal_info(t) for t in found]
         page = self._terminals.list_page(
-            _identity(), request.page_size, request.page_token, request.owner, state
+            identity,
+            request.page_size,
+            request.page_token,
+            request.owner,
+            state,
+            elsewhere=elsewhere,
         )
         return terminal_pb2.ListTerminalsResponse(
             terminals=[terminal_message(i) for i in page.items],
             next_page_token=page.next_page_token,
+            unreachable_hosts=unreachable,
         )
 
     async def CloseTerminal(
         self, request: terminal_pb2.CloseTerminalRequest, context: grpc.aio.ServicerContext
     ) -> terminal_pb2.CloseTerminalResponse:
+        if hop := await self._owner(request.terminal_id, context):
+            return await hop.unary(request, terminal_pb2.CloseTerminalResponse)
         grace = _seconds(request, "grace")
         info = await self._terminals.close(_identity(), request.terminal_id, grace)
         return terminal_pb2.CloseTerminalResponse(terminal=terminal_message(info))
@@ -129,6 +166,8 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
     async def WriteInput(
         self, request: terminal_pb2.WriteInputRequest, context: grpc.aio.ServicerContext
     ) -> terminal_pb2.WriteInputResponse:
+        if hop := await self._owner(request.terminal_id, context):
+            return await hop.unary(request, terminal_pb2.WriteInputResponse)
         accepted = self._terminals.write(
             _identity(), request.terminal_id, input_spec(request.input, request.HasField("input"))
         )
@@ -141,6 +180,8 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
     async def ReadScreen(
         self, request: terminal_pb2.ReadScreenRequest, context: grpc.aio.ServicerContext
     ) -> terminal_pb2.ReadScreenResponse:
+        if hop := await self._owner(request.terminal_id, context):
+            return await hop.unary(request, terminal_pb2.ReadScreenResponse)
         structured = request.format == terminal_pb2.SCREEN_FORMAT_STRUCTURED
         screen_request = ScreenRequest(
             scrollback=request.include_scrollback,
@@ -154,6 +195,8 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
     async def Resize(
         self, request: terminal_pb2.ResizeRequest, context: grpc.aio.ServicerContext
     ) -> terminal_pb2.ResizeResponse:
+        if hop := await self._owner(request.terminal_id, context):
+            return await hop.unary(request, terminal_pb2.ResizeResponse)
         rows, cols = self._terminals.resize(
             _identity(), request.terminal_id, request.rows, request.cols
         )
@@ -162,6 +205,8 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
     async def SendSignal(
         self, request: terminal_pb2.SendSignalRequest, context: grpc.aio.ServicerContext
     ) -> terminal_pb2.SendSignalResponse:
+        if hop := await self._owner(request.terminal_id, context):
+            return await hop.unary(request, terminal_pb2.SendSignalResponse)
         signum, group = self._terminals.send_signal(
             _identity(), request.terminal_id, request.signal, request.foreground
         )
@@ -170,6 +215,8 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
     async def WaitFor(
         self, request: terminal_pb2.WaitForRequest, context: grpc.aio.ServicerContext
     ) -> terminal_pb2.WaitForResponse:
+        if hop := await self._owner(request.terminal_id, context):
+            return await hop.unary(request, terminal_pb2.WaitForResponse)
         structured = request.screen_format != terminal_pb2.SCREEN_FORMAT_TEXT
         within = _seconds(request, "timeout")
         if within is not None and within < 0:
@@ -222,6 +269,9 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
                 violations=[FieldViolation("start", "required as the first message")],
             )
         start = first.start
+        if hop := await self._owner(start.terminal_id, context):
+            await hop.forwarder.attach(hop.owner, first, request_iterator, context)
+            return
         from_offset = start.from_offset if start.HasField("from_offset") else None
         attachment = self._terminals.attach(
             identity, start.terminal_id, from_offset, start.read_only
@@ -360,10 +410,44 @@ def terminal_message(info: TerminalInfo) -> terminal_pb2.Terminal:
         attached_clients=info.attached_clients,
         idle_timeout=convert.duration(info.idle_timeout),
         max_lifetime=convert.duration(info.max_lifetime),
+        host=terminal_host(info.id),
     )
     if info.exit is not None:
         message.exit_status.CopyFrom(exit_message(info.exit))
     return message
+
+
+def terminal_info(message: terminal_pb2.Terminal) -> TerminalInfo:
+    """A terminal another host listed, as the core pages it with this host's."""
+    exit_info = None
+    if message.HasField("exit_status"):
+        status = message.exit_status
+        exit_info = ExitInfo(
+            status.code if status.HasField("code") else None,
+            status.signal,
+            status.exited_at.ToNanoseconds() / 1e9,
+        )
+    return TerminalInfo(
+        id=message.id,
+        name=message.name,
+        owner=message.owner,
+        argv=tuple(message.argv),
+        cwd=message.cwd,
+        rows=message.rows,
+        cols=message.cols,
+        term=message.term,
+        scrollback_lines=message.scrollback_lines,
+        state=_STATE_NAMES.get(message.state, TerminalState.RUNNING),
+        pid=message.pid,
+        created_at=message.created_at.ToNanoseconds() / 1e9,
+        last_activity_at=message.last_activity_at.ToNanoseconds() / 1e9,
+        exit=exit_info,
+        output_offset=message.output_offset,
+        retained_offset=message.retained_offset,
+        attached_clients=message.attached_clients,
+        idle_timeout=convert.seconds(message.idle_timeout),
+        max_lifetime=convert.seconds(message.max_lifetime),
+    )
 
 
 def screen_message(view: ScreenView, structured: bool) -> terminal_pb2.Screen:

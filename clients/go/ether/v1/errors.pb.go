@@ -403,6 +403,20 @@ const (
 	// whose inputSchema is not a valid JSON Schema); the message gives the
 	// reason, as ActionSpec.unusable does. Fix the agent, then restart it.
 	ErrorReason_ERROR_REASON_ACTION_UNUSABLE ErrorReason = 123
+	// FAILED_PRECONDITION: the terminal lives on another host of the cluster
+	// (its id names it) and this host does not forward terminal calls
+	// (`[cluster] forward_terminals = false`), or an agent's `term.*` host
+	// call named it. ErrorInfo.metadata has the owner's `host` and
+	// `address`: make the call there.
+	ErrorReason_ERROR_REASON_TERMINAL_ON_OTHER_HOST ErrorReason = 124
+	// NOT_FOUND: the terminal id names a host that is not in the cluster
+	// (it may have left before this host joined), or this host is in no
+	// cluster. ListTerminals with `cluster` shows the terminals that exist.
+	ErrorReason_ERROR_REASON_TERMINAL_HOST_NOT_FOUND ErrorReason = 125
+	// UNAVAILABLE: the host that owns the terminal left the cluster or does
+	// not answer at its advertised address (metadata `host`, `address`); a
+	// terminal ends with its host. Retry if the host is coming back.
+	ErrorReason_ERROR_REASON_TERMINAL_HOST_UNAVAILABLE ErrorReason = 126
 )
 
 // Enum value maps for ErrorReason.
@@ -532,6 +546,9 @@ var (
 		121: "ERROR_REASON_STATE_NOT_WRITTEN",
 		122: "ERROR_REASON_HOST_STARTING",
 		123: "ERROR_REASON_ACTION_UNUSABLE",
+		124: "ERROR_REASON_TERMINAL_ON_OTHER_HOST",
+		125: "ERROR_REASON_TERMINAL_HOST_NOT_FOUND",
+		126: "ERROR_REASON_TERMINAL_HOST_UNAVAILABLE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                   0,
@@ -658,6 +675,9 @@ var (
 		"ERROR_REASON_STATE_NOT_WRITTEN":             121,
 		"ERROR_REASON_HOST_STARTING":                 122,
 		"ERROR_REASON_ACTION_UNUSABLE":               123,
+		"ERROR_REASON_TERMINAL_ON_OTHER_HOST":        124,
+		"ERROR_REASON_TERMINAL_HOST_NOT_FOUND":       125,
+		"ERROR_REASON_TERMINAL_HOST_UNAVAILABLE":     126,
 	}
 )
 
@@ -692,7 +712,7 @@ var File_ether_v1_errors_proto protoreflect.FileDescriptor
 
 const file_ether_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15ether/v1/errors.proto\x12\bether.v1*\xd8!\n" +
+	"\x15ether/v1/errors.proto\x12\bether.v1*\xd7\"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aERROR_REASON_MISSING_FIELD\x10\x01\x12\x1e\n" +
@@ -818,7 +838,10 @@ const file_ether_v1_errors_proto_rawDesc = "" +
 	"\x1fERROR_REASON_INVALID_TIME_RANGE\x10x\x12\"\n" +
 	"\x1eERROR_REASON_STATE_NOT_WRITTEN\x10y\x12\x1e\n" +
 	"\x1aERROR_REASON_HOST_STARTING\x10z\x12 \n" +
-	"\x1cERROR_REASON_ACTION_UNUSABLE\x10{B\x94\x01\n" +
+	"\x1cERROR_REASON_ACTION_UNUSABLE\x10{\x12'\n" +
+	"#ERROR_REASON_TERMINAL_ON_OTHER_HOST\x10|\x12(\n" +
+	"$ERROR_REASON_TERMINAL_HOST_NOT_FOUND\x10}\x12*\n" +
+	"&ERROR_REASON_TERMINAL_HOST_UNAVAILABLE\x10~B\x94\x01\n" +
 	"\fcom.ether.v1B\vErrorsProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03EXX\xaa\x02\bEther.V1\xca\x02\bEther\\V1\xe2\x02\x14Ether\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3"
 
 var (

@@ -414,7 +414,11 @@ func (x *ExitStatus) GetExitedAt() *timestamppb.Timestamp {
 // Terminal describes a terminal: its program, owner, size and state.
 type Terminal struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Id of the terminal, chosen by the host ("term-" + 16 hex digits).
+	// Id of the terminal, chosen by the host: "term-" + 16 hex digits, and
+	// on a host in a cluster "@" + the name of the host that owns its PTY
+	// ("term-0123456789abcdef@hostA"), so any host of the cluster can tell
+	// where it lives without asking Redis (docs/cluster.md, "Terminals across
+	// hosts").
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Human label given at creation; need not be unique.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
@@ -455,7 +459,10 @@ type Terminal struct {
 	// The terminal is closed after this long without input or output.
 	IdleTimeout *durationpb.Duration `protobuf:"bytes,18,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
 	// The terminal is closed this long after creation, whatever it does.
-	MaxLifetime   *durationpb.Duration `protobuf:"bytes,19,opt,name=max_lifetime,json=maxLifetime,proto3" json:"max_lifetime,omitempty"`
+	MaxLifetime *durationpb.Duration `protobuf:"bytes,19,opt,name=max_lifetime,json=maxLifetime,proto3" json:"max_lifetime,omitempty"`
+	// Name of the cluster host that owns the terminal's PTY (the part of `id`
+	// after "@"); empty on a host without a cluster.
+	Host          string `protobuf:"bytes,20,opt,name=host,proto3" json:"host,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -621,6 +628,13 @@ func (x *Terminal) GetMaxLifetime() *durationpb.Duration {
 		return x.MaxLifetime
 	}
 	return nil
+}
+
+func (x *Terminal) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
 }
 
 // Cursor is the cursor's position and visibility.
@@ -1511,7 +1525,13 @@ type ListTerminalsRequest struct {
 	// At most 256 characters.
 	Owner string `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
 	// Only terminals in this state. Unspecified: any.
-	State         TerminalState `protobuf:"varint,4,opt,name=state,proto3,enum=ether.v1.TerminalState" json:"state,omitempty"`
+	State TerminalState `protobuf:"varint,4,opt,name=state,proto3,enum=ether.v1.TerminalState" json:"state,omitempty"`
+	// On a host in a cluster: list the terminals of every live host of the
+	// cluster, each with its `host`, not only this host's. The other hosts
+	// are asked over gRPC with the caller's credentials; a host that does
+	// not answer is named in `unreachable_hosts` and its terminals are left
+	// out. Ignored on a host without a cluster.
+	Cluster       bool `protobuf:"varint,5,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1574,6 +1594,13 @@ func (x *ListTerminalsRequest) GetState() TerminalState {
 	return TerminalState_TERMINAL_STATE_UNSPECIFIED
 }
 
+func (x *ListTerminalsRequest) GetCluster() bool {
+	if x != nil {
+		return x.Cluster
+	}
+	return false
+}
+
 // ListTerminalsResponse is the response of TerminalService.ListTerminals.
 type ListTerminalsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1581,8 +1608,11 @@ type ListTerminalsResponse struct {
 	Terminals []*Terminal `protobuf:"bytes,1,rep,name=terminals,proto3" json:"terminals,omitempty"`
 	// Token for the next page; empty on the last page.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// With `cluster`: the hosts of the cluster that did not answer (their
+	// terminals are missing from the list). Empty otherwise.
+	UnreachableHosts []string `protobuf:"bytes,3,rep,name=unreachable_hosts,json=unreachableHosts,proto3" json:"unreachable_hosts,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ListTerminalsResponse) Reset() {
@@ -1627,6 +1657,13 @@ func (x *ListTerminalsResponse) GetNextPageToken() string {
 		return x.NextPageToken
 	}
 	return ""
+}
+
+func (x *ListTerminalsResponse) GetUnreachableHosts() []string {
+	if x != nil {
+		return x.UnreachableHosts
+	}
+	return nil
 }
 
 // CloseTerminalRequest is the request of TerminalService.CloseTerminal.
@@ -3844,7 +3881,7 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\vsignal_name\x18\x03 \x01(\tR\n" +
 	"signalName\x127\n" +
 	"\texited_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bexitedAtB\a\n" +
-	"\x05_code\"\xbf\x05\n" +
+	"\x05_code\"\xd3\x05\n" +
 	"\bTerminal\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -3867,7 +3904,8 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\x0fretained_offset\x18\x10 \x01(\x03R\x0eretainedOffset\x12)\n" +
 	"\x10attached_clients\x18\x11 \x01(\x05R\x0fattachedClients\x12<\n" +
 	"\fidle_timeout\x18\x12 \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x12<\n" +
-	"\fmax_lifetime\x18\x13 \x01(\v2\x19.google.protobuf.DurationR\vmaxLifetime\"F\n" +
+	"\fmax_lifetime\x18\x13 \x01(\v2\x19.google.protobuf.DurationR\vmaxLifetime\x12\x12\n" +
+	"\x04host\x18\x14 \x01(\tR\x04host\"F\n" +
 	"\x06Cursor\x12\x10\n" +
 	"\x03row\x18\x01 \x01(\x05R\x03row\x12\x10\n" +
 	"\x03col\x18\x02 \x01(\x05R\x03col\x12\x18\n" +
@@ -3936,16 +3974,18 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\vterminal_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\n" +
 	"terminalId\"E\n" +
 	"\x13GetTerminalResponse\x12.\n" +
-	"\bterminal\x18\x01 \x01(\v2\x12.ether.v1.TerminalR\bterminal\"\xb6\x01\n" +
+	"\bterminal\x18\x01 \x01(\v2\x12.ether.v1.TerminalR\bterminal\"\xd0\x01\n" +
 	"\x14ListTerminalsRequest\x12(\n" +
 	"\tpage_size\x18\x01 \x01(\x05B\v\xa2\xbb\x18\a\x10\x00\x18\xe8\a \x01R\bpageSize\x12&\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tB\a\xa2\xbb\x18\x030\x80 R\tpageToken\x12\x1d\n" +
 	"\x05owner\x18\x03 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x05owner\x12-\n" +
-	"\x05state\x18\x04 \x01(\x0e2\x17.ether.v1.TerminalStateR\x05state\"q\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x17.ether.v1.TerminalStateR\x05state\x12\x18\n" +
+	"\acluster\x18\x05 \x01(\bR\acluster\"\x9e\x01\n" +
 	"\x15ListTerminalsResponse\x120\n" +
 	"\tterminals\x18\x01 \x03(\v2\x12.ether.v1.TerminalR\tterminals\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"s\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12+\n" +
+	"\x11unreachable_hosts\x18\x03 \x03(\tR\x10unreachableHosts\"s\n" +
 	"\x14CloseTerminalRequest\x12*\n" +
 	"\vterminal_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\n" +
 	"terminalId\x12/\n" +

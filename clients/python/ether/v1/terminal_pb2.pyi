@@ -108,7 +108,7 @@ class ExitStatus(_message.Message):
     def __init__(self, code: _Optional[int] = ..., signal: _Optional[int] = ..., signal_name: _Optional[str] = ..., exited_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Terminal(_message.Message):
-    __slots__ = ("id", "name", "owner", "argv", "cwd", "rows", "cols", "term", "scrollback_lines", "state", "pid", "created_at", "last_activity_at", "exit_status", "output_offset", "retained_offset", "attached_clients", "idle_timeout", "max_lifetime")
+    __slots__ = ("id", "name", "owner", "argv", "cwd", "rows", "cols", "term", "scrollback_lines", "state", "pid", "created_at", "last_activity_at", "exit_status", "output_offset", "retained_offset", "attached_clients", "idle_timeout", "max_lifetime", "host")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
@@ -128,6 +128,7 @@ class Terminal(_message.Message):
     ATTACHED_CLIENTS_FIELD_NUMBER: _ClassVar[int]
     IDLE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     MAX_LIFETIME_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     owner: str
@@ -147,7 +148,8 @@ class Terminal(_message.Message):
     attached_clients: int
     idle_timeout: _duration_pb2.Duration
     max_lifetime: _duration_pb2.Duration
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., cwd: _Optional[str] = ..., rows: _Optional[int] = ..., cols: _Optional[int] = ..., term: _Optional[str] = ..., scrollback_lines: _Optional[int] = ..., state: _Optional[_Union[TerminalState, str]] = ..., pid: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_activity_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., exit_status: _Optional[_Union[ExitStatus, _Mapping]] = ..., output_offset: _Optional[int] = ..., retained_offset: _Optional[int] = ..., attached_clients: _Optional[int] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_lifetime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    host: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., cwd: _Optional[str] = ..., rows: _Optional[int] = ..., cols: _Optional[int] = ..., term: _Optional[str] = ..., scrollback_lines: _Optional[int] = ..., state: _Optional[_Union[TerminalState, str]] = ..., pid: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_activity_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., exit_status: _Optional[_Union[ExitStatus, _Mapping]] = ..., output_offset: _Optional[int] = ..., retained_offset: _Optional[int] = ..., attached_clients: _Optional[int] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_lifetime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., host: _Optional[str] = ...) -> None: ...
 
 class Cursor(_message.Message):
     __slots__ = ("row", "col", "visible")
@@ -287,24 +289,28 @@ class GetTerminalResponse(_message.Message):
     def __init__(self, terminal: _Optional[_Union[Terminal, _Mapping]] = ...) -> None: ...
 
 class ListTerminalsRequest(_message.Message):
-    __slots__ = ("page_size", "page_token", "owner", "state")
+    __slots__ = ("page_size", "page_token", "owner", "state", "cluster")
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
     page_size: int
     page_token: str
     owner: str
     state: TerminalState
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., owner: _Optional[str] = ..., state: _Optional[_Union[TerminalState, str]] = ...) -> None: ...
+    cluster: bool
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., owner: _Optional[str] = ..., state: _Optional[_Union[TerminalState, str]] = ..., cluster: _Optional[bool] = ...) -> None: ...
 
 class ListTerminalsResponse(_message.Message):
-    __slots__ = ("terminals", "next_page_token")
+    __slots__ = ("terminals", "next_page_token", "unreachable_hosts")
     TERMINALS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    UNREACHABLE_HOSTS_FIELD_NUMBER: _ClassVar[int]
     terminals: _containers.RepeatedCompositeFieldContainer[Terminal]
     next_page_token: str
-    def __init__(self, terminals: _Optional[_Iterable[_Union[Terminal, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    unreachable_hosts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, terminals: _Optional[_Iterable[_Union[Terminal, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., unreachable_hosts: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CloseTerminalRequest(_message.Message):
     __slots__ = ("terminal_id", "grace")

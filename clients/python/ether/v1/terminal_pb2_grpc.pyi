@@ -51,6 +51,20 @@ class TerminalServiceStub:
     the terminal readable (final screen, exit code and signal) until
     CloseTerminal, its idle timeout or its lifetime removes it.
 
+    In a cluster (docs/cluster.md) a terminal stays on the host that owns
+    its PTY, and its id names that host. Every call on one terminal
+    (GetTerminal, WriteInput, ReadScreen, Resize, SendSignal, WaitFor,
+    Attach, CloseTerminal) may be made on any host of the cluster: another
+    host forwards it to the owner over gRPC with the caller's metadata and
+    deadline, or, with `[cluster] forward_terminals = false`, answers
+    FAILED_PRECONDITION with reason TERMINAL_ON_OTHER_HOST and the owner's
+    name and address in ErrorInfo.metadata (`host`, `address`). An id naming
+    a host the cluster does not know is NOT_FOUND (TERMINAL_HOST_NOT_FOUND);
+    an owner that left the cluster or does not answer is UNAVAILABLE
+    (TERMINAL_HOST_UNAVAILABLE, naming it). CreateTerminal and
+    WatchTerminals are about this host's terminals only; ListTerminals lists
+    the cluster's with `cluster` set.
+
     Naming: the RPCs say "Terminal" (CreateTerminal, CloseTerminal, ...)
     where DESIGN.md says "Session", because GatewayService owns user
     sessions in the same package (OpenSession, CloseSession), and each RPC
@@ -215,6 +229,20 @@ class TerminalServiceAsyncStub(TerminalServiceStub):
     the terminal readable (final screen, exit code and signal) until
     CloseTerminal, its idle timeout or its lifetime removes it.
 
+    In a cluster (docs/cluster.md) a terminal stays on the host that owns
+    its PTY, and its id names that host. Every call on one terminal
+    (GetTerminal, WriteInput, ReadScreen, Resize, SendSignal, WaitFor,
+    Attach, CloseTerminal) may be made on any host of the cluster: another
+    host forwards it to the owner over gRPC with the caller's metadata and
+    deadline, or, with `[cluster] forward_terminals = false`, answers
+    FAILED_PRECONDITION with reason TERMINAL_ON_OTHER_HOST and the owner's
+    name and address in ErrorInfo.metadata (`host`, `address`). An id naming
+    a host the cluster does not know is NOT_FOUND (TERMINAL_HOST_NOT_FOUND);
+    an owner that left the cluster or does not answer is UNAVAILABLE
+    (TERMINAL_HOST_UNAVAILABLE, naming it). CreateTerminal and
+    WatchTerminals are about this host's terminals only; ListTerminals lists
+    the cluster's with `cluster` set.
+
     Naming: the RPCs say "Terminal" (CreateTerminal, CloseTerminal, ...)
     where DESIGN.md says "Session", because GatewayService owns user
     sessions in the same package (OpenSession, CloseSession), and each RPC
@@ -374,6 +402,20 @@ class TerminalServiceServicer(metaclass=_abc_1.ABCMeta):
     gets NOT_FOUND, so terminal ids do not leak. A program that exits leaves
     the terminal readable (final screen, exit code and signal) until
     CloseTerminal, its idle timeout or its lifetime removes it.
+
+    In a cluster (docs/cluster.md) a terminal stays on the host that owns
+    its PTY, and its id names that host. Every call on one terminal
+    (GetTerminal, WriteInput, ReadScreen, Resize, SendSignal, WaitFor,
+    Attach, CloseTerminal) may be made on any host of the cluster: another
+    host forwards it to the owner over gRPC with the caller's metadata and
+    deadline, or, with `[cluster] forward_terminals = false`, answers
+    FAILED_PRECONDITION with reason TERMINAL_ON_OTHER_HOST and the owner's
+    name and address in ErrorInfo.metadata (`host`, `address`). An id naming
+    a host the cluster does not know is NOT_FOUND (TERMINAL_HOST_NOT_FOUND);
+    an owner that left the cluster or does not answer is UNAVAILABLE
+    (TERMINAL_HOST_UNAVAILABLE, naming it). CreateTerminal and
+    WatchTerminals are about this host's terminals only; ListTerminals lists
+    the cluster's with `cluster` set.
 
     Naming: the RPCs say "Terminal" (CreateTerminal, CloseTerminal, ...)
     where DESIGN.md says "Session", because GatewayService owns user

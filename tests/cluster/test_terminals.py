@@ -1,0 +1,308 @@
+"""Terminals across hosts (docs/cluster.md, "Terminals across hosts"): a terminal stays on the
+host that owns its PTY and its id names that host; every call on it made on another host is
+forwarded there over gRPC (WriteInput, ReadScreen, WaitFor, GetTerminal, Resize, Attach both
+ways), or, on a host with forwarding off, refused with the owner's name and address in the
+error's details. ListTerminals with cluster=true lists every host's terminals with their host.
+
+Real redis-server, real hosts on loopback: a and b forward, c does not. The tests that stop a
+host run last."""
+
+from __future__ import annotations
+
+import queue
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from ether.v1 import agent_io_pb2
+from ether.v1 import terminal_pb2 as pb
+from tests.cluster.support import cluster_env, cluster_host
+from tests.support.agents import deploy
+from tests.support.calls import execute
+from tests.support.host import HostProcess
+from tests.support.redis import RedisServer, redis_server
+from tests.terminals.support import (
+    close,
+    error_details,
+    processes_of,
+    screen,
+    shell,
+    wait_output,
+    wait_screen,
+    write,
+)
+
+__all__ = ["redis_server"]  # the module's Redis fixture
+
+TERMUSER = Path(__file__).parents[1] / "terminals" / "agents" / "termuser"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cluster-terminals")
+
+
+@pytest.fixture(scope="module")
+def host_a(folder: Path, redis_server: RedisServer) -> Iterator[HostProcess]:
+    host = cluster_host(folder, redis_server.url, "a")
+    try:
+        yield host
+    finally:
+        host.stop()
+
+
+@pytest.fixture(scope="module")
+def host_b(folder: Path, redis_server: RedisServer, host_a: HostProcess) -> Iterator[HostProcess]:
+    host = cluster_host(folder, redis_server.url, "b")
+    try:
+        yield host
+    finally:
+        host.stop()
+
+
+def started(host: HostProcess) -> HostProcess:
+    try:
+        host.wait_serving()
+    except BaseException:
+        host.stop()
+        raise
+    return host
+
+
+@pytest.fixture(scope="module")
+def host_c(folder: Path, redis_server: RedisServer, host_a: HostProcess) -> Iterator[HostProcess]:
+    """A host that does not forward terminal calls."""
+    env = cluster_env(redis_server.url, "c") | {"ETHER_CLUSTER_FORWARD_TERMINALS": "false"}
+    host = started(HostProcess(folder / "c", env=env))
+    try:
+        yield host
+    finally:
+        host.stop()
+
+
+@pytest.fixture
+def on_a(host_a: HostProcess) -> Iterator[pb.Terminal]:
+    """A bash terminal on host a, its prompt on the screen."""
+    terminal = shell(host_a)
+    yield terminal
+    close(host_a, terminal.id)
+
+
+def get(host: HostProcess, terminal_id: str) -> pb.Terminal:
+    request = pb.GetTerminalRequest(terminal_id=terminal_id)
+    return host.terminals.GetTerminal(request, timeout=30).terminal
+
+
+def failure(call: object) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as raised:
+        call()  # type: ignore[operator]
+    return raised.value
+
+
+def test_a_terminal_id_names_its_host(host_a: HostProcess, on_a: pb.Terminal) -> None:
+    """In a cluster the id ends in @<host> and Terminal.host says it."""
+    assert on_a.id.startswith("term-") and on_a.id.endswith("@a")
+    assert on_a.host == "a"
+
+
+def test_input_typed_through_b_reaches_the_terminal_on_a(
+    host_a: HostProcess, host_b: HostProcess, on_a: pb.Terminal
+) -> None:
+    """WriteInput on b types into a's bash; WaitFor and ReadScreen on b see its answer, which
+    is on a's own screen too; GetTerminal on b describes a's terminal (its pid on a)."""
+    accepted = write(host_b, on_a.id, "echo typed-through-$((40 + 2))\r")
+    assert accepted.bytes_queued > 0
+    waited = wait_output(host_b, on_a.id, r"typed-through-(\d+)", after=0)
+    assert waited.groups == ["42"]
+    waited = wait_screen(host_b, on_a.id, r"(?m)^typed-through-42$")
+    assert "typed-through-42" in waited.screen.lines
+    assert "typed-through-42" in screen(host_b, on_a.id).lines
+    assert "typed-through-42" in screen(host_a, on_a.id).lines  # the same PTY
+    seen = get(host_b, on_a.id)
+    assert seen.host == "a" and seen.pid == on_a.pid and seen.output_offset > 0
+
+
+def test_a_wait_through_b_that_times_out_carries_the_screen(
+    host_b: HostProcess, on_a: pb.Terminal
+) -> None:
+    """The owner's error comes back as it is: DEADLINE_EXCEEDED with its WaitForFailure."""
+    request = pb.WaitForRequest(
+        terminal_id=on_a.id,
+        screen=pb.ScreenCondition(regex="never-printed"),
+        timeout={"nanos": 300_000_000},
+    )
+    error = failure(lambda: host_b.terminals.WaitFor(request, timeout=30))
+    assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    details = error_details(error)
+    assert details["ErrorInfo"].reason == "WAIT_TIMEOUT"
+    assert any("ether$" in line for line in details["WaitForFailure"].screen.lines)
+
+
+class Attached:
+    """An Attach stream on ``host`` whose request side stays open until ``detach``."""
+
+    def __init__(self, host: HostProcess, terminal_id: str) -> None:
+        self._requests: queue.Queue[pb.AttachRequest | None] = queue.Queue()
+        self._requests.put(pb.AttachRequest(start=pb.AttachStart(terminal_id=terminal_id)))
+        self.responses = host.terminals.Attach(self._iterate(), timeout=120)
+
+    def _iterate(self) -> Iterator[pb.AttachRequest]:
+        while (item := self._requests.get()) is not None:
+            yield item
+
+    def send(self, **kind: object) -> None:
+        self._requests.put(pb.AttachRequest(**kind))  # type: ignore[arg-type]
+
+    def output_until(self, needle: bytes) -> bytes:
+        """Output until ``needle`` shows (the stream's own pace: no clock)."""
+        data = b""
+        for message in self.responses:
+            if message.WhichOneof("kind") == "output":
+                data += message.output.data
+                if needle in data:
+                    return data
+        raise AssertionError(f"the stream ended before {needle!r}; got {data!r}")
+
+    def detach(self) -> None:
+        self._requests.put(None)
+        self.responses.cancel()
+
+
+def test_attach_through_b_shows_output_types_resizes_and_detaches(
+    host_a: HostProcess, host_b: HostProcess, on_a: pb.Terminal
+) -> None:
+    """Attach on b: started (a's terminal) and a snapshot, output typed through the stream,
+    a resize that a's terminal applies; detaching on b detaches on a."""
+    client = Attached(host_b, on_a.id)
+    first = next(client.responses)
+    assert first.WhichOneof("kind") == "started"
+    assert first.started.terminal.host == "a" and first.started.terminal.attached_clients == 1
+    snapshot = next(client.responses)
+    assert snapshot.WhichOneof("kind") == "snapshot"
+    assert snapshot.snapshot.screen.lines[0].rstrip() == "ether$"
+    client.send(input=pb.TerminalInput(text="echo attached-via-$((6 * 7))\r"))
+    assert b"attached-via-42\r\n" in client.output_until(b"attached-via-42\r\n")
+    client.send(resize=pb.AttachResize(rows=30, cols=100))
+    client.send(input=pb.TerminalInput(text="stty size\r"))
+    client.output_until(b"30 100\r\n")  # the program on a sees the size sent through b
+    assert (get(host_a, on_a.id).rows, get(host_a, on_a.id).cols) == (30, 100)
+    client.detach()
+    # a's side ends once b's call is cancelled, a moment later: polled, with a budget.
+    deadline = time.monotonic() + 60
+    while get(host_a, on_a.id).attached_clients:
+        assert time.monotonic() < deadline, "a still counts the client attached through b"
+        time.sleep(0.05)
+
+
+def test_list_terminals_with_cluster_lists_every_host(
+    host_a: HostProcess, host_b: HostProcess, on_a: pb.Terminal
+) -> None:
+    """ListTerminals on b lists b's own terminals; with cluster=true a's too, each with its
+    host, and every host answered."""
+    mine = shell(host_b)
+    try:
+        local = host_b.terminals.ListTerminals(pb.ListTerminalsRequest(), timeout=30)
+        assert [t.id for t in local.terminals] == [mine.id]
+        request = pb.ListTerminalsRequest(cluster=True)
+        listed = host_b.terminals.ListTerminals(request, timeout=30)
+        hosts = {t.id: t.host for t in listed.terminals}
+        assert hosts == {on_a.id: "a", mine.id: "b"}
+        assert not listed.unreachable_hosts
+        paged = host_b.terminals.ListTerminals(
+            pb.ListTerminalsRequest(cluster=True, page_size=1), timeout=30
+        )
+        assert len(paged.terminals) == 1 and paged.next_page_token
+        rest = host_b.terminals.ListTerminals(
+            pb.ListTerminalsRequest(cluster=True, page_size=1, page_token=paged.next_page_token),
+            timeout=30,
+        )
+        assert {paged.terminals[0].id, rest.terminals[0].id} == {on_a.id, mine.id}
+    finally:
+        close(host_b, mine.id)
+
+
+def test_a_host_that_does_not_forward_names_the_owner(
+    host_a: HostProcess, host_c: HostProcess, on_a: pb.Terminal
+) -> None:
+    """forward_terminals = false: FAILED_PRECONDITION, the owner's host and address in
+    ErrorInfo.metadata, and the message says where to call."""
+    request = pb.ReadScreenRequest(terminal_id=on_a.id)
+    error = failure(lambda: host_c.terminals.ReadScreen(request, timeout=30))
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    info = error_details(error)["ErrorInfo"]
+    assert info.reason == "TERMINAL_ON_OTHER_HOST"
+    assert dict(info.metadata) == {"host": "a", "address": host_a.address}
+    assert f"make the call at {host_a.address}" in (error.details() or "")
+
+
+def test_an_agents_term_call_on_another_hosts_terminal_names_the_owner(
+    host_a: HostProcess, host_b: HostProcess, on_a: pb.Terminal
+) -> None:
+    """term.read from an agent on b with a's terminal id: an error naming a and its address
+    (an agent's calls are not forwarded)."""
+    deploy(host_b, TERMUSER)
+    output = execute(host_b, "termuser", "peek", {"terminal_id": on_a.id}, timeout=60)
+    assert output.status == agent_io_pb2.TASK_STATUS_ERROR
+    assert output.error.code == "not_ready"  # FAILED_PRECONDITION, as agents read it
+    assert f"lives on host a at {host_a.address}" in output.error.message
+
+
+def test_an_id_naming_an_unknown_host_is_not_found(host_b: HostProcess) -> None:
+    request = pb.ReadScreenRequest(terminal_id="term-0000000000000000@nowhere")
+    error = failure(lambda: host_b.terminals.ReadScreen(request, timeout=30))
+    assert error.code() == grpc.StatusCode.NOT_FOUND
+    assert "names host 'nowhere', which is not in this cluster" in (error.details() or "")
+    assert error_details(error)["ErrorInfo"].reason == "TERMINAL_HOST_NOT_FOUND"
+
+
+def test_a_killed_owner_is_unavailable_and_unreachable_in_lists(
+    folder: Path, redis_server: RedisServer, host_b: HostProcess
+) -> None:
+    """Host d killed with SIGKILL (its directory entry outlives it: dropout 600 s): a call on
+    its terminal through b is UNAVAILABLE naming d, and ListTerminals with cluster=true says d
+    did not answer."""
+    env = cluster_env(redis_server.url, "d") | {"ETHER_CLUSTER_DROPOUT": "600"}
+    host_d = started(HostProcess(folder / "d", env=env))
+    try:
+        terminal = shell(host_d)
+        host_b.wait_for_log(
+            lambda r: r.get("event") == "cluster host joined" and r.get("host") == "d", 60
+        )
+        host_d.process.kill()
+        host_d.process.wait(30)
+        request = pb.ReadScreenRequest(terminal_id=terminal.id)
+        error = failure(lambda: host_b.terminals.ReadScreen(request, timeout=30))
+        assert error.code() == grpc.StatusCode.UNAVAILABLE
+        assert f"lives on host d ({host_d.address}), which does not answer" in (
+            error.details() or ""
+        )
+        assert error_details(error)["ErrorInfo"].reason == "TERMINAL_HOST_UNAVAILABLE"
+        listed = host_b.terminals.ListTerminals(pb.ListTerminalsRequest(cluster=True), timeout=60)
+        assert list(listed.unreachable_hosts) == ["d"]
+        assert terminal.id not in {t.id for t in listed.terminals}
+        deadline = time.monotonic() + 60
+        while processes_of(terminal.id):  # its program ended with its host: nothing leaks
+            assert time.monotonic() < deadline, processes_of(terminal.id)
+            time.sleep(0.05)
+    finally:
+        host_d.stop()
+
+
+def test_an_owner_that_left_is_unavailable(host_a: HostProcess, host_b: HostProcess) -> None:
+    """a stops (its terminals end with it, its entry leaves the directory at once): a call on
+    its terminal through b is UNAVAILABLE saying a left the cluster. Runs last: it stops a."""
+    terminal = shell(host_a)
+    host_a.stop()
+    host_b.wait_for_log(
+        lambda r: r.get("event") == "cluster host left" and r.get("host") == "a", 60
+    )
+    request = pb.WriteInputRequest(terminal_id=terminal.id, input=pb.TerminalInput(text="x"))
+    error = failure(lambda: host_b.terminals.WriteInput(request, timeout=30))
+    assert error.code() == grpc.StatusCode.UNAVAILABLE
+    assert "lives on host a" in (error.details() or "")
+    assert "left the cluster" in (error.details() or "")
+    info = error_details(error)["ErrorInfo"]
+    assert info.reason == "TERMINAL_HOST_UNAVAILABLE" and info.metadata["host"] == "a"
