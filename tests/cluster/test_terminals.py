@@ -128,7 +128,8 @@ def test_input_typed_through_b_reaches_the_terminal_on_a(
 def test_a_wait_through_b_that_times_out_carries_the_screen(
     host_b: HostProcess, on_a: pb.Terminal
 ) -> None:
-    """The owner's error comes back as it is: DEADLINE_EXCEEDED with its WaitForFailure."""
+    """The owner's error comes back as it is: DEADLINE_EXCEEDED with its WaitForFailure; the
+    caller's deadline reaches the owner."""
     request = pb.WaitForRequest(
         terminal_id=on_a.id,
         screen=pb.ScreenCondition(regex="never-printed"),
@@ -139,6 +140,13 @@ def test_a_wait_through_b_that_times_out_carries_the_screen(
     details = error_details(error)
     assert details["ErrorInfo"].reason == "WAIT_TIMEOUT"
     assert any("ether$" in line for line in details["WaitForFailure"].screen.lines)
+    # No timeout in the request, only the call's deadline: a sees it (else it would wait its
+    # default 30 s and b's caller would get a bare DEADLINE_EXCEEDED without the screen).
+    request.ClearField("timeout")
+    error = failure(lambda: host_b.terminals.WaitFor(request, timeout=2))
+    assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    details = error_details(error)
+    assert details["ErrorInfo"].reason == "WAIT_TIMEOUT" and "WaitForFailure" in details
 
 
 class Attached:
@@ -256,6 +264,58 @@ def test_an_id_naming_an_unknown_host_is_not_found(host_b: HostProcess) -> None:
     assert error.code() == grpc.StatusCode.NOT_FOUND
     assert "names host 'nowhere', which is not in this cluster" in (error.details() or "")
     assert error_details(error)["ErrorInfo"].reason == "TERMINAL_HOST_NOT_FOUND"
+
+
+def test_the_callers_token_is_what_reaches_the_owner(
+    folder: Path, redis_server: RedisServer
+) -> None:
+    """Hosts e and f with auth: f forwards the caller's own token, so a terminal e made for
+    `ops` is read through f with ops's token, and a token only f knows is refused by e
+    (UNAUTHENTICATED, passed back as e said it): the cluster shares its tokens."""
+    shared = "ops  ops-token-0a9b8c7d6e5f4a3b\n"
+    (folder / "e.tokens").write_text(shared)
+    (folder / "f.tokens").write_text(shared + "bob  bob-token-1b2c3d4e5f6a7b8c\n")
+    hosts = []
+    try:
+        for name in ("e", "f"):
+            env = cluster_env(redis_server.url, name)
+            env["ETHER_AUTH_TOKENS_FILE"] = str(folder / f"{name}.tokens")
+            hosts.append(started(HostProcess(folder / name, env=env)))
+        host_e, host_f = hosts
+        ops = (("authorization", "Bearer ops-token-0a9b8c7d6e5f4a3b"),)
+        bob = (("authorization", "Bearer bob-token-1b2c3d4e5f6a7b8c"),)
+        created = host_e.terminals.CreateTerminal(
+            pb.CreateTerminalRequest(command_line="echo hello-ops; sleep 600", cwd="/tmp"),
+            metadata=ops,
+            timeout=30,
+        ).terminal
+        host_f.wait_for_log(
+            lambda r: r.get("event") == "cluster host joined" and r.get("host") == "e", 60
+        )
+        waited = host_f.terminals.WaitFor(
+            pb.WaitForRequest(terminal_id=created.id, screen=pb.ScreenCondition(regex="hello-ops")),
+            metadata=ops,
+            timeout=60,
+        )
+        assert waited.match == "hello-ops" and created.owner == "ops"
+        request = pb.ReadScreenRequest(terminal_id=created.id)
+        error = failure(lambda: host_f.terminals.ReadScreen(request, metadata=bob, timeout=30))
+        assert error.code() == grpc.StatusCode.UNAUTHENTICATED
+        host_e.wait_for_log(  # e refused it: f let bob in and forwarded his token as given
+            lambda r: (
+                r.get("method") == "/ether.v1.TerminalService/ReadScreen"
+                and r.get("code") == "UNAUTHENTICATED"
+            ),
+            30,
+        )
+        error = failure(lambda: host_f.terminals.ReadScreen(request, timeout=30))
+        assert error.code() == grpc.StatusCode.UNAUTHENTICATED  # f's own check, first
+        host_e.terminals.CloseTerminal(
+            pb.CloseTerminalRequest(terminal_id=created.id), metadata=ops, timeout=30
+        )
+    finally:
+        for host in hosts:
+            host.stop()
 
 
 def test_a_killed_owner_is_unavailable_and_unreachable_in_lists(
