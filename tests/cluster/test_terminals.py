@@ -10,6 +10,7 @@ host run last."""
 from __future__ import annotations
 
 import queue
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,6 +124,41 @@ def test_input_typed_through_b_reaches_the_terminal_on_a(
     assert "typed-through-42" in screen(host_a, on_a.id).lines  # the same PTY
     seen = get(host_b, on_a.id)
     assert seen.host == "a" and seen.pid == on_a.pid and seen.output_offset > 0
+
+
+def test_resize_signal_and_close_through_b(host_a: HostProcess, host_b: HostProcess) -> None:
+    """Resize, SendSignal and CloseTerminal on b act on a's terminal."""
+    terminal = shell(host_a)
+    resized = host_b.terminals.Resize(
+        pb.ResizeRequest(terminal_id=terminal.id, rows=20, cols=70), timeout=30
+    )
+    assert (resized.rows, resized.cols) == (20, 70)
+    assert (get(host_a, terminal.id).rows, get(host_a, terminal.id).cols) == (20, 70)
+    write(host_b, terminal.id, "sleep 600\r")
+    wait_output(host_b, terminal.id, "sleep 600", after=0)
+    before = get(host_a, terminal.id).output_offset
+    sent = host_b.terminals.SendSignal(
+        pb.SendSignalRequest(terminal_id=terminal.id, signal="INT", foreground=True), timeout=30
+    )
+    assert sent.signal == 2
+    wait_output(host_a, terminal.id, r"ether\$ ", after=before)  # the sleep ended on a
+    closed = host_b.terminals.CloseTerminal(
+        pb.CloseTerminalRequest(terminal_id=terminal.id), timeout=30
+    ).terminal
+    assert closed.state == pb.TERMINAL_STATE_CLOSED and closed.host == "a"
+    error = failure(lambda: get(host_a, terminal.id))
+    assert error.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_forwarded_call_is_not_forwarded_again(host_b: HostProcess, on_a: pb.Terminal) -> None:
+    """A call that says another host forwarded it, for a terminal this host does not own, is
+    refused (the hosts disagree on where it lives) instead of going round."""
+    request = pb.ReadScreenRequest(terminal_id=on_a.id)
+    forwarded = (("ether-forwarded-from", "c"),)
+    error = failure(lambda: host_b.terminals.ReadScreen(request, metadata=forwarded, timeout=30))
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert error_details(error)["ErrorInfo"].reason == "TERMINAL_ON_OTHER_HOST"
+    assert "not forwarded again" in (error.details() or "")
 
 
 def test_a_wait_through_b_that_times_out_carries_the_screen(
@@ -264,6 +300,23 @@ def test_an_id_naming_an_unknown_host_is_not_found(host_b: HostProcess) -> None:
     assert error.code() == grpc.StatusCode.NOT_FOUND
     assert "names host 'nowhere', which is not in this cluster" in (error.details() or "")
     assert error_details(error)["ErrorInfo"].reason == "TERMINAL_HOST_NOT_FOUND"
+
+
+def test_a_host_without_a_cluster_keeps_its_ids(folder: Path) -> None:
+    """Without a cluster ids stay term-<16 hex> with no host; an id naming a host is NOT_FOUND
+    saying this host is in no cluster."""
+    host = started(HostProcess(folder / "single"))
+    try:
+        terminal = shell(host)
+        assert re.fullmatch(r"term-[0-9a-f]{16}", terminal.id) and terminal.host == ""
+        request = pb.ReadScreenRequest(terminal_id=terminal.id + "@a")
+        error = failure(lambda: host.terminals.ReadScreen(request, timeout=30))
+        assert error.code() == grpc.StatusCode.NOT_FOUND
+        assert "this host is in no cluster" in (error.details() or "")
+        assert error_details(error)["ErrorInfo"].reason == "TERMINAL_HOST_NOT_FOUND"
+        close(host, terminal.id)
+    finally:
+        host.stop()
 
 
 def test_the_callers_token_is_what_reaches_the_owner(
