@@ -36,7 +36,7 @@ from ether_host.a2a import add_to_server as add_a2a_to_server
 from ether_host.a2a import http_routes as a2a_http_routes
 from ether_host.agents import Dispatcher, MemoryResultCache
 from ether_host.auth import TokenFileError, TokenTable, load_token_file
-from ether_host.cluster import Cluster, ClusterGateway, ClusterSettings
+from ether_host.cluster import Cluster, ClusterGateway, ClusterSettings, RedisSessionRecords
 from ether_host.config import HostConfig
 from ether_host.gateway import Gateway, GatewayStore
 from ether_host.health import AgentHealth, readiness
@@ -192,7 +192,11 @@ def build_core(config: HostConfig) -> Core:
         dispatcher.result_cache = MemoryResultCache(config.cache_max_bytes)
     workflows = Workflows(config.state_dir, supervisor, dispatcher, config.workflows)
     gateway_store = GatewayStore(config.state_dir.absolute() / "gateway" / "state.sqlite3")
-    gateway = Gateway(supervisor, dispatcher, config.state_dir, config.gateway, gateway_store)
+    # In a cluster the sessions are kept in Redis, where every host reads them (docs/cluster.md).
+    cluster_sessions = RedisSessionRecords() if config.cluster_redis_url else None
+    gateway = Gateway(
+        supervisor, dispatcher, config.state_dir, config.gateway, gateway_store, cluster_sessions
+    )
     terminals = TerminalManager(
         TerminalSettings.from_config(config.terminals), children, config.state_dir
     )
@@ -211,7 +215,9 @@ def build_core(config: HostConfig) -> Core:
         terminals,
         tracing,
         cluster,
-        None if cluster is None else ClusterGateway(cluster, gateway, lifecycle),
+        None
+        if cluster is None or cluster_sessions is None
+        else ClusterGateway(cluster, gateway, lifecycle, cluster_sessions),
     )
 
 

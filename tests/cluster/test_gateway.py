@@ -1,8 +1,10 @@
 """The gateway across hosts (docs/cluster.md, "The gateway across hosts"): messages by agent
-name and topics reach agents on another host, over a real redis-server between real hosts.
+name and topics reach agents on another host, and sessions are read, written and continued on
+any host, over a real redis-server between real hosts.
 
 Host a runs the toolbox agent "inbox-a" (no on_message handler: messages wait for
-msg.receive); host b runs the toolbox agents "sender-b" and "listener-b"."""
+msg.receive) and the gateway agent "chatter"; host b runs the toolbox agents "sender-b" and
+"listener-b" and no gateway agent. The failover test starts hosts of its own."""
 
 from __future__ import annotations
 
@@ -16,15 +18,24 @@ from google.protobuf import json_format
 
 from ether.v1 import agent_io_pb2, gateway_pb2
 from tests.cluster.support import cluster_host, published
-from tests.gateway._support import send, subscribe
+from tests.gateway._support import (
+    Conversation,
+    kinds,
+    of,
+    open_session,
+    reply_text,
+    send,
+    subscribe,
+)
 from tests.support.agents import AGENTS, deploy
-from tests.support.calls import data, execute
+from tests.support.calls import data, execute, struct
 from tests.support.host import HostProcess
 from tests.support.redis import RedisServer, redis_server
 
 __all__ = ["redis_server"]  # the module's Redis fixture
 
 TOOLBOX = AGENTS / "toolbox"
+CHATTER = AGENTS / "chatter"
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +48,8 @@ def host_a(folder: Path, redis_server: RedisServer) -> Iterator[HostProcess]:
     host = cluster_host(folder, redis_server.url, "a")
     try:
         deploy(host, TOOLBOX, name="inbox-a")
-        published(host, "inbox-a")
+        deploy(host, CHATTER)
+        published(host, "chatter")
         yield host
     finally:
         host.stop()
@@ -117,3 +129,100 @@ def test_a_topic_published_on_a_reaches_subscribers_on_b(
     ok(host_a, "inbox-a", "publish", {"topic": "news.cluster", "type": "update", "data": 2})
     got = received(host_b, "listener-b", wait_ms=30_000)
     assert [(m["sender"], m["type"], m["data"]) for m in got] == [("agent:inbox-a", "update", 2)]
+
+
+def context_of(host: HostProcess, session_id: str) -> tuple[dict[str, Any], int]:
+    request = gateway_pb2.GetContextRequest(session_id=session_id)
+    got = host.gateway.GetContext(request, timeout=30)
+    return json_format.MessageToDict(got.context), got.version
+
+
+def test_a_session_opened_on_a_is_read_on_b_and_continued_there(
+    host_a: HostProcess, host_b: HostProcess
+) -> None:
+    """Opened on a, its context written there by a client and by the agent; read on b as it
+    is; continued on b, whose turns run on the agent on a, which writes the context b now holds;
+    a's stream of the session ends UNAVAILABLE, saying where it went."""
+    session = open_session(host_a, agent="chatter", context={"user": "ada"})
+    on_a = Conversation(host_a, session.id)
+    first = on_a.turn("remember color blue")
+    assert reply_text(first) == "remembered color at version 2"
+    update = gateway_pb2.UpdateContextRequest(session_id=session.id, set=struct({"mood": "calm"}))
+    assert host_a.gateway.UpdateContext(update, timeout=30).change.version == 3
+    # Read on b: the context, the session and the owner's list, as a left them.
+    assert context_of(host_b, session.id) == ({"user": "ada", "color": "blue", "mood": "calm"}, 3)
+    got = host_b.gateway.GetSession(
+        gateway_pb2.GetSessionRequest(session_id=session.id), timeout=30
+    ).session
+    assert (got.agent, got.turns, got.state) == ("chatter", 1, gateway_pb2.SESSION_STATE_OPEN)
+    listed = host_b.gateway.ListSessions(gateway_pb2.ListSessionsRequest(), timeout=30)
+    assert session.id in [s.id for s in listed.sessions]
+    # Continued on b, after the last event a showed: numbering goes on.
+    last = on_a.events[-1].sequence
+    on_b = Conversation(host_b, session.id, after=last)
+    second = on_b.turn("hello from b")
+    assert reply_text(second) == "chatter heard: hello from b"
+    # First the context change a made after that, then the turn: no gap, no repeat.
+    assert [e.sequence for e in second] == list(range(last + 1, last + 1 + len(second)))
+    assert second[0].context_changed.version == 3
+    assert of(second, "step_completed")[0].agent == "chatter"
+    third = on_b.turn("remember size large")  # ctx.put by the agent on a, on the session b holds
+    assert reply_text(third) == "remembered size at version 4", kinds(third)
+    assert [e.turn for e in second + third if e.WhichOneof("event") == "accepted"] == [2, 3]
+    on_b.close()
+    # a's stream of the session ended when b took it over.
+    with pytest.raises(grpc.RpcError) as moved:
+        on_a.rest()
+    assert moved.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "moved to host b" in (moved.value.details() or "")
+    # And a reads what b wrote.
+    assert context_of(host_a, session.id) == (
+        {"user": "ada", "color": "blue", "mood": "calm", "size": "large"},
+        4,
+    )
+
+
+def taken_by(host: HostProcess, task_id: str) -> None:
+    """Wait until ``host`` has taken a task another host sent it (a turn's reply)."""
+    host.wait_for_log(
+        lambda r: r.get("event") == "cluster task taken" and r.get("task_id") == task_id, 60
+    )
+
+
+def test_a_sessions_gateway_agent_fails_over_to_other_hosts(
+    folder: Path, redis_server: RedisServer, host_a: HostProcess, host_b: HostProcess
+) -> None:
+    """A session on b served by "helper", which only c runs. Once c has stopped and d runs
+    "helper", the next turn is answered by "helper" on d, with no failover: the same agent.
+    Once d has stopped too, no host runs it: the next turn fails over to another host's gateway
+    agent, "chatter" on a, and says so."""
+    host_c = cluster_host(folder, redis_server.url, "c")
+    host_d: HostProcess | None = None
+    try:
+        deploy(host_c, CHATTER, name="helper")
+        published(host_c, "helper")
+        session = open_session(host_b, agent="helper")
+        talk = Conversation(host_b, session.id)
+        assert reply_text(talk.turn("one")) == "helper heard: one"
+        taken_by(host_c, f"{session.id}.1.reply")
+        host_d = cluster_host(folder, redis_server.url, "d")
+        deploy(host_d, CHATTER, name="helper")
+        published(host_d, "helper")
+        assert host_c.stop() == 0
+        second = talk.turn("two")
+        assert reply_text(second) == "helper heard: two"
+        assert "agent_failover" not in kinds(second)
+        taken_by(host_d, f"{session.id}.2.reply")
+        assert host_d.stop() == 0
+        third = talk.turn("three")
+        failover = of(third, "agent_failover")
+        assert [(f.from_agent, f.to_agent, f.reason) for f in failover] == [
+            ("helper", "chatter", "agent_removed")
+        ]
+        assert reply_text(third) == "chatter heard: three"
+        taken_by(host_a, f"{session.id}.3.reply")
+        talk.close()
+    finally:
+        host_c.stop()
+        if host_d is not None:
+            host_d.stop()

@@ -406,7 +406,7 @@ def test_a_killed_owner_is_unavailable_and_unreachable_in_lists(
 
 def test_an_owner_that_left_is_unavailable(host_a: HostProcess, host_b: HostProcess) -> None:
     """a stops (its terminals end with it, its entry leaves the directory at once): a call on
-    its terminal through b is UNAVAILABLE saying a left the cluster. Runs last: it stops a."""
+    its terminal through b is UNAVAILABLE saying a left the cluster. It stops a."""
     terminal = shell(host_a)
     host_a.stop()
     host_b.wait_for_log(
@@ -419,3 +419,17 @@ def test_an_owner_that_left_is_unavailable(host_a: HostProcess, host_b: HostProc
     assert "left the cluster" in (error.details() or "")
     info = error_details(error)["ErrorInfo"]
     assert info.reason == "TERMINAL_HOST_UNAVAILABLE" and info.metadata["host"] == "a"
+
+
+def test_without_redis_an_unknown_host_is_unavailable_not_missing(
+    redis_server: RedisServer, host_b: HostProcess
+) -> None:
+    """Redis stopped under b: b cannot tell whether a host it never saw exists, so it says so
+    (UNAVAILABLE naming Redis) rather than NOT_FOUND. Runs last: it stops the module's Redis."""
+    redis_server.stop()
+    host_b.wait_for_log(lambda r: r.get("event", "").startswith("cluster degraded"), 60)
+    request = pb.ReadScreenRequest(terminal_id="term-0000000000000000@zzz")
+    error = failure(lambda: host_b.terminals.ReadScreen(request, timeout=30))
+    assert error.code() == grpc.StatusCode.UNAVAILABLE
+    assert "cannot look it up in the cluster directory (Redis at" in (error.details() or "")
+    assert error_details(error)["ErrorInfo"].reason == "TERMINAL_HOST_UNAVAILABLE"

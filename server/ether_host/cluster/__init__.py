@@ -10,6 +10,7 @@ here runs and redis-py is never imported.
 """
 
 from ether_host.cluster.gateway import ClusterGateway
+from ether_host.cluster.gateway_sessions import RedisSessionRecords
 from ether_host.cluster.membership import Cluster, ClusterError, ClusterSettings, ClusterStatus
 from ether_host.cluster.records import ActionSummary, PublishedAgent
 from ether_host.cluster.view import AgentOnHost, ClusterView, RemoteAgent
@@ -24,5 +25,6 @@ __all__ = [
     "ClusterStatus",
     "ClusterView",
     "PublishedAgent",
+    "RedisSessionRecords",
     "RemoteAgent",
 ]

@@ -1,5 +1,6 @@
 """The gateway across hosts (docs/cluster.md, "The gateway across hosts"): messages to an agent
-another host runs, and topics published on one host reaching subscribers on every other.
+another host runs, topics published on one host reaching subscribers on every other, and
+sessions any host answers for.
 
 ``ClusterGateway`` is the gateway's ``OtherGateways`` (gateway/elsewhere.py):
 
@@ -8,7 +9,13 @@ another host runs, and topics published on one host reaching subscribers on ever
   it answers, so the sender is told only of a message a ``kill -9`` there would not take back;
 - a message published here is added to ``ether:topics`` before it is kept here; every host
   follows that stream and keeps the messages of the others in its own copy of each topic,
-  numbered there, and copies them to the mailboxes of its agents that subscribed.
+  numbered there, and copies them to the mailboxes of its agents that subscribed;
+- sessions are written to Redis (``gateway_sessions.py``) by the host that holds them; any host
+  reads them there, and one asked to change a session brings it over (``bring_session``): it
+  claims it, and the host that held it lets it go (``_release_here``); an agent of this host
+  running a turn of a session another host holds reaches its context there
+  (``session_call``);
+- the gateway agents other hosts run are candidates to serve a session (``gateway_agents``).
 
 Built by the composition root only with ``[cluster] redis_url``; it joins after the cluster
 directory, with Redis clients of its own.
@@ -23,11 +30,15 @@ import orjson
 import structlog
 from anyio.abc import TaskStatus
 
+from ether_host.agents import RunningTask, TaskInput
 from ether_host.cluster.gateway_link import GatewayLink
+from ether_host.cluster.gateway_sessions import RedisSessionRecords
 from ether_host.cluster.membership import Cluster
+from ether_host.cluster.view import RemoteAgent
 from ether_host.errors import EtherError, NotFound, Unavailable
-from ether_host.gateway import Gateway, Message
+from ether_host.gateway import Gateway, GatewayAgentElsewhere, Message, SavedSession
 from ether_host.lifecycle import Lifecycle
+from ether_host.link import TaskFailure
 from ether_host.reasons import Reason
 
 if TYPE_CHECKING:
@@ -39,6 +50,9 @@ TOPICS = "ether:topics"
 TOPICS_LENGTH = 10_000  # published messages the stream holds for hosts that fall behind
 BLOCK_MS = 1000
 SEND_TIMEOUT = 30.0  # seconds a SendMessage waits for the agent's host to answer
+RELEASE_TIMEOUT = 15.0  # seconds the host that holds a session has to let it go
+CTX_TIMEOUT = 30.0  # seconds a ctx.* call waits for the host that holds the session
+ACTIONS_TIMEOUT = 10.0  # seconds a turn waits for the schemas of an agent another host runs
 
 
 def topics_read_key(host: str) -> str:
@@ -50,10 +64,18 @@ def topics_read_key(host: str) -> str:
 class ClusterGateway:
     """This host's gateway in the cluster: the gateway's ``OtherGateways``."""
 
-    def __init__(self, cluster: Cluster, gateway: Gateway, lifecycle: Lifecycle) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        gateway: Gateway,
+        lifecycle: Lifecycle,
+        sessions: RedisSessionRecords,
+    ) -> None:
+        """``sessions``: the store the gateway writes its sessions to (main.py gives both)."""
         self._cluster = cluster
         self._gateway = gateway
         self._lifecycle = lifecycle
+        self._sessions = sessions
         self._host = ""
         self._redis: Redis | None = None
         self._errors: tuple[type[BaseException], ...] = (OSError,)
@@ -82,8 +104,17 @@ class ClusterGateway:
             self._redis,
             self._errors,
             lambda: self._lifecycle.is_stopping,
-            {"send": self._send_here},
+            {
+                "send": self._send_here,
+                "release": self._release_here,
+                "ctx": self._ctx_here,
+                "actions": self._actions_here,
+            },
         )
+        kept = self._gateway.settings
+        self._sessions.event_history = kept.event_history
+        self._sessions.retention = kept.retention
+        self._sessions.connect(self._redis, self._host, self._errors)
         self._gateway.elsewhere = self
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -93,7 +124,13 @@ class ClusterGateway:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._link.serve)
             tg.start_soon(self._follow_topics)
+            tg.start_soon(self._sessions.run)
             task_status.started()
+            await self._lifecycle.stopping.wait()
+            # The sessions' last writes (turns ended at the stop) go out before the writer ends.
+            with anyio.move_on_after(5):
+                await self._sessions.durable()
+            tg.cancel_scope.cancel()
 
     async def close(self) -> None:
         self._gateway.elsewhere = None
@@ -224,3 +261,109 @@ class ClusterGateway:
                 log.warning("cluster: topic messages not recorded", error=error.message)
             except self._errors as error:
                 log.warning("cluster: could not note the topics read", error=str(error))
+
+    # --- sessions ------------------------------------------------------------------------------
+
+    async def gateway_agents(self) -> list[GatewayAgentElsewhere]:
+        view = await self._cluster.view()
+        found: list[GatewayAgentElsewhere] = []
+        token = ""
+        while True:
+            page = view.list_agents(0, token, kind="io_gateway")
+            for agent in page.items:
+                if isinstance(agent, RemoteAgent):
+                    found.append(
+                        GatewayAgentElsewhere(
+                            name=agent.name,
+                            capabilities=agent.info.capabilities,
+                            healthy=any(
+                                h.state == "RUNNING" and h.ready_replicas > 0 for h in agent.hosts
+                            ),
+                            in_flight=sum(h.in_flight + h.queued for h in agent.hosts),
+                        )
+                    )
+            token = page.next_page_token
+            if not token:
+                return found
+
+    async def saved_session(self, session_id: str) -> SavedSession | None:
+        return await self._sessions.load(session_id)
+
+    async def owned_sessions(self, owner: str) -> list[SavedSession]:
+        return await self._sessions.owned(owner)
+
+    async def bring_session(self, session_id: str, owner: str) -> SavedSession | None:
+        assert self._link is not None
+        previous = await self._sessions.claim(session_id, owner)
+        if previous is None:
+            return None
+        if previous and previous != self._host:
+            await self._cluster.view()  # the directory read afresh: is that host alive?
+            if previous in self._cluster.status().hosts:
+                await self._link.call(
+                    previous, "release", {"session_id": session_id}, RELEASE_TIMEOUT
+                )
+            else:
+                log.info(
+                    "cluster session taken from a host gone", session=session_id, host=previous
+                )
+        return await self._sessions.load(session_id)
+
+    async def _release_here(self, payload: dict[str, Any]) -> Any:
+        """Another host took over a session this host holds: let it go, its last state
+        written before the answer."""
+        session = self._gateway.sessions.sessions.get(str(payload["session_id"]))
+        if session is None:
+            return {"released": False}
+        holder = await self._sessions.holder(session.id)
+        self._gateway.sessions.release(session, holder or "another host")
+        await self._gateway.durable()
+        return {"released": True}
+
+    async def session_call(
+        self, session_id: str, root_task: str, agent: str, method: str, params: dict[str, Any]
+    ) -> Any:
+        assert self._link is not None
+        holder = await self._sessions.holder(session_id)
+        if not holder or holder == self._host:
+            raise TaskFailure(
+                "session_not_found",
+                f"session {session_id[:64]!r} is not open to this task: no host holds it",
+            )
+        payload = {
+            "session_id": session_id,
+            "root_task": root_task,
+            "agent": agent,
+            "method": method,
+            "params": params,
+        }
+        return await self._link.call(holder, "ctx", payload, CTX_TIMEOUT)
+
+    async def _ctx_here(self, payload: dict[str, Any]) -> Any:
+        """An agent's ctx.* call from another host, for a session this host holds: answered as
+        for the agent's task itself (the root task must be one this session started)."""
+        session_id = str(payload["session_id"])
+        if session_id not in self._gateway.sessions.sessions:
+            raise TaskFailure(
+                "session_not_found",
+                f"session {session_id[:64]!r} is not open to this task: it moved meanwhile",
+            )
+        agent = str(payload["agent"])
+        task = TaskInput(agent=agent, task_id=str(payload["root_task"]), session_id=session_id)
+        caller = RunningTask(task=task, agent=agent)
+        return await self._gateway.calls.ctx(caller, str(payload["method"]), payload["params"])
+
+    async def actions_of(self, agent: str) -> dict[str, dict[str, Any]]:
+        assert self._link is not None
+        hosts = [h for h in (await self._cluster.view()).hosts_of(agent) if not h.local]
+        running = [h for h in hosts if h.state == "RUNNING"] or hosts
+        if not running:
+            return {}
+        value = await self._link.call(running[0].host, "actions", {"agent": agent}, ACTIONS_TIMEOUT)
+        return dict(value)
+
+    async def _actions_here(self, payload: dict[str, Any]) -> Any:
+        """The actions of one of this host's agents with their params schemas (the directory
+        carries their names only)."""
+        found = self._gateway.supervisor.agents.get(str(payload["agent"]))
+        return {} if found is None else {a.name: a.params_schema for a in found.actions}

@@ -308,6 +308,11 @@ class Cluster:
         fresh = time.monotonic() - self._peers_read_at <= self.settings.dropout
         return ClusterView(self._supervisor, self._entry(), self._peers if fresh else [])
 
+    @property
+    def degraded(self) -> str:
+        """Why this host cannot read the directory now (Redis out of reach); '' when it can."""
+        return self._degraded
+
     def whereabouts(self, host: str) -> HostWhereabouts | None:
         """Where another host is, as last read (terminals.HostDirectory): its address, and
         whether it is still in the directory; None for a host this one never saw."""

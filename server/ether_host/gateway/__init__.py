@@ -4,13 +4,14 @@ pipelines, messages between agents, and agents' controlled network egress with a
 from ether_host.gateway import events
 from ether_host.gateway.context import MERGE_PATCH, REMOVE, REPLACE, SET, Change
 from ether_host.gateway.egress.audit import ALLOWED, DENIED, AuditFilter, AuditRecord
-from ether_host.gateway.elsewhere import OtherGateways
+from ether_host.gateway.elsewhere import GatewayAgentElsewhere, OtherGateways
 from ether_host.gateway.events import SessionEvent
 from ether_host.gateway.messaging import Message, SubscriptionLagged
 from ether_host.gateway.pipeline import Pipeline, Step, Trigger
 from ether_host.gateway.pipeline import describe as describe_pipeline
+from ether_host.gateway.records import SessionRecords
 from ether_host.gateway.sessions import CLOSED, OPEN, Session
-from ether_host.gateway.store import GatewayStore
+from ether_host.gateway.store import GatewayStore, SavedSession
 from ether_host.gateway.usecases import Gateway
 
 __all__ = [
@@ -26,12 +27,15 @@ __all__ = [
     "AuditRecord",
     "Change",
     "Gateway",
+    "GatewayAgentElsewhere",
     "GatewayStore",
     "Message",
     "OtherGateways",
     "Pipeline",
+    "SavedSession",
     "Session",
     "SessionEvent",
+    "SessionRecords",
     "Step",
     "SubscriptionLagged",
     "Trigger",

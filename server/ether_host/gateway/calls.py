@@ -47,6 +47,20 @@ class HostCalls:
         self.gateway = gateway
 
     async def ctx(self, caller: RunningTask, method: str, params: dict[str, Any]) -> Any:
+        session_id = caller.task.session_id
+        elsewhere = self.gateway.elsewhere
+        if (
+            elsewhere is not None
+            and session_id
+            and session_id not in self.gateway.sessions.sessions
+        ):
+            # A turn of a session another host holds, run by an agent of this host: the call
+            # is answered there, where the session's context and stream are.
+            root = caller.task.root_task or caller.task.task_id
+            try:
+                return await elsewhere.session_call(session_id, root, caller.agent, method, params)
+            except EtherError as error:
+                raise _failure(error) from None
         answer = self._ctx(caller, method, params)
         if method != "ctx.get":
             await self._durable()  # the agent is told only what a restart keeps
@@ -59,7 +73,7 @@ class HostCalls:
 
     async def _durable(self) -> None:
         try:
-            await self.gateway.store.durable()
+            await self.gateway.durable()
         except EtherError as error:
             raise _failure(error) from None
 

@@ -43,8 +43,8 @@ from ether_host.agents import ERROR, Dispatcher, TaskInput
 from ether_host.background import start_detached
 from ether_host.bus import History
 from ether_host.errors import EtherError, FieldViolation, InvalidArgument, ResourceExhausted
+from ether_host.gateway.assignment import healthy
 from ether_host.gateway.context import json_size
-from ether_host.gateway.sessions import healthy
 from ether_host.gateway.settings import GatewaySettings
 from ether_host.gateway.store import GatewayStore, Saved
 from ether_host.reasons import Reason

@@ -1,11 +1,7 @@
 """User sessions: who owns them, which gateway agent serves them, their turns and events.
 
-A session is served by one agent of kind ``io_gateway``, chosen when it
-opens: the one named, or the least loaded healthy one (fewest open sessions
-per ready replica, then fewest tasks in flight) among those offering the
-capability asked for. When the serving agent is not healthy at the start of
-a turn, or dies during one, another healthy candidate takes over and the
-session's stream says so (``agent_failover``).
+A session is served by one agent of kind ``io_gateway`` (assignment.py
+chooses it, and replaces it when it fails).
 
 Sessions belong to the identity that opened them; to anyone else they do
 not exist (NOT_FOUND). Events are numbered per session and kept in a
@@ -14,8 +10,10 @@ saw.
 
 Every session is also written to the gateway store (each event with the
 session's row, and the context with the change that made it), so it is
-still there after a host restart. A turn that was running or waiting when
-the host stopped did not finish: the restarted host ends it with an
+still there after a host restart; in a cluster the store is Redis, and a
+host that is asked to change a session another host holds brings it over
+(``adopt``; the other ``release``s it). A turn that was running or waiting
+when the host stopped did not finish: the restarted host ends it with an
 ``error`` event ``host_restarted`` and its ``turn_completed``.
 """
 
@@ -43,19 +41,20 @@ from ether_host.errors import (
     Unavailable,
 )
 from ether_host.gateway import events as ev
+from ether_host.gateway.assignment import GatewayAgents
 from ether_host.gateway.context import Change, Context, json_size
 from ether_host.gateway.events import SessionEvent, error_data, event_from, event_record
 from ether_host.gateway.pipeline import Pipeline, build_pipeline, describe, restore_pipeline
+from ether_host.gateway.records import SessionRecords
 from ether_host.gateway.settings import GatewaySettings
-from ether_host.gateway.store import GatewayStore, SavedSession
+from ether_host.gateway.store import SavedSession
 from ether_host.reasons import Reason
-from ether_host.supervisor import ManagedAgent, State, Supervisor
+from ether_host.supervisor import Supervisor
 from ether_host.telemetry import Link, Tracing
 
 log = structlog.get_logger("ether.gateway")
 
 OPEN, CLOSED = "OPEN", "CLOSED"
-COMING_BACK = (State.BACKOFF, State.STARTING, State.INSTALLING)
 MAX_CLIENT_MESSAGE_ID = 128
 REMEMBERED_MESSAGE_IDS = 1000
 REMEMBERED_REQUEST_IDS = 10000
@@ -119,6 +118,7 @@ class Session:
         self.inbox: MemoryObjectReceiveStream[Turn]
         self.queue, self.inbox = anyio.create_memory_object_stream[Turn](settings.turn_queue)
         self.worker: anyio.CancelScope | None = None
+        self.moved_to = ""  # the host it was released to (cluster): its streams here end
 
     @property
     def is_open(self) -> bool:
@@ -170,86 +170,57 @@ class Session:
         return self.queue.statistics().current_buffer_used
 
 
-def healthy(agent: ManagedAgent) -> bool:
-    return agent.state is State.RUNNING and agent.ready_replicas > 0
-
-
-def _why(agent: ManagedAgent | None) -> str:
-    return "agent_removed" if agent is None else f"agent_{agent.state.value.lower()}"
+def rebuild(stored: SavedSession, settings: GatewaySettings) -> Session:
+    """A stored session as it was: its row, context and retained events."""
+    body = stored.body
+    session = Session(
+        body["id"],
+        body["owner"],
+        body["agent"],
+        body["capability"],
+        restore_pipeline(body["pipeline"]),
+        body["metadata"],
+        {},
+        float(body["idle_timeout"]),
+        settings,
+    )
+    session.state = body["state"]
+    session.created_at = float(body["created_at"])
+    session.closed_at = body["closed_at"]
+    session.close_reason = body["close_reason"]
+    session.turns = int(body["turns"])
+    session.completed = int(body["completed"])
+    session.request_id = body["request_id"]
+    events = [(sequence, event_from(record)) for sequence, record in stored.events]
+    session.events.restore(events, events[-1][0] if events else 0)
+    session.context.restore(
+        stored.document,
+        stored.version,
+        stored.updated_at,
+        [e.data for _, e in events if e.kind == ev.CONTEXT_CHANGED],
+    )
+    session.last_activity_at = max([float(body["last_activity_at"])] + [e.time for _, e in events])
+    for _, event in events:
+        client_id = event.data.get("client_message_id") if event.kind == ev.ACCEPTED else ""
+        if client_id:
+            session.message_ids[client_id] = event.turn
+    return session
 
 
 class SessionStore:
     """Every session of this host, by id, and the agents serving them."""
 
     def __init__(
-        self, supervisor: Supervisor, settings: GatewaySettings, store: GatewayStore
+        self, supervisor: Supervisor, settings: GatewaySettings, store: SessionRecords
     ) -> None:
         self.supervisor = supervisor
         self.settings = settings
         self.store = store
         self.sessions: dict[str, Session] = {}
+        self.agents = GatewayAgents(supervisor, self.sessions)
         self._request_ids: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._changed = anyio.Event()
         self.on_open: Callable[[Session], None] | None = None  # starts the turn worker
-
-    # -- choosing agents -----------------------------------------------------------------
-
-    def gateway_agents(self, capability: str = "") -> list[ManagedAgent]:
-        return [
-            a
-            for a in self.supervisor.agents.values()
-            if a.spec.kind == "io_gateway" and (not capability or capability in a.capability_tags)
-        ]
-
-    def load(self, agent: ManagedAgent) -> tuple[float, int, str]:
-        serving = sum(1 for s in self.sessions.values() if s.is_open and s.agent == agent.name)
-        return serving / max(1, agent.ready_replicas), agent.in_flight + agent.queued, agent.name
-
-    def pick(self, capability: str, exclude: set[str] | None = None) -> ManagedAgent | None:
-        """The least loaded healthy gateway agent offering ``capability`` (any when empty)."""
-        candidates = [
-            a
-            for a in self.gateway_agents(capability)
-            if healthy(a) and a.name not in (exclude or set())
-        ]
-        return min(candidates, key=self.load) if candidates else None
-
-    def _assign(self, agent_name: str, capability: str) -> ManagedAgent:
-        if agent_name:
-            agent = self.supervisor.get(agent_name)
-            if agent.spec.kind != "io_gateway":
-                raise InvalidArgument(
-                    f"agent {agent_name} is of type {agent.spec.kind.upper()}, not IO_GATEWAY; "
-                    'only gateway agents serve sessions (set type = "io_gateway" in its agent.toml)',
-                    reason=Reason.NOT_A_GATEWAY_AGENT,
-                    resource=("agent", agent_name),
-                    violations=[FieldViolation("agent", "an agent of type AGENT_TYPE_IO_GATEWAY")],
-                )
-            if not healthy(agent):
-                raise Unavailable(
-                    f"gateway agent {agent_name} is {agent.state.value}, not RUNNING; retry shortly",
-                    reason=Reason.NO_HEALTHY_AGENT,
-                    resource=("agent", agent_name),
-                    retry_after=1.0,
-                )
-            return agent
-        if not self.gateway_agents(capability):
-            what = f"offering capability {capability!r}" if capability else "at all"
-            raise NotFound(
-                f"no agent of type IO_GATEWAY is deployed {what}",
-                reason=Reason.NO_GATEWAY_AGENT,
-                resource=("capability", capability),
-            )
-        picked = self.pick(capability)
-        if picked is None:
-            raise Unavailable(
-                "no gateway agent "
-                + (f"offering {capability!r} " if capability else "")
-                + "is healthy right now; retry shortly",
-                reason=Reason.NO_HEALTHY_AGENT,
-                retry_after=1.0,
-            )
-        return picked
 
     # -- use cases -----------------------------------------------------------------------
 
@@ -284,7 +255,7 @@ class SessionStore:
                 retry_after=5.0,
             )
         built = build_pipeline(pipeline, self.supervisor)
-        chosen = self._assign(agent, capability)
+        chosen = self.agents.assign(agent, capability)
         timeout = self.settings.idle_timeout if idle_timeout is None else idle_timeout
         if timeout <= 0:
             raise InvalidArgument(
@@ -295,7 +266,7 @@ class SessionStore:
         session = Session(
             f"ses-{secrets.token_hex(8)}",
             owner,
-            chosen.name,
+            chosen,
             capability,
             built,
             metadata or {},
@@ -313,7 +284,7 @@ class SessionStore:
             "session opened",
             session=session.id,
             owner=owner,
-            agent=chosen.name,
+            agent=chosen,
             capability=capability,
         )
         return session
@@ -340,65 +311,54 @@ class SessionStore:
     def restore(self, saved: list[SavedSession]) -> None:
         """Take back the sessions the last host stored; their unfinished turns end here."""
         for stored in saved:
-            body = stored.body
-            session = Session(
-                body["id"],
-                body["owner"],
-                body["agent"],
-                body["capability"],
-                restore_pipeline(body["pipeline"]),
-                body["metadata"],
-                {},
-                float(body["idle_timeout"]),
-                self.settings,
-            )
-            session.state = body["state"]
-            session.created_at = float(body["created_at"])
-            session.closed_at = body["closed_at"]
-            session.close_reason = body["close_reason"]
-            session.turns = int(body["turns"])
-            session.completed = int(body["completed"])
-            session.request_id = body["request_id"]
-            events = [(sequence, event_from(record)) for sequence, record in stored.events]
-            session.events.restore(events, events[-1][0] if events else 0)
-            session.context.restore(
-                stored.document,
-                stored.version,
-                stored.updated_at,
-                [e.data for _, e in events if e.kind == ev.CONTEXT_CHANGED],
-            )
-            session.last_activity_at = max(
-                [float(body["last_activity_at"])] + [e.time for _, e in events]
-            )
-            for _, event in events:
-                client_id = event.data.get("client_message_id") if event.kind == ev.ACCEPTED else ""
-                if client_id:
-                    session.message_ids[client_id] = event.turn
-            self._add(session)
-            if session.is_open:
-                self._end_interrupted_turns(session)
-                if self.on_open is not None:
-                    self.on_open(session)
+            self.adopt(stored)
         if saved:
             log.info(
                 "sessions restored",
                 sessions=len(saved),
                 open=sum(1 for s in self.sessions.values() if s.is_open),
             )
+
+    def adopt(self, stored: SavedSession, why: str = "host_restarted") -> Session:
+        """Serve a stored session here (at start, or brought from another host): its turns
+        that did not finish end with ``why``."""
+        session = rebuild(stored, self.settings)
+        self._add(session)
+        if session.is_open:
+            self._end_interrupted_turns(session, why)
+            if self.on_open is not None:
+                self.on_open(session)
         self.wake()
+        return session
+
+    def release(self, session: Session, to: str) -> None:
+        """Let another host serve the session (cluster): its running and waiting turns end
+        with ``session_moved``, its streams here end, and nothing here writes it again."""
+        if session.worker is not None:
+            session.worker.cancel()
+        if session.is_open:
+            self._end_interrupted_turns(session, "session_moved", to)
+        self.sessions.pop(session.id, None)
+        session.journal = None
+        session.moved_to = to
+        session.queue.close()
+        session.wake()
+        session.context.changes.wake()
+        log.info("session released", session=session.id, to_host=to)
 
     @staticmethod
-    def _end_interrupted_turns(session: Session) -> None:
+    def _end_interrupted_turns(session: Session, why: str, to: str = "") -> None:
         # A turn's text lives only in the queue of the host that accepted it: it cannot run
         # again here. The client sees it end, and may send it again.
+        what = f"the session moved to host {to}" if to else "the host restarted"
         for number in range(session.completed + 1, session.turns + 1):
             session.emit(
                 ev.ERROR,
                 number,
                 error_data(
                     "",
-                    "host_restarted",
-                    "the host restarted before this turn finished; send the message again",
+                    why,
+                    f"{what} before this turn finished; send the message again",
                     retryable=True,
                 ),
             )
@@ -534,37 +494,6 @@ class SessionStore:
     ) -> AsyncIterator[tuple[int, SessionEvent]]:
         async for sequence, event in session.events.follow(after, until=until):
             yield sequence, event
-
-    # -- failover ------------------------------------------------------------------------
-
-    def serving_agent(self, session: Session, turn: int) -> str | None:
-        """The healthy agent to serve this turn: the current one, or a replacement (with an event)."""
-        current = self.supervisor.agents.get(session.agent)
-        if current is not None and healthy(current):
-            return session.agent
-        replacement = self.fail_over(session, turn, _why(current), exclude={session.agent})
-        if replacement is None and current is not None and current.state in COMING_BACK:
-            return session.agent  # no one else, and it is restarting: the task waits for it
-        return replacement
-
-    def fail_over(self, session: Session, turn: int, reason: str, exclude: set[str]) -> str | None:
-        replacement = self.pick(session.capability, exclude)
-        if replacement is None:
-            return None
-        previous, session.agent = session.agent, replacement.name
-        session.emit(
-            ev.FAILOVER,
-            turn,
-            {"from_agent": previous, "to_agent": replacement.name, "reason": reason},
-        )
-        log.warning(
-            "session failed over",
-            session=session.id,
-            from_agent=previous,
-            to_agent=replacement.name,
-            reason=reason,
-        )
-        return replacement.name
 
     # -- housekeeping --------------------------------------------------------------------
 

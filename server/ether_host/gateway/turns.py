@@ -134,7 +134,11 @@ class TurnRunner:
         self, session: Session, turn: Turn, step: Step, outputs: dict[str, Any], deadline: float
     ) -> None:
         gateway_step = step.reply and not step.agent
-        agent = self.store.serving_agent(session, turn.number) if gateway_step else step.agent
+        if gateway_step:
+            await self.store.agents.refresh()  # in a cluster: other hosts' gateway agents too
+        agent = (
+            self.store.agents.serving_agent(session, turn.number) if gateway_step else step.agent
+        )
         label = step.name
         if agent is None:
             session.emit(
@@ -149,14 +153,18 @@ class TurnRunner:
             )
             return
         action = step.action
+        actions = self._actions_here(agent)
+        elsewhere = self.store.agents.elsewhere
+        if actions is None and gateway_step and elsewhere is not None:
+            actions = await elsewhere.actions_of(agent)  # it runs on other hosts only
         if gateway_step and not action:
-            action = self._gateway_action(agent)
+            action = self._gateway_action(actions or {})
         if step.timeout is not None:
             deadline = min(deadline, time.monotonic() + step.timeout)
         task = TaskInput(
             agent=agent,
             action=action,
-            params=self._params(agent, action, step, turn, outputs, session),
+            params=self._params(actions or {}, action, step, turn, outputs, session),
             task_id=f"{session.id}.{turn.number}.{step.name}",
             session_id=session.id,
             deadline=deadline,
@@ -182,7 +190,7 @@ class TurnRunner:
                 ),
             )
             if gateway_step and isinstance(error, Unavailable):
-                self.store.fail_over(session, turn.number, "agent_died", exclude={agent})
+                self.store.agents.fail_over(session, turn.number, "agent_died", exclude={agent})
             return
         finally:
             session.task_roots.discard(task.task_id)
@@ -222,14 +230,20 @@ class TurnRunner:
         if step.reply:
             session.emit(ev.REPLY, turn.number, _reply(result))
 
-    def _gateway_action(self, agent_name: str) -> str:
+    def _actions_here(self, agent_name: str) -> dict[str, dict[str, Any]] | None:
+        """The actions of an agent this host runs, with their params schemas (None: not here)."""
         agent = self.store.supervisor.agents.get(agent_name)
-        names = [a.name for a in agent.actions] if agent else []
-        return GATEWAY_ACTION if GATEWAY_ACTION in names or len(names) != 1 else ""
+        if agent is None:
+            return None
+        return {info.name: info.params_schema for info in agent.actions}
+
+    @staticmethod
+    def _gateway_action(actions: dict[str, dict[str, Any]]) -> str:
+        return GATEWAY_ACTION if GATEWAY_ACTION in actions or len(actions) != 1 else ""
 
     def _params(
         self,
-        agent_name: str,
+        actions: dict[str, dict[str, Any]],
         action: str,
         step: Step,
         turn: Turn,
@@ -243,21 +257,12 @@ class TurnRunner:
             "steps": dict(outputs),
             "session": {"id": session.id, "metadata": session.metadata},
         }
-        schema = self._schema(agent_name, action)
+        schema = _schema(actions, action)
         params = dict(step.params)
         for key in HOST_PARAMS:
             if _accepts(schema, key):
                 params[key] = offered[key]
         return params
-
-    def _schema(self, agent_name: str, action: str) -> dict[str, Any]:
-        agent = self.store.supervisor.agents.get(agent_name)
-        if agent is None:
-            return {}
-        for info in agent.actions:
-            if info.name == action or (not action and len(agent.actions) == 1):
-                return info.params_schema
-        return {}
 
     def _progress(self, session: Session, turn: Turn, step: Step, gateway_step: bool) -> Any:
         name = "" if gateway_step and step.name == REPLY_STEP else step.name
@@ -278,6 +283,14 @@ class TurnRunner:
             )
 
         return sink
+
+
+def _schema(actions: dict[str, dict[str, Any]], action: str) -> dict[str, Any]:
+    if action in actions:
+        return actions[action]
+    if not action and len(actions) == 1:
+        return next(iter(actions.values()))
+    return {}
 
 
 def _accepts(schema: dict[str, Any], key: str) -> bool:

@@ -10,6 +10,11 @@ What a use case changes is committed to the gateway store before it
 answers (``store.durable()``), and a Converse stream shows an event only
 once it is committed: a client is never told of something a ``kill -9`` of
 the host could take back.
+
+In a cluster (docs/cluster.md, "The gateway across hosts") sessions are
+written to Redis, and any host answers for any of them: a read of a session
+another host holds reads it as stored; a change, a Converse or a
+WatchContext brings it here first (``elsewhere.bring_session``).
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ from ether_host.gateway.egress.fetch import Egress
 from ether_host.gateway.elsewhere import OtherGateways
 from ether_host.gateway.events import SessionEvent
 from ether_host.gateway.messaging import Message, Messaging, SubscriptionLagged
-from ether_host.gateway.sessions import Session, SessionStore, Turn
+from ether_host.gateway.records import SessionRecords
+from ether_host.gateway.sessions import Session, SessionStore, Turn, rebuild
 from ether_host.gateway.settings import GatewaySettings
 from ether_host.gateway.store import GatewayStore
 from ether_host.gateway.turns import TurnRunner
@@ -58,7 +64,10 @@ class Gateway:
         state_dir: Path,
         table: Mapping[str, Any],
         store: GatewayStore,
+        records: SessionRecords | None = None,
     ) -> None:
+        """``records``: where sessions are written (the cluster's Redis store); ``store``, the
+        host's own SQLite file, when None."""
         self.settings = GatewaySettings.from_table(table)
         self.supervisor = supervisor
         self.store = store
@@ -67,22 +76,39 @@ class Gateway:
             topic_messages=self.settings.topic_retention,
             request_ids=self.settings.remembered_request_ids,
         )
-        self.sessions = SessionStore(supervisor, self.settings, store)
+        self.records: SessionRecords = store if records is None else records
+        self.sessions = SessionStore(supervisor, self.settings, self.records)
         self.turns = TurnRunner(dispatcher, self.sessions, self.settings)
         self.messaging = Messaging(supervisor, dispatcher, self.settings, store)
         self.audit = AuditLog(state_dir.absolute() / "gateway" / "audit.sqlite3")
         self.egress = Egress(dict(table.get("egress") or {}), self.audit, self._deployment_egress)
         self.stopping = False
-        # Set by the cluster (docs/cluster.md): other hosts' agents and topics; None on one host.
-        self.elsewhere: OtherGateways | None = None
+        self._elsewhere: OtherGateways | None = None
+        self._bringing: dict[str, anyio.Lock] = {}  # sessions being brought from another host
         self._tg: anyio.abc.TaskGroup | None = None
         self.sessions.on_open = self._start_worker
         self.messaging.authorize = self._authorize
         self.messaging.revoke = self._revoke
-        calls = HostCalls(self)
+        self.calls = calls = HostCalls(self)
         dispatcher.register_calls("ctx.*", calls.ctx)
         dispatcher.register_calls("msg.*", calls.msg)
         dispatcher.register_calls("net.fetch", calls.fetch)
+
+    @property
+    def elsewhere(self) -> OtherGateways | None:
+        """The other hosts of the cluster (set by the cluster when it joins); None on one host."""
+        return self._elsewhere
+
+    @elsewhere.setter
+    def elsewhere(self, other: OtherGateways | None) -> None:
+        self._elsewhere = self.sessions.agents.elsewhere = other
+
+    async def durable(self) -> None:
+        """Wait until what the gateway changed is written (the store, and the sessions' own
+        store in a cluster)."""
+        await self.store.durable()
+        if self.records is not self.store:
+            await self.records.durable()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Restore what the last host stored, then own the session workers, the reaper and
@@ -141,19 +167,27 @@ class Gateway:
     # -- sessions ------------------------------------------------------------------------
 
     async def open_session(self, caller: Identity, **options: Any) -> Session:
+        await self.sessions.agents.refresh()  # in a cluster: other hosts' gateway agents too
         session = self.sessions.open(caller.name, **options)
-        await self.store.durable()
+        await self.durable()
         return session
 
-    def get_session(self, caller: Identity, session_id: str) -> Session:
-        return self.sessions.get(caller.name, session_id)
+    async def get_session(self, caller: Identity, session_id: str) -> Session:
+        return await self._readable(caller, session_id)
 
-    def list_sessions(
+    async def list_sessions(
         self, caller: Identity, state: str, page_size: int, page_token: str
     ) -> Page[Session]:
         """One page of the caller's sessions (in ``state`` when not empty), newest first."""
+        mine = self.sessions.list(caller.name, state)
+        if self._elsewhere is not None:  # and those other hosts hold, as stored
+            for stored in await self._elsewhere.owned_sessions(caller.name):
+                if stored.body["id"] not in self.sessions.sessions:
+                    found = rebuild(stored, self.settings)
+                    if not state or found.state == state:
+                        mine.append(found)
         return paginate(
-            self.sessions.list(caller.name, state),
+            mine,
             page_size,
             page_token,
             f"sessions/{caller.name}/{state}",
@@ -163,20 +197,46 @@ class Gateway:
 
     async def close_session(self, caller: Identity, session_id: str, reason: str) -> Session:
         session = self.sessions.close(
-            self.sessions.get(caller.name, session_id), reason or "closed by the client"
+            await self._held(caller, session_id), reason or "closed by the client"
         )
-        await self.store.durable()
+        await self.durable()
         return session
 
-    def start_conversation(
+    async def start_conversation(
         self, caller: Identity, session_id: str, after: int | None
     ) -> tuple[Session, int]:
         """The open session and the sequence to follow after (OUT_OF_RANGE when expired)."""
+        await self._held(caller, session_id)
         session = self.sessions.get_open(caller.name, session_id)
         if after is None:
             return session, session.events.last_sequence
         self.sessions.check_resume(session, after)
         return session, after
+
+    async def _readable(self, caller: Identity, session_id: str) -> Session:
+        """The caller's session: held here, or (in a cluster) as stored for another host."""
+        session = self.sessions.sessions.get(session_id)
+        if session is None and self._elsewhere is not None:
+            stored = await self._elsewhere.saved_session(session_id)
+            if stored is not None and stored.body["owner"] == caller.name:
+                return rebuild(stored, self.settings)
+        return self.sessions.get(caller.name, session_id)
+
+    async def _held(self, caller: Identity, session_id: str) -> Session:
+        """The caller's session, held here: in a cluster, brought from the host that holds it
+        (one bringing at a time per session)."""
+        if session_id not in self.sessions.sessions and self._elsewhere is not None:
+            lock = self._bringing.setdefault(session_id, anyio.Lock())
+            try:
+                async with lock:
+                    if session_id not in self.sessions.sessions:
+                        stored = await self._elsewhere.bring_session(session_id, caller.name)
+                        if stored is not None:
+                            self.sessions.adopt(stored, "session_moved")
+                            log.info("session brought here", session=session_id)
+            finally:
+                self._bringing.pop(session_id, None)
+        return self.sessions.get(caller.name, session_id)
 
     async def follow_session(
         self, session: Session, after: int, done: Callable[[], bool]
@@ -184,13 +244,16 @@ class Gateway:
         """The session's events after ``after`` as they come, until ``done()``, its close or
         shutdown; each once it is committed (so a resumed stream never contradicts it)."""
         async for sequence, event in self.sessions.follow(
-            session, after, lambda: self.stopping or done()
+            session, after, lambda: self.stopping or done() or bool(session.moved_to)
         ):
-            await self.store.durable()
+            await self.durable()
             yield sequence, event
 
     def check_interrupted(self, session: Session, done: bool) -> None:
-        """UNAVAILABLE when a stream of ``session`` ended because the host is stopping."""
+        """UNAVAILABLE when a stream of ``session`` ended because the host is stopping, or
+        because another host of the cluster took the session over."""
+        if session.moved_to and not done:
+            raise _moved(session)
         if self.stopping and session.is_open and not done:
             raise Unavailable(
                 f"the host is stopping; session {session.id} stays open: resume it on the "
@@ -203,35 +266,42 @@ class Gateway:
     def submit(
         self, session: Session, text: str, data: dict[str, Any], client_message_id: str
     ) -> Turn:
+        if session.moved_to:
+            raise _moved(session)
         return self.sessions.submit(session, text, data, client_message_id)
 
     # -- context -------------------------------------------------------------------------
 
-    def get_context(
+    async def get_context(
         self, caller: Identity, session_id: str, keys: list[str]
     ) -> tuple[Session, dict[str, Any]]:
-        session = self.sessions.get(caller.name, session_id)
+        session = await self._readable(caller, session_id)
         return session, session.context.snapshot(keys)
 
     async def update_context(
         self, caller: Identity, session_id: str, kind: str, value: Any, expected_version: int | None
     ) -> Change:
+        await self._held(caller, session_id)
         session = self.sessions.get_open(caller.name, session_id)
         change = session.context.update(kind, value, caller.name, expected_version)
-        await self.store.durable()
+        await self.durable()
         return change
 
     async def watch_context(
         self, caller: Identity, session_id: str, after_version: int | None
     ) -> AsyncIterator[tuple[str, Any]]:
         """("snapshot", (doc, version)), then ("change", Change)..., then ("closed", reason)."""
-        session = self.sessions.get(caller.name, session_id)
+        session = await self._held(caller, session_id)
         context = session.context
         if after_version is None or after_version < context.first_retained_version():
             after_version = context.version
             yield "snapshot", (context.snapshot(), after_version)
-        async for change in context.follow(after_version, self.until_stopping):
+        async for change in context.follow(
+            after_version, lambda: self.stopping or bool(session.moved_to)
+        ):
             yield "change", change
+        if session.moved_to:
+            raise _moved(session)
         if not session.is_open:
             yield "closed", session.close_reason
         else:
@@ -252,7 +322,7 @@ class Gateway:
     ) -> tuple[Message, int]:
         _require(caller, RIGHT_MESSAGE, "send messages")
         if session_id:
-            self.sessions.get(caller.name, session_id)
+            await self._readable(caller, session_id)
         return await self.send_from(
             caller.name,
             agent,
@@ -295,7 +365,7 @@ class Gateway:
             session_id=session_id,
             request_id=request_id,
         )
-        await self.store.durable()
+        await self.durable()
         return outcome
 
     async def publish(
@@ -310,7 +380,7 @@ class Gateway:
     ) -> tuple[Message, int]:
         _require(caller, RIGHT_MESSAGE, "publish")
         if session_id:
-            self.sessions.get(caller.name, session_id)
+            await self._readable(caller, session_id)
         return await self.publish_from(
             caller.name, topic, kind, data, correlation_id=correlation_id, session_id=session_id
         )
@@ -337,7 +407,7 @@ class Gateway:
             )
             await self.elsewhere.publish(draft)
             outcome = self.messaging.publish_draft(draft)
-        await self.store.durable()
+        await self.durable()
         return outcome
 
     def subscribe(
@@ -365,6 +435,17 @@ class Gateway:
     ) -> AsyncIterator[AuditRecord]:
         _require(caller, RIGHT_AUDIT, "read the egress audit log")
         return self.audit.follow(where, after_id, self.until_stopping)
+
+
+def _moved(session: Session) -> Unavailable:
+    return Unavailable(
+        f"session {session.id} moved to host {session.moved_to} of the cluster, where it was "
+        "used; resume it there or on any host with after_sequence set to the last event you "
+        "received",
+        reason=Reason.HOST_STOPPING,
+        resource=("session", session.id),
+        retry_after=0.1,
+    )
 
 
 def _require(caller: Identity, right: str, what: str) -> None:

@@ -47,6 +47,11 @@ class HostWhereabouts:
 class HostDirectory(Protocol):
     """What placement needs of the cluster directory (``cluster.Cluster`` implements it)."""
 
+    @property
+    def degraded(self) -> str:
+        """Why the directory cannot be read now; '' when it can."""
+        ...
+
     def whereabouts(self, host: str) -> HostWhereabouts | None:
         """The host as last read, or None when this host never saw it."""
         ...
@@ -127,6 +132,15 @@ class TerminalPlacement:
         if found is None or not found.live:  # the directory as last read may be behind: read it
             await self.directory.peer_addresses()
             found = self.directory.whereabouts(host)
+        if found is None and self.directory.degraded:  # not "no such host": we cannot tell
+            raise Unavailable(
+                f"terminal {terminal_id!r} names host {host!r}, and this host cannot look it "
+                f"up in the cluster directory ({self.directory.degraded}); retry once Redis "
+                f"answers again",
+                reason=Reason.TERMINAL_HOST_UNAVAILABLE,
+                metadata={"host": host},
+                resource=("terminal", terminal_id),
+            )
         if found is None:
             raise NotFound(
                 f"terminal {terminal_id!r} names host {host!r}, which is not in this cluster "

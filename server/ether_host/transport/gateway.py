@@ -59,7 +59,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
     async def GetSession(
         self, request: gateway_pb2.GetSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> gateway_pb2.GetSessionResponse:
-        session = self._gateway.get_session(current_identity.get(), request.session_id)
+        session = await self._gateway.get_session(current_identity.get(), request.session_id)
         return gateway_pb2.GetSessionResponse(session=gc.session(session))
 
     async def ListSessions(
@@ -67,7 +67,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
     ) -> gateway_pb2.ListSessionsResponse:
         caller = current_identity.get()
         state = _STATES.get(request.state, "")
-        page = self._gateway.list_sessions(caller, state, request.page_size, request.page_token)
+        page = await self._gateway.list_sessions(
+            caller, state, request.page_size, request.page_token
+        )
         return gateway_pb2.ListSessionsResponse(
             sessions=[gc.session(s) for s in page.items], next_page_token=page.next_page_token
         )
@@ -100,7 +102,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
             )
         start = first.start
         after = start.after_sequence if start.HasField("after_sequence") else None
-        session, cursor = self._gateway.start_conversation(
+        session, cursor = await self._gateway.start_conversation(
             current_identity.get(), start.session_id, after
         )
         state: dict[str, Any] = {"error": None, "closed": False, "target": 0}
@@ -155,7 +157,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
     async def GetContext(
         self, request: gateway_pb2.GetContextRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> gateway_pb2.GetContextResponse:
-        session, document = self._gateway.get_context(
+        session, document = await self._gateway.get_context(
             current_identity.get(), request.session_id, list(request.keys)
         )
         return gateway_pb2.GetContextResponse(
