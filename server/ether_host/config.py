@@ -85,6 +85,9 @@ class HostConfig:
     cluster_advertise: str = ""
     cluster_heartbeat: float = 2.0
     cluster_dropout: float = 10.0
+    # A task pending this long (seconds) on a host gone from the directory is claimed by a live
+    # host that runs its agent: run again when idempotent, else answered that its host died.
+    cluster_claim_idle: float = 5.0
     # A call on a terminal another host owns (its id names the host) is forwarded there over
     # gRPC; false: answered FAILED_PRECONDITION with the owner's name and address instead.
     cluster_forward_terminals: bool = True
@@ -308,6 +311,7 @@ SETTINGS: dict[str, Callable[[Any], Any]] = {
     "cluster_advertise": _address("cluster_advertise", "10.0.0.5:50051", "advertise listen"),
     "cluster_heartbeat": _seconds_up_to("cluster_heartbeat", 60),
     "cluster_dropout": _seconds_up_to("cluster_dropout", 600),
+    "cluster_claim_idle": _seconds_up_to("cluster_claim_idle", 600),
     "cluster_forward_terminals": _flag("cluster_forward_terminals"),
     "cache_max_bytes": _count("cache_max_bytes", 0, 1 << 40),
 }

@@ -234,6 +234,7 @@ def _cluster(
         advertise=config.cluster_advertise,
         heartbeat=config.cluster_heartbeat,
         dropout=config.cluster_dropout,
+        claim_idle=config.cluster_claim_idle,
     )
     return Cluster(settings, supervisor, lifecycle, dispatcher)
 

@@ -23,9 +23,19 @@ def cluster_env(redis_url: str, name: str) -> dict[str, str]:
     }
 
 
-def cluster_host(folder: Path, redis_url: str, name: str, *, http: bool = False) -> HostProcess:
-    """A started host named ``name`` in the cluster on ``redis_url``."""
-    host = HostProcess(folder / name, env=cluster_env(redis_url, name), http=http)
+def cluster_host(
+    folder: Path,
+    redis_url: str,
+    name: str,
+    *,
+    http: bool = False,
+    env: dict[str, str] | None = None,
+    shared: tuple[Path, ...] = (),
+) -> HostProcess:
+    """A started host named ``name`` in the cluster on ``redis_url``; ``env`` adds to its
+    environment, ``shared``: folders its agents may write (HostProcess)."""
+    environment = cluster_env(redis_url, name) | (env or {})
+    host = HostProcess(folder / name, env=environment, http=http, shared=shared)
     try:
         host.wait_serving()
     except BaseException:

@@ -70,6 +70,8 @@ class ClusterSettings:
     advertise: str
     heartbeat: float
     dropout: float
+    # A task pending this long on a host gone from the directory is claimed by a live one.
+    claim_idle: float = 5.0
 
     @classmethod
     def resolve(
@@ -81,6 +83,7 @@ class ClusterSettings:
         heartbeat: float,
         dropout: float,
         bound: str,
+        claim_idle: float = 5.0,
     ) -> ClusterSettings:
         """``bound``: the TCP address the host listens on as bound (``127.0.0.1:43123``), or
         '' without TCP. A bad combination is a ConfigError naming the key."""
@@ -102,7 +105,9 @@ class ClusterSettings:
         if not host_name:
             port = bound_port or advertise.rpartition(":")[2]
             host_name = f"{socket.gethostname()}:{port}"
-        return cls(redis_url, host_name, advertise, heartbeat, dropout)
+        if claim_idle <= 0:
+            raise ConfigError("cluster_claim_idle: must be more than 0 seconds")
+        return cls(redis_url, host_name, advertise, heartbeat, dropout, claim_idle)
 
 
 @dataclass(frozen=True)
@@ -165,6 +170,7 @@ class Cluster:
             heartbeat=asked.heartbeat,
             dropout=asked.dropout,
             bound=bound,
+            claim_idle=asked.claim_idle,
         )
         self._timeout = max(0.5, min(self.settings.heartbeat, 5.0))
         from redis.asyncio import Redis
@@ -220,6 +226,8 @@ class Cluster:
             streams,
             self._errors,
             lambda: self._lifecycle.is_stopping,
+            instance=self._instance,
+            claim_idle=self.settings.claim_idle,
         )
         self._dispatcher.other_hosts = self  # tasks for agents only other hosts run go there
         # One result cache for the cluster, in place of this host's own in memory.

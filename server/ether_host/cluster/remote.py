@@ -7,6 +7,13 @@ local call) and answers on the caller's stream ``ether:replies:<host>``, after t
 events (started, progress, log) when the caller follows them (ExecuteStream). A cancel (the caller
 went away, or its deadline passed) is published on ``ether:cancels``; the host running the task
 cancels it. The dispatcher comes here only for an agent its own host does not run.
+
+Each task sent is recorded in Redis until its answer (ledger.py): the task id is its
+idempotency key across the cluster, and the one answer goes to every caller waiting. A host
+that dies holding tasks leaves them pending in the consumer group; a live host that runs the
+agent claims them once they are idle for ``claim_idle`` and their host has left the directory
+(claims.py), while a live host keeps the entries it runs fresh (docs/cluster.md, "When a host
+dies").
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.abc
 import orjson
 import structlog
 
@@ -32,6 +40,13 @@ from ether_host.agents import (
     TaskEvent,
     TaskInput,
     TaskResult,
+)
+from ether_host.cluster.claims import Claimed, Claims, consumer_name, host_of
+from ether_host.cluster.ledger import (
+    RECORD_MARGIN,
+    RECORD_WITHOUT_DEADLINE,
+    TaskLedger,
+    digest,
 )
 from ether_host.errors import (
     DeadlineExceeded,
@@ -60,6 +75,10 @@ def tasks_stream(agent: str) -> str:
 
 def replies_stream(host: str) -> str:
     return f"ether:replies:{host}"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _task_json(task: TaskInput, reply_to: str, events: bool) -> bytes:
@@ -111,7 +130,8 @@ def _error_from(value: dict[str, Any]) -> EtherError:
 
 class RemoteTasks:
     """Both sides of the tasks between hosts, for one host: the caller's (``execute``) and the
-    runner's (``serve``: the consumer of the streams of this host's agents)."""
+    runner's (``serve``: the consumer of the streams of this host's agents, and the claimer of
+    what dead hosts left on them)."""
 
     def __init__(
         self,
@@ -121,17 +141,26 @@ class RemoteTasks:
         redis: Redis,
         errors: tuple[type[BaseException], ...],
         stopping: Callable[[], bool],
+        *,
+        instance: str,
+        claim_idle: float,
     ) -> None:
         self._host = host_name
+        self._consumer = consumer_name(host_name, instance)  # a restarted host is a new one
         self._supervisor = supervisor
         self._dispatcher = dispatcher
         self._redis = redis  # its own client: blocking reads hold a connection each
         self._errors = errors
         self._stopping = stopping
+        self._claim_idle = claim_idle
+        self._ledger = TaskLedger(redis, GROUP, STREAM_LENGTH)
+        self._claims = Claims(redis, GROUP, self._consumer, claim_idle)
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._sinks: dict[str, Callable[[TaskEvent], None]] = {}  # callers following events
         self._groups: set[str] = set()  # agents' streams whose consumer group exists
         self._running: set[str] = set()  # task ids this host runs for others
+        # The entries this host runs, by stream: entry id -> task id (kept fresh, not claimed).
+        self._held: dict[str, dict[str, str]] = {}
 
     async def close(self) -> None:
         await self._redis.aclose()
@@ -143,7 +172,11 @@ class RemoteTasks:
     ) -> TaskResult:
         """Run ``task`` on a host that runs its agent; its result, or its EtherError. Its
         events, when ``on_event`` is given, come before the answer on the same stream, so they
-        reach ``on_event`` in the order the agent sent them, all before the result."""
+        reach ``on_event`` in the order the agent sent them, all before the result.
+
+        A task id the cluster knows (queued or running, sent by any host) with the same agent,
+        action and params is the same task: this call waits for its one answer (without its
+        events) and never cancels it. With other params it is refused, naming the id."""
         task.task_id = task.task_id or f"r-{uuid.uuid4().hex}"
         if task.task_id in self._waiting:
             raise InvalidArgument(
@@ -157,27 +190,25 @@ class RemoteTasks:
         self._waiting[task.task_id] = reply
         if on_event is not None:
             self._sinks[task.task_id] = on_event
+        joined = False
         try:
-            try:
-                await self._ensure_group(task.agent)
-                await self._redis.xadd(
-                    tasks_stream(task.agent),
-                    {"task": _task_json(task, replies_stream(self._host), on_event is not None)},
-                    maxlen=STREAM_LENGTH,
-                    approximate=True,
+            outcome = await self._submit(task, deadline, on_event is not None)
+            if outcome == "other":
+                raise InvalidArgument(
+                    f"task_id {task.task_id!r} is taken by another task in the cluster (another "
+                    "agent, action or params), queued or running now; use another id",
+                    reason=Reason.DUPLICATE_TASK_ID,
+                    resource=("task", task.task_id),
                 )
-            except self._errors as error:
-                raise Unavailable(
-                    f"agent {task.agent} runs on other hosts only, and Redis is out of reach: "
-                    f"{error}",
-                    reason=Reason.AGENT_UNAVAILABLE,
-                    retry_after=1.0,
-                ) from None
+            joined = outcome == "same"
+            if joined:
+                log.info("cluster task joined", task_id=task.task_id, agent=task.agent)
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             with anyio.move_on_after(math.inf if left is None else left) as waited:
                 answer = await reply
             if waited.cancelled_caught:
-                await self._cancel(task.task_id, "its deadline passed on the calling host")
+                if not joined:
+                    await self._cancel(task.task_id, "its deadline passed on the calling host")
                 raise DeadlineExceeded(
                     f"task {task.task_id} on agent {task.agent} (on another host) did not finish "
                     "before its deadline",
@@ -185,8 +216,9 @@ class RemoteTasks:
                     resource=("task", task.task_id),
                 )
         except asyncio.CancelledError:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
-                await self._cancel(task.task_id, "the caller cancelled it")
+            if not joined:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                    await self._cancel(task.task_id, "the caller cancelled it")
             raise
         finally:
             self._waiting.pop(task.task_id, None)
@@ -194,6 +226,30 @@ class RemoteTasks:
         if "error" in answer:
             raise _error_from(answer["error"])
         return _result_from(answer["result"])
+
+    async def _submit(self, task: TaskInput, deadline: float | None, events: bool) -> str:
+        """Put the task on its agent's stream, recorded under its id, or join the task the id
+        already names: 'new', 'same' or 'other' (ledger.py)."""
+        ttl = RECORD_WITHOUT_DEADLINE
+        if deadline is not None:
+            ttl = max(0.0, deadline - time.monotonic()) + RECORD_MARGIN
+        try:
+            await self._ensure_group(task.agent)
+            return await self._ledger.submit(
+                task.task_id,
+                tasks_stream(task.agent),
+                task_digest=digest(task.agent, task.action, task.params),
+                reply_to=replies_stream(self._host),
+                ttl=ttl,
+                task_json=_task_json(task, replies_stream(self._host), events),
+                stream_length=STREAM_LENGTH,
+            )
+        except self._errors as error:
+            raise Unavailable(
+                f"agent {task.agent} runs on other hosts only, and Redis is out of reach: {error}",
+                reason=Reason.AGENT_UNAVAILABLE,
+                retry_after=1.0,
+            ) from None
 
     async def _cancel(self, task_id: str, reason: str) -> None:
         try:
@@ -249,11 +305,17 @@ class RemoteTasks:
         self._groups.add(agent)
 
     async def serve(self) -> None:
-        """Take tasks from the streams of this host's agents until the host stops."""
+        """Take tasks from the streams of this host's agents until the host stops, and claim
+        the ones dead hosts left on them."""
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._follow_cancels)
+            tg.start_soon(self._claim_and_keep, tg)
+            read: list[str] = []
             while not self._stopping():
                 agents = sorted(self._supervisor.agents)
+                if agents != read:  # from the next read on, these agents' tasks come here
+                    log.info("cluster takes tasks", host=self._host, agents=agents)
+                    read = agents
                 if not agents:
                     await anyio.sleep(BLOCK_MS / 1000)
                     continue
@@ -262,7 +324,7 @@ class RemoteTasks:
                         await self._ensure_group(agent)
                     found: Any = await self._redis.xreadgroup(
                         GROUP,
-                        self._host,
+                        self._consumer,
                         {tasks_stream(a): ">" for a in agents},
                         count=64,
                         block=BLOCK_MS,
@@ -273,20 +335,36 @@ class RemoteTasks:
                     continue
                 for stream, entries in found or ():
                     for entry_id, fields in entries:
-                        tg.start_soon(self._run, stream, entry_id, fields)
+                        tg.start_soon(self._run, _text(stream), _text(entry_id), fields)
             tg.cancel_scope.cancel()
 
-    async def _run(self, stream: Any, entry_id: Any, fields: Any) -> None:
+    async def _run(self, stream: str, entry: str, fields: dict[bytes, bytes]) -> None:
+        """Run a task read from its stream, unless its caller no longer waits for it."""
         message = orjson.loads(fields[b"task"])
         task = _task_from(message["task"])
+        try:
+            if not await self._ledger.start(task.task_id, stream, entry, self._consumer):
+                log.info("cluster task dropped: nobody waits for it", task_id=task.task_id)
+                return
+        except self._errors as error:  # left pending here: the claim round takes it up again
+            log.warning("cluster: could not take a task", task_id=task.task_id, error=str(error))
+            return
+        log.info("cluster task taken", task_id=task.task_id, agent=task.agent)
+        await self._serve_task(stream, entry, task, message)
+
+    async def _serve_task(
+        self, stream: str, entry: str, task: TaskInput, message: dict[str, Any]
+    ) -> None:
+        """Run ``task`` (its entry held by this host meanwhile) and send its one answer."""
         reply_to = message["reply_to"]
         # The caller follows the task's events (ExecuteStream): they go to its stream in order,
         # one at a time, all before the answer.
         events: asyncio.Queue[TaskEvent | None] | None = (
             asyncio.Queue() if message.get("events") else None
         )
+        held = self._held.setdefault(stream, {})
+        held[entry] = task.task_id
         self._running.add(task.task_id)
-        log.info("cluster task taken", task_id=task.task_id, agent=task.agent)
         try:
             async with anyio.create_task_group() as tg:
                 if events is not None:
@@ -294,15 +372,88 @@ class RemoteTasks:
                 answer, code = await self._answer(task, events)
                 if events is not None:
                     events.put_nowait(None)  # the sender ends once every event is sent
+            log.info("cluster task done", task_id=task.task_id, agent=task.agent, code=code)
+            await self._finish(stream, entry, task.task_id, answer)
         finally:
+            # Only now: while the answer is being sent, the entry is still this host's.
             self._running.discard(task.task_id)
-        log.info("cluster task done", task_id=task.task_id, agent=task.agent, code=code)
+            held.pop(entry, None)
+
+    async def _finish(self, stream: str, entry: str, task_id: str, answer: dict[str, Any]) -> None:
         try:
-            await self._redis.xadd(reply_to, {"answer": orjson.dumps(answer)}, maxlen=STREAM_LENGTH)
-            await self._redis.xack(stream, GROUP, entry_id)
-            await self._redis.xdel(stream, entry_id)
+            sent = await self._ledger.finish(
+                task_id, stream, entry, self._consumer, orjson.dumps(answer)
+            )
+        except self._errors as error:  # left pending here: the claim round takes it up again
+            log.warning("cluster: could not answer a task", task_id=task_id, error=str(error))
+            return
+        if not sent:
+            log.warning(
+                "cluster task answer dropped: another host took the task over", task_id=task_id
+            )
+
+    async def _claim_and_keep(self, tg: anyio.abc.TaskGroup) -> None:
+        """Every third of ``claim_idle``: keep this host's entries fresh, and claim what dead
+        hosts left on the streams of this host's agents."""
+        while not self._stopping():
+            await anyio.sleep(self._claim_idle / 3)
+            for agent in sorted(self._groups & set(self._supervisor.agents)):
+                stream = tasks_stream(agent)
+                held = dict(self._held.get(stream, {}))
+                try:
+                    await self._ledger.keep(stream, self._consumer, held)
+                    claimed = await self._claims.stuck(stream, set(held))
+                except self._errors as error:
+                    log.debug("cluster: no claim round", stream=stream, error=str(error))
+                    continue
+                for entry in claimed:
+                    tg.start_soon(self._take_over, entry)
+
+    async def _take_over(self, claimed: Claimed) -> None:
+        """A task a dead host held (or this host lost track of): run it here when it never
+        started or its action is idempotent; else answer that its host died."""
+        message = orjson.loads(claimed.fields[b"task"])
+        task = _task_from(message["task"])
+        agent = self._supervisor.agents.get(task.agent)
+        idempotent = task.idempotent
+        if idempotent is None:
+            actions = agent.actions if agent is not None else ()
+            idempotent = any(a.name == task.action and a.idempotent for a in actions)
+        try:
+            verdict = await self._ledger.take_over(
+                task.task_id, claimed.stream, claimed.entry, self._consumer, idempotent
+            )
+            # Its deadline travelled as seconds left when it was sent: less the entry's age.
+            seconds, micros = await self._redis.time()
+            age = seconds + micros / 1e6 - int(claimed.entry.partition("-")[0]) / 1000
         except self._errors as error:
-            log.warning("cluster: could not answer a task", task_id=task.task_id, error=str(error))
+            log.warning("cluster: could not claim a task", task_id=task.task_id, error=str(error))
+            return
+        died = host_of(verdict.previous or claimed.consumer)
+        log.info(
+            "cluster task claimed",
+            task_id=task.task_id,
+            agent=task.agent,
+            host=died,
+            verdict=verdict.verdict,
+        )
+        if verdict.verdict == "gone":
+            return
+        if verdict.verdict == "died":
+            lost = Unavailable(
+                f"host {died} died or stopped while running task {task.task_id}; the action "
+                f"{task.action!r} of agent {task.agent} is not idempotent, so it was not run "
+                "again (it may have run in part there)",
+                reason=Reason.AGENT_DIED,
+                resource=("task", task.task_id),
+                retry_after=1.0,
+            )
+            answer = {"task_id": task.task_id, "error": _error_json(lost)}
+            await self._finish(claimed.stream, claimed.entry, task.task_id, answer)
+            return
+        if task.deadline is not None:
+            task.deadline -= max(0.0, age)
+        await self._serve_task(claimed.stream, claimed.entry, task, message)
 
     async def _answer(
         self, task: TaskInput, events: asyncio.Queue[TaskEvent | None] | None
