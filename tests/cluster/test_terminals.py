@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import queue
 import re
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,7 @@ from ether.v1 import terminal_pb2 as pb
 from tests.cluster.support import cluster_env, cluster_host
 from tests.support.agents import deploy
 from tests.support.calls import execute
-from tests.support.host import HostProcess
+from tests.support.host import ETHER, HostProcess
 from tests.support.redis import RedisServer, redis_server
 from tests.terminals.support import (
     close,
@@ -245,7 +246,7 @@ def test_list_terminals_with_cluster_lists_every_host(
     host_a: HostProcess, host_b: HostProcess, on_a: pb.Terminal
 ) -> None:
     """ListTerminals on b lists b's own terminals; with cluster=true a's too, each with its
-    host, and every host answered."""
+    host, and every host answered, in pages; `ether term ls --cluster` shows them by host."""
     mine = shell(host_b)
     try:
         local = host_b.terminals.ListTerminals(pb.ListTerminalsRequest(), timeout=30)
@@ -264,6 +265,17 @@ def test_list_terminals_with_cluster_lists_every_host(
             timeout=30,
         )
         assert {paged.terminals[0].id, rest.terminals[0].id} == {on_a.id, mine.id}
+        ran = subprocess.run(
+            [str(ETHER), "term", "ls", "--cluster", "--address", host_b.address],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert ran.returncode == 0, ran.stderr
+        header, *rows = ran.stdout.splitlines()
+        assert header.split()[:2] == ["HOST", "ID"]
+        assert {row.split()[1]: row.split()[0] for row in rows} == {on_a.id: "a", mine.id: "b"}
     finally:
         close(host_b, mine.id)
 

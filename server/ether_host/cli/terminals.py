@@ -15,7 +15,6 @@ from ether_host.cli.client import (
     command_group,
     connect,
     enum_name,
-    every_page,
     print_json,
     print_table,
     report_rpc_error,
@@ -34,7 +33,11 @@ def add_parser(commands: Any) -> None:
     new.add_argument("--cwd", default="", help="absolute working directory on the host")
     new.add_argument("--attach", action="store_true", help="attach to it at once")
     new.add_argument("argv", nargs="*", help="the program and its arguments (after --)")
-    add_output_argument(sub("ls", "the terminals you may see"))
+    listing = sub("ls", "the terminals you may see")
+    listing.add_argument(
+        "--cluster", action="store_true", help="every host's terminals (a host in a cluster)"
+    )
+    add_output_argument(listing)
     joining = sub("attach", "join a terminal interactively (Ctrl-] detaches)")
     joining.add_argument("terminal_id")
     joining.add_argument("--read-only", action="store_true", help="watch without typing")
@@ -72,12 +75,16 @@ def run(
             args.terminal_id, args.read_only = terminal.id, False
             return attach.attach(args, terminals, metadata, err, keys)
         if args.term_command == "ls":
-            listing = terminal_pb2.ListTerminalsRequest(page_size=1000)
-            found = every_page(terminals.ListTerminals, listing, "terminals", metadata)
+            found, unreachable = _list(terminals, args.cluster, metadata)
             if args.output == "json":
                 print_json(found, out)
             else:
-                _table(found, out)
+                _table(found, out, hosts=args.cluster)
+            for host in unreachable:  # the list is still worth printing: say what it lacks
+                print(
+                    f"ether term ls: host {host} did not answer; its terminals are not listed",
+                    file=err,
+                )
             return EXIT_OK
         if args.term_command == "attach":
             return attach.attach(args, terminals, metadata, err, keys)
@@ -101,12 +108,29 @@ def run(
         channel.close()
 
 
-def _table(found: list[Any], out: TextIO) -> None:
+def _list(terminals: Any, cluster: bool, metadata: Any) -> tuple[list[Any], list[str]]:
+    """Every page of ListTerminals, and (with ``cluster``) the hosts that did not answer."""
+    from ether.v1 import terminal_pb2
+
+    request = terminal_pb2.ListTerminalsRequest(page_size=1000, cluster=cluster)
+    found: list[Any] = []
+    unreachable: set[str] = set()
+    while True:
+        page = terminals.ListTerminals(request, timeout=60, metadata=metadata)
+        found.extend(page.terminals)
+        unreachable.update(page.unreachable_hosts)
+        if not page.next_page_token:
+            return found, sorted(unreachable)
+        request.page_token = page.next_page_token
+
+
+def _table(found: list[Any], out: TextIO, *, hosts: bool = False) -> None:
     from ether.v1 import terminal_pb2
 
     header = ["ID", "NAME", "OWNER", "STATE", "SIZE", "ATTACHED", "COMMAND"]
     rows = [
         [
+            *([t.host or "-"] if hosts else []),
             t.id,
             t.name or "-",
             t.owner,
@@ -117,4 +141,4 @@ def _table(found: list[Any], out: TextIO) -> None:
         ]
         for t in found
     ]
-    print_table(header, rows, out)
+    print_table(["HOST", *header] if hosts else header, rows, out)
