@@ -147,8 +147,9 @@ def test_resize_signal_and_close_through_b(host_a: HostProcess, host_b: HostProc
         pb.CloseTerminalRequest(terminal_id=terminal.id), timeout=30
     ).terminal
     assert closed.state == pb.TERMINAL_STATE_CLOSED and closed.host == "a"
-    error = failure(lambda: get(host_a, terminal.id))
+    error = failure(lambda: get(host_b, terminal.id))  # a's own NOT_FOUND, through b
     assert error.code() == grpc.StatusCode.NOT_FOUND
+    assert error_details(error)["ErrorInfo"].reason == "TERMINAL_NOT_FOUND"
 
 
 def test_a_forwarded_call_is_not_forwarded_again(host_b: HostProcess, on_a: pb.Terminal) -> None:
