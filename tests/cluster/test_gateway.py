@@ -180,6 +180,8 @@ def test_a_session_opened_on_a_is_read_on_b_and_continued_there(
         {"user": "ada", "color": "blue", "mood": "calm", "size": "large"},
         4,
     )
+    # b runs no gateway agent: a session opened there by capability is served by a's.
+    assert open_session(host_b, capability="chat").agent == "chatter"
 
 
 def taken_by(host: HostProcess, task_id: str) -> None:
