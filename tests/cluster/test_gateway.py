@@ -228,3 +228,28 @@ def test_a_sessions_gateway_agent_fails_over_to_other_hosts(
         host_c.stop()
         if host_d is not None:
             host_d.stop()
+
+
+def test_a_session_whose_host_was_killed_is_continued_on_another(
+    folder: Path, redis_server: RedisServer, host_a: HostProcess, host_b: HostProcess
+) -> None:
+    """Opened on e, which is then killed with SIGKILL: once e has dropped out of the directory,
+    b takes the session over without asking e, with the context e last answered for, and
+    continues it."""
+    host_e = cluster_host(folder, redis_server.url, "e")
+    try:
+        session = open_session(host_e, agent="chatter", context={"n": 1})
+        talk = Conversation(host_e, session.id)
+        assert reply_text(talk.turn("remember city oslo")) == "remembered city at version 2"
+        talk.close()
+        host_e.process.kill()  # kill -9: e writes nothing more, and says no goodbye
+        host_e.process.wait(30)
+        host_b.wait_for_log(
+            lambda r: r.get("event") == "cluster host left" and r.get("host") == "e", 60
+        )
+        on_b = Conversation(host_b, session.id)
+        assert reply_text(on_b.turn("after e")) == "chatter heard: after e"
+        on_b.close()
+        assert context_of(host_b, session.id) == ({"n": 1, "city": "oslo"}, 2)
+    finally:
+        host_e.stop()

@@ -90,7 +90,7 @@ class GatewayLink:
         if found is None:
             raise Unavailable(
                 f"host {host} did not answer ({kind}) within {wait:g} s; it may have "
-                "stopped: retry, and the cluster's directory will show who runs what",
+                "stopped (a host killed leaves the directory within cluster_dropout): retry",
                 reason=Reason.AGENT_UNAVAILABLE,
                 retry_after=1.0,
             )
