@@ -33,12 +33,14 @@ export npm_config_update_notifier := false
 # Pieces that exist only once other parts of the repo land are picked up when present.
 PY_LINT_PATHS := $(wildcard server adapters/python tests bench clients/examples/python) tools/protoc-gen-grpcio-python
 TS_PACKAGES   := adapters/typescript examples/agents/report tests/conformance/agents/typescript clients/examples/typescript tests/agents/ts_prober \
-                 tests/interop/mcp_servers_ts tests/interop/mcp_client_ts examples/agents/mcp_everything
+                 tests/interop/mcp_servers_ts tests/interop/mcp_client_ts examples/agents/mcp_everything \
+                 web tests/web
 NPM_DIRS      := clients/typescript $(patsubst %/package.json,%,$(wildcard $(addsuffix /package.json,$(TS_PACKAGES))))
 TS_DIRS       := $(patsubst %/tsconfig.json,%,$(wildcard clients/typescript/tsconfig.json $(addsuffix /tsconfig.json,$(TS_PACKAGES))))
 GO_MODULES    := $(patsubst %/go.mod,%,$(wildcard clients/go/go.mod clients/examples/go/go.mod adapters/go/go.mod examples/agents/*/go.mod tests/conformance/agents/go/go.mod tests/agents/go_prober/go.mod))
 TEST_TIMEOUT  ?= 120
 TS_TOUR       := clients/examples/typescript/dist/tour.js
+CONSOLE       := web/dist/main.js
 
 GO_TOOL_STAMPS := \
 	$(STAMP)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION) \
@@ -53,7 +55,7 @@ help: ## Show this help
 	@echo "Usage: make <target>"
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-setup: $(GEN_TOOLS) $(foreach d,$(NPM_DIRS),$(d)/node_modules/.stamp) $(TS_TOUR) terminal-tools ## Install every pinned tool and dependency into the repo (idempotent)
+setup: $(GEN_TOOLS) $(foreach d,$(NPM_DIRS),$(d)/node_modules/.stamp) $(TS_TOUR) $(CONSOLE) terminal-tools ## Install every pinned tool and dependency into the repo (idempotent)
 	@echo "setup: done"
 
 # --- Programs for the terminal fidelity tests (tests/terminals/test_fidelity.py) ----------------
@@ -64,14 +66,16 @@ setup: $(GEN_TOOLS) $(foreach d,$(NPM_DIRS),$(d)/node_modules/.stamp) $(TS_TOUR)
 # gives every agent and terminal a PID namespace of its own (docs/agents.md). As root with apt-get
 # (CI on a fresh Debian machine) whatever is missing is installed; elsewhere this only says what is
 # missing (the fidelity tests skip without tmux or htop). `redis-server` (Debian's redis-server)
-# is what the cluster tests start on a free port of their own (tests/support/redis.py).
-TERMINAL_TOOLS := tmux less vim top htop dialog tig setsid setpriv prlimit bwrap redis-server
+# is what the cluster tests start on a free port of their own (tests/support/redis.py). Debian's
+# `chromium` is the browser the web console's tests drive (tests/web, through playwright-core:
+# no browser download).
+TERMINAL_TOOLS := tmux less vim top htop dialog tig setsid setpriv prlimit bwrap redis-server chromium
 terminal-tools:
 	@missing=""; for tool in $(TERMINAL_TOOLS); do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "setup: apt-get install tmux less vim procps htop dialog tig util-linux bubblewrap redis-server (missing:$$missing)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux less vim procps htop dialog tig util-linux bubblewrap redis-server >/dev/null; \
+		echo "setup: apt-get install tmux less vim procps htop dialog tig util-linux bubblewrap redis-server chromium (missing:$$missing)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux less vim procps htop dialog tig util-linux bubblewrap redis-server chromium >/dev/null; \
 	else \
 		echo "setup: missing$$missing -- install them for the terminal fidelity tests"; \
 	fi
@@ -109,6 +113,13 @@ $(TS_TOUR): clients/examples/typescript/node_modules/.stamp clients/typescript/n
 		clients/examples/typescript/src/tour.ts $(wildcard clients/typescript/src/gen/ether/*/*.ts)
 	@echo "setup: build the TypeScript client tour"
 	cd clients/examples/typescript && npm run --silent build
+
+# The web console (web/): esbuild bundles it into web/dist, which the host serves at / on its
+# HTTP listener (docs/console.md). It imports the generated stubs of clients/typescript.
+$(CONSOLE): web/node_modules/.stamp web/build.mjs $(wildcard web/src/*.ts web/src/pages/*.ts web/src/*.css web/src/*.html) \
+		$(wildcard clients/typescript/src/gen/ether/*/*.ts)
+	@echo "setup: build the web console (web/dist)"
+	cd web && node build.mjs
 
 %/node_modules/.stamp: $$(wildcard $$*/package.json $$*/package-lock.json)
 	@echo "setup: npm install ($*)"

@@ -1,0 +1,176 @@
+// Drives the console in Debian's Chromium (playwright-core, no browser download) for one
+// scenario of tests/web/test_console.py: `node drive.mjs SCENARIO` with a JSON config on stdin
+// ({base, screenshots, ...}); prints one JSON line of what the page showed. Every wait is on
+// something the page shows, with a budget (config.budget_ms); a missed wait fails the scenario
+// with what the page showed instead.
+import { chromium } from "playwright-core";
+
+const scenario = process.argv[2];
+const config = JSON.parse(await new Promise((resolve) => {
+  let text = "";
+  process.stdin.on("data", (chunk) => (text += chunk));
+  process.stdin.on("end", () => resolve(text));
+}));
+const budget = config.budget_ms ?? 60000;
+const shots = [];
+
+async function shot(page, name) {
+  const path = `${config.screenshots}/${name}.png`;
+  await page.screenshot({ path, fullPage: true });
+  shots.push(path);
+}
+
+/** The text of the xterm.js buffer of a page (its active buffer, every line). */
+async function terminalText(page) {
+  return page.evaluate(() => {
+    const term = window.etherTerminal;
+    if (!term) return "";
+    const buffer = term.buffer.active;
+    const lines = [];
+    for (let i = 0; i < buffer.length; i++) lines.push(buffer.getLine(i)?.translateToString(true) ?? "");
+    return lines.join("\n");
+  });
+}
+
+async function waitTerminalLine(page, line) {
+  await page.waitForFunction(
+    (wanted) => {
+      const term = window.etherTerminal;
+      if (!term) return false;
+      const buffer = term.buffer.active;
+      for (let i = 0; i < buffer.length; i++) {
+        if ((buffer.getLine(i)?.translateToString(true) ?? "").trim() === wanted) return true;
+      }
+      return false;
+    },
+    line,
+    { timeout: budget },
+  );
+}
+
+const scenarios = {
+  // The agents page lists the agents with their states, live; at desktop and phone widths.
+  async agents(browser) {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await page.goto(`${config.base}/#/agents`);
+    for (const name of config.agents) {
+      await page.locator(`tr[data-agent="${name}"] td.state`).filter({ hasText: "RUNNING" }).waitFor({ timeout: budget });
+    }
+    const rows = await page.$$eval("tbody tr[data-agent]", (trs) =>
+      trs.map((tr) => [...tr.querySelectorAll("th, td")].map((cell) => cell.textContent)),
+    );
+    await shot(page, "agents-1280");
+    await page.setViewportSize({ width: 390, height: 844 });
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    await shot(page, "agents-390");
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.click(`a[href="#/agents/${config.agents[0]}"]`);
+    await page.locator("section.card").first().waitFor({ timeout: budget });
+    await page.waitForFunction(() => (document.querySelector("pre.log")?.textContent ?? "").length > 0, null, { timeout: budget }).catch(() => undefined);
+    await shot(page, "agent");
+    return { rows, overflow, hash: await page.evaluate(() => location.hash) };
+  },
+
+  // Run an action from its generated form: a required field left empty is refused at the field
+  // before anything is sent; filled, the output comes back as JSON.
+  async run(browser) {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await page.goto(`${config.base}/#/run/${config.agent}/${config.action}`);
+    const form = page.locator("form.schema");
+    await form.waitFor({ timeout: budget });
+    await page.click("button[type=submit]");
+    const fieldError = await page.locator(`[data-field="${config.field}"] .field-error`).textContent();
+    const sentBeforeValid = await page.locator("#output").textContent();
+    await page.fill(`[name="${config.field}"]`, config.value);
+    await page.click("button[type=submit]");
+    await page.waitForFunction(() => (document.querySelector("#output")?.textContent ?? "").length > 0, null, { timeout: budget });
+    await page.getByText("Done").waitFor({ timeout: budget });
+    await shot(page, "run");
+    return {
+      fieldError,
+      sentBeforeValid,
+      output: await page.locator("#output").textContent(),
+      state: await page.locator("section[aria-label=Result] [role=status]").textContent(),
+    };
+  },
+
+  // Create a terminal, type into xterm.js, and watch it from a second, read-only page.
+  async terminal(browser) {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    await page.goto(`${config.base}/#/terminals`);
+    await page.fill("#new-command", "bash --norc --noprofile");
+    await page.click("form[aria-label='New terminal'] button[type=submit]");
+    await page.waitForFunction(() => /^#\/terminals\/[^/?]+$/.test(location.hash), null, { timeout: budget });
+    const id = decodeURIComponent((await page.evaluate(() => location.hash)).split("/")[2]);
+    await page.locator("#terminal[data-attached=true]").waitFor({ timeout: budget });
+    await page.locator("#terminal .xterm").click();
+    await page.keyboard.type("echo console-ok");
+    await page.keyboard.press("Enter");
+    await waitTerminalLine(page, "console-ok");
+    await shot(page, "terminal");
+
+    const viewer = await context.newPage();
+    await viewer.goto(`${config.base}/#/terminals/${encodeURIComponent(id)}?read_only=1`);
+    await viewer.locator("#terminal[data-attached=true]").waitFor({ timeout: budget });
+    await waitTerminalLine(viewer, "console-ok");
+    const viewerReadOnly = await viewer.locator("#terminal").getAttribute("data-read-only");
+    await viewer.locator("#terminal .xterm").click();
+    await viewer.keyboard.type("echo viewer-typed");
+    await viewer.keyboard.press("Enter");
+    // The writer types after the viewer did: once its line shows on both pages, the viewer's
+    // keys, had they been sent, would have reached the terminal before it.
+    await page.locator("#terminal .xterm").click();
+    await page.keyboard.type("echo after-viewer");
+    await page.keyboard.press("Enter");
+    await waitTerminalLine(page, "after-viewer");
+    await waitTerminalLine(viewer, "after-viewer");
+    await shot(viewer, "terminal-read-only");
+    return {
+      id,
+      viewerReadOnly,
+      viewerStatus: await viewer.locator("#terminal-status").textContent(),
+      writerText: await terminalText(page),
+      viewerText: await terminalText(viewer),
+    };
+  },
+
+  // A host with tokens: the console asks for one, refuses a wrong one with the host's message,
+  // and opens with a right one (kept for the tab only).
+  async signin(browser) {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    await page.goto(`${config.base}/#/agents`);
+    await page.waitForFunction(() => location.hash.startsWith("#/sign-in"), null, { timeout: budget });
+    await page.locator("#token").waitFor({ timeout: budget });
+    await shot(page, "sign-in");
+    await page.fill("#token", config.wrong_token);
+    await page.click("button[type=submit]");
+    await page.waitForFunction(() => (document.querySelector("#sign-in-error")?.textContent ?? "").length > 0, null, { timeout: budget });
+    const refusal = await page.locator("#sign-in-error").textContent();
+    await page.fill("#token", config.token);
+    await page.click("button[type=submit]");
+    await page.waitForFunction(() => location.hash === "#/agents", null, { timeout: budget });
+    await page.locator("p[role=status]").filter({ hasText: /agents|No agents/ }).waitFor({ timeout: budget });
+    const status = await page.locator("main p[role=status]").textContent();
+    const stored = await page.evaluate(() => ({ session: sessionStorage.getItem("ether.token"), local: localStorage.length }));
+    const other = await context.newPage(); // a new tab: the token is not there
+    await other.goto(`${config.base}/#/agents`);
+    await other.waitForFunction(() => location.hash.startsWith("#/sign-in"), null, { timeout: budget });
+    return { refusal, status, stored, otherTab: await other.evaluate(() => location.hash) };
+  },
+};
+
+const browser = await chromium.launch({
+  executablePath: config.chromium,
+  args: ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
+});
+try {
+  const result = await scenarios[scenario](browser);
+  process.stdout.write(JSON.stringify({ ok: true, screenshots: shots, ...result }) + "\n");
+} catch (error) {
+  process.stdout.write(JSON.stringify({ ok: false, error: String(error?.stack ?? error), screenshots: shots }) + "\n");
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}

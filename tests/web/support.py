@@ -1,0 +1,64 @@
+"""Driving the web console in a real browser: Debian's Chromium through playwright-core
+(tests/web/drive.mjs, one scenario per run), no browser download."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.host import ROOT
+
+HERE = Path(__file__).resolve().parent
+DRIVER = HERE / "drive.mjs"
+BUNDLE = ROOT / "web" / "dist" / "main.js"
+# Where the screenshots go, for a person to look at: ETHER_SCREENSHOTS, or .ether/screenshots.
+SCREENSHOTS = Path(os.environ.get("ETHER_SCREENSHOTS", ROOT / ".ether" / "screenshots"))
+
+
+def chromium() -> str:
+    """The Chromium to drive. Missing: a skip with the reason, unless running as root (CI, where
+    `make setup` installs it and these tests must run)."""
+    found = shutil.which("chromium")
+    if found:
+        return found
+    if os.geteuid() == 0:
+        pytest.fail("chromium is missing: `make setup` installs Debian's chromium as root")
+    pytest.skip(
+        "chromium is missing (Debian's `chromium` package; `make setup` installs it as root)"
+    )
+
+
+def drive(scenario: str, *, budget: float = 90.0, **config: Any) -> dict[str, Any]:
+    """Run one scenario of drive.mjs; what the page showed, or a failure naming what it did."""
+    assert BUNDLE.is_file(), "the console is not built: `make setup` bundles web/ into web/dist"
+    assert (HERE / "node_modules" / "playwright-core").is_dir(), "`make setup` installs tests/web"
+    folder = SCREENSHOTS / scenario
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "chromium": chromium(),
+        "screenshots": str(folder),
+        "budget_ms": int(budget * 1000),
+        **config,
+    }
+    # The whole scenario's budget: the waits inside it, browser start and stop on a loaded CI.
+    done = subprocess.run(
+        ["node", str(DRIVER), scenario],
+        input=json.dumps(settings),
+        capture_output=True,
+        text=True,
+        timeout=budget * 3,
+        cwd=HERE,
+        check=False,
+    )
+    lines = done.stdout.strip().splitlines()
+    assert lines, f"{scenario}: the driver printed nothing\n{done.stderr[-4000:]}"
+    result: dict[str, Any] = json.loads(lines[-1])
+    print(f"{scenario}: screenshots in {folder}")
+    assert result["ok"], f"{scenario}: {result['error']}\n{done.stderr[-2000:]}"
+    return result

@@ -1,0 +1,131 @@
+"""The web console in a real browser (Debian's Chromium through playwright-core) against a real
+host with the example agents: the agents page, an action run from its generated form, a
+terminal typed into through xterm.js and watched read-only, and sign-in on a host with tokens.
+Screenshots go to .ether/screenshots/<scenario>/ (ETHER_SCREENSHOTS to move them)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from ether.v1 import agent_io_pb2, terminal_pb2
+from tests.support.agents import EXAMPLES, deploy
+from tests.support.host import ROOT, HostProcess
+from tests.web.support import drive
+
+EXAMPLE_AGENTS = ("scout", "wordcount", "report")
+TOKEN = "console-admin-token-0123456789"
+READER = "console-reader-token-0123456789"
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
+    process = HostProcess(tmp_path_factory.mktemp("console") / "state", http=True)
+    try:
+        process.wait_serving()
+        for name in EXAMPLE_AGENTS:
+            deploy(process, EXAMPLES / name)
+        yield process
+    finally:
+        process.stop()
+
+
+def test_the_agents_page_lists_the_example_agents_running(host: HostProcess) -> None:
+    shown = drive("agents", base=host.http_address, agents=list(EXAMPLE_AGENTS))
+    rows = {row[0]: row[1:] for row in shown["rows"]}
+    assert rows["scout"] == ["RUNNING", "python", "1/1", "0", "0"]
+    assert rows["wordcount"] == ["RUNNING", "go", "1/1", "0", "0"]
+    assert rows["report"] == ["RUNNING", "typescript", "1/1", "0", "0"]
+    # At a phone's width the page fits: nothing scrolls sideways.
+    assert shown["overflow"] <= 0
+    assert shown["hash"] == "#/agents/scout"  # the agent's page is a deep link
+
+
+def test_scout_analyze_file_runs_from_its_generated_form(host: HostProcess) -> None:
+    readme = ROOT / "README.md"
+    shown = drive(
+        "run", base=host.http_address, agent="scout", action="analyze_file", field="path",
+        value=str(readme),
+    )  # fmt: skip
+    # Left empty, the required field is refused where it is, before any call.
+    assert shown["fieldError"] == "required"
+    assert shown["sentBeforeValid"] == ""
+    output = json.loads(shown["output"])
+    assert output["path"] == str(readme)
+    assert output["lines"] == len(readme.read_text(encoding="utf-8").splitlines())
+    assert shown["state"].startswith("success")
+
+
+def test_a_terminal_typed_in_xterm_and_watched_read_only(host: HostProcess) -> None:
+    shown = drive("terminal", base=host.http_address)
+    # What the browser typed reached the terminal: the host's own screen shows the command and
+    # its output.
+    screen = host.terminals.ReadScreen(
+        terminal_pb2.ReadScreenRequest(terminal_id=shown["id"]), timeout=30
+    ).screen
+    lines = [line.rstrip() for line in screen.lines]
+    assert "console-ok" in lines
+    assert any(line.endswith("echo console-ok") for line in lines)
+    # The second page saw the same output, was attached read-only, and its keys went nowhere.
+    assert shown["viewerReadOnly"] == "true"
+    assert "read-only" in shown["viewerStatus"]
+    assert "console-ok" in [line.rstrip() for line in shown["viewerText"].splitlines()]
+    assert "after-viewer" in lines
+    assert not any("viewer-typed" in line for line in lines)
+    host.terminals.CloseTerminal(terminal_pb2.CloseTerminalRequest(terminal_id=shown["id"]))
+
+
+@pytest.fixture(scope="module")
+def auth_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
+    folder = tmp_path_factory.mktemp("console-auth")
+    tokens = folder / "tokens"
+    tokens.write_text(f"admin {TOKEN}\nreader {READER} agent.read\n")
+    tokens.chmod(0o600)
+    process = HostProcess(folder / "state", "--auth-tokens-file", str(tokens), http=True)
+    try:
+        process.wait_serving()
+        yield process
+    finally:
+        process.stop()
+
+
+def test_sign_in_with_a_token_and_a_refusal_without(auth_host: HostProcess) -> None:
+    shown = drive(
+        "signin", base=auth_host.http_address, token=TOKEN, wrong_token="not-a-token-at-all"
+    )
+    assert shown["refusal"] == (
+        "invalid bearer token: it matches no token in the host's token file (unauthenticated)"
+    )
+    assert shown["status"] == "No agents on this host."
+    # Kept for the tab only: in sessionStorage, not localStorage, and a new tab asks again.
+    assert shown["stored"] == {"session": TOKEN, "local": 0}
+    assert shown["otherTab"].startswith("#/sign-in")
+
+
+def test_console_calls_are_checked_by_the_rpcs_own_rights(auth_host: HostProcess) -> None:
+    """The Connect endpoint is the gRPC port's handlers: no token is UNAUTHENTICATED, a token
+    without the right is PERMISSION_DENIED naming it, with the same message as over gRPC."""
+    url = f"{auth_host.http_address}/rpc/ether.v1.AgentIOService/ListAgents"
+    body = agent_io_pb2.ListAgentsRequest().SerializeToString()
+    proto = {"content-type": "application/proto"}
+    refused = httpx.post(url, content=body, headers=proto, timeout=30)
+    assert refused.status_code == 401
+    assert refused.json()["code"] == "unauthenticated"
+    assert "missing bearer token" in refused.json()["message"]
+    listed = httpx.post(
+        url, content=body, headers=proto | {"authorization": f"Bearer {READER}"}, timeout=30
+    )
+    assert listed.status_code == 200
+    assert agent_io_pb2.ListAgentsResponse.FromString(listed.content).agents == []
+    create = httpx.post(
+        f"{auth_host.http_address}/rpc/ether.v1.TerminalService/CreateTerminal",
+        content=terminal_pb2.CreateTerminalRequest(command_line="bash").SerializeToString(),
+        headers=proto | {"authorization": f"Bearer {READER}"},
+        timeout=30,
+    )
+    assert create.status_code == 403
+    assert create.json()["code"] == "permission_denied"
+    assert create.json()["message"] == "reader lacks the terminal.create right"

@@ -1,0 +1,113 @@
+// One agent: its actions with their schemas, its processes, and its log following live.
+import { agents, errorText, isCancel, supervisor } from "../api.js";
+import { h, show } from "../dom.js";
+import { languageName, pretty, stateName } from "../format.js";
+import type { Page } from "../router.js";
+
+const MAX_LOG_LINES = 2000;
+
+export const agentPage: Page = (main, signal, name = "") => {
+  show(main, h("h1", {}, name), h("p", { class: "muted", role: "status" }, "Loading…"));
+  (async () => {
+    let info;
+    try {
+      info = (await agents.getAgent({ name }, { signal })).agent;
+    } catch (error) {
+      if (!isCancel(error)) show(main, h("h1", {}, name), h("p", { class: "error", role: "alert" }, errorText(error)));
+      return;
+    }
+    if (!info) return;
+    const processes = h("tbody");
+    const log = h("pre", { class: "log", "aria-label": `${name} log`, "aria-live": "off", tabindex: "0" });
+    show(
+      main,
+      h("h1", {}, info.name),
+      h(
+        "p",
+        {},
+        h("span", { class: `state state-${stateName(info.state)}` }, stateName(info.state)),
+        ` · ${languageName(info.language)}`,
+        info.version ? ` · ${info.version}` : "",
+        ` · ${info.readyReplicas}/${info.replicas} replicas`,
+      ),
+      info.description ? h("p", {}, info.description) : null,
+      h("h2", {}, "Actions"),
+      h(
+        "div",
+        { class: "actions" },
+        ...info.actions.map((action) =>
+          h(
+            "section",
+            { class: "card", "aria-label": action.name },
+            h(
+              "div",
+              { class: "row" },
+              h("strong", { class: "mono" }, action.name),
+              action.idempotent ? h("span", { class: "badge" }, "idempotent") : null,
+              h(
+                "a",
+                { class: "button", href: `#/run/${encodeURIComponent(info.name)}/${encodeURIComponent(action.name)}` },
+                "Run",
+              ),
+            ),
+            action.description ? h("p", {}, action.description) : null,
+            action.unusable ? h("p", { class: "error" }, action.unusable) : null,
+            h("details", {}, h("summary", {}, "Params schema"), h("pre", {}, pretty(action.paramsSchema ?? {}))),
+            action.resultSchema ? h("details", {}, h("summary", {}, "Result schema"), h("pre", {}, pretty(action.resultSchema))) : null,
+          ),
+        ),
+      ),
+      h("h2", {}, "Processes"),
+      h(
+        "div",
+        { class: "table-wrap" },
+        h(
+          "table",
+          { "aria-label": "Processes" },
+          h(
+            "thead",
+            {},
+            h(
+              "tr",
+              {},
+              h("th", { scope: "col" }, "Replica"),
+              h("th", { scope: "col" }, "PID"),
+              h("th", { scope: "col" }, "State"),
+              h("th", { scope: "col", class: "num" }, "In flight"),
+              h("th", { scope: "col", class: "num" }, "Restarts"),
+              h("th", { scope: "col", class: "hide-narrow" }, "Reason"),
+            ),
+          ),
+          processes,
+        ),
+      ),
+      h("h2", {}, "Log (live)"),
+      log,
+    );
+    try {
+      const listed = await supervisor.listProcesses({ agent: name, pageSize: 1000 }, { signal });
+      for (const p of listed.processes) {
+        processes.appendChild(
+          h(
+            "tr",
+            {},
+            h("td", {}, p.replica),
+            h("td", { class: "mono" }, p.pid),
+            h("td", { class: `state state-${stateName(p.state)}` }, stateName(p.state)),
+            h("td", { class: "num" }, p.inFlight),
+            h("td", { class: "num" }, p.restarts),
+            h("td", { class: "hide-narrow" }, p.reason),
+          ),
+        );
+      }
+      for await (const line of supervisor.streamLogs({ agent: name, tailLines: 200, follow: true }, { signal })) {
+        const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+        log.appendChild(document.createTextNode(`[${line.replica}] ${line.level ? `${line.level} ` : ""}${line.message}\n`));
+        while (log.childNodes.length > MAX_LOG_LINES) log.firstChild?.remove();
+        if (atBottom) log.scrollTop = log.scrollHeight;
+      }
+    } catch (error) {
+      if (!isCancel(error)) log.appendChild(h("span", { class: "error" }, `${errorText(error)}\n`));
+    }
+  })();
+};

@@ -1,0 +1,126 @@
+// The agents directory: state, language, replicas, in-flight tasks and restarts, live from
+// WatchEvents (each event refreshes the rows from ListAgents and ListProcesses).
+import { agents, errorText, isCancel, supervisor, type AgentInfo } from "../api.js";
+import { h, setText, show } from "../dom.js";
+import { languageName, stateName } from "../format.js";
+import type { Page } from "../router.js";
+
+interface Row {
+  row: HTMLTableRowElement;
+  cells: Record<"state" | "language" | "replicas" | "inFlight" | "restarts", HTMLTableCellElement>;
+}
+
+export const agentsPage: Page = (main, signal) => {
+  const status = h("p", { class: "muted", role: "status" }, "Loading agents…");
+  const body = h("tbody");
+  const table = h(
+    "table",
+    { "aria-label": "Agents" },
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        h("th", { scope: "col" }, "Agent"),
+        h("th", { scope: "col" }, "State"),
+        h("th", { scope: "col", class: "hide-narrow" }, "Language"),
+        h("th", { scope: "col", class: "num" }, "Replicas"),
+        h("th", { scope: "col", class: "num" }, "In flight"),
+        h("th", { scope: "col", class: "num" }, "Restarts"),
+      ),
+    ),
+    body,
+  );
+  show(main, h("h1", {}, "Agents"), status, h("div", { class: "table-wrap" }, table));
+  const rows = new Map<string, Row>();
+
+  const render = (list: AgentInfo[], restarts: Map<string, number>) => {
+    const seen = new Set<string>();
+    for (const agent of list) {
+      seen.add(agent.name);
+      let row = rows.get(agent.name);
+      if (!row) {
+        const cell = (extra: Record<string, string> = {}) => h("td", extra);
+        const cells = {
+          state: cell(),
+          language: cell({ class: "hide-narrow" }),
+          replicas: cell({ class: "num" }),
+          inFlight: cell({ class: "num" }),
+          restarts: cell({ class: "num" }),
+        };
+        const tr = h(
+          "tr",
+          { "data-agent": agent.name },
+          h("th", { scope: "row" }, h("a", { href: `#/agents/${encodeURIComponent(agent.name)}` }, agent.name)),
+          cells.state,
+          cells.language,
+          cells.replicas,
+          cells.inFlight,
+          cells.restarts,
+        );
+        row = { row: tr, cells };
+        rows.set(agent.name, row);
+      }
+      const state = stateName(agent.state);
+      setText(row.cells.state, state);
+      row.cells.state.className = `state state-${state}`;
+      setText(row.cells.language, languageName(agent.language));
+      setText(row.cells.replicas, `${agent.readyReplicas}/${agent.replicas}`);
+      setText(row.cells.inFlight, String(agent.inFlight));
+      setText(row.cells.restarts, String(restarts.get(agent.name) ?? 0));
+      body.appendChild(row.row); // keeps name order; moving a node in place does not reflow others
+    }
+    for (const [name, row] of rows) {
+      if (!seen.has(name)) {
+        row.row.remove();
+        rows.delete(name);
+      }
+    }
+    setText(status, list.length ? `${list.length} agents, live` : "No agents on this host.");
+  };
+
+  let refreshing: Promise<void> | null = null;
+  let again = false;
+  const refresh = async (): Promise<void> => {
+    if (refreshing) {
+      again = true;
+      return refreshing;
+    }
+    refreshing = (async () => {
+      do {
+        again = false;
+        const [listed, processes] = await Promise.all([
+          agents.listAgents({ pageSize: 1000 }, { signal }),
+          supervisor.listProcesses({ pageSize: 1000 }, { signal }),
+        ]);
+        const restarts = new Map<string, number>();
+        for (const p of processes.processes) restarts.set(p.agent, (restarts.get(p.agent) ?? 0) + p.restarts);
+        render(listed.agents, restarts);
+      } while (again && !signal.aborted);
+    })().finally(() => {
+      refreshing = null;
+    });
+    return refreshing;
+  };
+
+  // In-flight counts change with tasks, which are no lifecycle events: a light poll keeps them
+  // current while the page is open (the events keep states and replicas immediate).
+  const poll = setInterval(() => {
+    if (document.visibilityState === "visible") void refresh().catch(() => undefined);
+  }, 2000);
+  signal.addEventListener("abort", () => clearInterval(poll));
+
+  (async () => {
+    try {
+      await refresh();
+      for await (const _event of supervisor.watchEvents({ afterSequence: -1n }, { signal })) {
+        void refresh().catch((error: unknown) => {
+          if (!isCancel(error)) status.replaceChildren(h("span", { class: "error" }, errorText(error)));
+        });
+      }
+    } catch (error) {
+      if (!isCancel(error)) status.replaceChildren(h("span", { class: "error" }, errorText(error)));
+    }
+  })();
+};
