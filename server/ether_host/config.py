@@ -91,6 +91,10 @@ class HostConfig:
     # A call on a terminal another host owns (its id names the host) is forwarded there over
     # gRPC; false: answered FAILED_PRECONDITION with the owner's name and address instead.
     cluster_forward_terminals: bool = True
+    # PEM file of the CA that signed the other hosts' server certificates: terminal calls are
+    # forwarded over TLS verified against it (without it: over TLS against the system's roots
+    # when this host serves TLS itself, else in plaintext).
+    cluster_tls_ca: str = ""
     # [cache] (agents/result_cache.py): the bytes of results the host keeps in memory for
     # actions declared with a cache_ttl (an LRU; 0: none kept). In a cluster they are in Redis.
     cache_max_bytes: int = 64 * 1024 * 1024
@@ -313,6 +317,7 @@ SETTINGS: dict[str, Callable[[Any], Any]] = {
     "cluster_dropout": _seconds_up_to("cluster_dropout", 600),
     "cluster_claim_idle": _seconds_up_to("cluster_claim_idle", 600),
     "cluster_forward_terminals": _flag("cluster_forward_terminals"),
+    "cluster_tls_ca": _text("cluster_tls_ca"),
     "cache_max_bytes": _count("cache_max_bytes", 0, 1 << 40),
 }
 # Keys that only a TOML file can set (structured values).

@@ -87,7 +87,7 @@ from ether_host.transport.listen import (
 )
 from ether_host.transport.supervisor import SupervisorServicer
 from ether_host.transport.terminal import TerminalServicer
-from ether_host.transport.terminal_forward import TerminalForwarder
+from ether_host.transport.terminal_forward import TerminalForwarder, forward_credentials
 from ether_host.transport.workflow import WorkflowServicer
 from ether_host.workflows import Workflows
 
@@ -404,7 +404,14 @@ async def run_host(
     names = [health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME]
     # In a cluster: the gRPC client that takes a call on another host's terminal there.
     cluster = core.cluster
-    forwarder = None if cluster is None else TerminalForwarder(lambda: cluster.settings.host_name)
+    forwarder = (
+        None
+        if cluster is None
+        else TerminalForwarder(
+            lambda: cluster.settings.host_name,
+            forward_credentials(config.cluster_tls_ca, serves_tls=bool(config.tls_cert)),
+        )
+    )
     services = _services(core, forwarder)
     for descriptor, add, servicer in services:
         add(servicer, server)

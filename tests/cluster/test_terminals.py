@@ -24,6 +24,7 @@ from ether.v1 import terminal_pb2 as pb
 from tests.cluster.support import cluster_env, cluster_host
 from tests.support.agents import deploy
 from tests.support.calls import execute
+from tests.support.certs import Authority
 from tests.support.host import ETHER, HostProcess
 from tests.support.redis import RedisServer, redis_server
 from tests.terminals.support import (
@@ -330,6 +331,51 @@ def test_a_host_without_a_cluster_keeps_its_ids(folder: Path) -> None:
         close(host, terminal.id)
     finally:
         host.stop()
+
+
+def tls_host(folder: Path, redis_url: str, name: str, authority: Authority) -> HostProcess:
+    """A host serving TLS only, with a certificate of ``authority`` and [cluster] tls_ca set to
+    it; its ``channel`` trusts that authority."""
+    pair = authority.issue(name, f"ether host {name}", server=True)
+    env = cluster_env(redis_url, name) | {
+        "ETHER_TLS_CERT": str(pair.cert),
+        "ETHER_TLS_KEY": str(pair.key),
+        "ETHER_CLUSTER_TLS_CA": str(authority.pem),
+    }
+    host = HostProcess(folder / name, env=env)
+    try:
+        record = host.wait_for_log(lambda r: r.get("event") == "serving", 60)
+    except BaseException:
+        host.stop()
+        raise
+    host.address = record["addresses"][0]
+    # HostProcess dials in plaintext; this host answers TLS only.
+    host._channel = grpc.secure_channel(
+        host.address, grpc.ssl_channel_credentials(authority.pem.read_bytes())
+    )
+    return host
+
+
+def test_hosts_that_serve_tls_forward_over_tls(folder: Path, redis_server: RedisServer) -> None:
+    """Hosts g and h serve TLS only (as any host off loopback must): a terminal on g is typed
+    into and read through h, which dials g over TLS trusting [cluster] tls_ca."""
+    authority = Authority(folder, "cluster")
+    hosts: list[HostProcess] = []
+    try:
+        for name in ("g", "h"):
+            hosts.append(tls_host(folder, redis_server.url, name, authority))
+        host_g, host_h = hosts
+        terminal = shell(host_g)
+        host_h.wait_for_log(
+            lambda r: r.get("event") == "cluster host joined" and r.get("host") == "g", 60
+        )
+        write(host_h, terminal.id, "echo over-$((2 * 21))-tls\r")
+        assert wait_output(host_h, terminal.id, r"over-42-tls", after=0).match
+        assert "over-42-tls" in screen(host_g, terminal.id).lines
+        close(host_h, terminal.id)
+    finally:
+        for host in hosts:
+            host.stop()
 
 
 def test_the_callers_token_is_what_reaches_the_owner(

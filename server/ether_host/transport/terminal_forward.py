@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import grpc
@@ -22,6 +23,7 @@ from google.protobuf.message import Message
 from ether.v1 import terminal_pb2, terminal_pb2_grpc
 from ether_host.terminals import OwnerHost, host_unavailable
 from ether_host.transport.limits import MAX_MESSAGE_BYTES
+from ether_host.transport.listen import ListenError
 
 log = structlog.get_logger("ether.rpc")
 
@@ -32,6 +34,21 @@ _TRANSPORT_KEYS = {"content-type", "user-agent", "te", "host", "grpc-timeout", "
 _LIST_PAGE = 1000  # the largest page ListTerminals serves
 
 
+def forward_credentials(ca_file: str, *, serves_tls: bool) -> grpc.ChannelCredentials | None:
+    """How this host dials the others: TLS verified against ``ca_file`` ([cluster] tls_ca);
+    TLS against the system's roots when this host serves TLS itself without one (its peers
+    then do too); else plaintext. An unreadable file stops the start with one line."""
+    if ca_file:
+        try:
+            roots = Path(ca_file).read_bytes()
+        except OSError as error:
+            raise ListenError(f"cluster_tls_ca: cannot read {ca_file}: {error.strerror}") from None
+        if b"-----BEGIN " not in roots:
+            raise ListenError(f"cluster_tls_ca: {ca_file} is not PEM (expected '-----BEGIN ...')")
+        return grpc.ssl_channel_credentials(root_certificates=roots)
+    return grpc.ssl_channel_credentials() if serves_tls else None
+
+
 def forwarded(context: grpc.aio.ServicerContext) -> bool:
     """Whether this call was forwarded here by another host."""
     return any(key == FORWARDED_FROM for key, _ in context.invocation_metadata() or ())
@@ -40,21 +57,24 @@ def forwarded(context: grpc.aio.ServicerContext) -> bool:
 class TerminalForwarder:
     """One channel per other host's address, opened at its first call, closed at stop."""
 
-    def __init__(self, host_name: Callable[[], str]) -> None:
+    def __init__(
+        self, host_name: Callable[[], str], credentials: grpc.ChannelCredentials | None = None
+    ) -> None:
         self._host_name = host_name  # known once the cluster has resolved it at join
+        self._credentials = credentials  # None: plaintext (forward_credentials)
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     def _stub(self, address: str) -> terminal_pb2_grpc.TerminalServiceStub:
         channel = self._channels.get(address)
         if channel is None:
-            # Plaintext: hosts reach each other on their advertised (loopback or private)
-            # addresses; TLS between hosts is not built (docs/cluster.md).
-            channel = grpc.aio.insecure_channel(
-                address,
-                options=[
-                    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ],
+            options = [
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ]
+            channel = (
+                grpc.aio.insecure_channel(address, options=options)
+                if self._credentials is None
+                else grpc.aio.secure_channel(address, self._credentials, options=options)
             )
             self._channels[address] = channel
         return terminal_pb2_grpc.TerminalServiceStub(channel)
