@@ -306,6 +306,7 @@ def test_an_agents_term_call_on_another_hosts_terminal_names_the_owner(
     assert output.status == agent_io_pb2.TASK_STATUS_ERROR
     assert output.error.code == "not_ready"  # FAILED_PRECONDITION, as agents read it
     assert f"lives on host a at {host_a.address}" in output.error.message
+    assert "reach only the terminals of the host it runs on" in output.error.message
 
 
 def test_an_id_naming_an_unknown_host_is_not_found(host_b: HostProcess) -> None:

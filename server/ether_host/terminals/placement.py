@@ -104,15 +104,17 @@ class TerminalPlacement:
         if not self.is_elsewhere(terminal_id):
             return None
         owner = await self._locate(terminal_id)
-        if not self.forward or forwarded:
-            raise on_other_host(terminal_id, owner, forwarded=forwarded)
+        if forwarded:
+            raise on_other_host(terminal_id, owner, _FORWARDED_TWICE)
+        if not self.forward:
+            raise on_other_host(terminal_id, owner, _NOT_FORWARDING)
         return owner
 
     async def refuse_elsewhere(self, terminal_id: str) -> None:
         """For callers that are never forwarded (agents' ``term.*`` host calls): the error that
         names the owner when the id is another host's."""
         if self.is_elsewhere(terminal_id):
-            raise on_other_host(terminal_id, await self._locate(terminal_id), forwarded=False)
+            raise on_other_host(terminal_id, await self._locate(terminal_id), _AGENT_CALL)
 
     async def peers(self) -> dict[str, str]:
         """The other live hosts and their addresses (empty without a cluster)."""
@@ -122,8 +124,8 @@ class TerminalPlacement:
         host = terminal_host(terminal_id)
         if self.directory is None:
             raise NotFound(
-                f"terminal {terminal_id!r} names host {host!r}, and this host is in no cluster: "
-                f"its own terminal ids have no '@{host}' part. Call the host that made it",
+                f"terminal {terminal_id!r} names host {host!r}, and this host is in no cluster "
+                f"(its own terminal ids name no host); call the host that made it",
                 reason=Reason.TERMINAL_HOST_NOT_FOUND,
                 metadata={"host": host},
                 resource=("terminal", terminal_id),
@@ -159,14 +161,15 @@ class TerminalPlacement:
         return OwnerHost(host, found.address)
 
 
-def on_other_host(terminal_id: str, owner: OwnerHost, *, forwarded: bool) -> FailedPrecondition:
-    why = (
-        "a call forwarded from another host is not forwarded again (the hosts disagree on "
-        "where it lives)"
-        if forwarded
-        else "this host does not forward terminal calls ([cluster] forward_terminals = false, "
-        "or an agent's term.* call, which reaches only its own host's terminals)"
-    )
+_NOT_FORWARDING = "this host does not forward terminal calls ([cluster] forward_terminals = false)"
+_AGENT_CALL = "an agent's term.* calls reach only the terminals of the host it runs on"
+_FORWARDED_TWICE = (
+    "a call forwarded from another host is not forwarded again (the hosts disagree on where "
+    "it lives)"
+)
+
+
+def on_other_host(terminal_id: str, owner: OwnerHost, why: str) -> FailedPrecondition:
     return FailedPrecondition(
         f"terminal {terminal_id} lives on host {owner.name} at {owner.address}, and {why}; "
         f"make the call at {owner.address}",
