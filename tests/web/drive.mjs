@@ -135,6 +135,31 @@ const scenarios = {
     };
   },
 
+  // The bridge takes WebSockets from the console's own origin only: a page served from another
+  // origin (here the same host named localhost) cannot open one; the same page can on its own.
+  async origin(browser) {
+    const page = await browser.newPage();
+    await page.goto(`${config.other_base}/`);
+    const tryOpen = (url) =>
+      page.evaluate(
+        (target) =>
+          new Promise((resolve) => {
+            const socket = new WebSocket(target);
+            socket.onopen = () => {
+              socket.close();
+              resolve("open");
+            };
+            socket.onerror = () => resolve("refused");
+          }),
+        url,
+      );
+    const path = "/rpc-ws/ether.v1.TerminalService/Attach";
+    return {
+      crossOrigin: await tryOpen(`${config.base.replace("http", "ws")}${path}`),
+      sameOrigin: await tryOpen(`${config.other_base.replace("http", "ws")}${path}`),
+    };
+  },
+
   // A host with tokens: the console asks for one, refuses a wrong one with the host's message,
   // and opens with a right one (kept for the tab only).
   async signin(browser) {

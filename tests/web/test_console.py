@@ -78,6 +78,14 @@ def test_a_terminal_typed_in_xterm_and_watched_read_only(host: HostProcess) -> N
     host.terminals.CloseTerminal(terminal_pb2.CloseTerminalRequest(terminal_id=shown["id"]))
 
 
+def test_the_bridge_refuses_websockets_from_other_origins(host: HostProcess) -> None:
+    """A page of another site must not type into a terminal of a host without auth: the bridge
+    takes WebSockets whose Origin is the host the page came from."""
+    other = host.http_address.replace("127.0.0.1", "localhost")
+    shown = drive("origin", base=host.http_address, other_base=other)
+    assert shown == {"ok": True, "screenshots": [], "crossOrigin": "refused", "sameOrigin": "open"}
+
+
 @pytest.fixture(scope="module")
 def auth_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
     folder = tmp_path_factory.mktemp("console-auth")
