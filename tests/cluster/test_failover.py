@@ -85,10 +85,15 @@ def cluster(
 
 
 def call(
-    host: HostProcess, agent: str, action: str, params: dict[str, object], task_id: str
+    host: HostProcess,
+    agent: str,
+    action: str,
+    params: dict[str, object],
+    task_id: str,
+    timeout: float = CALL_TIMEOUT,
 ) -> grpc.Future:
     request = agent_io_pb2.ExecuteRequest(input=agent_input(agent, action, params, task_id=task_id))
-    return host.agents.Execute.future(request, timeout=CALL_TIMEOUT)
+    return host.agents.Execute.future(request, timeout=timeout)
 
 
 def answer(future: grpc.Future) -> agent_io_pb2.AgentOutput:
@@ -187,7 +192,7 @@ def test_a_task_id_reused_with_other_params_is_refused_and_with_the_same_is_one_
     # From another host: other params, or another action, under the same id are refused.
     for action, other in (("mark", params | {"n": 2}), ("spend", params)):
         with pytest.raises(grpc.RpcError) as refused:
-            answer(call(b, "tally-on-a", action, other, "reuse-1"))
+            answer(call(b, "tally-on-a", action, other, "reuse-1", timeout=60))
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "task_id 'reuse-1' is taken by another task" in (refused.value.details() or "")
         assert details(refused.value)["ErrorInfo"].reason == "DUPLICATE_TASK_ID"
