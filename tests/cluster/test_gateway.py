@@ -8,6 +8,8 @@ msg.receive) and the gateway agent "chatter"; host b runs the toolbox agents "se
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -253,3 +255,39 @@ def test_a_session_whose_host_was_killed_is_continued_on_another(
         assert context_of(host_b, session.id) == ({"n": 1, "city": "oslo"}, 2)
     finally:
         host_e.stop()
+
+
+def test_a_host_paused_while_its_session_was_taken_over_cannot_write_it(
+    folder: Path, redis_server: RedisServer, host_a: HostProcess, host_b: HostProcess
+) -> None:
+    """Host f holds a session, then is paused (SIGSTOP) long enough to drop out of the
+    directory: b takes the session over and continues it. Resumed (SIGCONT), f still has its
+    copy and a stream on it; a message sent there does not reach the session b holds: f's
+    writes are fenced, f lets its copy go, and its stream ends UNAVAILABLE."""
+    host_f = cluster_host(folder, redis_server.url, "f")
+    try:
+        session = open_session(host_f, agent="chatter")
+        on_f = Conversation(host_f, session.id)
+        assert reply_text(on_f.turn("remember owner f")) == "remembered owner at version 2"
+        os.kill(host_f.process.pid, signal.SIGSTOP)
+        try:
+            host_b.wait_for_log(
+                lambda r: r.get("event") == "cluster host left" and r.get("host") == "f", 60
+            )
+            on_b = Conversation(host_b, session.id)
+            assert reply_text(on_b.turn("remember owner b")) == "remembered owner at version 3"
+        finally:
+            os.kill(host_f.process.pid, signal.SIGCONT)
+        on_f.say("remember owner f-again")
+        with pytest.raises(grpc.RpcError) as ended:
+            on_f.rest()
+        assert ended.value.code() == grpc.StatusCode.UNAVAILABLE
+        host_f.wait_for_log(
+            lambda r: r.get("event") == "cluster: a session another host took over is let go", 60
+        )
+        assert context_of(host_b, session.id) == ({"owner": "b"}, 3)
+        after = on_b.turn("still here")
+        assert reply_text(after) == "chatter heard: still here"
+        on_b.close()
+    finally:
+        host_f.stop()

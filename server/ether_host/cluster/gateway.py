@@ -115,6 +115,7 @@ class ClusterGateway:
         self._sessions.event_history = kept.event_history
         self._sessions.retention = kept.retention
         self._sessions.connect(self._redis, self._host, self._errors)
+        self._sessions.on_lost = self._lost
         self._gateway.elsewhere = self
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -307,7 +308,15 @@ class ClusterGateway:
                 log.info(
                     "cluster session taken from a host gone", session=session_id, host=previous
                 )
+        await self._sessions.released(session_id)  # from now on, only this host writes it
         return await self._sessions.load(session_id)
+
+    def _lost(self, session_id: str) -> None:
+        """A session this host still held was taken over (this host was slow to let it go):
+        its copy here is let go, its streams told where it went."""
+        session = self._gateway.sessions.sessions.get(session_id)
+        if session is not None:
+            self._gateway.sessions.release(session, "another host")
 
     async def _release_here(self, payload: dict[str, Any]) -> Any:
         """Another host took over a session this host holds: let it go, its last state

@@ -12,8 +12,11 @@ One session is three keys:
 - ``ether:sessions:<owner>``, a set of the owner's session ids (ListSessions).
 
 Only the holder writes a session; a host that is asked to change one it does not hold claims it
-(the holder field, set atomically: ``claim``), asks the host that held it to let it go, then
-reads it. Each key lives ``idle_timeout + retention`` seconds past the session's last write, so
+(the holder field, set atomically: ``claim``, which names the host it took it from in
+``releasing``), asks the host that held it to let it go, then reads it. Writes are fenced: one
+from a host that is neither the holder nor the host being released is dropped, and that host
+lets its copy go (``on_lost``), so a host that was slow rather than gone cannot overwrite what
+the new holder wrote. Each key lives ``idle_timeout + retention`` seconds past the session's last write, so
 the sessions of a host that died and that nobody takes over go away by themselves.
 
 Writes are queued (the gateway calls ``save_session`` on the event loop, without waiting) and
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -45,13 +49,40 @@ log = structlog.get_logger("ether.cluster")
 DURABLE_WAIT = 5.0  # seconds durable() waits for Redis before it says UNAVAILABLE
 RETRY_PAUSE = 0.5  # seconds between two tries to write a batch Redis refused
 
-# Set the holder to ARGV[2] when the session's owner is ARGV[1]; the previous holder ("" when
-# none), or false when there is no such session of that owner.
+# Set the holder to ARGV[2] when the session's owner is ARGV[1], the previous holder as the
+# host being released; the previous holder ("" when none), or false when there is no such
+# session of that owner.
 CLAIM = """
 if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return false end
 local previous = redis.call('HGET', KEYS[1], 'holder') or ''
-redis.call('HSET', KEYS[1], 'holder', ARGV[2])
+if previous ~= ARGV[2] then
+  redis.call('HSET', KEYS[1], 'holder', ARGV[2], 'releasing', previous)
+end
 return previous
+"""
+# One write of a session (KEYS: the session, its events, its owner's set), only by its holder
+# (or the host being released, or any host for a new session): 1, or 0 when fenced.
+# ARGV: host, owner, body, event ('' for none), has context ('1' or ''), version, updated_at,
+# document, ttl in ms, events kept, session id.
+SAVE = """
+local holder = redis.call('HGET', KEYS[1], 'holder')
+if holder and holder ~= ARGV[1] and redis.call('HGET', KEYS[1], 'releasing') ~= ARGV[1] then
+  return 0
+end
+if not holder then redis.call('HSET', KEYS[1], 'holder', ARGV[1]) end
+redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'body', ARGV[3])
+if ARGV[5] == '1' then
+  redis.call('HSET', KEYS[1], 'version', ARGV[6], 'updated_at', ARGV[7], 'document', ARGV[8])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[9])
+if ARGV[4] ~= '' then
+  redis.call('RPUSH', KEYS[2], ARGV[4])
+  redis.call('LTRIM', KEYS[2], -tonumber(ARGV[10]), -1)
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[9])
+redis.call('SADD', KEYS[3], ARGV[11])
+redis.call('PEXPIRE', KEYS[3], ARGV[9])
+return 1
 """
 
 
@@ -83,6 +114,8 @@ class RedisSessionRecords:
         self._queued: asyncio.Event | None = None
         self._progress: asyncio.Event | None = None
         self._failing = ""
+        # Told the id of a session another host took over while this one still wrote it.
+        self.on_lost: Callable[[str], None] = lambda session_id: None
 
     def connect(self, redis: Redis, host: str, errors: tuple[type[BaseException], ...]) -> None:
         self._redis, self._host, self._errors = redis, host, errors
@@ -158,7 +191,7 @@ class RedisSessionRecords:
                 async with self._redis.pipeline(transaction=True) as pipe:
                     for _, kind, values in batch:
                         self._write(pipe, kind, values)
-                    await pipe.execute()
+                    results = await pipe.execute()
             except self._errors as error:
                 if not self._failing:
                     log.warning("cluster: sessions not written to Redis", error=str(error))
@@ -170,11 +203,17 @@ class RedisSessionRecords:
                 self._failing = ""
             del self._queue[: len(batch)]
             self._written = batch[-1][0]
+            for session_id in sorted(_fenced(batch, results)):
+                log.warning(
+                    "cluster: a session another host took over is let go", session=session_id
+                )
+                self.on_lost(session_id)
             if self._progress is not None:
                 progress, self._progress = self._progress, None
                 progress.set()
 
     def _write(self, pipe: Pipeline, kind: str, values: tuple[Any, ...]) -> None:
+        """A drop, or one SAVE (whose answer ``run`` reads: 0 when it was fenced)."""
         if kind == "drop":
             session_id, owner = values
             pipe.delete(session_key(session_id), events_key(session_id))
@@ -182,19 +221,25 @@ class RedisSessionRecords:
                 pipe.srem(owned_key(owner), session_id)
             return
         session_id, owner, body, event, context, ttl = values
-        key = session_key(session_id)
-        fields: dict[Any, Any] = {"owner": owner, "body": body}
-        if context is not None:
-            fields.update(version=context[0], updated_at=context[1], document=context[2])
-        pipe.hset(key, mapping=fields)
-        pipe.hsetnx(key, "holder", self._host)  # a new session: held where it opened
-        pipe.pexpire(key, ttl)
-        if event is not None:
-            pipe.rpush(events_key(session_id), event)
-            pipe.ltrim(events_key(session_id), -self.event_history, -1)
-        pipe.pexpire(events_key(session_id), ttl)
-        pipe.sadd(owned_key(owner), session_id)
-        pipe.pexpire(owned_key(owner), ttl)
+        version, updated_at, document = context if context is not None else (0, 0.0, b"")
+        pipe.eval(
+            SAVE,
+            3,
+            session_key(session_id),
+            events_key(session_id),
+            owned_key(owner),
+            self._host,
+            owner,
+            body,
+            event or b"",
+            "1" if context is not None else "",
+            version,
+            updated_at,
+            document,
+            ttl,
+            self.event_history,
+            session_id,
+        )
 
     # --- reads and the hand-over ---------------------------------------------------------------
 
@@ -237,6 +282,15 @@ class RedisSessionRecords:
             raise _unreachable(error) from None
         return held.decode() if held else ""
 
+    async def released(self, session_id: str) -> None:
+        """The host being released has let the session go (or is gone): its writes are fenced
+        from now on."""
+        assert self._redis is not None
+        try:
+            await self._redis.hdel(session_key(session_id), "releasing")
+        except self._errors as error:
+            raise _unreachable(error) from None
+
     async def claim(self, session_id: str, owner: str) -> str | None:
         """Make this host the holder of ``owner``'s session: the previous holder ('' when none),
         or None when ``owner`` has no such session."""
@@ -250,6 +304,19 @@ class RedisSessionRecords:
         if previous is None:
             return None
         return previous.decode() if isinstance(previous, bytes) else str(previous)
+
+
+def _fenced(batch: list[tuple[int, str, tuple[Any, ...]]], results: list[Any]) -> set[str]:
+    """The sessions whose writes in ``batch`` were dropped: another host holds them now."""
+    fenced, at = set(), 0
+    for _, kind, values in batch:
+        if kind == "save":
+            if results[at] == 0:
+                fenced.add(str(values[0]))
+            at += 1
+        else:
+            at += 2 if values[1] else 1
+    return fenced
 
 
 def _unreachable(error: BaseException) -> Unavailable:
