@@ -98,6 +98,13 @@ class HostConfig:
     # [cache] (agents/result_cache.py): the bytes of results the host keeps in memory for
     # actions declared with a cache_ttl (an LRU; 0: none kept). In a cluster they are in Redis.
     cache_max_bytes: int = 64 * 1024 * 1024
+    # [notifications] (notifications/, docs/notifications.md): the key webhooks are signed with
+    # (HMAC-SHA256; no webhook is accepted without one), how many times a delivery is tried,
+    # and the pause before the second try (doubled for each next one, up to max_backoff).
+    notifications_secret: str = ""
+    notifications_max_attempts: int = 10
+    notifications_backoff: float = 1.0
+    notifications_max_backoff: float = 300.0
 
 
 def _choice(key: str, allowed: tuple[str, ...]) -> Callable[[Any], str]:
@@ -319,12 +326,16 @@ SETTINGS: dict[str, Callable[[Any], Any]] = {
     "cluster_forward_terminals": _flag("cluster_forward_terminals"),
     "cluster_tls_ca": _text("cluster_tls_ca"),
     "cache_max_bytes": _count("cache_max_bytes", 0, 1 << 40),
+    "notifications_secret": _text("notifications_secret"),
+    "notifications_max_attempts": _count("notifications_max_attempts", 1, 1000),
+    "notifications_backoff": _seconds_up_to("notifications_backoff", 3600),
+    "notifications_max_backoff": _seconds_up_to("notifications_max_backoff", 86400),
 }
 # Keys that only a TOML file can set (structured values).
 FILE_ONLY = {"agents", "terminals", "gateway", "workflows", "limits", "sandbox"}
 ENV_PREFIX = "ETHER_"
 # TOML tables whose keys are settings of their own: [tls] cert = ... is tls_cert.
-SECTIONS = ("tls", "telemetry", "cluster", "cache")
+SECTIONS = ("tls", "telemetry", "cluster", "cache", "notifications")
 
 
 def _flatten(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -50,6 +50,7 @@ from ether_host.http import (
 from ether_host.lifecycle import HostInfo, Lifecycle
 from ether_host.logs import adopt_library_logs, join_traces
 from ether_host.metrics import Metrics
+from ether_host.notifications import Notifier, NotifySettings
 from ether_host.procs import (
     ChildRegistry,
     become_subreaper,
@@ -158,6 +159,7 @@ class Core:
     tracing: Tracing | None = None
     cluster: Cluster | None = None  # [cluster] redis_url set: several hosts on one Redis
     cluster_gateway: ClusterGateway | None = None  # with a cluster: the gateway across hosts
+    notifier: Notifier | None = None  # tasks and runs that name a webhook or a reply topic
 
 
 def _tracing(config: HostConfig) -> Tracing | None:
@@ -205,7 +207,7 @@ def build_core(config: HostConfig) -> Core:
     terminals.tracing = tracing
     lifecycle = Lifecycle()
     cluster = _cluster(config, supervisor, lifecycle, dispatcher)
-    return Core(
+    core = Core(
         lifecycle,
         children,
         supervisor,
@@ -219,6 +221,20 @@ def build_core(config: HostConfig) -> Core:
         if cluster is None or cluster_sessions is None
         else ClusterGateway(cluster, gateway, lifecycle, cluster_sessions),
     )
+    core.notifier = _notifier(config, core)
+    return core
+
+
+def _notifier(config: HostConfig, core: Core) -> Notifier:
+    """Completion notifications (docs/notifications.md): signed with ``[notifications] secret``,
+    sent under the gateway's egress policy, recorded in the state directory."""
+    settings = NotifySettings(
+        secret=config.notifications_secret,
+        max_attempts=config.notifications_max_attempts,
+        backoff=config.notifications_backoff,
+        max_backoff=config.notifications_max_backoff,
+    )
+    return Notifier(settings, core.dispatcher, core.gateway, core.workflows, config.state_dir)
 
 
 def _cluster(
@@ -247,7 +263,7 @@ def _services(
         (
             agent_io_pb2.DESCRIPTOR.services_by_name["AgentIOService"],
             agent_io_pb2_grpc.add_AgentIOServiceServicer_to_server,
-            AgentIOServicer(core.supervisor, core.dispatcher, core.cluster),
+            AgentIOServicer(core.supervisor, core.dispatcher, core.cluster, core.notifier),
         ),
         (
             supervisor_pb2.DESCRIPTOR.services_by_name["SupervisorService"],
@@ -257,7 +273,7 @@ def _services(
         (
             workflow_pb2.DESCRIPTOR.services_by_name["WorkflowService"],
             workflow_pb2_grpc.add_WorkflowServiceServicer_to_server,
-            WorkflowServicer(core.workflows, core.lifecycle),
+            WorkflowServicer(core.workflows, core.lifecycle, core.notifier),
         ),
         (
             terminal_pb2.DESCRIPTOR.services_by_name["TerminalService"],
@@ -458,6 +474,8 @@ async def run_host(
             await tg.start(metrics.run)
         await tg.start(core.workflows.run)
         await tg.start(core.gateway.run)
+        if core.notifier is not None:  # after the gateway: deliveries left pending go on
+            await tg.start(core.notifier.run)
         await tg.start(core.terminals.run)
         await tg.start(a2a.run)
         if core.cluster is not None:

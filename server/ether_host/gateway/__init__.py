@@ -4,9 +4,10 @@ pipelines, messages between agents, and agents' controlled network egress with a
 from ether_host.gateway import events
 from ether_host.gateway.context import MERGE_PATCH, REMOVE, REPLACE, SET, Change
 from ether_host.gateway.egress.audit import ALLOWED, DENIED, AuditFilter, AuditRecord
+from ether_host.gateway.egress.fetch import FetchRefused, FetchRequest
 from ether_host.gateway.elsewhere import GatewayAgentElsewhere, OtherGateways
 from ether_host.gateway.events import SessionEvent
-from ether_host.gateway.messaging import Message, SubscriptionLagged
+from ether_host.gateway.messaging import Message, SubscriptionLagged, check_topic
 from ether_host.gateway.pipeline import Pipeline, Step, Trigger
 from ether_host.gateway.pipeline import describe as describe_pipeline
 from ether_host.gateway.records import SessionRecords
@@ -26,6 +27,8 @@ __all__ = [
     "AuditFilter",
     "AuditRecord",
     "Change",
+    "FetchRefused",
+    "FetchRequest",
     "Gateway",
     "GatewayAgentElsewhere",
     "GatewayStore",
@@ -39,6 +42,7 @@ __all__ = [
     "Step",
     "SubscriptionLagged",
     "Trigger",
+    "check_topic",
     "describe_pipeline",
     "events",
 ]

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import anyio
 import grpc
 
-from ether.v1 import agent_io_pb2, agent_io_pb2_grpc
+from ether.v1 import agent_io_pb2, agent_io_pb2_grpc, common_pb2
 from ether_host import rights
-from ether_host.agents import Dispatcher, TaskEvent, TaskInput, run_pipe
+from ether_host.agents import Dispatcher, TaskEvent, TaskInput, TaskResult, run_pipe
 from ether_host.cluster import Cluster
 from ether_host.errors import EtherError, InvalidArgument
+from ether_host.notifications import Notifier
 from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
 from ether_host.transport import cluster_convert, convert, validation
@@ -24,11 +25,29 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
     """The task contract and the agent directory."""
 
     def __init__(
-        self, supervisor: Supervisor, dispatcher: Dispatcher, cluster: Cluster | None = None
+        self,
+        supervisor: Supervisor,
+        dispatcher: Dispatcher,
+        cluster: Cluster | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self._supervisor = supervisor
         self._dispatcher = dispatcher
         self._cluster = cluster  # with [cluster]: ListAgents and GetAgent show every host's
+        self._notifier = notifier  # a task with a notify runs through it (docs/notifications.md)
+
+    async def _execute(
+        self,
+        task: TaskInput,
+        notify: common_pb2.Notify,
+        on_event: Callable[[TaskEvent], None] | None = None,
+    ) -> TaskResult:
+        """The task through the dispatcher, or, when the request names where to notify, through
+        the notifier, which runs it to its end and delivers its output."""
+        wanted = convert.notify(notify)
+        if wanted and self._notifier is not None:
+            return await self._notifier.execute(task, wanted, on_event)
+        return await self._dispatcher.execute(task, on_event)
 
     async def ListAgents(
         self, request: agent_io_pb2.ListAgentsRequest, context: grpc.aio.ServicerContext
@@ -67,7 +86,7 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
         message = _required_input(request.input)
         _may_execute(message)
         task = convert.task_input(message, convert.rpc_time_left(context.time_remaining()))
-        result = await self._dispatcher.execute(task)  # here, or on a host that runs the agent
+        result = await self._execute(task, request.notify)  # here, or on a host that runs it
         response = agent_io_pb2.ExecuteResponse()
         convert.fill_agent_output(response.output, result, convert.wants_json(message))
         return response
@@ -87,7 +106,7 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
         async def run() -> None:
             async with send:
                 try:
-                    result = await self._dispatcher.execute(task, on_event=send.send_nowait)
+                    result = await self._execute(task, request.notify, send.send_nowait)
                     await send.send(result)
                 except EtherError as error:
                     await send.send(error)

@@ -13,6 +13,7 @@ from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 from ether.v1 import agent_io_pb2, common_pb2
 from ether_host.agents import Budget, TaskInput, TaskResult
 from ether_host.errors import FieldViolation, InvalidArgument
+from ether_host.notifications import Notify
 from ether_host.reasons import Reason
 from ether_host.supervisor import ManagedAgent, State
 
@@ -125,6 +126,11 @@ def budget_from(message: common_pb2.Budget) -> Budget:
         max_iterations=message.max_iterations if message.HasField("max_iterations") else None,
         max_tasks=message.max_tasks if message.HasField("max_tasks") else None,
     )
+
+
+def notify(message: common_pb2.Notify) -> Notify:
+    """Where a request asks for its final output to go (empty: nowhere)."""
+    return Notify(webhook_url=message.webhook_url, reply_topic=message.reply_topic)
 
 
 def task_input(message: agent_io_pb2.AgentInput, rpc_deadline: float | None) -> TaskInput:

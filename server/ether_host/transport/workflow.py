@@ -16,8 +16,9 @@ from google.protobuf.message import Message
 from ether.v1 import workflow_pb2, workflow_pb2_grpc
 from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.lifecycle import Lifecycle
+from ether_host.notifications import Notifier
 from ether_host.reasons import Reason
-from ether_host.transport.convert import integral, seconds
+from ether_host.transport.convert import integral, notify, seconds
 from ether_host.transport.interceptors import current_identity
 from ether_host.workflows import Workflows, check_spec_size
 
@@ -37,9 +38,12 @@ def _run(body: dict[str, Any]) -> workflow_pb2.Run:
 class WorkflowServicer(workflow_pb2_grpc.WorkflowServiceServicer):
     """Runs of declarative workflows."""
 
-    def __init__(self, workflows: Workflows, lifecycle: Lifecycle) -> None:
+    def __init__(
+        self, workflows: Workflows, lifecycle: Lifecycle, notifier: Notifier | None = None
+    ) -> None:
         self._workflows = workflows
         self._lifecycle = lifecycle
+        self._notifier = notifier  # a run with a notify is watched to its end by it
 
     async def CreateRun(
         self, request: workflow_pb2.CreateRunRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -58,6 +62,10 @@ class WorkflowServicer(workflow_pb2_grpc.WorkflowServiceServicer):
                     reason=Reason.INVALID_WORKFLOW,
                     violations=[FieldViolation("spec", f"{error}: numbers must be finite")],
                 ) from None
+        wanted = notify(request.notify)
+        notifier = self._notifier if wanted else None
+        if notifier is not None:
+            notifier.check(wanted)  # a bad notify creates no run
         run = await self._workflows.create(
             spec,
             request.spec_text if source == "spec_text" else None,
@@ -65,6 +73,8 @@ class WorkflowServicer(workflow_pb2_grpc.WorkflowServiceServicer):
             validate_only=request.validate_only,
             creator=current_identity.get().name,
         )
+        if notifier is not None and not request.validate_only:
+            await notifier.watch_run(str(run["id"]), wanted)
         return workflow_pb2.CreateRunResponse(run=_run(run))
 
     async def GetRun(

@@ -1579,7 +1579,10 @@ func (x *GetAgentResponse) GetAgent() *AgentInfo {
 type ExecuteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The task to run.
-	Input         *AgentInput `protobuf:"bytes,1,opt,name=input,proto3" json:"input,omitempty"`
+	Input *AgentInput `protobuf:"bytes,1,opt,name=input,proto3" json:"input,omitempty"`
+	// Where the host also delivers the task's output (a webhook, a topic).
+	// With it the task runs to its end even when the caller goes away.
+	Notify        *Notify `protobuf:"bytes,2,opt,name=notify,proto3" json:"notify,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1617,6 +1620,13 @@ func (*ExecuteRequest) Descriptor() ([]byte, []int) {
 func (x *ExecuteRequest) GetInput() *AgentInput {
 	if x != nil {
 		return x.Input
+	}
+	return nil
+}
+
+func (x *ExecuteRequest) GetNotify() *Notify {
+	if x != nil {
+		return x.Notify
 	}
 	return nil
 }
@@ -1672,7 +1682,10 @@ func (x *ExecuteResponse) GetOutput() *AgentOutput {
 type ExecuteStreamRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The task to run.
-	Input         *AgentInput `protobuf:"bytes,1,opt,name=input,proto3" json:"input,omitempty"`
+	Input *AgentInput `protobuf:"bytes,1,opt,name=input,proto3" json:"input,omitempty"`
+	// Where the host also delivers the task's output (a webhook, a topic).
+	// With it the task runs to its end even when the caller goes away.
+	Notify        *Notify `protobuf:"bytes,2,opt,name=notify,proto3" json:"notify,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1710,6 +1723,13 @@ func (*ExecuteStreamRequest) Descriptor() ([]byte, []int) {
 func (x *ExecuteStreamRequest) GetInput() *AgentInput {
 	if x != nil {
 		return x.Input
+	}
+	return nil
+}
+
+func (x *ExecuteStreamRequest) GetNotify() *Notify {
+	if x != nil {
+		return x.Notify
 	}
 	return nil
 }
@@ -2372,13 +2392,15 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\x0fGetAgentRequest\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x04name\"=\n" +
 	"\x10GetAgentResponse\x12)\n" +
-	"\x05agent\x18\x01 \x01(\v2\x13.ether.v1.AgentInfoR\x05agent\"D\n" +
+	"\x05agent\x18\x01 \x01(\v2\x13.ether.v1.AgentInfoR\x05agent\"n\n" +
 	"\x0eExecuteRequest\x122\n" +
-	"\x05input\x18\x01 \x01(\v2\x14.ether.v1.AgentInputB\x06\xa2\xbb\x18\x02\b\x01R\x05input\"@\n" +
+	"\x05input\x18\x01 \x01(\v2\x14.ether.v1.AgentInputB\x06\xa2\xbb\x18\x02\b\x01R\x05input\x12(\n" +
+	"\x06notify\x18\x02 \x01(\v2\x10.ether.v1.NotifyR\x06notify\"@\n" +
 	"\x0fExecuteResponse\x12-\n" +
-	"\x06output\x18\x01 \x01(\v2\x15.ether.v1.AgentOutputR\x06output\"J\n" +
+	"\x06output\x18\x01 \x01(\v2\x15.ether.v1.AgentOutputR\x06output\"t\n" +
 	"\x14ExecuteStreamRequest\x122\n" +
-	"\x05input\x18\x01 \x01(\v2\x14.ether.v1.AgentInputB\x06\xa2\xbb\x18\x02\b\x01R\x05input\"9\n" +
+	"\x05input\x18\x01 \x01(\v2\x14.ether.v1.AgentInputB\x06\xa2\xbb\x18\x02\b\x01R\x05input\x12(\n" +
+	"\x06notify\x18\x02 \x01(\v2\x10.ether.v1.NotifyR\x06notify\"9\n" +
 	"\vTaskStarted\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\"Z\n" +
@@ -2495,6 +2517,7 @@ var file_ether_v1_agent_io_proto_goTypes = []any{
 	(*Budget)(nil),                // 32: ether.v1.Budget
 	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
 	(*structpb.Value)(nil),        // 34: google.protobuf.Value
+	(*Notify)(nil),                // 35: ether.v1.Notify
 }
 var file_ether_v1_agent_io_proto_depIdxs = []int32{
 	29, // 0: ether.v1.ActionSpec.params_schema:type_name -> google.protobuf.Struct
@@ -2526,33 +2549,35 @@ var file_ether_v1_agent_io_proto_depIdxs = []int32{
 	5,  // 26: ether.v1.ListAgentsResponse.agents:type_name -> ether.v1.AgentInfo
 	5,  // 27: ether.v1.GetAgentResponse.agent:type_name -> ether.v1.AgentInfo
 	9,  // 28: ether.v1.ExecuteRequest.input:type_name -> ether.v1.AgentInput
-	13, // 29: ether.v1.ExecuteResponse.output:type_name -> ether.v1.AgentOutput
-	9,  // 30: ether.v1.ExecuteStreamRequest.input:type_name -> ether.v1.AgentInput
-	29, // 31: ether.v1.TaskLog.fields:type_name -> google.protobuf.Struct
-	33, // 32: ether.v1.ExecuteStreamResponse.time:type_name -> google.protobuf.Timestamp
-	21, // 33: ether.v1.ExecuteStreamResponse.started:type_name -> ether.v1.TaskStarted
-	22, // 34: ether.v1.ExecuteStreamResponse.progress:type_name -> ether.v1.TaskProgress
-	23, // 35: ether.v1.ExecuteStreamResponse.log:type_name -> ether.v1.TaskLog
-	13, // 36: ether.v1.ExecuteStreamResponse.output:type_name -> ether.v1.AgentOutput
-	9,  // 37: ether.v1.PipeRequest.input:type_name -> ether.v1.AgentInput
-	13, // 38: ether.v1.PipeResponse.output:type_name -> ether.v1.AgentOutput
-	14, // 39: ether.v1.AgentIOService.ListAgents:input_type -> ether.v1.ListAgentsRequest
-	16, // 40: ether.v1.AgentIOService.GetAgent:input_type -> ether.v1.GetAgentRequest
-	18, // 41: ether.v1.AgentIOService.Execute:input_type -> ether.v1.ExecuteRequest
-	20, // 42: ether.v1.AgentIOService.ExecuteStream:input_type -> ether.v1.ExecuteStreamRequest
-	25, // 43: ether.v1.AgentIOService.Pipe:input_type -> ether.v1.PipeRequest
-	27, // 44: ether.v1.AgentIOService.CancelTask:input_type -> ether.v1.CancelTaskRequest
-	15, // 45: ether.v1.AgentIOService.ListAgents:output_type -> ether.v1.ListAgentsResponse
-	17, // 46: ether.v1.AgentIOService.GetAgent:output_type -> ether.v1.GetAgentResponse
-	19, // 47: ether.v1.AgentIOService.Execute:output_type -> ether.v1.ExecuteResponse
-	24, // 48: ether.v1.AgentIOService.ExecuteStream:output_type -> ether.v1.ExecuteStreamResponse
-	26, // 49: ether.v1.AgentIOService.Pipe:output_type -> ether.v1.PipeResponse
-	28, // 50: ether.v1.AgentIOService.CancelTask:output_type -> ether.v1.CancelTaskResponse
-	45, // [45:51] is the sub-list for method output_type
-	39, // [39:45] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	35, // 29: ether.v1.ExecuteRequest.notify:type_name -> ether.v1.Notify
+	13, // 30: ether.v1.ExecuteResponse.output:type_name -> ether.v1.AgentOutput
+	9,  // 31: ether.v1.ExecuteStreamRequest.input:type_name -> ether.v1.AgentInput
+	35, // 32: ether.v1.ExecuteStreamRequest.notify:type_name -> ether.v1.Notify
+	29, // 33: ether.v1.TaskLog.fields:type_name -> google.protobuf.Struct
+	33, // 34: ether.v1.ExecuteStreamResponse.time:type_name -> google.protobuf.Timestamp
+	21, // 35: ether.v1.ExecuteStreamResponse.started:type_name -> ether.v1.TaskStarted
+	22, // 36: ether.v1.ExecuteStreamResponse.progress:type_name -> ether.v1.TaskProgress
+	23, // 37: ether.v1.ExecuteStreamResponse.log:type_name -> ether.v1.TaskLog
+	13, // 38: ether.v1.ExecuteStreamResponse.output:type_name -> ether.v1.AgentOutput
+	9,  // 39: ether.v1.PipeRequest.input:type_name -> ether.v1.AgentInput
+	13, // 40: ether.v1.PipeResponse.output:type_name -> ether.v1.AgentOutput
+	14, // 41: ether.v1.AgentIOService.ListAgents:input_type -> ether.v1.ListAgentsRequest
+	16, // 42: ether.v1.AgentIOService.GetAgent:input_type -> ether.v1.GetAgentRequest
+	18, // 43: ether.v1.AgentIOService.Execute:input_type -> ether.v1.ExecuteRequest
+	20, // 44: ether.v1.AgentIOService.ExecuteStream:input_type -> ether.v1.ExecuteStreamRequest
+	25, // 45: ether.v1.AgentIOService.Pipe:input_type -> ether.v1.PipeRequest
+	27, // 46: ether.v1.AgentIOService.CancelTask:input_type -> ether.v1.CancelTaskRequest
+	15, // 47: ether.v1.AgentIOService.ListAgents:output_type -> ether.v1.ListAgentsResponse
+	17, // 48: ether.v1.AgentIOService.GetAgent:output_type -> ether.v1.GetAgentResponse
+	19, // 49: ether.v1.AgentIOService.Execute:output_type -> ether.v1.ExecuteResponse
+	24, // 50: ether.v1.AgentIOService.ExecuteStream:output_type -> ether.v1.ExecuteStreamResponse
+	26, // 51: ether.v1.AgentIOService.Pipe:output_type -> ether.v1.PipeResponse
+	28, // 52: ether.v1.AgentIOService.CancelTask:output_type -> ether.v1.CancelTaskResponse
+	47, // [47:53] is the sub-list for method output_type
+	41, // [41:47] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_ether_v1_agent_io_proto_init() }

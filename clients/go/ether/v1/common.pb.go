@@ -164,11 +164,80 @@ func (x *Budget) GetMaxTasks() int32 {
 	return 0
 }
 
+// Notify names where the host delivers the final output of a task or a
+// workflow run once it ends, besides answering the caller
+// (docs/notifications.md). The delivery goes on when the caller has gone
+// away: a task with a Notify runs to its end even then. Each delivery is
+// recorded with its attempts in the host's log and its state directory.
+type Notify struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An http or https URL the host POSTs the output to as JSON, signed with
+	// HMAC-SHA256 over the body with the host's `[notifications] secret` in
+	// the header `X-Ether-Signature: sha256=<hex>`, and retried with
+	// backoff until it answers 2xx (at least once: `X-Ether-Delivery` names
+	// the delivery for deduplication). It goes out under the gateway's egress
+	// policy of the name "@notify", audited like `net.fetch`. Not an http(s)
+	// URL, or a host with no secret configured: INVALID_ARGUMENT.
+	// At most 2048 characters.
+	WebhookUrl string `protobuf:"bytes,1,opt,name=webhook_url,json=webhookUrl,proto3" json:"webhook_url,omitempty"`
+	// A gateway topic the host publishes the output on, as a message of
+	// type "task_completed" or "run_completed" from sender "@notify".
+	// Not a topic name: INVALID_ARGUMENT.
+	// At most 128 characters.
+	ReplyTopic    string `protobuf:"bytes,2,opt,name=reply_topic,json=replyTopic,proto3" json:"reply_topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Notify) Reset() {
+	*x = Notify{}
+	mi := &file_ether_v1_common_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Notify) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Notify) ProtoMessage() {}
+
+func (x *Notify) ProtoReflect() protoreflect.Message {
+	mi := &file_ether_v1_common_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Notify.ProtoReflect.Descriptor instead.
+func (*Notify) Descriptor() ([]byte, []int) {
+	return file_ether_v1_common_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Notify) GetWebhookUrl() string {
+	if x != nil {
+		return x.WebhookUrl
+	}
+	return ""
+}
+
+func (x *Notify) GetReplyTopic() string {
+	if x != nil {
+		return x.ReplyTopic
+	}
+	return ""
+}
+
 var File_ether_v1_common_proto protoreflect.FileDescriptor
 
 const file_ether_v1_common_proto_rawDesc = "" +
 	"\n" +
-	"\x15ether/v1/common.proto\x12\bether.v1\x1a\x1egoogle/protobuf/duration.proto\"\xda\x01\n" +
+	"\x15ether/v1/common.proto\x12\bether.v1\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\"\xda\x01\n" +
 	"\x06Budget\x12\x1e\n" +
 	"\bmax_cost\x18\x01 \x01(\x01H\x00R\amaxCost\x88\x01\x01\x124\n" +
 	"\bmax_time\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\amaxTime\x12*\n" +
@@ -177,7 +246,12 @@ const file_ether_v1_common_proto_rawDesc = "" +
 	"\t_max_costB\x11\n" +
 	"\x0f_max_iterationsB\f\n" +
 	"\n" +
-	"_max_tasks*c\n" +
+	"_max_tasks\"\\\n" +
+	"\x06Notify\x12(\n" +
+	"\vwebhook_url\x18\x01 \x01(\tB\a\xa2\xbb\x18\x030\x80\x10R\n" +
+	"webhookUrl\x12(\n" +
+	"\vreply_topic\x18\x02 \x01(\tB\a\xa2\xbb\x18\x030\x80\x01R\n" +
+	"replyTopic*c\n" +
 	"\bLanguage\x12\x18\n" +
 	"\x14LANGUAGE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fLANGUAGE_PYTHON\x10\x01\x12\x0f\n" +
@@ -198,14 +272,15 @@ func file_ether_v1_common_proto_rawDescGZIP() []byte {
 }
 
 var file_ether_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ether_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_ether_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_ether_v1_common_proto_goTypes = []any{
 	(Language)(0),               // 0: ether.v1.Language
 	(*Budget)(nil),              // 1: ether.v1.Budget
-	(*durationpb.Duration)(nil), // 2: google.protobuf.Duration
+	(*Notify)(nil),              // 2: ether.v1.Notify
+	(*durationpb.Duration)(nil), // 3: google.protobuf.Duration
 }
 var file_ether_v1_common_proto_depIdxs = []int32{
-	2, // 0: ether.v1.Budget.max_time:type_name -> google.protobuf.Duration
+	3, // 0: ether.v1.Budget.max_time:type_name -> google.protobuf.Duration
 	1, // [1:1] is the sub-list for method output_type
 	1, // [1:1] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
@@ -218,6 +293,7 @@ func file_ether_v1_common_proto_init() {
 	if File_ether_v1_common_proto != nil {
 		return
 	}
+	file_ether_v1_rules_proto_init()
 	file_ether_v1_common_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -225,7 +301,7 @@ func file_ether_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ether_v1_common_proto_rawDesc), len(file_ether_v1_common_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   1,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

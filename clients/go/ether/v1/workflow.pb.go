@@ -1606,7 +1606,11 @@ type CreateRunRequest struct {
 	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Validate the spec and return the run that would be created, in
 	// RUN_STATE_PENDING with an empty id, without starting it.
-	ValidateOnly  bool `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	ValidateOnly bool `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	// Where the host delivers the run as GetRun shows it once the run ends
+	// (a webhook, a topic). Ignored with validate_only and for a repeated
+	// request_id (the first request's notify holds).
+	Notify        *Notify `protobuf:"bytes,5,opt,name=notify,proto3" json:"notify,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1678,6 +1682,13 @@ func (x *CreateRunRequest) GetValidateOnly() bool {
 		return x.ValidateOnly
 	}
 	return false
+}
+
+func (x *CreateRunRequest) GetNotify() *Notify {
+	if x != nil {
+		return x.Notify
+	}
+	return nil
 }
 
 type isCreateRunRequest_SpecSource interface {
@@ -3521,13 +3532,14 @@ const file_ether_v1_workflow_proto_rawDesc = "" +
 	"proposedBy\x129\n" +
 	"\n" +
 	"started_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x125\n" +
-	"\bended_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\"\xc3\x01\n" +
+	"\bended_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\"\xed\x01\n" +
 	"\x10CreateRunRequest\x12,\n" +
 	"\x04spec\x18\x01 \x01(\v2\x16.ether.v1.WorkflowSpecH\x00R\x04spec\x12\x1d\n" +
 	"\tspec_text\x18\x02 \x01(\tH\x00R\bspecText\x12&\n" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tB\a\xa2\xbb\x18\x030\x80\x01R\trequestId\x12#\n" +
-	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnlyB\x15\n" +
+	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\x12(\n" +
+	"\x06notify\x18\x05 \x01(\v2\x10.ether.v1.NotifyR\x06notifyB\x15\n" +
 	"\vspec_source\x12\x06\xaa\xbb\x18\x02\b\x01\"4\n" +
 	"\x11CreateRunResponse\x12\x1f\n" +
 	"\x03run\x18\x01 \x01(\v2\r.ether.v1.RunR\x03run\"1\n" +
@@ -3746,8 +3758,9 @@ var file_ether_v1_workflow_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),   // 47: google.protobuf.Timestamp
 	(*TaskError)(nil),               // 48: ether.v1.TaskError
 	(*AgentOutput)(nil),             // 49: ether.v1.AgentOutput
-	(*TaskProgress)(nil),            // 50: ether.v1.TaskProgress
-	(*TaskLog)(nil),                 // 51: ether.v1.TaskLog
+	(*Notify)(nil),                  // 50: ether.v1.Notify
+	(*TaskProgress)(nil),            // 51: ether.v1.TaskProgress
+	(*TaskLog)(nil),                 // 52: ether.v1.TaskLog
 }
 var file_ether_v1_workflow_proto_depIdxs = []int32{
 	43, // 0: ether.v1.RetryPolicy.initial_backoff:type_name -> google.protobuf.Duration
@@ -3788,66 +3801,67 @@ var file_ether_v1_workflow_proto_depIdxs = []int32{
 	47, // 35: ether.v1.RunTask.started_at:type_name -> google.protobuf.Timestamp
 	47, // 36: ether.v1.RunTask.ended_at:type_name -> google.protobuf.Timestamp
 	10, // 37: ether.v1.CreateRunRequest.spec:type_name -> ether.v1.WorkflowSpec
-	14, // 38: ether.v1.CreateRunResponse.run:type_name -> ether.v1.Run
-	14, // 39: ether.v1.GetRunResponse.run:type_name -> ether.v1.Run
-	0,  // 40: ether.v1.ListRunsRequest.states:type_name -> ether.v1.RunState
-	14, // 41: ether.v1.ListRunsResponse.runs:type_name -> ether.v1.Run
-	2,  // 42: ether.v1.ListRunTasksRequest.state:type_name -> ether.v1.RunTaskState
-	15, // 43: ether.v1.ListRunTasksResponse.tasks:type_name -> ether.v1.RunTask
-	14, // 44: ether.v1.CancelRunResponse.run:type_name -> ether.v1.Run
-	43, // 45: ether.v1.WaitRunRequest.timeout:type_name -> google.protobuf.Duration
-	14, // 46: ether.v1.WaitRunResponse.run:type_name -> ether.v1.Run
-	0,  // 47: ether.v1.RunCompleted.state:type_name -> ether.v1.RunState
-	48, // 48: ether.v1.RunCompleted.error:type_name -> ether.v1.TaskError
-	11, // 49: ether.v1.RunCompleted.usage:type_name -> ether.v1.BudgetUsage
-	12, // 50: ether.v1.RunCompleted.tasks:type_name -> ether.v1.TaskCounts
-	12, // 51: ether.v1.StageProgress.tasks:type_name -> ether.v1.TaskCounts
-	11, // 52: ether.v1.StageProgress.usage:type_name -> ether.v1.BudgetUsage
-	1,  // 53: ether.v1.StageCompleted.state:type_name -> ether.v1.StageState
-	12, // 54: ether.v1.StageCompleted.tasks:type_name -> ether.v1.TaskCounts
-	11, // 55: ether.v1.StageCompleted.usage:type_name -> ether.v1.BudgetUsage
-	48, // 56: ether.v1.StageCompleted.error:type_name -> ether.v1.TaskError
-	15, // 57: ether.v1.RunTaskStarted.task:type_name -> ether.v1.RunTask
-	50, // 58: ether.v1.RunTaskProgress.progress:type_name -> ether.v1.TaskProgress
-	51, // 59: ether.v1.RunTaskProgress.log:type_name -> ether.v1.TaskLog
-	15, // 60: ether.v1.RunTaskCompleted.task:type_name -> ether.v1.RunTask
-	47, // 61: ether.v1.StreamRunEventsResponse.time:type_name -> google.protobuf.Timestamp
-	29, // 62: ether.v1.StreamRunEventsResponse.run_started:type_name -> ether.v1.RunStarted
-	30, // 63: ether.v1.StreamRunEventsResponse.run_resumed:type_name -> ether.v1.RunResumed
-	31, // 64: ether.v1.StreamRunEventsResponse.run_completed:type_name -> ether.v1.RunCompleted
-	32, // 65: ether.v1.StreamRunEventsResponse.stage_started:type_name -> ether.v1.StageStarted
-	33, // 66: ether.v1.StreamRunEventsResponse.stage_progress:type_name -> ether.v1.StageProgress
-	34, // 67: ether.v1.StreamRunEventsResponse.stage_completed:type_name -> ether.v1.StageCompleted
-	35, // 68: ether.v1.StreamRunEventsResponse.task_started:type_name -> ether.v1.RunTaskStarted
-	36, // 69: ether.v1.StreamRunEventsResponse.task_progress:type_name -> ether.v1.RunTaskProgress
-	37, // 70: ether.v1.StreamRunEventsResponse.task_completed:type_name -> ether.v1.RunTaskCompleted
-	14, // 71: ether.v1.ResumeRunResponse.run:type_name -> ether.v1.Run
-	4,  // 72: ether.v1.GetRunReportRequest.format:type_name -> ether.v1.ReportFormat
-	4,  // 73: ether.v1.GetRunReportResponse.format:type_name -> ether.v1.ReportFormat
-	0,  // 74: ether.v1.GetRunReportResponse.run_state:type_name -> ether.v1.RunState
-	16, // 75: ether.v1.WorkflowService.CreateRun:input_type -> ether.v1.CreateRunRequest
-	18, // 76: ether.v1.WorkflowService.GetRun:input_type -> ether.v1.GetRunRequest
-	20, // 77: ether.v1.WorkflowService.ListRuns:input_type -> ether.v1.ListRunsRequest
-	22, // 78: ether.v1.WorkflowService.ListRunTasks:input_type -> ether.v1.ListRunTasksRequest
-	24, // 79: ether.v1.WorkflowService.CancelRun:input_type -> ether.v1.CancelRunRequest
-	26, // 80: ether.v1.WorkflowService.WaitRun:input_type -> ether.v1.WaitRunRequest
-	28, // 81: ether.v1.WorkflowService.StreamRunEvents:input_type -> ether.v1.StreamRunEventsRequest
-	39, // 82: ether.v1.WorkflowService.ResumeRun:input_type -> ether.v1.ResumeRunRequest
-	41, // 83: ether.v1.WorkflowService.GetRunReport:input_type -> ether.v1.GetRunReportRequest
-	17, // 84: ether.v1.WorkflowService.CreateRun:output_type -> ether.v1.CreateRunResponse
-	19, // 85: ether.v1.WorkflowService.GetRun:output_type -> ether.v1.GetRunResponse
-	21, // 86: ether.v1.WorkflowService.ListRuns:output_type -> ether.v1.ListRunsResponse
-	23, // 87: ether.v1.WorkflowService.ListRunTasks:output_type -> ether.v1.ListRunTasksResponse
-	25, // 88: ether.v1.WorkflowService.CancelRun:output_type -> ether.v1.CancelRunResponse
-	27, // 89: ether.v1.WorkflowService.WaitRun:output_type -> ether.v1.WaitRunResponse
-	38, // 90: ether.v1.WorkflowService.StreamRunEvents:output_type -> ether.v1.StreamRunEventsResponse
-	40, // 91: ether.v1.WorkflowService.ResumeRun:output_type -> ether.v1.ResumeRunResponse
-	42, // 92: ether.v1.WorkflowService.GetRunReport:output_type -> ether.v1.GetRunReportResponse
-	84, // [84:93] is the sub-list for method output_type
-	75, // [75:84] is the sub-list for method input_type
-	75, // [75:75] is the sub-list for extension type_name
-	75, // [75:75] is the sub-list for extension extendee
-	0,  // [0:75] is the sub-list for field type_name
+	50, // 38: ether.v1.CreateRunRequest.notify:type_name -> ether.v1.Notify
+	14, // 39: ether.v1.CreateRunResponse.run:type_name -> ether.v1.Run
+	14, // 40: ether.v1.GetRunResponse.run:type_name -> ether.v1.Run
+	0,  // 41: ether.v1.ListRunsRequest.states:type_name -> ether.v1.RunState
+	14, // 42: ether.v1.ListRunsResponse.runs:type_name -> ether.v1.Run
+	2,  // 43: ether.v1.ListRunTasksRequest.state:type_name -> ether.v1.RunTaskState
+	15, // 44: ether.v1.ListRunTasksResponse.tasks:type_name -> ether.v1.RunTask
+	14, // 45: ether.v1.CancelRunResponse.run:type_name -> ether.v1.Run
+	43, // 46: ether.v1.WaitRunRequest.timeout:type_name -> google.protobuf.Duration
+	14, // 47: ether.v1.WaitRunResponse.run:type_name -> ether.v1.Run
+	0,  // 48: ether.v1.RunCompleted.state:type_name -> ether.v1.RunState
+	48, // 49: ether.v1.RunCompleted.error:type_name -> ether.v1.TaskError
+	11, // 50: ether.v1.RunCompleted.usage:type_name -> ether.v1.BudgetUsage
+	12, // 51: ether.v1.RunCompleted.tasks:type_name -> ether.v1.TaskCounts
+	12, // 52: ether.v1.StageProgress.tasks:type_name -> ether.v1.TaskCounts
+	11, // 53: ether.v1.StageProgress.usage:type_name -> ether.v1.BudgetUsage
+	1,  // 54: ether.v1.StageCompleted.state:type_name -> ether.v1.StageState
+	12, // 55: ether.v1.StageCompleted.tasks:type_name -> ether.v1.TaskCounts
+	11, // 56: ether.v1.StageCompleted.usage:type_name -> ether.v1.BudgetUsage
+	48, // 57: ether.v1.StageCompleted.error:type_name -> ether.v1.TaskError
+	15, // 58: ether.v1.RunTaskStarted.task:type_name -> ether.v1.RunTask
+	51, // 59: ether.v1.RunTaskProgress.progress:type_name -> ether.v1.TaskProgress
+	52, // 60: ether.v1.RunTaskProgress.log:type_name -> ether.v1.TaskLog
+	15, // 61: ether.v1.RunTaskCompleted.task:type_name -> ether.v1.RunTask
+	47, // 62: ether.v1.StreamRunEventsResponse.time:type_name -> google.protobuf.Timestamp
+	29, // 63: ether.v1.StreamRunEventsResponse.run_started:type_name -> ether.v1.RunStarted
+	30, // 64: ether.v1.StreamRunEventsResponse.run_resumed:type_name -> ether.v1.RunResumed
+	31, // 65: ether.v1.StreamRunEventsResponse.run_completed:type_name -> ether.v1.RunCompleted
+	32, // 66: ether.v1.StreamRunEventsResponse.stage_started:type_name -> ether.v1.StageStarted
+	33, // 67: ether.v1.StreamRunEventsResponse.stage_progress:type_name -> ether.v1.StageProgress
+	34, // 68: ether.v1.StreamRunEventsResponse.stage_completed:type_name -> ether.v1.StageCompleted
+	35, // 69: ether.v1.StreamRunEventsResponse.task_started:type_name -> ether.v1.RunTaskStarted
+	36, // 70: ether.v1.StreamRunEventsResponse.task_progress:type_name -> ether.v1.RunTaskProgress
+	37, // 71: ether.v1.StreamRunEventsResponse.task_completed:type_name -> ether.v1.RunTaskCompleted
+	14, // 72: ether.v1.ResumeRunResponse.run:type_name -> ether.v1.Run
+	4,  // 73: ether.v1.GetRunReportRequest.format:type_name -> ether.v1.ReportFormat
+	4,  // 74: ether.v1.GetRunReportResponse.format:type_name -> ether.v1.ReportFormat
+	0,  // 75: ether.v1.GetRunReportResponse.run_state:type_name -> ether.v1.RunState
+	16, // 76: ether.v1.WorkflowService.CreateRun:input_type -> ether.v1.CreateRunRequest
+	18, // 77: ether.v1.WorkflowService.GetRun:input_type -> ether.v1.GetRunRequest
+	20, // 78: ether.v1.WorkflowService.ListRuns:input_type -> ether.v1.ListRunsRequest
+	22, // 79: ether.v1.WorkflowService.ListRunTasks:input_type -> ether.v1.ListRunTasksRequest
+	24, // 80: ether.v1.WorkflowService.CancelRun:input_type -> ether.v1.CancelRunRequest
+	26, // 81: ether.v1.WorkflowService.WaitRun:input_type -> ether.v1.WaitRunRequest
+	28, // 82: ether.v1.WorkflowService.StreamRunEvents:input_type -> ether.v1.StreamRunEventsRequest
+	39, // 83: ether.v1.WorkflowService.ResumeRun:input_type -> ether.v1.ResumeRunRequest
+	41, // 84: ether.v1.WorkflowService.GetRunReport:input_type -> ether.v1.GetRunReportRequest
+	17, // 85: ether.v1.WorkflowService.CreateRun:output_type -> ether.v1.CreateRunResponse
+	19, // 86: ether.v1.WorkflowService.GetRun:output_type -> ether.v1.GetRunResponse
+	21, // 87: ether.v1.WorkflowService.ListRuns:output_type -> ether.v1.ListRunsResponse
+	23, // 88: ether.v1.WorkflowService.ListRunTasks:output_type -> ether.v1.ListRunTasksResponse
+	25, // 89: ether.v1.WorkflowService.CancelRun:output_type -> ether.v1.CancelRunResponse
+	27, // 90: ether.v1.WorkflowService.WaitRun:output_type -> ether.v1.WaitRunResponse
+	38, // 91: ether.v1.WorkflowService.StreamRunEvents:output_type -> ether.v1.StreamRunEventsResponse
+	40, // 92: ether.v1.WorkflowService.ResumeRun:output_type -> ether.v1.ResumeRunResponse
+	42, // 93: ether.v1.WorkflowService.GetRunReport:output_type -> ether.v1.GetRunReportResponse
+	85, // [85:94] is the sub-list for method output_type
+	76, // [76:85] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_ether_v1_workflow_proto_init() }

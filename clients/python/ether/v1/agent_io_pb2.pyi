@@ -285,10 +285,12 @@ class GetAgentResponse(_message.Message):
     def __init__(self, agent: _Optional[_Union[AgentInfo, _Mapping]] = ...) -> None: ...
 
 class ExecuteRequest(_message.Message):
-    __slots__ = ("input",)
+    __slots__ = ("input", "notify")
     INPUT_FIELD_NUMBER: _ClassVar[int]
+    NOTIFY_FIELD_NUMBER: _ClassVar[int]
     input: AgentInput
-    def __init__(self, input: _Optional[_Union[AgentInput, _Mapping]] = ...) -> None: ...
+    notify: _common_pb2.Notify
+    def __init__(self, input: _Optional[_Union[AgentInput, _Mapping]] = ..., notify: _Optional[_Union[_common_pb2.Notify, _Mapping]] = ...) -> None: ...
 
 class ExecuteResponse(_message.Message):
     __slots__ = ("output",)
@@ -297,10 +299,12 @@ class ExecuteResponse(_message.Message):
     def __init__(self, output: _Optional[_Union[AgentOutput, _Mapping]] = ...) -> None: ...
 
 class ExecuteStreamRequest(_message.Message):
-    __slots__ = ("input",)
+    __slots__ = ("input", "notify")
     INPUT_FIELD_NUMBER: _ClassVar[int]
+    NOTIFY_FIELD_NUMBER: _ClassVar[int]
     input: AgentInput
-    def __init__(self, input: _Optional[_Union[AgentInput, _Mapping]] = ...) -> None: ...
+    notify: _common_pb2.Notify
+    def __init__(self, input: _Optional[_Union[AgentInput, _Mapping]] = ..., notify: _Optional[_Union[_common_pb2.Notify, _Mapping]] = ...) -> None: ...
 
 class TaskStarted(_message.Message):
     __slots__ = ("pid", "attempt")

@@ -22,10 +22,11 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from ether.v1 import rules_pb2 as ether_dot_v1_dot_rules__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x65ther/v1/common.proto\x12\x08\x65ther.v1\x1a\x1egoogle/protobuf/duration.proto\"\xda\x01\n\x06\x42udget\x12\x1e\n\x08max_cost\x18\x01 \x01(\x01H\x00R\x07maxCost\x88\x01\x01\x12\x34\n\x08max_time\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07maxTime\x12*\n\x0emax_iterations\x18\x03 \x01(\x05H\x01R\rmaxIterations\x88\x01\x01\x12 \n\tmax_tasks\x18\x04 \x01(\x05H\x02R\x08maxTasks\x88\x01\x01\x42\x0b\n\t_max_costB\x11\n\x0f_max_iterationsB\x0c\n\n_max_tasks*c\n\x08Language\x12\x18\n\x14LANGUAGE_UNSPECIFIED\x10\x00\x12\x13\n\x0fLANGUAGE_PYTHON\x10\x01\x12\x0f\n\x0bLANGUAGE_GO\x10\x02\x12\x17\n\x13LANGUAGE_TYPESCRIPT\x10\x03\x42\x94\x01\n\x0c\x63om.ether.v1B\x0b\x43ommonProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03\x45XX\xaa\x02\x08\x45ther.V1\xca\x02\x08\x45ther\\V1\xe2\x02\x14\x45ther\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x65ther/v1/common.proto\x12\x08\x65ther.v1\x1a\x14\x65ther/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\"\xda\x01\n\x06\x42udget\x12\x1e\n\x08max_cost\x18\x01 \x01(\x01H\x00R\x07maxCost\x88\x01\x01\x12\x34\n\x08max_time\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07maxTime\x12*\n\x0emax_iterations\x18\x03 \x01(\x05H\x01R\rmaxIterations\x88\x01\x01\x12 \n\tmax_tasks\x18\x04 \x01(\x05H\x02R\x08maxTasks\x88\x01\x01\x42\x0b\n\t_max_costB\x11\n\x0f_max_iterationsB\x0c\n\n_max_tasks\"\\\n\x06Notify\x12(\n\x0bwebhook_url\x18\x01 \x01(\tB\x07\xa2\xbb\x18\x03\x30\x80\x10R\nwebhookUrl\x12(\n\x0breply_topic\x18\x02 \x01(\tB\x07\xa2\xbb\x18\x03\x30\x80\x01R\nreplyTopic*c\n\x08Language\x12\x18\n\x14LANGUAGE_UNSPECIFIED\x10\x00\x12\x13\n\x0fLANGUAGE_PYTHON\x10\x01\x12\x0f\n\x0bLANGUAGE_GO\x10\x02\x12\x17\n\x13LANGUAGE_TYPESCRIPT\x10\x03\x42\x94\x01\n\x0c\x63om.ether.v1B\x0b\x43ommonProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03\x45XX\xaa\x02\x08\x45ther.V1\xca\x02\x08\x45ther\\V1\xe2\x02\x14\x45ther\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,8 +34,14 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ether.v1.common_pb2', _glob
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\014com.ether.v1B\013CommonProtoP\001Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\242\002\003EXX\252\002\010Ether.V1\312\002\010Ether\\V1\342\002\024Ether\\V1\\GPBMetadata\352\002\tEther::V1'
-  _globals['_LANGUAGE']._serialized_start=288
-  _globals['_LANGUAGE']._serialized_end=387
-  _globals['_BUDGET']._serialized_start=68
-  _globals['_BUDGET']._serialized_end=286
+  _globals['_NOTIFY'].fields_by_name['webhook_url']._loaded_options = None
+  _globals['_NOTIFY'].fields_by_name['webhook_url']._serialized_options = b'\242\273\030\0030\200\020'
+  _globals['_NOTIFY'].fields_by_name['reply_topic']._loaded_options = None
+  _globals['_NOTIFY'].fields_by_name['reply_topic']._serialized_options = b'\242\273\030\0030\200\001'
+  _globals['_LANGUAGE']._serialized_start=404
+  _globals['_LANGUAGE']._serialized_end=503
+  _globals['_BUDGET']._serialized_start=90
+  _globals['_BUDGET']._serialized_end=308
+  _globals['_NOTIFY']._serialized_start=310
+  _globals['_NOTIFY']._serialized_end=402
 # @@protoc_insertion_point(module_scope)

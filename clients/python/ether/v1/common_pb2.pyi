@@ -1,5 +1,6 @@
 import datetime
 
+from ether.v1 import rules_pb2 as _rules_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -31,3 +32,11 @@ class Budget(_message.Message):
     max_iterations: int
     max_tasks: int
     def __init__(self, max_cost: _Optional[float] = ..., max_time: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_iterations: _Optional[int] = ..., max_tasks: _Optional[int] = ...) -> None: ...
+
+class Notify(_message.Message):
+    __slots__ = ("webhook_url", "reply_topic")
+    WEBHOOK_URL_FIELD_NUMBER: _ClassVar[int]
+    REPLY_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    webhook_url: str
+    reply_topic: str
+    def __init__(self, webhook_url: _Optional[str] = ..., reply_topic: _Optional[str] = ...) -> None: ...

@@ -299,16 +299,18 @@ class RunTask(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., stage: _Optional[str] = ..., input_index: _Optional[int] = ..., action_index: _Optional[int] = ..., agent: _Optional[str] = ..., action: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., state: _Optional[_Union[RunTaskState, str]] = ..., attempts: _Optional[int] = ..., output: _Optional[_Union[_agent_io_pb2.AgentOutput, _Mapping]] = ..., proposed_by: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CreateRunRequest(_message.Message):
-    __slots__ = ("spec", "spec_text", "request_id", "validate_only")
+    __slots__ = ("spec", "spec_text", "request_id", "validate_only", "notify")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     SPEC_TEXT_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    NOTIFY_FIELD_NUMBER: _ClassVar[int]
     spec: WorkflowSpec
     spec_text: str
     request_id: str
     validate_only: bool
-    def __init__(self, spec: _Optional[_Union[WorkflowSpec, _Mapping]] = ..., spec_text: _Optional[str] = ..., request_id: _Optional[str] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+    notify: _common_pb2.Notify
+    def __init__(self, spec: _Optional[_Union[WorkflowSpec, _Mapping]] = ..., spec_text: _Optional[str] = ..., request_id: _Optional[str] = ..., validate_only: _Optional[bool] = ..., notify: _Optional[_Union[_common_pb2.Notify, _Mapping]] = ...) -> None: ...
 
 class CreateRunResponse(_message.Message):
     __slots__ = ("run",)

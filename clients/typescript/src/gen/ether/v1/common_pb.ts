@@ -4,6 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import { file_ether_v1_rules } from "./rules_pb.js";
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -12,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file ether/v1/common.proto.
  */
 export const file_ether_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("ChVldGhlci92MS9jb21tb24ucHJvdG8SCGV0aGVyLnYxIq8BCgZCdWRnZXQSFQoIbWF4X2Nvc3QYASABKAFIAIgBARIrCghtYXhfdGltZRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIbCg5tYXhfaXRlcmF0aW9ucxgDIAEoBUgBiAEBEhYKCW1heF90YXNrcxgEIAEoBUgCiAEBQgsKCV9tYXhfY29zdEIRCg9fbWF4X2l0ZXJhdGlvbnNCDAoKX21heF90YXNrcypjCghMYW5ndWFnZRIYChRMQU5HVUFHRV9VTlNQRUNJRklFRBAAEhMKD0xBTkdVQUdFX1BZVEhPThABEg8KC0xBTkdVQUdFX0dPEAISFwoTTEFOR1VBR0VfVFlQRVNDUklQVBADQpQBCgxjb20uZXRoZXIudjFCC0NvbW1vblByb3RvUAFaNmdpdGh1Yi5jb20vZXRoZXJob3N0L2V0aGVyL2NsaWVudHMvZ28vZXRoZXIvdjE7ZXRoZXJ2MaICA0VYWKoCCEV0aGVyLlYxygIIRXRoZXJcVjHiAhRFdGhlclxWMVxHUEJNZXRhZGF0YeoCCUV0aGVyOjpWMWIGcHJvdG8z", [file_google_protobuf_duration]);
+  fileDesc("ChVldGhlci92MS9jb21tb24ucHJvdG8SCGV0aGVyLnYxIq8BCgZCdWRnZXQSFQoIbWF4X2Nvc3QYASABKAFIAIgBARIrCghtYXhfdGltZRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIbCg5tYXhfaXRlcmF0aW9ucxgDIAEoBUgBiAEBEhYKCW1heF90YXNrcxgEIAEoBUgCiAEBQgsKCV9tYXhfY29zdEIRCg9fbWF4X2l0ZXJhdGlvbnNCDAoKX21heF90YXNrcyJECgZOb3RpZnkSHAoLd2ViaG9va191cmwYASABKAlCB6K7GAMwgBASHAoLcmVwbHlfdG9waWMYAiABKAlCB6K7GAMwgAEqYwoITGFuZ3VhZ2USGAoUTEFOR1VBR0VfVU5TUEVDSUZJRUQQABITCg9MQU5HVUFHRV9QWVRIT04QARIPCgtMQU5HVUFHRV9HTxACEhcKE0xBTkdVQUdFX1RZUEVTQ1JJUFQQA0KUAQoMY29tLmV0aGVyLnYxQgtDb21tb25Qcm90b1ABWjZnaXRodWIuY29tL2V0aGVyaG9zdC9ldGhlci9jbGllbnRzL2dvL2V0aGVyL3YxO2V0aGVydjGiAgNFWFiqAghFdGhlci5WMcoCCEV0aGVyXFYx4gIURXRoZXJcVjFcR1BCTWV0YWRhdGHqAglFdGhlcjo6VjFiBnByb3RvMw", [file_ether_v1_rules, file_google_protobuf_duration]);
 
 /**
  * Budget bounds what a task, a workflow stage or a whole run may spend.
@@ -67,6 +68,48 @@ export type Budget = Message<"ether.v1.Budget"> & {
  */
 export const BudgetSchema: GenMessage<Budget> = /*@__PURE__*/
   messageDesc(file_ether_v1_common, 0);
+
+/**
+ * Notify names where the host delivers the final output of a task or a
+ * workflow run once it ends, besides answering the caller
+ * (docs/notifications.md). The delivery goes on when the caller has gone
+ * away: a task with a Notify runs to its end even then. Each delivery is
+ * recorded with its attempts in the host's log and its state directory.
+ *
+ * @generated from message ether.v1.Notify
+ */
+export type Notify = Message<"ether.v1.Notify"> & {
+  /**
+   * An http or https URL the host POSTs the output to as JSON, signed with
+   * HMAC-SHA256 over the body with the host's `[notifications] secret` in
+   * the header `X-Ether-Signature: sha256=<hex>`, and retried with
+   * backoff until it answers 2xx (at least once: `X-Ether-Delivery` names
+   * the delivery for deduplication). It goes out under the gateway's egress
+   * policy of the name "@notify", audited like `net.fetch`. Not an http(s)
+   * URL, or a host with no secret configured: INVALID_ARGUMENT.
+   * At most 2048 characters.
+   *
+   * @generated from field: string webhook_url = 1;
+   */
+  webhookUrl: string;
+
+  /**
+   * A gateway topic the host publishes the output on, as a message of
+   * type "task_completed" or "run_completed" from sender "@notify".
+   * Not a topic name: INVALID_ARGUMENT.
+   * At most 128 characters.
+   *
+   * @generated from field: string reply_topic = 2;
+   */
+  replyTopic: string;
+};
+
+/**
+ * Describes the message ether.v1.Notify.
+ * Use `create(NotifySchema)` to create a new message.
+ */
+export const NotifySchema: GenMessage<Notify> = /*@__PURE__*/
+  messageDesc(file_ether_v1_common, 1);
 
 /**
  * Language is the runtime an agent is written in.

@@ -1,0 +1,354 @@
+"""Completion notifications (docs/notifications.md): a task or a workflow run that names a webhook
+gets its final output POSTed there, signed with the host's secret and retried on a 500, under
+the gateway's egress policy (a denial is recorded and audited); one that names a reply topic
+has it published there, where a subscribed agent finds it; a caller that goes away does not
+stop the task or its delivery. The receiver is a real HTTP server in this process, on loopback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from ether.v1 import agent_io_pb2, common_pb2, gateway_pb2
+from tests.support.agents import AGENTS, deploy
+from tests.support.calls import agent_input, data, execute
+from tests.support.host import HostProcess, sandbox_grants
+from tests.workflows.runs import create
+
+SECRET = "s3cret-for-tests"
+BUDGET = 60.0  # seconds any wait here may take on a loaded machine
+
+
+@dataclass
+class Hit:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class Receiver:
+    """A loopback HTTP server recording every POST; ``plan[path]`` lists the statuses its next
+    POSTs are answered with (then 200)."""
+
+    plan: dict[str, list[int]] = field(default_factory=dict)
+    hits: list[Hit] = field(default_factory=list)
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def start(self) -> None:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                with receiver.changed:
+                    planned = receiver.plan.get(self.path) or []
+                    status = planned.pop(0) if planned else 200
+                    receiver.hits.append(
+                        Hit(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                    )
+                    receiver.changed.notify_all()
+                self.send_response(status)
+                self.send_header("content-length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+    def wait(self, path: str, count: int) -> list[Hit]:
+        """The first ``count`` POSTs to ``path``, once they came (within BUDGET)."""
+        with self.changed:
+            self.changed.wait_for(
+                lambda: len([h for h in self.hits if h.path == path]) >= count, BUDGET
+            )
+            found = [h for h in self.hits if h.path == path]
+        assert len(found) >= count, f"{len(found)} POSTs to {path}, wanted {count}"
+        return found[:count]
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[Receiver]:
+    server = Receiver()
+    server.start()
+    yield server
+    server.stop()
+
+
+def _config(folder: Path, secret: str, max_attempts: int = 4) -> Path:
+    path = folder / "notify.toml"
+    path.write_text(
+        sandbox_grants()
+        + "[notifications]\n"
+        + (f'secret = "{secret}"\n' if secret else "")
+        + f"backoff = 0.05\nmax_backoff = 0.2\nmax_attempts = {max_attempts}\n"
+        + '[gateway.egress.agents."@notify"]\n'
+        + 'allow_hosts = ["127.0.0.1"]\nallow_addresses = ["127.0.0.1/32"]\n'
+        + 'allow_methods = ["POST"]\nrate = 100\nburst = 100\n'
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
+    folder = tmp_path_factory.mktemp("notify")
+    process = HostProcess(folder / "state", env={"ETHER_CONFIG": str(_config(folder, SECRET))})
+    try:
+        process.wait_serving()
+        deploy(process, AGENTS / "worker")
+        deploy(process, AGENTS / "flow")
+        deploy(process, AGENTS / "toolbox", name="listener")
+        yield process
+    finally:
+        process.stop()
+
+
+def _notify(**fields: str) -> common_pb2.Notify:
+    return common_pb2.Notify(**fields)
+
+
+def _execute(
+    host: HostProcess, params: dict[str, Any], notify: common_pb2.Notify
+) -> agent_io_pb2.AgentOutput:
+    request = agent_io_pb2.ExecuteRequest(
+        input=agent_input("worker", "echo", params), notify=notify
+    )
+    return host.agents.Execute(request, timeout=30).output
+
+
+def _deliveries(host: HostProcess, subject: str) -> list[dict[str, Any]]:
+    """The persisted records of ``subject``'s deliveries, with their attempts."""
+    with sqlite3.connect(host.state_dir / "notifications.sqlite3") as db:
+        db.row_factory = sqlite3.Row
+        rows = [
+            dict(r) for r in db.execute("SELECT * FROM deliveries WHERE subject = ?", [subject])
+        ]
+        for row in rows:
+            row["outcomes"] = [
+                a[0]
+                for a in db.execute(
+                    "SELECT outcome FROM attempts WHERE delivery = ? ORDER BY number", [row["id"]]
+                )
+            ]
+    return rows
+
+
+def _final(host: HostProcess, subject: str) -> dict[str, Any]:
+    """The delivery record of ``subject`` once it left pending (its last attempt is logged)."""
+    host.wait_for_log(
+        lambda r: (
+            r.get("event") == "notification attempt"
+            and r.get("subject") == subject
+            and r.get("state") != "pending"
+        ),
+        BUDGET,
+    )
+    (record,) = _deliveries(host, subject)
+    return record
+
+
+def test_a_webhook_gets_the_output_signed_with_the_secret(
+    host: HostProcess, receiver: Receiver
+) -> None:
+    output = _execute(host, {"hello": "hook"}, _notify(webhook_url=receiver.url("/signed")))
+    assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS
+    (hit,) = receiver.wait("/signed", 1)
+    expected = hmac.new(SECRET.encode(), hit.body, hashlib.sha256).hexdigest()
+    assert hit.headers["x-ether-signature"] == f"sha256={expected}"
+    assert hit.headers["content-type"] == "application/json"
+    body = json.loads(hit.body)
+    assert body["kind"] == "task" and body["id"] == output.task_id
+    assert body["output"]["status"] == "SUCCESS"
+    assert body["output"]["data"] == {"hello": "hook"}
+    assert hit.headers["x-ether-delivery"] == body["delivery_id"]
+    record = _final(host, output.task_id)
+    assert (record["state"], record["attempts"], record["outcomes"]) == (
+        "delivered",
+        1,
+        ["delivered"],
+    )
+
+
+def test_a_500_is_retried_with_the_same_delivery_until_it_is_taken(
+    host: HostProcess, receiver: Receiver
+) -> None:
+    receiver.plan["/flaky"] = [500, 500]
+    output = _execute(host, {"n": 1}, _notify(webhook_url=receiver.url("/flaky")))
+    hits = receiver.wait("/flaky", 3)
+    assert [h.headers["x-ether-attempt"] for h in hits] == ["1", "2", "3"]
+    assert len({h.headers["x-ether-delivery"] for h in hits}) == 1
+    assert len({h.body for h in hits}) == 1
+    record = _final(host, output.task_id)
+    assert record["state"] == "delivered" and record["attempts"] == 3
+    assert record["outcomes"] == ["http_error", "http_error", "delivered"]
+
+
+def test_a_webhook_the_egress_policy_refuses_is_recorded_denied_and_audited(
+    host: HostProcess, receiver: Receiver
+) -> None:
+    port = receiver.server.server_address[1]
+    url = f"http://localhost:{port}/refused"  # the policy allows 127.0.0.1 only
+    output = _execute(host, {"n": 2}, _notify(webhook_url=url))
+    record = _final(host, output.task_id)
+    assert record["state"] == "denied" and record["attempts"] == 1
+    assert "host_not_allowed" in record["last_error"]
+    audit = host.gateway.ListAudit(
+        gateway_pb2.ListAuditRequest(agent="@notify"), timeout=10
+    ).records
+    assert [(a.decision, a.reason, a.url) for a in audit if a.task_id == output.task_id] == [
+        (gateway_pb2.AUDIT_DECISION_DENIED, "host_not_allowed", url)
+    ]
+    assert not [h for h in receiver.hits if h.path == "/refused"]
+
+
+def test_a_reply_topic_reaches_a_subscribed_agent(host: HostProcess) -> None:
+    assert data(execute(host, "listener", "subscribe", {"topic": "done.tasks"})) == ["done.tasks"]
+    output = _execute(host, {"via": "topic"}, _notify(reply_topic="done.tasks"))
+    budget = time.monotonic() + BUDGET
+    while True:  # each receive waits up to 5 s for a message in the mailbox
+        got = data(execute(host, "listener", "receive", {"wait_ms": 5000}))
+        if got or time.monotonic() > budget:
+            break
+    (message,) = got
+    assert (message["type"], message["sender"]) == ("task_completed", "@notify")
+    assert message["data"]["id"] == output.task_id
+    assert message["data"]["output"]["data"] == {"via": "topic"}
+
+
+def test_the_task_and_its_delivery_go_on_when_the_caller_goes_away(
+    host: HostProcess, receiver: Receiver
+) -> None:
+    """The caller reads ExecuteStream's started event and cancels the call: the task still runs
+    to its end and its output reaches the webhook."""
+    request = agent_io_pb2.ExecuteStreamRequest(
+        input=agent_input("worker", "nap", {"ms": 300}),
+        notify=_notify(webhook_url=receiver.url("/gone")),
+    )
+    stream = host.agents.ExecuteStream(request, timeout=30)
+    first = next(stream)
+    assert first.WhichOneof("event") == "started"
+    stream.cancel()
+    (hit,) = receiver.wait("/gone", 1)
+    body = json.loads(hit.body)
+    assert body["id"] == first.task_id
+    assert body["output"]["status"] == "SUCCESS"
+    assert body["output"]["data"] == {"slept": 300}
+
+
+def test_a_workflow_run_is_delivered_when_it_ends(host: HostProcess, receiver: Receiver) -> None:
+    run = create(
+        host,
+        "name: told\nstages:\n  - {name: a, agent: flow, action: echo, inputs: [1]}\n",
+        notify=_notify(webhook_url=receiver.url("/run")),
+    )
+    (hit,) = receiver.wait("/run", 1)
+    body = json.loads(hit.body)
+    assert body["kind"] == "run" and body["id"] == run.id
+    assert body["run"]["id"] == run.id and body["run"]["state"] == "RUN_STATE_SUCCEEDED"
+
+
+@pytest.mark.parametrize(
+    ("notify", "names"),
+    [
+        ({"webhook_url": "ftp://127.0.0.1/x"}, "notify.webhook_url"),
+        ({"webhook_url": "not a url"}, "notify.webhook_url"),
+        ({"reply_topic": "Not A Topic"}, "topic"),
+    ],
+)
+def test_a_bad_notify_is_refused_before_the_task_runs(
+    host: HostProcess, notify: dict[str, str], names: str
+) -> None:
+    with pytest.raises(grpc.RpcError) as caught:
+        _execute(host, {}, _notify(**notify))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert names in caught.value.details()
+
+
+def test_a_webhook_needs_a_secret_on_the_host(tmp_path: Path, receiver: Receiver) -> None:
+    process = HostProcess(
+        tmp_path / "state", env={"ETHER_CONFIG": str(_config(tmp_path, secret=""))}
+    )
+    try:
+        process.wait_serving()
+        with pytest.raises(grpc.RpcError) as caught:
+            _execute(process, {}, _notify(webhook_url=receiver.url("/unsigned")))
+    finally:
+        process.stop()
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "secret" in caught.value.details()
+
+
+def test_a_pending_delivery_goes_on_after_a_host_restart(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """The receiver fails every POST while the first host runs; the host stops with the
+    delivery pending, and the next host on the same state directory delivers it (same id)."""
+    receiver.plan["/later"] = [500] * 10_000
+    config = {"ETHER_CONFIG": str(_config(tmp_path, SECRET, max_attempts=1000))}
+    first = HostProcess(tmp_path / "state", env=config)
+    try:
+        first.wait_serving()
+        deploy(first, AGENTS / "worker")
+        output = _execute(first, {"kept": True}, _notify(webhook_url=receiver.url("/later")))
+        failed = receiver.wait("/later", 2)
+    finally:
+        first.stop()
+    with receiver.changed:
+        receiver.plan["/later"] = []
+        before = len([h for h in receiver.hits if h.path == "/later"])
+    second = HostProcess(tmp_path / "state", env=config)
+    try:
+        second.wait_serving()
+        delivered = receiver.wait("/later", before + 1)[-1]
+        record = _final(second, output.task_id)
+    finally:
+        second.stop()
+    assert delivered.headers["x-ether-delivery"] == failed[0].headers["x-ether-delivery"]
+    assert json.loads(delivered.body)["output"]["data"] == {"kept": True}
+    assert record["state"] == "delivered" and record["attempts"] >= 3
+
+
+def test_a_cancelled_task_delivers_how_it_ended(host: HostProcess, receiver: Receiver) -> None:
+    """CancelTask still reaches a task with a notify; the webhook gets the error that ended it."""
+    request = agent_io_pb2.ExecuteStreamRequest(
+        input=agent_input("worker", "nap", {"ms": 60_000}),
+        notify=_notify(webhook_url=receiver.url("/cancelled")),
+    )
+    stream = host.agents.ExecuteStream(request, timeout=60)
+    first = next(stream)
+    assert first.WhichOneof("event") == "started"
+    host.agents.CancelTask(
+        agent_io_pb2.CancelTaskRequest(task_id=first.task_id, reason="changed my mind"), timeout=10
+    )
+    with pytest.raises(grpc.RpcError) as caught:
+        list(stream)
+    assert caught.value.code() == grpc.StatusCode.CANCELLED
+    (hit,) = receiver.wait("/cancelled", 1)
+    output = json.loads(hit.body)["output"]
+    assert (output["task_id"], output["status"]) == (first.task_id, "ERROR")
+    assert output["error"]["code"] == "CANCELLED"
+    assert "changed my mind" in output["error"]["message"]
