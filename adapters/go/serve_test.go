@@ -15,7 +15,8 @@ import (
 func testAgent(opts ...Option) *Agent {
 	a := New("t", append([]Option{WithVersion("1.2.3"), WithCalls("agent.call")}, opts...)...)
 	a.Action("echo", func(_ context.Context, t *Task) (any, error) { return t.Params, nil },
-		WithActionDescription("echoes"), WithSchema(`{"type":"object"}`), Idempotent())
+		WithActionDescription("echoes"), WithSchema(`{"type":"object"}`), Idempotent(),
+		CacheTTL(90*time.Second))
 	a.Action("sleep", Typed(func(ctx context.Context, _ *Task, p struct{ MS int }) (any, error) {
 		select {
 		case <-time.After(time.Duration(p.MS) * time.Millisecond):
@@ -72,7 +73,7 @@ func TestHelloAnnouncesAgentActionsAndCapabilities(t *testing.T) {
 		t.Errorf("calls = %v", calls)
 	}
 	first := hello["actions"].([]any)[0].(map[string]any)
-	if first["name"] != "echo" || first["idempotent"] != true || first["params_schema"].(map[string]any)["type"] != "object" {
+	if first["name"] != "echo" || first["idempotent"] != true || first["cache_ttl"] != 90.0 || first["params_schema"].(map[string]any)["type"] != "object" {
 		t.Errorf("actions[0] = %v", first)
 	}
 }

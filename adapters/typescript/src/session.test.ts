@@ -35,7 +35,7 @@ class Sink implements FrameSink {
 
 function testAgent(): Agent {
   const agent = new Agent({ name: "tester", version: "2.0", maxConcurrency: 2, calls: ["agent.call"], kind: "io_gateway", tags: ["t"] });
-  agent.action("echo", { description: "echo", idempotent: true }, (p) => p);
+  agent.action("echo", { description: "echo", idempotent: true, cacheTtl: 90 }, (p) => p);
   agent.action("sleep", { schema: { type: "object", required: ["ms"] } }, async ({ ms }: { ms: number }, ctx) => {
     await sleep(ms, undefined, { signal: ctx.signal });
     return { slept: ms };
@@ -102,7 +102,7 @@ describe("Session handshake", () => {
       protocol: 1,
       agent: { name: "tester", version: "2.0", language: "typescript", runtime: `node ${process.versions.node}`, kind: "io_gateway", tags: ["t"] },
       actions: [
-        { name: "echo", description: "echo", idempotent: true },
+        { name: "echo", description: "echo", idempotent: true, cache_ttl: 90 },
         { name: "sleep", description: "", params_schema: { type: "object", required: ["ms"] } },
         { name: "deaf", description: "" },
         { name: "fail", description: "" },
