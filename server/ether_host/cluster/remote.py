@@ -334,7 +334,10 @@ class RemoteTasks:
                     await anyio.sleep(BLOCK_MS / 1000)
                     continue
                 for stream, entries in found or ():
+                    held = self._held.setdefault(_text(stream), {})
                     for entry_id, fields in entries:
+                        # This host's from now on: no claim round takes it up meanwhile.
+                        held[_text(entry_id)] = ""
                         tg.start_soon(self._run, _text(stream), _text(entry_id), fields)
             tg.cancel_scope.cancel()
 
@@ -343,11 +346,14 @@ class RemoteTasks:
         message = orjson.loads(fields[b"task"])
         task = _task_from(message["task"])
         try:
-            if not await self._ledger.start(task.task_id, stream, entry, self._consumer):
+            started = await self._ledger.start(task.task_id, stream, entry, self._consumer)
+            if not started:
                 log.info("cluster task dropped: nobody waits for it", task_id=task.task_id)
-                return
         except self._errors as error:  # left pending here: the claim round takes it up again
             log.warning("cluster: could not take a task", task_id=task.task_id, error=str(error))
+            started = False
+        if not started:
+            self._held.get(stream, {}).pop(entry, None)
             return
         log.info("cluster task taken", task_id=task.task_id, agent=task.agent)
         await self._serve_task(stream, entry, task, message)
