@@ -68,3 +68,16 @@ def test_a_result_cached_on_one_host_is_served_on_another(
     again_on_a = execute(a, "cached", "draw", {"topic": "shared"})
     assert again_on_a.metadata.cached
     assert data(again_on_a) == data(refreshed)
+
+
+def test_redis_out_of_reach_is_a_miss_and_the_task_runs(
+    hosts: tuple[HostProcess, HostProcess], redis_server: RedisServer
+) -> None:
+    """Last in this module: it stops the module's Redis. The cache then has nothing: the task
+    runs on the host's own replica, and the host says once that the cache is out of reach."""
+    a, _ = hosts
+    redis_server.stop()
+    outputs = [execute(a, "cached", "draw", {"topic": "no-redis"}) for _ in range(2)]
+    assert all(o.status == SUCCESS and not o.metadata.cached for o in outputs)
+    assert data(outputs[0])["nonce"] != data(outputs[1])["nonce"]
+    a.wait_for_log(lambda r: r.get("event", "").startswith("result cache: Redis out of reach"))
