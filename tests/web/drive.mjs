@@ -14,9 +14,9 @@ const config = JSON.parse(await new Promise((resolve) => {
 const budget = config.budget_ms ?? 60000;
 const shots = [];
 
-async function shot(page, name) {
+async function shot(page, name, fullPage = true) {
   const path = `${config.screenshots}/${name}.png`;
-  await page.screenshot({ path, fullPage: true });
+  await page.screenshot({ path, fullPage });
   shots.push(path);
 }
 
@@ -132,6 +132,37 @@ const scenarios = {
       viewerStatus: await viewer.locator("#terminal-status").textContent(),
       writerText: await terminalText(page),
       viewerText: await terminalText(viewer),
+    };
+  },
+
+  // A workflow from pasted YAML: a broken spec is refused with its line shown; the real one runs
+  // with a progress bar per stage and its report rendered.
+  async workflow(browser) {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await page.goto(`${config.base}/#/workflows`);
+    await page.locator("#spec").waitFor({ timeout: budget });
+    await page.fill("#spec", config.broken_spec);
+    await page.click("#check-spec");
+    await page.locator("#spec-error-lines").waitFor({ timeout: budget });
+    const brokenMessage = await page.locator("#spec-error p").textContent();
+    const markedLine = await page.locator("#spec-error-lines mark").textContent();
+    await shot(page, "workflow-error");
+    await page.fill("#spec", config.spec);
+    await page.click("form[aria-label='New run'] button[value=start]");
+    await page.waitForFunction(() => /^#\/workflows\/[^/]+$/.test(location.hash), null, { timeout: budget });
+    await page.locator("#run-state[data-state=SUCCEEDED]").waitFor({ timeout: budget });
+    await page.locator("#report h1").waitFor({ timeout: budget });
+    const stages = await page.$$eval("[data-stage]", (sections) =>
+      sections.map((section) => [section.dataset.stage, section.querySelector(".progress-label")?.dataset.percent]),
+    );
+    await shot(page, "workflow-run", false);
+    return {
+      brokenMessage,
+      markedLine,
+      stages,
+      reportTitle: await page.locator("#report h1").textContent(),
+      reportTables: await page.locator("#report table").count(),
+      tasksShown: await page.locator("ol[aria-label='Completed tasks'] li").count(),
     };
   },
 

@@ -6,6 +6,7 @@ Screenshots go to .ether/screenshots/<scenario>/ (ETHER_SCREENSHOTS to move them
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import httpx
@@ -57,6 +58,22 @@ def test_scout_analyze_file_runs_from_its_generated_form(host: HostProcess) -> N
     assert output["path"] == str(readme)
     assert output["lines"] == len(readme.read_text(encoding="utf-8").splitlines())
     assert shown["state"].startswith("success")
+
+
+def test_the_code_review_workflow_runs_from_pasted_yaml(host: HostProcess) -> None:
+    spec = (ROOT / "examples" / "workflows" / "code_review.yaml").read_text(encoding="utf-8")
+    broken = "name: broken\nstages:\n  - name: one\n    agent: [scout\n"
+    shown = drive("workflow", base=host.http_address, spec=spec, broken_spec=broken)
+    # The broken spec is refused with the host's message, its line marked in the text.
+    where = re.search(r"line (\d+), column \d+", shown["brokenMessage"])
+    assert where, shown["brokenMessage"]
+    assert shown["brokenMessage"].startswith("YAML syntax error in spec_text")
+    assert shown["brokenMessage"].endswith("(invalid argument)")
+    assert shown["markedLine"].split()[:2] == [where.group(1), ">"]
+    # Every stage of the real one reached 100 %, and the report rendered as HTML.
+    assert shown["stages"] == [["explore", "100"], ["analyze", "100"], ["report", "100"]]
+    assert shown["reportTitle"]
+    assert shown["tasksShown"] > 0
 
 
 def test_a_terminal_typed_in_xterm_and_watched_read_only(host: HostProcess) -> None:

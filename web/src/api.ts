@@ -6,11 +6,13 @@ import { createConnectTransport } from "@connectrpc/connect-web";
 import { AgentIOService } from "../../clients/typescript/src/gen/ether/v1/agent_io_pb.js";
 import { SupervisorService } from "../../clients/typescript/src/gen/ether/v1/supervisor_pb.js";
 import { TerminalService } from "../../clients/typescript/src/gen/ether/v1/terminal_pb.js";
+import { WorkflowService } from "../../clients/typescript/src/gen/ether/v1/workflow_pb.js";
 
 export * from "../../clients/typescript/src/gen/ether/v1/agent_io_pb.js";
 export * from "../../clients/typescript/src/gen/ether/v1/common_pb.js";
 export * from "../../clients/typescript/src/gen/ether/v1/supervisor_pb.js";
 export * from "../../clients/typescript/src/gen/ether/v1/terminal_pb.js";
+export * from "../../clients/typescript/src/gen/ether/v1/workflow_pb.js";
 
 const TOKEN_KEY = "ether.token";
 
@@ -44,6 +46,7 @@ const transport = createConnectTransport({
 export const agents: Client<typeof AgentIOService> = createClient(AgentIOService, transport);
 export const supervisor: Client<typeof SupervisorService> = createClient(SupervisorService, transport);
 export const terminals: Client<typeof TerminalService> = createClient(TerminalService, transport);
+export const workflows: Client<typeof WorkflowService> = createClient(WorkflowService, transport);
 
 /** What a person reads for a failed call: the host's status message, with its code. */
 export function errorText(error: unknown): string {

@@ -5,9 +5,11 @@ import { h, show } from "./dom.js";
 import { agentPage } from "./pages/agent.js";
 import { agentsPage } from "./pages/agents.js";
 import { runPage } from "./pages/run.js";
+import { runDetailPage } from "./pages/run_detail.js";
 import { signInPage } from "./pages/signin.js";
 import { terminalPage } from "./pages/terminal.js";
 import { terminalsPage } from "./pages/terminals.js";
+import { workflowsPage } from "./pages/workflows.js";
 import { go, render, route } from "./router.js";
 
 route(/^\/agents$/, "agents", agentsPage);
@@ -15,6 +17,8 @@ route(/^\/agents\/([^/]+)$/, "agents", agentPage);
 route(/^\/run\/([^/]+)\/([^/]+)$/, "agents", runPage);
 route(/^\/terminals$/, "terminals", terminalsPage);
 route(/^\/terminals\/([^/]+)$/, "terminals", terminalPage);
+route(/^\/workflows$/, "workflows", workflowsPage);
+route(/^\/workflows\/([^/]+)$/, "workflows", runDetailPage);
 route(/^\/sign-in$/, "", signInPage);
 
 function showWho(): void {

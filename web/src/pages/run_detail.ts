@@ -1,0 +1,155 @@
+// One workflow run: a progress bar per stage, tasks as they complete, cancel and resume, and the
+// Markdown report once the run has ended. Live from StreamRunEvents.
+import {
+  errorText,
+  isCancel,
+  ReportFormat,
+  RunState,
+  RunTaskState,
+  StageState,
+  workflows,
+  type Run,
+  type TaskCounts,
+} from "../api.js";
+import { h, setText, show } from "../dom.js";
+import { renderMarkdown } from "../markdown.js";
+import type { Page } from "../router.js";
+import { runStateName } from "./workflows.js";
+
+const ENDED = new Set([RunState.SUCCEEDED, RunState.PARTIAL, RunState.FAILED, RunState.CANCELLED, RunState.INTERRUPTED]);
+const MAX_TASK_LINES = 200;
+
+interface StageRow {
+  bar: HTMLProgressElement;
+  label: HTMLElement;
+  state: HTMLElement;
+}
+
+function done(counts: TaskCounts | undefined): [number, number] {
+  if (!counts) return [0, 0];
+  return [counts.succeeded + counts.failed + counts.cancelled, counts.total];
+}
+
+export const runDetailPage: Page = (main, signal, runId = "") => {
+  const title = h("h1", {}, `Run ${runId}`);
+  show(main, title, h("p", { class: "muted", role: "status" }, "Loading…"));
+  const state = h("p", { role: "status", id: "run-state" });
+  const problem = h("p", { class: "error", role: "alert" });
+  const stages = h("div", { class: "stages" });
+  const tasks = h("ol", { class: "mono", "aria-label": "Completed tasks", reversed: true });
+  const report = h("article", { class: "card report", id: "report", "aria-label": "Report", hidden: true });
+  const cancel = h("button", { type: "button" }, "Cancel run");
+  const resume = h("button", { type: "button" }, "Resume run");
+  const rows = new Map<string, StageRow>();
+  let reportShown = false;
+
+  const stageRow = (name: string): StageRow => {
+    let row = rows.get(name);
+    if (!row) {
+      const bar = h("progress", { max: 1, value: 0, "aria-label": `${name} progress` });
+      const label = h("span", { class: "progress-label" });
+      const stageState = h("span", { class: "state" });
+      const section = h("div", { class: "card", "data-stage": name }, h("div", { class: "row" }, h("strong", {}, name), stageState, label), bar);
+      stages.appendChild(section);
+      row = { bar, label, state: stageState };
+      rows.set(name, row);
+    }
+    return row;
+  };
+  const showStage = (name: string, counts: TaskCounts | undefined, stageState?: StageState) => {
+    const row = stageRow(name);
+    const [finished, total] = done(counts);
+    const percent = total ? Math.round((100 * finished) / total) : stageState === StageState.SUCCEEDED ? 100 : 0;
+    row.bar.max = 100;
+    row.bar.value = percent;
+    setText(row.label, `${finished}/${total} tasks · ${percent} %`);
+    row.label.dataset.percent = String(percent);
+    if (stageState !== undefined) setText(row.state, (StageState[stageState] ?? "").replace("STAGE_STATE_", ""));
+  };
+  const showRun = async (run: Run) => {
+    setText(title, `Run ${run.name || run.id}`);
+    setText(state, `${runStateName(run.state)} · ${run.tasks?.succeeded ?? 0}/${run.tasks?.total ?? 0} tasks succeeded${run.tasks?.failed ? `, ${run.tasks.failed} failed` : ""}${run.error ? ` · ${run.error.message}` : ""}`);
+    state.dataset.state = runStateName(run.state);
+    for (const stage of run.stages) showStage(stage.name, stage.tasks, stage.state);
+    const ended = ENDED.has(run.state);
+    cancel.hidden = ended;
+    resume.hidden = !ended || run.state === RunState.SUCCEEDED;
+    if (ended && !reportShown) {
+      reportShown = true;
+      const found = await workflows.getRunReport({ runId: run.id, format: ReportFormat.MARKDOWN }, { signal });
+      report.replaceChildren(renderMarkdown(found.content));
+      report.hidden = false;
+    }
+  };
+  cancel.addEventListener("click", async () => {
+    try {
+      await workflows.cancelRun({ runId, reason: "cancelled from the console" }, { signal });
+    } catch (error) {
+      setText(problem, errorText(error));
+    }
+  });
+  resume.addEventListener("click", async () => {
+    try {
+      reportShown = false;
+      report.hidden = true;
+      const resumed = await workflows.resumeRun({ runId }, { signal });
+      if (resumed.run) await showRun(resumed.run);
+      void follow(resumed.run?.lastSequence ?? 0n);
+    } catch (error) {
+      setText(problem, errorText(error));
+    }
+  });
+
+  const follow = async (after: bigint) => {
+    try {
+      for await (const item of workflows.streamRunEvents({ runId, afterSequence: after }, { signal })) {
+        const event = item.event;
+        if (event.case === "stageStarted") showStage(event.value.stage, undefined, StageState.RUNNING);
+        else if (event.case === "stageProgress") showStage(event.value.stage, event.value.tasks);
+        else if (event.case === "stageCompleted") showStage(event.value.stage, event.value.tasks, event.value.state);
+        else if (event.case === "taskCompleted" && event.value.task) {
+          const task = event.value.task;
+          tasks.prepend(h("li", {}, `${task.stage} · ${task.agent}.${task.action} · ${(RunTaskState[task.state] ?? "").replace("RUN_TASK_STATE_", "").toLowerCase()}`));
+          while (tasks.childElementCount > MAX_TASK_LINES) tasks.lastElementChild?.remove();
+        } else if (event.case === "runCompleted" || event.case === "runStarted" || event.case === "runResumed") {
+          const found = (await workflows.getRun({ runId }, { signal })).run;
+          if (found) await showRun(found);
+          if (event.case === "runCompleted") return;
+        }
+      }
+    } catch (error) {
+      if (!isCancel(error)) setText(problem, errorText(error));
+    }
+  };
+
+  (async () => {
+    let run;
+    try {
+      run = (await workflows.getRun({ runId }, { signal })).run;
+    } catch (error) {
+      if (!isCancel(error)) show(main, title, h("p", { class: "error", role: "alert" }, errorText(error)));
+      return;
+    }
+    if (!run) return;
+    show(
+      main,
+      h("p", {}, h("a", { href: "#/workflows" }, "← Workflows")),
+      title,
+      state,
+      problem,
+      h("div", { class: "row" }, cancel, resume),
+      h("h2", {}, "Stages"),
+      stages,
+      h("h2", {}, "Report"),
+      report,
+      h("h2", {}, "Tasks as they complete"),
+      tasks,
+    );
+    try {
+      await showRun(run);
+    } catch (error) {
+      if (!isCancel(error)) setText(problem, errorText(error));
+    }
+    if (!ENDED.has(run.state)) await follow(run.lastSequence);
+  })();
+};
