@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from ether.v1 import agent_io_pb2
-from tests.cluster.support import cluster_host, published
+from tests.cluster.support import cluster_host, listed, published
 from tests.support.agents import AGENTS, deploy
 from tests.support.calls import data, execute
 from tests.support.host import HostProcess
@@ -68,6 +68,20 @@ def test_a_result_cached_on_one_host_is_served_on_another(
     again_on_a = execute(a, "cached", "draw", {"topic": "shared"})
     assert again_on_a.metadata.cached
     assert data(again_on_a) == data(refreshed)
+
+
+def test_another_host_lists_the_cache_ttl(
+    hosts: tuple[HostProcess, HostProcess], redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A host that does not run the agent shows its actions' cache_ttl from the directory."""
+    c = cluster_host(tmp_path, redis_server.url, "c")
+    try:
+        actions = {a.name: a for a in listed(c)["cached"].actions}
+    finally:
+        c.stop()
+    assert actions["draw"].cache_ttl.seconds == 3600
+    assert actions["brief"].cache_ttl.seconds == 1
+    assert not actions["plain"].HasField("cache_ttl")
 
 
 def test_redis_out_of_reach_is_a_miss_and_the_task_runs(

@@ -30,6 +30,7 @@ class ActionSummary:
     name: str
     description: str = ""
     idempotent: bool = False
+    cache_ttl: float = 0.0  # seconds; 0: its results are not cached (absent from older hosts)
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,8 @@ class PublishedAgent:
             description=agent.description,
             capabilities=tuple(agent.capability_tags),
             actions=tuple(
-                ActionSummary(a.name, a.description, a.idempotent) for a in agent.actions
+                ActionSummary(a.name, a.description, a.idempotent, a.cache_ttl)
+                for a in agent.actions
             ),
             state=agent.state.value,
             replicas=agent.spec.replicas,

@@ -37,7 +37,12 @@ def remote_agent_info(agent: RemoteAgent) -> agent_io_pb2.AgentInfo:
         version=info.version,
         description=info.description,
         actions=[
-            agent_io_pb2.ActionSpec(name=a.name, description=a.description, idempotent=a.idempotent)
+            agent_io_pb2.ActionSpec(
+                name=a.name,
+                description=a.description,
+                idempotent=a.idempotent,
+                cache_ttl=convert.duration(a.cache_ttl) if a.cache_ttl else None,
+            )
             for a in info.actions
         ],
         capabilities=list(info.capabilities),
