@@ -268,7 +268,7 @@ def _services(
         (
             supervisor_pb2.DESCRIPTOR.services_by_name["SupervisorService"],
             supervisor_pb2_grpc.add_SupervisorServiceServicer_to_server,
-            SupervisorServicer(core.supervisor, core.lifecycle, core.cluster),
+            SupervisorServicer(core.supervisor, core.lifecycle, core.cluster, terminal_forwarder),
         ),
         (
             workflow_pb2.DESCRIPTOR.services_by_name["WorkflowService"],

@@ -339,6 +339,29 @@ class Cluster:
         fresh = time.monotonic() - self._peers_read_at <= self.settings.dropout
         return {peer.name: peer.address for peer in self._peers} if fresh else {}
 
+    async def events_host(self, agent: str, host: str) -> tuple[str, str] | None:
+        """Where WatchEvents of ``agent`` ('' for every agent) asked of ``host`` is followed
+        (docs/cluster.md, "Events across hosts"): None for this host; else the other host's
+        name and address: ``host`` when named, or for an agent only other hosts run the
+        first of them. NotFound for a ``host`` that is not a live host of the cluster."""
+        me = self.settings.host_name
+        if host == me or (not host and (not agent or agent in self._supervisor.agents)):
+            return None
+        view = await self.view()
+        if host:
+            fresh = time.monotonic() - self._peers_read_at <= self.settings.dropout
+            for peer in self._peers if fresh else []:
+                if peer.name == host:
+                    return peer.name, peer.address
+            raise NotFound(
+                f"host {host!r} is not a live host of the cluster (live: "
+                f"{', '.join(self.status().hosts)})",
+                reason=Reason.HOST_NOT_FOUND,
+                resource=("host", host),
+            )
+        elsewhere = [h for h in view.hosts_of(agent) if not h.local]
+        return (elsewhere[0].host, elsewhere[0].address) if elsewhere else None
+
     def status(self) -> ClusterStatus:
         fresh = time.monotonic() - self._peers_read_at <= self.settings.dropout
         peers = [p.name for p in self._peers] if fresh else []

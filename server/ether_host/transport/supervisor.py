@@ -9,7 +9,7 @@ import grpc
 
 from ether.v1 import supervisor_pb2, supervisor_pb2_grpc
 from ether_host.cluster import Cluster
-from ether_host.errors import Unavailable
+from ether_host.errors import NotFound, Unavailable
 from ether_host.lifecycle import Lifecycle
 from ether_host.reasons import Reason
 from ether_host.supervisor import (
@@ -21,6 +21,7 @@ from ether_host.supervisor import (
     Supervisor,
 )
 from ether_host.transport import cluster_convert, convert
+from ether_host.transport.terminal_forward import PeerChannels, forwarded
 
 _RESTART = {
     supervisor_pb2.RESTART_POLICY_ALWAYS: "always",
@@ -34,11 +35,16 @@ class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
     """Agent processes: deploy, start, stop, watch."""
 
     def __init__(
-        self, supervisor: Supervisor, lifecycle: Lifecycle, cluster: Cluster | None = None
+        self,
+        supervisor: Supervisor,
+        lifecycle: Lifecycle,
+        cluster: Cluster | None = None,
+        peers: PeerChannels | None = None,
     ) -> None:
         self._supervisor = supervisor
         self._lifecycle = lifecycle
         self._cluster = cluster
+        self._peers = peers  # in a cluster: WatchEvents of another host's agent goes there
 
     async def DeployAgent(
         self, request: supervisor_pb2.DeployAgentRequest, context: grpc.aio.ServicerContext
@@ -120,6 +126,23 @@ class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
     async def WatchEvents(
         self, request: supervisor_pb2.WatchEventsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[supervisor_pb2.WatchEventsResponse]:
+        cluster, here = self._cluster, ""
+        if cluster is not None:
+            here = cluster.settings.host_name
+            if self._peers is not None and not forwarded(context):
+                where = await cluster.events_host(request.agent, request.host)
+                if where is not None:  # docs/cluster.md, "Events across hosts"
+                    async for message in self._peers.forward_events(*where, request, context):
+                        yield message
+                    return
+        if request.host and request.host != here:
+            raise NotFound(
+                f"host {request.host!r}: this host is in no cluster; leave host empty"
+                if cluster is None
+                else f"host {request.host!r} is not this host ({here})",
+                reason=Reason.HOST_NOT_FOUND,
+                resource=("host", request.host),
+            )
         if request.agent:
             self._supervisor.get(request.agent)
         history = self._supervisor.events
@@ -128,7 +151,9 @@ class SupervisorServicer(supervisor_pb2_grpc.SupervisorServiceServicer):
             after, until=lambda: self._lifecycle.is_stopping
         ):
             if not request.agent or event.agent == request.agent:
-                yield _event(sequence, event)
+                message = _event(sequence, event)
+                message.host = here
+                yield message
 
     async def StreamLogs(
         self, request: supervisor_pb2.StreamLogsRequest, context: grpc.aio.ServicerContext

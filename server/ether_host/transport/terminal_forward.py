@@ -1,4 +1,5 @@
-"""Terminal calls on another host's terminal, forwarded to that host over gRPC.
+"""Calls forwarded to another host of the cluster over gRPC: a terminal's calls, and
+WatchEvents of an agent other hosts run (``PeerChannels.forward_events``).
 
 In a cluster a terminal stays on the host that owns its PTY and its id names that host
 (terminals/placement.py decides where a call goes). This is the hop itself, a gRPC client of
@@ -20,7 +21,9 @@ import grpc
 import structlog
 from google.protobuf.message import Message
 
-from ether.v1 import terminal_pb2, terminal_pb2_grpc
+from ether.v1 import supervisor_pb2, supervisor_pb2_grpc, terminal_pb2, terminal_pb2_grpc
+from ether_host.errors import Unavailable
+from ether_host.reasons import Reason
 from ether_host.terminals import OwnerHost, host_unavailable
 from ether_host.transport.limits import MAX_MESSAGE_BYTES
 from ether_host.transport.listen import ListenError
@@ -54,8 +57,10 @@ def forwarded(context: grpc.aio.ServicerContext) -> bool:
     return any(key == FORWARDED_FROM for key, _ in context.invocation_metadata() or ())
 
 
-class TerminalForwarder:
-    """One channel per other host's address, opened at its first call, closed at stop."""
+class PeerChannels:
+    """The gRPC client of the other hosts: one channel per address, opened at its first call,
+    closed at stop; a forwarded call carries the caller's metadata and says where it came
+    from. The terminal calls use it (TerminalForwarder), and WatchEvents (forward_events)."""
 
     def __init__(
         self, host_name: Callable[[], str], credentials: grpc.ChannelCredentials | None = None
@@ -64,7 +69,7 @@ class TerminalForwarder:
         self._credentials = credentials  # None: plaintext (forward_credentials)
         self._channels: dict[str, grpc.aio.Channel] = {}
 
-    def _stub(self, address: str) -> terminal_pb2_grpc.TerminalServiceStub:
+    def channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
             options = [
@@ -77,7 +82,7 @@ class TerminalForwarder:
                 else grpc.aio.secure_channel(address, self._credentials, options=options)
             )
             self._channels[address] = channel
-        return terminal_pb2_grpc.TerminalServiceStub(channel)
+        return channel
 
     async def close(self) -> None:
         channels, self._channels = list(self._channels.values()), {}
@@ -91,6 +96,42 @@ class TerminalForwarder:
             if not key.startswith((":", "grpc-")) and key not in _TRANSPORT_KEYS
         ]
         return [*given, (FORWARDED_FROM, self._host_name())]
+
+    async def forward_events(
+        self,
+        host: str,
+        address: str,
+        request: supervisor_pb2.WatchEventsRequest,
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[supervisor_pb2.WatchEventsResponse]:
+        """WatchEvents on another host (docs/cluster.md, "Events across hosts"), its events
+        as it sends them; its status is the caller's, and a host that does not answer is
+        UNAVAILABLE naming it."""
+        stub = supervisor_pb2_grpc.SupervisorServiceStub(self.channel(address))
+        call = stub.WatchEvents(
+            request, metadata=tuple(self._metadata(context)), timeout=context.time_remaining()
+        )
+        try:
+            async for event in call:
+                yield event
+        except grpc.aio.AioRpcError as error:
+            if error.code() == grpc.StatusCode.UNAVAILABLE and not _has_details(error):
+                raise Unavailable(
+                    f"host {host} does not answer at its advertised address {address}: "
+                    f"{error.details()}",
+                    reason=Reason.HOST_UNAVAILABLE,
+                    resource=("host", host),
+                ) from None
+            await _abort_as(error, context)
+        finally:
+            call.cancel()
+
+
+class TerminalForwarder(PeerChannels):
+    """The terminal calls on another host's terminal."""
+
+    def _stub(self, address: str) -> terminal_pb2_grpc.TerminalServiceStub:
+        return terminal_pb2_grpc.TerminalServiceStub(self.channel(address))
 
     def hop(self, owner: OwnerHost, terminal_id: str, context: grpc.aio.ServicerContext) -> Hop:
         return Hop(self, owner, terminal_id, context)
@@ -254,16 +295,31 @@ async def _answer_as_owner(
 ) -> None:
     """End the caller's call with the owner's status, details and all; an owner that did not
     answer (no status of its own) is UNAVAILABLE naming it."""
-    trailing = [
-        (key, value)
-        for key, value in error.trailing_metadata() or ()
-        if not key.startswith(":") and (key == _DETAILS or not key.startswith("grpc-"))
-    ]
-    answered = any(key == _DETAILS for key, _ in trailing)
-    if error.code() == grpc.StatusCode.UNAVAILABLE and not answered:
+    if error.code() == grpc.StatusCode.UNAVAILABLE and not _has_details(error):
         raise host_unavailable(
             terminal_id,
             owner,
             f"does not answer at its advertised address ({error.details()})",
         ) from None
-    await context.abort(error.code(), error.details() or "", trailing_metadata=tuple(trailing))
+    await _abort_as(error, context)
+
+
+def _trailing(error: grpc.aio.AioRpcError) -> list[tuple[str, str | bytes]]:
+    return [
+        (key, value)
+        for key, value in error.trailing_metadata() or ()
+        if not key.startswith(":") and (key == _DETAILS or not key.startswith("grpc-"))
+    ]
+
+
+def _has_details(error: grpc.aio.AioRpcError) -> bool:
+    """Whether the other host answered with a status of its own (google.rpc details): not
+    the channel's UNAVAILABLE for a host that is not there."""
+    return any(key == _DETAILS for key, _ in _trailing(error))
+
+
+async def _abort_as(error: grpc.aio.AioRpcError, context: grpc.aio.ServicerContext) -> None:
+    """End the caller's call with the other host's status, its details included."""
+    await context.abort(
+        error.code(), error.details() or "", trailing_metadata=tuple(_trailing(error))
+    )

@@ -417,6 +417,16 @@ const (
 	// not answer at its advertised address (metadata `host`, `address`); a
 	// terminal ends with its host. Retry if the host is coming back.
 	ErrorReason_ERROR_REASON_TERMINAL_HOST_UNAVAILABLE ErrorReason = 126
+	// NOT_FOUND: a call names a host (WatchEventsRequest.host) that is not a
+	// live host of the cluster, or this host is in no cluster (metadata
+	// `host`). ListAgents' AgentInfo.hosts and GetHostInfo's cluster.hosts name
+	// the live ones.
+	ErrorReason_ERROR_REASON_HOST_NOT_FOUND ErrorReason = 127
+	// UNAVAILABLE: the host a call was forwarded to (WatchEventsRequest.host,
+	// or the host of the agent followed) does not answer at its advertised
+	// address (metadata `host`). Retry; GetHostInfo's cluster.unreachable says
+	// whether this host reaches it.
+	ErrorReason_ERROR_REASON_HOST_UNAVAILABLE ErrorReason = 128
 )
 
 // Enum value maps for ErrorReason.
@@ -549,6 +559,8 @@ var (
 		124: "ERROR_REASON_TERMINAL_ON_OTHER_HOST",
 		125: "ERROR_REASON_TERMINAL_HOST_NOT_FOUND",
 		126: "ERROR_REASON_TERMINAL_HOST_UNAVAILABLE",
+		127: "ERROR_REASON_HOST_NOT_FOUND",
+		128: "ERROR_REASON_HOST_UNAVAILABLE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                   0,
@@ -678,6 +690,8 @@ var (
 		"ERROR_REASON_TERMINAL_ON_OTHER_HOST":        124,
 		"ERROR_REASON_TERMINAL_HOST_NOT_FOUND":       125,
 		"ERROR_REASON_TERMINAL_HOST_UNAVAILABLE":     126,
+		"ERROR_REASON_HOST_NOT_FOUND":                127,
+		"ERROR_REASON_HOST_UNAVAILABLE":              128,
 	}
 )
 
@@ -712,7 +726,7 @@ var File_ether_v1_errors_proto protoreflect.FileDescriptor
 
 const file_ether_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15ether/v1/errors.proto\x12\bether.v1*\xd7\"\n" +
+	"\x15ether/v1/errors.proto\x12\bether.v1*\x9c#\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aERROR_REASON_MISSING_FIELD\x10\x01\x12\x1e\n" +
@@ -841,7 +855,9 @@ const file_ether_v1_errors_proto_rawDesc = "" +
 	"\x1cERROR_REASON_ACTION_UNUSABLE\x10{\x12'\n" +
 	"#ERROR_REASON_TERMINAL_ON_OTHER_HOST\x10|\x12(\n" +
 	"$ERROR_REASON_TERMINAL_HOST_NOT_FOUND\x10}\x12*\n" +
-	"&ERROR_REASON_TERMINAL_HOST_UNAVAILABLE\x10~B\x94\x01\n" +
+	"&ERROR_REASON_TERMINAL_HOST_UNAVAILABLE\x10~\x12\x1f\n" +
+	"\x1bERROR_REASON_HOST_NOT_FOUND\x10\x7f\x12\"\n" +
+	"\x1dERROR_REASON_HOST_UNAVAILABLE\x10\x80\x01B\x94\x01\n" +
 	"\fcom.ether.v1B\vErrorsProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03EXX\xaa\x02\bEther.V1\xca\x02\bEther\\V1\xe2\x02\x14Ether\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3"
 
 var (

@@ -1569,6 +1569,11 @@ type WatchEventsRequest struct {
 	// Replay held events with a sequence above this; 0 replays all held
 	// events, -1 sends only new events.
 	AfterSequence int64 `protobuf:"varint,2,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
+	// In a cluster, follow the events on this host (its [cluster] host_name):
+	// the call is forwarded there and `after_sequence` is that host's. Empty:
+	// this host, or, for an `agent` only other hosts run, the first of them
+	// (docs/cluster.md, "Events across hosts"). At most 256 characters.
+	Host          string `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1617,6 +1622,13 @@ func (x *WatchEventsRequest) GetAfterSequence() int64 {
 	return 0
 }
 
+func (x *WatchEventsRequest) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
 // WatchEventsResponse is one lifecycle event.
 type WatchEventsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1641,7 +1653,10 @@ type WatchEventsResponse struct {
 	// Signal number, when a process was killed by a signal.
 	Signal *int32 `protobuf:"varint,10,opt,name=signal,proto3,oneof" json:"signal,omitempty"`
 	// Last stderr lines of a process that died (up to 20).
-	StderrTail    []string `protobuf:"bytes,11,rep,name=stderr_tail,json=stderrTail,proto3" json:"stderr_tail,omitempty"`
+	StderrTail []string `protobuf:"bytes,11,rep,name=stderr_tail,json=stderrTail,proto3" json:"stderr_tail,omitempty"`
+	// The host the event happened on (its [cluster] host_name); empty on a
+	// host without a cluster.
+	Host          string `protobuf:"bytes,12,opt,name=host,proto3" json:"host,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1751,6 +1766,13 @@ func (x *WatchEventsResponse) GetStderrTail() []string {
 		return x.StderrTail
 	}
 	return nil
+}
+
+func (x *WatchEventsResponse) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
 }
 
 // StreamLogsRequest is the request of SupervisorService.StreamLogs.
@@ -2434,10 +2456,11 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\x05agent\x18\x03 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x05agent\"t\n" +
 	"\x15ListProcessesResponse\x123\n" +
 	"\tprocesses\x18\x01 \x03(\v2\x15.ether.v1.ProcessInfoR\tprocesses\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"k\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x88\x01\n" +
 	"\x12WatchEventsRequest\x12\x1d\n" +
 	"\x05agent\x18\x01 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x05agent\x126\n" +
-	"\x0eafter_sequence\x18\x02 \x01(\x03B\x0f\xa2\xbb\x18\v\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01R\rafterSequence\"\x9d\x03\n" +
+	"\x0eafter_sequence\x18\x02 \x01(\x03B\x0f\xa2\xbb\x18\v\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01R\rafterSequence\x12\x1b\n" +
+	"\x04host\x18\x03 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02R\x04host\"\xb1\x03\n" +
 	"\x13WatchEventsResponse\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x03R\bsequence\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
@@ -2451,7 +2474,8 @@ const file_ether_v1_supervisor_proto_rawDesc = "" +
 	"\x06signal\x18\n" +
 	" \x01(\x05H\x01R\x06signal\x88\x01\x01\x12\x1f\n" +
 	"\vstderr_tail\x18\v \x03(\tR\n" +
-	"stderrTailB\f\n" +
+	"stderrTail\x12\x12\n" +
+	"\x04host\x18\f \x01(\tR\x04hostB\f\n" +
 	"\n" +
 	"_exit_codeB\t\n" +
 	"\a_signal\"v\n" +

@@ -268,15 +268,17 @@ class ListProcessesResponse(_message.Message):
     def __init__(self, processes: _Optional[_Iterable[_Union[ProcessInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class WatchEventsRequest(_message.Message):
-    __slots__ = ("agent", "after_sequence")
+    __slots__ = ("agent", "after_sequence", "host")
     AGENT_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
     agent: str
     after_sequence: int
-    def __init__(self, agent: _Optional[str] = ..., after_sequence: _Optional[int] = ...) -> None: ...
+    host: str
+    def __init__(self, agent: _Optional[str] = ..., after_sequence: _Optional[int] = ..., host: _Optional[str] = ...) -> None: ...
 
 class WatchEventsResponse(_message.Message):
-    __slots__ = ("sequence", "time", "agent", "replica", "state", "previous_state", "reason", "pid", "exit_code", "signal", "stderr_tail")
+    __slots__ = ("sequence", "time", "agent", "replica", "state", "previous_state", "reason", "pid", "exit_code", "signal", "stderr_tail", "host")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
@@ -288,6 +290,7 @@ class WatchEventsResponse(_message.Message):
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     STDERR_TAIL_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     time: _timestamp_pb2.Timestamp
     agent: str
@@ -299,7 +302,8 @@ class WatchEventsResponse(_message.Message):
     exit_code: int
     signal: int
     stderr_tail: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, sequence: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., agent: _Optional[str] = ..., replica: _Optional[int] = ..., state: _Optional[_Union[_agent_io_pb2.AgentState, str]] = ..., previous_state: _Optional[_Union[_agent_io_pb2.AgentState, str]] = ..., reason: _Optional[str] = ..., pid: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., stderr_tail: _Optional[_Iterable[str]] = ...) -> None: ...
+    host: str
+    def __init__(self, sequence: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., agent: _Optional[str] = ..., replica: _Optional[int] = ..., state: _Optional[_Union[_agent_io_pb2.AgentState, str]] = ..., previous_state: _Optional[_Union[_agent_io_pb2.AgentState, str]] = ..., reason: _Optional[str] = ..., pid: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., stderr_tail: _Optional[_Iterable[str]] = ..., host: _Optional[str] = ...) -> None: ...
 
 class StreamLogsRequest(_message.Message):
     __slots__ = ("agent", "tail_lines", "follow")
