@@ -85,8 +85,9 @@ const (
 	// INVALID_ARGUMENT: task_id is not 1-128 characters of A-Z a-z 0-9 . _
 	// : -. Choose another, or leave it empty for one the host makes.
 	ErrorReason_ERROR_REASON_INVALID_TASK_ID ErrorReason = 13
-	// INVALID_ARGUMENT: a task with this task_id is running already. Use
-	// another id.
+	// INVALID_ARGUMENT: a task with this task_id is running already (in a
+	// cluster: a task sent to another host, queued or running there, with
+	// another agent, action or params). Use another id.
 	ErrorReason_ERROR_REASON_DUPLICATE_TASK_ID ErrorReason = 14
 	// INVALID_ARGUMENT: a budget limit is negative. Leave a limit unset for
 	// none.
@@ -133,7 +134,9 @@ const (
 	ErrorReason_ERROR_REASON_AGENT_SHUTTING_DOWN ErrorReason = 27
 	// UNAVAILABLE: the agent process died while it ran the task, and the
 	// task was not retried (it is not idempotent, or its retries are
-	// spent). It may have run in part; retry if that is safe.
+	// spent); or, in a cluster, the host running it died or stopped and the
+	// task is not idempotent, so no other host ran it again (the message
+	// names the host). It may have run in part; retry if that is safe.
 	ErrorReason_ERROR_REASON_AGENT_DIED ErrorReason = 28
 	// CANCELLED: the task was cancelled by CancelTask (or its parent was);
 	// the message carries the reason given.

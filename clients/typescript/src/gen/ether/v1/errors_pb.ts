@@ -148,8 +148,9 @@ export enum ErrorReason {
   INVALID_TASK_ID = 13,
 
   /**
-   * INVALID_ARGUMENT: a task with this task_id is running already. Use
-   * another id.
+   * INVALID_ARGUMENT: a task with this task_id is running already (in a
+   * cluster: a task sent to another host, queued or running there, with
+   * another agent, action or params). Use another id.
    *
    * @generated from enum value: ERROR_REASON_DUPLICATE_TASK_ID = 14;
    */
@@ -266,7 +267,9 @@ export enum ErrorReason {
   /**
    * UNAVAILABLE: the agent process died while it ran the task, and the
    * task was not retried (it is not idempotent, or its retries are
-   * spent). It may have run in part; retry if that is safe.
+   * spent); or, in a cluster, the host running it died or stopped and the
+   * task is not idempotent, so no other host ran it again (the message
+   * names the host). It may have run in part; retry if that is safe.
    *
    * @generated from enum value: ERROR_REASON_AGENT_DIED = 28;
    */
