@@ -61,7 +61,10 @@ class SpanBatches:
             self._wake.wait(self._delay)
             self._wake.clear()
             stopping = self._stopping
-            self._write_all()
+            try:
+                self._write_all()
+            except Exception:  # a bug here must not end the thread: spans would pile up
+                log.exception("trace batch not relayed")
             if stopping:
                 return
 
