@@ -2066,16 +2066,24 @@ func (*ExecuteStreamResponse_Log) isExecuteStreamResponse_Event() {}
 
 func (*ExecuteStreamResponse_Output) isExecuteStreamResponse_Event() {}
 
-// PipeRequest is one input of AgentIOService.Pipe.
+// PipeRequest is one input, or one batch of inputs, of AgentIOService.Pipe.
 type PipeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The task to run. Its task_id must be unique among this stream's
-	// running tasks (the host generates one when empty).
+	// running tasks (the host generates one when empty). Required unless
+	// `inputs` carries the tasks; in a request with both, it runs first.
 	Input *AgentInput `protobuf:"bytes,1,opt,name=input,proto3" json:"input,omitempty"`
 	// Maximum tasks of this stream in flight at once (running, or finished
 	// with the output not yet sent), 1 to 1024; read from the first request
 	// only, 0 means the default of 64. Outside 0..1024: INVALID_ARGUMENT.
-	MaxInFlight   int32 `protobuf:"varint,2,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
+	MaxInFlight int32 `protobuf:"varint,2,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
+	// A batch: many tasks in one message, each run and answered as if it had
+	// come in a request of its own (an input that breaks the field rules is
+	// answered in the stream, named by its index: "inputs[3].agent is
+	// required"). A stream whose first request sets it is answered in
+	// PipeResponse.outputs (see Pipe). At most 1,000 items; more ends the
+	// stream with INVALID_ARGUMENT.
+	Inputs        []*AgentInput `protobuf:"bytes,3,rep,name=inputs,proto3" json:"inputs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2124,11 +2132,23 @@ func (x *PipeRequest) GetMaxInFlight() int32 {
 	return 0
 }
 
-// PipeResponse is one output of AgentIOService.Pipe.
+func (x *PipeRequest) GetInputs() []*AgentInput {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
+}
+
+// PipeResponse is one output, or one batch of outputs, of AgentIOService.Pipe.
 type PipeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The task's output, in completion order.
-	Output        *AgentOutput `protobuf:"bytes,1,opt,name=output,proto3" json:"output,omitempty"`
+	// The task's output, in completion order. Set in a stream whose first
+	// request carried `input`.
+	Output *AgentOutput `protobuf:"bytes,1,opt,name=output,proto3" json:"output,omitempty"`
+	// The outputs finished since the previous response, in completion order
+	// (at least one). Set instead of `output` in a stream whose first request
+	// carried `inputs`.
+	Outputs       []*AgentOutput `protobuf:"bytes,2,rep,name=outputs,proto3" json:"outputs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2166,6 +2186,13 @@ func (*PipeResponse) Descriptor() ([]byte, []int) {
 func (x *PipeResponse) GetOutput() *AgentOutput {
 	if x != nil {
 		return x.Output
+	}
+	return nil
+}
+
+func (x *PipeResponse) GetOutputs() []*AgentOutput {
+	if x != nil {
+		return x.Outputs
 	}
 	return nil
 }
@@ -2420,12 +2447,14 @@ const file_ether_v1_agent_io_proto_rawDesc = "" +
 	"\bprogress\x18\x05 \x01(\v2\x16.ether.v1.TaskProgressH\x00R\bprogress\x12%\n" +
 	"\x03log\x18\x06 \x01(\v2\x11.ether.v1.TaskLogH\x00R\x03log\x12/\n" +
 	"\x06output\x18\a \x01(\v2\x15.ether.v1.AgentOutputH\x00R\x06outputB\a\n" +
-	"\x05event\"p\n" +
+	"\x05event\"\xa7\x01\n" +
 	"\vPipeRequest\x122\n" +
 	"\x05input\x18\x01 \x01(\v2\x14.ether.v1.AgentInputB\x06\xa2\xbb\x18\x02\b\x01R\x05input\x12-\n" +
-	"\rmax_in_flight\x18\x02 \x01(\x05B\t\xa2\xbb\x18\x05\x10\x00\x18\x80\bR\vmaxInFlight\"=\n" +
+	"\rmax_in_flight\x18\x02 \x01(\x05B\t\xa2\xbb\x18\x05\x10\x00\x18\x80\bR\vmaxInFlight\x125\n" +
+	"\x06inputs\x18\x03 \x03(\v2\x14.ether.v1.AgentInputB\a\xa2\xbb\x18\x03(\xe8\aR\x06inputs\"n\n" +
 	"\fPipeResponse\x12-\n" +
-	"\x06output\x18\x01 \x01(\v2\x15.ether.v1.AgentOutputR\x06output\"Y\n" +
+	"\x06output\x18\x01 \x01(\v2\x15.ether.v1.AgentOutputR\x06output\x12/\n" +
+	"\aoutputs\x18\x02 \x03(\v2\x15.ether.v1.AgentOutputR\aoutputs\"Y\n" +
 	"\x11CancelTaskRequest\x12\"\n" +
 	"\atask_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\x06taskId\x12 \n" +
 	"\x06reason\x18\x02 \x01(\tB\b\xa2\xbb\x18\x040\x80\x80\x04R\x06reason\"2\n" +
@@ -2560,24 +2589,26 @@ var file_ether_v1_agent_io_proto_depIdxs = []int32{
 	23, // 37: ether.v1.ExecuteStreamResponse.log:type_name -> ether.v1.TaskLog
 	13, // 38: ether.v1.ExecuteStreamResponse.output:type_name -> ether.v1.AgentOutput
 	9,  // 39: ether.v1.PipeRequest.input:type_name -> ether.v1.AgentInput
-	13, // 40: ether.v1.PipeResponse.output:type_name -> ether.v1.AgentOutput
-	14, // 41: ether.v1.AgentIOService.ListAgents:input_type -> ether.v1.ListAgentsRequest
-	16, // 42: ether.v1.AgentIOService.GetAgent:input_type -> ether.v1.GetAgentRequest
-	18, // 43: ether.v1.AgentIOService.Execute:input_type -> ether.v1.ExecuteRequest
-	20, // 44: ether.v1.AgentIOService.ExecuteStream:input_type -> ether.v1.ExecuteStreamRequest
-	25, // 45: ether.v1.AgentIOService.Pipe:input_type -> ether.v1.PipeRequest
-	27, // 46: ether.v1.AgentIOService.CancelTask:input_type -> ether.v1.CancelTaskRequest
-	15, // 47: ether.v1.AgentIOService.ListAgents:output_type -> ether.v1.ListAgentsResponse
-	17, // 48: ether.v1.AgentIOService.GetAgent:output_type -> ether.v1.GetAgentResponse
-	19, // 49: ether.v1.AgentIOService.Execute:output_type -> ether.v1.ExecuteResponse
-	24, // 50: ether.v1.AgentIOService.ExecuteStream:output_type -> ether.v1.ExecuteStreamResponse
-	26, // 51: ether.v1.AgentIOService.Pipe:output_type -> ether.v1.PipeResponse
-	28, // 52: ether.v1.AgentIOService.CancelTask:output_type -> ether.v1.CancelTaskResponse
-	47, // [47:53] is the sub-list for method output_type
-	41, // [41:47] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	9,  // 40: ether.v1.PipeRequest.inputs:type_name -> ether.v1.AgentInput
+	13, // 41: ether.v1.PipeResponse.output:type_name -> ether.v1.AgentOutput
+	13, // 42: ether.v1.PipeResponse.outputs:type_name -> ether.v1.AgentOutput
+	14, // 43: ether.v1.AgentIOService.ListAgents:input_type -> ether.v1.ListAgentsRequest
+	16, // 44: ether.v1.AgentIOService.GetAgent:input_type -> ether.v1.GetAgentRequest
+	18, // 45: ether.v1.AgentIOService.Execute:input_type -> ether.v1.ExecuteRequest
+	20, // 46: ether.v1.AgentIOService.ExecuteStream:input_type -> ether.v1.ExecuteStreamRequest
+	25, // 47: ether.v1.AgentIOService.Pipe:input_type -> ether.v1.PipeRequest
+	27, // 48: ether.v1.AgentIOService.CancelTask:input_type -> ether.v1.CancelTaskRequest
+	15, // 49: ether.v1.AgentIOService.ListAgents:output_type -> ether.v1.ListAgentsResponse
+	17, // 50: ether.v1.AgentIOService.GetAgent:output_type -> ether.v1.GetAgentResponse
+	19, // 51: ether.v1.AgentIOService.Execute:output_type -> ether.v1.ExecuteResponse
+	24, // 52: ether.v1.AgentIOService.ExecuteStream:output_type -> ether.v1.ExecuteStreamResponse
+	26, // 53: ether.v1.AgentIOService.Pipe:output_type -> ether.v1.PipeResponse
+	28, // 54: ether.v1.AgentIOService.CancelTask:output_type -> ether.v1.CancelTaskResponse
+	49, // [49:55] is the sub-list for method output_type
+	43, // [43:49] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_ether_v1_agent_io_proto_init() }

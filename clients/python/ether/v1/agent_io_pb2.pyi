@@ -353,18 +353,22 @@ class ExecuteStreamResponse(_message.Message):
     def __init__(self, sequence: _Optional[int] = ..., task_id: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started: _Optional[_Union[TaskStarted, _Mapping]] = ..., progress: _Optional[_Union[TaskProgress, _Mapping]] = ..., log: _Optional[_Union[TaskLog, _Mapping]] = ..., output: _Optional[_Union[AgentOutput, _Mapping]] = ...) -> None: ...
 
 class PipeRequest(_message.Message):
-    __slots__ = ("input", "max_in_flight")
+    __slots__ = ("input", "max_in_flight", "inputs")
     INPUT_FIELD_NUMBER: _ClassVar[int]
     MAX_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
     input: AgentInput
     max_in_flight: int
-    def __init__(self, input: _Optional[_Union[AgentInput, _Mapping]] = ..., max_in_flight: _Optional[int] = ...) -> None: ...
+    inputs: _containers.RepeatedCompositeFieldContainer[AgentInput]
+    def __init__(self, input: _Optional[_Union[AgentInput, _Mapping]] = ..., max_in_flight: _Optional[int] = ..., inputs: _Optional[_Iterable[_Union[AgentInput, _Mapping]]] = ...) -> None: ...
 
 class PipeResponse(_message.Message):
-    __slots__ = ("output",)
+    __slots__ = ("output", "outputs")
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     output: AgentOutput
-    def __init__(self, output: _Optional[_Union[AgentOutput, _Mapping]] = ...) -> None: ...
+    outputs: _containers.RepeatedCompositeFieldContainer[AgentOutput]
+    def __init__(self, output: _Optional[_Union[AgentOutput, _Mapping]] = ..., outputs: _Optional[_Iterable[_Union[AgentOutput, _Mapping]]] = ...) -> None: ...
 
 class CancelTaskRequest(_message.Message):
     __slots__ = ("task_id", "reason")

@@ -173,6 +173,15 @@ class AgentIOServiceServicer:
         running or waiting for their output to be sent, so a fast producer, or
         a client that stops reading, is flow-controlled by HTTP/2.
 
+        Batches: a request may carry many tasks in `inputs` instead of one in
+        `input`. A stream whose first request carries `inputs` is answered in
+        `outputs`: each response carries every output finished since the
+        previous response (at least one), still in completion order. A stream
+        whose first request carries `input` is answered one `output` per
+        response, as before batches existed. Every task of a batch runs, is
+        checked and fails on its own, exactly as if it had come alone, and
+        `max_in_flight` counts tasks, not messages.
+
         Each input is answered in-stream, and the stream keeps going: an input
         the host cannot run (unknown agent, bad params) is an output with
         status TASK_STATUS_ERROR and an error code, and so is an input that
