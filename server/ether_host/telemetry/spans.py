@@ -6,12 +6,14 @@ Why not the OpenTelemetry SDK's spans: measured at 64 Execute calls in flight
 (+46 % host CPU per call), and still -30 % with the spans made but never exported: its span
 objects (a lock and bounded, validated attribute and event containers each, a ReadableSpan
 copied at the end, the span processors' calls), its sampler, a SpanContext (3.7 µs alone) and
-the context machinery around every span, for the two spans an Execute makes. The host only
-ever makes spans of its own, with attributes it writes itself, so it records what OTLP needs
-and nothing more: ids from ``random.getrandbits`` (the SDK's own source), ``time.time_ns``
-stamps, the attributes as one dict. What agents and users see is unchanged: each span is an
-``opentelemetry.trace.Span`` (the API), a W3C ``traceparent`` continues a trace and is passed
-to agents, links are the API's ``Link``, and the OTLP encoding is the SDK's, in the relay.
+the context machinery around every span, for the two spans an Execute makes. Timed in one
+process (the calls an Execute makes on them, 2026-11-26): 46 µs per Execute with the SDK,
+6.5 µs here; not sampled, 13.6 µs with the SDK, 5.6 µs here. The host only ever makes spans of
+its own, with attributes it writes itself, so it records what OTLP needs and nothing more: ids
+from ``random.getrandbits`` (the SDK's own source), ``time.time_ns`` stamps, the attributes as
+one dict. What agents and users see is unchanged: each span is an ``opentelemetry.trace.Span``
+(the API), a W3C ``traceparent`` continues a trace and is passed to agents, links are the API's
+``Link``, and the relay sends opentelemetry-proto's messages with the SDK's OTLP exporter.
 
 Sampling is the SDK's ``ParentBased(TraceIdRatioBased(ratio))``: a trace the host starts is
 sampled when its trace id's low 64 bits fall under ``ratio``; a span with a parent (the
