@@ -166,6 +166,26 @@ const scenarios = {
     };
   },
 
+  // One turn with a gateway agent through Converse (the bridge), the context following live.
+  async session(browser) {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await page.goto(`${config.base}/#/sessions`);
+    await page.fill("#session-target", config.capability);
+    await page.click("form[aria-label='Open a session'] button[type=submit]");
+    await page.waitForFunction(() => /^#\/sessions\/[^/]+$/.test(location.hash), null, { timeout: budget });
+    const id = decodeURIComponent((await page.evaluate(() => location.hash)).split("/")[2]);
+    await page.locator("#message").fill(config.message);
+    await page.locator("#message").press("Enter");
+    await page.locator("#chat[data-turns]").waitFor({ timeout: budget });
+    await page.waitForFunction((key) => (document.querySelector("#context")?.textContent ?? "").includes(key), config.context_key, { timeout: budget });
+    await shot(page, "session", false);
+    return {
+      id,
+      said: await page.$$eval("#chat li", (items) => items.map((li) => [li.querySelector(".chat-who")?.textContent, li.querySelector(".chat-text")?.textContent])),
+      context: JSON.parse((await page.locator("#context").textContent()) ?? "{}"),
+    };
+  },
+
   // The bridge takes WebSockets from the console's own origin only: a page served from another
   // origin (here the same host named localhost) cannot open one; the same page can on its own.
   async origin(browser) {

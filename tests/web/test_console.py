@@ -27,7 +27,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
     process = HostProcess(tmp_path_factory.mktemp("console") / "state", http=True)
     try:
         process.wait_serving()
-        for name in EXAMPLE_AGENTS:
+        for name in (*EXAMPLE_AGENTS, "concierge"):
             deploy(process, EXAMPLES / name)
         yield process
     finally:
@@ -93,6 +93,27 @@ def test_a_terminal_typed_in_xterm_and_watched_read_only(host: HostProcess) -> N
     assert "after-viewer" in lines
     assert not any("viewer-typed" in line for line in lines)
     host.terminals.CloseTerminal(terminal_pb2.CloseTerminalRequest(terminal_id=shown["id"]))
+
+
+def test_one_turn_with_the_concierge_through_converse(host: HostProcess) -> None:
+    shown = drive(
+        "session",
+        base=host.http_address,
+        capability="concierge",
+        message="What is in examples/agents/scout?",
+        context_key="findings",
+    )
+    files = [
+        p
+        for p in (ROOT / "examples/agents/scout").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
+    said = shown["said"]
+    assert said[0] == ["you", "What is in examples/agents/scout?"]
+    assert said[-1][0] == "concierge"
+    assert said[-1][1].startswith(f"examples/agents/scout holds {len(files)} files")
+    # The session's context, as the concierge wrote it, shown live beside the chat.
+    assert shown["context"]["findings"]["examples/agents/scout"]["files"] == len(files)
 
 
 def test_the_bridge_refuses_websockets_from_other_origins(host: HostProcess) -> None:

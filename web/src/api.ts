@@ -4,12 +4,14 @@
 import { Code, ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { AgentIOService } from "../../clients/typescript/src/gen/ether/v1/agent_io_pb.js";
+import { GatewayService } from "../../clients/typescript/src/gen/ether/v1/gateway_pb.js";
 import { SupervisorService } from "../../clients/typescript/src/gen/ether/v1/supervisor_pb.js";
 import { TerminalService } from "../../clients/typescript/src/gen/ether/v1/terminal_pb.js";
 import { WorkflowService } from "../../clients/typescript/src/gen/ether/v1/workflow_pb.js";
 
 export * from "../../clients/typescript/src/gen/ether/v1/agent_io_pb.js";
 export * from "../../clients/typescript/src/gen/ether/v1/common_pb.js";
+export * from "../../clients/typescript/src/gen/ether/v1/gateway_pb.js";
 export * from "../../clients/typescript/src/gen/ether/v1/supervisor_pb.js";
 export * from "../../clients/typescript/src/gen/ether/v1/terminal_pb.js";
 export * from "../../clients/typescript/src/gen/ether/v1/workflow_pb.js";
@@ -46,6 +48,7 @@ const transport = createConnectTransport({
 export const agents: Client<typeof AgentIOService> = createClient(AgentIOService, transport);
 export const supervisor: Client<typeof SupervisorService> = createClient(SupervisorService, transport);
 export const terminals: Client<typeof TerminalService> = createClient(TerminalService, transport);
+export const gateway: Client<typeof GatewayService> = createClient(GatewayService, transport);
 export const workflows: Client<typeof WorkflowService> = createClient(WorkflowService, transport);
 
 /** What a person reads for a failed call: the host's status message, with its code. */

@@ -6,6 +6,8 @@ import { agentPage } from "./pages/agent.js";
 import { agentsPage } from "./pages/agents.js";
 import { runPage } from "./pages/run.js";
 import { runDetailPage } from "./pages/run_detail.js";
+import { sessionPage } from "./pages/session.js";
+import { sessionsPage } from "./pages/sessions.js";
 import { signInPage } from "./pages/signin.js";
 import { terminalPage } from "./pages/terminal.js";
 import { terminalsPage } from "./pages/terminals.js";
@@ -19,6 +21,8 @@ route(/^\/terminals$/, "terminals", terminalsPage);
 route(/^\/terminals\/([^/]+)$/, "terminals", terminalPage);
 route(/^\/workflows$/, "workflows", workflowsPage);
 route(/^\/workflows\/([^/]+)$/, "workflows", runDetailPage);
+route(/^\/sessions$/, "sessions", sessionsPage);
+route(/^\/sessions\/([^/]+)$/, "sessions", sessionPage);
 route(/^\/sign-in$/, "", signInPage);
 
 function showWho(): void {
