@@ -213,6 +213,36 @@ def test_a_task_id_reused_with_other_params_is_refused_and_with_the_same_is_one_
     assert sum(cluster.ran("reuse-1").values()) == 2
 
 
+def test_a_host_with_a_queue_leaves_new_tasks_to_one_with_free_slots(cluster: Cluster) -> None:
+    """Least loaded first, where it can be decided: "narrow" runs two tasks at once on a and on
+    b; with a's two slots taken and a third task queued there, tasks from c all go to b."""
+    a, b, c = (cluster.hosts[n] for n in "abc")
+    for host in (a, b):
+        deploy(host, AGENTS / "tally", name="narrow")
+        published(host, "narrow")
+        takes_tasks(host, "narrow")
+    params = {"folder": str(cluster.ledger), "gate": "open-narrow"}
+    local = {
+        f"narrow-local-{n}": call(a, "narrow", "mark", params | {"n": n}, f"narrow-local-{n}")
+        for n in range(3)
+    }
+    a.wait_for_log(
+        lambda r: (
+            r.get("event") == "cluster leaves tasks to other hosts" and r.get("agent") == "narrow"
+        ),
+        60,
+    )
+    ids = {"narrow-remote-0", "narrow-remote-1"}
+    remote = {t: call(c, "narrow", "mark", params | {"n": 10 + i}, t) for i, t in enumerate(ids)}
+    wait_until("both tasks taken", lambda: taken_by(a, ids) | taken_by(b, ids) == ids)
+    assert (taken_by(a, ids), taken_by(b, ids)) == (set(), ids)
+    cluster.open_gate("open-narrow")
+    for future in local.values():
+        assert (answer(future).status, answer(future).metadata.host) == (SUCCESS, "a")
+    for future in remote.values():
+        assert (answer(future).status, answer(future).metadata.host) == (SUCCESS, "b")
+
+
 def test_kill_a_under_load_every_task_is_answered_once(cluster: Cluster) -> None:
     """SIGKILL of a while it and b run tasks for c: a's idempotent tasks run again on b, its
     others are answered UNAVAILABLE saying a died; nothing is lost, nothing runs twice on b."""

@@ -228,6 +228,7 @@ class Cluster:
             lambda: self._lifecycle.is_stopping,
             instance=self._instance,
             claim_idle=self.settings.claim_idle,
+            free_elsewhere=self.free_elsewhere,
         )
         self._dispatcher.other_hosts = self  # tasks for agents only other hosts run go there
         # One result cache for the cluster, in place of this host's own in memory.
@@ -298,6 +299,19 @@ class Cluster:
             for published in peer.agents
             if published.name == agent
             for a in published.actions
+        )
+
+    def free_elsewhere(self, agent: str) -> bool:
+        """Whether another host had a free slot for ``agent`` at its last heartbeat (its ready
+        replicas' slots more than its tasks in flight and queued), as last read."""
+        if time.monotonic() - self._peers_read_at > self.settings.dropout:
+            return False
+        return any(
+            published.in_flight + published.queued
+            < published.ready_replicas * published.max_concurrency
+            for peer in self._peers
+            for published in peer.agents
+            if published.name == agent
         )
 
     async def actions_elsewhere(self) -> dict[str, list[str]]:

@@ -67,6 +67,7 @@ GROUP = "ether"
 CANCELS = "ether:cancels"
 BLOCK_MS = 1000  # a blocking read returns at least this often, to see new agents and the stop
 STREAM_LENGTH = 100_000  # tasks an agent's stream holds at most (entries are deleted once run)
+LEFT_LOG_EVERY = 10.0  # seconds: "cluster leaves tasks to other hosts" once per busy spell
 
 
 def tasks_stream(agent: str) -> str:
@@ -144,6 +145,7 @@ class RemoteTasks:
         *,
         instance: str,
         claim_idle: float,
+        free_elsewhere: Callable[[str], bool] = lambda agent: False,
     ) -> None:
         self._host = host_name
         self._consumer = consumer_name(host_name, instance)  # a restarted host is a new one
@@ -153,6 +155,8 @@ class RemoteTasks:
         self._errors = errors
         self._stopping = stopping
         self._claim_idle = claim_idle
+        self._free_elsewhere = free_elsewhere
+        self._left_at: dict[str, float] = {}  # when each agent's tasks were last left to others
         self._ledger = TaskLedger(redis, GROUP, STREAM_LENGTH)
         self._claims = Claims(redis, GROUP, self._consumer, claim_idle)
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -316,16 +320,18 @@ class RemoteTasks:
                 if agents != read:  # from the next read on, these agents' tasks come here
                     log.info("cluster takes tasks", host=self._host, agents=agents)
                     read = agents
-                if not agents:
-                    await anyio.sleep(BLOCK_MS / 1000)
+                readable = [a for a in agents if not self._leave_to_others(a)]
+                if not readable:
+                    # A queue here drains within a few tasks' time: look again soon.
+                    await anyio.sleep(BLOCK_MS / 1000 / (10 if agents else 1))
                     continue
                 try:
-                    for agent in agents:
+                    for agent in readable:
                         await self._ensure_group(agent)
                     found: Any = await self._redis.xreadgroup(
                         GROUP,
                         self._consumer,
-                        {tasks_stream(a): ">" for a in agents},
+                        {tasks_stream(a): ">" for a in readable},
                         count=64,
                         block=BLOCK_MS,
                     )
@@ -340,6 +346,20 @@ class RemoteTasks:
                         held[_text(entry_id)] = ""
                         tg.start_soon(self._run, _text(stream), _text(entry_id), fields)
             tg.cancel_scope.cancel()
+
+    def _leave_to_others(self, name: str) -> bool:
+        """Least loaded first, where it can be decided: while tasks for ``name`` wait for a
+        slot here and another host had one free at its last heartbeat, this host reads none of
+        the agent's stream, and a host with a free slot takes them. Otherwise whichever host
+        reads first takes the task."""
+        agent = self._supervisor.agents.get(name)
+        if agent is None or agent.queued == 0 or not self._free_elsewhere(name):
+            return False
+        now = time.monotonic()
+        if now - self._left_at.get(name, -math.inf) > LEFT_LOG_EVERY:
+            log.info("cluster leaves tasks to other hosts", agent=name, queued=agent.queued)
+        self._left_at[name] = now
+        return True
 
     async def _run(self, stream: str, entry: str, fields: dict[bytes, bytes]) -> None:
         """Run a task read from its stream, unless its caller no longer waits for it."""

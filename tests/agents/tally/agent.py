@@ -12,8 +12,13 @@ from typing import Any
 
 from ether_agent import Agent, TaskContext
 
+# Deployed under a name starting "narrow", it runs two tasks at once (a test fills it up).
+NARROW = os.environ.get("ETHER_AGENT_NAME", "").startswith("narrow")
 agent = Agent(
-    "tally", version="1.0.0", description="Counts its executions in files.", max_concurrency=64
+    "tally",
+    version="1.0.0",
+    description="Counts its executions in files.",
+    max_concurrency=2 if NARROW else 64,
 )
 
 
