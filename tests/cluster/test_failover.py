@@ -4,7 +4,8 @@ many tasks in flight on a and b, and restarted under its name.
 
 Hosts a and b run "tally" (tests/agents/tally: each execution of a task leaves a file named
 after the task and the pid of its host, then waits for a gate file the test creates); a alone
-runs "tally-on-a"; c runs no agent and is where the client calls. The tests run in order:
+runs "tally-on-a"; a test deploys "narrow" (tally with two slots) on both; c runs no agent and
+is where the client calls. The tests run in order:
 the kill comes after the tests that need a as it started."""
 
 from __future__ import annotations

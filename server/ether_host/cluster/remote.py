@@ -13,7 +13,7 @@ idempotency key across the cluster, and the one answer goes to every caller wait
 that dies holding tasks leaves them pending in the consumer group; a live host that runs the
 agent claims them once they are idle for ``claim_idle`` and their host has left the directory
 (claims.py), while a live host keeps the entries it runs fresh (docs/cluster.md, "When a host
-dies").
+dies"). A host with tasks queued for an agent leaves its stream to a host with a free slot.
 """
 
 from __future__ import annotations
