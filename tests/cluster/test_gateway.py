@@ -30,7 +30,7 @@ from tests.gateway._support import (
     subscribe,
 )
 from tests.support.agents import AGENTS, deploy
-from tests.support.calls import data, execute, struct
+from tests.support.calls import data, details, execute, struct
 from tests.support.host import HostProcess
 from tests.support.redis import RedisServer, redis_server
 
@@ -267,7 +267,8 @@ def test_a_host_paused_while_its_session_was_taken_over_cannot_write_it(
     host_f = cluster_host(folder, redis_server.url, "f")
     try:
         session = open_session(host_f, agent="chatter")
-        on_f = Conversation(host_f, session.id)
+        # Its deadline covers f's pause and the dropout on a loaded machine too.
+        on_f = Conversation(host_f, session.id, timeout=600)
         assert reply_text(on_f.turn("remember owner f")) == "remembered owner at version 2"
         os.kill(host_f.process.pid, signal.SIGSTOP)
         try:
@@ -291,3 +292,29 @@ def test_a_host_paused_while_its_session_was_taken_over_cannot_write_it(
         on_b.close()
     finally:
         host_f.stop()
+
+
+def test_a_pipeline_step_runs_on_an_agent_another_host_runs(
+    host_a: HostProcess, host_b: HostProcess
+) -> None:
+    """A session opened on b with a pipeline step on "chatter", which only a runs: the step is
+    checked against a's agents at opening, runs on a with the host keys its schema accepts, and
+    its output lands in the context; a step on an agent no host runs is refused at opening."""
+    echo = gateway_pb2.PipelineStep(
+        name="echo", agent="chatter", action="respond", output_key="echoed"
+    )
+    session = open_session(host_b, agent="chatter", pipeline=gateway_pb2.PipelineSpec(steps=[echo]))
+    talk = Conversation(host_b, session.id)
+    events = talk.turn("hi")
+    talk.close()
+    assert [s.agent for s in of(events, "step_completed")] == ["chatter", "chatter"]
+    assert reply_text(events) == "chatter heard: hi"
+    document, _ = context_of(host_b, session.id)
+    assert document["echoed"] == {"text": "chatter heard: hi", "turn": 1, "steps": []}
+    ghost = gateway_pb2.PipelineStep(name="x", agent="ghost")
+    with pytest.raises(grpc.RpcError) as refused:
+        open_session(host_b, agent="chatter", pipeline=gateway_pb2.PipelineSpec(steps=[ghost]))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    violations = details(refused.value)["BadRequest"].field_violations
+    assert [v.field for v in violations] == ["pipeline.steps[0].agent"]
+    assert "no agent named 'ghost'" in violations[0].description

@@ -362,6 +362,9 @@ class ClusterGateway:
         caller = RunningTask(task=task, agent=agent)
         return await self._gateway.calls.ctx(caller, str(payload["method"]), payload["params"])
 
+    async def actions_elsewhere(self) -> dict[str, list[str]]:
+        return await self._cluster.actions_elsewhere()
+
     async def actions_of(self, agent: str) -> dict[str, dict[str, Any]]:
         assert self._link is not None
         hosts = [h for h in (await self._cluster.view()).hosts_of(agent) if not h.local]

@@ -50,10 +50,15 @@ class GatewayAgents:
         self._sessions = sessions
         self.elsewhere: OtherGateways | None = None
         self._elsewhere: dict[str, GatewayAgentElsewhere] = {}  # healthy ones, as last read
+        # Every agent only other hosts run, with its actions: what pipeline steps may name.
+        self.actions_elsewhere: dict[str, list[str]] = {}
 
-    async def refresh(self) -> None:
-        """Read again which gateway agents other hosts run (nothing to do on one host)."""
+    async def refresh(self, actions: bool = False) -> None:
+        """Read again which gateway agents other hosts run, and with ``actions`` which agents
+        with which actions (nothing to do on one host)."""
         if self.elsewhere is not None:
+            if actions:
+                self.actions_elsewhere = await self.elsewhere.actions_elsewhere()
             found = await self.elsewhere.gateway_agents()
             self._elsewhere = {
                 a.name: a for a in found if a.healthy and a.name not in self.supervisor.agents

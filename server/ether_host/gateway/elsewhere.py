@@ -80,7 +80,12 @@ class OtherGateways(Protocol):
         raised."""
         ...
 
+    async def actions_elsewhere(self) -> dict[str, list[str]]:
+        """The agents only other hosts run, each with its actions' names (what a pipeline's
+        steps are checked against, besides this host's agents)."""
+        ...
+
     async def actions_of(self, agent: str) -> dict[str, dict[str, Any]]:
-        """The actions of a gateway agent only other hosts run, each with its params schema
-        (what a turn's reply offers it); empty when no host answers for it."""
+        """The actions of an agent only other hosts run, each with its params schema (what a
+        turn's step offers it); empty when no host answers for it."""
         ...

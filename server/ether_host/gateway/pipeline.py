@@ -11,10 +11,11 @@ run concurrently.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ether_host.errors import FieldViolation, InvalidArgument, NotFound
+from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.gateway.conditions import Condition, ConditionError
 from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
@@ -91,7 +92,11 @@ class Pipeline:
 DEFAULT = Pipeline(())
 
 
-def build_pipeline(raw: dict[str, Any] | None, supervisor: Supervisor) -> Pipeline:
+def build_pipeline(
+    raw: dict[str, Any] | None,
+    supervisor: Supervisor,
+    elsewhere: Mapping[str, list[str]] | None = None,
+) -> Pipeline:
     """Check a pipeline spec (plain values, as the transport decoded it); INVALID_ARGUMENT lists every problem."""
     if not raw or not raw.get("steps"):
         turn_timeout = (raw or {}).get("turn_timeout")
@@ -117,7 +122,7 @@ def build_pipeline(raw: dict[str, Any] | None, supervisor: Supervisor) -> Pipeli
             )
         )
     for index, item in enumerate(raw_steps):
-        steps.append(_step(index, item, supervisor, seen, problems))
+        steps.append(_step(index, item, supervisor, elsewhere or {}, seen, problems))
     timeout = _timeout(raw.get("turn_timeout"), "pipeline.turn_timeout", MAX_TURN_TIMEOUT, problems)
     _raise(problems)
     return Pipeline(tuple(steps), timeout, implicit_reply=not replies)
@@ -127,9 +132,11 @@ def _step(
     index: int,
     item: dict[str, Any],
     supervisor: Supervisor,
+    elsewhere: Mapping[str, list[str]],
     seen: set[str],
     problems: list[FieldViolation],
 ) -> Step:
+    """``elsewhere``: the agents only other hosts of the cluster run, with their actions."""
     where = f"pipeline.steps[{index}]"
     name = str(item.get("name") or "")
     reply = bool(item.get("reply"))
@@ -149,17 +156,19 @@ def _step(
             FieldViolation(f"{where}.agent", "required (only the reply step may leave it empty)")
         )
     elif agent_name:
-        try:
-            agent = supervisor.get(agent_name)
-        except NotFound:
-            known = ", ".join(sorted(supervisor.agents)) or "none"
+        names: list[str] | None = None
+        if agent_name in supervisor.agents:
+            names = [a.name for a in supervisor.get(agent_name).actions]
+        elif agent_name in elsewhere:
+            names = list(elsewhere[agent_name])
+        if names is None:
+            known = ", ".join(sorted({*supervisor.agents, *elsewhere})) or "none"
             problems.append(
                 FieldViolation(
                     f"{where}.agent", f"no agent named {agent_name!r} (deployed: {known})"
                 )
             )
         else:
-            names = [a.name for a in agent.actions]
             if names and action and action not in names:
                 problems.append(
                     FieldViolation(

@@ -254,7 +254,7 @@ class SessionStore:
                 reason=Reason.TOO_MANY_SESSIONS_FOR_CALLER,
                 retry_after=5.0,
             )
-        built = build_pipeline(pipeline, self.supervisor)
+        built = build_pipeline(pipeline, self.supervisor, self.agents.actions_elsewhere)
         chosen = self.agents.assign(agent, capability)
         timeout = self.settings.idle_timeout if idle_timeout is None else idle_timeout
         if timeout <= 0:

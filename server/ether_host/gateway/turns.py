@@ -155,7 +155,7 @@ class TurnRunner:
         action = step.action
         actions = self._actions_here(agent)
         elsewhere = self.store.agents.elsewhere
-        if actions is None and gateway_step and elsewhere is not None:
+        if actions is None and elsewhere is not None:
             actions = await elsewhere.actions_of(agent)  # it runs on other hosts only
         if gateway_step and not action:
             action = self._gateway_action(actions or {})

@@ -167,7 +167,8 @@ class Gateway:
     # -- sessions ------------------------------------------------------------------------
 
     async def open_session(self, caller: Identity, **options: Any) -> Session:
-        await self.sessions.agents.refresh()  # in a cluster: other hosts' gateway agents too
+        # In a cluster: other hosts' gateway agents too, and the agents pipeline steps may name.
+        await self.sessions.agents.refresh(actions=bool(options.get("pipeline")))
         session = self.sessions.open(caller.name, **options)
         await self.durable()
         return session
