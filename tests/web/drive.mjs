@@ -186,6 +186,21 @@ const scenarios = {
     };
   },
 
+  // Egress decisions, live: the page is open (READY) when the test's agent makes a request.
+  async audit(browser) {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await page.goto(`${config.base}/#/audit`);
+    await page.locator("#audit-status[data-live=true]").waitFor({ timeout: budget });
+    const before = await page.locator("tr[data-audit]").count();
+    process.stdout.write("READY\n");
+    await page.locator(`tr[data-audit]:has-text("${config.agent}")`).first().waitFor({ timeout: budget });
+    await shot(page, "audit", false);
+    return {
+      before,
+      rows: await page.$$eval("tr[data-audit]", (trs) => trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent))),
+    };
+  },
+
   // The bridge takes WebSockets from the console's own origin only: a page served from another
   // origin (here the same host named localhost) cannot open one; the same page can on its own.
   async origin(browser) {

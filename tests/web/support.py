@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,16 @@ def chromium() -> str:
     )
 
 
-def drive(scenario: str, *, budget: float = 90.0, **config: Any) -> dict[str, Any]:
-    """Run one scenario of drive.mjs; what the page showed, or a failure naming what it did."""
+def drive(
+    scenario: str,
+    *,
+    budget: float = 90.0,
+    when_ready: Callable[[], None] | None = None,
+    **config: Any,
+) -> dict[str, Any]:
+    """Run one scenario of drive.mjs; what the page showed, or a failure naming what it did.
+    ``when_ready``: called when the scenario prints READY (its page is following a stream), for
+    the test to make the change the page should then show."""
     assert BUNDLE.is_file(), "the console is not built: `make setup` bundles web/ into web/dist"
     assert (HERE / "node_modules" / "playwright-core").is_dir(), "`make setup` installs tests/web"
     folder = SCREENSHOTS / scenario
@@ -46,19 +55,36 @@ def drive(scenario: str, *, budget: float = 90.0, **config: Any) -> dict[str, An
         "budget_ms": int(budget * 1000),
         **config,
     }
-    # The whole scenario's budget: the waits inside it, browser start and stop on a loaded CI.
-    done = subprocess.run(
+    process = subprocess.Popen(
         ["node", str(DRIVER), scenario],
-        input=json.dumps(settings),
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=budget * 3,
         cwd=HERE,
-        check=False,
     )
-    lines = done.stdout.strip().splitlines()
-    assert lines, f"{scenario}: the driver printed nothing\n{done.stderr[-4000:]}"
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(json.dumps(settings))
+        process.stdin.close()
+        lines = []
+        for line in process.stdout:  # ends when the driver exits (its own waits have budgets)
+            if line.strip() == "READY" and when_ready is not None:
+                when_ready()
+            else:
+                lines.append(line)
+        # The whole scenario's budget: the waits inside it, browser start and stop on a loaded CI.
+        process.wait(timeout=budget * 3)
+        stderr = process.stderr.read() if process.stderr else ""
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+    assert lines, f"{scenario}: the driver printed nothing\n{stderr[-4000:]}"
     result: dict[str, Any] = json.loads(lines[-1])
     print(f"{scenario}: screenshots in {folder}")
-    assert result["ok"], f"{scenario}: {result['error']}\n{done.stderr[-2000:]}"
+    assert result["ok"], f"{scenario}: {result['error']}\n{stderr[-2000:]}"
     return result

@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from ether.v1 import agent_io_pb2, terminal_pb2
-from tests.support.agents import EXAMPLES, deploy
+from tests.support.agents import AGENTS, EXAMPLES, deploy
+from tests.support.calls import execute
 from tests.support.host import ROOT, HostProcess
 from tests.web.support import drive
 
@@ -114,6 +115,26 @@ def test_one_turn_with_the_concierge_through_converse(host: HostProcess) -> None
     assert said[-1][1].startswith(f"examples/agents/scout holds {len(files)} files")
     # The session's context, as the concierge wrote it, shown live beside the chat.
     assert shown["context"]["findings"]["examples/agents/scout"]["files"] == len(files)
+
+
+def test_the_audit_page_shows_an_egress_refusal_as_it_happens(host: HostProcess) -> None:
+    agent = deploy(host, AGENTS / "toolbox", name="console-fetcher")  # no egress policy
+
+    def fetch() -> None:
+        output = execute(host, agent, "get", {"url": "http://127.0.0.1:9/console"})
+        assert output.error.code == "host_not_allowed"
+
+    shown = drive("audit", base=host.http_address, agent=agent, when_ready=fetch)
+    assert shown["before"] == 0
+    [row] = shown["rows"]
+    _time, who, decision, request, reason, rule = row
+    assert (who, decision, request, reason) == (
+        agent,
+        "DENIED",
+        "GET http://127.0.0.1:9/console",
+        "host_not_allowed",
+    )
+    assert "deny by default" in rule
 
 
 def test_the_bridge_refuses_websockets_from_other_origins(host: HostProcess) -> None:

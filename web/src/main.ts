@@ -3,6 +3,7 @@
 import { errorText, isUnauthenticated, setToken, supervisor, token } from "./api.js";
 import { h, show } from "./dom.js";
 import { agentPage } from "./pages/agent.js";
+import { auditPage } from "./pages/audit.js";
 import { agentsPage } from "./pages/agents.js";
 import { runPage } from "./pages/run.js";
 import { runDetailPage } from "./pages/run_detail.js";
@@ -23,6 +24,7 @@ route(/^\/workflows$/, "workflows", workflowsPage);
 route(/^\/workflows\/([^/]+)$/, "workflows", runDetailPage);
 route(/^\/sessions$/, "sessions", sessionsPage);
 route(/^\/sessions\/([^/]+)$/, "sessions", sessionPage);
+route(/^\/audit$/, "audit", auditPage);
 route(/^\/sign-in$/, "", signInPage);
 
 function showWho(): void {
