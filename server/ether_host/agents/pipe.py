@@ -7,19 +7,27 @@ the transport's windows (HTTP/2's), not in host memory. A slot is held until the
 is written, so a slow reader slows the stream too. Answers are written one at a time, in the
 order the tasks finish (not the order of the inputs), and the stream ends once every input
 read has been answered.
+
+A message may carry many tasks (a batch, ``tasks_of``): each takes a slot of its own, so the
+limit counts tasks, not messages, and the next message is read once the last task of this one
+has a slot. A batched stream (``batched``, read from its first message) is answered in batches
+too: each write carries every answer finished since the previous write, in the order they
+finished, so the answers of a fast batch share a message instead of taking one each.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, Awaitable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from typing import TypeVar
 
-In = TypeVar("In")  # an input of the stream, in the front's own terms
+In = TypeVar("In")  # a message of the stream, in the front's own terms
+Task = TypeVar("Task")  # one task a message carries
 Out = TypeVar("Out")  # an answer, likewise
 
 DEFAULT_IN_FLIGHT = 64
 MAX_IN_FLIGHT = 1024
+MAX_ANSWERS_PER_WRITE = 1000  # a batched write carries at most this many answers
 
 
 def in_flight_limit(requested: int) -> int:
@@ -29,14 +37,20 @@ def in_flight_limit(requested: int) -> int:
 
 async def run_pipe(
     inputs: AsyncIterable[In],
-    run: Callable[[In], Awaitable[Out]],
-    write: Callable[[Out], Awaitable[object]],
+    run: Callable[[Task], Awaitable[Out]],
+    write: Callable[[list[Out]], Awaitable[object]],
     requested_in_flight: Callable[[In], int],
+    tasks_of: Callable[[In], Iterable[Task]],
+    batched: Callable[[In], bool] = lambda _: False,
 ) -> None:
-    """Run ``run`` on each of ``inputs`` and ``write`` each answer, with the flow control above.
+    """Run ``run`` on each task of each of ``inputs`` and ``write`` the answers, with the flow
+    control above.
 
-    ``run`` answers every input, a failure included (an exception from it ends the stream);
-    ``requested_in_flight`` reads the limit a stream's first input asks for.
+    ``tasks_of`` lists the tasks a message carries (it may raise to end the stream: a message
+    that is wrong as a whole). ``run`` answers every task, a failure included (an exception
+    from it ends the stream). ``requested_in_flight`` and ``batched`` read what the stream's
+    first message asks for. ``write`` gets one answer at a time, or in a batched stream every
+    answer finished since its previous call (at most MAX_ANSWERS_PER_WRITE).
     """
     # asyncio's TaskGroup, Queue and Semaphore rather than anyio's: this is the host's
     # hottest loop, and anyio's per-task bookkeeping was a quarter of its CPU per message
@@ -45,20 +59,23 @@ async def run_pipe(
     slots = asyncio.Semaphore(DEFAULT_IN_FLIGHT)
     unwritten = 0  # tasks started whose answer is not written yet
     reading = True
+    together = False  # answers written in batches (the first message asked for it)
 
-    async def run_one(item: In) -> None:
-        finished.put_nowait(await run(item))
+    async def run_one(task: Task) -> None:
+        finished.put_nowait(await run(task))
 
     async def read_inputs(tg: asyncio.TaskGroup) -> None:
-        nonlocal slots, unwritten, reading
+        nonlocal slots, unwritten, reading, together
         first = True
-        async for item in inputs:
+        async for message in inputs:
             if first:
                 first = False
-                slots = asyncio.Semaphore(in_flight_limit(requested_in_flight(item)))
-            await slots.acquire()
-            unwritten += 1
-            tg.create_task(run_one(item), name="pipe task")
+                slots = asyncio.Semaphore(in_flight_limit(requested_in_flight(message)))
+                together = batched(message)
+            for task in tasks_of(message):
+                await slots.acquire()
+                unwritten += 1
+                tg.create_task(run_one(task), name="pipe task")
         reading = False
         if not unwritten:
             finished.put_nowait(None)
@@ -66,8 +83,16 @@ async def run_pipe(
     async with asyncio.TaskGroup() as tg:
         tg.create_task(read_inputs(tg), name="pipe reader")
         while (answer := await finished.get()) is not None:
-            await write(answer)
-            unwritten -= 1
-            slots.release()
+            answers = [answer]
+            # Everything already finished goes in the same write. The None that ends the
+            # stream is queued only once every answer was written, so none is here.
+            while together and len(answers) < MAX_ANSWERS_PER_WRITE and not finished.empty():
+                more = finished.get_nowait()
+                if more is not None:
+                    answers.append(more)
+            await write(answers)
+            unwritten -= len(answers)
+            for _ in answers:
+                slots.release()
             if not reading and not unwritten:
                 break

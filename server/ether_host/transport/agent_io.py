@@ -12,7 +12,7 @@ from ether.v1 import agent_io_pb2, agent_io_pb2_grpc, common_pb2
 from ether_host import rights
 from ether_host.agents import Dispatcher, TaskEvent, TaskInput, TaskResult, run_pipe
 from ether_host.cluster import Cluster
-from ether_host.errors import EtherError, InvalidArgument
+from ether_host.errors import EtherError, FieldViolation, InvalidArgument
 from ether_host.notifications import Notifier
 from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
@@ -129,29 +129,53 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
         request_iterator: AsyncIterator[agent_io_pb2.PipeRequest],
         context: grpc.aio.ServicerContext,
     ) -> None:
-        async def run_one(request: agent_io_pb2.PipeRequest) -> agent_io_pb2.PipeResponse:
-            message = request.input
+        async def run_one(item: _PipeTask) -> agent_io_pb2.AgentOutput:
+            request, index = item
+            message = request.input if index < 0 else request.inputs[index]
             task: TaskInput | None = None
-            response = agent_io_pb2.PipeResponse()
             try:
-                _check_pipe_input(request)  # the rules Execute's input is checked against
+                if index < 0:
+                    _check_pipe_input(request)  # the rules Execute's input is checked against
+                else:
+                    _check_batch_input(message, index)  # the same, named inputs[index]
             except InvalidArgument as error:
-                response.output.CopyFrom(_invalid_output(message, error))
-                return response
+                return _invalid_output(message, error)
+            output = agent_io_pb2.AgentOutput()
             try:
                 _may_execute(message)
                 task = convert.task_input(message, convert.rpc_time_left(context.time_remaining()))
                 result = await self._dispatcher.execute(task)
-                convert.fill_agent_output(response.output, result, convert.wants_json(message))
+                convert.fill_agent_output(output, result, convert.wants_json(message))
             except EtherError as error:
-                output = response.output
-                output.CopyFrom(convert.error_output(message, error.reason.lower(), error.message))
+                output = convert.error_output(message, error.reason.lower(), error.message)
                 if task is not None:
                     output.task_id = task.task_id
-            return response
+            return output
 
-        # The flow control (in-flight slots, one write at a time) is the core's: agents/pipe.py.
-        await run_pipe(request_iterator, run_one, context.write, lambda r: r.max_in_flight)
+        batched = False  # the first request decides: batches answered in batches
+
+        async def write(outputs: list[agent_io_pb2.AgentOutput]) -> None:
+            if batched:
+                await context.write(agent_io_pb2.PipeResponse(outputs=outputs))
+            else:
+                for output in outputs:
+                    await context.write(agent_io_pb2.PipeResponse(output=output))
+
+        def answers_batched(request: agent_io_pb2.PipeRequest) -> bool:
+            nonlocal batched
+            batched = len(request.inputs) > 0
+            return batched
+
+        # The flow control (in-flight slots counted in tasks, one write at a time) is the
+        # core's: agents/pipe.py.
+        await run_pipe(
+            request_iterator,
+            run_one,
+            write,
+            lambda r: r.max_in_flight,
+            _pipe_tasks,
+            answers_batched,
+        )
 
     async def CancelTask(
         self, request: agent_io_pb2.CancelTaskRequest, context: grpc.aio.ServicerContext
@@ -166,6 +190,37 @@ _check_pipe_input = validation.field_checker(
     agent_io_pb2.PipeRequest.DESCRIPTOR,  # type: ignore[arg-type] # upb's own class
     "input",
 )
+
+
+# One task of a Pipe request: the request and the index of its input in ``inputs``, or -1 for
+# ``input`` (kept as the request, so the check names the field as Execute's does).
+_PipeTask = tuple[agent_io_pb2.PipeRequest, int]
+
+_check_batch_input = validation.element_checker(
+    agent_io_pb2.PipeRequest.DESCRIPTOR,  # type: ignore[arg-type] # upb's own class
+    "inputs",
+)
+_MAX_BATCH = validation.max_items(
+    agent_io_pb2.PipeRequest.DESCRIPTOR,  # type: ignore[arg-type] # upb's own class
+    "inputs",
+)
+
+
+def _pipe_tasks(request: agent_io_pb2.PipeRequest) -> list[_PipeTask]:
+    """The tasks of one Pipe request: ``input`` (when set, or when nothing is: its check then
+    answers that it is required), then each of ``inputs``. A batch over its bound concerns the
+    message as a whole, so it ends the stream."""
+    count = len(request.inputs)
+    if count > _MAX_BATCH:
+        raise InvalidArgument(
+            f"inputs has {count} items; at most {_MAX_BATCH}: split the batch",
+            reason=Reason.INVALID_FIELD,
+            metadata={"fields": "inputs"},
+            violations=[FieldViolation("inputs", f"has {count} items; at most {_MAX_BATCH}")],
+        )
+    tasks: list[_PipeTask] = [(request, -1)] if request.HasField("input") or not count else []
+    tasks.extend((request, index) for index in range(count))
+    return tasks
 
 
 def _invalid_output(

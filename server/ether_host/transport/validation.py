@@ -60,7 +60,9 @@ _Check = Callable[[Message, str, list[_Broken]], None]
 # answers in the stream instead of ending it (docs/errors.md): the check of the whole request
 # leaves them out, and the method checks them with ``field_checker``. Pipe answers an input that
 # breaks the rules as it answers one it cannot run, so one bad input does not cancel the others.
-ANSWERED_IN_STREAM: dict[str, frozenset[str]] = {"ether.v1.PipeRequest": frozenset({"input"})}
+ANSWERED_IN_STREAM: dict[str, frozenset[str]] = {
+    "ether.v1.PipeRequest": frozenset({"input", "inputs"})
+}
 
 
 def checker(descriptor: Descriptor) -> Callable[[Message], None] | None:
@@ -99,6 +101,30 @@ def field_checker(descriptor: Descriptor, name: str) -> Callable[[Message], None
             raise _invalid(broken)
 
     return check
+
+
+def element_checker(descriptor: Descriptor, name: str) -> Callable[[Message, int], None]:
+    """The check of one element of a repeated message field ``ANSWERED_IN_STREAM`` leaves to
+    the method, named by its index (``inputs[3].agent is required``), so each element of a
+    batch is answered on its own. The field's count is the method's to check (``max_items``)."""
+    kind = descriptor.fields_by_name[name].message_type
+    assert kind is not None
+    inner = _inner(kind)
+
+    def check(item: Message, index: int) -> None:
+        if inner is None:
+            return
+        broken: list[_Broken] = []
+        inner(item, f"{name}[{index}]", broken)
+        if broken:
+            raise _invalid(broken)
+
+    return check
+
+
+def max_items(descriptor: Descriptor, name: str) -> int:
+    """The most items the rules allow a repeated field of this type (0: no bound)."""
+    return _field_rules(descriptor.fields_by_name[name]).max_items
 
 
 def malformed(descriptor: Descriptor, error: DecodeError) -> InvalidArgument:
