@@ -318,3 +318,32 @@ def test_a_pipeline_step_runs_on_an_agent_another_host_runs(
     violations = details(refused.value)["BadRequest"].field_violations
     assert [v.field for v in violations] == ["pipeline.steps[0].agent"]
     assert "no agent named 'ghost'" in violations[0].description
+
+
+def test_sessions_are_written_again_when_redis_comes_back_empty(
+    redis_server: RedisServer, host_a: HostProcess, host_b: HostProcess
+) -> None:
+    """Redis stopped, then started again empty (it saves nothing), under a session a holds: a
+    writes the session again, whole, so b reads its context as a last answered for it and takes
+    it over with all its events. (Last in the module: it empties Redis.)"""
+    session = open_session(host_a, agent="chatter", context={"kept": True})
+    talk = Conversation(host_a, session.id)
+    first = talk.turn("remember mood fine")
+    talk.close()
+    redis_server.stop()
+    try:
+        host_a.wait_for_log(lambda r: r.get("event", "").startswith("cluster degraded"), 60)
+    finally:
+        redis_server.start()  # the same port, empty
+    host_a.wait_for_log(
+        lambda r: r.get("event") == "cluster sessions written again: Redis came back empty", 60
+    )
+    host_b.wait_for_log(lambda r: r.get("event") == "cluster recovered", 60)
+    assert context_of(host_b, session.id) == ({"kept": True, "mood": "fine"}, 2)
+    # b takes it over with every event a showed, under the same numbers.
+    on_b = Conversation(host_b, session.id, after=0)
+    replayed = [on_b.next() for _ in first]
+    on_b.close()
+    assert [(e.sequence, e.WhichOneof("event")) for e in replayed] == [
+        (e.sequence, e.WhichOneof("event")) for e in first
+    ]

@@ -97,7 +97,9 @@ class ClusterGateway:
             settings.redis_url,
             socket_connect_timeout=max(0.5, min(settings.heartbeat, 5.0)),
             socket_timeout=BLOCK_MS / 1000 + 5.0,
-            retry=Retry(NoBackoff(), 0),
+            # One retry on a new connection: after Redis restarts, each pooled connection fails
+            # its first command, which a caller should not see.
+            retry=Retry(NoBackoff(), 1),
         )
         self._link = GatewayLink(
             self._host,
@@ -126,6 +128,7 @@ class ClusterGateway:
             tg.start_soon(self._link.serve)
             tg.start_soon(self._follow_topics)
             tg.start_soon(self._sessions.run)
+            tg.start_soon(self._watch_for_an_empty_redis)
             task_status.started()
             await self._lifecycle.stopping.wait()
             # The sessions' last writes (turns ended at the stop) go out before the writer ends.
@@ -310,6 +313,25 @@ class ClusterGateway:
                 )
         await self._sessions.released(session_id)  # from now on, only this host writes it
         return await self._sessions.load(session_id)
+
+    async def _watch_for_an_empty_redis(self) -> None:
+        """Every heartbeat: a Redis that came back empty gets every session held here again."""
+        while not self._lifecycle.is_stopping:
+            if await self._sessions.emptied():
+                held = list(self._gateway.sessions.sessions.values())
+                for session in held:
+                    self._sessions.save_whole(self._gateway.saved(session))
+                try:
+                    await self._sessions.durable()
+                except EtherError as error:  # gone again: they stay queued until it is back
+                    log.warning("cluster sessions not written again yet", error=error.message)
+                else:
+                    log.warning(
+                        "cluster sessions written again: Redis came back empty",
+                        sessions=len(held),
+                    )
+            with anyio.move_on_after(self._cluster.settings.heartbeat):
+                await self._lifecycle.stopping.wait()
 
     def _lost(self, session_id: str) -> None:
         """A session this host still held was taken over (this host was slow to let it go):

@@ -19,6 +19,10 @@ lets its copy go (``on_lost``), so a host that was slow rather than gone cannot 
 the new holder wrote. Each key lives ``idle_timeout + retention`` seconds past the session's last write, so
 the sessions of a host that died and that nobody takes over go away by themselves.
 
+A Redis that comes back empty (restarted without persistence) is noticed by a marker key of
+each host's (``ether:sessions:marker:<host>``, looked at every heartbeat): the host writes every
+session it holds again, whole (``save_whole``).
+
 Writes are queued (the gateway calls ``save_session`` on the event loop, without waiting) and
 sent in one MULTI/EXEC per batch by ``run``; ``durable()`` waits until those queued before it
 are in Redis, or says UNAVAILABLE when Redis does not take them within a few seconds (they stay
@@ -59,6 +63,24 @@ if previous ~= ARGV[2] then
   redis.call('HSET', KEYS[1], 'holder', ARGV[2], 'releasing', previous)
 end
 return previous
+"""
+# A session written whole (after Redis came back empty): as SAVE, its events replaced by
+# ARGV[10...]. ARGV: host, owner, body, version, updated_at, document, ttl, session id, unused.
+WHOLE = """
+local holder = redis.call('HGET', KEYS[1], 'holder')
+if holder and holder ~= ARGV[1] and redis.call('HGET', KEYS[1], 'releasing') ~= ARGV[1] then
+  return 0
+end
+if not holder then redis.call('HSET', KEYS[1], 'holder', ARGV[1]) end
+redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'body', ARGV[3], 'version', ARGV[4],
+  'updated_at', ARGV[5], 'document', ARGV[6])
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
+redis.call('DEL', KEYS[2])
+for i = 10, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+redis.call('PEXPIRE', KEYS[2], ARGV[7])
+redis.call('SADD', KEYS[3], ARGV[8])
+redis.call('PEXPIRE', KEYS[3], ARGV[7])
+return 1
 """
 # One write of a session (KEYS: the session, its events, its owner's set), only by its holder
 # (or the host being released, or any host for a new session): 1, or 0 when fenced.
@@ -114,6 +136,7 @@ class RedisSessionRecords:
         self._queued: asyncio.Event | None = None
         self._progress: asyncio.Event | None = None
         self._failing = ""
+        self._marked = False
         # Told the id of a session another host took over while this one still wrote it.
         self.on_lost: Callable[[str], None] = lambda session_id: None
 
@@ -148,6 +171,28 @@ class RedisSessionRecords:
                 ttl,
             ),
         )
+
+    def save_whole(self, saved: SavedSession) -> None:
+        """The session as it is, all of it (its row, context and retained events)."""
+        body = saved.body
+        session_id, owner = str(body["id"]), str(body["owner"])
+        ttl = int((float(body.get("idle_timeout") or 0) + self.retention) * 1000) or 1000
+        self._owners[session_id] = owner
+        events = [orjson.dumps([n, record]) for n, record in saved.events]
+        context = (saved.version, saved.updated_at, orjson.dumps(saved.document))
+        self._put("whole", (session_id, owner, orjson.dumps(body), events, context, ttl))
+
+    async def emptied(self) -> bool:
+        """Whether Redis lost what this host wrote (restarted empty) since the last look; the
+        first look only sets the marker."""
+        assert self._redis is not None
+        marker = f"ether:sessions:marker:{self._host}"
+        try:
+            was_missing = await self._redis.set(marker, b"1", nx=True)
+        except self._errors:
+            return False  # out of reach: looked at again at the next heartbeat
+        first, self._marked = not self._marked, True
+        return bool(was_missing) and not first
 
     def drop_session(self, session_id: str) -> None:
         self._put("drop", (session_id, self._owners.pop(session_id, "")))
@@ -219,6 +264,12 @@ class RedisSessionRecords:
             pipe.delete(session_key(session_id), events_key(session_id))
             if owner:
                 pipe.srem(owned_key(owner), session_id)
+            return
+        if kind == "whole":
+            session_id, owner, body, events, context, ttl = values
+            keys = (session_key(session_id), events_key(session_id), owned_key(owner))
+            args = (self._host, owner, body, *context, ttl, session_id, "")
+            pipe.eval(WHOLE, 3, *keys, *args, *events)
             return
         session_id, owner, body, event, context, ttl = values
         version, updated_at, document = context if context is not None else (0, 0.0, b"")
@@ -310,7 +361,7 @@ def _fenced(batch: list[tuple[int, str, tuple[Any, ...]]], results: list[Any]) -
     """The sessions whose writes in ``batch`` were dropped: another host holds them now."""
     fenced, at = set(), 0
     for _, kind, values in batch:
-        if kind == "save":
+        if kind in ("save", "whole"):
             if results[at] == 0:
                 fenced.add(str(values[0]))
             at += 1

@@ -36,12 +36,12 @@ from ether_host.gateway.context import Change
 from ether_host.gateway.egress.audit import AuditFilter, AuditLog, AuditRecord
 from ether_host.gateway.egress.fetch import Egress
 from ether_host.gateway.elsewhere import OtherGateways
-from ether_host.gateway.events import SessionEvent
+from ether_host.gateway.events import SessionEvent, event_record
 from ether_host.gateway.messaging import Message, Messaging, SubscriptionLagged
 from ether_host.gateway.records import SessionRecords
 from ether_host.gateway.sessions import Session, SessionStore, Turn, rebuild
 from ether_host.gateway.settings import GatewaySettings
-from ether_host.gateway.store import GatewayStore
+from ether_host.gateway.store import GatewayStore, SavedSession
 from ether_host.gateway.turns import TurnRunner
 from ether_host.paging import Page, paginate
 from ether_host.reasons import Reason
@@ -165,6 +165,18 @@ class Gateway:
             session.task_roots.discard(task_id)
 
     # -- sessions ------------------------------------------------------------------------
+
+    @staticmethod
+    def saved(session: Session) -> SavedSession:
+        """A session as a store keeps it (its row, context and retained events)."""
+        context = session.context
+        return SavedSession(
+            body=session.record(),
+            document=context.document,
+            version=context.version,
+            updated_at=context.updated_at,
+            events=[(n, event_record(e)) for n, e in session.events.since(0)],
+        )
 
     async def open_session(self, caller: Identity, **options: Any) -> Session:
         # In a cluster: other hosts' gateway agents too, and the agents pipeline steps may name.
