@@ -13,8 +13,8 @@
 
 Every call carries the same ~1 KB params (``bench.echo.client.PARAMS``). Every figure comes from a
 fresh client process, started when the rest of the machine is quiet (``wait_quiet``), in rounds
-whose order reverses each time; a verdict reads the median of the per-round ratios, and the
-tables show the range.
+whose order reverses each time; a verdict reads the median of the per-round ratios over the
+rounds other processes left quiet (bench/agents_stats.py's rule), and the tables show the range.
 
 Targets: Execute at 64 in flight >= 1.5 x AutoGen's calls/s; Pipe at 64 in flight >= 2.5 x;
 sequential Execute p50 <= 0.8 x AutoGen's; sequential Execute calls/s >= 1.6 x the MCP SDK's.
@@ -30,12 +30,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.agents_stats import Ratio, Runs, cpu_per_call, per_round
 from bench.common import (
+    NOISY_CORES,
     PYTHON,
     REPO,
     EtherHost,
@@ -56,27 +57,6 @@ ECHO_AGENT = REPO / "bench" / "echo" / "python"
 IN_FLIGHT = 64
 CLIENT_TIMEOUT = 300.0
 
-
-@dataclass(frozen=True)
-class Target:
-    """What an Ether-side ratio compares against: ``measure`` over ``peer``, and the bound."""
-
-    label: str
-    measure: str  # "rate" (higher is better) or "p50"
-    ours: str
-    peer: str
-    bound: float
-
-    def passes(self, ratio: float) -> bool:
-        return ratio >= self.bound if self.measure == "rate" else ratio <= self.bound
-
-
-TARGETS = (
-    Target("Execute calls/s / AutoGen calls/s, 64 in flight", "rate", "execute", "autogen", 1.5),
-    Target("Pipe msgs/s / AutoGen calls/s, 64 in flight", "rate", "pipe", "autogen", 2.5),
-    Target("sequential Execute p50 / AutoGen p50", "p50", "execute", "autogen", 0.8),
-    Target("sequential Execute calls/s / MCP SDK calls/s", "rate", "execute", "mcp", 1.6),
-)
 
 LABELS = {
     "execute": "Ether Execute -> Python echo agent",
@@ -160,7 +140,7 @@ def _rounds(
             argv, spec = runs[key]
             wait_quiet(ours, max_wait=20)
             began = time.perf_counter()
-            result = _client(argv, spec | {"ours": ours})
+            result = _client(argv, spec | {"ours": ours}) | {"round": number}
             results[key].append(result)
             print(
                 f"  {phase} round {number + 1}/{rounds} {key:<8} {result['rate']:,.0f} calls/s, "
@@ -174,7 +154,7 @@ def _rounds(
 
 
 def main(quick: bool = False) -> int:
-    rounds = 1 if quick else 4
+    rounds = 1 if quick else 6  # more rounds than agents: the quiet-round rule needs two quiet
     count, warmup = (200, 30) if quick else (1000, 200)
     duration = 1.5 if quick else 3.0
     python = autogen_python()
@@ -245,79 +225,90 @@ def _measure(
 # --- ratios and the report -----------------------------------------------------------------------
 
 
-def _figure(result: dict[str, Any], measure: str) -> float:
-    return float(result["rate"]) if measure == "rate" else percentile(result["latencies_us"], 50)
+def _ratios(latency: Runs, throughput: Runs) -> list[Ratio]:
+    """The four targets, per round, with the load other processes put on each round."""
+
+    def p50(run: dict[str, Any]) -> float:
+        return percentile(run["latencies_us"], 50)
+
+    def rate(key: str, base: str) -> Callable[[dict[str, Any]], float]:
+        return lambda r: float(r[key]["rate"] / r[base]["rate"])
+
+    def cpu(key: str, base: str) -> float:
+        """The throughput ratio CPU per call predicts when both sides are CPU-bound on the same
+        cores: steadier than calls/s while other processes take a varying share of them."""
+        return cpu_per_call(throughput[base]) / cpu_per_call(throughput[key])
+
+    return [
+        Ratio(
+            f"Execute calls/s / AutoGen calls/s, {IN_FLIGHT} in flight",
+            per_round(throughput, rate("execute", "autogen")),
+            ">=",
+            1.5,
+            "27",
+            cpu("execute", "autogen"),
+        ),
+        Ratio(
+            f"Pipe msgs/s / AutoGen calls/s, {IN_FLIGHT} in flight",
+            per_round(throughput, rate("pipe", "autogen")),
+            ">=",
+            2.5,
+            "27",
+            cpu("pipe", "autogen"),
+        ),
+        Ratio(
+            "sequential Execute p50 / AutoGen p50",
+            per_round(latency, lambda r: p50(r["execute"]) / p50(r["autogen"])),
+            "<=",
+            0.8,
+            "27",
+        ),
+        Ratio(
+            "sequential Execute calls/s / MCP SDK calls/s",
+            per_round(latency, rate("execute", "mcp")),
+            ">=",
+            1.6,
+            "27",
+        ),
+    ]
 
 
-def _ratios(
-    latency: dict[str, list[dict[str, Any]]], throughput: dict[str, list[dict[str, Any]]]
-) -> list[tuple[Target, list[float]]]:
-    """Each target's per-round ratios: a sequential target reads the c=1 phase (calls/s or p50),
-    the 64-in-flight ones the throughput phase."""
-    found = []
-    for target in TARGETS:
-        phase = throughput if "64 in flight" in target.label else latency
-        pairs = zip(phase[target.ours], phase[target.peer], strict=True)
-        per_round = [
-            _figure(ours, target.measure) / _figure(peer, target.measure) for ours, peer in pairs
-        ]
-        found.append((target, per_round))
-    return found
-
-
-def _cpu_per_call(result: dict[str, Any]) -> float:
-    """CPU µs per call of every process of the path (server, child, client) in the window."""
-    calls = result["calls"]
-    return sum(result["cpu"].get("cpu_s", {}).values()) / calls * 1e6 if calls else float("nan")
-
-
-def _rows(results: dict[str, list[dict[str, Any]]], with_p50: bool) -> list[list[str]]:
+def _rows(results: Runs, with_p50: bool) -> list[list[str]]:
     rows = []
     for key, runs in results.items():
         rates = [r["rate"] for r in runs]
-        low, high = spread(rates)
-        row = [LABELS[key], fmt(median(rates)), f"{fmt(low)}-{fmt(high)}"]
+        row = [LABELS[key], fmt(median(rates)), "{}-{}".format(*map(fmt, spread(rates)))]
         if with_p50:
             p50 = [percentile(r["latencies_us"], 50) for r in runs]
             p99 = [percentile(r["latencies_us"], 99) for r in runs]
-            p50_low, p50_high = spread(p50)
-            row += [fmt(median(p50)), f"{fmt(p50_low)}-{fmt(p50_high)}", fmt(median(p99))]
-        row += [
-            fmt(median(_cpu_per_call(r) for r in runs)),
-            f"{median(r['cpu'].get('foreign_cores', 0.0) for r in runs):.2f}",
-        ]
+            row += [fmt(median(p50)), "{}-{}".format(*map(fmt, spread(p50))), fmt(median(p99))]
+        loads = [r["cpu"].get("foreign_cores", 0.0) for r in runs]
+        row += [fmt(cpu_per_call(runs)), "{}-{}".format(*(fmt(v, 2) for v in spread(loads)))]
         rows.append(row)
     return rows
 
 
-def _report(
-    latency: dict[str, list[dict[str, Any]]],
-    throughput: dict[str, list[dict[str, Any]]],
-    versions: str,
-    quick: bool,
-) -> int:
+def _report(latency: Runs, throughput: Runs, versions: str, quick: bool) -> int:
     ratios = _ratios(latency, throughput)
     verdict_rows = []
-    passed = True
-    for target, per_round in ratios:
-        ratio = median(per_round)
-        low, high = spread(per_round)
-        ok = target.passes(ratio)
-        passed = passed and ok
-        bound = f"{'>=' if target.measure == 'rate' else '<='} {target.bound}"
-        verdict = "PASS" if ok else "MISS"
+    for ratio in ratios:
+        predicted = fmt(ratio.cpu, 2)
+        used = f"{len(ratio.used)}/{len(ratio.rounds)}"
+        bound = f"{ratio.op} {ratio.target}"
         print(
-            f"peers: {target.label} {ratio:.2f} (range {low:.2f}-{high:.2f}; target {bound}) "
-            f"{verdict}",
+            f"peers: {ratio.name} {ratio.value:.2f} (target {bound}; rounds used {used}, all "
+            f"rounds {ratio.range}; from CPU µs/call {predicted}) {ratio.verdict}",
             file=sys.stderr,
         )
-        verdict_rows.append([target.label, bound, f"{ratio:.2f}", f"{low:.2f}-{high:.2f}", verdict])
-    rounds = len(next(iter(latency.values())))
+        row = [ratio.name, bound, f"{ratio.value:.2f}", used, ratio.range, ratio.verdict]
+        verdict_rows.append([*row, predicted])
+    rounds = len(latency["execute"])
     calls = latency["execute"][0]["calls"]
     seconds = throughput["execute"][0]["elapsed_s"]
     seq_headers = ["path", "calls/s", "range", "p50 µs", "p50 range", "p99 µs"]
     conc_headers = ["path", "calls/s", "range"]
     tail = ["CPU µs/call, all its processes", "foreign cores"]
+    verdict_headers = ["target", "bound", "median", "rounds used", "range, all rounds", "verdict"]
     body = f"""\
 {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}{" (--quick: a smoke check, not a measurement)" if quick else ""}.
 `make bench ARGS='--only peers'` (bench/peers.py, issue 27 item 3): Ether against the AutoGen
@@ -329,13 +320,14 @@ that `send_message`-s and awaits each reply (caller -> host -> worker -> host ->
 runs the Python echo agent (bench/echo/python) in a real host. AutoGen is measured as shipped:
 its host and worker runtimes build an f-string of every message they pass for an info log
 (`logger.info(f"... {{message}}")` in autogen_ext/runtimes/grpc), whether logging is on or not.
-Fresh client processes, each
-started once other processes used under 0.3 cores (waiting at most 20 s), in {rounds} rounds of
-alternating order; a verdict reads the median of the per-round ratios.
+Fresh client processes, each started once other processes used under 0.3 cores (waiting at most
+20 s), in {rounds} rounds of alternating order. A verdict reads the median of the per-round ratios
+over the rounds in which other processes used at most {NOISY_CORES} cores during the runs the
+ratio reads (all rounds when fewer than two were that quiet); the last column is the throughput
+ratio CPU per call predicts (the peer's total CPU µs per call over Ether's), a cross-check that
+holds still while other processes take a varying share of the two cores.
 
-| target | bound | median | range over rounds | verdict |
-|---|---|---|---|---|
-{chr(10).join("| " + " | ".join(row) + " |" for row in verdict_rows)}
+{markdown_table([*verdict_headers, "from CPU µs/call"], verdict_rows)}
 
 Sequential ({rounds} rounds x {calls} calls after a warm-up), medians over rounds:
 
@@ -346,16 +338,16 @@ At {IN_FLIGHT} in flight ({rounds} rounds x {seconds:.1f} s after 0.5 s of warm-
 
 {markdown_table(conc_headers + tail, _rows(throughput, with_p50=False))}
 
-"CPU µs/call" adds up the measured window's CPU of the path's processes (Ether: host, agent,
-client; AutoGen: host, worker, caller; MCP: client and server) over its calls; "foreign cores"
-is what the rest of the machine used meanwhile.
+"CPU µs/call" adds up the measured windows' CPU of the path's processes (Ether: host, agent,
+client; AutoGen: host, worker, caller; MCP: client and server) over their calls, pooled over
+the rounds; "foreign cores" is the range of what the rest of the machine used meanwhile.
 
 Machine:
 
 {machine_markdown()}
 """
     write_section("Peers", body)
-    return 0 if passed else 1
+    return 0 if all(r.verdict == "PASS" for r in ratios) else 1
 
 
 if __name__ == "__main__":
