@@ -339,6 +339,7 @@ class ClusterGateway:
         session = self._gateway.sessions.sessions.get(session_id)
         if session is not None:
             self._gateway.sessions.release(session, "another host")
+            self._sessions.forget(session_id)
 
     async def _release_here(self, payload: dict[str, Any]) -> Any:
         """Another host took over a session this host holds: let it go, its last state
@@ -349,6 +350,7 @@ class ClusterGateway:
         holder = await self._sessions.holder(session.id)
         self._gateway.sessions.release(session, holder or "another host")
         await self._gateway.durable()
+        self._sessions.forget(session.id)
         return {"released": True}
 
     async def session_call(

@@ -194,6 +194,10 @@ class RedisSessionRecords:
         first, self._marked = not self._marked, True
         return bool(was_missing) and not first
 
+    def forget(self, session_id: str) -> None:
+        """This host let the session go: its holder writes (and drops) it from now on."""
+        self._owners.pop(session_id, None)
+
     def drop_session(self, session_id: str) -> None:
         self._put("drop", (session_id, self._owners.pop(session_id, "")))
 
