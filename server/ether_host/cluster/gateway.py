@@ -18,7 +18,7 @@ sessions any host answers for.
 - the gateway agents other hosts run are candidates to serve a session (``gateway_agents``).
 
 Built by the composition root only with ``[cluster] redis_url``; it joins after the cluster
-directory, with Redis clients of its own.
+directory, with a Redis client of its own (its blocking reads hold connections of the pool).
 """
 
 from __future__ import annotations
