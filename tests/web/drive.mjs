@@ -94,6 +94,38 @@ const scenarios = {
     };
   },
 
+  // Every kind of field of a generated form: wrong values are refused at their fields before
+  // anything is sent; right ones arrive at the agent as typed JSON.
+  async form(browser) {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await page.goto(`${config.base}/#/run/${config.agent}/${config.action}`);
+    await page.locator("form.schema").waitFor({ timeout: budget });
+    await page.fill("[name=item]", "x");
+    await page.fill("[name=quantity]", "11");
+    await page.fill("[name=zip]", "12");
+    await page.click("button[type=submit]");
+    const errors = await page.$$eval("label.field.invalid", (labels) =>
+      labels.map((label) => [label.dataset.field, label.querySelector(".field-error")?.textContent]),
+    );
+    const focused = await page.evaluate(() => document.activeElement?.getAttribute("name"));
+    await shot(page, "form-errors", false);
+    await page.fill("[name=item]", "tea");
+    await page.fill("[name=quantity]", "3");
+    await page.fill("[name=price]", "2.5");
+    await page.check("[name=gift]");
+    await page.selectOption("[name=speed]", { label: "express" });
+    await page.click("text=Add to tags");
+    await page.click("text=Add to tags");
+    await page.fill("[name='tags[0]']", "green");
+    await page.fill("[name='tags[1]']", "loose");
+    await page.fill("[name=city]", "Lyon");
+    await page.fill("[name=zip]", "69001");
+    await page.click("button[type=submit]");
+    await page.getByText("Done").waitFor({ timeout: budget });
+    await shot(page, "form-run");
+    return { errors, focused, output: await page.locator("#output").textContent() };
+  },
+
   // Create a terminal, type into xterm.js, and watch it from a second, read-only page.
   async terminal(browser) {
     const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -75,6 +76,28 @@ def test_the_code_review_workflow_runs_from_pasted_yaml(host: HostProcess) -> No
     assert shown["stages"] == [["explore", "100"], ["analyze", "100"], ["report", "100"]]
     assert shown["reportTitle"]
     assert shown["tasksShown"] > 0
+
+
+def test_a_generated_form_checks_every_kind_of_field_before_sending(host: HostProcess) -> None:
+    agent = deploy(host, Path(__file__).parent / "agents" / "order_form")
+    shown = drive("form", base=host.http_address, agent=agent, action="order")
+    errors = dict(shown["errors"])
+    assert errors == {
+        "item": "at least 2 characters",
+        "quantity": "at most 10",
+        "city": "required",
+        "zip": "must match ^[0-9]{5}$",
+    }
+    assert shown["focused"] == shown["errors"][0][0]  # the first field to fix has the focus
+    assert json.loads(shown["output"]) == {
+        "item": "tea",
+        "quantity": 3,
+        "price": 2.5,
+        "gift": True,
+        "speed": "express",
+        "tags": ["green", "loose"],
+        "address": {"city": "Lyon", "zip": "69001"},
+    }
 
 
 def test_a_terminal_typed_in_xterm_and_watched_read_only(host: HostProcess) -> None:

@@ -157,7 +157,10 @@ export function buildField(name: string, schema: Schema, required: boolean): Fie
 function objectField(name: string, schema: Schema, required: boolean, id: string): Field {
   const properties = (schema.properties ?? {}) as Record<string, Schema>;
   const needed = new Set(Array.isArray(schema.required) ? (schema.required as string[]) : []);
-  const fields = Object.entries(properties).map(([key, sub]) => [key, buildField(key, sub, needed.has(key))] as const);
+  // Required fields first. The schema travels as a google.protobuf.Struct, whose keys keep no
+  // order, so the order among the rest is the one they arrive in.
+  const entries = Object.entries(properties).sort(([a], [b]) => Number(needed.has(b)) - Number(needed.has(a)));
+  const fields = entries.map(([key, sub]) => [key, buildField(key, sub, needed.has(key))] as const);
   const element = name
     ? h("fieldset", { "data-field": name }, h("legend", {}, label(name, schema, required, id)), ...fields.map(([, f]) => f.element))
     : h("div", { class: "fields" }, ...fields.map(([, f]) => f.element));
