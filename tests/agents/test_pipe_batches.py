@@ -228,3 +228,15 @@ def test_a_batch_with_json_params_and_json_output(host: HostProcess) -> None:
     assert {o.task_id: json.loads(o.data_json) for o in outputs} == {
         f"j-{j}": {"j": j} for j in range(50)
     }
+
+
+def test_a_batch_beyond_the_agents_concurrency_waits_in_the_host_and_all_is_answered(
+    host: HostProcess,
+) -> None:
+    """600 tasks at a window of 600 to an agent that runs 64 at once: the rest wait for a slot
+    in the host (each freed slot goes to one waiting task), and every task is answered once."""
+    batch = [agent_input("flow", "echo", {"q": q}, task_id=f"q-{q}") for q in range(600)]
+    request = agent_io_pb2.PipeRequest(inputs=batch, max_in_flight=600)
+    outputs = [o for r in host.agents.Pipe(iter([request]), timeout=DEADLINE) for o in r.outputs]
+    assert sorted(o.task_id for o in outputs) == sorted(f"q-{q}" for q in range(600))
+    assert all(data(o) == {"q": int(o.task_id[2:])} for o in outputs)

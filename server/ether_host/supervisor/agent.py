@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import platform
+from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +78,10 @@ class ManagedAgent:
         self._install_failed = False
         self._active = False
         self._changed = anyio.Event()
+        # acquire() calls waiting for a slot, oldest first: a freed slot wakes one of them, not
+        # all (with hundreds queued behind a batched Pipe, waking all made each release cost
+        # O(queued)); a change of state still wakes them all (_notify).
+        self._slot_waiters: deque[anyio.Event] = deque()
         self._scope: anyio.CancelScope | None = None
         self._done = anyio.Event()
         self._done.set()
@@ -118,6 +123,13 @@ class ManagedAgent:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
+        waiters, self._slot_waiters = self._slot_waiters, deque()
+        for waiter in waiters:
+            waiter.set()
+
+    def _wake_one(self) -> None:
+        if self._slot_waiters:
+            self._slot_waiters.popleft().set()
 
     def publish_state(
         self, replica: Replica | None, previous: State, reason: str, **extra: Any
@@ -406,7 +418,16 @@ class ManagedAgent:
         self.queued += 1
         try:
             while (replica := self.try_acquire(reentrant=reentrant)) is None:
-                await self._changed.wait()
+                woken = anyio.Event()
+                self._slot_waiters.append(woken)
+                try:
+                    await woken.wait()
+                except BaseException:  # cancelled (a deadline, the caller gone)
+                    if woken.is_set():
+                        self._wake_one()  # woken for a slot it will not take: pass it on
+                    else:
+                        self._slot_waiters.remove(woken)
+                    raise
             return replica
         finally:
             self.queued -= 1
@@ -428,8 +449,7 @@ class ManagedAgent:
 
     def release(self, replica: Replica) -> None:
         replica.assigned -= 1
-        if self.queued:  # only acquire() waits on _changed
-            self._notify()
+        self._wake_one()
 
     def _replica_reason(self) -> str:
         return next((r.reason for r in self.replicas if r.reason), "")
