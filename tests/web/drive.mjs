@@ -258,6 +258,25 @@ const scenarios = {
     };
   },
 
+  // A caller without terminal.write: the host makes its attach read-only, and the page says so.
+  async readonly_by_right(browser) {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    await context.addInitScript((token) => sessionStorage.setItem("ether.token", token), config.token);
+    const page = await context.newPage();
+    await page.goto(`${config.base}/#/terminals/${encodeURIComponent(config.terminal)}`);
+    await page.locator("#terminal[data-attached=true]").waitFor({ timeout: budget });
+    await waitTerminalLine(page, config.line);
+    await page.locator("#terminal .xterm").click();
+    await page.keyboard.type("echo typed-without-the-right");
+    await page.keyboard.press("Enter");
+    process.stdout.write("READY\n"); // the test writes the next line as its owner-admin
+    await waitTerminalLine(page, config.after);
+    return {
+      readOnly: await page.locator("#terminal").getAttribute("data-read-only"),
+      status: await page.locator("#terminal-status").textContent(),
+    };
+  },
+
   // A host with tokens: the console asks for one, refuses a wrong one with the host's message,
   // and opens with a right one (kept for the tab only).
   async signin(browser) {

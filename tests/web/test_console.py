@@ -22,6 +22,7 @@ from tests.web.support import drive
 EXAMPLE_AGENTS = ("scout", "wordcount", "report")
 TOKEN = "console-admin-token-0123456789"
 READER = "console-reader-token-0123456789"
+WATCHER = "console-watcher-token-0123456789"  # may see and attach to its terminals, not type
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +173,10 @@ def test_the_bridge_refuses_websockets_from_other_origins(host: HostProcess) -> 
 def auth_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
     folder = tmp_path_factory.mktemp("console-auth")
     tokens = folder / "tokens"
-    tokens.write_text(f"admin {TOKEN}\nreader {READER} agent.read\n")
+    tokens.write_text(
+        f"admin {TOKEN}\nreader {READER} agent.read\n"
+        f"watcher {WATCHER} agent.read,terminal.read,terminal.attach\n"
+    )
     tokens.chmod(0o600)
     process = HostProcess(folder / "state", "--auth-tokens-file", str(tokens), http=True)
     try:
@@ -219,3 +223,46 @@ def test_console_calls_are_checked_by_the_rpcs_own_rights(auth_host: HostProcess
     assert create.status_code == 403
     assert create.json()["code"] == "permission_denied"
     assert create.json()["message"] == "reader lacks the terminal.create right"
+
+
+def test_a_caller_without_the_write_right_is_attached_read_only(auth_host: HostProcess) -> None:
+    admin = (("authorization", f"Bearer {TOKEN}"),)
+    made = auth_host.terminals.CreateTerminal(
+        terminal_pb2.CreateTerminalRequest(
+            command_line="bash --norc --noprofile", owner="watcher", rows=24, cols=80
+        ),
+        metadata=admin,
+        timeout=30,
+    ).terminal
+
+    def write(line: str) -> None:
+        auth_host.terminals.WriteInput(
+            terminal_pb2.WriteInputRequest(
+                terminal_id=made.id, input=terminal_pb2.TerminalInput(text=f"echo {line}\n")
+            ),
+            metadata=admin,
+            timeout=30,
+        )
+
+    write("shared-line")
+    try:
+        shown = drive(
+            "readonly_by_right",
+            base=auth_host.http_address,
+            token=WATCHER,
+            terminal=made.id,
+            line="shared-line",
+            after="after-watcher",
+            when_ready=lambda: write("after-watcher"),
+        )
+        assert shown["readOnly"] == "true"
+        assert shown["status"].startswith("Attached read-only")
+        lines = auth_host.terminals.ReadScreen(
+            terminal_pb2.ReadScreenRequest(terminal_id=made.id), metadata=admin, timeout=30
+        ).screen.lines
+        assert "after-watcher" in [line.rstrip() for line in lines]
+        assert not any("typed-without-the-right" in line for line in lines)
+    finally:
+        auth_host.terminals.CloseTerminal(
+            terminal_pb2.CloseTerminalRequest(terminal_id=made.id), metadata=admin, timeout=30
+        )
