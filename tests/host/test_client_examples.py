@@ -1,7 +1,8 @@
 """The client tours in clients/examples (Python, Go, TypeScript) run against a real host that asks
 for a token, and print the same lines: what a user copying them would see.
 
-Each tour lists the agents, calls scout, streams a search, pipes three calls and shows the error
+Each tour lists the agents, calls scout, streams a search, pipes three calls (one per message,
+then as one batch: PipeRequest.inputs, PipeResponse.outputs) and shows the error
 for an agent that is not there. The expected lines are worked out here from the files scout reads,
 so a tour that printed what it was told rather than what the host answered would fail.
 """
@@ -87,6 +88,7 @@ def expected_lines(pid: int) -> list[str]:
         f"analyze_file: SUCCESS lines={lines_of('README.md')} pid={pid}",
         *(f"stream {sequence}: {event}" for sequence, event in enumerate(stream, start=1)),
         *(f"pipe: {name} SUCCESS lines={lines_of(name)}" for name in PIPED),
+        *(f"batch: {name} SUCCESS lines={lines_of(name)}" for name in PIPED),
         "missing agent: NOT_FOUND: no agent named 'no-such-agent' (deployed: scout)",
     ]
 

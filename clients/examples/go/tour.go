@@ -140,6 +140,38 @@ func main() {
 		fmt.Printf("pipe: %s %s lines=%d\n", baseName(output), statusName(output), field(output, "lines"))
 	}
 
+	// 4b. A batch: the same tasks in one request (Inputs), answered in responses that each carry
+	// every output finished since the previous one (Outputs), still in the order they finish.
+	// Each task runs and fails on its own; MaxInFlight counts tasks, not messages.
+	ctx, cancel = callContext()
+	defer cancel()
+	batch, err := agents.Pipe(ctx)
+	check("batch", err)
+	inputs := make([]*etherv1.AgentInput, 0, len(files))
+	for _, name := range files {
+		inputs = append(inputs, task("analyze_file", map[string]any{"path": filepath.Join(root, name)}))
+	}
+	check("batch send", batch.Send(&etherv1.PipeRequest{Inputs: inputs}))
+	check("batch close", batch.CloseSend())
+	var batched []*etherv1.AgentOutput
+	for {
+		response, err := batch.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		check("batch", err)
+		for _, output := range response.GetOutputs() {
+			batched = append(batched, succeeded("batch", output))
+		}
+	}
+	if len(batched) != len(files) {
+		fail("batch", fmt.Errorf("%d outputs for %d inputs", len(batched), len(files)))
+	}
+	sort.Slice(batched, func(i, j int) bool { return baseName(batched[i]) < baseName(batched[j]) })
+	for _, output := range batched {
+		fmt.Printf("batch: %s %s lines=%d\n", baseName(output), statusName(output), field(output, "lines"))
+	}
+
 	// 5. An agent that is not there: NOT_FOUND, with a message saying which.
 	ctx, cancel = callContext()
 	defer cancel()

@@ -112,6 +112,20 @@ def main() -> int:
         for data, state in sorted(outputs, key=lambda pair: Path(pair[0]["path"]).name):
             print(f"pipe: {Path(data['path']).name} {state} lines={data['lines']}")
 
+        # 4b. A batch: the same tasks in one request (inputs), answered in responses that each
+        # carry every output finished since the previous one (outputs), still in the order
+        # they finish. Each task runs and fails on its own; max_in_flight counts tasks.
+        batch = agent_io_pb2.PipeRequest(
+            inputs=[task("analyze_file", {"path": str(root / name)}) for name in files]
+        )
+        batched = [
+            (value_of(succeeded(output, "batch")), status(output))
+            for response in agents.Pipe(iter([batch]), timeout=DEADLINE, metadata=metadata)
+            for output in response.outputs
+        ]
+        for data, state in sorted(batched, key=lambda pair: Path(pair[0]["path"]).name):
+            print(f"batch: {Path(data['path']).name} {state} lines={data['lines']}")
+
         # 5. An agent that is not there: NOT_FOUND, with a message saying which.
         try:
             agents.Execute(

@@ -124,6 +124,26 @@ async function pipe(): Promise<void> {
   for (const [, line] of lines) console.log(line);
 }
 
+// 4b. A batch: the same tasks in one request (inputs), answered in responses that each carry
+// every output finished since the previous one (outputs), still in the order they finish. Each
+// task runs and fails on its own; maxInFlight counts tasks, not messages.
+async function batch(): Promise<void> {
+  async function* requests() {
+    const files = ["README.md", "Makefile", "pyproject.toml"];
+    yield { inputs: files.map((name) => task("analyze_file", { path: join(root, name) })) };
+  }
+  const lines: [string, string][] = [];
+  for await (const response of agents.pipe(requests(), call)) {
+    for (const output of response.outputs) {
+      const { status, data } = result(output);
+      const name = basename(text(data, "path"));
+      lines.push([name, `batch: ${name} ${status} lines=${int(data, "lines")}`]);
+    }
+  }
+  lines.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  for (const [, line] of lines) console.log(line);
+}
+
 // 5. An agent that is not there: NOT_FOUND, with a message saying which.
 async function missingAgent(): Promise<void> {
   try {
@@ -191,7 +211,8 @@ function codeName(code: Code): string {
 
 // The steps in order, each under the name a failure is reported with.
 const steps = {
-  "list agents": listAgents, execute, "execute stream": executeStream, pipe, "missing agent": missingAgent,
+  "list agents": listAgents, execute, "execute stream": executeStream, pipe, batch,
+  "missing agent": missingAgent,
 };
 for (const [what, run] of Object.entries(steps)) {
   try {
