@@ -320,6 +320,29 @@ def test_a_pipeline_step_runs_on_an_agent_another_host_runs(
     assert "no agent named 'ghost'" in violations[0].description
 
 
+def test_context_watched_on_b_follows_the_session_there(
+    host_a: HostProcess, host_b: HostProcess
+) -> None:
+    """WatchContext on b of a session opened on a brings it to b: a snapshot, then b's changes;
+    a change made on a takes it back there, and b's watch ends UNAVAILABLE naming a."""
+    session = open_session(host_a, agent="chatter", context={"step": 0})
+    watch = host_b.gateway.WatchContext(
+        gateway_pb2.WatchContextRequest(session_id=session.id), timeout=60
+    )
+    first = next(watch)
+    assert (first.WhichOneof("event"), first.snapshot.version) == ("snapshot", 1)
+    on_b = gateway_pb2.UpdateContextRequest(session_id=session.id, set=struct({"step": 1}))
+    assert host_b.gateway.UpdateContext(on_b, timeout=30).change.version == 2
+    change = next(watch).change
+    assert (change.version, json_format.MessageToDict(change.values)) == (2, {"step": 1})
+    on_a = gateway_pb2.UpdateContextRequest(session_id=session.id, set=struct({"step": 2}))
+    assert host_a.gateway.UpdateContext(on_a, timeout=30).change.version == 3
+    with pytest.raises(grpc.RpcError) as moved:
+        list(watch)
+    assert moved.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "moved to host a" in (moved.value.details() or "")
+
+
 def test_sessions_are_written_again_when_redis_comes_back_empty(
     redis_server: RedisServer, host_a: HostProcess, host_b: HostProcess
 ) -> None:
