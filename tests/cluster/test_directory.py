@@ -249,3 +249,8 @@ def test_a_host_that_loses_redis_serves_its_agents_degraded_and_recovers(
         assert "degraded" not in client.get("/readyz").json()
     # a wrote its entry again into the empty Redis: b lists a's agents again.
     assert [h.host for h in listed(host_b)["only-on-a"].hosts] == ["a"]
+    # ... and b's calls reach a again, through a Redis that has none of the streams, groups
+    # and scripts of before (the scripts are loaded again at their first call).
+    for number in range(3):
+        output = execute(host_b, "only-on-a", "echo", {"after": number})
+        assert (output.metadata.host, data(output)) == ("a", {"after": number})

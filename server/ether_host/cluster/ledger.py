@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ether_host.cluster.pipelined import PipelinedScripts, Script
+
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
@@ -146,10 +148,12 @@ class TaskLedger:
     def __init__(self, redis: Redis, group: str, reply_length: int) -> None:
         self._group = group
         self._reply_length = reply_length
-        self._submit = redis.register_script(_SUBMIT)
-        self._start = redis.register_script(_START)
+        # The three calls every task makes go out in batches (pipelined.py).
+        self._batched = PipelinedScripts(redis)
+        self._submit = Script(_SUBMIT)
+        self._start = Script(_START)
+        self._finish = Script(_FINISH)
         self._take_over = redis.register_script(_TAKE_OVER)
-        self._finish = redis.register_script(_FINISH)
         self._keep = redis.register_script(_KEEP)
 
     async def submit(
@@ -172,12 +176,13 @@ class TaskLedger:
             task_json,
             stream_length,
         ]
-        return _text(await self._submit(keys=keys, args=args))
+        return _text(await self._batched.call(self._submit, keys, args))
 
     async def start(self, task_id: str, stream: str, entry: str, runner: str) -> bool:
         """Whether this host runs the entry it read (False: nobody waits for it any more)."""
         keys = [record_key(task_id), stream]
-        return _text(await self._start(keys=keys, args=[runner, entry, self._group])) == "run"
+        answer = await self._batched.call(self._start, keys, [runner, entry, self._group])
+        return _text(answer) == "run"
 
     async def take_over(
         self, task_id: str, stream: str, entry: str, runner: str, idempotent: bool
@@ -194,7 +199,7 @@ class TaskLedger:
         runner's any more (taken over by another host: its answer counts)."""
         keys = [record_key(task_id), waiters_key(task_id), stream]
         args: list[bytes | str | int] = [runner, entry, self._group, answer, self._reply_length]
-        return bool(await self._finish(keys=keys, args=args))
+        return bool(await self._batched.call(self._finish, keys, args))
 
     async def keep(self, stream: str, runner: str, held: dict[str, str]) -> None:
         """Keep fresh the entries ``held`` (entry id -> task id) this host runs on ``stream``."""
