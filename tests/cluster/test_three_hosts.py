@@ -1,4 +1,5 @@
-"""docs/cluster.md's three commands (between its cluster:start and cluster:end markers) start three
+"""The README's three commands (between its cluster:start and cluster:end markers, the same in
+docs/cluster.md) start three
 hosts on one Redis: run as written, with only the Redis port, the listen ports and the state
 folders changed to the test's own (a real redis-server on a free port, ports the kernel gives)."""
 
@@ -22,14 +23,21 @@ from tests.support.redis import RedisServer, redis_server
 
 __all__ = ["redis_server"]
 
+README = ROOT / "README.md"
 DOC = ROOT / "docs" / "cluster.md"
 
 
-def commands() -> list[str]:
-    text = DOC.read_text(encoding="utf-8")
+def block_of(path: Path) -> list[str]:
+    text = path.read_text(encoding="utf-8")
     block = text.split("<!-- cluster:start -->", 1)[1].split("<!-- cluster:end -->", 1)[0]
-    lines = [line for line in block.splitlines() if line and not line.startswith("```")]
+    return [line for line in block.splitlines() if line and not line.startswith("```")]
+
+
+def commands() -> list[str]:
+    """The README's three commands; docs/cluster.md shows the same three."""
+    lines = block_of(README)
     assert len(lines) == 3, lines
+    assert block_of(DOC) == lines, "README.md and docs/cluster.md show different commands"
     return lines
 
 
