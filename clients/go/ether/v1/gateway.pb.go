@@ -429,7 +429,10 @@ type Session struct {
 	// When the session was closed; unset while open.
 	ClosedAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=closed_at,json=closedAt,proto3" json:"closed_at,omitempty"`
 	// The session closes after this long without activity.
-	IdleTimeout   *durationpb.Duration `protobuf:"bytes,14,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
+	IdleTimeout *durationpb.Duration `protobuf:"bytes,14,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
+	// Where the host delivers the session's turns and its closing, as
+	// OpenSession named it; unset when it named nowhere.
+	Notify        *Notify `protobuf:"bytes,15,opt,name=notify,proto3" json:"notify,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -562,6 +565,13 @@ func (x *Session) GetIdleTimeout() *durationpb.Duration {
 	return nil
 }
 
+func (x *Session) GetNotify() *Notify {
+	if x != nil {
+		return x.Notify
+	}
+	return nil
+}
+
 // ContextChange is one change of a session's context.
 type ContextChange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -660,7 +670,18 @@ type OpenSessionRequest struct {
 	// Optional idempotency key (AIP-155), a UUID: repeating a request with
 	// the same request_id returns the session the first request opened.
 	// At most 128 characters.
-	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Where the host also delivers the session's progress: each turn's final
+	// answer (kind "turn": the turn's number and the gateway agent's reply,
+	// or the errors that ended it without one) and, when the session closes
+	// (CloseSession, idle timeout), one delivery of kind "session_closed".
+	// Signed, retried and recorded as a task's notify is
+	// (docs/notifications.md); on a topic the message types are
+	// "turn_completed" and "session_closed". Kept with the session across a
+	// host restart and when another host of a cluster takes it over. A bad
+	// URL, a host with no secret for a webhook, or not a topic name:
+	// INVALID_ARGUMENT, and no session is opened.
+	Notify        *Notify `protobuf:"bytes,8,opt,name=notify,proto3" json:"notify,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -753,6 +774,13 @@ func (x *OpenSessionRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *OpenSessionRequest) GetNotify() *Notify {
+	if x != nil {
+		return x.Notify
+	}
+	return nil
 }
 
 type isOpenSessionRequest_Target interface {
@@ -3931,7 +3959,7 @@ var File_ether_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_ether_v1_gateway_proto_rawDesc = "" +
 	"\n" +
-	"\x16ether/v1/gateway.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"_\n" +
+	"\x16ether/v1/gateway.proto\x12\bether.v1\x1a\x17ether/v1/agent_io.proto\x1a\x15ether/v1/common.proto\x1a\x14ether/v1/rules.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"_\n" +
 	"\x0fPipelineTrigger\x12\x14\n" +
 	"\x05every\x18\x01 \x01(\x05R\x05every\x12\"\n" +
 	"\bat_turns\x18\x02 \x03(\x05B\a\xa2\xbb\x18\x03(\xe8\aR\aatTurns\x12\x12\n" +
@@ -3949,7 +3977,7 @@ const file_ether_v1_gateway_proto_rawDesc = "" +
 	"\atimeout\x18\t \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x82\x01\n" +
 	"\fPipelineSpec\x124\n" +
 	"\x05steps\x18\x01 \x03(\v2\x16.ether.v1.PipelineStepB\x06\xa2\xbb\x18\x02(@R\x05steps\x12<\n" +
-	"\fturn_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vturnTimeout\"\xd8\x04\n" +
+	"\fturn_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vturnTimeout\"\x82\x05\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
@@ -3968,12 +3996,13 @@ const file_ether_v1_gateway_proto_rawDesc = "" +
 	"created_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12D\n" +
 	"\x10last_activity_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x0elastActivityAt\x127\n" +
 	"\tclosed_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\bclosedAt\x12<\n" +
-	"\fidle_timeout\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\"\x86\x01\n" +
+	"\fidle_timeout\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x12(\n" +
+	"\x06notify\x18\x0f \x01(\v2\x10.ether.v1.NotifyR\x06notify\"\x86\x01\n" +
 	"\rContextChange\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\tR\x04keys\x12/\n" +
 	"\x06values\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x06values\x12\x16\n" +
-	"\x06author\x18\x04 \x01(\tR\x06author\"\xec\x02\n" +
+	"\x06author\x18\x04 \x01(\tR\x06author\"\x96\x03\n" +
 	"\x12OpenSessionRequest\x12\x1f\n" +
 	"\x05agent\x18\x01 \x01(\tB\a\xa2\xbb\x18\x030\x80\x02H\x00R\x05agent\x12)\n" +
 	"\n" +
@@ -3984,7 +4013,8 @@ const file_ether_v1_gateway_proto_rawDesc = "" +
 	"\bmetadata\x18\x05 \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12<\n" +
 	"\fidle_timeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x12&\n" +
 	"\n" +
-	"request_id\x18\a \x01(\tB\a\xa2\xbb\x18\x030\x80\x01R\trequestIdB\b\n" +
+	"request_id\x18\a \x01(\tB\a\xa2\xbb\x18\x030\x80\x01R\trequestId\x12(\n" +
+	"\x06notify\x18\b \x01(\v2\x10.ether.v1.NotifyR\x06notifyB\b\n" +
 	"\x06target\"B\n" +
 	"\x13OpenSessionResponse\x12+\n" +
 	"\asession\x18\x01 \x01(\v2\x11.ether.v1.SessionR\asession\"=\n" +
@@ -4300,9 +4330,10 @@ var file_ether_v1_gateway_proto_goTypes = []any{
 	(*structpb.Struct)(nil),       // 49: google.protobuf.Struct
 	(*durationpb.Duration)(nil),   // 50: google.protobuf.Duration
 	(*timestamppb.Timestamp)(nil), // 51: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 52: google.protobuf.Value
-	(*TaskError)(nil),             // 53: ether.v1.TaskError
-	(TaskStatus)(0),               // 54: ether.v1.TaskStatus
+	(*Notify)(nil),                // 52: ether.v1.Notify
+	(*structpb.Value)(nil),        // 53: google.protobuf.Value
+	(*TaskError)(nil),             // 54: ether.v1.TaskError
+	(TaskStatus)(0),               // 55: ether.v1.TaskStatus
 }
 var file_ether_v1_gateway_proto_depIdxs = []int32{
 	49, // 0: ether.v1.PipelineStep.params:type_name -> google.protobuf.Struct
@@ -4317,96 +4348,98 @@ var file_ether_v1_gateway_proto_depIdxs = []int32{
 	51, // 9: ether.v1.Session.last_activity_at:type_name -> google.protobuf.Timestamp
 	51, // 10: ether.v1.Session.closed_at:type_name -> google.protobuf.Timestamp
 	50, // 11: ether.v1.Session.idle_timeout:type_name -> google.protobuf.Duration
-	49, // 12: ether.v1.ContextChange.values:type_name -> google.protobuf.Struct
-	4,  // 13: ether.v1.OpenSessionRequest.pipeline:type_name -> ether.v1.PipelineSpec
-	49, // 14: ether.v1.OpenSessionRequest.context:type_name -> google.protobuf.Struct
-	49, // 15: ether.v1.OpenSessionRequest.metadata:type_name -> google.protobuf.Struct
-	50, // 16: ether.v1.OpenSessionRequest.idle_timeout:type_name -> google.protobuf.Duration
-	5,  // 17: ether.v1.OpenSessionResponse.session:type_name -> ether.v1.Session
-	5,  // 18: ether.v1.GetSessionResponse.session:type_name -> ether.v1.Session
-	0,  // 19: ether.v1.ListSessionsRequest.state:type_name -> ether.v1.SessionState
-	5,  // 20: ether.v1.ListSessionsResponse.sessions:type_name -> ether.v1.Session
-	5,  // 21: ether.v1.CloseSessionResponse.session:type_name -> ether.v1.Session
-	49, // 22: ether.v1.UserMessage.data:type_name -> google.protobuf.Struct
-	15, // 23: ether.v1.ConverseRequest.start:type_name -> ether.v1.ConverseStart
-	16, // 24: ether.v1.ConverseRequest.message:type_name -> ether.v1.UserMessage
-	52, // 25: ether.v1.AgentReply.data:type_name -> google.protobuf.Value
-	53, // 26: ether.v1.TurnError.error:type_name -> ether.v1.TaskError
-	52, // 27: ether.v1.CustomEvent.data:type_name -> google.protobuf.Value
-	54, // 28: ether.v1.PipelineStepCompleted.status:type_name -> ether.v1.TaskStatus
-	50, // 29: ether.v1.PipelineStepCompleted.latency:type_name -> google.protobuf.Duration
-	50, // 30: ether.v1.TurnCompleted.latency:type_name -> google.protobuf.Duration
-	51, // 31: ether.v1.ConverseResponse.time:type_name -> google.protobuf.Timestamp
-	18, // 32: ether.v1.ConverseResponse.accepted:type_name -> ether.v1.TurnAccepted
-	19, // 33: ether.v1.ConverseResponse.reply:type_name -> ether.v1.AgentReply
-	6,  // 34: ether.v1.ConverseResponse.context_changed:type_name -> ether.v1.ContextChange
-	20, // 35: ether.v1.ConverseResponse.progress:type_name -> ether.v1.TurnProgress
-	21, // 36: ether.v1.ConverseResponse.error:type_name -> ether.v1.TurnError
-	22, // 37: ether.v1.ConverseResponse.agent_failover:type_name -> ether.v1.AgentFailover
-	23, // 38: ether.v1.ConverseResponse.custom:type_name -> ether.v1.CustomEvent
-	24, // 39: ether.v1.ConverseResponse.step_completed:type_name -> ether.v1.PipelineStepCompleted
-	25, // 40: ether.v1.ConverseResponse.turn_completed:type_name -> ether.v1.TurnCompleted
-	26, // 41: ether.v1.ConverseResponse.session_closed:type_name -> ether.v1.SessionClosed
-	49, // 42: ether.v1.GetContextResponse.context:type_name -> google.protobuf.Struct
-	51, // 43: ether.v1.GetContextResponse.updated_at:type_name -> google.protobuf.Timestamp
-	49, // 44: ether.v1.UpdateContextRequest.set:type_name -> google.protobuf.Struct
-	49, // 45: ether.v1.UpdateContextRequest.merge_patch:type_name -> google.protobuf.Struct
-	30, // 46: ether.v1.UpdateContextRequest.remove:type_name -> ether.v1.ContextKeys
-	49, // 47: ether.v1.UpdateContextRequest.replace:type_name -> google.protobuf.Struct
-	6,  // 48: ether.v1.UpdateContextResponse.change:type_name -> ether.v1.ContextChange
-	49, // 49: ether.v1.ContextSnapshot.context:type_name -> google.protobuf.Struct
-	51, // 50: ether.v1.WatchContextResponse.time:type_name -> google.protobuf.Timestamp
-	34, // 51: ether.v1.WatchContextResponse.snapshot:type_name -> ether.v1.ContextSnapshot
-	6,  // 52: ether.v1.WatchContextResponse.change:type_name -> ether.v1.ContextChange
-	26, // 53: ether.v1.WatchContextResponse.session_closed:type_name -> ether.v1.SessionClosed
-	52, // 54: ether.v1.AgentMessage.data:type_name -> google.protobuf.Value
-	51, // 55: ether.v1.AgentMessage.sent_at:type_name -> google.protobuf.Timestamp
-	52, // 56: ether.v1.SendMessageRequest.data:type_name -> google.protobuf.Value
-	36, // 57: ether.v1.SendMessageResponse.message:type_name -> ether.v1.AgentMessage
-	36, // 58: ether.v1.SubscribeResponse.message:type_name -> ether.v1.AgentMessage
-	40, // 59: ether.v1.SubscribeResponse.lagged:type_name -> ether.v1.SubscriptionLagged
-	52, // 60: ether.v1.PublishRequest.data:type_name -> google.protobuf.Value
-	36, // 61: ether.v1.PublishResponse.message:type_name -> ether.v1.AgentMessage
-	51, // 62: ether.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
-	1,  // 63: ether.v1.AuditRecord.decision:type_name -> ether.v1.AuditDecision
-	50, // 64: ether.v1.AuditRecord.duration:type_name -> google.protobuf.Duration
-	1,  // 65: ether.v1.ListAuditRequest.decision:type_name -> ether.v1.AuditDecision
-	51, // 66: ether.v1.ListAuditRequest.start_time:type_name -> google.protobuf.Timestamp
-	51, // 67: ether.v1.ListAuditRequest.end_time:type_name -> google.protobuf.Timestamp
-	44, // 68: ether.v1.ListAuditResponse.records:type_name -> ether.v1.AuditRecord
-	1,  // 69: ether.v1.WatchAuditRequest.decision:type_name -> ether.v1.AuditDecision
-	44, // 70: ether.v1.WatchAuditResponse.record:type_name -> ether.v1.AuditRecord
-	7,  // 71: ether.v1.GatewayService.OpenSession:input_type -> ether.v1.OpenSessionRequest
-	9,  // 72: ether.v1.GatewayService.GetSession:input_type -> ether.v1.GetSessionRequest
-	11, // 73: ether.v1.GatewayService.ListSessions:input_type -> ether.v1.ListSessionsRequest
-	13, // 74: ether.v1.GatewayService.CloseSession:input_type -> ether.v1.CloseSessionRequest
-	17, // 75: ether.v1.GatewayService.Converse:input_type -> ether.v1.ConverseRequest
-	28, // 76: ether.v1.GatewayService.GetContext:input_type -> ether.v1.GetContextRequest
-	31, // 77: ether.v1.GatewayService.UpdateContext:input_type -> ether.v1.UpdateContextRequest
-	33, // 78: ether.v1.GatewayService.WatchContext:input_type -> ether.v1.WatchContextRequest
-	37, // 79: ether.v1.GatewayService.SendMessage:input_type -> ether.v1.SendMessageRequest
-	39, // 80: ether.v1.GatewayService.Subscribe:input_type -> ether.v1.SubscribeRequest
-	42, // 81: ether.v1.GatewayService.Publish:input_type -> ether.v1.PublishRequest
-	45, // 82: ether.v1.GatewayService.ListAudit:input_type -> ether.v1.ListAuditRequest
-	47, // 83: ether.v1.GatewayService.WatchAudit:input_type -> ether.v1.WatchAuditRequest
-	8,  // 84: ether.v1.GatewayService.OpenSession:output_type -> ether.v1.OpenSessionResponse
-	10, // 85: ether.v1.GatewayService.GetSession:output_type -> ether.v1.GetSessionResponse
-	12, // 86: ether.v1.GatewayService.ListSessions:output_type -> ether.v1.ListSessionsResponse
-	14, // 87: ether.v1.GatewayService.CloseSession:output_type -> ether.v1.CloseSessionResponse
-	27, // 88: ether.v1.GatewayService.Converse:output_type -> ether.v1.ConverseResponse
-	29, // 89: ether.v1.GatewayService.GetContext:output_type -> ether.v1.GetContextResponse
-	32, // 90: ether.v1.GatewayService.UpdateContext:output_type -> ether.v1.UpdateContextResponse
-	35, // 91: ether.v1.GatewayService.WatchContext:output_type -> ether.v1.WatchContextResponse
-	38, // 92: ether.v1.GatewayService.SendMessage:output_type -> ether.v1.SendMessageResponse
-	41, // 93: ether.v1.GatewayService.Subscribe:output_type -> ether.v1.SubscribeResponse
-	43, // 94: ether.v1.GatewayService.Publish:output_type -> ether.v1.PublishResponse
-	46, // 95: ether.v1.GatewayService.ListAudit:output_type -> ether.v1.ListAuditResponse
-	48, // 96: ether.v1.GatewayService.WatchAudit:output_type -> ether.v1.WatchAuditResponse
-	84, // [84:97] is the sub-list for method output_type
-	71, // [71:84] is the sub-list for method input_type
-	71, // [71:71] is the sub-list for extension type_name
-	71, // [71:71] is the sub-list for extension extendee
-	0,  // [0:71] is the sub-list for field type_name
+	52, // 12: ether.v1.Session.notify:type_name -> ether.v1.Notify
+	49, // 13: ether.v1.ContextChange.values:type_name -> google.protobuf.Struct
+	4,  // 14: ether.v1.OpenSessionRequest.pipeline:type_name -> ether.v1.PipelineSpec
+	49, // 15: ether.v1.OpenSessionRequest.context:type_name -> google.protobuf.Struct
+	49, // 16: ether.v1.OpenSessionRequest.metadata:type_name -> google.protobuf.Struct
+	50, // 17: ether.v1.OpenSessionRequest.idle_timeout:type_name -> google.protobuf.Duration
+	52, // 18: ether.v1.OpenSessionRequest.notify:type_name -> ether.v1.Notify
+	5,  // 19: ether.v1.OpenSessionResponse.session:type_name -> ether.v1.Session
+	5,  // 20: ether.v1.GetSessionResponse.session:type_name -> ether.v1.Session
+	0,  // 21: ether.v1.ListSessionsRequest.state:type_name -> ether.v1.SessionState
+	5,  // 22: ether.v1.ListSessionsResponse.sessions:type_name -> ether.v1.Session
+	5,  // 23: ether.v1.CloseSessionResponse.session:type_name -> ether.v1.Session
+	49, // 24: ether.v1.UserMessage.data:type_name -> google.protobuf.Struct
+	15, // 25: ether.v1.ConverseRequest.start:type_name -> ether.v1.ConverseStart
+	16, // 26: ether.v1.ConverseRequest.message:type_name -> ether.v1.UserMessage
+	53, // 27: ether.v1.AgentReply.data:type_name -> google.protobuf.Value
+	54, // 28: ether.v1.TurnError.error:type_name -> ether.v1.TaskError
+	53, // 29: ether.v1.CustomEvent.data:type_name -> google.protobuf.Value
+	55, // 30: ether.v1.PipelineStepCompleted.status:type_name -> ether.v1.TaskStatus
+	50, // 31: ether.v1.PipelineStepCompleted.latency:type_name -> google.protobuf.Duration
+	50, // 32: ether.v1.TurnCompleted.latency:type_name -> google.protobuf.Duration
+	51, // 33: ether.v1.ConverseResponse.time:type_name -> google.protobuf.Timestamp
+	18, // 34: ether.v1.ConverseResponse.accepted:type_name -> ether.v1.TurnAccepted
+	19, // 35: ether.v1.ConverseResponse.reply:type_name -> ether.v1.AgentReply
+	6,  // 36: ether.v1.ConverseResponse.context_changed:type_name -> ether.v1.ContextChange
+	20, // 37: ether.v1.ConverseResponse.progress:type_name -> ether.v1.TurnProgress
+	21, // 38: ether.v1.ConverseResponse.error:type_name -> ether.v1.TurnError
+	22, // 39: ether.v1.ConverseResponse.agent_failover:type_name -> ether.v1.AgentFailover
+	23, // 40: ether.v1.ConverseResponse.custom:type_name -> ether.v1.CustomEvent
+	24, // 41: ether.v1.ConverseResponse.step_completed:type_name -> ether.v1.PipelineStepCompleted
+	25, // 42: ether.v1.ConverseResponse.turn_completed:type_name -> ether.v1.TurnCompleted
+	26, // 43: ether.v1.ConverseResponse.session_closed:type_name -> ether.v1.SessionClosed
+	49, // 44: ether.v1.GetContextResponse.context:type_name -> google.protobuf.Struct
+	51, // 45: ether.v1.GetContextResponse.updated_at:type_name -> google.protobuf.Timestamp
+	49, // 46: ether.v1.UpdateContextRequest.set:type_name -> google.protobuf.Struct
+	49, // 47: ether.v1.UpdateContextRequest.merge_patch:type_name -> google.protobuf.Struct
+	30, // 48: ether.v1.UpdateContextRequest.remove:type_name -> ether.v1.ContextKeys
+	49, // 49: ether.v1.UpdateContextRequest.replace:type_name -> google.protobuf.Struct
+	6,  // 50: ether.v1.UpdateContextResponse.change:type_name -> ether.v1.ContextChange
+	49, // 51: ether.v1.ContextSnapshot.context:type_name -> google.protobuf.Struct
+	51, // 52: ether.v1.WatchContextResponse.time:type_name -> google.protobuf.Timestamp
+	34, // 53: ether.v1.WatchContextResponse.snapshot:type_name -> ether.v1.ContextSnapshot
+	6,  // 54: ether.v1.WatchContextResponse.change:type_name -> ether.v1.ContextChange
+	26, // 55: ether.v1.WatchContextResponse.session_closed:type_name -> ether.v1.SessionClosed
+	53, // 56: ether.v1.AgentMessage.data:type_name -> google.protobuf.Value
+	51, // 57: ether.v1.AgentMessage.sent_at:type_name -> google.protobuf.Timestamp
+	53, // 58: ether.v1.SendMessageRequest.data:type_name -> google.protobuf.Value
+	36, // 59: ether.v1.SendMessageResponse.message:type_name -> ether.v1.AgentMessage
+	36, // 60: ether.v1.SubscribeResponse.message:type_name -> ether.v1.AgentMessage
+	40, // 61: ether.v1.SubscribeResponse.lagged:type_name -> ether.v1.SubscriptionLagged
+	53, // 62: ether.v1.PublishRequest.data:type_name -> google.protobuf.Value
+	36, // 63: ether.v1.PublishResponse.message:type_name -> ether.v1.AgentMessage
+	51, // 64: ether.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
+	1,  // 65: ether.v1.AuditRecord.decision:type_name -> ether.v1.AuditDecision
+	50, // 66: ether.v1.AuditRecord.duration:type_name -> google.protobuf.Duration
+	1,  // 67: ether.v1.ListAuditRequest.decision:type_name -> ether.v1.AuditDecision
+	51, // 68: ether.v1.ListAuditRequest.start_time:type_name -> google.protobuf.Timestamp
+	51, // 69: ether.v1.ListAuditRequest.end_time:type_name -> google.protobuf.Timestamp
+	44, // 70: ether.v1.ListAuditResponse.records:type_name -> ether.v1.AuditRecord
+	1,  // 71: ether.v1.WatchAuditRequest.decision:type_name -> ether.v1.AuditDecision
+	44, // 72: ether.v1.WatchAuditResponse.record:type_name -> ether.v1.AuditRecord
+	7,  // 73: ether.v1.GatewayService.OpenSession:input_type -> ether.v1.OpenSessionRequest
+	9,  // 74: ether.v1.GatewayService.GetSession:input_type -> ether.v1.GetSessionRequest
+	11, // 75: ether.v1.GatewayService.ListSessions:input_type -> ether.v1.ListSessionsRequest
+	13, // 76: ether.v1.GatewayService.CloseSession:input_type -> ether.v1.CloseSessionRequest
+	17, // 77: ether.v1.GatewayService.Converse:input_type -> ether.v1.ConverseRequest
+	28, // 78: ether.v1.GatewayService.GetContext:input_type -> ether.v1.GetContextRequest
+	31, // 79: ether.v1.GatewayService.UpdateContext:input_type -> ether.v1.UpdateContextRequest
+	33, // 80: ether.v1.GatewayService.WatchContext:input_type -> ether.v1.WatchContextRequest
+	37, // 81: ether.v1.GatewayService.SendMessage:input_type -> ether.v1.SendMessageRequest
+	39, // 82: ether.v1.GatewayService.Subscribe:input_type -> ether.v1.SubscribeRequest
+	42, // 83: ether.v1.GatewayService.Publish:input_type -> ether.v1.PublishRequest
+	45, // 84: ether.v1.GatewayService.ListAudit:input_type -> ether.v1.ListAuditRequest
+	47, // 85: ether.v1.GatewayService.WatchAudit:input_type -> ether.v1.WatchAuditRequest
+	8,  // 86: ether.v1.GatewayService.OpenSession:output_type -> ether.v1.OpenSessionResponse
+	10, // 87: ether.v1.GatewayService.GetSession:output_type -> ether.v1.GetSessionResponse
+	12, // 88: ether.v1.GatewayService.ListSessions:output_type -> ether.v1.ListSessionsResponse
+	14, // 89: ether.v1.GatewayService.CloseSession:output_type -> ether.v1.CloseSessionResponse
+	27, // 90: ether.v1.GatewayService.Converse:output_type -> ether.v1.ConverseResponse
+	29, // 91: ether.v1.GatewayService.GetContext:output_type -> ether.v1.GetContextResponse
+	32, // 92: ether.v1.GatewayService.UpdateContext:output_type -> ether.v1.UpdateContextResponse
+	35, // 93: ether.v1.GatewayService.WatchContext:output_type -> ether.v1.WatchContextResponse
+	38, // 94: ether.v1.GatewayService.SendMessage:output_type -> ether.v1.SendMessageResponse
+	41, // 95: ether.v1.GatewayService.Subscribe:output_type -> ether.v1.SubscribeResponse
+	43, // 96: ether.v1.GatewayService.Publish:output_type -> ether.v1.PublishResponse
+	46, // 97: ether.v1.GatewayService.ListAudit:output_type -> ether.v1.ListAuditResponse
+	48, // 98: ether.v1.GatewayService.WatchAudit:output_type -> ether.v1.WatchAuditResponse
+	86, // [86:99] is the sub-list for method output_type
+	73, // [73:86] is the sub-list for method input_type
+	73, // [73:73] is the sub-list for extension type_name
+	73, // [73:73] is the sub-list for extension extendee
+	0,  // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_ether_v1_gateway_proto_init() }
@@ -4415,6 +4448,7 @@ func file_ether_v1_gateway_proto_init() {
 		return
 	}
 	file_ether_v1_agent_io_proto_init()
+	file_ether_v1_common_proto_init()
 	file_ether_v1_rules_proto_init()
 	file_ether_v1_gateway_proto_msgTypes[5].OneofWrappers = []any{
 		(*OpenSessionRequest_Agent)(nil),

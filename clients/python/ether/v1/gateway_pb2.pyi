@@ -1,6 +1,7 @@
 import datetime
 
 from ether.v1 import agent_io_pb2 as _agent_io_pb2
+from ether.v1 import common_pb2 as _common_pb2
 from ether.v1 import rules_pb2 as _rules_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
@@ -73,7 +74,7 @@ class PipelineSpec(_message.Message):
     def __init__(self, steps: _Optional[_Iterable[_Union[PipelineStep, _Mapping]]] = ..., turn_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("id", "owner", "agent", "capability", "state", "pipeline", "metadata", "turns", "context_version", "last_sequence", "created_at", "last_activity_at", "closed_at", "idle_timeout")
+    __slots__ = ("id", "owner", "agent", "capability", "state", "pipeline", "metadata", "turns", "context_version", "last_sequence", "created_at", "last_activity_at", "closed_at", "idle_timeout", "notify")
     ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +89,7 @@ class Session(_message.Message):
     LAST_ACTIVITY_AT_FIELD_NUMBER: _ClassVar[int]
     CLOSED_AT_FIELD_NUMBER: _ClassVar[int]
     IDLE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    NOTIFY_FIELD_NUMBER: _ClassVar[int]
     id: str
     owner: str
     agent: str
@@ -102,7 +104,8 @@ class Session(_message.Message):
     last_activity_at: _timestamp_pb2.Timestamp
     closed_at: _timestamp_pb2.Timestamp
     idle_timeout: _duration_pb2.Duration
-    def __init__(self, id: _Optional[str] = ..., owner: _Optional[str] = ..., agent: _Optional[str] = ..., capability: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., pipeline: _Optional[_Union[PipelineSpec, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., turns: _Optional[int] = ..., context_version: _Optional[int] = ..., last_sequence: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_activity_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., closed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    notify: _common_pb2.Notify
+    def __init__(self, id: _Optional[str] = ..., owner: _Optional[str] = ..., agent: _Optional[str] = ..., capability: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., pipeline: _Optional[_Union[PipelineSpec, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., turns: _Optional[int] = ..., context_version: _Optional[int] = ..., last_sequence: _Optional[int] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_activity_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., closed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., notify: _Optional[_Union[_common_pb2.Notify, _Mapping]] = ...) -> None: ...
 
 class ContextChange(_message.Message):
     __slots__ = ("version", "keys", "values", "author")
@@ -117,7 +120,7 @@ class ContextChange(_message.Message):
     def __init__(self, version: _Optional[int] = ..., keys: _Optional[_Iterable[str]] = ..., values: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., author: _Optional[str] = ...) -> None: ...
 
 class OpenSessionRequest(_message.Message):
-    __slots__ = ("agent", "capability", "pipeline", "context", "metadata", "idle_timeout", "request_id")
+    __slots__ = ("agent", "capability", "pipeline", "context", "metadata", "idle_timeout", "request_id", "notify")
     AGENT_FIELD_NUMBER: _ClassVar[int]
     CAPABILITY_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
@@ -125,6 +128,7 @@ class OpenSessionRequest(_message.Message):
     METADATA_FIELD_NUMBER: _ClassVar[int]
     IDLE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    NOTIFY_FIELD_NUMBER: _ClassVar[int]
     agent: str
     capability: str
     pipeline: PipelineSpec
@@ -132,7 +136,8 @@ class OpenSessionRequest(_message.Message):
     metadata: _struct_pb2.Struct
     idle_timeout: _duration_pb2.Duration
     request_id: str
-    def __init__(self, agent: _Optional[str] = ..., capability: _Optional[str] = ..., pipeline: _Optional[_Union[PipelineSpec, _Mapping]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    notify: _common_pb2.Notify
+    def __init__(self, agent: _Optional[str] = ..., capability: _Optional[str] = ..., pipeline: _Optional[_Union[PipelineSpec, _Mapping]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., request_id: _Optional[str] = ..., notify: _Optional[_Union[_common_pb2.Notify, _Mapping]] = ...) -> None: ...
 
 class OpenSessionResponse(_message.Message):
     __slots__ = ("session",)
