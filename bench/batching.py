@@ -33,10 +33,12 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.agents_profile import areas
 from bench.common import (
     LOCAL,
     NOISY_CORES,
@@ -51,6 +53,7 @@ from bench.common import (
     stop_process,
     wait_quiet,
 )
+from bench.profiling import py_spy_record
 from bench.report import fmt, machine_facts, markdown_table, write_section
 
 ECHO = Path(__file__).resolve().parent / "echo"
@@ -65,6 +68,19 @@ TARGET_MAP = 1.2
 
 
 def _client(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """One measurement in a fresh client process. A client that fails to run is tried twice more
+    after a pause (engineers sharing this tree regenerate code: the ``ether`` stubs vanish for a
+    moment); a timeout is not retried."""
+    for attempt in range(3):
+        result = _client_once(spec, timeout)
+        if "failed" not in result or attempt == 2 or "timed out" in result["failed"]:
+            return result
+        print(f"    failed, trying again in 3 s: {result['failed'][-200:]}", file=sys.stderr)
+        time.sleep(3)
+    raise AssertionError("unreachable")
+
+
+def _client_once(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     argv = [PYTHON, "-m", "bench.echo.batch_client", json.dumps(spec)]
     env = os.environ | {"PYTHONPATH": str(REPO)}
     try:
@@ -155,6 +171,30 @@ def _timed(host: EtherHost, agent_pid: int, which: str, tasks: int) -> dict[str,
     }
 
 
+def _profile(host_pid: int, spec: dict[str, Any], raw: Path) -> dict[str, Any]:
+    """py-spy on the host's main thread in the middle of a batched Pipe run, by area."""
+    seconds = 4
+    sampled: dict[str, Any] = {}
+
+    def record() -> None:
+        time.sleep(1.5)  # past the warm-up
+        sampled["threads"] = py_spy_record(host_pid, seconds, raw)
+
+    recorder = threading.Thread(target=record)
+    recorder.start()
+    load = _client(spec | {"warmup": 0.5, "duration": seconds + 2.5}, seconds + 90)
+    recorder.join()
+    threads = sampled.get("threads")
+    if "failed" in load or threads is None or not raw.exists():
+        return {"failed": load.get("failed") or "py-spy recorded nothing"}
+    return areas(raw) | {
+        "rate": load["rate"],
+        "host_cpu_us": load["cpu"]["cpu_s"].get("server", 0.0) / max(load["calls"], 1) * 1e6,
+        "main_us": threads.main_cores / load["rate"] * 1e6 if load["rate"] else float("nan"),
+        "path": str(raw),
+    }
+
+
 def _verdict(value: float, op: str, target: float) -> str:
     if value != value:
         return "-"
@@ -173,6 +213,7 @@ def main(quick: bool = False) -> int:
     host: EtherHost | None = None
     runs: dict[str, list[dict[str, Any]]] = {"unary": [], "floor": [], "ether": []}
     maps: list[dict[str, dict[str, float]]] = []
+    profile: dict[str, Any] = {}
     try:
         bare_address = f"{LOCAL}:{read_json_line(bare, timeout=30)['port']}"
         started = read_json_line(floor, timeout=30)
@@ -208,7 +249,7 @@ def main(quick: bool = False) -> int:
         for number in range(rounds):
             order = list(targets) if number % 2 == 0 else list(targets)[::-1]
             for key in order:
-                wait_quiet(ours, max_wait=5.0)
+                wait_quiet(ours, max_wait=10.0)
                 result = _client(timing | targets[key], warmup + duration + 60)
                 runs[key].append(result | {"round": number})
                 print(
@@ -217,6 +258,9 @@ def main(quick: bool = False) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
+        if not quick:
+            print("batching: profiling the host during batched Pipe", file=sys.stderr)
+            profile = _profile(host.pid, timing | targets["ether"], out / "host-batched-pipe.txt")
         print(f"batching: {map_tasks:,}-task map stage against batched Pipe", file=sys.stderr)
         _timed(host, agent_pid, "pipe", 500)  # warm-up of both paths
         _timed(host, agent_pid, "map", 500)
@@ -235,7 +279,7 @@ def main(quick: bool = False) -> int:
             host.stop()
         stop_process(bare)
         stop_process(floor)
-    body = _report(runs, maps, facts, quick, time.perf_counter() - began, map_tasks)
+    body = _report(runs, maps, profile, facts, quick, time.perf_counter() - began, map_tasks)
     write_section("Batching", body)
     print(body, file=sys.stderr)
     return 0
@@ -253,6 +297,7 @@ def _cpu(runs: list[dict[str, Any]], role: str) -> float:
 def _report(
     runs: dict[str, list[dict[str, Any]]],
     maps: list[dict[str, dict[str, float]]],
+    profile: dict[str, Any],
     facts: dict[str, str],
     quick: bool,
     wall: float,
@@ -362,6 +407,7 @@ def _report(
             rows,
         ),
         "",
+        *_profile_lines(profile),
         f"### Workflow map stage against batched Pipe ({map_tasks:,} tasks, {MAP_IN_FLIGHT} in flight)",
         "",
         "A map stage's tasks do not go through Pipe: the engine calls the dispatcher once per task "
@@ -413,3 +459,30 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench.batching")
     parser.add_argument("--quick", action="store_true", help="short runs: a smoke check")
     sys.exit(main(parser.parse_args().quick))
+
+
+def _profile_lines(profile: dict[str, Any]) -> list[str]:
+    """Where the host's time goes in batched Pipe (py-spy, main thread), for the report."""
+    if not profile:
+        return []
+    title = "### Where the host's time goes in batched Pipe (py-spy, main thread)"
+    if "failed" in profile:
+        return [title, "", f"py-spy failed: {profile['failed']}", ""]
+    return [
+        title,
+        "",
+        f"`py-spy record --rate 200 --threads` of the host in the middle of a batched run at "
+        f"{fmt(profile['rate'])} tasks/s: {fmt(profile['host_cpu_us'], 1)} µs of host CPU per task, "
+        f"{fmt(profile['main_us'], 1)} of them on the main thread, which is what bounds the rate "
+        f"(one core: at most {fmt(1e6 / profile['main_us'] if profile['main_us'] else None)} "
+        f"tasks/s). Samples by area (the innermost frame under the event loop that names one) "
+        f"and the top functions by own time; raw stacks: `{profile['path']}`.",
+        "",
+        markdown_table(["area", "% of samples"], [[n, fmt(p, 1)] for n, p in profile["areas"]]),
+        "",
+        markdown_table(
+            ["top functions, own time", "% of samples"],
+            [[f"`{n}`", fmt(p, 1)] for n, p in profile["top"]],
+        ),
+        "",
+    ]
