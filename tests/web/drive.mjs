@@ -64,11 +64,28 @@ const scenarios = {
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     await shot(page, "agents-390");
     await page.setViewportSize({ width: 1280, height: 800 });
-    await page.click(`a[href="#/agents/${config.agents[0]}"]`);
+    // By keyboard: the first Tab reaches "Skip to content", Enter moves to the page, and Tab
+    // walks its links in order; Enter on an agent's opens its page.
+    await page.keyboard.press("Tab");
+    const firstTab = await page.evaluate(() => document.activeElement?.textContent);
+    await page.keyboard.press("Enter");
+    let tabs = 0;
+    while ((await page.evaluate(() => document.activeElement?.getAttribute("href"))) !== `#/agents/${config.agents[0]}`) {
+      await page.keyboard.press("Tab");
+      if (++tabs > 20) throw new Error(`Tab never reached ${config.agents[0]}'s link`);
+    }
+    await page.keyboard.press("Enter");
     await page.locator("section.card").first().waitFor({ timeout: budget });
-    await page.waitForFunction(() => (document.querySelector("pre.log")?.textContent ?? "").length > 0, null, { timeout: budget }).catch(() => undefined);
+    await page.locator("table[aria-label=Processes] tbody tr").first().waitFor({ timeout: budget });
     await shot(page, "agent");
-    return { rows, overflow, hash: await page.evaluate(() => location.hash) };
+    const hash = await page.evaluate(() => location.hash);
+    // Dark, as the system asks.
+    const dark = await browser.newPage({ viewport: { width: 1280, height: 800 }, colorScheme: "dark" });
+    await dark.goto(`${config.base}/#/agents`);
+    await dark.locator(`tr[data-agent="${config.agents[0]}"]`).waitFor({ timeout: budget });
+    await shot(dark, "agents-dark");
+    const background = await dark.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    return { rows, overflow, hash, firstTab, tabs, background };
   },
 
   // Run an action from its generated form: a required field left empty is refused at the field
@@ -158,7 +175,24 @@ const scenarios = {
     await waitTerminalLine(page, "after-viewer");
     await waitTerminalLine(viewer, "after-viewer");
     await shot(viewer, "terminal-read-only");
+    // A paste (the browser's paste event, as Ctrl+V sends it) reaches the program.
+    await page.locator("#terminal .xterm-helper-textarea").evaluate((area) => {
+      const data = new DataTransfer();
+      data.setData("text/plain", "echo pasted-ok");
+      area.dispatchEvent(new ClipboardEvent("paste", { clipboardData: data, bubbles: true, cancelable: true }));
+    });
+    await page.keyboard.press("Enter");
+    await waitTerminalLine(page, "pasted-ok");
+    // The terminal follows the window's size: the program sees xterm.js's rows and columns.
+    await page.setViewportSize({ width: 640, height: 600 });
+    await page.waitForFunction(() => window.etherTerminal && window.etherTerminal.cols < 80, null, { timeout: budget });
+    const size = await page.evaluate(() => [window.etherTerminal.rows, window.etherTerminal.cols]);
+    await page.locator("#terminal .xterm").click();
+    await page.keyboard.type("stty size");
+    await page.keyboard.press("Enter");
+    await waitTerminalLine(page, `${size[0]} ${size[1]}`);
     return {
+      size,
       id,
       viewerReadOnly,
       viewerStatus: await viewer.locator("#terminal-status").textContent(),

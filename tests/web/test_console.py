@@ -19,6 +19,10 @@ from tests.support.calls import execute
 from tests.support.host import ROOT, HostProcess
 from tests.web.support import drive
 
+# A browser per test, and a module host that deploys four example agents first (the report
+# agent compiles its TypeScript): more than make test's 120 s per test on a loaded machine.
+pytestmark = pytest.mark.timeout(300)
+
 EXAMPLE_AGENTS = ("scout", "wordcount", "report")
 TOKEN = "console-admin-token-0123456789"
 READER = "console-reader-token-0123456789"
@@ -45,7 +49,9 @@ def test_the_agents_page_lists_the_example_agents_running(host: HostProcess) -> 
     assert rows["report"] == ["RUNNING", "typescript", "1/1", "0", "0"]
     # At a phone's width the page fits: nothing scrolls sideways.
     assert shown["overflow"] <= 0
-    assert shown["hash"] == "#/agents/scout"  # the agent's page is a deep link
+    assert shown["firstTab"] == "Skip to content"
+    assert shown["hash"] == "#/agents/scout"  # reached by keyboard; the agent's page is a link
+    assert shown["background"] == "rgb(21, 23, 26)"  # dark, as the system asked
 
 
 def test_scout_analyze_file_runs_from_its_generated_form(host: HostProcess) -> None:
@@ -117,6 +123,10 @@ def test_a_terminal_typed_in_xterm_and_watched_read_only(host: HostProcess) -> N
     assert "console-ok" in [line.rstrip() for line in shown["viewerText"].splitlines()]
     assert "after-viewer" in lines
     assert not any("viewer-typed" in line for line in lines)
+    # Pasted text ran; after the window shrank, the program saw xterm.js's size.
+    _rows, cols = shown["size"]  # the driver saw `stty size` print them
+    assert cols < 80
+    assert "pasted-ok" in [line.rstrip() for line in shown["writerText"].splitlines()]
     host.terminals.CloseTerminal(terminal_pb2.CloseTerminalRequest(terminal_id=shown["id"]))
 
 

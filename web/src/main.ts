@@ -42,6 +42,12 @@ function showWho(): void {
   }
 }
 
+// "Skip to content" moves the focus to the page without touching the hash (the route).
+document.querySelector<HTMLAnchorElement>("a.skip")?.addEventListener("click", (event) => {
+  event.preventDefault();
+  document.getElementById("main")?.focus();
+});
+
 async function start(): Promise<void> {
   // One call says whether this host lets the tab in as it is (no auth, or a kept token).
   try {
