@@ -311,6 +311,25 @@ const scenarios = {
     };
   },
 
+  // The bridge without a token: the call ends with the host's status, as a gRPC call would.
+  async bridge_refusal(browser) {
+    const page = await browser.newPage();
+    await page.goto(`${config.base}/`);
+    const url = `${config.base.replace("http", "ws")}/rpc-ws/ether.v1.TerminalService/Attach`;
+    const frames = await page.evaluate(
+      (target) =>
+        new Promise((resolve) => {
+          const seen = [];
+          const socket = new WebSocket(target);
+          socket.onopen = () => socket.send(JSON.stringify({ metadata: {} }));
+          socket.onmessage = (event) => seen.push(String(event.data));
+          socket.onclose = (event) => resolve({ seen, code: event.code });
+        }),
+      url,
+    );
+    return frames;
+  },
+
   // A host with tokens: the console asks for one, refuses a wrong one with the host's message,
   // and opens with a right one (kept for the tab only).
   async signin(browser) {

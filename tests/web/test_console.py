@@ -276,3 +276,13 @@ def test_a_caller_without_the_write_right_is_attached_read_only(auth_host: HostP
         auth_host.terminals.CloseTerminal(
             terminal_pb2.CloseTerminalRequest(terminal_id=made.id), metadata=admin, timeout=30
         )
+
+
+def test_the_bridge_without_a_token_ends_with_the_hosts_status(auth_host: HostProcess) -> None:
+    shown = drive("bridge_refusal", base=auth_host.http_address)
+    [status] = shown["seen"]
+    error = json.loads(status)["error"]
+    assert error["code"] == "unauthenticated"
+    assert error["message"].startswith("missing bearer token")
+    assert error["details"][0]["type"] == "google.rpc.ErrorInfo"
+    assert shown["code"] == 1000  # a normal close, after the status
