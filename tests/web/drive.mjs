@@ -286,9 +286,20 @@ const scenarios = {
         url,
       );
     const path = "/rpc-ws/ether.v1.TerminalService/Attach";
+    // A Connect call from that page: application/proto needs a CORS preflight, which the host
+    // does not answer, so the browser never sends the call.
+    const crossOriginCall = await page.evaluate(async (url) => {
+      try {
+        await fetch(url, { method: "POST", headers: { "content-type": "application/proto" }, body: new Uint8Array() });
+        return "sent";
+      } catch (error) {
+        return `refused: ${error.name}`;
+      }
+    }, `${config.base}/rpc/ether.v1.SupervisorService/GetHostInfo`);
     return {
       crossOrigin: await tryOpen(`${config.base.replace("http", "ws")}${path}`),
       sameOrigin: await tryOpen(`${config.other_base.replace("http", "ws")}${path}`),
+      crossOriginCall,
     };
   },
 

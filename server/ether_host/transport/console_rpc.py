@@ -22,10 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, cast
 
 import grpc
+import structlog
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError, ErrorDetail
 from connectrpc.method import IdempotencyLevel, MethodInfo, StreamType
@@ -34,6 +36,8 @@ from connectrpc.server import ConnectASGIApplication, Endpoint
 from protobuf.wkt import Any as WireAny
 
 from ether_host.transport.console_call import BrowserCall, CallAborted, MethodHandler, metadata_of
+
+log = structlog.get_logger("ether.console")
 
 RPC_PATH = "/rpc"
 # The services the console calls (and health, which browsers may probe like any client).
@@ -114,6 +118,17 @@ def connect_error(aborted: CallAborted) -> ConnectError:
     return ConnectError(code, aborted.message, details)
 
 
+def crashed(method: str, error: Exception) -> ConnectError:
+    """INTERNAL with a correlation id (the error logged under it), never the exception's text:
+    what the gRPC port answers for a fault of the host's own."""
+    correlation_id = uuid.uuid4().hex[:12]
+    log.error("console call crashed", method=method, correlation_id=correlation_id, exc_info=error)
+    return ConnectError(
+        Code.INTERNAL,
+        f"internal error; the host log has the details under correlation id {correlation_id}",
+    )
+
+
 def _unary(method: str, handler: MethodHandler) -> Any:
     behavior = handler.unary_unary
 
@@ -123,6 +138,8 @@ def _unary(method: str, handler: MethodHandler) -> Any:
             response = await behavior(handler.request_deserializer(request), cast(Any, browser))
         except CallAborted as aborted:
             raise connect_error(aborted) from None
+        except Exception as error:  # never expected: the logging decorator maps every error
+            raise crashed(method, error) from None
         serialized: bytes = handler.response_serializer(response)
         return serialized
 
@@ -145,6 +162,9 @@ def _server_stream(method: str, handler: MethodHandler) -> Any:
             except CallAborted as aborted:
                 await outbox.put(aborted)
                 return
+            except Exception as error:  # never expected, as above; the stream must still end
+                await outbox.put(crashed(method, error))
+                return
             await outbox.put(_END)
 
         task = asyncio.create_task(run())
@@ -155,6 +175,8 @@ def _server_stream(method: str, handler: MethodHandler) -> Any:
                     break
                 if isinstance(item, CallAborted):
                     raise connect_error(item) from None
+                if isinstance(item, ConnectError):
+                    raise item
                 yield item
             await task
         finally:

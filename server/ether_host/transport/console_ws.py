@@ -27,7 +27,6 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 import orjson
-import structlog
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -40,9 +39,7 @@ from ether_host.transport.console_call import (
     metadata_of,
     peer_of,
 )
-from ether_host.transport.console_rpc import SERVED_PREFIXES, connect_error
-
-log = structlog.get_logger("ether.console")
+from ether_host.transport.console_rpc import SERVED_PREFIXES, connect_error, crashed
 
 WS_PATH = "/rpc-ws"
 # A WebSocket close code for a refused origin (RFC 6455 7.4.1: policy violation).
@@ -123,6 +120,10 @@ async def _serve(websocket: WebSocket, method: str, handler: MethodHandler) -> N
             await task
     except CallAborted as aborted:
         await _end_with(websocket, aborted)
+        return
+    except Exception as error:  # never expected: the logging decorator maps every error
+        failed = crashed(method, error)
+        await _end(websocket, failed.code.value, failed.message)
         return
     finally:
         watcher.cancel()
