@@ -66,6 +66,7 @@ log = structlog.get_logger("ether.cluster")
 GROUP = "ether"
 CANCELS = "ether:cancels"
 BLOCK_MS = 1000  # a blocking read returns at least this often, to see new agents and the stop
+TRIM_EVERY = 1.0  # seconds between trims of this host's reply stream to what it has not read
 STREAM_LENGTH = 100_000  # tasks an agent's stream holds at most (entries are deleted once run)
 LEFT_LOG_EVERY = 10.0  # seconds: "cluster leaves tasks to other hosts" once per busy spell
 
@@ -266,11 +267,17 @@ class RemoteTasks:
         """Hand every reply on this host's stream to the call waiting for it."""
         stream = replies_stream(self._host)
         last = ""  # read from the stream's end as first seen: not an earlier namesake's replies
+        trimmed_at = 0.0
         while not self._stopping():
             try:
                 if not last:
                     newest: Any = await self._redis.xrevrange(stream, count=1)
                     last = newest[0][0] if newest else "0-0"
+                elif time.monotonic() - trimmed_at > TRIM_EVERY:
+                    # What was read is done with; once a second, not after every read (a
+                    # command per read at 64 tasks in flight).
+                    await self._redis.xtrim(stream, minid=last)
+                    trimmed_at = time.monotonic()
                 found: Any = await self._redis.xread({stream: last}, count=256, block=BLOCK_MS)
             except self._errors:
                 await anyio.sleep(BLOCK_MS / 1000)  # Redis away: the heartbeat says degraded
@@ -285,8 +292,6 @@ class RemoteTasks:
                     waiting = self._waiting.get(answer.get("task_id", ""))
                     if waiting is not None and not waiting.done():
                         waiting.set_result(answer)
-            if found:
-                await self._redis.xtrim(stream, minid=last)
 
     def _event(self, value: dict[str, Any]) -> None:
         sink = self._sinks.get(str(value.get("task_id", "")))
