@@ -321,17 +321,54 @@ def _report(
     ether_vs_floor = per_round("ether", "floor")
     floor_median = median(floor_vs_unary[n] for n in used)
     floor_below = floor_median < TARGET_VS_UNARY
+    # The throughput ratio that CPU per task predicts when both sides are CPU-bound on the same
+    # cores (all of a target's processes: server, child, client): steadier under other load.
+    cpu_total = {
+        key: sum(_cpu(runs[key], role) for role in ("server", "child", "client")) for key in runs
+    }
+
+    def from_cpu(top: str, bottom: str) -> str:
+        return fmt(cpu_total[bottom] / cpu_total[top], 2) if cpu_total[top] else "-"
+
     ratio_rows = []
-    for name, values, op, target, applies in (
-        ("Ether batched Pipe / bare unary", ether_vs_unary, ">=", TARGET_VS_UNARY, not floor_below),
-        ("floor batched Pipe / bare unary", floor_vs_unary, ">=", TARGET_VS_UNARY, False),
-        ("Ether batched Pipe / floor", ether_vs_floor, ">=", TARGET_VS_FLOOR, floor_below),
+    for name, values, op, target, applies, pair in (
+        (
+            "Ether batched Pipe / bare unary",
+            ether_vs_unary,
+            ">=",
+            TARGET_VS_UNARY,
+            not floor_below,
+            ("ether", "unary"),
+        ),
+        (
+            "floor batched Pipe / bare unary",
+            floor_vs_unary,
+            ">=",
+            TARGET_VS_UNARY,
+            False,
+            ("floor", "unary"),
+        ),
+        (
+            "Ether batched Pipe / floor",
+            ether_vs_floor,
+            ">=",
+            TARGET_VS_FLOOR,
+            floor_below,
+            ("ether", "floor"),
+        ),
     ):
         value = median(values[n] for n in used)
         low, high = spread(values)
         verdict = _verdict(value, op, target) if applies else "(reference)"
         ratio_rows.append(
-            [name, f"{op} {target}", fmt(value, 2), f"{fmt(low, 2)}-{fmt(high, 2)}", verdict]
+            [
+                name,
+                f"{op} {target}",
+                fmt(value, 2),
+                f"{fmt(low, 2)}-{fmt(high, 2)}",
+                verdict,
+                from_cpu(*pair),
+            ]
         )
     labels = {
         "unary": f"bare grpc.aio unary echo, {UNARY_IN_FLIGHT} in flight",
@@ -393,7 +430,14 @@ def _report(
         f"other round. Verdicts use the median over rounds where other processes used at most "
         f"{NOISY_CORES} cores (all rounds when fewer than two were that quiet: {len(used)} used). {note}",
         "",
-        markdown_table(["ratio", "target", "median", "range, all rounds", "verdict"], ratio_rows),
+        markdown_table(
+            ["ratio", "target", "median", "range, all rounds", "verdict", "from CPU µs/task"],
+            ratio_rows,
+        ),
+        "",
+        "The last column is the ratio that CPU per task predicts when both sides are CPU-bound on "
+        "the same two cores (the other side's total CPU µs per task, server + child + client, over "
+        "this side's): a cross-check that holds still while other processes take a varying share.",
         "",
         markdown_table(
             [
