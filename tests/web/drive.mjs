@@ -267,6 +267,55 @@ const scenarios = {
     };
   },
 
+  // bench/console.py: a flood in a terminal (`read go; exec cat FILE`), timed from the Enter
+  // that starts it to xterm.js having parsed every byte, with the page's worst timer lag then.
+  async flood(browser) {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await page.goto(`${config.base}/#/terminals/${encodeURIComponent(config.terminal)}`);
+    await page.locator("#terminal[data-attached=true]").waitFor({ timeout: budget });
+    await page.locator("#terminal .xterm").click();
+    await page.evaluate(() => {
+      window.benchLag = 0;
+      let last = performance.now();
+      window.benchTimer = setInterval(() => {
+        const now = performance.now();
+        window.benchLag = Math.max(window.benchLag, now - last - 50);
+        last = now;
+      }, 50);
+      window.benchStart = performance.now();
+      window.etherTerminalStats.bytes = 0;
+    });
+    await page.keyboard.press("Enter");
+    await page.locator("#terminal-status").filter({ hasText: "The program ended" }).waitFor({ timeout: budget });
+    const flood = await page.evaluate(
+      () =>
+        new Promise((resolve) =>
+          window.etherTerminal.write("", () => {
+            clearInterval(window.benchTimer);
+            resolve({
+              seconds: (performance.now() - window.benchStart) / 1000,
+              receivedSeconds: (window.etherTerminalStats.lastAt - window.benchStart) / 1000,
+              bytes: window.etherTerminalStats.bytes,
+              lagMs: window.benchLag,
+            });
+          }),
+        ),
+    );
+    // xterm.js alone, for comparison: as many bytes of text written from the page itself.
+    const alone = await page.evaluate(
+      (bytes) =>
+        new Promise((resolve) => {
+          const line = "def function(argument, other):  return argument + other  # Python text\r\n";
+          const chunk = new TextEncoder().encode(line.repeat(Math.ceil((512 * 1024) / line.length)));
+          const started = performance.now();
+          for (let sent = 0; sent < bytes; sent += chunk.length) window.etherTerminal.write(chunk);
+          window.etherTerminal.write("", () => resolve((performance.now() - started) / 1000));
+        }),
+      flood.bytes,
+    );
+    return { ...flood, aloneSeconds: alone };
+  },
+
   // The bridge takes WebSockets from the console's own origin only: a page served from another
   // origin (here the same host named localhost) cannot open one; the same page can on its own.
   async origin(browser) {

@@ -1,0 +1,117 @@
+"""Web console benchmark (issue 26): a terminal flood reaching xterm.js in the browser through
+the console, against the same flood read by an attached gRPC client (what `ether terminal
+attach` does).
+
+    python -m bench --only console [--quick]
+
+Both paths run `read go; exec cat FILE` (20 MB of real text, bench/terminals.py's corpus) in a
+fresh terminal and start it with an Enter. The gRPC client counts every output byte until the
+exit message; the console (Debian's Chromium through tests/web/drive.mjs, scenario `flood`)
+is timed from the Enter to xterm.js having parsed every byte after the exit message, and
+reports the worst lag of a 50 ms page timer meanwhile (how unresponsive the page got); then
+the same number of bytes written into xterm.js from the page itself, for what parsing alone
+costs.
+Target: console bytes/s >= 0.5 x the gRPC client's. The medians of ROUNDS rounds each.
+
+Not measured yet: the time from navigation to the agents page showing 200 agents (the other
+half of issue 26's benchmark).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench.common import EtherHost, median
+from bench.report import fmt, machine_markdown, markdown_table, write_section
+from bench.terminals import Terminals, _corpus, attached_throughput
+
+ROUNDS = 3
+TARGET = 0.5
+
+
+def _http_address(host: EtherHost) -> str:
+    for record in host.records():
+        if record.get("event") == "serving" and record.get("http"):
+            return str(record["http"])
+    raise RuntimeError("the host logged no HTTP listener address")
+
+
+def _console_round(host: EtherHost, terminals: Terminals, base: str, path: Path) -> dict[str, Any]:
+    from tests.web.support import drive
+
+    terminal = terminals.create(command_line=f"read go; exec cat {path}", rows=40, cols=140)
+    try:
+        result = drive("flood", base=base, terminal=terminal.id, budget=300)
+    finally:
+        terminals.close(terminal.id)
+    return result
+
+
+def main(quick: bool = False) -> int:
+    rounds = 1 if quick else ROUNDS
+    with tempfile.TemporaryDirectory(prefix="bench-console-") as scratch:
+        folder = Path(scratch)
+        corpus = _corpus(folder)
+        with EtherHost(
+            folder / "state", folder / "host.log", "--http-listen", "127.0.0.1:0"
+        ) as host:
+            base = _http_address(host)
+            terminals = Terminals(host)
+            grpc_runs = [attached_throughput(terminals, corpus, host.pid) for _ in range(rounds)]
+            console_runs = [_console_round(host, terminals, base, corpus) for _ in range(rounds)]
+    grpc_rate = median(run["bytes"] / run["seconds"] for run in grpc_runs)
+    console_rate = median(run["bytes"] / run["seconds"] for run in console_runs)
+    ratio = console_rate / grpc_rate
+    lag = max(run["lagMs"] for run in console_runs)
+    mib = 1024 * 1024
+    rows = [
+        [
+            "gRPC client attached (Attach, Python stub)",
+            fmt(median(r["bytes"] for r in grpc_runs) / mib, 1),
+            fmt(median(r["seconds"] for r in grpc_runs), 2),
+            fmt(grpc_rate / mib, 1),
+            "",
+            "",
+        ],
+        [
+            "console: xterm.js in Chromium (/rpc-ws bridge)",
+            fmt(median(r["bytes"] for r in console_runs) / mib, 1),
+            f"{fmt(median(r['seconds'] for r in console_runs), 2)} (last byte received at "
+            f"{fmt(median(r['receivedSeconds'] for r in console_runs), 2)})",
+            fmt(console_rate / mib, 1),
+            f"{ratio:.2f} x ({'PASS' if ratio >= TARGET else 'FAIL'}, target >= {TARGET})",
+            fmt(lag),
+        ],
+        [
+            "xterm.js alone: the same bytes written from the page itself (no host, no bridge)",
+            fmt(median(r["bytes"] for r in console_runs) / mib, 1),
+            fmt(median(r["aloneSeconds"] for r in console_runs), 2),
+            fmt(median(r["bytes"] / r["aloneSeconds"] for r in console_runs) / mib, 1),
+            "",
+            "",
+        ],
+    ]
+    body = (
+        f"`python -m bench --only console`{' --quick' if quick else ''}: `cat` of 20 MB of text "
+        "in a terminal, from the Enter that starts it to the last byte: read by an attached gRPC "
+        "client, and parsed by xterm.js on the console's terminal page (Debian's Chromium, "
+        f"headless, driven by playwright-core). Medians of {rounds} round(s).\n\n"
+        + markdown_table(
+            ["path", "MiB", "seconds", "MiB/s", "console / gRPC", "worst page timer lag (ms)"],
+            rows,
+        )
+        + (
+            "\n\nThe console received fewer bytes than `cat` wrote: its attach fell more than "
+            "`attach_lag` (2 MiB) behind and the host skipped output, as it does for any viewer "
+            "that slow (AttachLagged; the page says how many bytes it skipped)."
+            if median(r["bytes"] for r in console_runs) < median(r["bytes"] for r in grpc_runs)
+            else ""
+        )
+        + "\n\nNot measured yet: navigation to the agents page showing 200 agents.\n\n"
+        + machine_markdown()
+    )
+    write_section("Web console", body)
+    print(body)
+    return 0
