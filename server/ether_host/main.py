@@ -222,6 +222,7 @@ def build_core(config: HostConfig) -> Core:
         else ClusterGateway(cluster, gateway, lifecycle, cluster_sessions),
     )
     core.notifier = _notifier(config, core)
+    gateway.notices = core.notifier  # sessions opened with a notify deliver through it
     return core
 
 

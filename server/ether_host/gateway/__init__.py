@@ -8,6 +8,7 @@ from ether_host.gateway.egress.fetch import FetchRefused, FetchRequest
 from ether_host.gateway.elsewhere import GatewayAgentElsewhere, OtherGateways
 from ether_host.gateway.events import SessionEvent
 from ether_host.gateway.messaging import Message, SubscriptionLagged, check_topic
+from ether_host.gateway.notices import SESSION_CLOSED, TURN, SessionNotices, SessionNotify
 from ether_host.gateway.pipeline import Pipeline, Step, Trigger
 from ether_host.gateway.pipeline import describe as describe_pipeline
 from ether_host.gateway.records import SessionRecords
@@ -23,7 +24,9 @@ __all__ = [
     "OPEN",
     "REMOVE",
     "REPLACE",
+    "SESSION_CLOSED",
     "SET",
+    "TURN",
     "AuditFilter",
     "AuditRecord",
     "Change",
@@ -38,6 +41,8 @@ __all__ = [
     "SavedSession",
     "Session",
     "SessionEvent",
+    "SessionNotices",
+    "SessionNotify",
     "SessionRecords",
     "Step",
     "SubscriptionLagged",

@@ -44,6 +44,7 @@ from ether_host.gateway import events as ev
 from ether_host.gateway.assignment import GatewayAgents
 from ether_host.gateway.context import Change, Context, json_size
 from ether_host.gateway.events import SessionEvent, error_data, event_from, event_record
+from ether_host.gateway.notices import SessionNotices, SessionNotify
 from ether_host.gateway.pipeline import Pipeline, build_pipeline, describe, restore_pipeline
 from ether_host.gateway.records import SessionRecords
 from ether_host.gateway.settings import GatewaySettings
@@ -111,6 +112,7 @@ class Session:
         self.task_roots: set[str] = set()  # root tasks allowed to use ctx.* on this session
         self.message_ids: OrderedDict[str, int] = OrderedDict()
         self.request_id = ""  # the OpenSession request_id that made it
+        self.notify = SessionNotify()  # where its turns and closing are delivered (notices.py)
         self._pipeline_record = describe(pipeline)  # a pipeline never changes: described once
         # Called with each event emitted (None: the session itself changed); the store's hook.
         self.journal: Callable[[Session, tuple[int, SessionEvent] | None], None] | None = None
@@ -151,6 +153,7 @@ class Session:
             "turns": self.turns,
             "completed": self.completed,
             "request_id": self.request_id,
+            "notify": self.notify.record() if self.notify else None,
         }
 
     def wake(self) -> None:
@@ -191,6 +194,7 @@ def rebuild(stored: SavedSession, settings: GatewaySettings) -> Session:
     session.turns = int(body["turns"])
     session.completed = int(body["completed"])
     session.request_id = body["request_id"]
+    session.notify = SessionNotify.from_record(body.get("notify"))
     events = [(sequence, event_from(record)) for sequence, record in stored.events]
     session.events.restore(events, events[-1][0] if events else 0)
     session.context.restore(
@@ -221,6 +225,8 @@ class SessionStore:
         self._request_ids: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._changed = anyio.Event()
         self.on_open: Callable[[Session], None] | None = None  # starts the turn worker
+        self.on_close: Callable[[Session], None] | None = None  # delivers its session_closed
+        self.notices: SessionNotices | None = None  # the notifier, when the host has one
 
     # -- use cases -----------------------------------------------------------------------
 
@@ -235,6 +241,7 @@ class SessionStore:
         metadata: dict[str, Any] | None = None,
         idle_timeout: float | None = None,
         request_id: str = "",
+        notify: SessionNotify | None = None,
     ) -> Session:
         if request_id:
             earlier = self._request_ids.get((owner, request_id))
@@ -254,6 +261,8 @@ class SessionStore:
                 reason=Reason.TOO_MANY_SESSIONS_FOR_CALLER,
                 retry_after=5.0,
             )
+        if notify:
+            self._check_notify(notify)
         built = build_pipeline(pipeline, self.supervisor, self.agents.actions_elsewhere)
         chosen = self.agents.assign(agent, capability)
         timeout = self.settings.idle_timeout if idle_timeout is None else idle_timeout
@@ -275,6 +284,7 @@ class SessionStore:
             self.settings,
         )
         session.request_id = request_id
+        session.notify = notify or SessionNotify()
         self._add(session)
         self._journal(session, None)
         if self.on_open is not None:
@@ -288,6 +298,15 @@ class SessionStore:
             capability=capability,
         )
         return session
+
+    def _check_notify(self, notify: SessionNotify) -> None:
+        if self.notices is None:
+            raise InvalidArgument(
+                "notify: this host delivers no notifications; open the session without one",
+                reason=Reason.INVALID_FIELD,
+                violations=[FieldViolation("notify", "not delivered by this host")],
+            )
+        self.notices.check_session_notify(notify)
 
     def _add(self, session: Session) -> None:
         self.sessions[session.id] = session
@@ -408,6 +427,8 @@ class SessionStore:
         session.context.close()
         self.wake()
         log.info("session closed", session=session.id, reason=session.close_reason)
+        if session.notify and self.on_close is not None:
+            self.on_close(session)
         return session
 
     def submit(

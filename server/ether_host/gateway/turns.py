@@ -28,6 +28,7 @@ from ether_host.errors import (
 from ether_host.gateway import events as ev
 from ether_host.gateway.context import SET
 from ether_host.gateway.events import error_data
+from ether_host.gateway.notices import TURN
 from ether_host.gateway.pipeline import REPLY_STEP, Step
 from ether_host.gateway.sessions import Session, SessionStore, Turn
 from ether_host.gateway.settings import GatewaySettings
@@ -37,6 +38,9 @@ log = structlog.get_logger("ether.gateway")
 
 GATEWAY_ACTION = "respond"  # the gateway agent's action for the reply, when it has several
 HOST_PARAMS = ("message", "turn", "steps", "session")
+# How long a finished turn waits for its notice to be recorded (the notifier starts after the
+# gateway; a host stopping may never start it): past it the notice is dropped, logged.
+NOTICE_BUDGET = 30.0
 
 
 class TurnRunner:
@@ -56,6 +60,7 @@ class TurnRunner:
             async with session.inbox:
                 async for turn in session.inbox:
                     session.current_turn = turn.number
+                    start = session.events.last_sequence
                     try:
                         await self.run(session, turn)
                     except Exception:  # one broken turn must not end the session
@@ -81,6 +86,7 @@ class TurnRunner:
                             turn.number,
                             {"latency": time.monotonic() - turn.accepted_at, "steps_run": []},
                         )
+                        await self._notice(session, turn, start, [])
                     finally:
                         session.current_turn = 0
 
@@ -94,6 +100,7 @@ class TurnRunner:
             await self._run(session, turn)
 
     async def _run(self, session: Session, turn: Turn) -> None:
+        start = session.events.last_sequence
         timeout = session.pipeline.turn_timeout or self.settings.turn_timeout
         deadline = time.monotonic() + timeout
         outputs: dict[str, Any] = {}
@@ -129,6 +136,32 @@ class TurnRunner:
             turn.number,
             {"latency": time.monotonic() - turn.accepted_at, "steps_run": steps_run},
         )
+        await self._notice(session, turn, start, steps_run)
+
+    async def _notice(self, session: Session, turn: Turn, start: int, steps_run: list[str]) -> None:
+        """Deliver the finished turn to the session's notify: its reply (the last whole one
+        the gateway agent gave) and its errors, as the turn's events after ``start`` say.
+        Shielded: a session closed right now still has its last turn delivered."""
+        notices = self.store.notices
+        if not session.notify or notices is None:
+            return
+        said = [e for _, e in session.events.since(start) if e.turn == turn.number]
+        replies = [e.data for e in said if e.kind == ev.REPLY]
+        whole = [r for r in replies if not r.get("partial")]
+        output = {
+            "turn": {
+                "number": turn.number,
+                "id": f"{session.id}.{turn.number}",
+                "client_message_id": turn.client_message_id,
+                "reply": (whole or replies or [None])[-1],
+                "errors": [e.data for e in said if e.kind == ev.ERROR],
+                "steps_run": steps_run,
+            }
+        }
+        with anyio.move_on_after(NOTICE_BUDGET, shield=True) as waited:
+            await notices.session_notice(session.notify, TURN, session.id, output)
+        if waited.cancelled_caught:
+            log.warning("turn notice dropped", session=session.id, turn=turn.number)
 
     async def _step(
         self, session: Session, turn: Turn, step: Step, outputs: dict[str, Any], deadline: float

@@ -38,6 +38,7 @@ from ether_host.gateway.egress.fetch import Egress
 from ether_host.gateway.elsewhere import OtherGateways
 from ether_host.gateway.events import SessionEvent, event_record
 from ether_host.gateway.messaging import Message, Messaging, SubscriptionLagged
+from ether_host.gateway.notices import SESSION_CLOSED, SessionNotices
 from ether_host.gateway.records import SessionRecords
 from ether_host.gateway.sessions import Session, SessionStore, Turn, rebuild
 from ether_host.gateway.settings import GatewaySettings
@@ -87,12 +88,23 @@ class Gateway:
         self._bringing: dict[str, anyio.Lock] = {}  # sessions being brought from another host
         self._tg: anyio.abc.TaskGroup | None = None
         self.sessions.on_open = self._start_worker
+        self.sessions.on_close = self._closed
         self.messaging.authorize = self._authorize
         self.messaging.revoke = self._revoke
         self.calls = calls = HostCalls(self)
         dispatcher.register_calls("ctx.*", calls.ctx)
         dispatcher.register_calls("msg.*", calls.msg)
         dispatcher.register_calls("net.fetch", calls.fetch)
+
+    @property
+    def notices(self) -> SessionNotices | None:
+        """What delivers the turns and closing of sessions opened with a notify (the notifier,
+        set by the composition root); None: OpenSession refuses a notify."""
+        return self.sessions.notices
+
+    @notices.setter
+    def notices(self, notices: SessionNotices | None) -> None:
+        self.sessions.notices = notices
 
     @property
     def elsewhere(self) -> OtherGateways | None:
@@ -149,6 +161,22 @@ class Gateway:
         assert self._tg is not None, "the gateway is not running"
         # Not in the context of the RPC that opened the session: the session outlives it.
         start_detached(self._tg, self.turns.serve, session, name=f"session {session.id}")
+
+    def _closed(self, session: Session) -> None:
+        notices = self.sessions.notices
+        if notices is None or self._tg is None:
+            log.warning("session_closed not delivered: no notifier", session=session.id)
+            return
+        output = {
+            "session": {
+                "reason": session.close_reason,
+                "turns": session.turns,
+                "closed_at": session.closed_at,
+            }
+        }
+        start_detached(
+            self._tg, notices.session_notice, session.notify, SESSION_CLOSED, session.id, output
+        )
 
     def _deployment_egress(self, agent: str) -> Any:
         found = self.supervisor.agents.get(agent)

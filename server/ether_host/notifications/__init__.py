@@ -1,4 +1,4 @@
-"""Completion notifications (docs/notifications.md): a task's or a workflow run's final output
+"""Completion notifications (docs/notifications.md): a task's, a workflow run's or a session's output
 delivered to a webhook (signed, retried, under the gateway's egress policy and audit) or
 published on a gateway topic, each delivery recorded with its attempts."""
 

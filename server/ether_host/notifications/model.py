@@ -85,8 +85,8 @@ class Delivery:
     """One output on its way to one place (a webhook or a topic), as the store keeps it."""
 
     id: str
-    kind: str  # "task" | "run"
-    subject: str  # the task's or run's id
+    kind: str  # "task" | "run" | "turn" | "session_closed"
+    subject: str  # the task's or run's id, or the session's
     target: str  # "webhook" | "topic"
     address: str  # the URL or the topic
     body: bytes  # the JSON sent (and published)

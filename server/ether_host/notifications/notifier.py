@@ -23,7 +23,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from ether_host.agents import Dispatcher, TaskEvent, TaskInput, TaskResult
 from ether_host.background import start_detached
 from ether_host.errors import EtherError
-from ether_host.gateway import FetchRefused, FetchRequest, Gateway
+from ether_host.gateway import SESSION_CLOSED, FetchRefused, FetchRequest, Gateway, SessionNotify
 from ether_host.notifications.model import (
     DELIVERED,
     DENIED,
@@ -44,10 +44,13 @@ log = structlog.get_logger("ether.notifications")
 # cannot change.
 _TRANSIENT = {"fetch_failed", "timeout", "rate_limited", "audit_unavailable"}
 RETRY, DONE = "retry", "done"
+# The type of the topic message of a delivery: "<kind>_completed" unless named here.
+_TOPIC_TYPES = {SESSION_CLOSED: SESSION_CLOSED}
 
 
 class Notifier:
-    """Completion notifications of tasks and workflow runs (docs/notifications.md)."""
+    """Completion notifications of tasks, workflow runs and sessions (docs/notifications.md);
+    the gateway's SessionNotices."""
 
     def __init__(
         self,
@@ -63,6 +66,7 @@ class Notifier:
         self._workflows = workflows
         self._store = DeliveryStore(state_dir.absolute() / "notifications.sqlite3")
         self._tg: TaskGroup | None = None
+        self._running = anyio.Event()  # set once the notifier owns its group
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Go on with what the last host left pending, then own every delivery until cancelled
@@ -77,6 +81,7 @@ class Notifier:
                 for run_id, webhook_url, reply_topic in await self._store.awaited_runs():
                     start_detached(tg, self._after_run, run_id, Notify(webhook_url, reply_topic))
                 task_status.started()
+                self._running.set()
                 await anyio.sleep_forever()
         finally:
             self._tg = None
@@ -128,6 +133,23 @@ class Notifier:
         if isinstance(outcome[0], EtherError):
             raise outcome[0]
         return outcome[0]
+
+    def check_session_notify(self, notify: SessionNotify) -> None:
+        """InvalidArgument when a session's ``notify`` cannot be delivered from this host."""
+        self.check(Notify(notify.webhook_url, notify.reply_topic))
+
+    async def session_notice(
+        self, notify: SessionNotify, kind: str, session_id: str, output: dict[str, Any]
+    ) -> None:
+        """Record a session's turn or closing and start delivering it; the gateway calls it
+        as soon as it may run, before this notifier has started (it waits for that)."""
+        await self._running.wait()
+        try:
+            await self._notify(
+                kind, session_id, Notify(notify.webhook_url, notify.reply_topic), output
+            )
+        except Exception:  # a failure here must not end the session's worker
+            log.exception("notification of a session failed", session=session_id, kind=kind)
 
     async def watch_run(self, run_id: str, notify: Notify) -> None:
         """Deliver ``run_id`` as GetRun shows it once it ends (kept across a host restart)."""
@@ -222,7 +244,7 @@ class Notifier:
         return DONE, FAILED, status, f"answered {status}: {said}"
 
     async def _publish(self, delivery: Delivery) -> tuple[str, str, int, str]:
-        kind = f"{delivery.kind}_completed"
+        kind = _TOPIC_TYPES.get(delivery.kind, f"{delivery.kind}_completed")
         try:
             await self._gateway.publish_from(
                 NOTIFY_IDENTITY, delivery.address, kind, orjson.loads(delivery.body)

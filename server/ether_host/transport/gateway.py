@@ -53,6 +53,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServiceServicer):
             if request.HasField("idle_timeout")
             else None,
             request_id=request.request_id,
+            notify=gc.session_notify(request.notify) if request.HasField("notify") else None,
         )
         return gateway_pb2.OpenSessionResponse(session=gc.session(session))
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from google.protobuf import timestamp_pb2
 
-from ether.v1 import agent_io_pb2, gateway_pb2
+from ether.v1 import agent_io_pb2, common_pb2, gateway_pb2
 from ether_host.gateway import (
     ALLOWED,
     OPEN,
@@ -15,6 +15,7 @@ from ether_host.gateway import (
     Message,
     Session,
     SessionEvent,
+    SessionNotify,
     describe_pipeline,
 )
 from ether_host.gateway import events as ev
@@ -116,7 +117,18 @@ def session(value: Session) -> gateway_pb2.Session:
         message.pipeline.CopyFrom(pipeline_to(describe_pipeline(value.pipeline)))
     if value.closed_at is not None:
         message.closed_at.CopyFrom(convert.timestamp(value.closed_at))
+    if value.notify:
+        message.notify.CopyFrom(
+            common_pb2.Notify(
+                webhook_url=value.notify.webhook_url, reply_topic=value.notify.reply_topic
+            )
+        )
     return message
+
+
+def session_notify(message: common_pb2.Notify) -> SessionNotify:
+    """Where OpenSession asks for the session's turns and closing to go (empty: nowhere)."""
+    return SessionNotify(webhook_url=message.webhook_url, reply_topic=message.reply_topic)
 
 
 def change(value: Change) -> gateway_pb2.ContextChange:
