@@ -138,11 +138,16 @@ class HostProcess:
             return self.raw_lines[-count:]
 
     def wait_for_log(
-        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 30.0
+        self,
+        predicate: Callable[[dict[str, Any]], bool],
+        timeout: float = 30.0,
+        *,
+        after: int = 0,
     ) -> dict[str, Any]:
-        """The first log record matching ``predicate``, waiting for it to be written."""
+        """The first log record matching ``predicate``, waiting for it to be written; with
+        ``after`` (a ``len(host.records)`` taken earlier), only records written since."""
         deadline = time.monotonic() + timeout
-        seen = 0
+        seen = after
         with self._changed:
             while True:
                 for record in self.records[seen:]:
