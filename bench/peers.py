@@ -144,7 +144,7 @@ def _rounds(
             results[key].append(result)
             print(
                 f"  {phase} round {number + 1}/{rounds} {key:<8} {result['rate']:,.0f} calls/s, "
-                f"p50 {percentile(result['latencies_us'], 50):,.0f} µs, "
+                f"p50 {fmt(percentile(result['latencies_us'], 50))} µs, "
                 f"foreign {result['cpu'].get('foreign_cores', 0):.2f} cores "
                 f"({time.perf_counter() - began:.1f} s)",
                 file=sys.stderr,
@@ -293,7 +293,8 @@ def _report(latency: Runs, throughput: Runs, versions: str, quick: bool) -> int:
     verdict_rows = []
     for ratio in ratios:
         predicted = fmt(ratio.cpu, 2)
-        used = f"{len(ratio.used)}/{len(ratio.rounds)}"
+        quiet = sum(1 for value, load in ratio.rounds if value == value and load <= NOISY_CORES)
+        used = f"{len(ratio.used)}/{len(ratio.rounds)} ({quiet} quiet)"
         bound = f"{ratio.op} {ratio.target}"
         print(
             f"peers: {ratio.name} {ratio.value:.2f} (target {bound}; rounds used {used}, all "
@@ -323,9 +324,10 @@ its host and worker runtimes build an f-string of every message they pass for an
 Fresh client processes, each started once other processes used under 0.3 cores (waiting at most
 20 s), in {rounds} rounds of alternating order. A verdict reads the median of the per-round ratios
 over the rounds in which other processes used at most {NOISY_CORES} cores during the runs the
-ratio reads (all rounds when fewer than two were that quiet); the last column is the throughput
-ratio CPU per call predicts (the peer's total CPU µs per call over Ether's), a cross-check that
-holds still while other processes take a varying share of the two cores.
+ratio reads (all rounds when fewer than two were that quiet: "rounds used" says how many were);
+the last column is the throughput ratio CPU per call predicts (the peer's total CPU µs per call
+over Ether's), a cross-check that holds still while other processes take a varying share of the
+two cores.
 
 {markdown_table([*verdict_headers, "from CPU µs/call"], verdict_rows)}
 
