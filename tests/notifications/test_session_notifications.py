@@ -20,6 +20,7 @@ import pytest
 from google.protobuf import duration_pb2
 
 from ether.v1 import common_pb2, gateway_pb2
+from tests.cluster.support import cluster_host, published
 from tests.gateway._support import Conversation, open_session, reply_text
 from tests.notifications.test_notifications import (
     BUDGET,
@@ -31,6 +32,9 @@ from tests.notifications.test_notifications import (
 from tests.support.agents import AGENTS, deploy, watch_until
 from tests.support.calls import data, execute
 from tests.support.host import HostProcess
+from tests.support.redis import RedisServer, redis_server
+
+__all__ = ["redis_server"]  # the Redis fixture of the cluster test
 
 
 @pytest.fixture(scope="module")
@@ -202,3 +206,36 @@ def test_the_notify_is_kept_across_a_host_restart(tmp_path: Path, receiver: Rece
     body = _body(hit)
     assert (body["kind"], body["id"]) == ("turn", session.id)
     assert body["turn"]["reply"]["text"] == "chatter heard: after"
+
+
+def test_a_session_moved_to_another_host_keeps_its_notify(
+    tmp_path: Path, receiver: Receiver, redis_server: RedisServer
+) -> None:
+    """Two hosts on one real redis-server: a session opened on a (which runs the gateway
+    agent) and continued on b has its turn on b delivered by b, and its closing there too."""
+    config = {"ETHER_CONFIG": str(_config(tmp_path, SECRET))}
+    started: list[HostProcess] = []
+    try:
+        started.append(cluster_host(tmp_path, redis_server.url, "a", env=config))
+        host_a = started[0]
+        deploy(host_a, AGENTS / "chatter")
+        published(host_a, "chatter")
+        started.append(cluster_host(tmp_path, redis_server.url, "b", env=config))
+        host_b = started[1]
+        url = receiver.url("/moved")
+        session = open_session(host_a, agent="chatter", notify=common_pb2.Notify(webhook_url=url))
+        on_b = Conversation(host_b, session.id)
+        assert reply_text(on_b.turn("hello from b")) == "chatter heard: hello from b"
+        on_b.close()
+        _close(host_b, session.id, "bye from b")
+        bodies = [_body(hit) for hit in receiver.wait("/moved", 2)]
+        on_b_records = sorted(d["kind"] for d in _deliveries(host_b, session.id))
+        on_a_records = _deliveries(host_a, session.id)
+    finally:
+        for host in started:
+            host.stop()
+    (turn,) = [b for b in bodies if b["kind"] == "turn"]
+    assert turn["turn"]["reply"]["text"] == "chatter heard: hello from b"
+    (closed,) = [b for b in bodies if b["kind"] == "session_closed"]
+    assert closed["session"]["reason"] == "bye from b"
+    assert on_b_records == ["session_closed", "turn"] and not on_a_records
