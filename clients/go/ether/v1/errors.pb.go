@@ -430,6 +430,10 @@ const (
 	// address (metadata `host`). Retry; GetHostInfo's cluster.unreachable says
 	// whether this host reaches it.
 	ErrorReason_ERROR_REASON_HOST_UNAVAILABLE ErrorReason = 128
+	// FAILED_PRECONDITION: GetRecording on a terminal that has not been
+	// recorded. Create it with `record` set, or start a recording with
+	// SetRecording, then download it.
+	ErrorReason_ERROR_REASON_NO_RECORDING ErrorReason = 129
 )
 
 // Enum value maps for ErrorReason.
@@ -564,6 +568,7 @@ var (
 		126: "ERROR_REASON_TERMINAL_HOST_UNAVAILABLE",
 		127: "ERROR_REASON_HOST_NOT_FOUND",
 		128: "ERROR_REASON_HOST_UNAVAILABLE",
+		129: "ERROR_REASON_NO_RECORDING",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                   0,
@@ -695,6 +700,7 @@ var (
 		"ERROR_REASON_TERMINAL_HOST_UNAVAILABLE":     126,
 		"ERROR_REASON_HOST_NOT_FOUND":                127,
 		"ERROR_REASON_HOST_UNAVAILABLE":              128,
+		"ERROR_REASON_NO_RECORDING":                  129,
 	}
 )
 
@@ -729,7 +735,7 @@ var File_ether_v1_errors_proto protoreflect.FileDescriptor
 
 const file_ether_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15ether/v1/errors.proto\x12\bether.v1*\x9c#\n" +
+	"\x15ether/v1/errors.proto\x12\bether.v1*\xbc#\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aERROR_REASON_MISSING_FIELD\x10\x01\x12\x1e\n" +
@@ -860,7 +866,8 @@ const file_ether_v1_errors_proto_rawDesc = "" +
 	"$ERROR_REASON_TERMINAL_HOST_NOT_FOUND\x10}\x12*\n" +
 	"&ERROR_REASON_TERMINAL_HOST_UNAVAILABLE\x10~\x12\x1f\n" +
 	"\x1bERROR_REASON_HOST_NOT_FOUND\x10\x7f\x12\"\n" +
-	"\x1dERROR_REASON_HOST_UNAVAILABLE\x10\x80\x01B\x94\x01\n" +
+	"\x1dERROR_REASON_HOST_UNAVAILABLE\x10\x80\x01\x12\x1e\n" +
+	"\x19ERROR_REASON_NO_RECORDING\x10\x81\x01B\x94\x01\n" +
 	"\fcom.ether.v1B\vErrorsProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03EXX\xaa\x02\bEther.V1\xca\x02\bEther\\V1\xe2\x02\x14Ether\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3"
 
 var (

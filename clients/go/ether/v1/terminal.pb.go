@@ -1214,7 +1214,10 @@ type CreateTerminalRequest struct {
 	// Optional idempotency key (AIP-155), a UUID: repeating a request with
 	// the same request_id within 10 minutes returns the terminal it created.
 	// At most 128 characters.
-	RequestId     string `protobuf:"bytes,13,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,13,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Record the terminal's output from its first byte as asciicast v2 (see
+	// SetRecording); GetRecording downloads it.
+	Record        bool `protobuf:"varint,14,opt,name=record,proto3" json:"record,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1349,6 +1352,13 @@ func (x *CreateTerminalRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *CreateTerminalRequest) GetRecord() bool {
+	if x != nil {
+		return x.Record
+	}
+	return false
 }
 
 type isCreateTerminalRequest_Command interface {
@@ -3867,6 +3877,323 @@ func (*AttachResponse_Exit) isAttachResponse_Kind() {}
 
 func (*AttachResponse_Lagged) isAttachResponse_Kind() {}
 
+// Recording is the state of a terminal's asciicast recording.
+type Recording struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output is being recorded now.
+	Active bool `protobuf:"varint,1,opt,name=active,proto3" json:"active,omitempty"`
+	// Bytes of the cast written so far (the size of the whole file).
+	Size int64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// The most bytes the cast may take (the host's `[terminals]
+	// recording_limit`).
+	Limit int64 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// When this recording started (the header's timestamp).
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// Why it is not active: "stopped" (SetRecording), "size_limit" (the next
+	// event would have passed `limit`), "exited" (the program ended); empty
+	// while active.
+	StoppedReason string `protobuf:"bytes,5,opt,name=stopped_reason,json=stoppedReason,proto3" json:"stopped_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Recording) Reset() {
+	*x = Recording{}
+	mi := &file_ether_v1_terminal_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Recording) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Recording) ProtoMessage() {}
+
+func (x *Recording) ProtoReflect() protoreflect.Message {
+	mi := &file_ether_v1_terminal_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Recording.ProtoReflect.Descriptor instead.
+func (*Recording) Descriptor() ([]byte, []int) {
+	return file_ether_v1_terminal_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *Recording) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *Recording) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *Recording) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *Recording) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *Recording) GetStoppedReason() string {
+	if x != nil {
+		return x.StoppedReason
+	}
+	return ""
+}
+
+// SetRecordingRequest is the request of TerminalService.SetRecording.
+type SetRecordingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the terminal. Required.
+	// At most 256 characters.
+	TerminalId string `protobuf:"bytes,1,opt,name=terminal_id,json=terminalId,proto3" json:"terminal_id,omitempty"`
+	// true starts a new recording, false stops the current one.
+	Record        bool `protobuf:"varint,2,opt,name=record,proto3" json:"record,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRecordingRequest) Reset() {
+	*x = SetRecordingRequest{}
+	mi := &file_ether_v1_terminal_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRecordingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRecordingRequest) ProtoMessage() {}
+
+func (x *SetRecordingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ether_v1_terminal_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRecordingRequest.ProtoReflect.Descriptor instead.
+func (*SetRecordingRequest) Descriptor() ([]byte, []int) {
+	return file_ether_v1_terminal_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *SetRecordingRequest) GetTerminalId() string {
+	if x != nil {
+		return x.TerminalId
+	}
+	return ""
+}
+
+func (x *SetRecordingRequest) GetRecord() bool {
+	if x != nil {
+		return x.Record
+	}
+	return false
+}
+
+// SetRecordingResponse is the response of TerminalService.SetRecording.
+type SetRecordingResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The recording's state after the call.
+	Recording     *Recording `protobuf:"bytes,1,opt,name=recording,proto3" json:"recording,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRecordingResponse) Reset() {
+	*x = SetRecordingResponse{}
+	mi := &file_ether_v1_terminal_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRecordingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRecordingResponse) ProtoMessage() {}
+
+func (x *SetRecordingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ether_v1_terminal_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRecordingResponse.ProtoReflect.Descriptor instead.
+func (*SetRecordingResponse) Descriptor() ([]byte, []int) {
+	return file_ether_v1_terminal_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *SetRecordingResponse) GetRecording() *Recording {
+	if x != nil {
+		return x.Recording
+	}
+	return nil
+}
+
+// GetRecordingRequest is the request of TerminalService.GetRecording.
+type GetRecordingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the terminal. Required.
+	// At most 256 characters.
+	TerminalId string `protobuf:"bytes,1,opt,name=terminal_id,json=terminalId,proto3" json:"terminal_id,omitempty"`
+	// Byte offset into the cast to read from; 0 is its first byte.
+	Offset int64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The most bytes to return, 0 to 1 MiB (1,048,576); 0 means 1 MiB.
+	MaxBytes      int32 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRecordingRequest) Reset() {
+	*x = GetRecordingRequest{}
+	mi := &file_ether_v1_terminal_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRecordingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRecordingRequest) ProtoMessage() {}
+
+func (x *GetRecordingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ether_v1_terminal_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRecordingRequest.ProtoReflect.Descriptor instead.
+func (*GetRecordingRequest) Descriptor() ([]byte, []int) {
+	return file_ether_v1_terminal_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *GetRecordingRequest) GetTerminalId() string {
+	if x != nil {
+		return x.TerminalId
+	}
+	return ""
+}
+
+func (x *GetRecordingRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *GetRecordingRequest) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+// GetRecordingResponse is the response of TerminalService.GetRecording.
+type GetRecordingResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cast's bytes from `offset` (empty at its end). The cast is UTF-8
+	// text, one JSON value per line.
+	Data []byte `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// The offset `data` starts at (the request's).
+	Offset int64 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The recording's state; `size` is how far the cast goes now.
+	Recording     *Recording `protobuf:"bytes,3,opt,name=recording,proto3" json:"recording,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRecordingResponse) Reset() {
+	*x = GetRecordingResponse{}
+	mi := &file_ether_v1_terminal_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRecordingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRecordingResponse) ProtoMessage() {}
+
+func (x *GetRecordingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ether_v1_terminal_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRecordingResponse.ProtoReflect.Descriptor instead.
+func (*GetRecordingResponse) Descriptor() ([]byte, []int) {
+	return file_ether_v1_terminal_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *GetRecordingResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *GetRecordingResponse) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *GetRecordingResponse) GetRecording() *Recording {
+	if x != nil {
+		return x.Recording
+	}
+	return nil
+}
+
 var File_ether_v1_terminal_proto protoreflect.FileDescriptor
 
 const file_ether_v1_terminal_proto_rawDesc = "" +
@@ -3947,7 +4274,7 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\x03alt\x18\x05 \x01(\bR\x03alt\x12\x16\n" +
 	"\x06repeat\x18\x06 \x01(\x05R\x06repeat\x12\x14\n" +
 	"\x05paste\x18\a \x01(\bR\x05pasteB\a\n" +
-	"\x05input\"\x85\x05\n" +
+	"\x05input\"\x9d\x05\n" +
 	"\x15CreateTerminalRequest\x12$\n" +
 	"\x04argv\x18\x01 \x01(\v2\x0e.ether.v1.ArgvH\x00R\x04argv\x12-\n" +
 	"\fcommand_line\x18\x02 \x01(\tB\b\xa2\xbb\x18\x040\x80\x80\bH\x00R\vcommandLine\x12G\n" +
@@ -3963,7 +4290,8 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\fidle_timeout\x18\v \x01(\v2\x19.google.protobuf.DurationR\vidleTimeout\x12<\n" +
 	"\fmax_lifetime\x18\f \x01(\v2\x19.google.protobuf.DurationR\vmaxLifetime\x12&\n" +
 	"\n" +
-	"request_id\x18\r \x01(\tB\a\xa2\xbb\x18\x030\x80\x01R\trequestId\x1a6\n" +
+	"request_id\x18\r \x01(\tB\a\xa2\xbb\x18\x030\x80\x01R\trequestId\x12\x16\n" +
+	"\x06record\x18\x0e \x01(\bR\x06record\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\t\n" +
@@ -4126,7 +4454,30 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\x06output\x18\x03 \x01(\v2\x16.ether.v1.AttachOutputH\x00R\x06output\x12*\n" +
 	"\x04exit\x18\x04 \x01(\v2\x14.ether.v1.AttachExitH\x00R\x04exit\x120\n" +
 	"\x06lagged\x18\x05 \x01(\v2\x16.ether.v1.AttachLaggedH\x00R\x06laggedB\x06\n" +
-	"\x04kind*\x81\x01\n" +
+	"\x04kind\"\xaf\x01\n" +
+	"\tRecording\x12\x16\n" +
+	"\x06active\x18\x01 \x01(\bR\x06active\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x03R\x05limit\x129\n" +
+	"\n" +
+	"started_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12%\n" +
+	"\x0estopped_reason\x18\x05 \x01(\tR\rstoppedReason\"Y\n" +
+	"\x13SetRecordingRequest\x12*\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\n" +
+	"terminalId\x12\x16\n" +
+	"\x06record\x18\x02 \x01(\bR\x06record\"I\n" +
+	"\x14SetRecordingResponse\x121\n" +
+	"\trecording\x18\x01 \x01(\v2\x13.ether.v1.RecordingR\trecording\"\x8a\x01\n" +
+	"\x13GetRecordingRequest\x12*\n" +
+	"\vterminal_id\x18\x01 \x01(\tB\t\xa2\xbb\x18\x05\b\x010\x80\x02R\n" +
+	"terminalId\x12\x1e\n" +
+	"\x06offset\x18\x02 \x01(\x03B\x06\xa2\xbb\x18\x02\x10\x00R\x06offset\x12'\n" +
+	"\tmax_bytes\x18\x03 \x01(\x05B\n" +
+	"\xa2\xbb\x18\x06\x10\x00\x18\x80\x80@R\bmaxBytes\"u\n" +
+	"\x14GetRecordingResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x121\n" +
+	"\trecording\x18\x03 \x01(\v2\x13.ether.v1.RecordingR\trecording*\x81\x01\n" +
 	"\rTerminalState\x12\x1e\n" +
 	"\x1aTERMINAL_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16TERMINAL_STATE_RUNNING\x10\x01\x12\x19\n" +
@@ -4177,7 +4528,7 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\x06KEY_F9\x10\x17\x12\v\n" +
 	"\aKEY_F10\x10\x18\x12\v\n" +
 	"\aKEY_F11\x10\x19\x12\v\n" +
-	"\aKEY_F12\x10\x1a2\xc6\x06\n" +
+	"\aKEY_F12\x10\x1a2\xe4\a\n" +
 	"\x0fTerminalService\x12S\n" +
 	"\x0eCreateTerminal\x12\x1f.ether.v1.CreateTerminalRequest\x1a .ether.v1.CreateTerminalResponse\x12J\n" +
 	"\vGetTerminal\x12\x1c.ether.v1.GetTerminalRequest\x1a\x1d.ether.v1.GetTerminalResponse\x12P\n" +
@@ -4192,7 +4543,9 @@ const file_ether_v1_terminal_proto_rawDesc = "" +
 	"\n" +
 	"SendSignal\x12\x1b.ether.v1.SendSignalRequest\x1a\x1c.ether.v1.SendSignalResponse\x12>\n" +
 	"\aWaitFor\x12\x18.ether.v1.WaitForRequest\x1a\x19.ether.v1.WaitForResponse\x12?\n" +
-	"\x06Attach\x12\x17.ether.v1.AttachRequest\x1a\x18.ether.v1.AttachResponse(\x010\x01B\x96\x01\n" +
+	"\x06Attach\x12\x17.ether.v1.AttachRequest\x1a\x18.ether.v1.AttachResponse(\x010\x01\x12M\n" +
+	"\fSetRecording\x12\x1d.ether.v1.SetRecordingRequest\x1a\x1e.ether.v1.SetRecordingResponse\x12M\n" +
+	"\fGetRecording\x12\x1d.ether.v1.GetRecordingRequest\x1a\x1e.ether.v1.GetRecordingResponseB\x96\x01\n" +
 	"\fcom.ether.v1B\rTerminalProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03EXX\xaa\x02\bEther.V1\xca\x02\bEther\\V1\xe2\x02\x14Ether\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3"
 
 var (
@@ -4208,7 +4561,7 @@ func file_ether_v1_terminal_proto_rawDescGZIP() []byte {
 }
 
 var file_ether_v1_terminal_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_ether_v1_terminal_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_ether_v1_terminal_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_ether_v1_terminal_proto_goTypes = []any{
 	(TerminalState)(0),             // 0: ether.v1.TerminalState
 	(ScreenFormat)(0),              // 1: ether.v1.ScreenFormat
@@ -4259,35 +4612,40 @@ var file_ether_v1_terminal_proto_goTypes = []any{
 	(*AttachExit)(nil),             // 46: ether.v1.AttachExit
 	(*AttachLagged)(nil),           // 47: ether.v1.AttachLagged
 	(*AttachResponse)(nil),         // 48: ether.v1.AttachResponse
-	nil,                            // 49: ether.v1.CreateTerminalRequest.EnvEntry
-	(*timestamppb.Timestamp)(nil),  // 50: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 51: google.protobuf.Duration
+	(*Recording)(nil),              // 49: ether.v1.Recording
+	(*SetRecordingRequest)(nil),    // 50: ether.v1.SetRecordingRequest
+	(*SetRecordingResponse)(nil),   // 51: ether.v1.SetRecordingResponse
+	(*GetRecordingRequest)(nil),    // 52: ether.v1.GetRecordingRequest
+	(*GetRecordingResponse)(nil),   // 53: ether.v1.GetRecordingResponse
+	nil,                            // 54: ether.v1.CreateTerminalRequest.EnvEntry
+	(*timestamppb.Timestamp)(nil),  // 55: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 56: google.protobuf.Duration
 }
 var file_ether_v1_terminal_proto_depIdxs = []int32{
-	50, // 0: ether.v1.ExitStatus.exited_at:type_name -> google.protobuf.Timestamp
+	55, // 0: ether.v1.ExitStatus.exited_at:type_name -> google.protobuf.Timestamp
 	0,  // 1: ether.v1.Terminal.state:type_name -> ether.v1.TerminalState
-	50, // 2: ether.v1.Terminal.created_at:type_name -> google.protobuf.Timestamp
-	50, // 3: ether.v1.Terminal.last_activity_at:type_name -> google.protobuf.Timestamp
+	55, // 2: ether.v1.Terminal.created_at:type_name -> google.protobuf.Timestamp
+	55, // 3: ether.v1.Terminal.last_activity_at:type_name -> google.protobuf.Timestamp
 	4,  // 4: ether.v1.Terminal.exit_status:type_name -> ether.v1.ExitStatus
-	51, // 5: ether.v1.Terminal.idle_timeout:type_name -> google.protobuf.Duration
-	51, // 6: ether.v1.Terminal.max_lifetime:type_name -> google.protobuf.Duration
+	56, // 5: ether.v1.Terminal.idle_timeout:type_name -> google.protobuf.Duration
+	56, // 6: ether.v1.Terminal.max_lifetime:type_name -> google.protobuf.Duration
 	7,  // 7: ether.v1.StyledLine.runs:type_name -> ether.v1.StyledRun
 	6,  // 8: ether.v1.Screen.cursor:type_name -> ether.v1.Cursor
 	4,  // 9: ether.v1.Screen.exit_status:type_name -> ether.v1.ExitStatus
 	8,  // 10: ether.v1.Screen.styled_lines:type_name -> ether.v1.StyledLine
 	2,  // 11: ether.v1.TerminalInput.key:type_name -> ether.v1.Key
 	3,  // 12: ether.v1.CreateTerminalRequest.argv:type_name -> ether.v1.Argv
-	49, // 13: ether.v1.CreateTerminalRequest.env:type_name -> ether.v1.CreateTerminalRequest.EnvEntry
-	51, // 14: ether.v1.CreateTerminalRequest.idle_timeout:type_name -> google.protobuf.Duration
-	51, // 15: ether.v1.CreateTerminalRequest.max_lifetime:type_name -> google.protobuf.Duration
+	54, // 13: ether.v1.CreateTerminalRequest.env:type_name -> ether.v1.CreateTerminalRequest.EnvEntry
+	56, // 14: ether.v1.CreateTerminalRequest.idle_timeout:type_name -> google.protobuf.Duration
+	56, // 15: ether.v1.CreateTerminalRequest.max_lifetime:type_name -> google.protobuf.Duration
 	5,  // 16: ether.v1.CreateTerminalResponse.terminal:type_name -> ether.v1.Terminal
 	5,  // 17: ether.v1.GetTerminalResponse.terminal:type_name -> ether.v1.Terminal
 	0,  // 18: ether.v1.ListTerminalsRequest.state:type_name -> ether.v1.TerminalState
 	5,  // 19: ether.v1.ListTerminalsResponse.terminals:type_name -> ether.v1.Terminal
-	51, // 20: ether.v1.CloseTerminalRequest.grace:type_name -> google.protobuf.Duration
+	56, // 20: ether.v1.CloseTerminalRequest.grace:type_name -> google.protobuf.Duration
 	5,  // 21: ether.v1.CloseTerminalResponse.terminal:type_name -> ether.v1.Terminal
 	4,  // 22: ether.v1.TerminalExited.exit_status:type_name -> ether.v1.ExitStatus
-	50, // 23: ether.v1.WatchTerminalsResponse.time:type_name -> google.protobuf.Timestamp
+	55, // 23: ether.v1.WatchTerminalsResponse.time:type_name -> google.protobuf.Timestamp
 	5,  // 24: ether.v1.WatchTerminalsResponse.terminal:type_name -> ether.v1.Terminal
 	20, // 25: ether.v1.WatchTerminalsResponse.created:type_name -> ether.v1.TerminalCreated
 	21, // 26: ether.v1.WatchTerminalsResponse.exited:type_name -> ether.v1.TerminalExited
@@ -4295,19 +4653,19 @@ var file_ether_v1_terminal_proto_depIdxs = []int32{
 	10, // 28: ether.v1.WriteInputRequest.input:type_name -> ether.v1.TerminalInput
 	1,  // 29: ether.v1.ReadScreenRequest.format:type_name -> ether.v1.ScreenFormat
 	9,  // 30: ether.v1.ReadScreenResponse.screen:type_name -> ether.v1.Screen
-	51, // 31: ether.v1.QuietCondition.duration:type_name -> google.protobuf.Duration
+	56, // 31: ether.v1.QuietCondition.duration:type_name -> google.protobuf.Duration
 	32, // 32: ether.v1.WaitForRequest.screen:type_name -> ether.v1.ScreenCondition
 	33, // 33: ether.v1.WaitForRequest.output:type_name -> ether.v1.OutputCondition
 	34, // 34: ether.v1.WaitForRequest.exit:type_name -> ether.v1.ExitCondition
 	35, // 35: ether.v1.WaitForRequest.quiet:type_name -> ether.v1.QuietCondition
-	51, // 36: ether.v1.WaitForRequest.timeout:type_name -> google.protobuf.Duration
+	56, // 36: ether.v1.WaitForRequest.timeout:type_name -> google.protobuf.Duration
 	1,  // 37: ether.v1.WaitForRequest.screen_format:type_name -> ether.v1.ScreenFormat
 	9,  // 38: ether.v1.WaitForResponse.screen:type_name -> ether.v1.Screen
 	4,  // 39: ether.v1.WaitForResponse.exit_status:type_name -> ether.v1.ExitStatus
-	51, // 40: ether.v1.WaitForResponse.waited:type_name -> google.protobuf.Duration
+	56, // 40: ether.v1.WaitForResponse.waited:type_name -> google.protobuf.Duration
 	9,  // 41: ether.v1.WaitForFailure.screen:type_name -> ether.v1.Screen
 	4,  // 42: ether.v1.WaitForFailure.exit_status:type_name -> ether.v1.ExitStatus
-	51, // 43: ether.v1.WaitForFailure.waited:type_name -> google.protobuf.Duration
+	56, // 43: ether.v1.WaitForFailure.waited:type_name -> google.protobuf.Duration
 	39, // 44: ether.v1.AttachRequest.start:type_name -> ether.v1.AttachStart
 	10, // 45: ether.v1.AttachRequest.input:type_name -> ether.v1.TerminalInput
 	40, // 46: ether.v1.AttachRequest.resize:type_name -> ether.v1.AttachResize
@@ -4320,33 +4678,40 @@ var file_ether_v1_terminal_proto_depIdxs = []int32{
 	45, // 53: ether.v1.AttachResponse.output:type_name -> ether.v1.AttachOutput
 	46, // 54: ether.v1.AttachResponse.exit:type_name -> ether.v1.AttachExit
 	47, // 55: ether.v1.AttachResponse.lagged:type_name -> ether.v1.AttachLagged
-	11, // 56: ether.v1.TerminalService.CreateTerminal:input_type -> ether.v1.CreateTerminalRequest
-	13, // 57: ether.v1.TerminalService.GetTerminal:input_type -> ether.v1.GetTerminalRequest
-	15, // 58: ether.v1.TerminalService.ListTerminals:input_type -> ether.v1.ListTerminalsRequest
-	17, // 59: ether.v1.TerminalService.CloseTerminal:input_type -> ether.v1.CloseTerminalRequest
-	19, // 60: ether.v1.TerminalService.WatchTerminals:input_type -> ether.v1.WatchTerminalsRequest
-	24, // 61: ether.v1.TerminalService.WriteInput:input_type -> ether.v1.WriteInputRequest
-	26, // 62: ether.v1.TerminalService.ReadScreen:input_type -> ether.v1.ReadScreenRequest
-	28, // 63: ether.v1.TerminalService.Resize:input_type -> ether.v1.ResizeRequest
-	30, // 64: ether.v1.TerminalService.SendSignal:input_type -> ether.v1.SendSignalRequest
-	36, // 65: ether.v1.TerminalService.WaitFor:input_type -> ether.v1.WaitForRequest
-	42, // 66: ether.v1.TerminalService.Attach:input_type -> ether.v1.AttachRequest
-	12, // 67: ether.v1.TerminalService.CreateTerminal:output_type -> ether.v1.CreateTerminalResponse
-	14, // 68: ether.v1.TerminalService.GetTerminal:output_type -> ether.v1.GetTerminalResponse
-	16, // 69: ether.v1.TerminalService.ListTerminals:output_type -> ether.v1.ListTerminalsResponse
-	18, // 70: ether.v1.TerminalService.CloseTerminal:output_type -> ether.v1.CloseTerminalResponse
-	23, // 71: ether.v1.TerminalService.WatchTerminals:output_type -> ether.v1.WatchTerminalsResponse
-	25, // 72: ether.v1.TerminalService.WriteInput:output_type -> ether.v1.WriteInputResponse
-	27, // 73: ether.v1.TerminalService.ReadScreen:output_type -> ether.v1.ReadScreenResponse
-	29, // 74: ether.v1.TerminalService.Resize:output_type -> ether.v1.ResizeResponse
-	31, // 75: ether.v1.TerminalService.SendSignal:output_type -> ether.v1.SendSignalResponse
-	37, // 76: ether.v1.TerminalService.WaitFor:output_type -> ether.v1.WaitForResponse
-	48, // 77: ether.v1.TerminalService.Attach:output_type -> ether.v1.AttachResponse
-	67, // [67:78] is the sub-list for method output_type
-	56, // [56:67] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	55, // 56: ether.v1.Recording.started_at:type_name -> google.protobuf.Timestamp
+	49, // 57: ether.v1.SetRecordingResponse.recording:type_name -> ether.v1.Recording
+	49, // 58: ether.v1.GetRecordingResponse.recording:type_name -> ether.v1.Recording
+	11, // 59: ether.v1.TerminalService.CreateTerminal:input_type -> ether.v1.CreateTerminalRequest
+	13, // 60: ether.v1.TerminalService.GetTerminal:input_type -> ether.v1.GetTerminalRequest
+	15, // 61: ether.v1.TerminalService.ListTerminals:input_type -> ether.v1.ListTerminalsRequest
+	17, // 62: ether.v1.TerminalService.CloseTerminal:input_type -> ether.v1.CloseTerminalRequest
+	19, // 63: ether.v1.TerminalService.WatchTerminals:input_type -> ether.v1.WatchTerminalsRequest
+	24, // 64: ether.v1.TerminalService.WriteInput:input_type -> ether.v1.WriteInputRequest
+	26, // 65: ether.v1.TerminalService.ReadScreen:input_type -> ether.v1.ReadScreenRequest
+	28, // 66: ether.v1.TerminalService.Resize:input_type -> ether.v1.ResizeRequest
+	30, // 67: ether.v1.TerminalService.SendSignal:input_type -> ether.v1.SendSignalRequest
+	36, // 68: ether.v1.TerminalService.WaitFor:input_type -> ether.v1.WaitForRequest
+	42, // 69: ether.v1.TerminalService.Attach:input_type -> ether.v1.AttachRequest
+	50, // 70: ether.v1.TerminalService.SetRecording:input_type -> ether.v1.SetRecordingRequest
+	52, // 71: ether.v1.TerminalService.GetRecording:input_type -> ether.v1.GetRecordingRequest
+	12, // 72: ether.v1.TerminalService.CreateTerminal:output_type -> ether.v1.CreateTerminalResponse
+	14, // 73: ether.v1.TerminalService.GetTerminal:output_type -> ether.v1.GetTerminalResponse
+	16, // 74: ether.v1.TerminalService.ListTerminals:output_type -> ether.v1.ListTerminalsResponse
+	18, // 75: ether.v1.TerminalService.CloseTerminal:output_type -> ether.v1.CloseTerminalResponse
+	23, // 76: ether.v1.TerminalService.WatchTerminals:output_type -> ether.v1.WatchTerminalsResponse
+	25, // 77: ether.v1.TerminalService.WriteInput:output_type -> ether.v1.WriteInputResponse
+	27, // 78: ether.v1.TerminalService.ReadScreen:output_type -> ether.v1.ReadScreenResponse
+	29, // 79: ether.v1.TerminalService.Resize:output_type -> ether.v1.ResizeResponse
+	31, // 80: ether.v1.TerminalService.SendSignal:output_type -> ether.v1.SendSignalResponse
+	37, // 81: ether.v1.TerminalService.WaitFor:output_type -> ether.v1.WaitForResponse
+	48, // 82: ether.v1.TerminalService.Attach:output_type -> ether.v1.AttachResponse
+	51, // 83: ether.v1.TerminalService.SetRecording:output_type -> ether.v1.SetRecordingResponse
+	53, // 84: ether.v1.TerminalService.GetRecording:output_type -> ether.v1.GetRecordingResponse
+	72, // [72:85] is the sub-list for method output_type
+	59, // [59:72] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_ether_v1_terminal_proto_init() }
@@ -4398,7 +4763,7 @@ func file_ether_v1_terminal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ether_v1_terminal_proto_rawDesc), len(file_ether_v1_terminal_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   47,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

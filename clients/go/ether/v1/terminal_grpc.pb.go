@@ -30,6 +30,8 @@ const (
 	TerminalService_SendSignal_FullMethodName     = "/ether.v1.TerminalService/SendSignal"
 	TerminalService_WaitFor_FullMethodName        = "/ether.v1.TerminalService/WaitFor"
 	TerminalService_Attach_FullMethodName         = "/ether.v1.TerminalService/Attach"
+	TerminalService_SetRecording_FullMethodName   = "/ether.v1.TerminalService/SetRecording"
+	TerminalService_GetRecording_FullMethodName   = "/ether.v1.TerminalService/GetRecording"
 )
 
 // TerminalServiceClient is the client API for TerminalService service.
@@ -195,6 +197,32 @@ type TerminalServiceClient interface {
 	// ends); INVALID_ARGUMENT (first message is not `start`, or a second
 	// `start`).
 	Attach(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[AttachRequest, AttachResponse], error)
+	// SetRecording starts or stops recording the terminal's output as an
+	// asciicast v2 file (https://docs.asciinema.org/manual/asciicast/v2/):
+	// a header line with the terminal's size, then one [time, "o", text]
+	// line per piece of output and [time, "r", "COLSxROWS"] per resize.
+	// Starting begins a new recording (an earlier one of the terminal is
+	// discarded); starting while recording, or stopping while not, changes
+	// nothing. The recording is kept in a file under the host's state
+	// directory, up to the host's `[terminals] recording_limit` bytes
+	// (default 64 MiB): the event that would pass it is not written and the
+	// recording stops (Recording.stopped_reason "size_limit"). It ends when
+	// the program exits, and is deleted when the terminal is closed.
+	//
+	// Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no write
+	// right); FAILED_PRECONDITION (starting on a terminal whose program has
+	// exited; reason TERMINAL_EXITED).
+	SetRecording(ctx context.Context, in *SetRecordingRequest, opts ...grpc.CallOption) (*SetRecordingResponse, error)
+	// GetRecording returns up to `max_bytes` of the terminal's recording
+	// from `offset`, and the recording's state: call again from `offset` +
+	// the length of `data` until `data` is empty and the recording is not
+	// active to download all of it. It may be read while recording.
+	//
+	// Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no read
+	// right); FAILED_PRECONDITION (the terminal was never recorded; reason
+	// NO_RECORDING); INVALID_ARGUMENT (a negative offset, or max_bytes over
+	// 1 MiB).
+	GetRecording(ctx context.Context, in *GetRecordingRequest, opts ...grpc.CallOption) (*GetRecordingResponse, error)
 }
 
 type terminalServiceClient struct {
@@ -326,6 +354,26 @@ func (c *terminalServiceClient) Attach(ctx context.Context, opts ...grpc.CallOpt
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type TerminalService_AttachClient = grpc.BidiStreamingClient[AttachRequest, AttachResponse]
+
+func (c *terminalServiceClient) SetRecording(ctx context.Context, in *SetRecordingRequest, opts ...grpc.CallOption) (*SetRecordingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetRecordingResponse)
+	err := c.cc.Invoke(ctx, TerminalService_SetRecording_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *terminalServiceClient) GetRecording(ctx context.Context, in *GetRecordingRequest, opts ...grpc.CallOption) (*GetRecordingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRecordingResponse)
+	err := c.cc.Invoke(ctx, TerminalService_GetRecording_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 // TerminalServiceServer is the server API for TerminalService service.
 // All implementations must embed UnimplementedTerminalServiceServer
@@ -490,6 +538,32 @@ type TerminalServiceServer interface {
 	// ends); INVALID_ARGUMENT (first message is not `start`, or a second
 	// `start`).
 	Attach(grpc.BidiStreamingServer[AttachRequest, AttachResponse]) error
+	// SetRecording starts or stops recording the terminal's output as an
+	// asciicast v2 file (https://docs.asciinema.org/manual/asciicast/v2/):
+	// a header line with the terminal's size, then one [time, "o", text]
+	// line per piece of output and [time, "r", "COLSxROWS"] per resize.
+	// Starting begins a new recording (an earlier one of the terminal is
+	// discarded); starting while recording, or stopping while not, changes
+	// nothing. The recording is kept in a file under the host's state
+	// directory, up to the host's `[terminals] recording_limit` bytes
+	// (default 64 MiB): the event that would pass it is not written and the
+	// recording stops (Recording.stopped_reason "size_limit"). It ends when
+	// the program exits, and is deleted when the terminal is closed.
+	//
+	// Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no write
+	// right); FAILED_PRECONDITION (starting on a terminal whose program has
+	// exited; reason TERMINAL_EXITED).
+	SetRecording(context.Context, *SetRecordingRequest) (*SetRecordingResponse, error)
+	// GetRecording returns up to `max_bytes` of the terminal's recording
+	// from `offset`, and the recording's state: call again from `offset` +
+	// the length of `data` until `data` is empty and the recording is not
+	// active to download all of it. It may be read while recording.
+	//
+	// Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no read
+	// right); FAILED_PRECONDITION (the terminal was never recorded; reason
+	// NO_RECORDING); INVALID_ARGUMENT (a negative offset, or max_bytes over
+	// 1 MiB).
+	GetRecording(context.Context, *GetRecordingRequest) (*GetRecordingResponse, error)
 	mustEmbedUnimplementedTerminalServiceServer()
 }
 
@@ -532,6 +606,12 @@ func (UnimplementedTerminalServiceServer) WaitFor(context.Context, *WaitForReque
 }
 func (UnimplementedTerminalServiceServer) Attach(grpc.BidiStreamingServer[AttachRequest, AttachResponse]) error {
 	return status.Error(codes.Unimplemented, "method Attach not implemented")
+}
+func (UnimplementedTerminalServiceServer) SetRecording(context.Context, *SetRecordingRequest) (*SetRecordingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetRecording not implemented")
+}
+func (UnimplementedTerminalServiceServer) GetRecording(context.Context, *GetRecordingRequest) (*GetRecordingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRecording not implemented")
 }
 func (UnimplementedTerminalServiceServer) mustEmbedUnimplementedTerminalServiceServer() {}
 func (UnimplementedTerminalServiceServer) testEmbeddedByValue()                         {}
@@ -734,6 +814,42 @@ func _TerminalService_Attach_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type TerminalService_AttachServer = grpc.BidiStreamingServer[AttachRequest, AttachResponse]
 
+func _TerminalService_SetRecording_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetRecordingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TerminalServiceServer).SetRecording(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TerminalService_SetRecording_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TerminalServiceServer).SetRecording(ctx, req.(*SetRecordingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TerminalService_GetRecording_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRecordingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TerminalServiceServer).GetRecording(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TerminalService_GetRecording_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TerminalServiceServer).GetRecording(ctx, req.(*GetRecordingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // TerminalService_ServiceDesc is the grpc.ServiceDesc for TerminalService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -776,6 +892,14 @@ var TerminalService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WaitFor",
 			Handler:    _TerminalService_WaitFor_Handler,
+		},
+		{
+			MethodName: "SetRecording",
+			Handler:    _TerminalService_SetRecording_Handler,
+		},
+		{
+			MethodName: "GetRecording",
+			Handler:    _TerminalService_GetRecording_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

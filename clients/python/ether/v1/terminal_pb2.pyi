@@ -234,7 +234,7 @@ class TerminalInput(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., text: _Optional[str] = ..., key: _Optional[_Union[Key, str]] = ..., ctrl: _Optional[str] = ..., alt: _Optional[bool] = ..., repeat: _Optional[int] = ..., paste: _Optional[bool] = ...) -> None: ...
 
 class CreateTerminalRequest(_message.Message):
-    __slots__ = ("argv", "command_line", "env", "cwd", "rows", "cols", "name", "owner", "scrollback_lines", "term", "idle_timeout", "max_lifetime", "request_id")
+    __slots__ = ("argv", "command_line", "env", "cwd", "rows", "cols", "name", "owner", "scrollback_lines", "term", "idle_timeout", "max_lifetime", "request_id", "record")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -255,6 +255,7 @@ class CreateTerminalRequest(_message.Message):
     IDLE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     MAX_LIFETIME_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORD_FIELD_NUMBER: _ClassVar[int]
     argv: Argv
     command_line: str
     env: _containers.ScalarMap[str, str]
@@ -268,7 +269,8 @@ class CreateTerminalRequest(_message.Message):
     idle_timeout: _duration_pb2.Duration
     max_lifetime: _duration_pb2.Duration
     request_id: str
-    def __init__(self, argv: _Optional[_Union[Argv, _Mapping]] = ..., command_line: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., cwd: _Optional[str] = ..., rows: _Optional[int] = ..., cols: _Optional[int] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., scrollback_lines: _Optional[int] = ..., term: _Optional[str] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_lifetime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    record: bool
+    def __init__(self, argv: _Optional[_Union[Argv, _Mapping]] = ..., command_line: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., cwd: _Optional[str] = ..., rows: _Optional[int] = ..., cols: _Optional[int] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ..., scrollback_lines: _Optional[int] = ..., term: _Optional[str] = ..., idle_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., max_lifetime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., request_id: _Optional[str] = ..., record: _Optional[bool] = ...) -> None: ...
 
 class CreateTerminalResponse(_message.Message):
     __slots__ = ("terminal",)
@@ -609,3 +611,51 @@ class AttachResponse(_message.Message):
     exit: AttachExit
     lagged: AttachLagged
     def __init__(self, started: _Optional[_Union[AttachStarted, _Mapping]] = ..., snapshot: _Optional[_Union[AttachSnapshot, _Mapping]] = ..., output: _Optional[_Union[AttachOutput, _Mapping]] = ..., exit: _Optional[_Union[AttachExit, _Mapping]] = ..., lagged: _Optional[_Union[AttachLagged, _Mapping]] = ...) -> None: ...
+
+class Recording(_message.Message):
+    __slots__ = ("active", "size", "limit", "started_at", "stopped_reason")
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_REASON_FIELD_NUMBER: _ClassVar[int]
+    active: bool
+    size: int
+    limit: int
+    started_at: _timestamp_pb2.Timestamp
+    stopped_reason: str
+    def __init__(self, active: _Optional[bool] = ..., size: _Optional[int] = ..., limit: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., stopped_reason: _Optional[str] = ...) -> None: ...
+
+class SetRecordingRequest(_message.Message):
+    __slots__ = ("terminal_id", "record")
+    TERMINAL_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    terminal_id: str
+    record: bool
+    def __init__(self, terminal_id: _Optional[str] = ..., record: _Optional[bool] = ...) -> None: ...
+
+class SetRecordingResponse(_message.Message):
+    __slots__ = ("recording",)
+    RECORDING_FIELD_NUMBER: _ClassVar[int]
+    recording: Recording
+    def __init__(self, recording: _Optional[_Union[Recording, _Mapping]] = ...) -> None: ...
+
+class GetRecordingRequest(_message.Message):
+    __slots__ = ("terminal_id", "offset", "max_bytes")
+    TERMINAL_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    terminal_id: str
+    offset: int
+    max_bytes: int
+    def __init__(self, terminal_id: _Optional[str] = ..., offset: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class GetRecordingResponse(_message.Message):
+    __slots__ = ("data", "offset", "recording")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RECORDING_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    offset: int
+    recording: Recording
+    def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ..., recording: _Optional[_Union[Recording, _Mapping]] = ...) -> None: ...

@@ -139,6 +139,16 @@ class TerminalServiceStub:
                 request_serializer=ether_dot_v1_dot_terminal__pb2.AttachRequest.SerializeToString,
                 response_deserializer=ether_dot_v1_dot_terminal__pb2.AttachResponse.FromString,
                 _registered_method=True)
+        self.SetRecording = channel.unary_unary(
+                '/ether.v1.TerminalService/SetRecording',
+                request_serializer=ether_dot_v1_dot_terminal__pb2.SetRecordingRequest.SerializeToString,
+                response_deserializer=ether_dot_v1_dot_terminal__pb2.SetRecordingResponse.FromString,
+                _registered_method=True)
+        self.GetRecording = channel.unary_unary(
+                '/ether.v1.TerminalService/GetRecording',
+                request_serializer=ether_dot_v1_dot_terminal__pb2.GetRecordingRequest.SerializeToString,
+                response_deserializer=ether_dot_v1_dot_terminal__pb2.GetRecordingResponse.FromString,
+                _registered_method=True)
 
 
 class TerminalServiceServicer:
@@ -357,6 +367,42 @@ class TerminalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetRecording(self, request, context):
+        """SetRecording starts or stops recording the terminal's output as an
+        asciicast v2 file (https://docs.asciinema.org/manual/asciicast/v2/):
+        a header line with the terminal's size, then one [time, "o", text]
+        line per piece of output and [time, "r", "COLSxROWS"] per resize.
+        Starting begins a new recording (an earlier one of the terminal is
+        discarded); starting while recording, or stopping while not, changes
+        nothing. The recording is kept in a file under the host's state
+        directory, up to the host's `[terminals] recording_limit` bytes
+        (default 64 MiB): the event that would pass it is not written and the
+        recording stops (Recording.stopped_reason "size_limit"). It ends when
+        the program exits, and is deleted when the terminal is closed.
+
+        Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no write
+        right); FAILED_PRECONDITION (starting on a terminal whose program has
+        exited; reason TERMINAL_EXITED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRecording(self, request, context):
+        """GetRecording returns up to `max_bytes` of the terminal's recording
+        from `offset`, and the recording's state: call again from `offset` +
+        the length of `data` until `data` is empty and the recording is not
+        active to download all of it. It may be read while recording.
+
+        Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no read
+        right); FAILED_PRECONDITION (the terminal was never recorded; reason
+        NO_RECORDING); INVALID_ARGUMENT (a negative offset, or max_bytes over
+        1 MiB).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TerminalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -414,6 +460,16 @@ def add_TerminalServiceServicer_to_server(servicer, server):
                     servicer.Attach,
                     request_deserializer=ether_dot_v1_dot_terminal__pb2.AttachRequest.FromString,
                     response_serializer=ether_dot_v1_dot_terminal__pb2.AttachResponse.SerializeToString,
+            ),
+            'SetRecording': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetRecording,
+                    request_deserializer=ether_dot_v1_dot_terminal__pb2.SetRecordingRequest.FromString,
+                    response_serializer=ether_dot_v1_dot_terminal__pb2.SetRecordingResponse.SerializeToString,
+            ),
+            'GetRecording': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRecording,
+                    request_deserializer=ether_dot_v1_dot_terminal__pb2.GetRecordingRequest.FromString,
+                    response_serializer=ether_dot_v1_dot_terminal__pb2.GetRecordingResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -763,6 +819,60 @@ class TerminalService:
             '/ether.v1.TerminalService/Attach',
             ether_dot_v1_dot_terminal__pb2.AttachRequest.SerializeToString,
             ether_dot_v1_dot_terminal__pb2.AttachResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetRecording(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ether.v1.TerminalService/SetRecording',
+            ether_dot_v1_dot_terminal__pb2.SetRecordingRequest.SerializeToString,
+            ether_dot_v1_dot_terminal__pb2.SetRecordingResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRecording(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ether.v1.TerminalService/GetRecording',
+            ether_dot_v1_dot_terminal__pb2.GetRecordingRequest.SerializeToString,
+            ether_dot_v1_dot_terminal__pb2.GetRecordingResponse.FromString,
             options,
             channel_credentials,
             insecure,

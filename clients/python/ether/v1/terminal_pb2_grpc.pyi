@@ -202,6 +202,34 @@ class TerminalServiceStub:
     ends); INVALID_ARGUMENT (first message is not `start`, or a second
     `start`).
     """
+    SetRecording: _grpc.UnaryUnaryMultiCallable[_terminal_pb2.SetRecordingRequest, _terminal_pb2.SetRecordingResponse]
+    """SetRecording starts or stops recording the terminal's output as an
+    asciicast v2 file (https://docs.asciinema.org/manual/asciicast/v2/):
+    a header line with the terminal's size, then one [time, "o", text]
+    line per piece of output and [time, "r", "COLSxROWS"] per resize.
+    Starting begins a new recording (an earlier one of the terminal is
+    discarded); starting while recording, or stopping while not, changes
+    nothing. The recording is kept in a file under the host's state
+    directory, up to the host's `[terminals] recording_limit` bytes
+    (default 64 MiB): the event that would pass it is not written and the
+    recording stops (Recording.stopped_reason "size_limit"). It ends when
+    the program exits, and is deleted when the terminal is closed.
+
+    Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no write
+    right); FAILED_PRECONDITION (starting on a terminal whose program has
+    exited; reason TERMINAL_EXITED).
+    """
+    GetRecording: _grpc.UnaryUnaryMultiCallable[_terminal_pb2.GetRecordingRequest, _terminal_pb2.GetRecordingResponse]
+    """GetRecording returns up to `max_bytes` of the terminal's recording
+    from `offset`, and the recording's state: call again from `offset` +
+    the length of `data` until `data` is empty and the recording is not
+    active to download all of it. It may be read while recording.
+
+    Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no read
+    right); FAILED_PRECONDITION (the terminal was never recorded; reason
+    NO_RECORDING); INVALID_ARGUMENT (a negative offset, or max_bytes over
+    1 MiB).
+    """
 
 @_typing.type_check_only
 class TerminalServiceAsyncStub(TerminalServiceStub):
@@ -376,6 +404,34 @@ class TerminalServiceAsyncStub(TerminalServiceStub):
     right, or input, resize or signal on a read-only attach -- the stream
     ends); INVALID_ARGUMENT (first message is not `start`, or a second
     `start`).
+    """
+    SetRecording: _aio.UnaryUnaryMultiCallable[_terminal_pb2.SetRecordingRequest, _terminal_pb2.SetRecordingResponse]  # type: ignore[assignment]
+    """SetRecording starts or stops recording the terminal's output as an
+    asciicast v2 file (https://docs.asciinema.org/manual/asciicast/v2/):
+    a header line with the terminal's size, then one [time, "o", text]
+    line per piece of output and [time, "r", "COLSxROWS"] per resize.
+    Starting begins a new recording (an earlier one of the terminal is
+    discarded); starting while recording, or stopping while not, changes
+    nothing. The recording is kept in a file under the host's state
+    directory, up to the host's `[terminals] recording_limit` bytes
+    (default 64 MiB): the event that would pass it is not written and the
+    recording stops (Recording.stopped_reason "size_limit"). It ends when
+    the program exits, and is deleted when the terminal is closed.
+
+    Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no write
+    right); FAILED_PRECONDITION (starting on a terminal whose program has
+    exited; reason TERMINAL_EXITED).
+    """
+    GetRecording: _aio.UnaryUnaryMultiCallable[_terminal_pb2.GetRecordingRequest, _terminal_pb2.GetRecordingResponse]  # type: ignore[assignment]
+    """GetRecording returns up to `max_bytes` of the terminal's recording
+    from `offset`, and the recording's state: call again from `offset` +
+    the length of `data` until `data` is empty and the recording is not
+    active to download all of it. It may be read while recording.
+
+    Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no read
+    right); FAILED_PRECONDITION (the terminal was never recorded; reason
+    NO_RECORDING); INVALID_ARGUMENT (a negative offset, or max_bytes over
+    1 MiB).
     """
 
 class TerminalServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -614,6 +670,46 @@ class TerminalServiceServicer(metaclass=_abc_1.ABCMeta):
         right, or input, resize or signal on a read-only attach -- the stream
         ends); INVALID_ARGUMENT (first message is not `start`, or a second
         `start`).
+        """
+
+    @_abc_1.abstractmethod
+    def SetRecording(
+        self,
+        request: _terminal_pb2.SetRecordingRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_terminal_pb2.SetRecordingResponse, _abc.Awaitable[_terminal_pb2.SetRecordingResponse]]:
+        """SetRecording starts or stops recording the terminal's output as an
+        asciicast v2 file (https://docs.asciinema.org/manual/asciicast/v2/):
+        a header line with the terminal's size, then one [time, "o", text]
+        line per piece of output and [time, "r", "COLSxROWS"] per resize.
+        Starting begins a new recording (an earlier one of the terminal is
+        discarded); starting while recording, or stopping while not, changes
+        nothing. The recording is kept in a file under the host's state
+        directory, up to the host's `[terminals] recording_limit` bytes
+        (default 64 MiB): the event that would pass it is not written and the
+        recording stops (Recording.stopped_reason "size_limit"). It ends when
+        the program exits, and is deleted when the terminal is closed.
+
+        Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no write
+        right); FAILED_PRECONDITION (starting on a terminal whose program has
+        exited; reason TERMINAL_EXITED).
+        """
+
+    @_abc_1.abstractmethod
+    def GetRecording(
+        self,
+        request: _terminal_pb2.GetRecordingRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_terminal_pb2.GetRecordingResponse, _abc.Awaitable[_terminal_pb2.GetRecordingResponse]]:
+        """GetRecording returns up to `max_bytes` of the terminal's recording
+        from `offset`, and the recording's state: call again from `offset` +
+        the length of `data` until `data` is empty and the recording is not
+        active to download all of it. It may be read while recording.
+
+        Errors: NOT_FOUND (unknown terminal); PERMISSION_DENIED (no read
+        right); FAILED_PRECONDITION (the terminal was never recorded; reason
+        NO_RECORDING); INVALID_ARGUMENT (a negative offset, or max_bytes over
+        1 MiB).
         """
 
 def add_TerminalServiceServicer_to_server(servicer: TerminalServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
