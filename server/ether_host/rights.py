@@ -117,6 +117,8 @@ METHOD_RIGHTS: Mapping[str, str] = {
             "Resize": TERMINAL_RESIZE,
             "SendSignal": TERMINAL_SIGNAL,
             "CloseTerminal": TERMINAL_CLOSE,
+            "SetRecording": TERMINAL_WRITE,
+            "GetRecording": TERMINAL_READ,
             # Input, resize and signal on an attach need their own rights as well.
             "Attach": TERMINAL_ATTACH,
         },

@@ -27,6 +27,7 @@ from ether_host.terminals.placement import (
     host_unavailable,
     terminal_host,
 )
+from ether_host.terminals.recording import RecordingInfo
 from ether_host.terminals.requests import CreateSpec, parse_signal
 from ether_host.terminals.settings import TerminalSettings
 from ether_host.terminals.waiting import (
@@ -60,6 +61,7 @@ __all__ = [
     "OutputWait",
     "OwnerHost",
     "QuietWait",
+    "RecordingInfo",
     "Run",
     "ScreenRequest",
     "ScreenView",

@@ -28,6 +28,7 @@ from ether_host.auth import Identity
 from ether_host.background import run_detached, start_detached
 from ether_host.bus import History
 from ether_host.errors import (
+    FailedPrecondition,
     FieldViolation,
     InvalidArgument,
     NotFound,
@@ -54,6 +55,7 @@ from ether_host.terminals.model import (
     TerminalState,
 )
 from ether_host.terminals.placement import TerminalPlacement, new_terminal_id
+from ether_host.terminals.recording import Recorder, RecordingInfo
 from ether_host.terminals.records import FormerTerminal, TerminalRecords
 from ether_host.terminals.requests import CreateSpec, parse_signal, plan_launch, size
 from ether_host.terminals.settings import TerminalSettings
@@ -78,6 +80,7 @@ MAX_GRACE = 60.0
 DEFAULT_WAIT = 30.0  # seconds a wait without a timeout lasts
 DEADLINE_MARGIN = 0.1  # a wait answers this long before its caller's deadline
 REASONS = ("closed", "idle_timeout", "max_lifetime", "owner_gone", "shutdown")
+MAX_RECORDING_READ = 1024 * 1024  # GetRecording's largest piece (well under gRPC's 4 MiB)
 
 
 class TerminalManager:
@@ -109,6 +112,8 @@ class TerminalManager:
             else None
         )
         self._former: dict[str, FormerTerminal] = {}
+        # Terminals' asciicasts (recording.py); a terminal's goes when it closes.
+        self._recordings = state_dir / "terminals" / "recordings" if state_dir is not None else None
         self._started_at = time.time()
         self.sessions: dict[str, Terminal] = {}
         # Bytes in and out of the terminals closed since the host started (the open ones keep
@@ -137,6 +142,8 @@ class TerminalManager:
         self._warn_of_descriptor_limit()
         self._changed = Notifier()
         self._started_at = time.time()
+        if self._recordings is not None:  # casts of an earlier run's terminals, none kept
+            await anyio.to_thread.run_sync(shutil.rmtree, self._recordings, True)
         if self._records is not None:
             self._former = await anyio.to_thread.run_sync(self._records.open)
             lost = sum(1 for f in self._former.values() if f.lost)
@@ -301,6 +308,8 @@ class TerminalManager:
             sandbox=sandbox,
         )
         session.limits = self.resources.for_terminal(session.id)
+        if spec.record:  # before it starts: the cast has the program's first byte
+            session.recorder = self._new_recorder(session)
         # The PTY's readers and the exit watcher outlive this call: not in its context.
         run_detached(session.start)
         self.sessions[session.id] = session
@@ -536,6 +545,8 @@ class TerminalManager:
             await session.terminate(grace)
         finally:
             self._closing.discard(session.id)
+        if session.recorder is not None:
+            await anyio.to_thread.run_sync(session.recorder.remove)
         scratch = self._scratch_to_wipe.pop(session.id, None)
         if scratch is not None:
             await anyio.to_thread.run_sync(functools.partial(shutil.rmtree, scratch, True))
@@ -558,6 +569,67 @@ class TerminalManager:
                 status=session.exit.describe() if session.exit else "",
             )
         return session.info()
+
+    def set_recording(self, identity: Identity, terminal_id: str, record: bool) -> RecordingInfo:
+        """Start a new recording of the terminal's output, or stop the current one."""
+        session = self.find(identity, terminal_id, WRITE)
+        if record:
+            return session.start_recording(functools.partial(self._new_recorder, session)).info()
+        if session.recorder is None:
+            return RecordingInfo(False, 0, self.settings.recording_limit, 0.0, "")
+        session.recorder.stop()
+        return session.recorder.info()
+
+    async def get_recording(
+        self, identity: Identity, terminal_id: str, offset: int, max_bytes: int
+    ) -> tuple[bytes, RecordingInfo]:
+        """Up to ``max_bytes`` (0: the most) of the terminal's cast from ``offset``, and its state."""
+        session = self.find(identity, terminal_id, READ)
+        recorder = session.recorder
+        if recorder is None:
+            raise FailedPrecondition(
+                f"terminal {terminal_id} has not been recorded: create it with record set, or "
+                f"start a recording with SetRecording, then download it",
+                reason=Reason.NO_RECORDING,
+                resource=("terminal", terminal_id),
+            )
+        if offset < 0 or not 0 <= max_bytes <= MAX_RECORDING_READ:
+            raise InvalidArgument(
+                f"offset must be 0 or more and max_bytes 0 to {MAX_RECORDING_READ}",
+                reason=Reason.INVALID_FIELD,
+                violations=[
+                    FieldViolation("offset" if offset < 0 else "max_bytes", "out of range")
+                ],
+            )
+        info = recorder.info()  # before the read: the data reaches at least info.size
+        data = await anyio.to_thread.run_sync(
+            recorder.read, offset, max_bytes or MAX_RECORDING_READ
+        )
+        return data, info
+
+    def _new_recorder(self, session: Terminal) -> Recorder:
+        if self._recordings is None:
+            raise FailedPrecondition(
+                "this host keeps no state directory, where recordings are written",
+                reason=Reason.NO_RECORDING,
+            )
+        try:
+            return Recorder(
+                self._recordings / f"{session.id}.cast",
+                self.settings.recording_limit,
+                rows=session.rows,
+                cols=session.cols,
+                term=session.term,
+                title=session.name,
+                terminal_id=session.id,
+            )
+        except OSError as error:
+            raise Unavailable(
+                f"could not create the recording of terminal {session.id} under the host's "
+                f"state directory: {error.strerror}",
+                reason=Reason.STATE_NOT_WRITTEN,
+                retry_after=5.0,
+            ) from None
 
     def write(self, identity: Identity, terminal_id: str, spec: keys.InputSpec) -> InputAccepted:
         session = self.find(identity, terminal_id, WRITE)

@@ -34,6 +34,7 @@ class CreateSpec:
     idle_timeout: float | None = None
     max_lifetime: float | None = None
     request_id: str = ""
+    record: bool = False  # an asciicast of its output from the first byte (recording.py)
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ class TerminalSettings:
     output_buffer: int = 2 * 1024 * 1024
     input_queue: int = 16 * 1024 * 1024
     attach_lag: int = 2 * 1024 * 1024
+    recording_limit: int = 64 * 1024 * 1024  # the most bytes one terminal's asciicast takes
     close_grace: float = 2.0
     shell: tuple[str, ...] = ("/bin/bash", "-l")
     cwd: str = ""
@@ -162,6 +163,7 @@ _KEYS: dict[str, Callable[[str, Any], Any]] = {
     "output_buffer": _int(64 * 1024, 1024 * _MB),
     "input_queue": _int(64 * 1024, 1024 * _MB),
     "attach_lag": _int(64 * 1024, 1024 * _MB),
+    "recording_limit": _int(4096, 64 * 1024 * _MB),
     "close_grace": _seconds(0, 60),
     "shell": _argv,
     "cwd": _text,

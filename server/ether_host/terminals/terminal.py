@@ -47,6 +47,7 @@ from ether_host.terminals.model import (
 )
 from ether_host.terminals.policy import Program
 from ether_host.terminals.pumps import Pumps
+from ether_host.terminals.recording import EXITED, Recorder
 from ether_host.terminals.settings import MAX_SIZE, TerminalSettings
 
 log = structlog.get_logger("ether.terminals")
@@ -151,6 +152,7 @@ class Terminal:
         self.pid = 0
         self.spawn_id = ""
         self.limits: Group | None = None  # control groups and rlimits (set by the manager)
+        self.recorder: Recorder | None = None  # its asciicast, when recorded (recording.py)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._known: dict[
             int, int
@@ -292,6 +294,9 @@ class Terminal:
                 break
         if buffer.end == began:
             return
+        if self.recorder is not None and self.recorder.active:
+            start = max(began, buffer.start)
+            self.recorder.output(buffer.read(start, buffer.end - start))
         if buffer.find(b"\x1b", began):
             self._scan(buffer.read(began, buffer.end - began))
         now = time.monotonic()
@@ -433,6 +438,8 @@ class Terminal:
         if self.exit is not None or self._reaped_status is None:
             return
         self.exit = self._reaped_status
+        if self.recorder is not None:
+            self.recorder.stop(EXITED)
         self._finished.set()
         log.info("terminal exited", terminal=self.id, pid=self.pid, status=self.exit.describe())
         self._notify()
@@ -474,6 +481,18 @@ class Terminal:
         self._echo_due = True
         return InputAccepted(len(data), self._input.pending, discarded)
 
+    def start_recording(self, recorder: Callable[[], Recorder]) -> Recorder:
+        """Record from now on with a new ``recorder()`` (an earlier recording is discarded);
+        while already recording, the current recorder."""
+        if self.exit is not None or self._ending:
+            raise self._exited_error("cannot start recording")
+        if self.recorder is not None and self.recorder.active:
+            return self.recorder
+        if self.recorder is not None:
+            self.recorder.remove()
+        self.recorder = recorder()
+        return self.recorder
+
     def _exited_error(self, what: str) -> FailedPrecondition:
         status = self.exit.describe() if self.exit else "closed"
         metadata = {"state": self.state.value}
@@ -497,6 +516,8 @@ class Terminal:
         if (rows, cols) != (self.rows, self.cols):
             processes.set_window_size(self._fd, rows, cols)
             self.rows, self.cols = rows, cols
+            if self.recorder is not None:
+                self.recorder.resize(rows, cols)
             self._marks.append(ResizeMark(self.buffer.end, rows, cols))
             if len(self._marks) > MAX_MARKS:
                 del self._marks[: len(self._marks) - MAX_MARKS]

@@ -31,6 +31,7 @@ from ether_host.terminals import (
     Output,
     OutputWait,
     QuietWait,
+    RecordingInfo,
     ScreenRequest,
     ScreenView,
     ScreenWait,
@@ -96,6 +97,7 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
             idle_timeout=_seconds(request, "idle_timeout"),
             max_lifetime=_seconds(request, "max_lifetime"),
             request_id=request.request_id,
+            record=request.record,
         )
         info = await self._terminals.create(_identity(), spec)
         return terminal_pb2.CreateTerminalResponse(terminal=terminal_message(info))
@@ -211,6 +213,26 @@ class TerminalServicer(terminal_pb2_grpc.TerminalServiceServicer):
             _identity(), request.terminal_id, request.signal, request.foreground
         )
         return terminal_pb2.SendSignalResponse(signal=signum, process_group=group)
+
+    async def SetRecording(
+        self, request: terminal_pb2.SetRecordingRequest, context: grpc.aio.ServicerContext
+    ) -> terminal_pb2.SetRecordingResponse:
+        if hop := await self._owner(request.terminal_id, context):
+            return await hop.unary(request, terminal_pb2.SetRecordingResponse)
+        info = self._terminals.set_recording(_identity(), request.terminal_id, request.record)
+        return terminal_pb2.SetRecordingResponse(recording=recording_message(info))
+
+    async def GetRecording(
+        self, request: terminal_pb2.GetRecordingRequest, context: grpc.aio.ServicerContext
+    ) -> terminal_pb2.GetRecordingResponse:
+        if hop := await self._owner(request.terminal_id, context):
+            return await hop.unary(request, terminal_pb2.GetRecordingResponse)
+        data, info = await self._terminals.get_recording(
+            _identity(), request.terminal_id, request.offset, request.max_bytes
+        )
+        return terminal_pb2.GetRecordingResponse(
+            data=data, offset=request.offset, recording=recording_message(info)
+        )
 
     async def WaitFor(
         self, request: terminal_pb2.WaitForRequest, context: grpc.aio.ServicerContext
@@ -387,6 +409,18 @@ def exit_message(exit_info: ExitInfo) -> terminal_pb2.ExitStatus:
     )
     if exit_info.code is not None:
         message.code = exit_info.code
+    return message
+
+
+def recording_message(info: RecordingInfo) -> terminal_pb2.Recording:
+    message = terminal_pb2.Recording(
+        active=info.active,
+        size=info.size,
+        limit=info.limit,
+        stopped_reason=info.stopped_reason,
+    )
+    if info.started_at:
+        message.started_at.CopyFrom(convert.timestamp(info.started_at))
     return message
 
 
