@@ -1,6 +1,6 @@
 """Suite "agents": Ether Execute and Pipe against their baselines, measured side by side in one run.
 
-Issue 3 item 8 and issue 4 item 6. Every figure comes from a fresh client process
+Issue 3 item 8, issue 4 item 6 and issue 27 item 1 (Ether against the floor). Every figure comes from a fresh client process
 (``bench/echo/client.py``), so the harness stays idle while it measures:
 
 - bare gRPC: a grpc.aio server with a generic handler (``echo/grpc_server.py``), unary and bidi
@@ -308,13 +308,15 @@ def _report(
         "Each ratio is taken within each round, from figures measured side by side within about a "
         f"minute. The verdict uses the median over the rounds in which other processes used at most "
         f"{NOISY_CORES} cores during the runs the ratio reads (all rounds when fewer than two were that "
-        "quiet). Issue 4 sets no targets of its own for Go and TypeScript: their rows apply the Python "
+        "quiet). Issue 27's rows hold Ether to the floor measured in the same rounds, and the Struct "
+        "path (params as a Struct, the result as a Value: what grpcurl sends) to the JSON fast path. "
+        "Issue 4 sets no targets of its own for Go and TypeScript: their rows apply the Python "
         'ones. Rows of issue "-" are references, not Ether: the floor (bench/echo/lean_host.py) is the '
         "least a Python grpc.aio host can do for Execute and Pipe (parse, one stdio round trip per task, "
         "answer), held to the same targets; the ceiling is bare gRPC echo itself, the most any host "
         "could show against the sequential target, since Execute is a gRPC call plus a stdio round "
         "trip. The last column is the throughput ratio that CPU per call predicts when both sides are "
-        "CPU-bound on the same two cores (bare total CPU µs per call, server + child + client, over "
+        "CPU-bound on the same two cores (the baseline's total CPU µs per call, server + child + client, over "
         "Ether's): a cross-check that holds still while other processes take a varying share.",
         "",
         markdown_table(RATIO_HEADERS, ratio_rows),
@@ -411,7 +413,7 @@ def _print_summary(
 def main(quick: bool = False, profile: bool | None = None, baseline_loop: str = "uvloop") -> int:
     """Run the suite, print the tables and ratios, and write the "Agents" section of RESULTS.md.
 
-    ``profile``: None profiles the host when an issue-3 target is missed (not in quick runs).
+    ``profile``: None profiles the host when an issue-3 or issue-27 target is missed (not in quick runs).
     """
     s = Settings.quick() if quick else Settings()
     began = time.perf_counter()
@@ -452,7 +454,7 @@ def main(quick: bool = False, profile: bool | None = None, baseline_loop: str = 
             fx, targets[1], s.throughput_rounds, loaded, timeout, f"c={IN_FLIGHT}", quiet
         )
         ratios = ratios_of(lat, tput)
-        missed = any(r.verdict == "MISS" for r in ratios if r.issue == "3")
+        missed = any(r.verdict == "MISS" for r in ratios if r.issue in ("3", "27"))
         if "py" in fx.agents and (profile or (profile is None and missed and not quick)):
             for label, kind, concurrency, _ in PROFILES:
                 print(
@@ -481,7 +483,7 @@ if __name__ == "__main__":
         "--profile",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="profile the host with py-spy (default: when an issue-3 target is missed)",
+        help="profile the host with py-spy (default: when an issue-3 or 27 target is missed)",
     )
     parser.add_argument(
         "--baseline-loop",

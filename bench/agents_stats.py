@@ -114,7 +114,42 @@ def ratios_of(lat: Runs, tput: Runs) -> list[Ratio]:
 
     p50_name = "Execute p50 / (bare gRPC p50 + bare stdio p50), c=1"
     pipe_name = "Pipe msgs/s / bare bidi-stream echo msgs/s, 64 in flight"
+    # Issue 27: Ether against the floor of its own design (bench/echo/lean_host.py) measured in
+    # the same rounds, and the Struct path (what grpcurl sends) against the JSON fast path.
     ratios = [
+        Ratio(
+            "Execute calls/s / floor's calls/s, 64 in flight",
+            per_round(tput, rate("execute-py", "lean")),
+            ">=",
+            0.85,
+            "27",
+            cpu("execute-py", "lean"),
+        ),
+        Ratio(
+            "Execute sequential calls/s / floor's sequential calls/s",
+            per_round(lat, rate("execute-py", "lean")),
+            ">=",
+            0.9,
+            "27",
+        ),
+        Ratio(
+            "Pipe msgs/s / floor's Pipe msgs/s, 64 in flight",
+            per_round(tput, rate("pipe-py", "lean-pipe")),
+            ">=",
+            0.9,
+            "27",
+            cpu("pipe-py", "lean-pipe"),
+        ),
+        Ratio(
+            "Struct params and data: Execute calls/s / JSON fast path's, 64 in flight",
+            per_round(tput, rate("execute-py-struct", "execute-py")),
+            ">=",
+            0.85,
+            "27",
+            cpu("execute-py-struct", "execute-py"),
+        ),
+    ]
+    ratios += [
         Ratio(p50_name, per_round(lat, limit("execute-py")), "<=", 1.2, "3"),
         Ratio(
             "Execute calls/s / bare gRPC unary calls/s, 64 in flight",
