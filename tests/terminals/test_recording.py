@@ -115,6 +115,8 @@ def test_a_recorded_terminal_downloads_as_asciicast_v2(host: HostProcess) -> Non
     times = [event[0] for event in events]
     assert times == sorted(times) and times[-1] > times[0]
     assert recording.active and recording.size == len(cast) and recording.limit == LIMIT
+    far = pb.GetRecordingRequest(terminal_id=terminal.id, offset=2**62)  # past the end: nothing
+    assert host.terminals.GetRecording(far, timeout=30).data == b""
 
     file = Path(host.state_dir) / "terminals" / "recordings" / f"{terminal.id}.cast"
     assert file.exists()

@@ -49,6 +49,39 @@ async function waitTerminalLine(page, line) {
 }
 
 const scenarios = {
+  // A terminal recorded from its page: start recording, type, download the .cast with the
+  // button, play it back (the playback page writes the events into its own xterm.js).
+  async recording(browser) {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, acceptDownloads: true });
+    const page = await context.newPage();
+    await page.goto(`${config.base}/#/terminals/${encodeURIComponent(config.id)}`);
+    await page.locator("#terminal[data-attached=true]").waitFor({ timeout: budget });
+    await page.locator("#recording-status").filter({ hasText: "Not recorded" }).waitFor({ timeout: budget });
+    await page.click("#record");
+    await page.locator("#recording-status").filter({ hasText: /^Recording/ }).waitFor({ timeout: budget });
+    await page.locator("#terminal .xterm").click();
+    await page.keyboard.type("echo played-$((6*7))");
+    await page.keyboard.press("Enter");
+    await waitTerminalLine(page, "played-42");
+    await shot(page, "terminal-recording");
+    const [download] = await Promise.all([
+      page.waitForEvent("download", { timeout: budget }),
+      page.click("#download-cast"),
+    ]);
+    const saved = `${config.screenshots}/${download.suggestedFilename()}`;
+    await download.saveAs(saved);
+    await page.click("#playback-link");
+    await page.waitForFunction(() => window.etherPlayback?.done === true, null, { timeout: budget });
+    await waitTerminalLine(page, "played-42");
+    await shot(page, "playback");
+    return {
+      filename: download.suggestedFilename(),
+      saved,
+      playbackText: await terminalText(page),
+      playbackStatus: await page.locator("#playback-status").textContent(),
+      size: await page.evaluate(() => [window.etherTerminal.cols, window.etherTerminal.rows]),
+    };
+  },
   // The agents page lists the agents with their states, live; at desktop and phone widths.
   async agents(browser) {
     const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });

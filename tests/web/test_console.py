@@ -130,6 +130,41 @@ def test_a_terminal_typed_in_xterm_and_watched_read_only(host: HostProcess) -> N
     host.terminals.CloseTerminal(terminal_pb2.CloseTerminalRequest(terminal_id=shown["id"]))
 
 
+def test_a_terminal_recorded_downloaded_and_played_back_in_the_console(
+    host: HostProcess,
+) -> None:
+    """Start recording on the terminal's page, type; the download button yields a .cast file
+    (asciicast v2 with what was typed and printed) and the playback page shows the output."""
+    terminal = host.terminals.CreateTerminal(
+        terminal_pb2.CreateTerminalRequest(
+            argv=terminal_pb2.Argv(args=["bash", "--norc", "--noprofile"]),
+            env={"PS1": "rec$ ", "HISTFILE": "/dev/null"},
+            cwd="/tmp",
+            rows=24,
+            cols=90,
+        ),
+        timeout=30,
+    ).terminal
+    try:
+        shown = drive("recording", base=host.http_address, id=terminal.id)
+        assert shown["filename"] == f"{terminal.id}.cast"
+        lines = Path(shown["saved"]).read_text(encoding="utf-8").splitlines()
+        header = json.loads(lines[0])
+        # The page fitted the terminal to its window before recording started: that size.
+        now = host.terminals.GetTerminal(
+            terminal_pb2.GetTerminalRequest(terminal_id=terminal.id), timeout=30
+        ).terminal
+        assert header["version"] == 2
+        assert (header["width"], header["height"]) == (now.cols, now.rows) == tuple(shown["size"])
+        events = [json.loads(line) for line in lines[1:]]
+        output = "".join(text for _, kind, text in events if kind == "o")
+        assert "echo played-$((6*7))" in output and "played-42\r\n" in output
+        assert "played-42" in [line.rstrip() for line in shown["playbackText"].splitlines()]
+        assert shown["playbackStatus"].startswith("Played")
+    finally:
+        host.terminals.CloseTerminal(terminal_pb2.CloseTerminalRequest(terminal_id=terminal.id))
+
+
 def test_one_turn_with_the_concierge_through_converse(host: HostProcess) -> None:
     shown = drive(
         "session",

@@ -119,10 +119,13 @@ class Recorder:
 
     def read(self, offset: int, count: int) -> bytes:
         """Up to ``count`` bytes of the cast from ``offset`` (blocking: call in a worker thread)."""
+        count = min(count, self._size - offset)
+        if count <= 0:  # at or past the end (no seek there: far past it, seek fails)
+            return b""
         try:
             with open(self.path, "rb") as cast:
                 cast.seek(offset)
-                return cast.read(min(count, max(0, self._size - offset)))
+                return cast.read(count)
         except FileNotFoundError:  # removed meanwhile: the terminal was closed
             return b""
 

@@ -4,21 +4,24 @@
 // viewers at once; a dropped connection reconnects from the last offset it showed.
 import { FitAddon } from "@xterm/addon-fit";
 import { Terminal as Xterm } from "@xterm/xterm";
-import { Code } from "@connectrpc/connect";
-import { AttachRequestSchema, AttachResponseSchema, errorText } from "../api.js";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { AttachRequestSchema, AttachResponseSchema, errorText, isCancel, terminals } from "../api.js";
 import { openBidi, type BidiCall } from "../bridge.js";
 import { h, setText, show } from "../dom.js";
+import { describeRecording, downloadCast, recordingState, saveFile } from "../recording.js";
 import { hashQuery, type Page } from "../router.js";
 
 export const terminalPage: Page = (main, signal, id = "") => {
   const askedReadOnly = hashQuery().get("read_only") === "1";
   const state = h("p", { class: "muted", role: "status", id: "terminal-status" }, "Attaching…");
   const box = h("div", { class: "terminal-box", id: "terminal" });
+  const recordingBar = recordingControls(id, signal, askedReadOnly);
   show(
     main,
     h("p", {}, h("a", { href: "#/terminals" }, "← Terminals")),
     h("h1", {}, `Terminal ${id}`),
     state,
+    recordingBar,
     box,
     h(
       "p",
@@ -126,3 +129,47 @@ export const terminalPage: Page = (main, signal, id = "") => {
     term.dispose();
   });
 };
+
+/** Start or stop recording the terminal (asciicast v2), download the .cast, play it back. */
+function recordingControls(id: string, signal: AbortSignal, readOnly: boolean): HTMLElement {
+  const status = h("span", { class: "muted", role: "status", id: "recording-status" }, "");
+  const toggle = h("button", { type: "button", id: "record", hidden: readOnly }, "Start recording");
+  const download = h("button", { type: "button", id: "download-cast", disabled: true }, "Download .cast");
+  const playback = h("a", { href: `#/terminals/${encodeURIComponent(id)}/playback`, id: "playback-link", hidden: true }, "Play back");
+  let active = false;
+  const showState = async () => {
+    try {
+      const recording = await recordingState(id, signal);
+      active = recording?.active ?? false;
+      setText(status, describeRecording(recording));
+      setText(toggle, active ? "Stop recording" : "Start recording");
+      download.disabled = false;
+      playback.hidden = false;
+    } catch (error) {
+      if (isCancel(error)) return;
+      // FAILED_PRECONDITION (NO_RECORDING): never recorded, which is no error to show.
+      const never = ConnectError.from(error).code === Code.FailedPrecondition;
+      setText(status, never ? "Not recorded" : errorText(error));
+      download.disabled = true;
+      playback.hidden = true;
+    }
+  };
+  toggle.addEventListener("click", async () => {
+    try {
+      await terminals.setRecording({ terminalId: id, record: !active }, { signal });
+      await showState();
+    } catch (error) {
+      if (!isCancel(error)) setText(status, errorText(error));
+    }
+  });
+  download.addEventListener("click", async () => {
+    try {
+      saveFile(await downloadCast(id, signal), `${id}.cast`);
+      await showState();
+    } catch (error) {
+      if (!isCancel(error)) setText(status, errorText(error));
+    }
+  });
+  void showState();
+  return h("p", { class: "row", "aria-label": "Recording" }, status, toggle, download, playback);
+}
