@@ -128,6 +128,24 @@ def test_input_typed_through_b_reaches_the_terminal_on_a(
     assert seen.host == "a" and seen.pid == on_a.pid and seen.output_offset > 0
 
 
+def test_a_recording_started_and_downloaded_through_b(
+    host_b: HostProcess, on_a: pb.Terminal
+) -> None:
+    """SetRecording and GetRecording on b act on a's terminal: the cast b returns is the one a
+    writes, with what was typed through b."""
+    started = host_b.terminals.SetRecording(
+        pb.SetRecordingRequest(terminal_id=on_a.id, record=True), timeout=30
+    ).recording
+    assert started.active
+    write(host_b, on_a.id, "echo recorded-on-$((2 * 21))\r")
+    wait_output(host_b, on_a.id, r"recorded-on-42", after=0)
+    answer = host_b.terminals.GetRecording(pb.GetRecordingRequest(terminal_id=on_a.id), timeout=30)
+    header, *events = answer.data.decode().splitlines()
+    assert '"version":2' in header
+    assert "recorded-on-42" in "".join(events)
+    assert answer.recording.active and answer.recording.size == len(answer.data)
+
+
 def test_resize_signal_and_close_through_b(host_a: HostProcess, host_b: HostProcess) -> None:
     """Resize, SendSignal and CloseTerminal on b act on a's terminal."""
     terminal = shell(host_a)
