@@ -436,15 +436,23 @@ class EtherHost:
 
     def deploy(self, path: Path, *, name: str = "", timeout: float = 600.0, **spec: Any) -> str:
         """Deploy the agent folder and wait for RUNNING; raise with the reason on FATAL."""
+        import grpc
+
         from ether.v1 import agent_io_pb2, supervisor_pb2, supervisor_pb2_grpc
 
         supervisor = supervisor_pb2_grpc.SupervisorServiceStub(self.channel)
-        response = supervisor.DeployAgent(
-            supervisor_pb2.DeployAgentRequest(
-                spec=supervisor_pb2.AgentSpec(name=name, path=str(path), **spec)
-            ),
-            timeout=30,
+        request = supervisor_pb2.DeployAgentRequest(
+            spec=supervisor_pb2.AgentSpec(name=name, path=str(path), **spec)
         )
+        try:
+            response = supervisor.DeployAgent(request, timeout=30)
+        except grpc.RpcError as error:
+            # A state dir kept between runs (builds stay cached) holds the previous run's
+            # agents, which the host deploys again at start (desired state): replace them.
+            if not name or error.code() != grpc.StatusCode.ALREADY_EXISTS:
+                raise
+            supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=name), timeout=60)
+            response = supervisor.DeployAgent(request, timeout=30)
         agent = response.agent.info.name
         events = supervisor.WatchEvents(
             supervisor_pb2.WatchEventsRequest(
