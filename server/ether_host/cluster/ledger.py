@@ -2,8 +2,8 @@
 key across the cluster and one answer per task (docs/cluster.md, "When a host dies").
 
 ``ether:task:<id>`` (a hash) lives from the task's submission to its answer: the digest of its
-agent, action and params, the stream entry that carries it, its state (``queued`` until a host
-takes it, then ``running``) and its runner (the ``host#instance`` that holds it). The set
+agent, action and params, the stream entry that carries it, and, once a host took it over from
+a dead one, its runner (the ``host#instance`` that holds it now). The set
 ``ether:task:<id>:to`` names the reply streams waiting for it. Every change is one Lua script,
 so Redis orders them: a resubmission either joins the waiters before the answer goes out or
 finds no record and is a new task; a host that took over a task from a dead one fences the
@@ -50,7 +50,7 @@ _SUBMIT = """
 local known = redis.call('HGET', KEYS[1], 'digest')
 if not known then
   local entry = redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'task', ARGV[4])
-  redis.call('HSET', KEYS[1], 'digest', ARGV[1], 'state', 'queued', 'entry', entry)
+  redis.call('HSET', KEYS[1], 'digest', ARGV[1], 'entry', entry)
   redis.call('SADD', KEYS[2], ARGV[2])
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   redis.call('PEXPIRE', KEYS[2], ARGV[3])
@@ -64,31 +64,20 @@ redis.call('PEXPIRE', KEYS[2], math.max(redis.call('PTTL', KEYS[1]), 1))
 return 'same'
 """
 
-# KEYS: record, stream. ARGV: runner, entry id, group. A host read the entry from the stream:
-# 'run' it, or 'gone' (no record for this entry: its caller gave up long ago; acknowledged).
-_START = """
-if redis.call('HGET', KEYS[1], 'entry') ~= ARGV[2] then
-  redis.call('XACK', KEYS[2], ARGV[3], ARGV[2])
-  redis.call('XDEL', KEYS[2], ARGV[2])
-  return 'gone'
-end
-redis.call('HSET', KEYS[1], 'state', 'running', 'runner', ARGV[1])
-return 'run'
-"""
-
 # KEYS: record, stream. ARGV: runner, entry id, group, '1' when the action is idempotent.
-# A host claimed the entry of a dead one: {'run', previous runner} (it never started, or it
-# may run again), {'died', previous runner} (this host answers that it died), or {'gone'}.
+# A host claimed the entry of a dead one: {'run', previous runner} (it may run again), {'died',
+# previous runner} (this host answers that it died), or {'gone'}. An entry a host read counts
+# as started there: no script marks the start (it cost every task a round trip to Redis), so
+# a task read but not yet begun when its host died is answered that it died, never run twice.
 _TAKE_OVER = """
 if redis.call('HGET', KEYS[1], 'entry') ~= ARGV[2] then
   redis.call('XACK', KEYS[2], ARGV[3], ARGV[2])
   redis.call('XDEL', KEYS[2], ARGV[2])
   return {'gone', ''}
 end
-local state = redis.call('HGET', KEYS[1], 'state')
 local previous = redis.call('HGET', KEYS[1], 'runner') or ''
-redis.call('HSET', KEYS[1], 'state', 'running', 'runner', ARGV[1])
-if state == 'queued' or ARGV[4] == '1' then
+redis.call('HSET', KEYS[1], 'runner', ARGV[1])
+if ARGV[4] == '1' then
   return {'run', previous}
 end
 return {'died', previous}
@@ -96,10 +85,16 @@ return {'died', previous}
 
 # KEYS: record, waiters, stream. ARGV: runner, entry id, group, answer json, reply maxlen.
 # 1: the answer went to every waiting reply stream and the task is forgotten; 0: the task is
-# no longer this runner's (another host took it over), nothing was sent.
+# no longer this runner's (another host took it over), nothing was sent; or its record is gone
+# (nobody waits: its caller gave up long ago), and its entry is dropped.
 _FINISH = """
-if redis.call('HGET', KEYS[1], 'entry') ~= ARGV[2]
-    or redis.call('HGET', KEYS[1], 'runner') ~= ARGV[1] then
+if redis.call('HGET', KEYS[1], 'entry') ~= ARGV[2] then
+  redis.call('XACK', KEYS[3], ARGV[3], ARGV[2])
+  redis.call('XDEL', KEYS[3], ARGV[2])
+  return 0
+end
+local runner = redis.call('HGET', KEYS[1], 'runner')
+if runner and runner ~= ARGV[1] then
   return 0
 end
 for _, reply in ipairs(redis.call('SMEMBERS', KEYS[2])) do
@@ -117,7 +112,8 @@ return 1
 _KEEP = """
 local claim = {'XCLAIM', ARGV[2], ARGV[3], ARGV[1], 0}
 for i, key in ipairs(KEYS) do
-  if redis.call('HGET', key, 'runner') == ARGV[1] then
+  local runner = redis.call('HGET', key, 'runner')
+  if not runner or runner == ARGV[1] then
     claim[#claim + 1] = ARGV[3 + i]
   end
 end
@@ -151,7 +147,6 @@ class TaskLedger:
         # The three calls every task makes go out in batches (pipelined.py).
         self._batched = PipelinedScripts(redis)
         self._submit = Script(_SUBMIT)
-        self._start = Script(_START)
         self._finish = Script(_FINISH)
         self._take_over = redis.register_script(_TAKE_OVER)
         self._keep = redis.register_script(_KEEP)
@@ -177,12 +172,6 @@ class TaskLedger:
             stream_length,
         ]
         return _text(await self._batched.call(self._submit, keys, args))
-
-    async def start(self, task_id: str, stream: str, entry: str, runner: str) -> bool:
-        """Whether this host runs the entry it read (False: nobody waits for it any more)."""
-        keys = [record_key(task_id), stream]
-        answer = await self._batched.call(self._start, keys, [runner, entry, self._group])
-        return _text(answer) == "run"
 
     async def take_over(
         self, task_id: str, stream: str, entry: str, runner: str, idempotent: bool

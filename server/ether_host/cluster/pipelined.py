@@ -1,7 +1,7 @@
 """Lua script calls made in one turn of the event loop, sent to Redis as one pipeline.
 
-A task sent to another host costs three script calls (ledger.py: submit on the calling host,
-start and finish on the running one). Made one by one, each is a connection taken from the
+A task sent to another host costs two script calls (ledger.py: submit on the calling host,
+finish on the running one). Made one by one, each is a connection taken from the
 pool, a write, a read and a wake-up; at 64 tasks in flight that was a third of the hosts' CPU
 per remote task (py-spy of bench/cluster.py: ``_send_packed_command`` and ``writelines`` 14 %
 of the calling host's samples, 20 % of the running host's). The calls the loop's tasks make
@@ -83,7 +83,7 @@ class PipelinedScripts:
     async def _send(self, calls: list[tuple[Script, list[Any], asyncio.Future[Any]]]) -> list[Any]:
         # A pooled connection Redis closed is retried once on a new one by the client (its
         # Retry, membership.py); a batch that ran twice is safe: the ledger's scripts answer a
-        # repeat as the same task (submit 'same', start 'run', finish 0).
+        # repeat as the same task (submit 'same', finish 0).
         async with self._redis.pipeline(transaction=False) as pipe:
             for _, command, _ in calls:
                 pipe.execute_command("EVALSHA", *command)

@@ -372,19 +372,11 @@ class RemoteTasks:
         return True
 
     async def _run(self, stream: str, entry: str, fields: dict[bytes, bytes]) -> None:
-        """Run a task read from its stream, unless its caller no longer waits for it."""
+        """Run a task read from its stream. Read is taken: no round trip to Redis marks it
+        (ledger.py); a task whose caller no longer waits runs to no one, and its entry is
+        dropped with its answer."""
         message = orjson.loads(fields[b"task"])
         task = _task_from(message["task"])
-        try:
-            started = await self._ledger.start(task.task_id, stream, entry, self._consumer)
-            if not started:
-                log.info("cluster task dropped: nobody waits for it", task_id=task.task_id)
-        except self._errors as error:  # left pending here: the claim round takes it up again
-            log.warning("cluster: could not take a task", task_id=task.task_id, error=str(error))
-            started = False
-        if not started:
-            self._held.get(stream, {}).pop(entry, None)
-            return
         log.info("cluster task taken", task_id=task.task_id, agent=task.agent)
         await self._serve_task(stream, entry, task, message)
 
@@ -426,7 +418,9 @@ class RemoteTasks:
             return
         if not sent:
             log.warning(
-                "cluster task answer dropped: another host took the task over", task_id=task_id
+                "cluster task answer dropped: another host took the task over, or its caller "
+                "gave up long ago",
+                task_id=task_id,
             )
 
     async def _claim_and_keep(self, tg: anyio.abc.TaskGroup) -> None:
