@@ -49,6 +49,38 @@ async function waitTerminalLine(page, line) {
 }
 
 const scenarios = {
+  // bench/console.py: from navigation to the agents page showing config.count agents RUNNING,
+  // in a fresh context (cold) and on a reload (warm), config.rounds times each. The time is
+  // the page's performance.now() (its origin is the navigation's start) when the rows show.
+  async agents_load(browser) {
+    const shown = async (page) => {
+      const at = await page.waitForFunction(
+        (count) => {
+          let running = 0;
+          for (const cell of document.querySelectorAll("tbody tr[data-agent] td.state")) {
+            if (cell.textContent === "RUNNING") running += 1;
+          }
+          return running >= count ? performance.now() : false;
+        },
+        config.count,
+        { timeout: budget, polling: "raf" },
+      );
+      return at.jsonValue();
+    };
+    const cold = [];
+    const warm = [];
+    for (let round = 0; round < config.rounds; round++) {
+      const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+      const page = await context.newPage();
+      await page.goto(`${config.base}/#/agents`, { waitUntil: "commit" });
+      cold.push(await shown(page));
+      if (round === 0) await shot(page, "agents-200", false);
+      await page.reload({ waitUntil: "commit" });
+      warm.push(await shown(page));
+      await context.close();
+    }
+    return { cold, warm };
+  },
   // A terminal recorded from its page: start recording, type, download the .cast with the
   // button, play it back (the playback page writes the events into its own xterm.js).
   async recording(browser) {
