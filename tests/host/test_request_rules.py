@@ -172,12 +172,15 @@ class _NoViolations:
 def _answered_in_stream(
     channel: grpc.Channel, service: str, method: MethodDescriptor, request: Message
 ) -> tuple[agent_io_pb2.TaskError, dict[str, str]]:
-    """Send one input on ``method`` (Pipe), which must answer it in the stream with error
-    code invalid_argument and end OK; the error and its violations (field -> description)."""
-    outputs = _call(channel, service, method, request)
-    assert len(outputs) == 1, outputs
-    error = outputs[0].output.error
-    assert outputs[0].output.status == agent_io_pb2.TASK_STATUS_ERROR
+    """Send one input on ``method`` (Pipe: in ``input``, or as a batch of one in ``inputs``),
+    which must answer it in the stream with error code invalid_argument and end OK; the error
+    and its violations (field -> description)."""
+    responses = _call(channel, service, method, request)
+    outputs = [r.output for r in responses if r.HasField("output")]
+    outputs += [o for r in responses for o in r.outputs]  # a batch is answered in ``outputs``
+    assert len(outputs) == 1, responses
+    error = outputs[0].error
+    assert outputs[0].status == agent_io_pb2.TASK_STATUS_ERROR
     assert error.code == "invalid_argument", (error.code, error.message)
     found = json_format.MessageToDict(error.details)
     violations = {v["field"]: v["description"] for v in found.get("field_violations", [])}
@@ -193,7 +196,10 @@ def _violations(
 ) -> dict[str, str]:
     """The violations ``method`` names for ``request``, broken at ``path``: from its
     INVALID_ARGUMENT status, or from its in-stream answer for a Pipe input."""
-    if _in_stream(method, path):
+    # An input that breaks the rules is answered in the stream; a batch over its size bound
+    # concerns the whole message and ends the call.
+    whole_batch = len(path) == 1 and path[0].is_repeated
+    if _in_stream(method, path) and not whole_batch:
         return _answered_in_stream(channel, service, method, request)[1]
     return _refused(channel, service, method, request)[1]
 
