@@ -115,7 +115,7 @@ type AgentIOServiceClient interface {
 	Pipe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PipeRequest, PipeResponse], error)
 	// CancelTask asks the host to cancel a running task by id. The agent
 	// receives a cancel frame; the task's caller receives CANCELLED (Execute)
-	// or an output with status TASK_STATUS_ERROR and code "cancelled" (Pipe).
+	// or an output with status TASK_STATUS_ERROR and code "task_cancelled" (Pipe).
 	//
 	// Errors: NOT_FOUND when no running task has that id (it may have
 	// finished already).
@@ -290,7 +290,7 @@ type AgentIOServiceServer interface {
 	Pipe(grpc.BidiStreamingServer[PipeRequest, PipeResponse]) error
 	// CancelTask asks the host to cancel a running task by id. The agent
 	// receives a cancel frame; the task's caller receives CANCELLED (Execute)
-	// or an output with status TASK_STATUS_ERROR and code "cancelled" (Pipe).
+	// or an output with status TASK_STATUS_ERROR and code "task_cancelled" (Pipe).
 	//
 	// Errors: NOT_FOUND when no running task has that id (it may have
 	// finished already).

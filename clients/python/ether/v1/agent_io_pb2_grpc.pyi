@@ -122,7 +122,7 @@ class AgentIOServiceStub:
     CancelTask: _grpc.UnaryUnaryMultiCallable[_agent_io_pb2.CancelTaskRequest, _agent_io_pb2.CancelTaskResponse]
     """CancelTask asks the host to cancel a running task by id. The agent
     receives a cancel frame; the task's caller receives CANCELLED (Execute)
-    or an output with status TASK_STATUS_ERROR and code "cancelled" (Pipe).
+    or an output with status TASK_STATUS_ERROR and code "task_cancelled" (Pipe).
 
     Errors: NOT_FOUND when no running task has that id (it may have
     finished already).
@@ -222,7 +222,7 @@ class AgentIOServiceAsyncStub(AgentIOServiceStub):
     CancelTask: _aio.UnaryUnaryMultiCallable[_agent_io_pb2.CancelTaskRequest, _agent_io_pb2.CancelTaskResponse]  # type: ignore[assignment]
     """CancelTask asks the host to cancel a running task by id. The agent
     receives a cancel frame; the task's caller receives CANCELLED (Execute)
-    or an output with status TASK_STATUS_ERROR and code "cancelled" (Pipe).
+    or an output with status TASK_STATUS_ERROR and code "task_cancelled" (Pipe).
 
     Errors: NOT_FOUND when no running task has that id (it may have
     finished already).
@@ -355,7 +355,7 @@ class AgentIOServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_agent_io_pb2.CancelTaskResponse, _abc.Awaitable[_agent_io_pb2.CancelTaskResponse]]:
         """CancelTask asks the host to cancel a running task by id. The agent
         receives a cancel frame; the task's caller receives CANCELLED (Execute)
-        or an output with status TASK_STATUS_ERROR and code "cancelled" (Pipe).
+        or an output with status TASK_STATUS_ERROR and code "task_cancelled" (Pipe).
 
         Errors: NOT_FOUND when no running task has that id (it may have
         finished already).

@@ -1536,7 +1536,7 @@ export const AgentIOService: GenService<{
   /**
    * CancelTask asks the host to cancel a running task by id. The agent
    * receives a cancel frame; the task's caller receives CANCELLED (Execute)
-   * or an output with status TASK_STATUS_ERROR and code "cancelled" (Pipe).
+   * or an output with status TASK_STATUS_ERROR and code "task_cancelled" (Pipe).
    *
    * Errors: NOT_FOUND when no running task has that id (it may have
    * finished already).
