@@ -20,7 +20,7 @@ import anyio
 import orjson
 import structlog
 
-from ether_host.cluster.remote import _error_from, _error_json
+from ether_host.cluster.remote import error_from, error_json
 from ether_host.errors import EtherError, Unavailable
 from ether_host.link import TaskFailure
 from ether_host.reasons import Reason
@@ -96,7 +96,7 @@ class GatewayLink:
             )
         answer = orjson.loads(found[1])
         if "error" in answer:
-            raise _error_from(answer["error"])
+            raise error_from(answer["error"])
         if "failure" in answer:
             raise TaskFailure(str(answer["failure"]["code"]), str(answer["failure"]["message"]))
         return answer.get("value")
@@ -135,7 +135,7 @@ class GatewayLink:
                 )
             answer = {"value": await handler(request.get("payload") or {})}
         except EtherError as error:
-            answer = {"error": _error_json(error)}
+            answer = {"error": error_json(error)}
         except TaskFailure as failure:
             answer = {"failure": {"code": failure.code, "message": failure.message}}
         key = answer_key(str(request.get("id", "")))

@@ -118,11 +118,13 @@ def _result_from(value: dict[str, Any]) -> TaskResult:
 _ERRORS: dict[str, type[EtherError]] = {cls.__name__: cls for cls in EtherError.__subclasses__()}
 
 
-def _error_json(error: EtherError) -> dict[str, Any]:
+def error_json(error: EtherError) -> dict[str, Any]:
+    """An EtherError as it travels between hosts (task answers here, gateway requests in
+    gateway_link.py); ``error_from`` makes it again on the other side."""
     return {"class": type(error).__name__, "message": error.message, "reason": error.reason.value}
 
 
-def _error_from(value: dict[str, Any]) -> EtherError:
+def error_from(value: dict[str, Any]) -> EtherError:
     kind = _ERRORS.get(str(value.get("class")), Unavailable)
     try:
         reason = Reason(str(value.get("reason")))
@@ -230,7 +232,7 @@ class RemoteTasks:
             self._waiting.pop(task.task_id, None)
             self._sinks.pop(task.task_id, None)
         if "error" in answer:
-            raise _error_from(answer["error"])
+            raise error_from(answer["error"])
         return _result_from(answer["result"])
 
     async def _submit(self, task: TaskInput, deadline: float | None, events: bool) -> str:
@@ -479,7 +481,7 @@ class RemoteTasks:
                 resource=("task", task.task_id),
                 retry_after=1.0,
             )
-            answer = {"task_id": task.task_id, "error": _error_json(lost)}
+            answer = {"task_id": task.task_id, "error": error_json(lost)}
             await self._finish(claimed.stream, claimed.entry, task.task_id, answer)
             return
         if task.deadline is not None:
@@ -505,7 +507,7 @@ class RemoteTasks:
             result = await self._dispatcher.execute(task, sink)
             return {"task_id": task.task_id, "result": _result_json(result)}, result.status
         except EtherError as error:
-            return {"task_id": task.task_id, "error": _error_json(error)}, error.code.value
+            return {"task_id": task.task_id, "error": error_json(error)}, error.code.value
 
     async def _send_events(
         self, reply_to: str, task_id: str, events: asyncio.Queue[TaskEvent | None]
