@@ -67,7 +67,7 @@ TARGET_VS_FLOOR = 0.9
 TARGET_MAP = 1.2
 
 
-def _client(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+def run_client(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     """One measurement in a fresh client process. A client that fails to run is tried twice more
     after a pause (engineers sharing this tree regenerate code: the ``ether`` stubs vanish for a
     moment); a timeout is not retried."""
@@ -182,7 +182,7 @@ def _profile(host_pid: int, spec: dict[str, Any], raw: Path) -> dict[str, Any]:
 
     recorder = threading.Thread(target=record)
     recorder.start()
-    load = _client(spec | {"warmup": 0.5, "duration": seconds + 2.5}, seconds + 90)
+    load = run_client(spec | {"warmup": 0.5, "duration": seconds + 2.5}, seconds + 90)
     recorder.join()
     threads = sampled.get("threads")
     if "failed" in load or threads is None or not raw.exists():
@@ -250,7 +250,7 @@ def main(quick: bool = False) -> int:
             order = list(targets) if number % 2 == 0 else list(targets)[::-1]
             for key in order:
                 wait_quiet(ours, max_wait=10.0)
-                result = _client(timing | targets[key], warmup + duration + 60)
+                result = run_client(timing | targets[key], warmup + duration + 60)
                 runs[key].append(result | {"round": number})
                 print(
                     f"  round {number + 1}/{rounds} {key:<6} "
