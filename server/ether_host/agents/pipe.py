@@ -30,9 +30,9 @@ MAX_IN_FLIGHT = 1024
 MAX_ANSWERS_PER_WRITE = 1000  # a batched write carries at most this many answers
 
 
-def in_flight_limit(requested: int) -> int:
-    """The tasks a stream may run at once: 0 asks for the default; 1 to MAX_IN_FLIGHT."""
-    return max(1, min(requested or DEFAULT_IN_FLIGHT, MAX_IN_FLIGHT))
+def in_flight_limit(requested: int, most: int = MAX_IN_FLIGHT) -> int:
+    """The tasks a stream may run at once: 0 asks for the default; 1 to ``most``."""
+    return max(1, min(requested or DEFAULT_IN_FLIGHT, most))
 
 
 async def run_pipe(
@@ -42,6 +42,7 @@ async def run_pipe(
     requested_in_flight: Callable[[In], int],
     tasks_of: Callable[[In], Iterable[Task]],
     batched: Callable[[In], bool] = lambda _: False,
+    most_in_flight: int = MAX_IN_FLIGHT,
 ) -> None:
     """Run ``run`` on each task of each of ``inputs`` and ``write`` the answers, with the flow
     control above.
@@ -49,8 +50,9 @@ async def run_pipe(
     ``tasks_of`` lists the tasks a message carries (it may raise to end the stream: a message
     that is wrong as a whole). ``run`` answers every task, a failure included (an exception
     from it ends the stream). ``requested_in_flight`` and ``batched`` read what the stream's
-    first message asks for. ``write`` gets one answer at a time, or in a batched stream every
-    answer finished since its previous call (at most MAX_ANSWERS_PER_WRITE).
+    first message asks for (at most ``most_in_flight`` at once: a workflow stage may ask for
+    more than a client's stream). ``write`` gets one answer at a time, or in a batched stream
+    every answer finished since its previous call (at most MAX_ANSWERS_PER_WRITE).
     """
     # asyncio's TaskGroup, Queue and Semaphore rather than anyio's: this is the host's
     # hottest loop, and anyio's per-task bookkeeping was a quarter of its CPU per message
@@ -70,7 +72,8 @@ async def run_pipe(
         async for message in inputs:
             if first:
                 first = False
-                slots = asyncio.Semaphore(in_flight_limit(requested_in_flight(message)))
+                limit = in_flight_limit(requested_in_flight(message), most_in_flight)
+                slots = asyncio.Semaphore(limit)
                 together = batched(message)
             for task in tasks_of(message):
                 await slots.acquire()
