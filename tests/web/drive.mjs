@@ -266,6 +266,59 @@ const scenarios = {
     };
   },
 
+  // A terminal page whose connection drops: the page's Attach WebSocket is cut (playwright's
+  // routeWebSocket stands between the page and the host), and while the page cannot reconnect a
+  // second page writes config.lines numbered lines into the terminal. Once the first page can
+  // connect again it resumes from the last offset it showed: every line once, in order.
+  async reconnect(browser) {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    let offline = false;
+    const connections = [];
+    let refused = 0;
+    await page.routeWebSocket(/\/rpc-ws\/ether\.v1\.TerminalService\/Attach$/, (socket) => {
+      if (offline) {
+        refused += 1;
+        socket.close({ code: 4000, reason: "test: offline" });
+        return;
+      }
+      connections.push({ socket, server: socket.connectToServer() });
+    });
+    const url = `${config.base}/#/terminals/${encodeURIComponent(config.id)}`;
+    await page.goto(url);
+    await page.locator("#terminal[data-attached=true]").waitFor({ timeout: budget });
+    await page.locator("#terminal .xterm").click();
+    await page.keyboard.type("echo before-$((2+2))");
+    await page.keyboard.press("Enter");
+    await waitTerminalLine(page, "before-4");
+    // Cut the connection; the page's retries are refused until the lines are written.
+    offline = true;
+    const { socket, server } = connections.at(-1);
+    await server.close();
+    await socket.close({ code: 4000, reason: "test: dropped" });
+    await page.locator("#terminal-status").filter({ hasText: "Connection lost" }).waitFor({ timeout: budget });
+    const writer = await context.newPage();
+    await writer.goto(url);
+    await writer.locator("#terminal[data-attached=true]").waitFor({ timeout: budget });
+    await writer.locator("#terminal .xterm").click();
+    await writer.keyboard.type(`seq -f gap-%g 1 ${config.lines}; echo written-$((1+1))`);
+    await writer.keyboard.press("Enter");
+    await waitTerminalLine(writer, "written-2");
+    const whileOffline = await terminalText(page);
+    await shot(page, "terminal-offline");
+    offline = false;
+    await page.locator("#terminal-status").filter({ hasText: "resumed" }).waitFor({ timeout: budget });
+    await waitTerminalLine(page, "written-2");
+    await shot(page, "terminal-resumed");
+    return {
+      connections: connections.length,
+      refused,
+      status: await page.locator("#terminal-status").textContent(),
+      offlineText: whileOffline,
+      text: await terminalText(page),
+    };
+  },
+
   // A workflow from pasted YAML: a broken spec is refused with its line shown; the real one runs
   // with a progress bar per stage and its report rendered.
   async workflow(browser) {
@@ -485,6 +538,19 @@ const browser = await chromium.launch({
   executablePath: config.chromium,
   args: ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
 });
+// ETHER_CONSOLE_BUNDLE=FILE: every page loads FILE instead of the host's /console/main.js. For
+// checking that a test fails when a feature is broken, without touching web/dist, which other
+// runs on this checkout share (build a changed copy of web/src with esbuild into FILE).
+if (process.env.ETHER_CONSOLE_BUNDLE) {
+  const bundle = process.env.ETHER_CONSOLE_BUNDLE;
+  const newContext = browser.newContext.bind(browser);
+  browser.newContext = async (options) => {
+    const context = await newContext(options);
+    await context.route(/\/console\/main\.js$/, (route) => route.fulfill({ path: bundle, contentType: "text/javascript" }));
+    return context;
+  };
+  browser.newPage = async (options) => (await browser.newContext(options)).newPage();
+}
 try {
   const result = await scenarios[scenario](browser);
   process.stdout.write(JSON.stringify({ ok: true, screenshots: shots, ...result }) + "\n");

@@ -41,6 +41,20 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
         process.stop()
 
 
+def bash_terminal(host: HostProcess) -> terminal_pb2.Terminal:
+    """A bash terminal made over gRPC, for a test to open in the console."""
+    return host.terminals.CreateTerminal(
+        terminal_pb2.CreateTerminalRequest(
+            argv=terminal_pb2.Argv(args=["bash", "--norc", "--noprofile"]),
+            env={"PS1": "web$ ", "HISTFILE": "/dev/null"},
+            cwd="/tmp",
+            rows=24,
+            cols=90,
+        ),
+        timeout=30,
+    ).terminal
+
+
 def test_the_agents_page_lists_the_example_agents_running(host: HostProcess) -> None:
     shown = drive("agents", base=host.http_address, agents=list(EXAMPLE_AGENTS))
     rows = {row[0]: row[1:] for row in shown["rows"]}
@@ -161,6 +175,28 @@ def test_a_terminal_recorded_downloaded_and_played_back_in_the_console(
         assert "echo played-$((6*7))" in output and "played-42\r\n" in output
         assert "played-42" in [line.rstrip() for line in shown["playbackText"].splitlines()]
         assert shown["playbackStatus"].startswith("Played")
+    finally:
+        host.terminals.CloseTerminal(terminal_pb2.CloseTerminalRequest(terminal_id=terminal.id))
+
+
+def test_a_dropped_terminal_connection_resumes_from_the_last_offset(host: HostProcess) -> None:
+    """The page's Attach connection is cut and output is written while it cannot reconnect; back
+    online, the page resumes from the last offset it showed: every line once, none missing."""
+    terminal = bash_terminal(host)
+    lines = 2000
+    try:
+        shown = drive("reconnect", base=host.http_address, id=terminal.id, lines=lines)
+        # Nothing of it reached the page while it was cut off ...
+        assert "gap-1" not in shown["offlineText"].split()
+        assert shown["connections"] >= 2
+        # ... and then all of it, once, in order: the host replayed from the page's offset.
+        assert "resumed" in shown["status"]
+        text = [line.rstrip() for line in shown["text"].splitlines()]
+        assert [line for line in text if line.startswith("gap-")] == [
+            f"gap-{n}" for n in range(1, lines + 1)
+        ]
+        assert text.count("before-4") == 1
+        assert text.count("written-2") == 1
     finally:
         host.terminals.CloseTerminal(terminal_pb2.CloseTerminalRequest(terminal_id=terminal.id))
 
