@@ -1,6 +1,6 @@
 """``python -m bench`` (``make bench``): run the benchmark suites and record them in bench/RESULTS.md.
 
-    python -m bench [--only agents|batching|ceiling|terminals|workflows|sandbox|mcp|a2a|telemetry|cluster|peers|console] [--quick]
+    python -m bench [--only agents|batching|ceiling|terminals|workflows|sandbox|mcp|a2a|telemetry|cluster|peers|console|scale_terminals] [--quick]
 
 Suites are modules of this package with a ``main()``: ``agents`` (always here), ``terminals`` and
 ``workflows`` when their modules exist. ``main`` may take ``quick: bool`` (shorter runs, for a smoke
@@ -31,6 +31,7 @@ SUITES = (
     "cluster",
     "peers",
     "console",
+    "scale_terminals",
 )
 
 
