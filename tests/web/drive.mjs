@@ -350,6 +350,109 @@ const scenarios = {
     };
   },
 
+  // A run's page opened by its URL: the buttons it offers in config.before, a click on
+  // config.click, then the state config.after with its report.
+  async run_controls(browser) {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await page.goto(`${config.base}/#/workflows/${encodeURIComponent(config.run)}`);
+    const buttons = async () => ({
+      cancel: await page.locator("#cancel-run").isVisible(),
+      resume: await page.locator("#resume-run").isVisible(),
+    });
+    await page.locator(`#run-state[data-state=${config.before}]`).waitFor({ timeout: budget });
+    const before = await buttons();
+    await shot(page, `run-${config.before.toLowerCase()}`, false);
+    await page.click(config.click);
+    await page.locator(`#run-state[data-state=${config.after}]`).waitFor({ timeout: budget });
+    await page.locator("#report h1").waitFor({ timeout: budget });
+    await shot(page, `run-${config.after.toLowerCase()}`, false);
+    return {
+      before,
+      after: await buttons(),
+      state: await page.locator("#run-state").textContent(),
+      problem: await page.locator("main [role=alert]").first().textContent(),
+      stages: await page.$$eval("[data-stage]", (sections) =>
+        sections.map((section) => [section.dataset.stage, section.querySelector(".state")?.textContent, section.querySelector(".progress-label")?.dataset.percent]),
+      ),
+      report: await page.locator("#report").textContent(),
+    };
+  },
+
+  // Pages opened by their URL in a fresh browser context (no history, nothing loaded before):
+  // an agent, an action's form, a run, a terminal.
+  async deeplinks(browser) {
+    const open = async (hash) => {
+      const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+      const page = await context.newPage();
+      await page.goto(`${config.base}/${hash}`);
+      return page;
+    };
+    const agent = await open(`#/agents/${encodeURIComponent(config.agent)}`);
+    await agent.locator(`section.card[aria-label="${config.action}"]`).waitFor({ timeout: budget });
+    await shot(agent, "deep-agent", false);
+    const form = await open(`#/run/${encodeURIComponent(config.agent)}/${encodeURIComponent(config.action)}`);
+    await form.locator("form.schema").waitFor({ timeout: budget });
+    const run = await open(`#/workflows/${encodeURIComponent(config.run)}`);
+    await run.locator("#report h1").waitFor({ timeout: budget });
+    await shot(run, "deep-run", false);
+    const terminal = await open(`#/terminals/${encodeURIComponent(config.terminal)}`);
+    await terminal.locator("#terminal[data-attached=true]").waitFor({ timeout: budget });
+    await waitTerminalLine(terminal, config.line);
+    await shot(terminal, "deep-terminal", false);
+    const current = (page) => page.evaluate(() => document.querySelector("[aria-current=page]")?.textContent);
+    return {
+      agent: { title: await agent.locator("main > h1").textContent(), nav: await current(agent) },
+      form: {
+        title: await form.locator("main > h1").textContent(),
+        fields: await form.$$eval("label.field[data-field]", (labels) => labels.map((label) => label.dataset.field)),
+      },
+      run: { title: await run.locator("main > h1").textContent(), state: await run.locator("#run-state").getAttribute("data-state"), nav: await current(run) },
+      terminal: { title: await terminal.locator("main > h1").textContent(), nav: await current(terminal) },
+    };
+  },
+
+  // Calls the host refuses, each from a page opened by its URL: what the page says.
+  async errors(browser) {
+    const said = {};
+    for (const [name, hash, selector] of config.pages) {
+      const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+      await page.goto(`${config.base}/${hash}`);
+      const shown = page.locator(selector).filter({ hasText: /\S/ }).first();
+      await shown.waitFor({ timeout: budget });
+      said[name] = await shown.textContent();
+      await shot(page, `error-${name}`, false);
+      await page.close();
+    }
+    return { said };
+  },
+
+  // By keyboard only: Tab from the top of the page into the navigation, Enter on a page's link.
+  async keyboard(browser) {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await page.goto(`${config.base}/#/agents`);
+    await page.locator("main p[role=status]").waitFor({ timeout: budget });
+    const walked = [];
+    for (;;) {
+      await page.keyboard.press("Tab");
+      const focused = await page.evaluate(() => document.activeElement?.textContent?.trim() ?? "");
+      walked.push(focused);
+      if (focused === config.link) break;
+      if (walked.length > 10) throw new Error(`Tab never reached ${config.link}: ${walked.join(" | ")}`);
+    }
+    const visibleFocus = await page.evaluate(() => getComputedStyle(document.activeElement).outlineStyle);
+    await page.keyboard.press("Enter");
+    await page.waitForFunction((hash) => location.hash === hash, config.hash, { timeout: budget });
+    await page.locator("main h1").filter({ hasText: config.link }).waitFor({ timeout: budget });
+    await shot(page, "keyboard", false);
+    return {
+      walked,
+      visibleFocus,
+      hash: await page.evaluate(() => location.hash),
+      title: await page.locator("main h1").textContent(),
+      current: await page.evaluate(() => document.querySelector("[aria-current=page]")?.textContent),
+    };
+  },
+
   // One turn with a gateway agent through Converse (the bridge), the context following live.
   async session(browser) {
     const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
@@ -538,15 +641,20 @@ const browser = await chromium.launch({
   executablePath: config.chromium,
   args: ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
 });
-// ETHER_CONSOLE_BUNDLE=FILE: every page loads FILE instead of the host's /console/main.js. For
-// checking that a test fails when a feature is broken, without touching web/dist, which other
-// runs on this checkout share (build a changed copy of web/src with esbuild into FILE).
-if (process.env.ETHER_CONSOLE_BUNDLE) {
-  const bundle = process.env.ETHER_CONSOLE_BUNDLE;
+// ETHER_CONSOLE_DIST=DIR: every page loads the console's assets (/console/main.js, style.css)
+// from DIR instead of the host's web/dist. For checking that a test fails when a feature is
+// broken, without touching web/dist, which other runs on this checkout share: copy web/ with the
+// feature broken and build it (`node build.mjs`) into DIR.
+if (process.env.ETHER_CONSOLE_DIST) {
+  const dist = process.env.ETHER_CONSOLE_DIST;
+  const types = { js: "text/javascript", css: "text/css" };
   const newContext = browser.newContext.bind(browser);
   browser.newContext = async (options) => {
     const context = await newContext(options);
-    await context.route(/\/console\/main\.js$/, (route) => route.fulfill({ path: bundle, contentType: "text/javascript" }));
+    await context.route(/\/console\/(main\.js|style\.css)$/, (route) => {
+      const name = new URL(route.request().url()).pathname.split("/").at(-1);
+      return route.fulfill({ path: `${dist}/${name}`, contentType: types[name.split(".").at(-1)] });
+    });
     return context;
   };
   browser.newPage = async (options) => (await browser.newContext(options)).newPage();

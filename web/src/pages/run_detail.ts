@@ -38,8 +38,8 @@ export const runDetailPage: Page = (main, signal, runId = "") => {
   const stages = h("div", { class: "stages" });
   const tasks = h("ol", { class: "mono", "aria-label": "Completed tasks", reversed: true });
   const report = h("article", { class: "card report", id: "report", "aria-label": "Report", hidden: true });
-  const cancel = h("button", { type: "button" }, "Cancel run");
-  const resume = h("button", { type: "button" }, "Resume run");
+  const cancel = h("button", { type: "button", id: "cancel-run", hidden: true }, "Cancel run");
+  const resume = h("button", { type: "button", id: "resume-run", hidden: true }, "Resume run");
   const rows = new Map<string, StageRow>();
   let reportShown = false;
 
@@ -73,7 +73,8 @@ export const runDetailPage: Page = (main, signal, runId = "") => {
     for (const stage of run.stages) showStage(stage.name, stage.tasks, stage.state);
     const ended = ENDED.has(run.state);
     cancel.hidden = ended;
-    resume.hidden = !ended || run.state === RunState.SUCCEEDED;
+    // ResumeRun continues only a run a host restart cut short; any other ended run is final.
+    resume.hidden = run.state !== RunState.INTERRUPTED;
     if (ended && !reportShown) {
       reportShown = true;
       const found = await workflows.getRunReport({ runId: run.id, format: ReportFormat.MARKDOWN }, { signal });
