@@ -1,5 +1,10 @@
 """Execute one run: stages in order, tasks under concurrency caps, budgets, policies, retries.
 
+A stage's tasks run through the core's batched pipe (``run_pipe``, what a batched
+``AgentIOService.Pipe`` stream runs on): the stage's concurrency is its in-flight window, each
+task is an asyncio task of its own, and the tasks that finished since the last batch are
+recorded together; the run's task rows and events go to the store in batches (writes.py).
+
 A run halts for one of four reasons: CancelRun, an exhausted budget, a failed
 task under a STOP policy, or the host stopping. Halting is the same every
 time: no new task starts, every running task gets a cancel frame (through
@@ -9,16 +14,18 @@ dropped, and the run ends in the state the reason implies.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import structlog
 
-from ether_host.agents import SUCCESS, Dispatcher, TaskEvent, TaskInput, TaskResult
+from ether_host.agents import SUCCESS, Dispatcher, TaskEvent, TaskInput, TaskResult, run_pipe
 from ether_host.errors import Cancelled, EtherError, NotFound
 from ether_host.supervisor import Supervisor
 from ether_host.telemetry import Link, optional_span, set_error
@@ -38,10 +45,13 @@ from ether_host.workflows.model import (
 from ether_host.workflows.spec import STOP, RetrySpec, StageSpec
 from ether_host.workflows.stages import InputError, StageInputs, new_task
 from ether_host.workflows.store import RunStore
+from ether_host.workflows.writes import PendingWrites
 
 log = structlog.get_logger("ether.workflows")
 
 PROGRESS_EVERY = 0.1  # seconds between stage_progress events of one stage
+FEED = 1000  # tasks handed to the stage's pipe at a time (a Pipe request's most inputs)
+MAX_STAGE_CONCURRENCY = 10_000  # spec.py's bound on max_concurrency
 CANCELLED, BUDGET, FAILED, INTERRUPTED = "cancelled", "budget", "failed", "interrupted"
 
 
@@ -61,7 +71,9 @@ class _Stage:
     index: int
     spec: StageSpec
     record: StageRecord
-    slots: anyio.Semaphore
+    # Held by every task of the stage while it runs, followed next actions included (the
+    # pipe's own window counts only the stage's tasks). asyncio's: taken once per task.
+    slots: asyncio.Semaphore
     deadline: float = math.inf
     group: anyio.abc.TaskGroup | None = None
     last_progress: float = 0.0
@@ -88,12 +100,12 @@ class RunExecution:
         self.supervisor = supervisor
         self.fanned = fanned
         self.resumed = resumed
-        self.events = EventLog(record.id, store, record.last_sequence)
+        self.writes = PendingWrites(record.id, store)
+        self.events = EventLog(record.id, store, record.last_sequence, self.writes)
         self.done = anyio.Event()
         self.halt: Halt | None = None
         self.inputs = StageInputs(record, fanned)
         self._active: dict[str, TaskRecord] = {}
-        self._producer: anyio.CancelScope | None = None
         self._deadline = math.inf
         # The RPC that started (or resumed) the run, linked from the run's span when traced.
         self.trace_links: list[Link] = []
@@ -108,17 +120,28 @@ class RunExecution:
         self.events.append(RunEvent(self.record.last_sequence, time.time(), kind, body))
 
     def save_run(self) -> None:
+        """The run's row, after every task row and event waiting for a batch."""
+        self.writes.flush()
         self.store.put_run({**self.record.stored(), "fanned": self.fanned})
 
     def save_task(self, task: TaskRecord) -> None:
-        self.store.put_task(self.record.id, task.stored())
+        self.writes.task(task)
 
-    def _move(self, stage: StageRecord, task: TaskRecord, state: str, *, new: bool = False) -> None:
+    def _move(
+        self,
+        stage: StageRecord,
+        task: TaskRecord,
+        state: str,
+        *,
+        new: bool = False,
+        save: bool = True,
+    ) -> None:
         old = None if new else task.state
         task.state = state
         stage.counts.move(old, state)
         self.record.counts.move(old, state)
-        self.save_task(task)
+        if save:
+            self.save_task(task)
 
     # -- control -------------------------------------------------------------------------
 
@@ -129,13 +152,17 @@ class RunExecution:
         self.halt = Halt(kind, code, message)
         log.info("run halting", run_id=self.record.id, kind=kind, code=code, message=message)
         for task in list(self._active.values()):
+            if task.owner is not None:  # in the stage's pipe
+                try:  # running, or waiting for a slot on the agent: a cancel frame if sent
+                    self.dispatcher.cancel(task.task_id, message)
+                except NotFound:  # between attempts: _run_one takes this cancel as the halt
+                    task.owner.cancel()
+                continue
             if task.state == TaskState.RUNNING:
                 with contextlib.suppress(NotFound):
                     self.dispatcher.cancel(task.task_id, message)
             if task.scope is not None:
                 task.scope.cancel()
-        if self._producer is not None:
-            self._producer.cancel()
 
     def halted(self) -> bool:
         return self.halt is not None
@@ -298,9 +325,8 @@ class RunExecution:
                 )
                 record.tasks.append(task)
                 self._move(record, task, TaskState.PENDING, new=True)
-        stage = _Stage(
-            index, spec, record, anyio.Semaphore(spec.concurrency(self.record.spec.max_concurrency))
-        )
+        concurrency = spec.concurrency(self.record.spec.max_concurrency)
+        stage = _Stage(index, spec, record, asyncio.Semaphore(concurrency))
         stage.followed = sum(1 for t in record.tasks if t.proposed_by)
         record.state = StageState.RUNNING
         record.started_at = record.started_at or time.time()
@@ -319,16 +345,9 @@ class RunExecution:
                     f"stage {spec.name!r} budget max_time={spec.budget.max_time:g}s",
                 )
             async with anyio.create_task_group() as group:
-                stage.group = group
-                with anyio.CancelScope() as producer:
-                    self._producer = producer
-                    for task in [t for t in record.tasks if t.state not in TaskState.FINISHED]:
-                        await stage.slots.acquire()
-                        if self.halted():
-                            stage.slots.release()
-                            break
-                        group.start_soon(self._run_task, stage, task, True)
-                self._producer = None
+                stage.group = group  # where followed next actions start
+                todo = [t for t in record.tasks if t.state not in TaskState.FINISHED]
+                await self._run_tasks(stage, todo, concurrency)
             timers.cancel_scope.cancel()
         for task in record.tasks:
             if task.state not in TaskState.FINISHED:
@@ -385,21 +404,66 @@ class RunExecution:
 
     # -- tasks ---------------------------------------------------------------------------
 
-    async def _run_task(self, stage: _Stage, task: TaskRecord, holding: bool) -> None:
+    async def _run_tasks(self, stage: _Stage, todo: list[TaskRecord], concurrency: int) -> None:
+        """Run ``todo`` through the core's batched pipe, as a batched Pipe stream runs its
+        inputs: at most ``concurrency`` at once, answers (here the finished tasks) taken in
+        batches of every task that finished since the previous one. Once the run halts, no
+        more are fed, and those already fed end at once unstarted (settled as cancelled)."""
+
+        async def feed() -> AsyncIterator[list[TaskRecord]]:
+            for start in range(0, len(todo), FEED):
+                if self.halted():
+                    return
+                yield todo[start : start + FEED]
+
+        async def finished(done: list[TaskRecord]) -> None:
+            for task in done:
+                self._after(stage, task)
+
+        await run_pipe(
+            feed(),
+            lambda task: self._run_one(stage, task),
+            finished,
+            lambda _: concurrency,
+            lambda batch: batch,
+            lambda _: True,
+            most_in_flight=MAX_STAGE_CONCURRENCY,
+        )
+
+    async def _run_one(self, stage: _Stage, task: TaskRecord) -> TaskRecord:
+        """One task of the stage's pipe, to its end or the run's halt (never raising for it)."""
+        owner = asyncio.current_task()
+        self._active[task.task_id] = task
+        task.owner = owner
+        try:
+            async with stage.slots:
+                if not self.halted():
+                    await self._attempts(stage, task)
+        except asyncio.CancelledError:
+            # stop() cancelled it between attempts; anything else cancelling it goes on.
+            if not self.halted() or owner is None or owner.uncancel():
+                raise
+        finally:
+            task.owner = None
+            self._active.pop(task.task_id, None)
+        return task
+
+    async def _run_task(self, stage: _Stage, task: TaskRecord) -> None:
+        """A followed next action: a task of its own in the stage's task group."""
         self._active[task.task_id] = task
         try:
             with anyio.CancelScope() as scope:
                 task.scope = scope
-                if not holding:
-                    await stage.slots.acquire()
-                    holding = True
-                if not self.halted():
-                    await self._attempts(stage, task)
+                async with stage.slots:
+                    if not self.halted():
+                        await self._attempts(stage, task)
         finally:
             task.scope = None
             self._active.pop(task.task_id, None)
-            if holding:
-                stage.slots.release()
+        self._after(stage, task)
+
+    def _after(self, stage: _Stage, task: TaskRecord) -> None:
+        """A task that ran or will not run: settled, or its next actions followed."""
         if task.state not in TaskState.FINISHED:
             self._settle(stage, task)
         elif stage.spec.follow is not None and task.result is not None and not self.halted():
@@ -408,8 +472,7 @@ class RunExecution:
     async def _attempts(self, stage: _Stage, task: TaskRecord) -> None:
         spec = stage.spec
         retry = spec.retry or self.record.spec.default_retry or RetrySpec()
-        idempotent = retries.idempotent(self.supervisor, task, self.dispatcher.other_hosts)
-        attempts = retry.max_attempts if idempotent else 1
+        attempts = 0  # allowed in all: asked the first time a task fails (most never do)
         while not self.halted():
             if not self._charge(stage):
                 return
@@ -440,6 +503,9 @@ class RunExecution:
                     f"{result.error.message if result.error else ''}",
                 )
                 return
+            if not attempts:
+                idempotent = retries.idempotent(self.supervisor, task, self.dispatcher.other_hosts)
+                attempts = retry.max_attempts if idempotent else 1
             if task.attempts < attempts and retries.retryable(result, retry):
                 self._complete(stage, task, result, TaskState.RETRYING)
                 await anyio.sleep(retry.delay(task.attempts))
@@ -541,8 +607,10 @@ class RunExecution:
         task.result = result
         if state in TaskState.FINISHED:
             task.ended_at = time.time()
-        self._move(stage.record, task, state)
-        self.emit("task_completed", {"task": task.api()})
+        self._move(stage.record, task, state, save=False)
+        body = task.api()  # built once: the event's task and the task's row
+        self.emit("task_completed", {"task": body})
+        self.writes.task_row(task, {**body, "seq": task.seq, "depth": task.depth})
         now = time.monotonic()
         if now - stage.last_progress >= PROGRESS_EVERY:
             stage.last_progress = now
@@ -588,4 +656,4 @@ class RunExecution:
             stage.followed += 1
             stage.record.tasks.append(child)
             self._move(stage.record, child, TaskState.PENDING, new=True)
-            stage.group.start_soon(self._run_task, stage, child, False)
+            stage.group.start_soon(self._run_task, stage, child)

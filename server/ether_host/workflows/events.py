@@ -3,7 +3,9 @@
 Followers read from a sequence number: what the memory ring no longer holds
 comes from the store, the rest from memory, then they wait for more. The log
 closes after the run's ``run_completed`` event; followers end once they have
-read it. No writer ever waits for a reader.
+read it. No writer ever waits for a reader. Events reach the store through the
+run's pending writes (writes.py), in batches; a follower that fell behind the
+ring hands them over first, so the store holds everything before the ring.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import anyio
 
 from ether_host.workflows.model import RunEvent
 from ether_host.workflows.store import RunStore
+from ether_host.workflows.writes import PendingWrites
 
 MEMORY = 4096
 PAGE = 1000
@@ -24,26 +27,37 @@ class EventLog:
     """Numbered events of one run, continuing after ``last_sequence``."""
 
     def __init__(
-        self, run_id: str, store: RunStore, last_sequence: int, capacity: int = MEMORY
+        self,
+        run_id: str,
+        store: RunStore,
+        last_sequence: int,
+        writes: PendingWrites,
+        capacity: int = MEMORY,
     ) -> None:
         self.run_id = run_id
         self._store = store
+        self._writes = writes
         self._items: deque[RunEvent] = deque(maxlen=capacity)
         self.last = last_sequence
         self.closed = False
         self._grown = anyio.Event()
+        self._watched = False  # a follower holds _grown: the next append must set it
 
     def append(self, event: RunEvent) -> None:
         self.last = event.sequence
         self._items.append(event)
-        self._store.add_event(self.run_id, event)
-        self.wake()
+        self._writes.event(event)
+        if self._watched:
+            self.wake()
 
     def close(self) -> None:
         self.closed = True
         self.wake()
 
     def wake(self) -> None:
+        # A new Event only once a follower waited on this one: a map stage appends two events
+        # per task, mostly with nobody following.
+        self._watched = False
         self._grown.set()
         self._grown = anyio.Event()
 
@@ -59,9 +73,11 @@ class EventLog:
         cursor = after
         while True:
             grown = self._grown
+            self._watched = True  # an append from here on sets ``grown``
             held = self._held_after(cursor)
             oldest = held[0].sequence if held else self.last + 1
             if cursor + 1 < oldest:  # fell behind the ring: read the gap from the store
+                self._writes.flush()
                 await self._store.flush()
                 older = await anyio.to_thread.run_sync(
                     self._store.events, self.run_id, cursor, oldest - 1, PAGE

@@ -2,7 +2,9 @@
 
 Writes never block the event loop: they are queued to one writer thread that
 commits them in batches (later writes of the same run or task replace earlier
-ones in a batch). Reads run in worker threads on their own connection (WAL
+ones in a batch). A live run hands its task rows and events over as one queued
+batch (``put_batch``) rather than one item each, so a batch is never split
+across transactions. Reads run in worker threads on their own connection (WAL
 mode, so they never wait for the writer). ``flush()`` waits until everything
 queued so far is committed.
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 import structlog
 
 from ether_host import sqlite
@@ -116,6 +119,10 @@ class RunStore:
     def add_event(self, run_id: str, event: RunEvent) -> None:
         self._queue.put(("event", (run_id, event)))
 
+    def put_batch(self, run_id: str, tasks: list[dict[str, Any]], events: list[RunEvent]) -> None:
+        """Task rows and events of one run, committed in the same transaction."""
+        self._queue.put(("batch", (run_id, tasks, events)))
+
     def delete_runs(self, run_ids: list[str]) -> None:
         """Delete runs with their tasks and events (after the writes queued before)."""
         self._queue.put(("delete", run_ids))
@@ -132,11 +139,14 @@ class RunStore:
         while not stopping:
             item = self._queue.get()
             batch: list[tuple[str, Any] | None] = [item]
-            while len(batch) < BATCH:
+            size = _size(item)
+            while size < BATCH:
                 try:
-                    batch.append(self._queue.get_nowait())
+                    more = self._queue.get_nowait()
                 except queue.Empty:
                     break
+                batch.append(more)
+                size += _size(more)
             runs: dict[str, dict[str, Any]] = {}
             tasks: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
             events: list[tuple[str, RunEvent]] = []
@@ -153,6 +163,11 @@ class RunStore:
                     tasks[(payload[0], int(payload[1]["seq"]))] = payload
                 elif kind == "event":
                     events.append(payload)
+                elif kind == "batch":
+                    run_id, rows, more_events = payload
+                    for row in rows:
+                        tasks[(run_id, int(row["seq"]))] = (run_id, row)
+                    events.extend((run_id, event) for event in more_events)
                 elif kind == "delete":
                     deleted.extend(payload)
                 else:
@@ -181,17 +196,15 @@ class RunStore:
                 r.get("name", ""),
                 r["state"],
                 r.get("request_id", ""),
-                json.dumps(r),
+                _json(r),
             )
             for r in runs
         ]
         task_rows = [
-            (run_id, int(t["seq"]), t["task_id"], t["stage"], t["state"], json.dumps(t))
+            (run_id, int(t["seq"]), t["task_id"], t["stage"], t["state"], _json(t))
             for run_id, t in tasks
         ]
-        event_rows = [
-            (run_id, e.sequence, e.time, e.kind, json.dumps(e.body)) for run_id, e in events
-        ]
+        event_rows = [(run_id, e.sequence, e.time, e.kind, _json(e.body)) for run_id, e in events]
         if not (run_rows or task_rows or event_rows or deleted):
             return
         connection.execute("BEGIN")
@@ -319,6 +332,23 @@ class RunStore:
             args.append(upto)
         rows = self._query(sql + " ORDER BY sequence LIMIT ?", (*args, limit))
         return [RunEvent(row[0], row[1], row[2], json.loads(row[3])) for row in rows]
+
+
+def _size(item: tuple[str, Any] | None) -> int:
+    """Rows a queued item writes: a batch counts as its rows, so a transaction stays bounded."""
+    if item is not None and item[0] == "batch":
+        return 1 + len(item[1][1]) + len(item[1][2])
+    return 1
+
+
+def _json(body: dict[str, Any]) -> str:
+    """``body`` as JSON text. orjson is several times faster than json, and this thread holds
+    the GIL while it encodes, against the event loop; json writes what orjson refuses (an
+    integer past 64 bits)."""
+    try:
+        return orjson.dumps(body).decode()
+    except TypeError:
+        return json.dumps(body)
 
 
 def _epoch(body: dict[str, Any]) -> float:

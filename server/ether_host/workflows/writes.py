@@ -1,0 +1,71 @@
+"""What a live run changed and has not handed to the store yet, handed over in batches.
+
+A map stage changes thousands of task rows and appends thousands of events a second. Handed
+to the store one at a time, each change cost a task row built as JSON at every state a task
+passed through and a queued item of its own, more than running the task did (bench/RESULTS.md,
+"Batching"). Here changes wait at most ``FLUSH_AFTER`` seconds and go to the store as one batch,
+committed in one transaction: a task row is built once for all the states it passed through
+meanwhile (a task that started and finished inside one window is written once, finished).
+
+What the store holds is therefore at most ``FLUSH_AFTER`` behind the run; a ``kill -9`` loses
+at most that much, and a run resumed after it continues from what was committed (a task whose
+end was lost runs again, or, not idempotent, fails ``interrupted`` when its start was kept).
+Everything is handed over before the run's own row is written (``save_run``), so a stored run
+never names an event or a task state the store does not hold, and a run's end is written whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ether_host.workflows.model import RunEvent, TaskRecord
+from ether_host.workflows.store import RunStore
+
+FLUSH_AFTER = 0.02  # seconds a change may wait for the next batch
+
+
+class PendingWrites:
+    """Task rows and events of one run, waiting for the next batch to the store."""
+
+    def __init__(self, run_id: str, store: RunStore) -> None:
+        self.run_id = run_id
+        self._store = store
+        # seq -> the task (its row is built at the flush) or its row, built already
+        self._tasks: dict[int, TaskRecord | dict[str, Any]] = {}
+        self._events: list[RunEvent] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    def task(self, task: TaskRecord) -> None:
+        """Write ``task`` as it is at the next flush."""
+        self._tasks[task.seq] = task
+        self._schedule()
+
+    def task_row(self, task: TaskRecord, row: dict[str, Any]) -> None:
+        """Write ``row``, built already (``task.stored()`` at its end), for ``task``."""
+        self._tasks[task.seq] = row
+        self._schedule()
+
+    def event(self, event: RunEvent) -> None:
+        self._events.append(event)
+        self._schedule()
+
+    def flush(self) -> None:
+        """Hand everything waiting to the store now, as one batch."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not (self._tasks or self._events):
+            return
+        rows = [t.stored() if isinstance(t, TaskRecord) else t for t in self._tasks.values()]
+        events, self._events = self._events, []
+        self._tasks = {}
+        self._store.put_batch(self.run_id, rows, events)
+
+    def _schedule(self) -> None:
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(FLUSH_AFTER, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        self.flush()
