@@ -17,11 +17,13 @@ params_json, data_json back) with at most ``WINDOW`` tasks in flight (the agent'
 max_concurrency, so no task waits in the host's queue). Rounds run every target once, the order
 reversed every other round; a verdict uses the median of a ratio's per-round values.
 
-Then the workflow comparison: a 10,000-task one-stage map (WorkflowService, tasks dispatched by
-the engine, each persisted) against the same 10,000 tasks through batched Pipe, both at 64 in
-flight, per-task wall time side by side.
+Then the workflow comparison: a 10,000-task one-stage map (WorkflowService: the engine runs
+the stage's tasks through the core's batched pipe and persists them in batches) against the same
+10,000 tasks through batched Pipe, both at 64 in flight, per-task wall time side by side; and
+the 100,000-task map on a fresh host with its memory (bench/map_scale.py).
 
     python -m bench --only batching [--quick]
+    python -m bench.batching --map-only [--quick]   # only the map parts, only their lines
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import map_scale
 from bench.agents_profile import areas
 from bench.common import (
     LOCAL,
@@ -62,6 +65,8 @@ WINDOW = 128  # tasks in flight: the echo agent's max_concurrency
 UNARY_IN_FLIGHT = 64
 MAP_TASKS = 10_000
 MAP_IN_FLIGHT = 64
+BIG_MAP_INPUTS = 10_000  # x map_scale.ACTIONS: the 100,000-task map
+MAP_HEADING = "### Workflow map stage against batched Pipe"
 TARGET_VS_UNARY = 3.0
 TARGET_VS_FLOOR = 0.9
 TARGET_MAP = 1.2
@@ -261,28 +266,103 @@ def main(quick: bool = False) -> int:
         if not quick:
             print("batching: profiling the host during batched Pipe", file=sys.stderr)
             profile = _profile(host.pid, timing | targets["ether"], out / "host-batched-pipe.txt")
-        print(f"batching: {map_tasks:,}-task map stage against batched Pipe", file=sys.stderr)
-        _timed(host, agent_pid, "pipe", 500)  # warm-up of both paths
-        _timed(host, agent_pid, "map", 500)
-        for number in range(map_rounds):
-            figures: dict[str, dict[str, float]] = {}
-            for which in ("pipe", "map") if number % 2 == 0 else ("map", "pipe"):
-                wait_quiet(ours, max_wait=10.0)
-                figures[which] = _timed(host, agent_pid, which, map_tasks)
-                print(
-                    f"  map round {number + 1} {which}: {figures[which]['us_per_task']:.0f} µs/task",
-                    file=sys.stderr,
-                )
-            maps.append(figures)
+        maps = _map_rounds(host, agent_pid, ours, map_tasks, map_rounds)
     finally:
         if host is not None:
             host.stop()
         stop_process(bare)
         stop_process(floor)
-    body = _report(runs, maps, profile, facts, quick, time.perf_counter() - began, map_tasks)
+    big = _big_map(quick)
+    body = _report(runs, maps, profile, facts, quick, time.perf_counter() - began, map_tasks, big)
     write_section("Batching", body)
     print(body, file=sys.stderr)
     return 0
+
+
+def _map_rounds(
+    host: EtherHost, agent_pid: int, ours: list[int], map_tasks: int, map_rounds: int
+) -> list[dict[str, dict[str, float]]]:
+    """The map stage and batched Pipe side by side, ``map_rounds`` times, order alternating."""
+    print(f"batching: {map_tasks:,}-task map stage against batched Pipe", file=sys.stderr)
+    _timed(host, agent_pid, "pipe", 500)  # warm-up of both paths
+    _timed(host, agent_pid, "map", 500)
+    maps = []
+    for number in range(map_rounds):
+        figures: dict[str, dict[str, float]] = {}
+        for which in ("pipe", "map") if number % 2 == 0 else ("map", "pipe"):
+            wait_quiet(ours, max_wait=10.0)
+            figures[which] = _timed(host, agent_pid, which, map_tasks)
+            print(
+                f"  map round {number + 1} {which}: {figures[which]['us_per_task']:.0f} µs/task",
+                file=sys.stderr,
+            )
+        maps.append(figures)
+    return maps
+
+
+def _big_map(quick: bool) -> dict[str, Any]:
+    """The 100,000-task map on a fresh host (10,000 tasks with --quick)."""
+    inputs = BIG_MAP_INPUTS // 10 if quick else BIG_MAP_INPUTS
+    print(f"batching: {inputs * map_scale.ACTIONS:,}-task map on a fresh host", file=sys.stderr)
+    try:
+        return map_scale.measure(inputs)
+    except Exception as error:  # reported in the section, the rest of it stands
+        return {"failed": f"{type(error).__name__}: {error}"[:300], "tasks": inputs * 10}
+
+
+def main_map_only(quick: bool = False) -> int:
+    """Only the map parts: their lines replace the map lines of the Batching section, the
+    batched Pipe figures above them stay as the last full run left them."""
+    map_tasks, map_rounds = (1_000, 1) if quick else (MAP_TASKS, 3)
+    out = Path(tempfile.mkdtemp(prefix="ether-bench-batching-"))
+    host = EtherHost(out / "state", out / "host.log")
+    try:
+        agent = host.deploy(ECHO / "python", name="echo-py")
+        agent_pid = host.pids(agent)[0]
+        maps = _map_rounds(
+            host, agent_pid, [os.getpid(), host.pid, agent_pid], map_tasks, map_rounds
+        )
+    finally:
+        host.stop()
+    big = _big_map(quick)
+    facts = machine_facts()
+    stamp = (
+        f"Map parts rerun on {facts['date']} at commit {facts['commit']} "
+        f"(`python -m bench.batching --map-only`"
+        + (", `--quick`: a smoke check, not a measurement" if quick else "")
+        + ")."
+    )
+    _replace_map_lines([stamp, "", *_map_lines(maps, map_tasks, big)])
+    return 0
+
+
+def _replace_map_lines(new: list[str]) -> None:
+    """Put ``new`` in place of the Batching section's map lines: from MAP_HEADING (or the line
+    stamping a map-only run above it) up to the machine facts, which belong to the whole run."""
+    section = next((s for s in _sections() if s[0] == "## Batching"), None)
+    if section is None:
+        raise SystemExit("bench/RESULTS.md has no Batching section yet: run the whole suite first")
+    _, body = section
+    lines = body.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(MAP_HEADING))
+    if start >= 2 and lines[start - 2].startswith("Map parts rerun on"):
+        start -= 2
+    end = next(i for i, line in enumerate(lines) if line.startswith("- Machine:"))
+    lines[start:end] = new
+    write_section("Batching", "\n".join(lines))
+
+
+def _sections() -> list[tuple[str, str]]:
+    """(heading, body) of each ``## `` section of RESULTS.md."""
+    from bench.report import RESULTS
+
+    found: list[tuple[str, str]] = []
+    for line in RESULTS.read_text().splitlines():
+        if line.startswith("## "):
+            found.append((line.strip(), ""))
+        elif found:
+            found[-1] = (found[-1][0], found[-1][1] + line + "\n")
+    return found
 
 
 def _rate(run: dict[str, Any]) -> float:
@@ -302,6 +382,7 @@ def _report(
     quick: bool,
     wall: float,
     map_tasks: int,
+    big: dict[str, Any],
 ) -> str:
     rounds = range(len(runs["unary"]))
 
@@ -390,22 +471,6 @@ def _report(
             ]
         )
     loads = [r["cpu"]["foreign_cores"] for v in runs.values() for r in v if "failed" not in r]
-    map_ratio = [m["map"]["us_per_task"] / m["pipe"]["us_per_task"] for m in maps]
-    map_cpu = [m["map"]["host_cpu_us"] / m["pipe"]["host_cpu_us"] for m in maps]
-    map_rows = [
-        [
-            number,
-            which,
-            fmt(m[key]["us_per_task"]),
-            fmt(m[key]["host_cpu_us"]),
-            fmt(m[key]["foreign_cores"], 2),
-        ]
-        for number, m in enumerate(maps, start=1)
-        for key, which in (
-            ("pipe", "batched Pipe (100 per request)"),
-            ("map", "workflow map stage"),
-        )
-    ]
     failed = [
         f"- A {k} run failed: {r['failed'][:200]}"
         for k, v in runs.items()
@@ -452,10 +517,48 @@ def _report(
         ),
         "",
         *_profile_lines(profile),
+        *_map_lines(maps, map_tasks, big),
+        f"- Machine: {facts['nproc']} vCPUs ({facts['cpu']}), {facts['kernel']}, {facts['memory']}; "
+        f"Python {facts['python']}; {facts['packages']}.",
+        f"- Load from other processes during the measured windows: median {fmt(median(loads), 2)} cores, "
+        f"max {fmt(max(loads, default=None), 2)}.",
+        "- CPU is time on CPU (/proc/<pid>/task/*/schedstat) over the measured window per task "
+        'completed; "server" is the bare server, the floor or the Ether host, "child" the floor\'s '
+        "stdio child or the echo agent.",
+        *failed,
+    ]
+    return "\n".join(lines)
+
+
+def _map_lines(
+    maps: list[dict[str, dict[str, float]]], map_tasks: int, big: dict[str, Any]
+) -> list[str]:
+    """The map stage against batched Pipe, and the 100,000-task map, for the report."""
+    map_ratio = [m["map"]["us_per_task"] / m["pipe"]["us_per_task"] for m in maps]
+    map_cpu = [m["map"]["host_cpu_us"] / m["pipe"]["host_cpu_us"] for m in maps]
+    map_rows = [
+        [
+            number,
+            which,
+            fmt(m[key]["us_per_task"]),
+            fmt(m[key]["host_cpu_us"]),
+            fmt(m[key]["foreign_cores"], 2),
+        ]
+        for number, m in enumerate(maps, start=1)
+        for key, which in (
+            ("pipe", "batched Pipe (100 per request)"),
+            ("map", "workflow map stage"),
+        )
+    ]
+    pipe_us = median(m["pipe"]["us_per_task"] for m in maps)
+    pipe_cpu = median(m["pipe"]["host_cpu_us"] for m in maps)
+    return [
         f"### Workflow map stage against batched Pipe ({map_tasks:,} tasks, {MAP_IN_FLIGHT} in flight)",
         "",
-        "A map stage's tasks do not go through Pipe: the engine calls the dispatcher once per task "
-        "(no protobuf, no stream) and persists each task and event. Per-task wall time, side by side:",
+        "The stage's tasks run through the core's batched pipe (agents/pipe.py, what a batched Pipe "
+        "stream runs on; no protobuf per task), and the run's task rows and events go to the store "
+        "in batches (workflows/writes.py). Per-task wall time from CreateRun to the run's end, "
+        "against the same tasks through batched Pipe, side by side:",
         "",
         markdown_table(
             [
@@ -487,22 +590,21 @@ def _report(
             ["round", "path", "µs/task", "host CPU µs/task", "other load (cores)"], map_rows
         ),
         "",
-        f"- Machine: {facts['nproc']} vCPUs ({facts['cpu']}), {facts['kernel']}, {facts['memory']}; "
-        f"Python {facts['python']}; {facts['packages']}.",
-        f"- Load from other processes during the measured windows: median {fmt(median(loads), 2)} cores, "
-        f"max {fmt(max(loads, default=None), 2)}.",
-        "- CPU is time on CPU (/proc/<pid>/task/*/schedstat) over the measured window per task "
-        'completed; "server" is the bare server, the floor or the Ether host, "child" the floor\'s '
-        "stdio child or the echo agent.",
-        *failed,
+        *map_scale.lines(big, pipe_us, pipe_cpu),
     ]
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench.batching")
     parser.add_argument("--quick", action="store_true", help="short runs: a smoke check")
-    sys.exit(main(parser.parse_args().quick))
+    parser.add_argument(
+        "--map-only",
+        action="store_true",
+        help="only the map parts, only their lines of the section",
+    )
+    arguments = parser.parse_args()
+    entry = main_map_only if arguments.map_only else main
+    sys.exit(entry(arguments.quick))
 
 
 def _profile_lines(profile: dict[str, Any]) -> list[str]:
