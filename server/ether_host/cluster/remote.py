@@ -55,6 +55,7 @@ from ether_host.errors import (
     NotFound,
     Unavailable,
 )
+from ether_host.logs import log_later
 from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
 
@@ -294,6 +295,10 @@ class RemoteTasks:
                     waiting = self._waiting.get(answer.get("task_id", ""))
                     if waiting is not None and not waiting.done():
                         waiting.set_result(answer)
+            if found:
+                # The callers just answered go first; the next read (a command to pack and
+                # write) after them, off their path (bench/cluster.py's remote p50).
+                await asyncio.sleep(0)
 
     def _event(self, value: dict[str, Any]) -> None:
         sink = self._sinks.get(str(value.get("task_id", "")))
@@ -357,6 +362,8 @@ class RemoteTasks:
                         # This host's from now on: no claim round takes it up meanwhile.
                         held[_text(entry_id)] = ""
                         tg.start_soon(self._run, _text(stream), _text(entry_id), fields)
+                if found:
+                    await asyncio.sleep(0)  # the tasks just read reach their agents first
             tg.cancel_scope.cancel()
 
     def _leave_to_others(self, name: str) -> bool:
@@ -379,7 +386,8 @@ class RemoteTasks:
         dropped with its answer."""
         message = orjson.loads(fields[b"task"])
         task = _task_from(message["task"])
-        log.info("cluster task taken", task_id=task.task_id, agent=task.agent)
+        # Every task logs these two lines: rendered in a batch, off its path (logs.py).
+        log_later(log.info, "cluster task taken", {"task_id": task.task_id, "agent": task.agent})
         await self._serve_task(stream, entry, task, message)
 
     async def _serve_task(
@@ -403,8 +411,9 @@ class RemoteTasks:
                     tg.start_soon(self._send_events, reply_to, task.task_id, events)
                     answer, code = await self._answer(task, events)
                     events.put_nowait(None)  # the sender ends once every event is sent
-            log.info("cluster task done", task_id=task.task_id, agent=task.agent, code=code)
             await self._finish(stream, entry, task.task_id, answer)
+            done = {"task_id": task.task_id, "agent": task.agent, "code": code}
+            log_later(log.info, "cluster task done", done)
         finally:
             # Only now: while the answer is being sent, the entry is still this host's.
             self._running.discard(task.task_id)
