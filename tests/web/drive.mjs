@@ -191,6 +191,17 @@ const scenarios = {
     );
     const focused = await page.evaluate(() => document.activeElement?.getAttribute("name"));
     await shot(page, "form-errors", false);
+    // Values of the wrong type: a fraction for an integer, text that is no number.
+    await page.fill("[name=quantity]", "2.5");
+    await page.locator("[name=price]").pressSequentially("1e");
+    await page.click("button[type=submit]");
+    const typeErrors = await page.$$eval("label.field.invalid", (labels) =>
+      labels.map((label) => [label.dataset.field, label.querySelector(".field-error")?.textContent]),
+    );
+    const summary = await page.locator("form.schema [role=alert]").textContent();
+    const sentWhileInvalid = await page.locator("#output").textContent();
+    await shot(page, "form-type-errors", false);
+    await page.fill("[name=price]", "");
     await page.fill("[name=item]", "tea");
     await page.fill("[name=quantity]", "3");
     await page.fill("[name=price]", "2.5");
@@ -205,7 +216,7 @@ const scenarios = {
     await page.click("button[type=submit]");
     await page.getByText("Done").waitFor({ timeout: budget });
     await shot(page, "form-run");
-    return { errors, focused, output: await page.locator("#output").textContent() };
+    return { errors, focused, typeErrors, summary, sentWhileInvalid, output: await page.locator("#output").textContent() };
   },
 
   // Create a terminal, type into xterm.js, and watch it from a second, read-only page.

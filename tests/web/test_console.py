@@ -110,6 +110,13 @@ def test_a_generated_form_checks_every_kind_of_field_before_sending(host: HostPr
         "zip": "must match ^[0-9]{5}$",
     }
     assert shown["focused"] == shown["errors"][0][0]  # the first field to fix has the focus
+    # Values of the wrong type are refused at their fields too, still before anything is sent.
+    type_errors = dict(shown["typeErrors"])
+    assert type_errors["quantity"] == "a whole number"
+    assert type_errors["price"] == "not a number"
+    assert "quantity: a whole number" in shown["summary"]
+    assert "price: not a number" in shown["summary"]
+    assert shown["sentWhileInvalid"] == ""
     assert json.loads(shown["output"]) == {
         "item": "tea",
         "quantity": 3,
@@ -138,8 +145,13 @@ def test_a_terminal_typed_in_xterm_and_watched_read_only(host: HostProcess) -> N
     assert "after-viewer" in lines
     assert not any("viewer-typed" in line for line in lines)
     # Pasted text ran; after the window shrank, the program saw xterm.js's size.
-    _rows, cols = shown["size"]  # the driver saw `stty size` print them
+    rows, cols = shown["size"]  # the driver saw `stty size` print them
     assert cols < 80
+    # The host's own record of the terminal's size followed the window too.
+    now = host.terminals.GetTerminal(
+        terminal_pb2.GetTerminalRequest(terminal_id=shown["id"]), timeout=30
+    ).terminal
+    assert (now.rows, now.cols) == (rows, cols)
     assert "pasted-ok" in [line.rstrip() for line in shown["writerText"].splitlines()]
     host.terminals.CloseTerminal(terminal_pb2.CloseTerminalRequest(terminal_id=shown["id"]))
 
