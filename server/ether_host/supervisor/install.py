@@ -85,12 +85,15 @@ def _files(
     root: Path, suffixes: tuple[str, ...], skip: tuple[str, ...] = ("node_modules", "dist", ".git")
 ) -> list[Path]:
     found = []
-    for path in sorted(root.rglob("*")):
-        if any(part in skip for part in path.relative_to(root).parts):
-            continue
-        if path.is_file() and path.name.endswith(suffixes):
-            found.append(path)
-    return found
+    for folder, dirs, names in os.walk(root):
+        # Never into a skipped folder: root.rglob walked all of node_modules before the filter
+        # dropped it, on every deploy (bench/RESULTS.md, "Scale on one host").
+        dirs[:] = [name for name in dirs if name not in skip]
+        for name in names:
+            path = Path(folder, name)
+            if name not in skip and name.endswith(suffixes) and path.is_file():
+                found.append(path)
+    return sorted(found)
 
 
 TOOL_CRASH_RETRIES = 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import math
 import time
+import weakref
 from typing import Any
 
 import orjson
@@ -15,7 +16,7 @@ from ether_host.agents import Budget, TaskInput, TaskResult
 from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.notifications import Notify
 from ether_host.reasons import Reason
-from ether_host.supervisor import ManagedAgent, State
+from ether_host.supervisor import ActionInfo, ManagedAgent, State
 
 MAX_EXACT = 2**53
 RPC_DEADLINE_MARGIN = 0.05  # seconds the host's deadline answer needs to reach the caller
@@ -311,6 +312,35 @@ def agent_state(state: State) -> int:
     return int(agent_io_pb2.AgentState.Value(f"AGENT_STATE_{state.value}"))
 
 
+# Each agent's ActionSpec messages, made once per list of actions (a hello replaces the list,
+# never changes it): turning every params schema into a Struct again on each call was most of
+# ListAgents' time with 500 agents (bench/RESULTS.md, "Scale on one host").
+_action_specs: weakref.WeakKeyDictionary[
+    ManagedAgent, tuple[list[ActionInfo], list[agent_io_pb2.ActionSpec]]
+] = weakref.WeakKeyDictionary()
+
+
+def action_specs(agent: ManagedAgent) -> list[agent_io_pb2.ActionSpec]:
+    """The agent's actions as ActionSpec messages (cached until its next hello)."""
+    cached = _action_specs.get(agent)
+    if cached is not None and cached[0] is agent.actions:
+        return cached[1]
+    specs = [
+        agent_io_pb2.ActionSpec(
+            name=a.name,
+            description=a.description,
+            params_schema=dict_to_struct(a.params_schema),
+            idempotent=a.idempotent,
+            result_schema=dict_to_struct(a.result_schema) if a.result_schema else None,
+            unusable=a.unusable,
+            cache_ttl=duration(a.cache_ttl) if a.cache_ttl else None,
+        )
+        for a in agent.actions
+    ]
+    _action_specs[agent] = (agent.actions, specs)
+    return specs
+
+
 def agent_info(agent: ManagedAgent) -> agent_io_pb2.AgentInfo:
     return agent_io_pb2.AgentInfo(
         name=agent.name,
@@ -318,18 +348,7 @@ def agent_info(agent: ManagedAgent) -> agent_io_pb2.AgentInfo:
         language=language(agent.spec.language),
         version=agent.version,
         description=agent.description,
-        actions=[
-            agent_io_pb2.ActionSpec(
-                name=a.name,
-                description=a.description,
-                params_schema=dict_to_struct(a.params_schema),
-                idempotent=a.idempotent,
-                result_schema=dict_to_struct(a.result_schema) if a.result_schema else None,
-                unusable=a.unusable,
-                cache_ttl=duration(a.cache_ttl) if a.cache_ttl else None,
-            )
-            for a in agent.actions
-        ],
+        actions=action_specs(agent),
         capabilities=agent.capability_tags,
         state=agent_state(agent.state),  # type: ignore[arg-type]
         replicas=agent.spec.replicas,
