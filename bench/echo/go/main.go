@@ -1,9 +1,12 @@
-// Command echo is the benchmark's Go echo agent: one action, echo, that
-// returns its params unchanged.
+// Command echo is the benchmark's Go echo agent: echo returns its params
+// unchanged; hold returns them after params.ms milliseconds (bench/scale.py
+// keeps thousands of tasks in flight with it).
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"time"
 
 	agent "github.com/etherhost/ether/adapters/go"
 )
@@ -20,5 +23,18 @@ func main() {
 	}, agent.WithActionDescription("Return the params unchanged."), agent.WithSchema(`{"type":"object"}`),
 		// Safe to run twice: the host may retry it on another replica when a process dies (make chaos).
 		agent.Idempotent())
+	a.Action("hold", func(ctx context.Context, t *agent.Task) (any, error) {
+		var p struct {
+			Ms int `json:"ms"`
+		}
+		_ = json.Unmarshal(t.Params, &p) // no ms: no wait
+		select {
+		case <-time.After(time.Duration(p.Ms) * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return t.Params, nil
+	}, agent.WithActionDescription("Return the params after params.ms milliseconds."),
+		agent.WithSchema(`{"type":"object"}`), agent.Idempotent())
 	a.Serve()
 }
