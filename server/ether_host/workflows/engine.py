@@ -51,6 +51,11 @@ log = structlog.get_logger("ether.workflows")
 
 PROGRESS_EVERY = 0.1  # seconds between stage_progress events of one stage
 FEED = 1000  # tasks handed to the stage's pipe at a time (a Pipe request's most inputs)
+# Rows the store's writer may be behind by before a stage waits for it: what bounds the memory
+# a long map stage holds in rows and events not yet written, when the disk is slower than the
+# agents.
+MAX_BACKLOG = 10_000
+BACKLOG_POLL = 0.005
 MAX_STAGE_CONCURRENCY = 10_000  # spec.py's bound on max_concurrency
 CANCELLED, BUDGET, FAILED, INTERRUPTED = "cancelled", "budget", "failed", "interrupted"
 
@@ -419,6 +424,11 @@ class RunExecution:
         async def finished(done: list[TaskRecord]) -> None:
             for task in done:
                 self._after(stage, task)
+            # The pipe frees these tasks' slots once this returns: waiting here for the store
+            # is the stage's flow control, as a slow reader's is a Pipe stream's.
+            while self.store.backlog() > MAX_BACKLOG:
+                self.writes.flush()
+                await anyio.sleep(BACKLOG_POLL)
 
         await run_pipe(
             feed(),

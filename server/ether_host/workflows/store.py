@@ -78,6 +78,10 @@ class RunStore:
         self._read: sqlite3.Connection | None = None
         self._read_lock = threading.Lock()
         self.failed: BaseException | None = None
+        # Rows handed over in batches and rows of them committed: each counter has one writer
+        # (the event loop, the writer thread), so their difference needs no lock.
+        self._rows_queued = 0
+        self._rows_committed = 0
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -121,7 +125,12 @@ class RunStore:
 
     def put_batch(self, run_id: str, tasks: list[dict[str, Any]], events: list[RunEvent]) -> None:
         """Task rows and events of one run, committed in the same transaction."""
+        self._rows_queued += len(tasks) + len(events)
         self._queue.put(("batch", (run_id, tasks, events)))
+
+    def backlog(self) -> int:
+        """Rows of batches handed over and not committed yet: what the writer is behind by."""
+        return self._rows_queued - self._rows_committed
 
     def delete_runs(self, run_ids: list[str]) -> None:
         """Delete runs with their tasks and events (after the writes queued before)."""
@@ -152,6 +161,7 @@ class RunStore:
             events: list[tuple[str, RunEvent]] = []
             deleted: list[str] = []
             barriers: list[_Barrier] = []
+            batched = 0
             for entry in batch:
                 if entry is None:
                     stopping = True
@@ -165,6 +175,7 @@ class RunStore:
                     events.append(payload)
                 elif kind == "batch":
                     run_id, rows, more_events = payload
+                    batched += len(rows) + len(more_events)
                     for row in rows:
                         tasks[(run_id, int(row["seq"]))] = (run_id, row)
                     events.extend((run_id, event) for event in more_events)
@@ -177,6 +188,7 @@ class RunStore:
             except Exception as error:
                 self.failed = error
                 log.error("run store write failed", error=str(error), path=str(self.path))
+            self._rows_committed += batched
             for barrier in barriers:
                 barrier.done.set()
         connection.close()

@@ -1,0 +1,183 @@
+"""Map stages in batches: a stage's tasks run through the core's batched pipe within the stage's
+window, and the run's task rows and events reach the store in batches without weakening what a
+restart promises (docs/workflows.md, "Persistence, restarts and resume")."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+from ether.v1 import workflow_pb2
+from tests.support.agents import AGENTS, deploy, watch_until
+from tests.support.host import HostProcess
+from tests.workflows.runs import (
+    create,
+    events,
+    follow_until,
+    kinds,
+    logged,
+    saw_cancel,
+    started,
+    state,
+    task_state,
+    tasks,
+    value,
+    wait,
+)
+
+
+def test_a_map_stage_runs_no_more_than_its_window_and_cancels_cleanly(
+    host: HostProcess, flow: str
+) -> None:
+    """30 holding tasks under max_concurrency 5: five start, no sixth; CancelRun sends the five
+    cancel frames and the 25 never started end CANCELLED without a start."""
+    tags = [f"w{i}" for i in range(30)]
+    run = create(
+        host,
+        f"""\
+name: window
+stages:
+  - name: hold
+    agent: flow
+    action: hold
+    inputs: {json.dumps(tags)}
+    params: {{tag: "${{input}}"}}
+    parallel: true
+    max_concurrency: 5
+""",
+    )
+    follow_until(host, run.id, started(5, "hold"))
+    logged(host, flow, "holding", set(tags[:5]))
+    host.workflows.CancelRun(workflow_pb2.CancelRunRequest(run_id=run.id), timeout=10)
+    ended = wait(host, run.id)
+    assert state(ended) == "CANCELLED"
+    seen = events(host, run.id)
+    assert kinds(seen).count("task_started") == 5  # the window held: no sixth began
+    assert [e.sequence for e in seen] == list(range(1, len(seen) + 1))
+    saw_cancel(host, flow, set(tags[:5]))
+    every = tasks(host, run.id)
+    assert [task_state(t) for t in every] == ["CANCELLED"] * 30
+    assert [t.attempts for t in every] == [1] * 5 + [0] * 25
+
+
+def test_a_late_follower_reads_every_event_of_a_map_larger_than_the_memory_ring(
+    host: HostProcess, flow: str
+) -> None:
+    """A live run whose map stage made more events than the live run keeps in memory (4096):
+    a follower from the start gets every one of them, numbered without gaps, from the store."""
+    run = create(
+        host,
+        f"""\
+name: many-events
+stages:
+  - name: map
+    agent: flow
+    action: double
+    inputs: {json.dumps(list(range(2500)))}
+    parallel: true
+    max_concurrency: 64
+  - {{name: wait, agent: flow, action: hold, params: {{tag: late}}}}
+""",
+    )
+    follow_until(host, run.id, started(1, "wait"), timeout=180)  # the map is done
+    seen = follow_until(host, run.id, started(1, "wait"))  # from the start, the run still live
+    assert [e.sequence for e in seen] == list(range(1, len(seen) + 1))
+    assert len(seen) > 5000
+    done = [e.task_completed.task for e in seen if e.WhichOneof("event") == "task_completed"]
+    assert len(done) == 2500
+    assert sorted(t.input_index for t in done) == list(range(2500))
+    assert all(value(t.output.data) == {"value": 2 * t.input_index} for t in done)
+    host.workflows.CancelRun(workflow_pb2.CancelRunRequest(run_id=run.id), timeout=10)
+    assert state(wait(host, run.id)) == "CANCELLED"
+
+
+def _stored(state_dir: Path, run_id: str) -> dict[str, str]:
+    """The task states the host's store holds for the run, by task id, read from its SQLite
+    file as another reader sees it (committed transactions only)."""
+    path = state_dir / "workflows" / "runs.sqlite3"
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10) as connection:
+        rows = connection.execute(
+            "SELECT task_id, state FROM tasks WHERE run_id = ?", (run_id,)
+        ).fetchall()
+    return {task_id: task_state.removeprefix("RUN_TASK_STATE_") for task_id, task_state in rows}
+
+
+def _until_stored(state_dir: Path, run_id: str, succeeded: int, budget: float = 60) -> None:
+    """Wait (within ``budget`` seconds) until the store holds ``succeeded`` finished tasks."""
+    deadline = time.monotonic() + budget
+    while time.monotonic() < deadline:
+        if list(_stored(state_dir, run_id).values()).count("SUCCEEDED") >= succeeded:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the store never held {succeeded} succeeded tasks of {run_id}")
+
+
+def test_a_map_killed_mid_stage_resumes_from_what_was_committed(tmp_path: Path) -> None:
+    """A map of 100 inputs x (echo, gate) under max_concurrency 8: the first eight gates hold,
+    eight echoes finish and reach the store. After a kill -9 the store holds the whole plan
+    (200 tasks) and, for every task it holds finished, that task's task_completed event (rows
+    and events are committed together); ResumeRun runs only what had not finished: the eight
+    echoes keep their first output (same process, one attempt) and the stage data is whole."""
+    first = HostProcess(tmp_path / "state", shared=(tmp_path,))
+    second: HostProcess | None = None
+    markers = [str(tmp_path / f"m{i}") for i in range(100)]
+    try:
+        first.wait_serving()
+        deploy(first, AGENTS / "flow")
+        run = create(
+            first,
+            f"""\
+name: killed-map
+stages:
+  - name: map
+    agent: flow
+    inputs: {json.dumps(markers)}
+    parallel: true
+    max_concurrency: 8
+    map:
+      - {{action: echo}}
+      - {{action: gate, params: {{marker: "${{input}}"}}}}
+""",
+        )
+        logged(first, "flow", "gate waiting", set(markers[:8]))
+        _until_stored(first.state_dir, run.id, 8)
+        before = {t.task_id: t for t in tasks(first, run.id) if task_state(t) == "SUCCEEDED"}
+        assert [t.action for t in before.values()] == ["echo"] * 8
+        first.process.kill()
+        first.process.wait()
+        first.stop()
+
+        second = HostProcess(tmp_path / "state", shared=(tmp_path,))
+        second.wait_serving()
+        cut = second.workflows.GetRun(workflow_pb2.GetRunRequest(run_id=run.id), timeout=10).run
+        assert state(cut) == "INTERRUPTED"
+        kept = tasks(second, run.id)
+        assert len(kept) == 200  # the stage's plan was committed whole
+        replay = events(second, run.id)
+        assert [e.sequence for e in replay] == list(range(1, len(replay) + 1))
+        completed = {
+            e.task_completed.task.task_id
+            for e in replay
+            if e.WhichOneof("event") == "task_completed"
+        }
+        assert completed == {t.task_id for t in kept if task_state(t) == "SUCCEEDED"}
+        assert set(before) <= completed
+
+        watch_until(second, "flow", {"RUNNING"})
+        for marker in markers:  # every gate passes now
+            Path(marker).touch()
+        second.workflows.ResumeRun(workflow_pb2.ResumeRunRequest(run_id=run.id), timeout=10)
+        ended = wait(second, run.id, timeout=120)
+        assert state(ended) == "SUCCEEDED", ended.error
+        assert ended.tasks.succeeded == 200
+        assert value(ended.result) == [
+            item for m in markers for item in ({"input": m}, {"passed": None})
+        ]
+        after = {t.task_id: t for t in tasks(second, run.id)}
+        for task_id, task in before.items():  # not run again: the output from before the kill
+            assert after[task_id].attempts == 1
+            assert after[task_id].output.metadata.pid == task.output.metadata.pid
+    finally:
+        (second or first).stop()
