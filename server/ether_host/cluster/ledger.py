@@ -151,6 +151,10 @@ class TaskLedger:
         self._take_over = redis.register_script(_TAKE_OVER)
         self._keep = redis.register_script(_KEEP)
 
+    async def send_batches(self) -> None:
+        """Send the submit and finish calls in batches until cancelled (pipelined.py)."""
+        await self._batched.run()
+
     async def submit(
         self,
         task_id: str,

@@ -254,6 +254,7 @@ class Cluster:
             if self._remote is not None:
                 tg.start_soon(self._remote.serve)
                 tg.start_soon(self._remote.read_replies)
+                tg.start_soon(self._remote.send_batches)
             task_status.started()
             while not self._lifecycle.is_stopping:
                 with anyio.move_on_after(self.settings.heartbeat):

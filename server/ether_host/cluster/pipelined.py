@@ -21,6 +21,9 @@ import asyncio
 import hashlib
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import anyio.abc
+
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
@@ -34,28 +37,49 @@ class Script:
 
 
 class PipelinedScripts:
-    """Runs script calls in batches: ``await call(script, keys, args)``."""
+    """Runs script calls in batches: ``await call(script, keys, args)``, while ``run()`` runs
+    (in the cluster's task group, so a batch on its way is owned and ends with the host)."""
 
     def __init__(self, redis: Redis) -> None:
         self._redis = redis
         self._queued: list[tuple[Script, list[Any], asyncio.Future[Any]]] = []
-        self._flushing: set[asyncio.Task[None]] = set()
-        self._alone = 0  # calls sent at once by their callers, not answered yet
+        self._wake = asyncio.Event()
+        self._batches: anyio.abc.TaskGroup | None = None  # run()'s, while it runs
+        self._on_the_way = 0  # calls sent alone and batches sent, not answered yet
+
+    async def run(self) -> None:
+        """Send the calls queued meanwhile, a batch per turn of the loop, until cancelled."""
+        try:
+            async with anyio.create_task_group() as tg:
+                self._batches = tg
+                while True:
+                    await self._wake.wait()
+                    self._wake.clear()
+                    calls, self._queued = self._queued, []
+                    if calls:
+                        self._on_the_way += 1
+                        tg.start_soon(self._flush, calls)
+        finally:
+            from redis.exceptions import ConnectionError as RedisConnectionError
+
+            self._batches = None
+            calls, self._queued = self._queued, []
+            for _, _, answer in calls:  # never sent: their callers hear why
+                if not answer.done():
+                    answer.set_exception(RedisConnectionError("the host is stopping"))
 
     async def call(self, script: Script, keys: list[str], args: list[Any]) -> Any:
         """The script's answer, or the error Redis or the connection gave."""
         command = [script.sha, len(keys), *keys, *args]
-        if not self._queued and not self._flushing and not self._alone:
-            self._alone += 1
+        if self._batches is None or (not self._queued and not self._on_the_way):
+            self._on_the_way += 1
             try:
                 return await self._call_alone(script, command)
             finally:
-                self._alone -= 1
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[Any] = loop.create_future()
-        if not self._queued:
-            loop.call_soon(self._flush_soon)
+                self._on_the_way -= 1
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._queued.append((script, command, answer))
+        self._wake.set()
         return await answer
 
     async def _call_alone(self, script: Script, command: list[Any]) -> Any:
@@ -67,13 +91,15 @@ class PipelinedScripts:
             await self._redis.script_load(script.source)
             return await self._redis.evalsha(*command)
 
-    def _flush_soon(self) -> None:
-        calls, self._queued = self._queued, []
-        flush = asyncio.ensure_future(self._flush(calls))
-        self._flushing.add(flush)  # held until done: a task nobody references may be collected
-        flush.add_done_callback(self._flushing.discard)
-
     async def _flush(self, calls: list[tuple[Script, list[Any], asyncio.Future[Any]]]) -> None:
+        try:
+            await self._flush_batch(calls)
+        finally:
+            self._on_the_way -= 1
+
+    async def _flush_batch(
+        self, calls: list[tuple[Script, list[Any], asyncio.Future[Any]]]
+    ) -> None:
         try:
             answers = await self._send(calls)
             again = [i for i, value in enumerate(answers) if _no_script(value)]

@@ -174,6 +174,11 @@ class RemoteTasks:
     async def close(self) -> None:
         await self._redis.aclose()
 
+    async def send_batches(self) -> None:
+        """The ledger's calls made while others are on their way go out in batches while this
+        runs (the cluster's task group)."""
+        await self._ledger.send_batches()
+
     # --- the caller's side ---------------------------------------------------------------------
 
     async def execute(
