@@ -6,11 +6,17 @@ look the same. JSON holds everything (the seeds' JSON aggregator: summary
 counts, total cost and time, every task's output, errors with tracebacks);
 Markdown holds a summary table, a table per stage, a section per task, the
 errors and the result, with long values cut short.
+
+Tasks come as an iterable and are rendered one at a time, with the size of
+what is written so far counted: a run of 100,000 tasks is read page by page,
+and a report past its size bound stops being made there (``TooLarge``) rather
+than after the whole of it was held in memory.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ether_host.workflows.model import parse_duration
@@ -83,7 +89,26 @@ def _task_entry(task: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def build(run: dict[str, Any], tasks: list[dict[str, Any]]) -> dict[str, Any]:
+class TooLarge(Exception):
+    """The report would be larger than the bound it was asked under."""
+
+
+class _Budget:
+    """Bytes written so far against a bound (None: no bound)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self, text: str) -> str:
+        if self.limit is not None:
+            self.used += len(text.encode())
+            if self.used > self.limit:
+                raise TooLarge(f"more than {self.limit} bytes")
+        return text
+
+
+def build(run: dict[str, Any], tasks: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The report as a JSON document."""
     usage = run.get("usage") or {}
     spec = run.get("spec") or {}
@@ -127,8 +152,35 @@ def build(run: dict[str, Any], tasks: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def render_json(run: dict[str, Any], tasks: list[dict[str, Any]]) -> tuple[str, str]:
-    return json.dumps(build(run, tasks), indent=2, sort_keys=False) + "\n", JSON_TYPE
+def _nested(value: Any, level: int) -> str:
+    """``value`` as json.dumps(indent=2) writes it ``level`` levels deep in a document (JSON
+    text has no raw newline inside a value, so the lines can be indented after the fact)."""
+    return json.dumps(value, indent=2).replace("\n", "\n" + "  " * level)
+
+
+def render_json(
+    run: dict[str, Any], tasks: Iterable[dict[str, Any]], limit: int | None = None
+) -> tuple[str, str]:
+    """The document ``build`` makes, as json.dumps(indent=2) writes it, made one task at a
+    time: TooLarge once it passes ``limit`` bytes."""
+    head = build(run, [])
+    budget = _Budget(limit)
+    parts = [budget.take("{\n")]
+    for key in ("run", "summary", "stages"):
+        parts.append(budget.take(f"  {json.dumps(key)}: {_nested(head[key], 1)},\n"))
+    errors: list[dict[str, Any]] = []
+    parts.append(budget.take('  "tasks": ['))
+    some = False
+    for task in tasks:
+        entry = _task_entry(task)
+        if entry["error"] is not None:
+            errors.append(entry["error"])
+        parts.append(budget.take(("," if some else "") + "\n    " + _nested(entry, 2)))
+        some = True
+    parts.append(budget.take("\n  ],\n" if some else "],\n"))
+    parts.append(budget.take(f'  "errors": {_nested(errors, 1)},\n'))
+    parts.append(budget.take(f'  "result": {_nested(head["result"], 1)}\n}}\n'))
+    return "".join(parts), JSON_TYPE
 
 
 def _cell(value: Any) -> str:
@@ -154,8 +206,13 @@ def _money(value: float) -> str:
     return f"{value:.4f}".rstrip("0").rstrip(".") if value else "0"
 
 
-def render_markdown(run: dict[str, Any], tasks: list[dict[str, Any]]) -> tuple[str, str]:
-    doc = build(run, tasks)
+def render_markdown(
+    run: dict[str, Any], tasks: Iterable[dict[str, Any]], limit: int | None = None
+) -> tuple[str, str]:
+    """The report in Markdown, made one task at a time: TooLarge once it passes ``limit``
+    bytes."""
+    doc = build(run, [])
+    budget = _Budget(limit)
     info, summary = doc["run"], doc["summary"]
     counts = summary["tasks"]
     lines = [f"# Workflow report: {info['name'] or info['id']}", ""]
@@ -189,9 +246,11 @@ def render_markdown(run: dict[str, Any], tasks: list[dict[str, Any]]) -> tuple[s
             f"| {c['cancelled']} | {_money(stage['cost'])} | {stage['time_s']:.3f} s | {note} |"
         )
     lines += ["", "## Tasks", ""]
-    if not doc["tasks"]:
-        lines += ["No task ran.", ""]
-    for number, task in enumerate(doc["tasks"], start=1):
+    budget.take("\n".join(lines))
+    errors: list[dict[str, Any]] = []
+    number = 0
+    for number, task in enumerate(_entries(tasks, errors), start=1):
+        first = len(lines)
         where = f"input {task['input_index']}" + (
             f", action {task['action_index']}" if task["action_index"] else ""
         )
@@ -217,9 +276,12 @@ def render_markdown(run: dict[str, Any], tasks: list[dict[str, Any]]) -> tuple[s
             lines += [f"**Error** `{task['error']['code']}`: {task['error']['message']}", ""]
         if task["data"] is not None:
             lines += [_block(task["data"]), ""]
-    if doc["errors"]:
+        budget.take("\n".join(lines[first:]) + "\n")
+    if not number:
+        lines += ["No task ran.", ""]
+    if errors:
         lines += ["## Errors", ""]
-        for error in doc["errors"]:
+        for error in errors:
             lines += [
                 f"### {error['stage']} · {error['agent']}.{error['action']} · `{error['task_id']}`",
                 "",
@@ -234,6 +296,17 @@ def render_markdown(run: dict[str, Any], tasks: list[dict[str, Any]]) -> tuple[s
         markdown = result.get("markdown") if isinstance(result, dict) else None
         lines += [_demote(markdown) if isinstance(markdown, str) else _block(result), ""]
     return "\n".join(lines).rstrip() + "\n", MARKDOWN_TYPE
+
+
+def _entries(
+    tasks: Iterable[dict[str, Any]], errors: list[dict[str, Any]]
+) -> Iterator[dict[str, Any]]:
+    """The report entries of ``tasks``, their errors gathered into ``errors`` on the way."""
+    for task in tasks:
+        entry = _task_entry(task)
+        if entry["error"] is not None:
+            errors.append(entry["error"])
+        yield entry
 
 
 def _demote(markdown: str) -> str:

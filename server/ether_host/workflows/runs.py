@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ log = structlog.get_logger("ether.workflows")
 PRUNE_EVERY = 600.0  # seconds between looks for ended runs past keep_days, besides run ends
 SHUTDOWN_GRACE = 10.0
 MAX_REPORT_BYTES = 60 * 1024 * 1024
+REPORT_PAGE = 1000  # tasks read from the store at a time for a report
 PRIVATE_KEYS = ("resume_requests", "next_task", "fanned", "seq", "depth")
 
 
@@ -494,19 +495,38 @@ class Workflows:
 
     # -- report ----------------------------------------------------------------------------
 
+    def _stored_tasks(self, run_id: str) -> Iterator[dict[str, Any]]:
+        """The run's tasks as the store holds them, in creation order, a page at a time
+        (blocking: from a worker thread)."""
+        seqs = self.store.task_seqs(run_id, "", "")
+        for start in range(0, len(seqs), REPORT_PAGE):
+            yield from (
+                _public(t) for t in self.store.tasks(run_id, seqs[start : start + REPORT_PAGE])
+            )
+
     async def report(self, run_id: str, fmt: str) -> tuple[str, str, str]:
-        """(content, content type, run state) of the run's report in ``fmt`` ('json' or 'markdown')."""
+        """(content, content type, run state) of the run's report in ``fmt`` ('json' or 'markdown').
+
+        Tasks are read from the store a page at a time (a live run's pending writes handed over
+        first) and rendered in a worker thread, which stops once the report passes its bound:
+        a run of 100,000 tasks is never all in memory at once for it."""
         live = self._live.get(_required(run_id, "run_id"))
         if live is not None:
             run = live.record.api()
-            tasks = [t.api() for t in live.record.tasks()]
+            live.writes.flush()
         else:
             run = _public(await self._stored(run_id))
-            tasks = [_public(t) for t in await anyio.to_thread.run_sync(self.store.tasks, run_id)]
-        content, content_type = (
-            report.render_json(run, tasks) if fmt == "json" else report.render_markdown(run, tasks)
-        )
-        if len(content.encode()) > MAX_REPORT_BYTES:
+        await self.store.flush()
+        render = report.render_json if fmt == "json" else report.render_markdown
+
+        def made() -> tuple[str, str]:
+            try:
+                return render(run, self._stored_tasks(run_id), MAX_REPORT_BYTES)
+            except report.TooLarge:
+                return "", ""  # no content type: too large
+
+        content, content_type = await anyio.to_thread.run_sync(made)
+        if not content_type or len(content.encode()) > MAX_REPORT_BYTES:
             raise ResourceExhausted(
                 f"the report of run {run_id} is larger than {MAX_REPORT_BYTES} bytes; page "
                 "through ListRunTasks instead",
