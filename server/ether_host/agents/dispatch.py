@@ -182,6 +182,8 @@ class Dispatcher:
                 agent.name,
                 action.name if action is not None else task.action,
                 task.params,
+                traceparent=task.traceparent,  # sent by another host: its caller's span
+                tracestate=task.tracestate,
                 run_id=task.workflow,  # the workflow run it belongs to
             )
         result: TaskResult | None = None
@@ -271,18 +273,37 @@ class Dispatcher:
         task.root_task = task.root_task or task.task_id
         record = RunningTask(task, agent=task.agent, deadline=task.deadline)
         record.owner = asyncio.current_task()
+        tracing = self.tracing
+        if tracing is not None:  # the caller's side of the task; the host running it continues it
+            record.span = tracing.start_task(
+                task.task_id, task.agent, task.action, task.params, remote=True
+            )
+            carried: dict[str, Any] = {}
+            tracing.inject(record.span, carried)
+            task.traceparent = carried.get("traceparent", "")
+            task.tracestate = carried.get("tracestate", "")
+        result: TaskResult | None = None
+        raised: BaseException | None = None
         self._running[task.task_id] = record
         try:
-            return await other_hosts.execute_elsewhere(task, on_event)
-        except asyncio.CancelledError:
+            result = await other_hosts.execute_elsewhere(task, on_event)
+            return result
+        except asyncio.CancelledError as error:
+            raised = error
             if record.cancel_reason and record.owner is not None and record.owner.uncancel() == 0:
-                raise Cancelled(
+                raised = Cancelled(
                     f"task {task.task_id} was cancelled: {record.cancel_reason}",
                     reason=Reason.TASK_CANCELLED,
-                ) from None
+                )
+                raise raised from None
+            raise
+        except BaseException as error:
+            raised = error
             raise
         finally:
             self._running.pop(task.task_id, None)
+            if record.span is not None and tracing is not None:
+                tracing.end_task(record.span, result, raised)
 
     def _task_failed(
         self,

@@ -40,6 +40,10 @@ class TaskInput:
     root_task: str = ""
     depth: int = 0
     lineage: tuple[str, ...] = ()  # agents of the ancestor tasks, root first
+    # W3C trace context of the caller's task span on another host (cluster/remote.py): the
+    # span this task's span continues there. Empty for a task that starts on this host.
+    traceparent: str = ""
+    tracestate: str = ""
 
 
 @dataclass(slots=True)

@@ -203,11 +203,28 @@ class Tracing:
 
     # -- tasks -----------------------------------------------------------------------------
 
-    def start_task(self, task_id: str, agent: str, action: str, params: Any, **extra: Any) -> Span:
-        """The span of one task, under the current span (the RPC's, the host call's); not
-        made current: the task's host calls find it on the running task."""
+    def start_task(
+        self,
+        task_id: str,
+        agent: str,
+        action: str,
+        params: Any,
+        *,
+        traceparent: str = "",
+        tracestate: str = "",
+        **extra: Any,
+    ) -> Span:
+        """The span of one task, under the current span (the RPC's, the host call's), else
+        under the span ``traceparent`` names (the caller's on another host); not made current:
+        the task's host calls find it on the running task."""
+        parent: Parent | None = current.get()
+        if parent is None and traceparent:  # a task sent by another host of the cluster
+            carrier = {TRACEPARENT: traceparent}
+            if tracestate:
+                carrier[TRACESTATE] = tracestate
+            parent = _parent_in(carrier)
         span = self.tracer.start(
-            f"ether.task {agent}.{action}" if action else f"ether.task {agent}", current.get()
+            f"ether.task {agent}.{action}" if action else f"ether.task {agent}", parent
         )
         if isinstance(span, HostSpan):  # an unsampled task pays for none of this
             span.attributes = {
