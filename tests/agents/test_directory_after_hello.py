@@ -1,6 +1,7 @@
-"""The directory follows an agent's latest hello: the host keeps each agent's actions as
-ready-made messages between ListAgents calls (transport/convert.py, ``action_specs``), and an
-agent whose code changed and restarted must show its new actions, not the kept ones."""
+"""The directory follows the agent: the host keeps each agent's AgentInfo, without its live
+fields, as a ready-made message between ListAgents calls (transport/convert.py, ``_template``),
+and an agent whose code changed and restarted must show its new actions and version, and one
+scaled its new replica count, not the kept ones."""
 
 from __future__ import annotations
 
@@ -64,5 +65,30 @@ def test_list_and_get_show_the_actions_of_the_agents_new_code(
         assert schema["properties"]["count"]["type"] == "integer"
         got = host.agents.GetAgent(agent_io_pb2.GetAgentRequest(name="shifting"), timeout=10)
         assert [a.name for a in got.agent.actions] == ["after"]
+    finally:
+        host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name="shifting"), timeout=60)
+
+
+def test_list_shows_a_scaled_agents_replicas_and_their_readiness(
+    host: HostProcess, tmp_path: Path
+) -> None:
+    """After ScaleAgent from one replica to two, ListAgents shows 2 replicas, and 2 ready once
+    the second runs; a listing before the scale does not linger."""
+    folder = tmp_path / "shifting"
+    folder.mkdir()
+    (folder / "agent.toml").write_text(MANIFEST)
+    _write(folder, "only", "1.0.0")
+    deploy(host, folder)
+    try:
+        before = _listed(host)
+        assert (before.replicas, before.ready_replicas) == (1, 1)
+        scaled = host.supervisor.ScaleAgent(
+            supervisor_pb2.ScaleAgentRequest(name="shifting", replicas=2), timeout=30
+        )
+        assert _listed(host).replicas == 2
+        watch_until(host, "shifting", {"RUNNING"}, after=scaled.agent.event_sequence, replica=1)
+        after = _listed(host)
+        assert (after.replicas, after.ready_replicas) == (2, 2)
+        assert after.state == agent_io_pb2.AGENT_STATE_RUNNING
     finally:
         host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name="shifting"), timeout=60)

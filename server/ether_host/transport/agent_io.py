@@ -67,9 +67,10 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
                 next_page_token=found.next_page_token,
             )
         page = self._supervisor.list_agents(request.page_size, request.page_token, **filters)
-        return agent_io_pb2.ListAgentsResponse(
-            agents=[convert.agent_info(a) for a in page.items], next_page_token=page.next_page_token
-        )
+        response = agent_io_pb2.ListAgentsResponse(next_page_token=page.next_page_token)
+        for agent in page.items:  # filled in place: no second copy of each AgentInfo
+            convert.fill_agent_info(response.agents.add(), agent)
+        return response
 
     async def GetAgent(
         self, request: agent_io_pb2.GetAgentRequest, context: grpc.aio.ServicerContext

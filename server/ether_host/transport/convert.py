@@ -16,7 +16,7 @@ from ether_host.agents import Budget, TaskInput, TaskResult
 from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.notifications import Notify
 from ether_host.reasons import Reason
-from ether_host.supervisor import ActionInfo, ManagedAgent, State
+from ether_host.supervisor import ManagedAgent, State
 
 MAX_EXACT = 2**53
 RPC_DEADLINE_MARGIN = 0.05  # seconds the host's deadline answer needs to reach the caller
@@ -308,24 +308,16 @@ KINDS = {
 KIND_NAMES = {v: k for k, v in KINDS.items()}
 
 
+_STATE_NUMBERS = {s: int(agent_io_pb2.AgentState.Value(f"AGENT_STATE_{s.value}")) for s in State}
+
+
 def agent_state(state: State) -> int:
-    return int(agent_io_pb2.AgentState.Value(f"AGENT_STATE_{state.value}"))
-
-
-# Each agent's ActionSpec messages, made once per list of actions (a hello replaces the list,
-# never changes it): turning every params schema into a Struct again on each call was most of
-# ListAgents' time with 500 agents (bench/RESULTS.md, "Scale on one host").
-_action_specs: weakref.WeakKeyDictionary[
-    ManagedAgent, tuple[list[ActionInfo], list[agent_io_pb2.ActionSpec]]
-] = weakref.WeakKeyDictionary()
+    return _STATE_NUMBERS[state]
 
 
 def action_specs(agent: ManagedAgent) -> list[agent_io_pb2.ActionSpec]:
-    """The agent's actions as ActionSpec messages (cached until its next hello)."""
-    cached = _action_specs.get(agent)
-    if cached is not None and cached[0] is agent.actions:
-        return cached[1]
-    specs = [
+    """The agent's actions as ActionSpec messages."""
+    return [
         agent_io_pb2.ActionSpec(
             name=a.name,
             description=a.description,
@@ -337,26 +329,60 @@ def action_specs(agent: ManagedAgent) -> list[agent_io_pb2.ActionSpec]:
         )
         for a in agent.actions
     ]
-    _action_specs[agent] = (agent.actions, specs)
-    return specs
 
 
-def agent_info(agent: ManagedAgent) -> agent_io_pb2.AgentInfo:
-    return agent_io_pb2.AgentInfo(
+# Each agent's AgentInfo without its live fields (state, ready replicas, load), made again only
+# when what it holds changes: building every params schema's Struct and every field on each
+# call was most of ListAgents' time with 500 agents (bench/RESULTS.md, "Scale on one host").
+# The actions are compared by identity (a hello replaces the list, never changes it).
+_templates: weakref.WeakKeyDictionary[
+    ManagedAgent, tuple[tuple[Any, ...], agent_io_pb2.AgentInfo]
+] = weakref.WeakKeyDictionary()
+
+
+def _template(agent: ManagedAgent) -> agent_io_pb2.AgentInfo:
+    spec = agent.spec
+    key = (
+        agent.actions,
+        agent.version,
+        agent.description,
+        spec.kind,
+        spec.language,
+        spec.replicas,
+        agent.capability_tags,
+        agent.max_concurrency,
+    )
+    cached = _templates.get(agent)
+    if cached is not None and cached[0][0] is key[0] and cached[0][1:] == key[1:]:
+        return cached[1]
+    template = agent_io_pb2.AgentInfo(
         name=agent.name,
-        type=KINDS[agent.spec.kind],
-        language=language(agent.spec.language),
+        type=KINDS[spec.kind],
+        language=language(spec.language),
         version=agent.version,
         description=agent.description,
         actions=action_specs(agent),
         capabilities=agent.capability_tags,
-        state=agent_state(agent.state),  # type: ignore[arg-type]
-        replicas=agent.spec.replicas,
-        ready_replicas=agent.ready_replicas,
-        in_flight=agent.in_flight,
-        queued=agent.queued,
+        replicas=spec.replicas,
         max_concurrency=agent.max_concurrency,
     )
+    _templates[agent] = (key, template)
+    return template
+
+
+def fill_agent_info(info: agent_io_pb2.AgentInfo, agent: ManagedAgent) -> None:
+    """Write the agent into ``info`` (a new message, or one just added to a response)."""
+    info.CopyFrom(_template(agent))
+    info.state = _STATE_NUMBERS[agent.state]  # type: ignore[assignment]
+    info.ready_replicas = agent.ready_replicas
+    info.in_flight = agent.in_flight
+    info.queued = agent.queued
+
+
+def agent_info(agent: ManagedAgent) -> agent_io_pb2.AgentInfo:
+    info = agent_io_pb2.AgentInfo()
+    fill_agent_info(info, agent)
+    return info
 
 
 def rpc_time_left(time_remaining: float | None) -> float | None:
