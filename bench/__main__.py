@@ -1,6 +1,6 @@
 """``python -m bench`` (``make bench``): run the benchmark suites and record them in bench/RESULTS.md.
 
-    python -m bench [--only agents|batching|ceiling|terminals|workflows|sandbox|mcp|a2a|telemetry|cluster|peers|console|scale_terminals] [--quick]
+    python -m bench [--only agents|batching|ceiling|terminals|workflows|sandbox|mcp|a2a|telemetry|cluster|peers|console|scale_terminals|scale] [--quick]
 
 Suites are modules of this package with a ``main()``: ``agents`` (always here), ``terminals`` and
 ``workflows`` when their modules exist. ``main`` may take ``quick: bool`` (shorter runs, for a smoke
@@ -32,6 +32,7 @@ SUITES = (
     "peers",
     "console",
     "scale_terminals",
+    "scale",  # 500 agent processes: about 3 minutes on a loaded 2-core machine
 )
 
 

@@ -2,8 +2,8 @@
 
     python -m bench --only scale [--quick]
 
-Opt-in: plain ``make bench`` does not run it (a full run deploys 500 agent processes and takes
-several minutes; see bench/RESULTS.md "Scale on one host").
+Part of plain ``make bench``: a full run took 193 s on a loaded 2-core machine (500 agent
+processes, about 5 GiB of memory together), under the 5 minutes past which it would be opt-in.
 
 Against a real host started here (``ether serve``, its state dir ``.ether/bench-scale`` kept
 between runs so the Go and TypeScript builds stay cached), from a gRPC client in this process:
@@ -42,7 +42,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, CpuMeter, EtherHost, median, percentile, sequential, spread
+from bench.common import (
+    PYTHON,
+    REPO,
+    CpuMeter,
+    EtherHost,
+    median,
+    percentile,
+    sequential,
+    spawn,
+    spread,
+    stop_process,
+)
 from bench.echo.client import PARAMS
 from bench.report import fmt, machine_markdown, markdown_table, write_section
 
@@ -332,6 +343,35 @@ def _memory_of(pid: int, host_pid: int, parents: dict[int, int]) -> dict[str, fl
     }
 
 
+# What an idle Python agent's private memory is made of: the same interpreter the Python agents
+# run (the host's), with more of what the SDK loads at each step.
+PYTHON_STEPS = (
+    ("the interpreter alone", "pass"),
+    ("+ asyncio (which loads ssl, logging, concurrent.futures)", "import asyncio"),
+    ("+ the SDK (ether_agent: orjson, inspect, ctypes, uuid, ...)", "import ether_agent"),
+    (
+        "+ uvloop and its loop (the SDK's default)",
+        "import ether_agent, uvloop\nuvloop.new_event_loop()",
+    ),
+)
+
+
+def python_steps() -> list[tuple[str, float]]:
+    """USS (MiB) of a Python process that imported each step's modules and waits."""
+    adapter = REPO / "adapters" / "python"
+    found = []
+    for label, code in PYTHON_STEPS:
+        script = code + "\nimport sys\nprint('ready', flush=True)\nsys.stdin.read()"
+        child = spawn([PYTHON, "-c", script], env={"PYTHONPATH": str(adapter)})
+        try:
+            assert child.stdout is not None
+            child.stdout.readline()  # imported: nothing else runs until stdin closes
+            found.append((label, uss_kib(child.pid) / 1024))
+        finally:
+            stop_process(child)
+    return found
+
+
 # --- Pipe: many tasks in flight ------------------------------------------------------------------
 
 
@@ -565,6 +605,7 @@ async def _run(host: EtherHost, settings: Settings) -> dict[str, Any]:
             }
             for key, rows in memory.items()
         }
+        result["python_steps"] = python_steps()
         result["rss_idle_mib"] = _status_kib(host.pid, "VmRSS") / 1024
         tree = descendants(host.pid, parents)
         result["host_tree"] = len(tree)
@@ -619,6 +660,7 @@ def _leftovers(watched: list[tuple[int, str]]) -> list[int]:
 
 def main(quick: bool = False) -> int:
     settings = Settings.quick() if quick else Settings()
+    began = time.perf_counter()
     log_dir = REPO / ".ether" / "bench-logs"
     with EtherHost(STATE_DIR, log_dir / "scale-host.log") as host:
         result = asyncio.run(_run(host, settings))
@@ -627,6 +669,7 @@ def main(quick: bool = False) -> int:
     while (left := _leftovers(result["watched"])) and time.monotonic() < deadline:
         time.sleep(0.2)
     result["left"] = left
+    result["run_s"] = time.perf_counter() - began
     body = _report(result, quick)
     write_section("Scale on one host", body)
     print(body)
@@ -638,6 +681,12 @@ def _row(label: str, value: float, digits: int, target: float) -> list[str]:
     ratio = value / target
     verdict = "PASS" if ratio == ratio and ratio <= 1.0 else "MISS"
     return [label, fmt(value, digits), f"<= {target:g}", f"{ratio:.2f}", verdict]
+
+
+def _per_task_kib(pipe: dict[str, Any]) -> float:
+    """The host's RSS growth under the load per task it held (KiB)."""
+    held = pipe["held_median"]
+    return (pipe["rss_peak_mib"] - pipe["rss_before_mib"]) * 1024 / held if held else float("nan")
 
 
 def _report(r: dict[str, Any], quick: bool) -> str:
@@ -688,8 +737,8 @@ def _report(r: dict[str, Any], quick: bool) -> str:
         for key, m in memory.items()
     ]
     body = [
-        f"`python -m bench --only scale`{' --quick' if quick else ''} (opt-in: not part of plain "
-        "`make bench`). One host started by the bench, echo agents of bench/echo deployed by "
+        f"`python -m bench --only scale`{' --quick' if quick else ''} (part of `make bench`; "
+        f"this run took {fmt(r['run_s'], 0)} s). One host started by the bench, echo agents of bench/echo deployed by "
         f"DeployAgent from a gRPC client ({DEPLOY_IN_FLIGHT} calls at a time), a third each "
         "Python, Go and TypeScript, after one of each was built and removed again (the builds "
         "are cached in the state dir)."
@@ -736,6 +785,17 @@ def _report(r: dict[str, Any], quick: bool) -> str:
             mem_rows,
         ),
         "",
+        "Where an idle Python agent's private memory goes (a process of the same interpreter "
+        "that imported this much and waits):",
+        "",
+        markdown_table(
+            ["step", "USS, MiB"],
+            [
+                *([label, fmt(mib, 1)] for label, mib in r["python_steps"]),
+                ["an idle echo agent (above)", fmt(memory["py"]["program"], 1)],
+            ],
+        ),
+        "",
         f"Pipe: {pipe['streams']} streams, one per agent, each kept at {pipe['per_stream']} "
         f"tasks in flight (requests of up to {r['settings']['batch']} inputs, ~1 KB params) for "
         f"{fmt(pipe['seconds'], 0)} s, then drained ({fmt(pipe['drain_s'], 1)} s): "
@@ -749,7 +809,8 @@ def _report(r: dict[str, Any], quick: bool) -> str:
         f"before, peak {fmt(pipe['rss_peak_mib'], 1)} MiB (first half's peak "
         f"{fmt(pipe['rss_first_half_peak_mib'], 1)}, second half's "
         f"{fmt(pipe['rss_second_half_peak_mib'], 1)}), {fmt(pipe['rss_after_mib'], 1)} MiB "
-        f"after; VmHWM over the whole run {fmt(r['hwm_mib'], 1)} MiB. Host CPU "
+        f"after (about {fmt(_per_task_kib(pipe), 0)} KiB per task held); VmHWM over the whole "
+        f"run {fmt(r['hwm_mib'], 1)} MiB. Host CPU "
         f"{fmt(pipe['host_cpu_s'] / max(1, pipe['answered']) * 1e6)} µs per task; other "
         f"processes used {pipe['foreign_cores']:.2f} cores meanwhile."
         + (f" First error: `{pipe['first_error']}`." if pipe["first_error"] else ""),
