@@ -347,6 +347,7 @@ def _metrics(config: HostConfig, core: Core) -> Metrics | None:
         terminals=core.terminals,
         gateway=core.gateway,
         workflows=core.workflows,
+        cluster=core.cluster,
     )
     core.dispatcher.task_ended = metrics.task_ended
     return metrics

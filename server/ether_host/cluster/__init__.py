@@ -9,6 +9,7 @@ Started by the composition root only when ``[cluster] redis_url`` is set; withou
 here runs and redis-py is never imported.
 """
 
+from ether_host.cluster.backlog import StreamBacklog
 from ether_host.cluster.gateway import ClusterGateway
 from ether_host.cluster.gateway_sessions import RedisSessionRecords
 from ether_host.cluster.membership import Cluster, ClusterError, ClusterSettings, ClusterStatus
@@ -27,4 +28,5 @@ __all__ = [
     "PublishedAgent",
     "RedisSessionRecords",
     "RemoteAgent",
+    "StreamBacklog",
 ]

@@ -22,6 +22,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from ether_host.agents import Dispatcher, TaskEvent, TaskInput, TaskResult
+from ether_host.cluster.backlog import StreamBacklog, read_backlog
 from ether_host.cluster.reachability import Reachability, unreachable_notes
 from ether_host.cluster.records import HOSTS_KEY, HostEntry, PublishedAgent, host_key
 from ether_host.cluster.remote import BLOCK_MS, RemoteTasks
@@ -390,6 +391,18 @@ class Cluster:
             )
         elsewhere = [h for h in view.hosts_of(agent) if not h.local]
         return (elsewhere[0].host, elsewhere[0].address) if elsewhere else None
+
+    async def backlog(self) -> dict[str, StreamBacklog]:
+        """The tasks waiting in Redis for each agent this host runs; empty while Redis is out
+        of reach (the metrics say the host is degraded instead)."""
+        if self._redis is None or self._degraded:
+            return {}
+        with anyio.move_on_after(self._timeout):
+            try:
+                return await read_backlog(self._redis, sorted(self._supervisor.agents))
+            except self._errors:
+                pass
+        return {}
 
     def status(self) -> ClusterStatus:
         fresh = time.monotonic() - self._peers_read_at <= self.settings.dropout

@@ -31,6 +31,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import generate_latest
 
+from ether_host.cluster import Cluster
 from ether_host.gateway import Gateway
 from ether_host.lifecycle import Lifecycle
 from ether_host.metrics.scrape import HostCollector
@@ -74,6 +75,7 @@ class Metrics:
         terminals: TerminalManager | None = None,
         gateway: Gateway | None = None,
         workflows: Workflows | None = None,
+        cluster: Cluster | None = None,
     ) -> None:
         # No ``_created`` series beside every counter and histogram: they double the scrape and
         # say only when the host started. prometheus_client's switch is process-wide, and the
@@ -123,6 +125,7 @@ class Metrics:
             terminals=terminals,
             gateway=gateway,
             workflows=workflows,
+            cluster=cluster,
         )
         self.registry.register(self._collector)
         # The host process itself (process_cpu_seconds_total, process_resident_memory_bytes,
@@ -169,6 +172,7 @@ class Metrics:
 
     async def render(self) -> bytes:
         """The scrape's body (Prometheus text format 0.0.4): first what must be read off the
-        event loop (workflow runs by state, from the run store), then every metric."""
+        event loop (workflow runs by state, from the run store; the cluster's backlog, from
+        Redis), then every metric."""
         await self._collector.refresh()
         return generate_latest(self.registry)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ether_host.cluster import Cluster, StreamBacklog
 from ether_host.gateway import Gateway
 from ether_host.supervisor import State, Supervisor
 from ether_host.terminals import TerminalManager
@@ -92,6 +93,7 @@ class HostCollector(Collector):
         terminals: TerminalManager | None,
         gateway: Gateway | None,
         workflows: Workflows | None,
+        cluster: Cluster | None = None,
     ) -> None:
         self._supervisor = supervisor
         self._restarts = restarts
@@ -100,11 +102,16 @@ class HostCollector(Collector):
         self._gateway = gateway
         self._workflows = workflows
         self._runs: dict[str, int] = {}
+        self._cluster = cluster
+        self._backlog: dict[str, StreamBacklog] = {}
 
     async def refresh(self) -> None:
-        """Read what lives in a store (workflow runs by state) before ``collect`` runs."""
+        """Read what lives in a store (workflow runs by state) or in Redis (the cluster's
+        backlog) before ``collect`` runs."""
         if self._workflows is not None:
             self._runs = await self._workflows.runs_by_state()
+        if self._cluster is not None:
+            self._backlog = await self._cluster.backlog()
 
     def describe(self) -> Iterable[GaugeMetricFamily]:
         return ()  # names are not checked against other collectors: the registry is ours alone
@@ -125,6 +132,8 @@ class HostCollector(Collector):
             for state, count in sorted(self._runs.items()):
                 runs.add_metric([state], count)
             yield runs
+        if self._cluster is not None:
+            yield from _cluster_metrics(self._cluster, self._backlog)
 
     def _agents(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         agents = list(self._supervisor.agents.values())
@@ -252,6 +261,39 @@ class HostCollector(Collector):
         for (agent, outcome), count in sorted(gateway.audit.decisions.items()):
             decisions.add_metric([agent, outcome], count)
         yield decisions
+
+
+def _cluster_metrics(
+    cluster: Cluster, backlog: dict[str, StreamBacklog]
+) -> Iterator[GaugeMetricFamily]:
+    status = cluster.status()
+    yield GaugeMetricFamily(
+        "ether_cluster_hosts",
+        "Live hosts of the cluster this host knows of, itself included.",
+        value=len(status.hosts),
+    )
+    yield GaugeMetricFamily(
+        "ether_cluster_degraded",
+        "1 while this host cannot reach Redis and serves its own agents only, else 0.",
+        value=1 if status.degraded else 0,
+    )
+    unread = GaugeMetricFamily(
+        "ether_cluster_unread_tasks",
+        "Tasks on an agent's stream in Redis that no host has read yet (the Redis bus's lag), "
+        "for the agents this host runs.",
+        labels=["agent"],
+    )
+    pending = GaugeMetricFamily(
+        "ether_cluster_pending_tasks",
+        "Tasks on an agent's stream in Redis that a host has read and not answered yet, for the "
+        "agents this host runs.",
+        labels=["agent"],
+    )
+    for agent, waiting in sorted(backlog.items()):
+        unread.add_metric([agent], waiting.unread)
+        pending.add_metric([agent], waiting.pending)
+    yield unread
+    yield pending
 
 
 def _counter(name: str, documentation: str, label: str, counts: Tally[str]) -> CounterMetricFamily:
