@@ -19,7 +19,7 @@ between runs so the Go and TypeScript builds stay cached), from a gRPC client in
 2. ``IN_FLIGHT`` tasks in flight through Pipe across ``PIPE_AGENTS`` of those agents: one Pipe
    stream per agent with ``IN_FLIGHT / PIPE_AGENTS`` tasks in flight (batched requests, the
    bench's ~1 KB params), for ``pipe_seconds``; every task answered, the errors counted, the
-   host's RSS polled meanwhile (peak, and first half against second half: bounded or growing)
+   host's RSS polled meanwhile (peak, and the peak of each quarter: bounded or growing)
    and the tasks the host itself holds (ListAgents in_flight + queued) sampled once a second.
 
 Targets are the issue's absolute ones (deploy <= 30 s, host RSS <= 150 MiB, ListAgents p50 <= 5
@@ -501,9 +501,15 @@ async def _pipe_phase(
         poller.cancel()
     await asyncio.gather(*pollers, return_exceptions=True)
     rss.append((time.perf_counter(), _status_kib(host_pid, "VmRSS")))
-    middle = began + settings.pipe_seconds / 2
-    first = [kib for at, kib in rss if at < middle]
-    second = [kib for at, kib in rss if middle <= at <= stopped]
+    quarter = settings.pipe_seconds / 4
+    quarters = [
+        max(
+            (kib for at, kib in rss if began + i * quarter <= at < began + (i + 1) * quarter),
+            default=0,
+        )
+        / 1024
+        for i in range(4)
+    ]
     lost = tally.sent - tally.answered
     return {
         "streams": len(names),
@@ -520,8 +526,7 @@ async def _pipe_phase(
         "rate": tally.answered / (drained - began),
         "rss_before_mib": rss_before / 1024,
         "rss_peak_mib": max(kib for _, kib in rss) / 1024,
-        "rss_first_half_peak_mib": max(first, default=0) / 1024,
-        "rss_second_half_peak_mib": max(second, default=0) / 1024,
+        "rss_quarter_peaks_mib": quarters,
         "rss_after_mib": rss[-1][1] / 1024,
         "held_median": median(held) if held else float("nan"),
         "held_range": spread(held),
@@ -806,9 +811,9 @@ def _report(r: dict[str, Any], quick: bool) -> str:
         f"{fmt(pipe['held_median'])} (range {fmt(pipe['held_range'][0])}-"
         f"{fmt(pipe['held_range'][1])}); the client's outstanding median "
         f"{fmt(pipe['client_out_median'])}. Host RSS: {fmt(pipe['rss_before_mib'], 1)} MiB "
-        f"before, peak {fmt(pipe['rss_peak_mib'], 1)} MiB (first half's peak "
-        f"{fmt(pipe['rss_first_half_peak_mib'], 1)}, second half's "
-        f"{fmt(pipe['rss_second_half_peak_mib'], 1)}), {fmt(pipe['rss_after_mib'], 1)} MiB "
+        f"before, peak {fmt(pipe['rss_peak_mib'], 1)} MiB (the peak of each quarter of the "
+        f"window: {', '.join(fmt(q, 1) for q in pipe['rss_quarter_peaks_mib'])}), "
+        f"{fmt(pipe['rss_after_mib'], 1)} MiB "
         f"after (about {fmt(_per_task_kib(pipe), 0)} KiB per task held); VmHWM over the whole "
         f"run {fmt(r['hwm_mib'], 1)} MiB. Host CPU "
         f"{fmt(pipe['host_cpu_s'] / max(1, pipe['answered']) * 1e6)} µs per task; other "
