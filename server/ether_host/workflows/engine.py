@@ -18,19 +18,18 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import structlog
 
-from ether_host.agents import SUCCESS, Dispatcher, TaskEvent, TaskInput, TaskResult, run_pipe
+from ether_host.agents import SUCCESS, Dispatcher, TaskEvent, TaskInput, TaskResult
 from ether_host.errors import Cancelled, EtherError, NotFound
 from ether_host.supervisor import Supervisor
 from ether_host.telemetry import Link, optional_span, set_error
 from ether_host.workflows import budgets, retries
-from ether_host.workflows.events import EventLog
+from ether_host.workflows.events import EventLog, detail_body
 from ether_host.workflows.model import (
     Problem,
     RunEvent,
@@ -43,20 +42,14 @@ from ether_host.workflows.model import (
     error_result,
 )
 from ether_host.workflows.spec import STOP, RetrySpec, StageSpec
-from ether_host.workflows.stages import InputError, StageInputs, new_task
+from ether_host.workflows.stage_pipe import run_stage_tasks
+from ether_host.workflows.stages import InputError, StageInputs, new_task, proposed_tasks
 from ether_host.workflows.store import RunStore
 from ether_host.workflows.writes import PendingWrites
 
 log = structlog.get_logger("ether.workflows")
 
 PROGRESS_EVERY = 0.1  # seconds between stage_progress events of one stage
-FEED = 1000  # tasks handed to the stage's pipe at a time (a Pipe request's most inputs)
-# Rows the store's writer may be behind by before a stage waits for it: what bounds the memory
-# a long map stage holds in rows and events not yet written, when the disk is slower than the
-# agents.
-MAX_BACKLOG = 10_000
-BACKLOG_POLL = 0.005
-MAX_STAGE_CONCURRENCY = 10_000  # spec.py's bound on max_concurrency
 CANCELLED, BUDGET, FAILED, INTERRUPTED = "cancelled", "budget", "failed", "interrupted"
 
 
@@ -351,8 +344,15 @@ class RunExecution:
                 )
             async with anyio.create_task_group() as group:
                 stage.group = group  # where followed next actions start
-                todo = [t for t in record.tasks if t.state not in TaskState.FINISHED]
-                await self._run_tasks(stage, todo, concurrency)
+                await run_stage_tasks(
+                    [t for t in record.tasks if t.state not in TaskState.FINISHED],
+                    concurrency,
+                    lambda task: self._run_one(stage, task),
+                    lambda task: self._after(stage, task),
+                    self.halted,
+                    self.store,
+                    self.writes,
+                )
             timers.cancel_scope.cancel()
         for task in record.tasks:
             if task.state not in TaskState.FINISHED:
@@ -408,37 +408,6 @@ class RunExecution:
             self.emit("task_completed", {"task": task.api()})
 
     # -- tasks ---------------------------------------------------------------------------
-
-    async def _run_tasks(self, stage: _Stage, todo: list[TaskRecord], concurrency: int) -> None:
-        """Run ``todo`` through the core's batched pipe, as a batched Pipe stream runs its
-        inputs: at most ``concurrency`` at once, answers (here the finished tasks) taken in
-        batches of every task that finished since the previous one. Once the run halts, no
-        more are fed, and those already fed end at once unstarted (settled as cancelled)."""
-
-        async def feed() -> AsyncIterator[list[TaskRecord]]:
-            for start in range(0, len(todo), FEED):
-                if self.halted():
-                    return
-                yield todo[start : start + FEED]
-
-        async def finished(done: list[TaskRecord]) -> None:
-            for task in done:
-                self._after(stage, task)
-            # The pipe frees these tasks' slots once this returns: waiting here for the store
-            # is the stage's flow control, as a slow reader's is a Pipe stream's.
-            while self.store.backlog() > MAX_BACKLOG:
-                self.writes.flush()
-                await anyio.sleep(BACKLOG_POLL)
-
-        await run_pipe(
-            feed(),
-            lambda task: self._run_one(stage, task),
-            finished,
-            lambda _: concurrency,
-            lambda batch: batch,
-            lambda _: True,
-            most_in_flight=MAX_STAGE_CONCURRENCY,
-        )
 
     async def _run_one(self, stage: _Stage, task: TaskRecord) -> TaskRecord:
         """One task of the stage's pipe, to its end or the run's halt (never raising for it)."""
@@ -597,21 +566,7 @@ class RunExecution:
                 self._move(stage.record, task, TaskState.RUNNING)
             self.emit("task_started", {"task": task.api(with_output=False)})
             return
-        payload = event.payload
-        body: dict[str, Any] = {"task_id": task.task_id, "stage": task.stage}
-        if event.kind == "progress":
-            body["progress"] = {
-                "progress": float(payload.get("progress") or 0),
-                "total": float(payload.get("total") or 0),
-                "message": str(payload.get("message") or ""),
-            }
-        else:
-            body["log"] = {
-                "level": str(payload.get("level") or "info"),
-                "message": str(payload.get("msg") or ""),
-                "fields": payload.get("fields") if isinstance(payload.get("fields"), dict) else {},
-            }
-        self.emit("task_progress", body)
+        self.emit("task_progress", detail_body(task.task_id, task.stage, event.kind, event.payload))
 
     def _complete(self, stage: _Stage, task: TaskRecord, result: TaskResult, state: str) -> None:
         task.result = result
@@ -635,34 +590,8 @@ class RunExecution:
 
     def _follow(self, stage: _Stage, task: TaskRecord) -> None:
         """Run the next actions the task proposed, within the stage's bounds."""
-        follow = stage.spec.follow
-        assert follow is not None and task.result is not None and stage.group is not None
-        if task.depth >= follow.max_depth:
-            return
-        for proposal in task.result.next_actions:
-            if stage.followed >= follow.max_actions:
-                log.info(
-                    "next actions not followed: max_actions reached",
-                    run_id=self.record.id,
-                    stage=stage.spec.name,
-                    max_actions=follow.max_actions,
-                )
-                return
-            agent = str(proposal.get("agent") or "")
-            if not agent or (follow.allowed_agents and agent not in follow.allowed_agents):
-                continue
-            params = proposal.get("params")
-            child = new_task(
-                self.record,
-                stage.spec.name,
-                task.input_index,
-                task.action_index,
-                agent,
-                str(proposal.get("action") or ""),
-                params if isinstance(params, dict) else {},
-                proposed_by=task.task_id,
-                depth=task.depth + 1,
-            )
+        assert stage.group is not None
+        for child in proposed_tasks(self.record, stage.spec, task, stage.followed):
             stage.followed += 1
             stage.record.tasks.append(child)
             self._move(stage.record, child, TaskState.PENDING, new=True)

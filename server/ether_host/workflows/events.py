@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import anyio
 
@@ -96,3 +97,21 @@ class EventLog:
             if stop():
                 return
             await grown.wait()
+
+
+def detail_body(task_id: str, stage: str, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """A ``task_progress`` event's body from a task's progress or log frame."""
+    body: dict[str, Any] = {"task_id": task_id, "stage": stage}
+    if kind == "progress":
+        body["progress"] = {
+            "progress": float(payload.get("progress") or 0),
+            "total": float(payload.get("total") or 0),
+            "message": str(payload.get("message") or ""),
+        }
+    else:
+        body["log"] = {
+            "level": str(payload.get("level") or "info"),
+            "message": str(payload.get("msg") or ""),
+            "fields": payload.get("fields") if isinstance(payload.get("fields"), dict) else {},
+        }
+    return body

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterator
 from typing import Any
+
+import structlog
 
 from ether_host.workflows.expr import data_env
 from ether_host.workflows.model import (
@@ -17,6 +20,8 @@ from ether_host.workflows.model import (
 )
 from ether_host.workflows.paths import Missing, resolve
 from ether_host.workflows.spec import StageSpec
+
+log = structlog.get_logger("ether.workflows")
 
 NO_INPUT = object()
 PLACEHOLDER = re.compile(r"^\$\{input(?:\.([^}]+))?\}$")
@@ -167,3 +172,39 @@ def new_task(
         proposed_by=proposed_by,
         depth=depth,
     )
+
+
+def proposed_tasks(
+    run: RunRecord, spec: StageSpec, task: TaskRecord, followed: int
+) -> Iterator[TaskRecord]:
+    """New tasks for the next actions ``task`` proposed that the stage's ``follow`` bounds let
+    run, ``followed`` of them run in the stage already."""
+    follow = spec.follow
+    assert follow is not None and task.result is not None
+    if task.depth >= follow.max_depth:
+        return
+    for proposal in task.result.next_actions:
+        if followed >= follow.max_actions:
+            log.info(
+                "next actions not followed: max_actions reached",
+                run_id=run.id,
+                stage=spec.name,
+                max_actions=follow.max_actions,
+            )
+            return
+        agent = str(proposal.get("agent") or "")
+        if not agent or (follow.allowed_agents and agent not in follow.allowed_agents):
+            continue
+        params = proposal.get("params")
+        followed += 1
+        yield new_task(
+            run,
+            spec.name,
+            task.input_index,
+            task.action_index,
+            agent,
+            str(proposal.get("action") or ""),
+            params if isinstance(params, dict) else {},
+            proposed_by=task.task_id,
+            depth=task.depth + 1,
+        )
