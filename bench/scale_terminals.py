@@ -59,6 +59,8 @@ IDLE_READS = 100
 READ_TARGET_MS = 5.0
 FLOOD_TIMEOUT = 600.0
 CONFIG = "[terminals]\nmax_terminals = 300\nmax_terminals_per_owner = 300\n"
+# The terminals' programs in the host's cpu group, as before they had one of their own by default.
+UNGROUPED_CONFIG = '[limits.terminals]\ncpu_weight = "unlimited"\n'
 
 
 @dataclass
@@ -161,19 +163,26 @@ def flood(
     )
 
 
-KINDS = ("one", "many", "many + reads")
+UNGROUPED = "many + reads, no cpu groups"
+KINDS = ("one", "many", "many + reads", UNGROUPED)
 
 
-def _round(host: EtherHost, terminals: Terminals, path: Path, number: int) -> dict[str, Flood]:
+def _round(
+    hosts: dict[str, tuple[EtherHost, Terminals]], path: Path, number: int
+) -> dict[str, Flood]:
+    host, terminals = hosts["default"]
+    other, others = hosts["ungrouped"]
     runs = {
         "one": lambda: flood(host, terminals, path, 1, ALONE, False),
         "many": lambda: flood(host, terminals, path, TERMINALS, PER_TERMINAL, False),
         "many + reads": lambda: flood(host, terminals, path, TERMINALS, PER_TERMINAL, True),
+        UNGROUPED: lambda: flood(other, others, path, TERMINALS, PER_TERMINAL, True),
     }
-    order = KINDS[number % 3 :] + KINDS[: number % 3]
+    turn = number % len(KINDS)
+    order = KINDS[turn:] + KINDS[:turn]
     found = {}
     for kind in order:
-        wait_quiet([host.pid], max_wait=20)
+        wait_quiet([host.pid, other.pid], max_wait=20)
         found[kind] = result = runs[kind]()
         print(
             f"scale_terminals: round {number + 1} {kind}: {result.mb_per_s:.1f} MB/s, host "
@@ -182,7 +191,7 @@ def _round(host: EtherHost, terminals: Terminals, path: Path, number: int) -> di
                 f", ReadScreen p50 idle {percentile(result.idle_reads, 50) * 1000:.2f} ms, "
                 f"flood {percentile(result.flood_reads, 50) * 1000:.2f} ms "
                 f"({len(result.flood_reads)} calls)"
-                if kind == "many + reads"
+                if result.idle_reads
                 else ""
             ),
             file=sys.stderr,
@@ -198,13 +207,31 @@ def main(quick: bool = False) -> int:
         root = Path(folder)
         path = _corpus(root)
         (root / "host.toml").write_text(CONFIG)
-        with EtherHost(
-            root / "state", root / "host.log", "--config", str(root / "host.toml")
-        ) as host:
-            terminals = Terminals(host)
-            data = [_round(host, terminals, path, number) for number in range(rounds)]
+        (root / "ungrouped.toml").write_text(CONFIG + UNGROUPED_CONFIG)
+        with (
+            EtherHost(
+                root / "state", root / "host.log", "--config", str(root / "host.toml")
+            ) as host,
+            EtherHost(
+                root / "state-ungrouped",
+                root / "ungrouped.log",
+                "--config",
+                str(root / "ungrouped.toml"),
+            ) as other,
+        ):
+            hosts = {"default": (host, Terminals(host)), "ungrouped": (other, Terminals(other))}
+            data = [_round(hosts, path, number) for number in range(rounds)]
             peak_mib = _peak_kib(host.pid) / 1024
-    body, verdict = _report(data, facts, quick, time.monotonic() - started, peak_mib)
+            cpu_groups = next(
+                (
+                    r["mechanisms"]["cpu_weight"]
+                    for r in host.records()
+                    if r.get("event") == "resource limits"
+                ),
+                "not logged",
+            )
+    took = time.monotonic() - started
+    body, verdict = _report(data, facts, quick, took, peak_mib, cpu_groups)
     write_section("Terminals at scale", body)
     print(body)
     print(f"scale_terminals: {verdict}", file=sys.stderr)
@@ -219,7 +246,12 @@ def _peak_kib(pid: int) -> int:
 
 
 def _report(
-    data: list[dict[str, Flood]], facts: dict[str, str], quick: bool, took: float, peak_mib: float
+    data: list[dict[str, Flood]],
+    facts: dict[str, str],
+    quick: bool,
+    took: float,
+    peak_mib: float,
+    cpu_groups: str,
 ) -> tuple[str, str]:
     many = [d["many"] for d in data]
     one = [d["one"] for d in data]
@@ -231,6 +263,9 @@ def _report(
     per_mb = [m.host_ms_per_mb / o.host_ms_per_mb for m, o in zip(many, one, strict=True)]
     rates = [m.mb_per_s / o.mb_per_s for m, o in zip(many, one, strict=True)]
     round_p50s = [percentile(f.flood_reads, 50) * 1000 for f in with_reads]
+    ungrouped = [t * 1000 for d in data for t in d[UNGROUPED].flood_reads]
+    ungrouped_p50 = percentile(ungrouped, 50)
+    ungrouped_rounds = [percentile(d[UNGROUPED].flood_reads, 50) * 1000 for d in data]
 
     def span(values: list[float], digits: int = 2) -> str:
         low, high = spread(values)
@@ -250,6 +285,14 @@ def _report(
             f"{busy_p50 / idle_p50:.1f}",
             "-",
             f"(idle p50 {idle_p50:.2f} ms)",
+        ],
+        [
+            "ReadScreen p50 during the flood, the terminals' programs without cpu groups "
+            '(`cpu_weight = "unlimited"`, the default before) (ms)',
+            "-",
+            f"{ungrouped_p50:.2f}",
+            span(ungrouped_rounds),
+            f"({ungrouped_p50 / busy_p50:.0f} x the default's)",
         ],
         [
             f"host CPU per MB delivered, {TERMINALS} terminals / 1 terminal",
@@ -344,6 +387,11 @@ Run on {facts["date"]} at commit {facts["commit"]}; {took:.0f} s. \
   first of the {TERMINALS} terminals: {IDLE_READS} calls before the Enter (every terminal attached
   and quiet: the baseline), then calls until the first terminal's `exit` (those that ended after it
   are not counted). Each call feeds the screen what the terminal printed since the last one.
+- CPU groups: each terminal's program runs in a cpu control group of its own, of the host's
+  weight (`[limits.terminals] cpu_weight`, 100 by default; enforced here by: {cpu_groups}). The
+  "{UNGROUPED}" floods ran on a second host, idle meanwhile, started with `cpu_weight =
+  "unlimited"`: the programs then share the host's group, each weighing as much as the host's
+  event loop. The pumps are in the host's group either way.
 - Host peak RSS over the run (VmHWM): {peak_mib:.0f} MiB.
 - Machine: {facts["nproc"]} vCPUs ({facts["cpu"]}), {facts["kernel"]}, {facts["memory"]}; Python \
 {facts["python"]}; {facts["packages"]}.

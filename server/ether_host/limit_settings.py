@@ -53,7 +53,11 @@ class Limits:
 
 
 AGENT_DEFAULTS = Limits(memory=1 << 30, pids=512, open_files=4096)
-TERMINAL_DEFAULTS = Limits(memory=2 << 30, pids=1024, open_files=4096)
+# A terminal's programs share one cpu group of the host's own weight: without one each process
+# weighs as much as the host's event loop, and with 100 terminals printing at once the loop got
+# ~10 % of its time on a CPU and ReadScreen waited seconds (bench/RESULTS.md, "Terminals at
+# scale"; `cpu_weight = "unlimited"` in [limits.terminals] gives that back).
+TERMINAL_DEFAULTS = Limits(memory=2 << 30, pids=1024, open_files=4096, cpu_weight=100)
 
 
 def _words(name: str, value: int) -> str:

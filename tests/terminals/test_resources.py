@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.resources import PIDS_ROOT, marked, mechanisms, refused_forks
 from tests.terminals.conftest import CONFIG, start_host
-from tests.terminals.support import close, shell, wait_screen, write
+from tests.terminals.support import close, processes_of, shell, wait_screen, write
 
 BUDGET = 60.0  # seconds for the kernel and the host to act, on a loaded 2-core machine
 PIDS = 48
@@ -77,3 +77,42 @@ def test_file_size_and_cpu_time_limits_hold_in_a_terminal(tmp_path: Path) -> Non
         close(host, terminal.id)
     finally:
         host.stop()
+
+
+CPU_ROOT = Path("/sys/fs/cgroup/cpu")
+
+
+@pytest.mark.skipif(not os.access(CPU_ROOT, os.W_OK), reason="no writable cgroup v1 cpu hierarchy")
+def test_a_terminals_processes_share_one_cpu_group_of_the_hosts_weight_by_default(
+    tmp_path: Path,
+) -> None:
+    """With no cpu_weight in the config, each terminal's program and what it starts are in one
+    cpu group of the host's weight (cpu.shares 1024), so 100 terminals printing at once weigh
+    on the scheduler as 100 processes, not as every process they run, and the host's event loop
+    keeps its share (bench/RESULTS.md, "Terminals at scale"); closing the terminal removes the
+    group."""
+    host = start_host(tmp_path / "state")
+    try:
+        assert mechanisms(host)["cpu_weight"] == "cgroup v1 cpu"
+        terminal = shell(host)
+        group = CPU_ROOT / f"ether-{host.process.pid}" / terminal.id
+        assert (group / "cpu.shares").read_text().strip() == "1024"
+        write(host, terminal.id, "sleep 300 &\n")
+        deadline = time.monotonic() + BUDGET
+        while "sleep" not in {_command(pid) for pid in processes_of(terminal.id, pumps=False)}:
+            assert time.monotonic() < deadline, "the shell never started sleep"
+            time.sleep(0.05)  # /proc holds no event for a child's start
+        programs = set(processes_of(terminal.id, pumps=False))
+        members = {int(pid) for pid in (group / "cgroup.procs").read_text().split()}
+        assert programs and programs <= members
+        close(host, terminal.id)
+        assert not group.exists()
+    finally:
+        host.stop()
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
