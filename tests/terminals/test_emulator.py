@@ -58,6 +58,40 @@ def test_skipping_a_backlog_gives_the_same_screen(
     assert skipped.stats.skipped > len(data) // 2  # most of it was never parsed
 
 
+SCREEN_FIRST = (  # a full-screen program's leftovers: a long status row at the bottom, cursor home
+    b"\x1b[2J\x1b[24;1H"
+    + b"S" * 75
+    + b"\x1b[50;1H"
+    + b"T" * 190
+    + b"\x1b[10;1H"
+    + b"U" * 30
+    + b"\x1b[H"
+)
+
+
+@pytest.mark.parametrize("kind", ["plain", "coloured", "wrapping", "unicode"])
+@pytest.mark.parametrize(("rows", "cols", "history"), [(24, 80, 1000), (50, 200, 100)])
+@pytest.mark.parametrize("prefix", [b"", SCREEN_FIRST])
+def test_reading_every_few_kib_of_line_output_gives_the_same_screen(
+    kind: str, rows: int, cols: int, history: int, prefix: bytes
+) -> None:
+    """Backlogs of 8-20 KiB (a screen read every few ms while a program prints fast: the scroll
+    rule) render exactly as the same bytes fed in 4 KiB pieces, which no rule touches, whatever
+    the screen held before; of ASCII lines a large part is never parsed."""
+    data = prefix + corpus(kind)[:300_000]
+    skipped = Emulator(rows, cols, history)
+    sizes = random.Random(7)
+    start = 0
+    while start < len(data):
+        size = sizes.randrange(8 * 1024, 20 * 1024)
+        skipped.advance(data[start : start + size], start, [])
+        start += size
+    reference = fed_in_pieces(data, rows, cols, history)
+    assert skipped.render(FULL, None) == reference.render(FULL, None)
+    if kind in ("plain", "coloured", "wrapping"):  # ASCII: rows made as text, not parsed
+        assert skipped.stats.skipped > len(data) // 4
+
+
 def test_full_screen_output_is_never_skipped() -> None:
     """Cursor addressing makes every byte count: such a backlog is fed whole and renders exactly."""
     frames = b"".join(

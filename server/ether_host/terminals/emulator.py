@@ -21,6 +21,7 @@ from ether_host.terminals.screen import (
     cursor_of,
     lines_of,
     plain_charset,
+    row_text,
     styled_lines,
 )
 
@@ -96,10 +97,61 @@ class Emulator:
             plan = fastforward.line_rule(chunk, screen.lines, screen.columns, history, as_text)
         if plan is None and after_gap and len(chunk) >= CLEAR_RULE_MIN:
             plan = fastforward.clear_rule(chunk)
+        if plan is None and not after_gap and self._scroll_through(chunk):
+            return
         if plan is None:
             self.stream.feed(self.sanitizer.clean(chunk))
             self.stats.fed += len(chunk)
             return
+        self._apply(plan)
+
+    def _scroll_through(self, chunk: bytes) -> bool:
+        """The scroll rule (fastforward.py) on ``chunk``; False when it cannot apply (nothing
+        was fed). Its first line goes through pyte (it may end an escape sequence the last
+        chunk began), which then shows whether the rest starts at column 0 of a blank bottom
+        row; what follows the last line feed goes through pyte too, so it may be anything."""
+        first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
+        if (
+            len(chunk) < fastforward.SCROLL_RULE_MIN
+            or first <= 0
+            or chunk[first - 1] != 0x0D
+            or not fastforward.line_output(chunk[first + 1 : last + 1])
+        ):
+            return False
+        self.stream.feed(self.sanitizer.clean(chunk[: first + 1]))
+        self.stats.fed += first + 1
+        rest = chunk[first + 1 :]
+        screen = self.screen
+        bottom = screen.lines - 1
+        plan = None
+        if (
+            screen.cursor.y == bottom
+            and screen.cursor.x == 0
+            and not screen.alternate
+            and screen.scrollback.maxlen
+            and (
+                screen.margins is None or (screen.margins.top, screen.margins.bottom) == (0, bottom)
+            )
+            and self.stream.in_ground_state
+            and not self.sanitizer.holding
+            and autowrap(screen)
+            and plain_charset(screen)
+            and not row_text(screen.buffer.get(bottom), screen.columns).strip(" ")
+        ):
+            plan = fastforward.scroll_rule(rest, screen.lines, screen.columns)
+        if plan is None:
+            self.stream.feed(self.sanitizer.clean(rest))
+            self.stats.fed += len(rest)
+            return True
+        # What feeding it would scroll away first: the rows above the cursor, as index() does.
+        screen.scrollback.extend(
+            row_text(screen.buffer.get(row), screen.columns).rstrip(" ") for row in range(bottom)
+        )
+        self._apply(plan)
+        return True
+
+    def _apply(self, plan: fastforward.Plan) -> None:
+        screen = self.screen
         self._reset_parsing()
         if plan.clear_screen:
             screen.buffer.clear()

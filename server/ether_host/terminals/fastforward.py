@@ -12,6 +12,12 @@ scrollback. The rest is skipped; the SGR state it leaves behind is replayed.
 Lines bound for the scrollback only are wrapped into rows as text without
 pyte when they are plain ASCII; the last ``rows`` lines go through pyte.
 
+**Scroll rule (exact).** A smaller backlog of line output (from 8 KiB: ReadScreen every few
+ms on a terminal printing fast), starting at column 0 of a blank bottom row with the screen in
+use above it: feeding it would only scroll the screen's rows and all but its last ``rows`` lines
+into the scrollback, each as its text. They are put there as text without pyte (when they are
+plain ASCII); the last ``rows`` lines go through pyte on a cleared screen, as the line rule does.
+
 **Clear rule (approximate, only for huge backlogs).** When the emulator lost
 output (the buffer dropped it before anyone read the screen) and the retained
 output is not line output, the screen is rebuilt from the last full-screen
@@ -25,6 +31,7 @@ import re
 from dataclasses import dataclass
 
 LINE_RULE_MIN = 32 * 1024
+SCROLL_RULE_MIN = 8 * 1024
 
 # Bytes that never disqualify a backlog: printable ASCII, BEL BS TAB LF CR, and UTF-8 bytes but
 # \xc2 (which starts the C1 controls). ESC is checked on its own: only SGR and EL may follow it.
@@ -70,7 +77,7 @@ def _sgr_state(data: bytes) -> bytes:
     return b"".join(kept[-256:])
 
 
-def _line_output(data: bytes) -> bool:
+def line_output(data: bytes) -> bool:
     """True when ``data`` holds no control but BEL/BS/TAB/LF/CR and no escape but SGR and EL."""
     rest = data.translate(None, _HARMLESS)  # at C speed; leaves only the bytes worth a look
     if rest.translate(None, b"\x1b\xc2"):  # another control character
@@ -87,7 +94,7 @@ def line_rule(backlog: bytes, rows: int, cols: int, history: int, as_text: bool)
     and characters are drawn as written). Line output holds no SI, SO or ``ESC (``, so the
     character set in use stays the same through the backlog.
     """
-    if len(backlog) < LINE_RULE_MIN or not _line_output(backlog):
+    if len(backlog) < LINE_RULE_MIN or not line_output(backlog):
         return None
     keep = rows + history
     position = len(backlog)
@@ -113,6 +120,26 @@ def line_rule(backlog: bytes, rows: int, cols: int, history: int, as_text: bool)
             prelude += _sgr_state(section)
             feed_from = history_end
     return Plan(prelude, history_rows, backlog[feed_from:], feed_from, True)
+
+
+def scroll_rule(lines: bytes, rows: int, cols: int) -> Plan | None:
+    """The scroll rule's skip for ``lines``, line output (``line_output``) fed from column 0 of
+    a blank bottom row; None when it has no more than ``rows`` CR-LF lines or they are not
+    plain. The screen's own rows above the cursor go to the scrollback first (the caller's part:
+    this sees only the bytes)."""
+    position = len(lines)
+    for _ in range(rows + 1):
+        position = lines.rfind(b"\n", 0, position)
+        if position <= 0:
+            return None
+    if lines[position - 1 : position] != b"\r":
+        return None
+    history_end = position + 1  # start of the last `rows` lines
+    section = lines[:history_end]
+    rows_text = _text_rows(section, cols)
+    if rows_text is None:
+        return None
+    return Plan(_sgr_state(section), rows_text, lines[history_end:], history_end, True)
 
 
 def _text_rows(section: bytes, cols: int) -> list[str] | None:

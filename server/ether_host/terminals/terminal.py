@@ -542,27 +542,51 @@ class Terminal:
     async def screen(self, request: ScreenRequest) -> ScreenView:
         """The screen with every byte of output read so far."""
         async with self._emulator_lock:
-            await self._advance(self.buffer.end)
-            exit_info = self.exit
-            return await anyio.to_thread.run_sync(self._emulator.render, request, exit_info)
+            return await self._render(request, self.exit)
 
     async def _final_screen(self, exit_info: ExitInfo) -> ScreenView:
         """The last screen, with every cell (a reader of the record may want them)."""
         async with self._emulator_lock:
-            await self._advance(self.buffer.end)
-            request = ScreenRequest(keep_trailing_spaces=True)
-            return await anyio.to_thread.run_sync(self._emulator.render, request, exit_info)
+            return await self._render(ScreenRequest(keep_trailing_spaces=True), exit_info)
+
+    async def _render(self, request: ScreenRequest, exit_info: ExitInfo | None) -> ScreenView:
+        """Feed the emulator all output so far and render it, in one worker-thread call (call
+        with the emulator lock held): while the loop is busy -- many terminals printing --
+        every hop to a thread and back waits for it and for the GIL."""
+        backlog = self._backlog(self.buffer.end)
+        emulator = self._emulator
+
+        def advance_and_render() -> ScreenView:
+            if backlog is not None:
+                emulator.advance(*backlog)
+            return emulator.render(request, exit_info)
+
+        view = await anyio.to_thread.run_sync(advance_and_render)
+        if backlog is not None:
+            self._fed(backlog[2])
+        return view
 
     async def _advance(self, target: int) -> None:
         """Feed the emulator up to ``target`` (call with the emulator lock held)."""
+        backlog = self._backlog(target)
+        if backlog is not None:
+            await anyio.to_thread.run_sync(self._emulator.advance, *backlog)
+            self._fed(backlog[2])
+
+    def _backlog(self, target: int) -> tuple[bytes, int, list[ResizeMark]] | None:
+        """What the emulator needs to reach ``target``: the output from its offset (taken on the
+        loop: the worker thread never touches the buffer) and the resizes made meanwhile."""
         emulator = self._emulator
         start = max(emulator.offset, self.buffer.start)
         data = self.buffer.read(start, target - start) if target > start else b""
         marks = list(self._marks)
         if not data and not marks and start == emulator.offset:
-            return
-        await anyio.to_thread.run_sync(emulator.advance, data, start, marks)
-        done = emulator.offset
+            return None
+        return data, start, marks
+
+    def _fed(self, marks: list[ResizeMark]) -> None:
+        """Drop the resize marks the emulator has applied (``marks``, those it was given)."""
+        done = self._emulator.offset
         self._marks = [m for m in self._marks[: len(marks)] if m.offset > done] + self._marks[
             len(marks) :
         ]
