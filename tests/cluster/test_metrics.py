@@ -36,6 +36,9 @@ def hosts(
         published(a, "napper")
         b = cluster_host(folder, redis_server.url, "b")
         try:
+            a.wait_for_log(
+                lambda r: r.get("event") == "cluster host joined" and r.get("host") == "b"
+            )
             yield a, b
         finally:
             b.stop()
@@ -61,7 +64,8 @@ def test_the_backlog_of_an_agent_follows_the_tasks_sent_to_it(
         for index in range(NAPS):
             a.wait_for_log(
                 lambda r, i=index: (
-                    r.get("event") == "cluster task taken" and r.get("task_id") == f"metrics-nap-{i}"
+                    r.get("event") == "cluster task taken"
+                    and r.get("task_id") == f"metrics-nap-{i}"
                 ),
                 60,
             )
