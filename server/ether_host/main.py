@@ -350,6 +350,7 @@ def _metrics(config: HostConfig, core: Core) -> Metrics | None:
         cluster=core.cluster,
     )
     core.dispatcher.task_ended = metrics.task_ended
+    core.dispatcher.cache_looked_up = metrics.cache_looked_up
     return metrics
 
 

@@ -267,3 +267,22 @@ def test_gateway_metrics_follow_sessions_mailboxes_and_egress(metrics_host: Host
     assert moved(before, after, egress, agent=opened, outcome="ALLOWED") == 1
     assert moved(before, after, egress, agent=opened, outcome="DENIED") == 0
     assert session.id not in {v for _, labels in after for _, v in labels}
+
+
+def test_result_cache_lookups_are_counted_by_outcome(metrics_host: HostProcess) -> None:
+    """Two calls of a cacheable action with the same params: one miss (it ran), one hit (the
+    agent was not asked); a force_refresh call looks nothing up."""
+    host = metrics_host
+    deploy(host, AGENTS / "cached")
+    labels = {"agent": "cached", "action": "draw"}
+    with httpx.Client(base_url=host.http_address, timeout=30) as client:
+        before = scrape(client)
+        first = execute(host, "cached", "draw", {"topic": "metrics", "fail": False})
+        second = execute(host, "cached", "draw", {"topic": "metrics", "fail": False})
+        execute(host, "cached", "draw", {"topic": "metrics", "fail": False}, force_refresh=True)
+        after = scrape(client)
+    assert not first.metadata.cached and second.metadata.cached
+    assert moved(before, after, "ether_result_cache_lookups_total", outcome="miss", **labels) == 1
+    assert moved(before, after, "ether_result_cache_lookups_total", outcome="hit", **labels) == 1
+    # A hit is no task the agent ran: the task counter moved by the two that ran.
+    assert moved(before, after, "ether_tasks_total", status="SUCCESS", **labels) == 2

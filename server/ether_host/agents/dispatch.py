@@ -116,6 +116,8 @@ class Dispatcher:
         self._by_frame: dict[tuple[int, str], RunningTask] = {}
         # Told each task's end (agent, action, status, seconds) when the host's metrics are on.
         self.task_ended: Callable[[str, str, str, float], None] | None = None
+        # Told of each result-cache lookup (agent, action, hit) when metrics are on.
+        self.cache_looked_up: Callable[[str, str, bool], None] | None = None
         self._calls = HostCalls(supervisor, self._caller, tracing)
         self._calls.register("agent.call", self._agent_call)
         # What metadata.host says: the machine, or the host's name in its cluster (set at join).
@@ -165,6 +167,8 @@ class Dispatcher:
                 )
                 if not task.force_refresh:
                     hit = await self._cached(cached_as, task)
+                    if self.cache_looked_up is not None:
+                        self.cache_looked_up(agent.name, action.name, hit is not None)
                     if hit is not None:
                         return hit
         deadline = task.deadline

@@ -111,6 +111,13 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self._cache_lookups = Counter(
+            "ether_result_cache_lookups",
+            "Result-cache lookups of tasks of cacheable actions, by agent, action and outcome: "
+            "hit (answered from the cache, the agent not asked) or miss (run, then kept).",
+            ["agent", "action", "outcome"],
+            registry=self.registry,
+        )
         # Label children, looked up once per label set: a dict hit on the hot path instead of
         # prometheus_client's labels() (validation and a lock) on every call.
         self._rpc_children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
@@ -154,6 +161,9 @@ class Metrics:
             )
         children[0].inc()
         children[1].observe(seconds)
+
+    def cache_looked_up(self, agent: str, action: str, hit: bool) -> None:
+        self._cache_lookups.labels(agent, action, "hit" if hit else "miss").inc()
 
     # -- background and scrape -----------------------------------------------------------
 
