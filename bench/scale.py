@@ -756,8 +756,10 @@ def _report(r: dict[str, Any], quick: bool) -> str:
         f"{deploy['fatal_count']} FATAL. Host RSS: {fmt(r['rss_empty_mib'], 1)} MiB with no "
         f"agent, {fmt(r['rss_after_deploy_mib'], 1)} MiB when the last was RUNNING, "
         f"{fmt(r['rss_idle_mib'], 1)} MiB idle after; its peak while deploying (VmHWM) "
-        f"{fmt(r['hwm_deploy_mib'], 1)} MiB. The host's process tree: {r['host_tree']} "
-        "processes.",
+        f"{fmt(r['hwm_deploy_mib'], 1)} MiB: the agents add "
+        f"{fmt(r['rss_idle_mib'] - r['rss_empty_mib'], 1)} MiB, about "
+        f"{fmt((r['rss_idle_mib'] - r['rss_empty_mib']) * 1024 / count, 0)} KiB each (not "
+        f"profiled further). The host's process tree: {r['host_tree']} processes.",
         "",
         f"Where the deploy's {fmt(deploy['wall_s'], 1)} s went, in CPU seconds of the "
         f"machine's 2 cores ({fmt(2 * deploy['wall_s'], 0)} core-seconds in all): the host "
