@@ -351,6 +351,7 @@ def _metrics(config: HostConfig, core: Core) -> Metrics | None:
     )
     core.dispatcher.task_ended = metrics.task_ended
     core.dispatcher.cache_looked_up = metrics.cache_looked_up
+    core.dispatcher.remote_task_ended = metrics.remote_task_ended
     return metrics
 
 

@@ -14,9 +14,9 @@ import pytest
 
 from ether.v1 import agent_io_pb2
 from tests.cluster.support import cluster_host, published
-from tests.host.test_metrics import METRICS_ON, scrape, value
+from tests.host.test_metrics import METRICS_ON, moved, scrape, value
 from tests.support.agents import AGENTS, deploy
-from tests.support.calls import agent_input
+from tests.support.calls import agent_input, execute
 from tests.support.host import HostProcess
 from tests.support.redis import RedisServer, redis_server
 
@@ -34,7 +34,7 @@ def hosts(
     try:
         deploy(a, AGENTS / "worker", name="napper")
         published(a, "napper")
-        b = cluster_host(folder, redis_server.url, "b")
+        b = cluster_host(folder, redis_server.url, "b", http=True, env=METRICS_ON)
         try:
             a.wait_for_log(
                 lambda r: r.get("event") == "cluster host joined" and r.get("host") == "b"
@@ -89,3 +89,29 @@ def test_the_backlog_of_an_agent_follows_the_tasks_sent_to_it(
         # Answered (cancelled): nothing of them is left on the stream.
         assert ("ether_cluster_pending_tasks", frozenset({("agent", "napper")})) in after
         assert value(after, "ether_cluster_pending_tasks", agent="napper") == 0
+
+
+def test_the_calling_host_counts_the_tasks_it_sent_away(
+    hosts: tuple[HostProcess, HostProcess],
+) -> None:
+    """Tasks sent from b to a's agent: b counts them in ether_remote_tasks_total by status (and
+    none in its ether_tasks_total: a ran them, and a counts them there)."""
+    a, b = hosts
+    with (
+        httpx.Client(base_url=a.http_address, timeout=30) as on_a,
+        httpx.Client(base_url=b.http_address, timeout=30) as on_b,
+    ):
+        before_a, before_b = scrape(on_a), scrape(on_b)
+        for _ in range(2):
+            assert execute(b, "napper", "echo", {"n": 1}).metadata.host == "a"
+        failed = execute(b, "napper", "broken", {"message": "on purpose"})
+        assert failed.status == agent_io_pb2.TASK_STATUS_ERROR
+        after_a, after_b = scrape(on_a), scrape(on_b)
+    assert (
+        moved(before_b, after_b, "ether_remote_tasks_total", agent="napper", status="SUCCESS") == 2
+    )
+    assert moved(before_b, after_b, "ether_remote_tasks_total", agent="napper", status="ERROR") == 1
+    assert moved(before_b, after_b, "ether_remote_task_duration_seconds_count", agent="napper") == 3
+    ran_here = {"agent": "napper", "action": "echo", "status": "SUCCESS"}
+    assert moved(before_b, after_b, "ether_tasks_total", **ran_here) == 0
+    assert moved(before_a, after_a, "ether_tasks_total", **ran_here) == 2

@@ -116,6 +116,8 @@ class Dispatcher:
         self._by_frame: dict[tuple[int, str], RunningTask] = {}
         # Told each task's end (agent, action, status, seconds) when the host's metrics are on.
         self.task_ended: Callable[[str, str, str, float], None] | None = None
+        # Told each end of a task sent to another host (agent, status, seconds), when on.
+        self.remote_task_ended: Callable[[str, str, float], None] | None = None
         # Told of each result-cache lookup (agent, action, hit) when metrics are on.
         self.cache_looked_up: Callable[[str, str, bool], None] | None = None
         self._calls = HostCalls(supervisor, self._caller, tracing)
@@ -288,6 +290,7 @@ class Dispatcher:
             task.tracestate = carried.get("tracestate", "")
         result: TaskResult | None = None
         raised: BaseException | None = None
+        began = time.perf_counter()
         self._running[task.task_id] = record
         try:
             result = await other_hosts.execute_elsewhere(task, on_event)
@@ -308,6 +311,9 @@ class Dispatcher:
             self._running.pop(task.task_id, None)
             if record.span is not None and tracing is not None:
                 tracing.end_task(record.span, result, raised)
+            if self.remote_task_ended is not None:
+                status = result.status if result is not None else _status_of(raised)
+                self.remote_task_ended(task.agent, status, time.perf_counter() - began)
 
     def _task_failed(
         self,
@@ -322,13 +328,7 @@ class Dispatcher:
         name = action.name if action is not None else record.task.action
         if action is None and not any(a.name == name for a in agent.actions):
             name = ""
-        if isinstance(raised, EtherError):
-            status = raised.code.value
-        elif isinstance(raised, asyncio.CancelledError):
-            status = "CANCELLED"  # the caller went away
-        else:
-            status = "INTERNAL"
-        self.task_ended(agent.name, name, status, time.perf_counter() - record.began)
+        self.task_ended(agent.name, name, _status_of(raised), time.perf_counter() - record.began)
 
     def cancel(self, task_id: str, reason: str) -> None:
         record = self._running.get(task_id)
@@ -651,3 +651,12 @@ def _forward(kind: str, sink: EventSink | None) -> Callable[[dict[str, Any]], No
     if sink is None:
         return None
     return lambda frame: sink(TaskEvent(kind, frame))
+
+
+def _status_of(raised: BaseException | None) -> str:
+    """The status a task that ended with ``raised`` counts under: its error's code."""
+    if isinstance(raised, EtherError):
+        return raised.code.value
+    if isinstance(raised, asyncio.CancelledError):
+        return "CANCELLED"  # the caller went away
+    return "INTERNAL"

@@ -111,6 +111,22 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        # The calling host's side of tasks sent to another host of the cluster (the host that
+        # ran one counts it in ether_tasks): no action label, since the action is the caller's
+        # word, not checked here against the agent's list.
+        self._remote_tasks = Counter(
+            "ether_remote_tasks",
+            "Tasks this host sent to another host of its cluster that ended, by agent and status.",
+            ["agent", "status"],
+            registry=self.registry,
+        )
+        self._remote_task_seconds = Histogram(
+            "ether_remote_task_duration_seconds",
+            "Time from sending a task to another host to its answer here, by agent.",
+            ["agent"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
         self._cache_lookups = Counter(
             "ether_result_cache_lookups",
             "Result-cache lookups of tasks of cacheable actions, by agent, action and outcome: "
@@ -161,6 +177,10 @@ class Metrics:
             )
         children[0].inc()
         children[1].observe(seconds)
+
+    def remote_task_ended(self, agent: str, status: str, seconds: float) -> None:
+        self._remote_tasks.labels(agent, status).inc()
+        self._remote_task_seconds.labels(agent).observe(seconds)
 
     def cache_looked_up(self, agent: str, action: str, hit: bool) -> None:
         self._cache_lookups.labels(agent, action, "hit" if hit else "miss").inc()
