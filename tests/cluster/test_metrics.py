@@ -14,10 +14,10 @@ import pytest
 
 from ether.v1 import agent_io_pb2
 from tests.cluster.support import cluster_host, published
-from tests.host.test_metrics import METRICS_ON, moved, scrape, value
 from tests.support.agents import AGENTS, deploy
 from tests.support.calls import agent_input, execute
 from tests.support.host import HostProcess
+from tests.support.metrics import METRICS_ON, moved, scrape, value
 from tests.support.redis import RedisServer, redis_server
 
 __all__ = ["redis_server"]  # the module's Redis fixture

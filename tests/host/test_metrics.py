@@ -12,7 +12,6 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from ether.v1 import agent_io_pb2, terminal_pb2
 from tests.gateway import _support as gateway
@@ -20,37 +19,15 @@ from tests.gateway._support import Recorder
 from tests.support.agents import AGENTS, deploy, watch_until
 from tests.support.calls import agent_input, execute, struct
 from tests.support.host import HostProcess
+from tests.support.metrics import METRICS_ON, moved, scrape, value
 from tests.terminals import support as terminals
 from tests.workflows import runs as workflow_runs
 
-METRICS_ON = {"ETHER_TELEMETRY_METRICS": "true"}
 EXECUTE = "/ether.v1.AgentIOService/Execute"
 # Every label a scrape may carry: agent names, methods, codes, states, replica indexes; never
 # an id of a task, session, terminal or run, nor anything a caller sent.
 BOUNDED_LABELS = {"method", "code", "agent", "action", "status", "state", "replica", "outcome"}
 BOUNDED_LABELS |= {"le"}  # histogram buckets
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def scrape(client: httpx.Client, **headers: str) -> Samples:
-    answer = client.get("/metrics", headers=headers)
-    assert answer.status_code == 200, answer.text
-    assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(answer.text)
-        for sample in family.samples
-    }
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    """The sample's value; 0 when the series does not exist (yet)."""
-    return samples.get((name, frozenset(labels.items())), 0.0)
-
-
-def moved(before: Samples, after: Samples, name: str, **labels: str) -> float:
-    return value(after, name, **labels) - value(before, name, **labels)
 
 
 @pytest.fixture

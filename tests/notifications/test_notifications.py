@@ -10,12 +10,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import sqlite3
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -23,72 +19,17 @@ import grpc
 import pytest
 
 from ether.v1 import agent_io_pb2, common_pb2, gateway_pb2
+from tests.notifications.support import (
+    BUDGET,
+    SECRET,
+    Receiver,
+    deliveries,
+    notify_config,
+)
 from tests.support.agents import AGENTS, deploy
 from tests.support.calls import agent_input, data, execute
-from tests.support.host import HostProcess, sandbox_grants
+from tests.support.host import HostProcess
 from tests.workflows.runs import create
-
-SECRET = "s3cret-for-tests"
-BUDGET = 60.0  # seconds any wait here may take on a loaded machine
-
-
-@dataclass
-class Hit:
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-
-@dataclass
-class Receiver:
-    """A loopback HTTP server recording every POST; ``plan[path]`` lists the statuses its next
-    POSTs are answered with (then 200)."""
-
-    plan: dict[str, list[int]] = field(default_factory=dict)
-    hits: list[Hit] = field(default_factory=list)
-    changed: threading.Condition = field(default_factory=threading.Condition)
-
-    def start(self) -> None:
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length", 0)))
-                with receiver.changed:
-                    planned = receiver.plan.get(self.path) or []
-                    status = planned.pop(0) if planned else 200
-                    receiver.hits.append(
-                        Hit(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-                    )
-                    receiver.changed.notify_all()
-                self.send_response(status)
-                self.send_header("content-length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
-
-    def wait(self, path: str, count: int) -> list[Hit]:
-        """The first ``count`` POSTs to ``path``, once they came (within BUDGET)."""
-        with self.changed:
-            self.changed.wait_for(
-                lambda: len([h for h in self.hits if h.path == path]) >= count, BUDGET
-            )
-            found = [h for h in self.hits if h.path == path]
-        assert len(found) >= count, f"{len(found)} POSTs to {path}, wanted {count}"
-        return found[:count]
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -99,24 +40,12 @@ def receiver() -> Iterator[Receiver]:
     server.stop()
 
 
-def _config(folder: Path, secret: str, max_attempts: int = 4) -> Path:
-    path = folder / "notify.toml"
-    path.write_text(
-        sandbox_grants()
-        + "[notifications]\n"
-        + (f'secret = "{secret}"\n' if secret else "")
-        + f"backoff = 0.05\nmax_backoff = 0.2\nmax_attempts = {max_attempts}\n"
-        + '[gateway.egress.agents."@notify"]\n'
-        + 'allow_hosts = ["127.0.0.1"]\nallow_addresses = ["127.0.0.1/32"]\n'
-        + 'allow_methods = ["POST"]\nrate = 100\nburst = 100\n'
-    )
-    return path
-
-
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
     folder = tmp_path_factory.mktemp("notify")
-    process = HostProcess(folder / "state", env={"ETHER_CONFIG": str(_config(folder, SECRET))})
+    process = HostProcess(
+        folder / "state", env={"ETHER_CONFIG": str(notify_config(folder, SECRET))}
+    )
     try:
         process.wait_serving()
         deploy(process, AGENTS / "worker")
@@ -140,23 +69,6 @@ def _execute(
     return host.agents.Execute(request, timeout=30).output
 
 
-def _deliveries(host: HostProcess, subject: str) -> list[dict[str, Any]]:
-    """The persisted records of ``subject``'s deliveries, with their attempts."""
-    with sqlite3.connect(host.state_dir / "notifications.sqlite3") as db:
-        db.row_factory = sqlite3.Row
-        rows = [
-            dict(r) for r in db.execute("SELECT * FROM deliveries WHERE subject = ?", [subject])
-        ]
-        for row in rows:
-            row["outcomes"] = [
-                a[0]
-                for a in db.execute(
-                    "SELECT outcome FROM attempts WHERE delivery = ? ORDER BY number", [row["id"]]
-                )
-            ]
-    return rows
-
-
 def _final(host: HostProcess, subject: str) -> dict[str, Any]:
     """The delivery record of ``subject`` once it left pending (its last attempt is logged)."""
     host.wait_for_log(
@@ -167,7 +79,7 @@ def _final(host: HostProcess, subject: str) -> dict[str, Any]:
         ),
         BUDGET,
     )
-    (record,) = _deliveries(host, subject)
+    (record,) = deliveries(host, subject)
     return record
 
 
@@ -290,7 +202,7 @@ def test_a_bad_notify_is_refused_before_the_task_runs(
 
 def test_a_webhook_needs_a_secret_on_the_host(tmp_path: Path, receiver: Receiver) -> None:
     process = HostProcess(
-        tmp_path / "state", env={"ETHER_CONFIG": str(_config(tmp_path, secret=""))}
+        tmp_path / "state", env={"ETHER_CONFIG": str(notify_config(tmp_path, secret=""))}
     )
     try:
         process.wait_serving()
@@ -308,7 +220,7 @@ def test_a_pending_delivery_goes_on_after_a_host_restart(
     """The receiver fails every POST while the first host runs; the host stops with the
     delivery pending, and the next host on the same state directory delivers it (same id)."""
     receiver.plan["/later"] = [500] * 10_000
-    config = {"ETHER_CONFIG": str(_config(tmp_path, SECRET, max_attempts=1000))}
+    config = {"ETHER_CONFIG": str(notify_config(tmp_path, SECRET, max_attempts=1000))}
     first = HostProcess(tmp_path / "state", env=config)
     try:
         first.wait_serving()

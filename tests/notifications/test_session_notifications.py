@@ -22,12 +22,12 @@ from google.protobuf import duration_pb2
 from ether.v1 import common_pb2, gateway_pb2
 from tests.cluster.support import cluster_host, published
 from tests.gateway._support import Conversation, open_session, reply_text
-from tests.notifications.test_notifications import (
+from tests.notifications.support import (
     BUDGET,
     SECRET,
     Receiver,
-    _config,
-    _deliveries,
+    deliveries,
+    notify_config,
 )
 from tests.support.agents import AGENTS, deploy, watch_until
 from tests.support.calls import data, execute
@@ -48,7 +48,9 @@ def receiver() -> Iterator[Receiver]:
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
     folder = tmp_path_factory.mktemp("session-notify")
-    process = HostProcess(folder / "state", env={"ETHER_CONFIG": str(_config(folder, SECRET))})
+    process = HostProcess(
+        folder / "state", env={"ETHER_CONFIG": str(notify_config(folder, SECRET))}
+    )
     try:
         process.wait_serving()
         deploy(process, AGENTS / "chatter")
@@ -99,7 +101,7 @@ def test_each_turn_and_the_closing_reach_the_webhook_signed(
     (closed,) = [b for b in map(_body, receiver.wait("/session", 3)) if "session" in b]
     assert (closed["kind"], closed["id"]) == ("session_closed", session.id)
     assert closed["session"]["reason"] == "done talking" and closed["session"]["turns"] == 2
-    kinds = sorted(d["kind"] for d in _deliveries(host, session.id))
+    kinds = sorted(d["kind"] for d in deliveries(host, session.id))
     assert kinds == ["session_closed", "turn", "turn"]
 
 
@@ -160,7 +162,7 @@ def test_a_bad_notify_opens_no_session(
 
 def test_a_webhook_needs_a_secret_on_the_host(tmp_path: Path, receiver: Receiver) -> None:
     process = HostProcess(
-        tmp_path / "state", env={"ETHER_CONFIG": str(_config(tmp_path, secret=""))}
+        tmp_path / "state", env={"ETHER_CONFIG": str(notify_config(tmp_path, secret=""))}
     )
     try:
         process.wait_serving()
@@ -180,7 +182,7 @@ def test_a_webhook_needs_a_secret_on_the_host(tmp_path: Path, receiver: Receiver
 def test_the_notify_is_kept_across_a_host_restart(tmp_path: Path, receiver: Receiver) -> None:
     """Opened on one host, turned on the next host on the same state directory: the turn after
     the restart is delivered to the webhook the session was opened with."""
-    config = {"ETHER_CONFIG": str(_config(tmp_path, SECRET))}
+    config = {"ETHER_CONFIG": str(notify_config(tmp_path, SECRET))}
     first = HostProcess(tmp_path / "state", env=config)
     try:
         first.wait_serving()
@@ -213,7 +215,7 @@ def test_a_session_moved_to_another_host_keeps_its_notify(
 ) -> None:
     """Two hosts on one real redis-server: a session opened on a (which runs the gateway
     agent) and continued on b has its turn on b delivered by b, and its closing there too."""
-    config = {"ETHER_CONFIG": str(_config(tmp_path, SECRET))}
+    config = {"ETHER_CONFIG": str(notify_config(tmp_path, SECRET))}
     started: list[HostProcess] = []
     try:
         started.append(cluster_host(tmp_path, redis_server.url, "a", env=config))
@@ -229,8 +231,8 @@ def test_a_session_moved_to_another_host_keeps_its_notify(
         on_b.close()
         _close(host_b, session.id, "bye from b")
         bodies = [_body(hit) for hit in receiver.wait("/moved", 2)]
-        on_b_records = sorted(d["kind"] for d in _deliveries(host_b, session.id))
-        on_a_records = _deliveries(host_a, session.id)
+        on_b_records = sorted(d["kind"] for d in deliveries(host_b, session.id))
+        on_a_records = deliveries(host_a, session.id)
     finally:
         for host in started:
             host.stop()
