@@ -97,7 +97,7 @@ def test_an_unsampled_call_stays_unsampled_on_the_other_host(
 ) -> None:
     """The caller's decision travels too: a traceparent not sampled (flags 00) records no span
     on either host."""
-    a, b = hosts
+    _, b = hosts
     trace_id = secrets.token_hex(16)
     request = agent_io_pb2.ExecuteRequest(
         input=agent_io_pb2.AgentInput(agent="noisy", action="echo")
