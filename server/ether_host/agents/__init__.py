@@ -1,5 +1,6 @@
 """The task contract: the directory of agents and the dispatch of tasks to them."""
 
+from ether_host.agents.batch import execute_batch
 from ether_host.agents.dispatch import Dispatcher, RunningTask
 from ether_host.agents.model import (
     ERROR,
@@ -35,6 +36,7 @@ __all__ = [
     "TaskEvent",
     "TaskInput",
     "TaskResult",
+    "execute_batch",
     "in_flight_limit",
     "run_pipe",
 ]

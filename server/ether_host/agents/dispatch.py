@@ -69,6 +69,9 @@ class RunningTask:
     # cancel scopes and events cost ~12 % of the host's CPU per Execute (bench/RESULTS.md).
     owner: asyncio.Task[Any] | None = None
     cancel_reason: str = ""  # set by cancel(): the owner's next CancelledError is ours
+    # A task of the batch path (agents/batch.py) has no owner to cancel: cancel() calls this
+    # with the reason instead.
+    on_cancel: Callable[[str], None] | None = None
     spent_cost: float = 0.0  # reported by finished child tasks
     children: int = 0
     agent: str = ""
@@ -338,10 +341,13 @@ class Dispatcher:
                 reason=Reason.TASK_NOT_FOUND,
                 resource=("task", task_id),
             )
-        if record.cancel_reason or record.owner is None:
+        if record.cancel_reason or (record.owner is None and record.on_cancel is None):
             return  # already being cancelled
         record.cancel_reason = reason or "cancelled by CancelTask"
-        record.owner.cancel()
+        if record.on_cancel is not None:
+            record.on_cancel(record.cancel_reason)
+        elif record.owner is not None:
+            record.owner.cancel()
 
     def _retry_delay(
         self, record: RunningTask, action: ActionInfo | None, attempt: int, error: Unavailable

@@ -10,7 +10,9 @@ read has been answered.
 
 A message may carry many tasks (a batch, ``tasks_of``): each takes a slot of its own, so the
 limit counts tasks, not messages, and the next message is read once the last task of this one
-has a slot. A batched stream (``batched``, read from its first message) is answered in batches
+has a slot. A front that can run many tasks in one go (``run_batch``: the dispatcher's batch
+path) gets every task of a message that has a slot together, answering each through a callback.
+A batched stream (``batched``, read from its first message) is answered in batches
 too: each write carries every answer finished since the previous write, in the order they
 finished, so the answers of a fast batch share a message instead of taking one each.
 """
@@ -18,8 +20,8 @@ finished, so the answers of a fast batch share a message instead of taking one e
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
-from typing import TypeVar
+from collections.abc import AsyncIterable, Awaitable, Callable, Coroutine, Iterable
+from typing import Any, TypeVar
 
 In = TypeVar("In")  # a message of the stream, in the front's own terms
 Task = TypeVar("Task")  # one task a message carries
@@ -37,12 +39,15 @@ def in_flight_limit(requested: int, most: int = MAX_IN_FLIGHT) -> int:
 
 async def run_pipe(
     inputs: AsyncIterable[In],
-    run: Callable[[Task], Awaitable[Out]],
+    run: Callable[[Task], Awaitable[Out]] | None,
     write: Callable[[list[Out]], Awaitable[object]],
     requested_in_flight: Callable[[In], int],
     tasks_of: Callable[[In], Iterable[Task]],
     batched: Callable[[In], bool] = lambda _: False,
     most_in_flight: int = MAX_IN_FLIGHT,
+    *,
+    run_batch: Callable[[list[Task], Callable[[Out], None]], Coroutine[Any, Any, None]]
+    | None = None,
 ) -> None:
     """Run ``run`` on each task of each of ``inputs`` and ``write`` the answers, with the flow
     control above.
@@ -52,7 +57,10 @@ async def run_pipe(
     from it ends the stream). ``requested_in_flight`` and ``batched`` read what the stream's
     first message asks for (at most ``most_in_flight`` at once: a workflow stage may ask for
     more than a client's stream). ``write`` gets one answer at a time, or in a batched stream
-    every answer finished since its previous call (at most MAX_ANSWERS_PER_WRITE).
+    every answer finished since its previous call (at most MAX_ANSWERS_PER_WRITE). With
+    ``run_batch``, ``run`` is not used: ``run_batch(tasks, answer)`` runs the tasks of a message
+    that have a slot (all of them, unless the stream's limit is reached midway) and calls
+    ``answer`` once for each, in any order, before it returns.
     """
     # asyncio's TaskGroup, Queue and Semaphore rather than anyio's: this is the host's
     # hottest loop, and anyio's per-task bookkeeping was a quarter of its CPU per message
@@ -64,6 +72,7 @@ async def run_pipe(
     together = False  # answers written in batches (the first message asked for it)
 
     async def run_one(task: Task) -> None:
+        assert run is not None  # given when run_batch is not
         finished.put_nowait(await run(task))
 
     async def read_inputs(tg: asyncio.TaskGroup) -> None:
@@ -75,10 +84,22 @@ async def run_pipe(
                 limit = in_flight_limit(requested_in_flight(message), most_in_flight)
                 slots = asyncio.Semaphore(limit)
                 together = batched(message)
+            if run_batch is None:
+                for task in tasks_of(message):
+                    await slots.acquire()
+                    unwritten += 1
+                    tg.create_task(run_one(task), name="pipe task")
+                continue
+            group: list[Task] = []
             for task in tasks_of(message):
+                if group and slots.locked():  # the next slot needs a wait: start these first
+                    tg.create_task(run_batch(group, finished.put_nowait), name="pipe batch")
+                    group = []
                 await slots.acquire()
                 unwritten += 1
-                tg.create_task(run_one(task), name="pipe task")
+                group.append(task)
+            if group:
+                tg.create_task(run_batch(group, finished.put_nowait), name="pipe batch")
         reading = False
         if not unwritten:
             finished.put_nowait(None)

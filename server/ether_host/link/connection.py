@@ -429,6 +429,35 @@ class AgentConnection:
                 self._pending.pop(pending.frame_id, None)
             raise
 
+    @property
+    def sends_nowait(self) -> bool:
+        """True when send_task_nowait works: this kind sends tasks as frames on stdin (not a kind
+        with a send_task of its own, such as MCP's) and stdin is asyncio's."""
+        return type(self).send_task is AgentConnection.send_task and self._writer.queues_nowait
+
+    def send_task_nowait(self, pending: Pending, frame: dict[str, Any]) -> bool:
+        """Queue a registered task's frame without waiting (the dispatcher's batch path: frames
+        queued in one turn of the loop go out in one write); only when ``sends_nowait``. True
+        when the caller should ``drain`` before queueing more. Raises TaskFailure (frame too
+        large) or LinkClosed with nothing sent; the task is forgotten then."""
+        if self.legacy and self.hello is None:
+            frame = {"id": frame["id"], "type": "task", "payload": frame.get("params") or {}}
+        try:
+            data = orjson.dumps(frame, option=orjson.OPT_APPEND_NEWLINE)
+            if len(data) > self.max_frame:
+                raise TaskFailure(
+                    "frame_too_large",
+                    f"frame of {len(data)} bytes exceeds the limit of {self.max_frame}",
+                )
+            return self._writer.queue_line(data, pending)
+        except BaseException:
+            self._pending.pop(pending.frame_id, None)
+            raise
+
+    async def drain(self) -> None:
+        """Wait for the agent's stdin to take what is queued past its high-water mark."""
+        await self._writer.drain()
+
     def forget(self, frame_id: str) -> None:
         """Stop waiting for a task; a late result is then logged and dropped."""
         pending = self._pending.pop(frame_id, None)

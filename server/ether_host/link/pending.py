@@ -54,6 +54,9 @@ class Pending:
     # Bare asyncio futures, not an Event and asyncio.timeout: this is once per task on the
     # hottest path, and an Event plus a timeout context cost several times a future and a timer.
     _waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    # Called once, by finish(), when nobody awaits the task (the dispatcher's batch path,
+    # agents/batch.py): a callback instead of a waiting coroutine per task.
+    on_finish: Callable[[Pending], None] | None = None
 
     def finish(
         self, result: dict[str, Any] | None = None, failure: Exception | None = None
@@ -66,6 +69,8 @@ class Pending:
             scope.cancel()
         for waiter in self._waiters:
             _wake(waiter)
+        if self.on_finish is not None:
+            self.on_finish(self)
 
     async def wait(self, deadline: float | None = None) -> bool:
         """Wait for the answer; False when ``deadline`` (time.monotonic()) passed first.

@@ -55,6 +55,32 @@ class StdinWriter:
             except (OSError, RuntimeError) as error:
                 raise LinkClosed(f"agent {self._agent}: cannot write to stdin ({error})") from None
 
+    @property
+    def queues_nowait(self) -> bool:
+        """True when queue_line works: stdin is asyncio's, so a line is queued synchronously."""
+        return self._raw is not None
+
+    def queue_line(self, data: bytes, pending: Pending | None = None) -> bool:
+        """Queue ``data`` (one line) without waiting, as write_line does before its drain;
+        True when the caller should ``drain`` (the pipe's buffer is past its high-water mark).
+        Only when ``queues_nowait``. Raises LinkClosed when stdin is closed."""
+        assert self._raw is not None
+        if self._closed or self._raw.transport.is_closing():
+            raise LinkClosed(f"agent {self._agent}: stdin closed")
+        self._queue_line(data)
+        if pending is not None:
+            pending.sent = True
+        return self._raw.transport.get_write_buffer_size() > WRITE_HIGH_WATER
+
+    async def drain(self) -> None:
+        """Wait until the pipe's buffer is below its high-water mark."""
+        if self._raw is None:
+            return
+        try:
+            await self._raw.drain()
+        except (OSError, RuntimeError) as error:
+            raise LinkClosed(f"agent {self._agent}: cannot write to stdin ({error})") from None
+
     def _queue_line(self, data: bytes) -> None:
         """The first line of a turn of the event loop goes out at once (no added latency);
         lines queued later in the same turn go out together at its end, so at many tasks in

@@ -10,7 +10,14 @@ import grpc
 
 from ether.v1 import agent_io_pb2, agent_io_pb2_grpc, common_pb2
 from ether_host import rights
-from ether_host.agents import Dispatcher, TaskEvent, TaskInput, TaskResult, run_pipe
+from ether_host.agents import (
+    Dispatcher,
+    TaskEvent,
+    TaskInput,
+    TaskResult,
+    execute_batch,
+    run_pipe,
+)
 from ether_host.cluster import Cluster
 from ether_host.errors import EtherError, FieldViolation, InvalidArgument
 from ether_host.notifications import Notifier
@@ -130,37 +137,61 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
         request_iterator: AsyncIterator[agent_io_pb2.PipeRequest],
         context: grpc.aio.ServicerContext,
     ) -> None:
-        async def run_one(item: _PipeTask) -> agent_io_pb2.AgentOutput:
-            request, index = item
-            message = request.input if index < 0 else request.inputs[index]
-            task: TaskInput | None = None
-            try:
-                if index < 0:
-                    _check_pipe_input(request)  # the rules Execute's input is checked against
-                else:
-                    _check_batch_input(message, index)  # the same, named inputs[index]
-            except InvalidArgument as error:
-                return _invalid_output(message, error)
-            output = agent_io_pb2.AgentOutput()
-            try:
-                _may_execute(message)
-                task = convert.task_input(message, convert.rpc_time_left(context.time_remaining()))
-                result = await self._dispatcher.execute(task)
-                convert.fill_agent_output(output, result, convert.wants_json(message))
-            except EtherError as error:
-                output = convert.error_output(message, error.reason.lower(), error.message)
-                if task is not None:
-                    output.task_id = task.task_id
-            return output
+        async def run_batch(items: list[_PipeTask], answer: Callable[[_Answer], None]) -> None:
+            """The tasks of a message that have a slot, through the dispatcher's batch path:
+            checked and sent together, each answered as it ends. An input that breaks the
+            rules, or a task the dispatcher refuses, is answered alone; the others run."""
+            time_left = convert.rpc_time_left(context.time_remaining())
+            messages: list[agent_io_pb2.AgentInput] = []
+            tasks: list[TaskInput] = []
+            for request, index in items:
+                message = request.input if index < 0 else request.inputs[index]
+                try:
+                    if index < 0:
+                        _check_pipe_input(request)  # the rules Execute's input is checked against
+                    else:
+                        _check_batch_input(message, index)  # the same, named inputs[index]
+                except InvalidArgument as error:
+                    answer(_invalid_output(message, error))
+                    continue
+                try:
+                    _may_execute(message)
+                    tasks.append(convert.task_input(message, time_left))
+                except EtherError as error:
+                    answer(convert.error_output(message, error.reason.lower(), error.message))
+                    continue
+                messages.append(message)
+
+            def done(position: int, outcome: TaskResult | EtherError) -> None:
+                message = messages[position]
+                if isinstance(outcome, EtherError):
+                    output = convert.error_output(message, outcome.reason.lower(), outcome.message)
+                    output.task_id = tasks[position].task_id
+                    answer(output)
+                else:  # encoded straight into the response by write()
+                    answer((outcome, convert.wants_json(message)))
+
+            await execute_batch(self._dispatcher, tasks, done)
 
         batched = False  # the first request decides: batches answered in batches
 
-        async def write(outputs: list[agent_io_pb2.AgentOutput]) -> None:
+        async def write(outputs: list[_Answer]) -> None:
             if batched:
-                await context.write(agent_io_pb2.PipeResponse(outputs=outputs))
-            else:
-                for output in outputs:
-                    await context.write(agent_io_pb2.PipeResponse(output=output))
+                response = agent_io_pb2.PipeResponse()
+                for item in outputs:
+                    if isinstance(item, tuple):
+                        convert.fill_agent_output(response.outputs.add(), *item)
+                    else:
+                        response.outputs.append(item)
+                await context.write(response)
+                return
+            for item in outputs:
+                response = agent_io_pb2.PipeResponse()
+                if isinstance(item, tuple):
+                    convert.fill_agent_output(response.output, *item)
+                else:
+                    response.output.CopyFrom(item)
+                await context.write(response)
 
         def answers_batched(request: agent_io_pb2.PipeRequest) -> bool:
             nonlocal batched
@@ -171,11 +202,12 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
         # core's: agents/pipe.py.
         await run_pipe(
             request_iterator,
-            run_one,
+            None,  # every task goes through run_batch
             write,
             lambda r: r.max_in_flight,
             _pipe_tasks,
             answers_batched,
+            run_batch=run_batch,
         )
 
     async def CancelTask(
@@ -196,6 +228,10 @@ _check_pipe_input = validation.field_checker(
 # One task of a Pipe request: the request and the index of its input in ``inputs``, or -1 for
 # ``input`` (kept as the request, so the check names the field as Execute's does).
 _PipeTask = tuple[agent_io_pb2.PipeRequest, int]
+
+# An answer on its way to the stream: an AgentOutput built already (an input refused), or a
+# result with its encoding, filled into the response's own message when written (no copy).
+_Answer = agent_io_pb2.AgentOutput | tuple[TaskResult, bool]
 
 _check_batch_input = validation.element_checker(
     agent_io_pb2.PipeRequest.DESCRIPTOR,  # type: ignore[arg-type] # upb's own class

@@ -1,0 +1,399 @@
+"""The dispatcher's batch path: the tasks of a batch admitted, checked and sent in one go, each
+answered by a callback when its result arrives, without a coroutine per task.
+
+``Dispatcher.execute`` runs one task in a coroutine of its own: it waits for a slot, sends, waits
+for the result, retries. For a batched Pipe message that is one asyncio task, one future and
+one timer per task, most of the host's main-thread CPU per task (bench/RESULTS.md, "Batching").
+Here a task that can start at once (its agent runs here, a replica has a free slot, nothing of
+tracing or the result cache applies) is sent straight away: its frame is queued with the rest
+of the batch (one write to the agent's stdin), its result finishes it from the link's read
+callback (``Pending.on_finish``), its deadline is a timer, and CancelTask calls it back
+(``RunningTask.on_cancel``). Everything else goes the general way, ``Dispatcher.execute`` in a
+task of its own: a task that must queue for a slot, one for another host, a cached action,
+a traced host. A task whose process dies (or that an agent shutting down refuses) continues
+there too, in ``Dispatcher``'s retry loop from its second attempt, so every feature of
+``execute`` holds: checks, deadlines, budgets, metadata, cancellation, retries, metrics.
+
+This module reads the dispatcher's internals on purpose (its records, its retry rule, its cancel
+watcher): it is the same use case as ``execute``, kept apart so dispatch.py stays readable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import structlog
+
+from ether_host.agents.dispatch import Dispatcher, RunningTask, _left, _Refused, _refused
+from ether_host.agents.model import Metadata, TaskInput, TaskResult
+from ether_host.agents.results import answered_its_deadline, task_result
+from ether_host.agents.validation import check_params, resolve_action
+from ether_host.errors import (
+    Cancelled,
+    DeadlineExceeded,
+    EtherError,
+    InvalidArgument,
+    NotFound,
+    Unavailable,
+)
+from ether_host.link import AgentConnection, LinkClosed, Pending, TaskFailure
+from ether_host.reasons import Reason
+from ether_host.supervisor import ActionInfo, ManagedAgent, Replica
+
+log = structlog.get_logger("ether.agents")
+
+# What each task of a batch ends with: its result, or the error execute() would have raised.
+Answer = Callable[[int, TaskResult | EtherError], None]
+
+
+@dataclass(eq=False, slots=True)
+class _Flight:
+    """A task of the batch sent on the fast path and not answered yet."""
+
+    index: int
+    agent: ManagedAgent
+    action: ActionInfo
+    record: RunningTask
+    replica: Replica
+    connection: AgentConnection
+    pending: Pending
+    started: float  # time.time() when sent (metadata.started_at)
+    clock: float  # time.monotonic() when sent (metadata.duration)
+    timer: asyncio.TimerHandle | None = None
+    ended: bool = False
+
+
+async def execute_batch(dispatcher: Dispatcher, tasks: Sequence[TaskInput], answer: Answer) -> None:
+    """Run ``tasks`` as ``dispatcher.execute`` runs each, calling ``answer(index, outcome)`` once
+    per task as it ends (in the order they end). Returns once every task was answered. Cancelled
+    (the caller went away), every task still running gets its cancel frame, as execute's do."""
+    await _Batch(dispatcher, answer).run(tasks)
+
+
+class _Batch:
+    def __init__(self, dispatcher: Dispatcher, answer: Answer) -> None:
+        self._dispatcher = dispatcher
+        self._answer = answer
+        self._flying: set[_Flight] = set()  # sent on the fast path, not answered
+        self._others = 0  # tasks in a coroutine of their own (general path, retries), running
+        self._all_answered: asyncio.Future[None] | None = None
+        self._tg: asyncio.TaskGroup | None = None
+        # Retries of tasks whose process died while the batch was being sent: started once
+        # the batch's task group is open.
+        self._deferred: list[tuple[_Flight, Unavailable]] = []
+
+    async def run(self, tasks: Sequence[TaskInput]) -> None:
+        loop = asyncio.get_running_loop()
+        self._all_answered = loop.create_future()
+        general: list[tuple[int, TaskInput]] = []
+        full: set[AgentConnection] = set()  # links past their high-water mark: drain them
+        for index, task in enumerate(tasks):
+            try:
+                if not self._start(index, task, full, loop):
+                    general.append((index, task))
+            except EtherError as refused:
+                self._answer(index, refused)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                for flight, error in self._deferred:
+                    tg.create_task(self._retried(flight, error), name="batch task retry")
+                self._deferred.clear()
+                for index, task in general:
+                    self._others += 1
+                    tg.create_task(self._execute(index, task), name="batch task")
+                for connection in full:
+                    # A process that is gone fails its tasks through the link.
+                    with contextlib.suppress(LinkClosed):
+                        await connection.drain()
+                if self._flying or self._others:
+                    await self._all_answered
+        except BaseException:
+            for flight in list(self._flying):
+                self._give_up(flight, "caller went away", None)
+            raise
+        finally:
+            self._tg = None
+
+    # -- the fast path -------------------------------------------------------------------
+
+    def _start(
+        self,
+        index: int,
+        task: TaskInput,
+        full: set[AgentConnection],
+        loop: asyncio.AbstractEventLoop,
+    ) -> bool:
+        """Check ``task`` and send it on the fast path; False: it takes the general path.
+        Raises the EtherError that execute() would for a task it refuses."""
+        dispatcher = self._dispatcher
+        if dispatcher.tracing is not None:
+            return False
+        try:
+            agent = dispatcher.supervisor.get(task.agent)
+        except NotFound:
+            if dispatcher.other_hosts is None:
+                raise
+            return False  # another host runs it
+        if not agent.actions:
+            return False
+        dispatcher._admit(task)
+        action = resolve_action(agent, task)
+        check_params(agent, action, task.params)
+        if action.cache_ttl and dispatcher.result_cache is not None:
+            return False
+        replica = agent.try_acquire(reentrant=agent.name in task.lineage)
+        if replica is None:
+            return False  # it waits in the agent's queue
+        connection = replica.connection
+        if connection is None or not connection.sends_nowait:
+            agent.release(replica)
+            return False
+        deadline = task.deadline
+        if task.budget.max_time is not None:
+            deadline = min(deadline or math.inf, time.monotonic() + task.budget.max_time)
+        record = RunningTask(task, agent=agent.name, deadline=deadline)
+        if dispatcher.task_ended is not None:
+            record.began = time.perf_counter()
+        task.root_task = task.root_task or task.task_id
+        frame_id = connection.next_id()
+        pending = connection.register(frame_id)
+        pending.task_id = task.task_id
+        frame = dispatcher._task_frame(frame_id, task, action, deadline, 1)
+        try:
+            if connection.send_task_nowait(pending, frame):
+                full.add(connection)
+        except TaskFailure as failure:
+            agent.release(replica)
+            raise InvalidArgument(
+                f"task {task.task_id} cannot be sent to agent {agent.name}: {failure.message}",
+                reason=Reason.FRAME_TOO_LARGE,
+                resource=("agent", agent.name),
+            ) from None
+        except LinkClosed:
+            agent.release(replica)
+            replica.link_lost(connection)
+            return False  # not sent: the general path tries a live replica
+        flight = _Flight(
+            index,
+            agent,
+            action,
+            record,
+            replica,
+            connection,
+            pending,
+            time.time(),
+            time.monotonic(),
+        )
+        dispatcher._running[task.task_id] = record
+        dispatcher._by_frame[(id(connection), frame_id)] = record
+        record.on_cancel = lambda reason: self._give_up(
+            flight,
+            reason,
+            Cancelled(f"task {task.task_id} was cancelled: {reason}", reason=Reason.TASK_CANCELLED),
+        )
+        pending.on_finish = lambda _: self._landed(flight)
+        if deadline is not None:
+            flight.timer = loop.call_later(_left(deadline), self._deadline, flight)
+        self._flying.add(flight)
+        return True
+
+    def _landed(self, flight: _Flight) -> None:
+        """The agent answered (or its process died): runs in the link's read callback, so
+        nothing may escape it."""
+        if flight.ended:
+            return
+        try:
+            self._settle(flight)
+        except Exception as error:  # a bug here must not leave the task unanswered
+            log.exception("batch task settling failed", task_id=flight.record.task.task_id)
+            self._end(flight, _internal(flight, error))
+
+    def _settle(self, flight: _Flight) -> None:
+        pending, record, agent = flight.pending, flight.record, flight.agent
+        task = record.task
+        failure = pending.failure
+        if isinstance(failure, LinkClosed):
+            self._release(flight)
+            flight.replica.link_lost(flight.connection)
+            ran_into = flight.replica.ran_into(flight.connection)
+            why = f": {'; '.join(ran_into)}" if ran_into else ""
+            self._retry(
+                flight,
+                Unavailable(
+                    f"agent {agent.name} process {flight.replica.pid or ''} died while running task {task.task_id}{why} ({failure})",
+                    reason=Reason.AGENT_DIED,
+                    resource=("agent", agent.name),
+                    retry_after=1.0,
+                ),
+            )
+            return
+        if answered_its_deadline(pending, record.deadline):
+            self._release(flight)
+            self._end(flight, _deadline_exceeded(flight))
+            return
+        if _refused(pending):
+            self._release(flight)
+            self._retry(
+                flight,
+                _Refused(
+                    f"agent {agent.name} process {flight.replica.pid or ''} is shutting down and refused task {task.task_id}",
+                    reason=Reason.AGENT_SHUTTING_DOWN,
+                    resource=("agent", agent.name),
+                    retry_after=1.0,
+                ),
+            )
+            return
+        metadata = Metadata(
+            duration=time.monotonic() - flight.clock,
+            started_at=flight.started,
+            host=self._dispatcher.host_name,
+            pid=flight.replica.pid,
+            attempt=1,
+        )
+        action = flight.action.name
+        result = task_result(
+            task.task_id, agent.name, action, pending, metadata, task.budget, record.spent_cost
+        )
+        task_ended = self._dispatcher.task_ended
+        if task_ended is not None:
+            task_ended(agent.name, action, result.status, time.perf_counter() - record.began)
+            record.began = 0.0
+        self._release(flight)
+        self._end(flight, result)
+
+    def _deadline(self, flight: _Flight) -> None:
+        if flight.ended:
+            return
+        left = _left(flight.record.deadline)
+        if left > 0:  # uvloop's timers may fire a little early
+            flight.timer = asyncio.get_running_loop().call_later(left, self._deadline, flight)
+            return
+        self._give_up(flight, "deadline exceeded", _deadline_exceeded(flight))
+
+    def _give_up(self, flight: _Flight, reason: str, error: EtherError | None) -> None:
+        """Stop waiting for a task still on the agent (deadline, CancelTask, the caller gone):
+        a cancel frame, and its slot to the dispatcher's cancel watcher, as execute does.
+        ``error`` None: nobody is told (the caller went away)."""
+        if flight.ended:
+            return
+        flight.ended = True
+        flight.pending.on_finish = None
+        handed_over = self._dispatcher._abandon(
+            flight.connection, flight.replica, flight.pending, reason
+        )
+        self._release(flight, handed_over=handed_over)
+        self._end(flight, error)
+
+    def _release(self, flight: _Flight, *, handed_over: bool = False) -> None:
+        """The task's frame id and slot back, as the end of Dispatcher._attempt does."""
+        flight.ended = True
+        if flight.timer is not None:
+            flight.timer.cancel()
+        frame_id = flight.pending.frame_id
+        self._dispatcher._by_frame.pop((id(flight.connection), frame_id), None)
+        if not handed_over:
+            flight.agent.release(flight.replica)
+            flight.connection.forget(frame_id)
+
+    def _end(self, flight: _Flight, outcome: TaskResult | EtherError | None) -> None:
+        record = flight.record
+        self._dispatcher._running.pop(record.task.task_id, None)
+        if record.began and not isinstance(outcome, TaskResult):
+            raised = outcome if outcome is not None else asyncio.CancelledError()
+            self._dispatcher._task_failed(flight.agent, record, flight.action, raised)
+        self._flying.discard(flight)
+        if outcome is not None:
+            self._answer(flight.index, outcome)
+        self._check_done()
+
+    def _check_done(self) -> None:
+        done = self._all_answered
+        if not self._flying and not self._others and done is not None and not done.done():
+            done.set_result(None)
+
+    # -- the general path ----------------------------------------------------------------
+
+    async def _execute(self, index: int, task: TaskInput) -> None:
+        try:
+            outcome: TaskResult | EtherError = await self._dispatcher.execute(task)
+        except EtherError as error:
+            outcome = error
+        finally:
+            self._others -= 1
+        self._answer(index, outcome)
+        self._check_done()
+
+    def _retry(self, flight: _Flight, error: Unavailable) -> None:
+        """Go on with the task as execute's retry loop does after a first attempt that failed
+        with ``error``: in a coroutine of its own, which CancelTask cancels as execute's."""
+        self._flying.discard(flight)
+        self._others += 1
+        if self._tg is None:  # still sending the batch
+            self._deferred.append((flight, error))
+        else:
+            self._tg.create_task(self._retried(flight, error), name="batch task retry")
+
+    async def _retried(self, flight: _Flight, error: Unavailable) -> None:
+        dispatcher, record = self._dispatcher, flight.record
+        task = record.task
+        record.owner, record.on_cancel = asyncio.current_task(), None
+        outcome: TaskResult | EtherError | None = None
+        attempt = 1
+        try:
+            while outcome is None:
+                delay = dispatcher._retry_delay(record, flight.action, attempt, error)
+                if delay is None:
+                    outcome = error
+                    break
+                attempt += 1
+                log.info(
+                    "retrying task",
+                    task_id=task.task_id,
+                    attempt=attempt,
+                    reason=error.reason,
+                    after=round(delay, 3),
+                )
+                await asyncio.sleep(delay)
+                try:
+                    outcome = await dispatcher._attempt(
+                        flight.agent, record, flight.action, attempt, None
+                    )
+                except Unavailable as again:
+                    error = again
+        except asyncio.CancelledError:
+            owner = record.owner
+            if not (record.cancel_reason and owner is not None and owner.uncancel() == 0):
+                self._others -= 1
+                self._end(flight, None)
+                raise
+            outcome = Cancelled(
+                f"task {task.task_id} was cancelled: {record.cancel_reason}",
+                reason=Reason.TASK_CANCELLED,
+            )
+        except EtherError as failed:
+            outcome = failed
+        self._others -= 1
+        self._end(flight, outcome)
+
+
+def _deadline_exceeded(flight: _Flight) -> DeadlineExceeded:
+    task = flight.record.task
+    return DeadlineExceeded(
+        f"task {task.task_id} on agent {flight.agent.name} did not finish before its deadline",
+        reason=Reason.TASK_DEADLINE_EXCEEDED,
+        resource=("task", task.task_id),
+    )
+
+
+def _internal(flight: _Flight, error: Exception) -> EtherError:
+    return Unavailable(
+        f"task {flight.record.task.task_id}: the host failed to read its answer ({type(error).__name__})",
+        reason=Reason.AGENT_UNAVAILABLE,
+        resource=("agent", flight.agent.name),
+    )
