@@ -252,13 +252,18 @@ class ChildRegistry:
     def sweep(self) -> int:
         """Kill live orphans and reap zombie orphans. Returns how many were handled."""
         me = os.getpid()
-        # This runs in a worker thread while the event loop adds and removes spawns:
-        # work on a snapshot (dict() copies atomically under the GIL).
+        # This runs in a worker thread while the event loop adds and removes spawns. The
+        # children are listed first, then the spawns copied (dict() is atomic under the GIL):
+        # a child started between the two has its spawn id in the copy. The other way round, a
+        # child started after the copy was listed without it and killed as an orphan -- a
+        # terminal's output pump while 100 terminals were being created, its program then
+        # blocked for good on a full PTY (bench/scale_terminals.py found it).
+        listed = list(children(me))
         spawns = dict(self._pids)
         own = _with_wrappers(pid for pid in spawns.values() if pid is not None)
         busy = any(pid is None for pid in spawns.values())
         handled = 0
-        for entry in children(me):
+        for entry in listed:
             if entry.pid in own:
                 continue
             if entry.state == "Z":
