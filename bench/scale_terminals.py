@@ -3,14 +3,17 @@ client, against one terminal printing alone, and ReadScreen on one of them meanw
 
     python -m bench --only scale_terminals [--quick]
 
-Each round runs three floods on one host, in a rotating order:
+Each round runs four floods, in a rotating order:
 
 1. one: one terminal prints 20 MB with one attached client (the baseline of host CPU per MB);
 2. many: 100 terminals print 2 MB each at once, each with its own attached client (Attach
    streams of a grpc.aio client in another process, bench/scale_terminals_client.py);
 3. many + reads: the same, while this process calls ReadScreen on one of the 100 every
    ``READ_PAUSE`` s (an agent polling a screen); before the flood the same calls on the same
-   terminal, every terminal attached and idle, are the baseline.
+   terminal, every terminal attached and idle, are the baseline;
+4. many + reads, no cpu groups: the same on a second host started with
+   ``[limits.terminals] cpu_weight = "unlimited"`` (the terminals' programs in the host's cpu
+   group, each weighing as much as its event loop: the default before).
 
 Every terminal runs ``head -c 4000 FILE; read go; exec head -c SIZE FILE`` (FILE: 20 MB of Python
 sources, bench/terminals.py's corpus), so its screen is full and it waits; the client types Enter
