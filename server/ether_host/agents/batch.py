@@ -92,13 +92,13 @@ class _Batch:
         self._all_answered = loop.create_future()
         general: list[tuple[int, TaskInput]] = []
         full: set[AgentConnection] = set()  # links past their high-water mark: drain them
-        for index, task in enumerate(tasks):
-            try:
-                if not self._start(index, task, full, loop):
-                    general.append((index, task))
-            except EtherError as refused:
-                self._answer(index, refused)
         try:
+            for index, task in enumerate(tasks):
+                try:
+                    if not self._start(index, task, full, loop):
+                        general.append((index, task))
+                except EtherError as refused:
+                    self._answer(index, refused)
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
                 for flight, error in self._deferred:
