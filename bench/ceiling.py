@@ -259,8 +259,9 @@ def _report(
         "",
         "Two hosts, each with its own echo agent and batched client, at once, against one host "
         "alone in the same round. Each host has a main thread of its own, but on this 2-vCPU "
-        "machine the two hosts, their agents and clients share two cores, so this shows what a "
-        "second process costs here, not what it gives on a machine with cores to spare:",
+        "machine the two hosts, their agents and clients share two cores with each other and with "
+        "other processes (the last column): a gain here is partly a larger share of a shared "
+        "machine, and says little of what a second process gives on a machine with cores to spare:",
         "",
         markdown_table(
             [
@@ -289,14 +290,15 @@ def _report(
         "to N ceilings for tasks that stay on the host that receives them. That is not measured "
         "here: the table above is two processes on two shared cores.",
         "- A task that crosses hosts costs far more than a local one: the Cluster section "
-        f"(bench/cluster.py, Execute of ~1 KB to the Go echo agent through a host that runs none of "
-        f"its replicas, every process on this machine) measured {cluster_text}. Every task there "
-        "goes through Redis (a Lua script on each side and two blocking reads), about ten times "
-        "the host CPU of a local task; adding hosts to the same two cores only divides them. On "
-        "separate machines the calling host's cost per remote task stays (the Cluster section's "
-        "'where a remote call's time goes': ~400 µs on the calling host, ~290 on the running one), "
-        "so a cluster grows throughput when clients call each host's own agents, and routes to "
-        "other hosts for reach and failover, not for rate.",
+        "(bench/cluster.py, Execute of ~1 KB to the Go echo agent through a host that runs none of "
+        f"its replicas, CPU of every process of that run, all on this machine) measured "
+        f"{cluster_text}. Every task there goes through Redis (a Lua script on each side and two "
+        "blocking reads), several times the CPU of a local Execute above, and adding hosts to the "
+        "same two cores only divides them; more hosts on more machines are not measured here. On "
+        "separate machines each remote task still costs the calling host its share (the Cluster "
+        "section's 'where a remote call's time goes' splits it), so a cluster grows throughput "
+        "when clients call each host's own agents, and routes to other hosts for reach and "
+        "failover, not for rate.",
         "",
         f"- Machine: {facts['nproc']} vCPUs ({facts['cpu']}), {facts['kernel']}, {facts['memory']}; "
         f"Python {facts['python']}; {facts['packages']}.",
