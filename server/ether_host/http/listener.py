@@ -79,6 +79,10 @@ class HttpListener:
             app,
             http="h11",
             ws="wsproto",  # the web console's bridge for bidi streams (transport/console_ws.py)
+            # No permessage-deflate: wsproto compresses in Python on the event loop (a 20 MB
+            # terminal flood spent ~70 % of the host's time there and reached the page at a
+            # third of a gRPC client's rate); gRPC calls are not compressed either.
+            ws_per_message_deflate=False,
             lifespan="off",
             log_config=None,
             access_log=False,  # HttpGuard logs one line per request, as gRPC calls get
