@@ -80,8 +80,8 @@ class HttpListener:
             http="h11",
             ws="wsproto",  # the web console's bridge for bidi streams (transport/console_ws.py)
             # No permessage-deflate: wsproto compresses in Python on the event loop (a 20 MB
-            # terminal flood spent ~70 % of the host's time there and reached the page at a
-            # third of a gRPC client's rate); gRPC calls are not compressed either.
+            # terminal flood to the console spent ~70 % of the host's samples there, the loop
+            # blocked meanwhile); gRPC calls are not compressed either.
             ws_per_message_deflate=False,
             lifespan="off",
             log_config=None,
