@@ -79,10 +79,12 @@ class HttpListener:
             app,
             http="h11",
             ws="wsproto",  # the web console's bridge for bidi streams (transport/console_ws.py)
-            # No permessage-deflate: wsproto compresses in Python on the event loop (a 20 MB
-            # terminal flood to the console spent ~70 % of the host's samples there, the loop
-            # blocked meanwhile); gRPC calls are not compressed either.
-            ws_per_message_deflate=False,
+            # permessage-deflate stays on although wsproto compresses in Python on the event
+            # loop (~70 % of the host's samples during a 20 MB terminal flood to the console):
+            # Chromium's WebSocket receive, not the host, bounds that flood, and deflate cuts
+            # its bytes 4-5 x (interleaved runs: 8.8-9.9 MiB/s into xterm.js with it, 4.6-9.7
+            # without, and more output skipped for lag; bench/RESULTS.md "Web console").
+            ws_per_message_deflate=True,
             lifespan="off",
             log_config=None,
             access_log=False,  # HttpGuard logs one line per request, as gRPC calls get
