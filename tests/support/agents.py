@@ -51,8 +51,8 @@ def deploy(
     metadata: Sequence[tuple[str, str]] = (),
     **spec: Any,
 ) -> str:
-    """Deploy a folder and (by default) wait until its first replica runs; ``metadata`` goes
-    with both calls (a host with auth needs a token)."""
+    """Deploy a folder and (by default) wait until every replica it asks for runs (each has a
+    pid from then on); ``metadata`` goes with the calls (a host with auth needs a token)."""
     response = host.supervisor.DeployAgent(
         supervisor_pb2.DeployAgentRequest(
             spec=supervisor_pb2.AgentSpec(name=name, path=str(path), **spec)
@@ -74,4 +74,15 @@ def deploy(
         assert state_name(event.state) == "RUNNING", f"{agent}: {event.reason}\n" + "\n".join(
             event.stderr_tail
         )
+        # The agent runs once one replica does (any of them); the others may still be starting.
+        replicas = int(spec.get("replicas") or 1)
+        for replica in range(replicas if replicas > 1 else 0):
+            watch_until(
+                host,
+                agent,
+                {"RUNNING"},
+                after=response.agent.event_sequence,
+                replica=replica,
+                metadata=metadata,
+            )
     return agent
