@@ -282,3 +282,27 @@ def test_boxes_drawn_with_dec_special_graphics_show_as_box_characters(host: Host
     assert [line.rstrip() for line in runs(snapshot.styled_lines[1:3])] == box
     client.done()
     close(host, terminal.id)
+
+
+def test_attach_to_an_ended_program_shows_its_screen_and_exit_despite_a_resize(
+    host: HostProcess,
+) -> None:
+    """A viewer that attaches after the program ended (a browser tab reopened) and sends its
+    window size at once, as any viewer does, still gets the last screen and the exit status:
+    the resize of a terminal whose program ended changes nothing and ends nothing."""
+    terminal = create(host, command="echo it-ended; exit 3")
+    wait_exit(host, terminal.id)
+    client = Client(host, pb.AttachStart(terminal_id=terminal.id))
+    client.send(resize=pb.AttachResize(rows=30, cols=100))  # right behind the start
+    kinds, screen_text, code = [], "", None
+    for message in client.responses:
+        kind = message.WhichOneof("kind")
+        kinds.append(kind)
+        if kind == "snapshot":
+            screen_text = "\n".join(message.snapshot.screen.lines)
+        if kind == "exit":
+            code = message.exit.exit_status.code
+            break
+    assert kinds[0] == "started" and "snapshot" in kinds and "it-ended" in screen_text
+    assert code == 3
+    client.done()

@@ -719,6 +719,11 @@ class TerminalManager:
     ) -> None:
         self._attach_may(identity, attachment, RESIZE, "resize")
         session = attachment.session
+        if session.exit is not None:
+            # A viewer sends its window's size as it attaches, perhaps after the program ended:
+            # that changes nothing, and the stream still ends with the exit (ResizeTerminal
+            # on an ended program is FAILED_PRECONDITION).
+            return
         session.resize(
             size(rows, 0, "rows", keep=session.rows), size(cols, 0, "cols", keep=session.cols)
         )
