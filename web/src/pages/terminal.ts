@@ -80,7 +80,9 @@ export const terminalPage: Page = (main, signal, id = "") => {
           sendSize();
           if (!readOnly) term.focus();
         } else if (kind.case === "snapshot") {
-          term.reset();
+          // ESC c (a full reset) goes through xterm.js's write queue, after output still
+          // waiting in it; term.reset() would run at once and that output land on the snapshot.
+          term.write("\x1bc");
           const screen = kind.value.screen;
           term.write((screen?.lines ?? []).join("\r\n"));
           if (screen?.cursor) term.write(`\x1b[${screen.cursor.row + 1};${screen.cursor.col + 1}H`);
