@@ -29,7 +29,14 @@ from dataclasses import dataclass
 
 import structlog
 
-from ether_host.agents.dispatch import Dispatcher, RunningTask, _left, _Refused, _refused
+from ether_host.agents.dispatch import (
+    Dispatcher,
+    RunningTask,
+    _left,
+    _refused,
+    died,
+    shutting_down,
+)
 from ether_host.agents.model import Metadata, TaskInput, TaskResult
 from ether_host.agents.results import answered_its_deadline, task_result
 from ether_host.agents.validation import check_params, resolve_action
@@ -221,16 +228,9 @@ class _Batch:
         if isinstance(failure, LinkClosed):
             self._release(flight)
             flight.replica.link_lost(flight.connection)
-            ran_into = flight.replica.ran_into(flight.connection)
-            why = f": {'; '.join(ran_into)}" if ran_into else ""
             self._retry(
                 flight,
-                Unavailable(
-                    f"agent {agent.name} process {flight.replica.pid or ''} died while running task {task.task_id}{why} ({failure})",
-                    reason=Reason.AGENT_DIED,
-                    resource=("agent", agent.name),
-                    retry_after=1.0,
-                ),
+                died(Unavailable, agent, flight.replica, flight.connection, task.task_id, failure),
             )
             return
         if answered_its_deadline(pending, record.deadline):
@@ -239,15 +239,7 @@ class _Batch:
             return
         if _refused(pending):
             self._release(flight)
-            self._retry(
-                flight,
-                _Refused(
-                    f"agent {agent.name} process {flight.replica.pid or ''} is shutting down and refused task {task.task_id}",
-                    reason=Reason.AGENT_SHUTTING_DOWN,
-                    resource=("agent", agent.name),
-                    retry_after=1.0,
-                ),
-            )
+            self._retry(flight, shutting_down(agent, flight.replica, task.task_id))
             return
         metadata = Metadata(
             duration=time.monotonic() - flight.clock,

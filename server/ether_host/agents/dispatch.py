@@ -442,12 +442,7 @@ class Dispatcher:
             if _refused(pending):
                 # The agent is draining (an outside SIGTERM, say) and did not run the task; the
                 # link has taken this replica out of the rotation already.
-                raise _Refused(
-                    f"agent {agent.name} process {replica.pid or ''} is shutting down and refused task {task.task_id}",
-                    reason=Reason.AGENT_SHUTTING_DOWN,
-                    resource=("agent", agent.name),
-                    retry_after=1.0,
-                )
+                raise shutting_down(agent, replica, task.task_id)
             metadata = Metadata(
                 duration=time.monotonic() - clock,
                 started_at=started,
@@ -482,16 +477,7 @@ class Dispatcher:
                 # exit may not be noticed yet, and the dead replica looks the least loaded.
                 replica.link_lost(connection)
             error = Unavailable if pending is not None and pending.sent else _NotSent
-            # An OOM kill (its own memory limit or the agents' total) is known from the
-            # kernel's counters as soon as the link closes: the caller learns which limit.
-            ran_into = replica.ran_into(connection) if connection is not None else []
-            why = f": {'; '.join(ran_into)}" if ran_into else ""
-            raise error(
-                f"agent {agent.name} process {replica.pid or ''} died while running task {task.task_id}{why} ({closed})",
-                reason=Reason.AGENT_DIED,
-                resource=("agent", agent.name),
-                retry_after=1.0,
-            ) from None
+            raise died(error, agent, replica, connection, task.task_id, closed) from None
         finally:
             if connection is not None and frame_id:
                 self._by_frame.pop((id(connection), frame_id), None)
@@ -666,3 +652,34 @@ def _status_of(raised: BaseException | None) -> str:
     if isinstance(raised, asyncio.CancelledError):
         return "CANCELLED"  # the caller went away
     return "INTERNAL"
+
+
+def died(
+    error: type[Unavailable],
+    agent: ManagedAgent,
+    replica: Replica,
+    connection: AgentConnection | None,
+    task_id: str,
+    closed: LinkClosed,
+) -> Unavailable:
+    """The error of a task whose agent process died under it. An OOM kill (its own memory limit
+    or the agents' total) is known from the kernel's counters as soon as the link closes: the
+    caller learns which limit."""
+    ran_into = replica.ran_into(connection) if connection is not None else []
+    why = f": {'; '.join(ran_into)}" if ran_into else ""
+    return error(
+        f"agent {agent.name} process {replica.pid or ''} died while running task {task_id}{why} ({closed})",
+        reason=Reason.AGENT_DIED,
+        resource=("agent", agent.name),
+        retry_after=1.0,
+    )
+
+
+def shutting_down(agent: ManagedAgent, replica: Replica, task_id: str) -> _Refused:
+    """The error of a task a draining agent refused (it did not run it: safe to retry)."""
+    return _Refused(
+        f"agent {agent.name} process {replica.pid or ''} is shutting down and refused task {task_id}",
+        reason=Reason.AGENT_SHUTTING_DOWN,
+        resource=("agent", agent.name),
+        retry_after=1.0,
+    )
