@@ -71,6 +71,8 @@ def test_the_backlog_of_an_agent_follows_the_tasks_sent_to_it(
             )
         during = scrape(client)
         assert value(during, "ether_cluster_pending_tasks", agent="napper") == NAPS
+        # Shown (at 0: a reads its tasks as they come), not merely absent.
+        assert ("ether_cluster_unread_tasks", frozenset({("agent", "napper")})) in during
         assert value(during, "ether_cluster_unread_tasks", agent="napper") == 0
 
         for call in calls:

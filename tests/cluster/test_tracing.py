@@ -103,7 +103,7 @@ def test_an_unsampled_call_stays_unsampled_on_the_other_host(
         input=agent_io_pb2.AgentInput(agent="noisy", action="echo")
     )
     unsampled = (("traceparent", f"00-{trace_id}-{secrets.token_hex(8)}-00"),)
-    b.agents.Execute(request, timeout=60, metadata=unsampled)
+    task_id = b.agents.Execute(request, timeout=60, metadata=unsampled).output.task_id
     # A sampled call after it, on the same path: once its spans are in, the first call's
     # would be too (each host exports in order).
     marker, client_span = secrets.token_hex(16), secrets.token_hex(8)
@@ -111,3 +111,6 @@ def test_an_unsampled_call_stays_unsampled_on_the_other_host(
     b.agents.Execute(request, timeout=60, metadata=sampled)
     spans = receiver.wait_for(_in_trace(marker))
     assert not [s for s in spans if s.trace_id == trace_id]
+    # Nor a trace of its own on a: had the decision not travelled, a (sampling every trace it
+    # starts) would have recorded the task under a new trace id.
+    assert not [s for s in spans if s.attributes.get("ether.task_id") == task_id]
