@@ -1,6 +1,5 @@
 """The task contract: the directory of agents and the dispatch of tasks to them."""
 
-from ether_host.agents.batch import execute_batch
 from ether_host.agents.dispatch import Dispatcher, RunningTask
 from ether_host.agents.model import (
     ERROR,
@@ -36,7 +35,6 @@ __all__ = [
     "TaskEvent",
     "TaskInput",
     "TaskResult",
-    "execute_batch",
     "in_flight_limit",
     "run_pipe",
 ]

@@ -14,8 +14,13 @@ a traced host. A task whose process dies (or that an agent shutting down refuses
 there too, in ``Dispatcher``'s retry loop from its second attempt, so every feature of
 ``execute`` holds: checks, deadlines, budgets, metadata, cancellation, retries, metrics.
 
-This module reads the dispatcher's internals on purpose (its records, its retry rule, its cancel
-watcher): it is the same use case as ``execute``, kept apart so dispatch.py stays readable.
+The dispatcher runs a batch (``Dispatcher.execute_batch``, what batched Pipe and a workflow's map
+stage call) and hands it ``DispatcherSide``: the few parts of its own state and rules the batch
+shares with ``execute`` (its records of running tasks, its checks, frames, cancel watcher and retry
+rule), so this module reads nothing else of the dispatcher's.
+
+A caller that wants a task's events (``on_event``: its start, progress and log frames, as
+``execute``'s ``on_event``; a workflow stage records them) pays for them; Pipe does not ask.
 """
 
 from __future__ import annotations
@@ -24,20 +29,22 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
 from ether_host.agents.dispatch import (
+    BatchAnswer,
+    BatchEvents,
     Dispatcher,
+    EventSink,
     RunningTask,
-    _left,
-    _refused,
     died,
     shutting_down,
 )
-from ether_host.agents.model import Metadata, TaskInput, TaskResult
+from ether_host.agents.model import Metadata, TaskEvent, TaskInput, TaskResult
 from ether_host.agents.results import answered_its_deadline, task_result
 from ether_host.agents.validation import check_params, resolve_action
 from ether_host.errors import (
@@ -54,8 +61,24 @@ from ether_host.supervisor import ActionInfo, ManagedAgent, Replica
 
 log = structlog.get_logger("ether.agents")
 
-# What each task of a batch ends with: its result, or the error execute() would have raised.
-Answer = Callable[[int, TaskResult | EtherError], None]
+
+@dataclass(frozen=True, slots=True)
+class DispatcherSide:
+    """What the batch path shares with ``Dispatcher.execute``, handed over by the dispatcher."""
+
+    admit: Callable[[TaskInput], None]  # the checks every task passes; gives it an id
+    task_frame: Callable[[str, TaskInput, ActionInfo, float | None, int], dict[str, Any]]
+    running: dict[str, RunningTask]  # by task id: what CancelTask finds
+    by_frame: dict[tuple[int, str], RunningTask]  # by (link, frame id): whose host calls
+    abandon: Callable[[AgentConnection, Replica, Pending, str], bool]  # cancel frame + watcher
+    task_failed: Callable[[ManagedAgent, RunningTask, ActionInfo | None, BaseException], None]
+    retry_delay: Callable[[RunningTask, ActionInfo | None, int, Unavailable], float | None]
+    attempt: Callable[
+        [ManagedAgent, RunningTask, ActionInfo | None, int, EventSink | None],
+        Awaitable[TaskResult],
+    ]
+    time_left: Callable[[float | None], float]
+    refused: Callable[[Pending], bool]  # the agent answered shutting_down
 
 
 @dataclass(eq=False, slots=True)
@@ -75,17 +98,20 @@ class _Flight:
     ended: bool = False
 
 
-async def execute_batch(dispatcher: Dispatcher, tasks: Sequence[TaskInput], answer: Answer) -> None:
-    """Run ``tasks`` as ``dispatcher.execute`` runs each, calling ``answer(index, outcome)`` once
-    per task as it ends (in the order they end). Returns once every task was answered. Cancelled
-    (the caller went away), every task still running gets its cancel frame, as execute's do."""
-    await _Batch(dispatcher, answer).run(tasks)
+class Batch:
+    """One call of ``Dispatcher.execute_batch``."""
 
-
-class _Batch:
-    def __init__(self, dispatcher: Dispatcher, answer: Answer) -> None:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        side: DispatcherSide,
+        answer: BatchAnswer,
+        on_event: BatchEvents | None,
+    ) -> None:
         self._dispatcher = dispatcher
+        self._side = side
         self._answer = answer
+        self._on_event = on_event
         self._flying: set[_Flight] = set()  # sent on the fast path, not answered
         self._others = 0  # tasks in a coroutine of their own (general path, retries), running
         self._all_answered: asyncio.Future[None] | None = None
@@ -149,7 +175,8 @@ class _Batch:
             return False  # another host runs it
         if not agent.actions:
             return False
-        dispatcher._admit(task)
+        side = self._side
+        side.admit(task)
         action = resolve_action(agent, task)
         check_params(agent, action, task.params)
         if action.cache_ttl and dispatcher.result_cache is not None:
@@ -171,7 +198,7 @@ class _Batch:
         frame_id = connection.next_id()
         pending = connection.register(frame_id)
         pending.task_id = task.task_id
-        frame = dispatcher._task_frame(frame_id, task, action, deadline, 1)
+        frame = side.task_frame(frame_id, task, action, deadline, 1)
         try:
             if connection.send_task_nowait(pending, frame):
                 full.add(connection)
@@ -197,8 +224,8 @@ class _Batch:
             time.time(),
             time.monotonic(),
         )
-        dispatcher._running[task.task_id] = record
-        dispatcher._by_frame[(id(connection), frame_id)] = record
+        side.running[task.task_id] = record
+        side.by_frame[(id(connection), frame_id)] = record
         record.on_cancel = lambda reason: self._give_up(
             flight,
             reason,
@@ -206,8 +233,13 @@ class _Batch:
         )
         pending.on_finish = lambda _: self._landed(flight)
         if deadline is not None:
-            flight.timer = loop.call_later(_left(deadline), self._deadline, flight)
+            flight.timer = loop.call_later(side.time_left(deadline), self._deadline, flight)
         self._flying.add(flight)
+        on_event = self._on_event
+        if on_event is not None:  # sent: the task started (execute tells it before sending)
+            on_event(index, TaskEvent("started", {"pid": replica.pid, "attempt": 1}))
+            pending.on_progress = lambda frame: on_event(index, TaskEvent("progress", frame))
+            pending.on_log = lambda frame: on_event(index, TaskEvent("log", frame))
         return True
 
     def _landed(self, flight: _Flight) -> None:
@@ -237,7 +269,7 @@ class _Batch:
             self._release(flight)
             self._end(flight, _deadline_exceeded(flight))
             return
-        if _refused(pending):
+        if self._side.refused(pending):
             self._release(flight)
             self._retry(flight, shutting_down(agent, flight.replica, task.task_id))
             return
@@ -262,7 +294,7 @@ class _Batch:
     def _deadline(self, flight: _Flight) -> None:
         if flight.ended:
             return
-        left = _left(flight.record.deadline)
+        left = self._side.time_left(flight.record.deadline)
         if left > 0:  # uvloop's timers may fire a little early
             flight.timer = asyncio.get_running_loop().call_later(left, self._deadline, flight)
             return
@@ -276,9 +308,7 @@ class _Batch:
             return
         flight.ended = True
         flight.pending.on_finish = None
-        handed_over = self._dispatcher._abandon(
-            flight.connection, flight.replica, flight.pending, reason
-        )
+        handed_over = self._side.abandon(flight.connection, flight.replica, flight.pending, reason)
         self._release(flight, handed_over=handed_over)
         self._end(flight, error)
 
@@ -288,17 +318,17 @@ class _Batch:
         if flight.timer is not None:
             flight.timer.cancel()
         frame_id = flight.pending.frame_id
-        self._dispatcher._by_frame.pop((id(flight.connection), frame_id), None)
+        self._side.by_frame.pop((id(flight.connection), frame_id), None)
         if not handed_over:
             flight.agent.release(flight.replica)
             flight.connection.forget(frame_id)
 
     def _end(self, flight: _Flight, outcome: TaskResult | EtherError | None) -> None:
         record = flight.record
-        self._dispatcher._running.pop(record.task.task_id, None)
+        self._side.running.pop(record.task.task_id, None)
         if record.began and not isinstance(outcome, TaskResult):
             raised = outcome if outcome is not None else asyncio.CancelledError()
-            self._dispatcher._task_failed(flight.agent, record, flight.action, raised)
+            self._side.task_failed(flight.agent, record, flight.action, raised)
         self._flying.discard(flight)
         if outcome is not None:
             self._answer(flight.index, outcome)
@@ -311,9 +341,17 @@ class _Batch:
 
     # -- the general path ----------------------------------------------------------------
 
+    def _events_of(self, index: int) -> EventSink | None:
+        on_event = self._on_event
+        if on_event is None:
+            return None
+        return lambda event: on_event(index, event)
+
     async def _execute(self, index: int, task: TaskInput) -> None:
         try:
-            outcome: TaskResult | EtherError = await self._dispatcher.execute(task)
+            outcome: TaskResult | EtherError = await self._dispatcher.execute(
+                task, self._events_of(index)
+            )
         except EtherError as error:
             outcome = error
         finally:
@@ -332,14 +370,20 @@ class _Batch:
             self._tg.create_task(self._retried(flight, error), name="batch task retry")
 
     async def _retried(self, flight: _Flight, error: Unavailable) -> None:
-        dispatcher, record = self._dispatcher, flight.record
+        side, record = self._side, flight.record
         task = record.task
         record.owner, record.on_cancel = asyncio.current_task(), None
+        events = self._events_of(flight.index)
         outcome: TaskResult | EtherError | None = None
         attempt = 1
+        if record.cancel_reason:  # CancelTask came between the failed attempt and now
+            outcome = Cancelled(
+                f"task {task.task_id} was cancelled: {record.cancel_reason}",
+                reason=Reason.TASK_CANCELLED,
+            )
         try:
             while outcome is None:
-                delay = dispatcher._retry_delay(record, flight.action, attempt, error)
+                delay = side.retry_delay(record, flight.action, attempt, error)
                 if delay is None:
                     outcome = error
                     break
@@ -353,8 +397,8 @@ class _Batch:
                 )
                 await asyncio.sleep(delay)
                 try:
-                    outcome = await dispatcher._attempt(
-                        flight.agent, record, flight.action, attempt, None
+                    outcome = await side.attempt(
+                        flight.agent, record, flight.action, attempt, events
                     )
                 except Unavailable as again:
                     error = again

@@ -17,7 +17,7 @@ import platform
 import random
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,10 @@ from ether_host.telemetry import Span, Tracing, trace_id_of
 log = structlog.get_logger("ether.agents")
 
 EventSink = Callable[[TaskEvent], None]
+# execute_batch: what each task of a batch ends with, by its index (its result, or the error
+# execute() would have raised), and the events execute() tells its on_event, by index.
+BatchAnswer = Callable[[int, TaskResult | EtherError], None]
+BatchEvents = Callable[[int, TaskEvent], None]
 MAX_DEPTH = 8
 # A task that did not run (never sent, or refused by an agent shutting down), or an idempotent
 # one whose process died under it, is tried again on a live replica (or the restarted one) while
@@ -244,6 +248,35 @@ class Dispatcher:
                 self._task_failed(agent, record, action, raised)
             if record.span is not None and tracing is not None:
                 tracing.end_task(record.span, result, raised)
+
+    async def execute_batch(
+        self,
+        tasks: Sequence[TaskInput],
+        answer: BatchAnswer,
+        on_event: BatchEvents | None = None,
+    ) -> None:
+        """Run ``tasks`` as ``execute`` runs each, ``answer(index, outcome)`` once per task as it
+        ends (in the order they end), and, when given, ``on_event(index, event)`` for what
+        execute tells its ``on_event``. The tasks that can start at once are sent together and
+        answered from the link's read callback, without a coroutine each (agents/batch.py).
+        Returns once every task was answered; cancelled (the caller went away), every task still
+        running gets its cancel frame. CancelTask (``cancel``) finds each task by its id."""
+        # batch.py builds on this module (its records, errors and types): imported here.
+        from ether_host.agents.batch import Batch, DispatcherSide
+
+        side = DispatcherSide(
+            self._admit,
+            self._task_frame,
+            self._running,
+            self._by_frame,
+            self._abandon,
+            self._task_failed,
+            self._retry_delay,
+            self._attempt,
+            _left,
+            _refused,
+        )
+        await Batch(self, side, answer, on_event).run(tasks)
 
     async def _cached(self, key: str, task: TaskInput) -> TaskResult | None:
         """The cached answer to ``task``, or None: nothing kept under ``key`` (or expired)."""

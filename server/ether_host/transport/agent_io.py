@@ -15,7 +15,6 @@ from ether_host.agents import (
     TaskEvent,
     TaskInput,
     TaskResult,
-    execute_batch,
     run_pipe,
 )
 from ether_host.cluster import Cluster
@@ -171,7 +170,7 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
                 else:  # encoded straight into the response by write()
                     answer((outcome, convert.wants_json(message)))
 
-            await execute_batch(self._dispatcher, tasks, done)
+            await self._dispatcher.execute_batch(tasks, done)
 
         batched = False  # the first request decides: batches answered in batches
 
@@ -248,6 +247,8 @@ def _pipe_tasks(request: agent_io_pb2.PipeRequest) -> list[_PipeTask]:
     answers that it is required), then each of ``inputs``. A batch over its bound concerns the
     message as a whole, so it ends the stream."""
     count = len(request.inputs)
+    if not count:  # one task per message (most streams): the list below, without its steps
+        return [(request, -1)]
     if count > _MAX_BATCH:
         raise InvalidArgument(
             f"inputs has {count} items; at most {_MAX_BATCH}: split the batch",

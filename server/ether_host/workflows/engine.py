@@ -1,9 +1,10 @@
 """Execute one run: stages in order, tasks under concurrency caps, budgets, policies, retries.
 
-A stage's tasks run through the core's batched pipe (``run_pipe``, what a batched
-``AgentIOService.Pipe`` stream runs on): the stage's concurrency is its in-flight window, each
-task is an asyncio task of its own, and the tasks that finished since the last batch are
-recorded together; the run's task rows and events go to the store in batches (writes.py).
+A stage's tasks run through the dispatcher's batch path (``Dispatcher.execute_batch``, what a
+batched ``AgentIOService.Pipe`` stream runs on; stage_pipe.py): the stage's concurrency is its
+window of slots, a task's first attempt has no coroutine of its own, and each task's events and
+end are recorded from callbacks; the run's task rows and events go to the store in batches
+(writes.py). A retry, or a followed next action, runs in a coroutine of its own.
 
 A run halts for one of four reasons: CancelRun, an exhausted budget, a failed
 task under a STOP policy, or the host stopping. Halting is the same every
@@ -42,7 +43,7 @@ from ether_host.workflows.model import (
     error_result,
 )
 from ether_host.workflows.spec import STOP, RetrySpec, StageSpec
-from ether_host.workflows.stage_pipe import run_stage_tasks
+from ether_host.workflows.stage_pipe import StageCalls, run_stage_tasks
 from ether_host.workflows.stages import InputError, StageInputs, new_task, proposed_tasks
 from ether_host.workflows.store import RunStore
 from ether_host.workflows.writes import PendingWrites
@@ -69,8 +70,8 @@ class _Stage:
     index: int
     spec: StageSpec
     record: StageRecord
-    # Held by every task of the stage while it runs, followed next actions included (the
-    # pipe's own window counts only the stage's tasks). asyncio's: taken once per task.
+    # Held by every task of the stage while it runs, retries and followed next actions
+    # included. asyncio's: taken once per task.
     slots: asyncio.Semaphore
     deadline: float = math.inf
     group: anyio.abc.TaskGroup | None = None
@@ -150,11 +151,11 @@ class RunExecution:
         self.halt = Halt(kind, code, message)
         log.info("run halting", run_id=self.record.id, kind=kind, code=code, message=message)
         for task in list(self._active.values()):
-            if task.owner is not None:  # in the stage's pipe
-                try:  # running, or waiting for a slot on the agent: a cancel frame if sent
+            if task.scope is None:  # in a batch of the stage (stage_pipe.py)
+                # Running, or waiting for a slot on the agent: a cancel frame if sent. One the
+                # dispatcher does not hold yet is cancelled as it starts (_on_event).
+                with contextlib.suppress(NotFound):
                     self.dispatcher.cancel(task.task_id, message)
-                except NotFound:  # between attempts: _run_one takes this cancel as the halt
-                    task.owner.cancel()
                 continue
             if task.state == TaskState.RUNNING:
                 with contextlib.suppress(NotFound):
@@ -343,13 +344,18 @@ class RunExecution:
                     f"stage {spec.name!r} budget max_time={spec.budget.max_time:g}s",
                 )
             async with anyio.create_task_group() as group:
-                stage.group = group  # where followed next actions start
+                stage.group = group  # where retries and followed next actions run
                 await run_stage_tasks(
                     [t for t in record.tasks if t.state not in TaskState.FINISHED],
-                    concurrency,
-                    lambda task: self._run_one(stage, task),
-                    lambda task: self._after(stage, task),
-                    self.halted,
+                    stage.slots,
+                    self.dispatcher,
+                    StageCalls(
+                        lambda task: self._first_attempt(stage, task),
+                        lambda task, event: self._on_event(stage, task, event),
+                        lambda task, outcome: self._first_ended(stage, task, outcome),
+                        lambda task: self._after(stage, task),
+                        self.halted,
+                    ),
                     self.store,
                     self.writes,
                 )
@@ -409,23 +415,41 @@ class RunExecution:
 
     # -- tasks ---------------------------------------------------------------------------
 
-    async def _run_one(self, stage: _Stage, task: TaskRecord) -> TaskRecord:
-        """One task of the stage's pipe, to its end or the run's halt (never raising for it)."""
-        owner = asyncio.current_task()
+    def _first_attempt(self, stage: _Stage, task: TaskRecord) -> TaskInput | None:
+        """A task of the stage's batches, about to be handed to the dispatcher with its slot:
+        counted against the budgets; None when it may not start."""
+        if self.halted() or not self._charge(stage):
+            return None
+        task.attempts += 1
         self._active[task.task_id] = task
-        task.owner = owner
-        try:
-            async with stage.slots:
-                if not self.halted():
-                    await self._attempts(stage, task)
-        except asyncio.CancelledError:
-            # stop() cancelled it between attempts; anything else cancelling it goes on.
-            if not self.halted() or owner is None or owner.uncancel():
-                raise
-        finally:
-            task.owner = None
+        return self._task_input(stage, task)
+
+    def _first_ended(
+        self, stage: _Stage, task: TaskRecord, outcome: TaskResult | EtherError
+    ) -> bool:
+        """The first attempt of a task of the stage's batches ended: True when the task is done
+        with; False when it runs again, in a coroutine of its own that keeps its slot."""
+        delay = self._judge(stage, task, self._result_of(task, outcome))
+        if delay is None:
             self._active.pop(task.task_id, None)
-        return task
+            return True
+        assert stage.group is not None
+        stage.group.start_soon(self._retry, stage, task, delay)
+        return False
+
+    async def _retry(self, stage: _Stage, task: TaskRecord, delay: float) -> None:
+        """The attempts after the first of a task of the stage's batches (its slot held)."""
+        try:
+            with anyio.CancelScope() as scope:
+                task.scope = scope
+                if not self.halted():  # stop() may have come before this scope existed
+                    await anyio.sleep(delay)
+                    await self._attempts(stage, task)
+        finally:
+            task.scope = None
+            self._active.pop(task.task_id, None)
+            stage.slots.release()
+        self._after(stage, task)
 
     async def _run_task(self, stage: _Stage, task: TaskRecord) -> None:
         """A followed next action: a task of its own in the stage's task group."""
@@ -449,62 +473,73 @@ class RunExecution:
             self._follow(stage, task)
 
     async def _attempts(self, stage: _Stage, task: TaskRecord) -> None:
-        spec = stage.spec
-        retry = spec.retry or self.record.spec.default_retry or RetrySpec()
-        attempts = 0  # allowed in all: asked the first time a task fails (most never do)
+        """A task's attempts in a coroutine of its own, until one is the last (_judge)."""
         while not self.halted():
             if not self._charge(stage):
                 return
             task.attempts += 1
-            result = await self._dispatch(stage, task)
-            budgets.spend(self.record, stage.record, result.metadata.cost)
-            if result.status == SUCCESS:
-                self._complete(stage, task, result, TaskState.SUCCEEDED)
-                self._check_cost(stage)
-                return
-            code = result.error.code if result.error is not None else ""
-            if self.halted() or code == "cancelled":
-                task.result = result
-                return  # settled as cancelled (or pending, for a resume) by the caller
-            if (
-                code in ("task_deadline_exceeded", "deadline_waiting_for_agent")
-                and time.monotonic() >= stage.deadline
-            ):
-                task.result = result
-                self.stop(BUDGET, "budget_exceeded", self._time_budget_message(stage))
-                return
-            if code == "budget_exceeded":
-                self._complete(stage, task, result, TaskState.FAILED)
-                self.stop(
-                    BUDGET,
-                    "budget_exceeded",
-                    f"task {task.task_id} went over what was left of the budget: "
-                    f"{result.error.message if result.error else ''}",
+            try:
+                outcome: TaskResult | EtherError = await self.dispatcher.execute(
+                    self._task_input(stage, task),
+                    lambda event: self._on_event(stage, task, event),
                 )
+            except EtherError as error:
+                outcome = error
+            delay = self._judge(stage, task, self._result_of(task, outcome))
+            if delay is None:
                 return
-            if not attempts:
-                idempotent = retries.idempotent(self.supervisor, task, self.dispatcher.other_hosts)
-                attempts = retry.max_attempts if idempotent else 1
-            if task.attempts < attempts and retries.retryable(result, retry):
-                self._complete(stage, task, result, TaskState.RETRYING)
-                await anyio.sleep(retry.delay(task.attempts))
-                continue
-            self._complete(stage, task, result, TaskState.FAILED)
+            await anyio.sleep(delay)
+
+    def _judge(self, stage: _Stage, task: TaskRecord, result: TaskResult) -> float | None:
+        """Record what an attempt of ``task`` gave, and halt the run when that calls for it;
+        the pause before the next attempt, or None when this was the last."""
+        spec = stage.spec
+        budgets.spend(self.record, stage.record, result.metadata.cost)
+        if result.status == SUCCESS:
+            self._complete(stage, task, result, TaskState.SUCCEEDED)
             self._check_cost(stage)
-            if spec.on_failure == STOP:
-                error = result.error
-                detail = (
-                    f"{error.code}: {error.message}"
-                    if error is not None
-                    else f"status {result.status}"
-                )
-                self.stop(
-                    FAILED,
-                    "stage_failed",
-                    f"stage {spec.name!r}: task {task.task_id} "
-                    f"({task.agent}.{task.action}) failed: {detail}",
-                )
-            return
+            return None
+        code = result.error.code if result.error is not None else ""
+        if self.halted() or code == "cancelled":
+            task.result = result
+            return None  # settled as cancelled (or pending, for a resume) by the caller
+        if (
+            code in ("task_deadline_exceeded", "deadline_waiting_for_agent")
+            and time.monotonic() >= stage.deadline
+        ):
+            task.result = result
+            self.stop(BUDGET, "budget_exceeded", self._time_budget_message(stage))
+            return None
+        if code == "budget_exceeded":
+            self._complete(stage, task, result, TaskState.FAILED)
+            self.stop(
+                BUDGET,
+                "budget_exceeded",
+                f"task {task.task_id} went over what was left of the budget: "
+                f"{result.error.message if result.error else ''}",
+            )
+            return None
+        retry = spec.retry or self.record.spec.default_retry or RetrySpec()
+        # Asked only when a task fails (most never do).
+        idempotent = retries.idempotent(self.supervisor, task, self.dispatcher.other_hosts)
+        attempts = retry.max_attempts if idempotent else 1
+        if task.attempts < attempts and retries.retryable(result, retry):
+            self._complete(stage, task, result, TaskState.RETRYING)
+            return retry.delay(task.attempts)
+        self._complete(stage, task, result, TaskState.FAILED)
+        self._check_cost(stage)
+        if spec.on_failure == STOP:
+            error = result.error
+            detail = (
+                f"{error.code}: {error.message}" if error is not None else f"status {result.status}"
+            )
+            self.stop(
+                FAILED,
+                "stage_failed",
+                f"stage {spec.name!r}: task {task.task_id} "
+                f"({task.agent}.{task.action}) failed: {detail}",
+            )
+        return None
 
     def _time_budget_message(self, stage: _Stage) -> str:
         if stage.deadline < self._deadline and stage.spec.budget.max_time is not None:
@@ -526,11 +561,11 @@ class RunExecution:
         if reason is not None:
             self.stop(BUDGET, "budget_exceeded", reason)
 
-    async def _dispatch(self, stage: _Stage, task: TaskRecord) -> TaskResult:
+    def _task_input(self, stage: _Stage, task: TaskRecord) -> TaskInput:
         deadline = stage.deadline
         if stage.spec.task_timeout is not None:
             deadline = min(deadline, time.monotonic() + stage.spec.task_timeout)
-        task_input = TaskInput(
+        return TaskInput(
             agent=task.agent,
             action=task.action,
             params=task.params,
@@ -540,26 +575,31 @@ class RunExecution:
             deadline=None if deadline == math.inf else deadline,
         )
 
-        def on_event(event: TaskEvent) -> None:
-            self._on_event(stage, task, event)
-
-        try:
-            return await self.dispatcher.execute(task_input, on_event)
-        except Cancelled as error:
-            return error_result(task.task_id, task.agent, task.action, "cancelled", error.message)
-        except EtherError as error:
-            return error_result(
-                task.task_id,
-                task.agent,
-                task.action,
-                error.reason.lower(),
-                error.message,
-                retryable=error.code.value in retries.RETRYABLE_CODES,
-            )
+    @staticmethod
+    def _result_of(task: TaskRecord, outcome: TaskResult | EtherError) -> TaskResult:
+        """An attempt's result; an error the dispatcher raised as the failed result it means."""
+        if isinstance(outcome, TaskResult):
+            return outcome
+        if isinstance(outcome, Cancelled):
+            return error_result(task.task_id, task.agent, task.action, "cancelled", outcome.message)
+        return error_result(
+            task.task_id,
+            task.agent,
+            task.action,
+            outcome.reason.lower(),
+            outcome.message,
+            retryable=outcome.code.value in retries.RETRYABLE_CODES,
+        )
 
     def _on_event(self, stage: _Stage, task: TaskRecord, event: TaskEvent) -> None:
         if task.task_id not in self._active or self.events.closed:
             return  # a log or progress frame of an abandoned attempt, after the task was settled
+        if event.kind == "started" and self.halt is not None:
+            # Handed to the dispatcher before the halt, and not held by it when stop() ran.
+            with contextlib.suppress(NotFound):
+                self.dispatcher.cancel(task.task_id, self.halt.message)
+            if task.task_id not in self._active:
+                return  # cancelled and settled at once
         if event.kind == "started":
             task.started_at = task.started_at or event.time
             if task.state != TaskState.RUNNING:

@@ -8,7 +8,6 @@ three uses.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import functools
 import math
@@ -261,10 +260,9 @@ class TaskRecord:
     depth: int = 0  # how many followed next actions led here
     started_at: float | None = None
     ended_at: float | None = None
+    # The scope of the coroutine running it (a retry, a followed next action): what a halt
+    # cancels. None for a task in a batch of its stage, which the dispatcher holds.
     scope: anyio.CancelScope | None = field(default=None, repr=False, compare=False)
-    # The asyncio task running it in a stage's batched pipe: what a halt cancels when the
-    # dispatcher does not hold the task (between attempts, say).
-    owner: asyncio.Task[Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def succeeded(self) -> bool:
