@@ -62,6 +62,58 @@ stages:
     assert [t.attempts for t in every] == [1] * 5 + [0] * 25
 
 
+def test_the_log_lines_of_a_map_stages_tasks_are_events_of_the_run(
+    host: HostProcess, flow: str
+) -> None:
+    """Four holding tasks sent to the agent together: the line each one logs as it starts reaches
+    the run's events as a task_progress naming that task, after its task_started; a cancel then
+    ends all four."""
+    tags = [f"log{i}" for i in range(4)]
+    run = create(
+        host,
+        f"""\
+name: logs
+stages:
+  - name: hold
+    agent: flow
+    action: hold
+    inputs: {json.dumps(tags)}
+    params: {{tag: "${{input}}"}}
+    parallel: true
+    max_concurrency: 4
+""",
+    )
+
+    def holding(seen: list[workflow_pb2.StreamRunEventsResponse]) -> list[str]:
+        return [
+            e.task_progress.task_id
+            for e in seen
+            if e.WhichOneof("event") == "task_progress" and e.task_progress.log.message == "holding"
+        ]
+
+    seen = follow_until(host, run.id, lambda seen: len(holding(seen)) == 4)
+    ids = {t.task_id: t.input_index for t in tasks(host, run.id)}
+    logged_ids = holding(seen)
+    assert sorted(ids[i] for i in logged_ids) == [0, 1, 2, 3]  # one line per task, each its own
+    for e in seen:
+        if e.WhichOneof("event") == "task_progress":
+            line = e.task_progress
+            assert line.stage == "hold" and value(line.log.fields) == {
+                "tag": tags[ids[line.task_id]]
+            }
+            began = next(
+                s.sequence
+                for s in seen
+                if s.WhichOneof("event") == "task_started"
+                and s.task_started.task.task_id == line.task_id
+            )
+            assert began < e.sequence
+    host.workflows.CancelRun(workflow_pb2.CancelRunRequest(run_id=run.id), timeout=10)
+    ended = wait(host, run.id)
+    assert state(ended) == "CANCELLED"
+    assert [task_state(t) for t in tasks(host, run.id)] == ["CANCELLED"] * 4
+
+
 def test_a_late_follower_reads_every_event_of_a_map_larger_than_the_memory_ring(
     host: HostProcess, flow: str
 ) -> None:
