@@ -20,6 +20,15 @@ def _scopes(
     yield f"stage {spec.name!r}", spec.budget, stage.usage
 
 
+def limited(run: RunRecord, spec: StageSpec) -> bool:
+    """Whether the run's or the stage's budget limits cost, tasks or iterations. Without such a
+    limit a stage's tasks skip the checks below (only their count is kept)."""
+    return any(
+        b.max_cost is not None or b.max_tasks is not None or b.max_iterations is not None
+        for b in (run.spec.budget, spec.budget)
+    )
+
+
 def charge_start(run: RunRecord, spec: StageSpec, stage: StageRecord) -> str | None:
     """Count one more task start against max_tasks; or, once max_tasks or max_cost is used
     up, count nothing and say why it may not start."""

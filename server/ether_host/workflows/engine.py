@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 import structlog
 
-from ether_host.agents import SUCCESS, Dispatcher, TaskEvent, TaskInput, TaskResult
+from ether_host.agents import SUCCESS, Budget, Dispatcher, TaskEvent, TaskInput, TaskResult
 from ether_host.errors import Cancelled, EtherError, NotFound
 from ether_host.supervisor import Supervisor
 from ether_host.telemetry import Link, optional_span, set_error
@@ -74,6 +74,7 @@ class _Stage:
     # included. asyncio's: taken once per task.
     slots: asyncio.Semaphore
     deadline: float = math.inf
+    limited: bool = True  # a budget limits cost, tasks or iterations (budgets.limited)
     group: anyio.abc.TaskGroup | None = None
     last_progress: float = 0.0
     followed: int = 0
@@ -326,6 +327,7 @@ class RunExecution:
                 self._move(record, task, TaskState.PENDING, new=True)
         concurrency = spec.concurrency(self.record.spec.max_concurrency)
         stage = _Stage(index, spec, record, asyncio.Semaphore(concurrency))
+        stage.limited = budgets.limited(self.record, spec)
         stage.followed = sum(1 for t in record.tasks if t.proposed_by)
         record.state = StageState.RUNNING
         record.started_at = record.started_at or time.time()
@@ -550,6 +552,10 @@ class RunExecution:
 
     def _charge(self, stage: _Stage) -> bool:
         """Count a task start against max_tasks (and refuse it once max_cost is spent)."""
+        if not stage.limited:
+            self.record.usage.tasks += 1
+            stage.record.usage.tasks += 1
+            return True
         refusal = budgets.charge_start(self.record, stage.spec, stage.record)
         if refusal is not None:
             self.stop(BUDGET, "budget_exceeded", refusal)
@@ -557,6 +563,8 @@ class RunExecution:
 
     def _check_cost(self, stage: _Stage) -> None:
         """Halt once a max_cost is spent and work remains (tasks running or to come)."""
+        if not stage.limited:
+            return
         reason = budgets.cost_used_up(self.record, stage.index, stage.spec, stage.record)
         if reason is not None:
             self.stop(BUDGET, "budget_exceeded", reason)
@@ -570,7 +578,11 @@ class RunExecution:
             action=task.action,
             params=task.params,
             task_id=task.task_id,
-            budget=budgets.task_budget(self.record, stage.spec, stage.record),
+            budget=(
+                budgets.task_budget(self.record, stage.spec, stage.record)
+                if stage.limited
+                else Budget()
+            ),
             workflow=self.record.id,
             deadline=None if deadline == math.inf else deadline,
         )

@@ -76,13 +76,15 @@ class StageInputs:
     ) -> tuple[list[tuple[int, int, str, str, dict[str, Any]]], bool]:
         """(input index, action index, agent, action, params) of every task, and whether the stage fans out."""
         inputs, fanned = self._inputs(spec)
+        # Each action's params merged once; a map of 10,000 inputs plans 10,000 tasks each.
+        actions = [(a.agent, a.action, {**spec.params, **a.params}) for a in spec.actions]
         tasks = []
         for input_index, element in enumerate(inputs):
-            for action_index, action in enumerate(spec.actions):
-                params, placed = fill({**spec.params, **action.params}, element)
+            for action_index, (agent, action, merged) in enumerate(actions):
+                params, placed = fill(merged, element)
                 if element is not NO_INPUT and not placed:
-                    params[spec.input_param] = copy.deepcopy(element)
-                tasks.append((input_index, action_index, action.agent, action.action, params))
+                    params[spec.input_param] = _copy(element)
+                tasks.append((input_index, action_index, agent, action, params))
         return tasks, fanned or bool(spec.map)
 
     def _inputs(self, spec: StageSpec) -> tuple[list[Any], bool]:
@@ -125,8 +127,18 @@ class StageInputs:
         return value if isinstance(value, list) else [value]
 
 
+_IMMUTABLE = (str, int, float, bool, type(None))
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of JSON ``value``; a string or number is its own (deepcopy's memo costs more)."""
+    return value if isinstance(value, _IMMUTABLE) else copy.deepcopy(value)
+
+
 def fill(value: Any, element: Any) -> tuple[Any, bool]:
     """A deep copy of ``value`` with "${input}" / "${input.path}" strings replaced; whether any was."""
+    if isinstance(value, dict) and not value:
+        return {}, False  # most stages' params: none besides the input
     if isinstance(value, str):
         match = PLACEHOLDER.match(value)
         if match is None:
@@ -134,18 +146,18 @@ def fill(value: Any, element: Any) -> tuple[Any, bool]:
         if element is NO_INPUT:
             raise InputError(f"{value!r}: this stage has no input (give inputs or input_from)")
         if match.group(1) is None:
-            return copy.deepcopy(element), True
+            return _copy(element), True
         found = resolve(element, tuple(match.group(1).split(".")), "input")
         if isinstance(found, Missing):
             raise InputError(f"{value!r}: {found.where}")
-        return copy.deepcopy(found), True
+        return _copy(found), True
     if isinstance(value, dict):
         pairs = [(k, fill(v, element)) for k, v in value.items()]
         return {k: v for k, (v, _) in pairs}, any(used for _, (_, used) in pairs)
     if isinstance(value, list):
         items = [fill(v, element) for v in value]
         return [v for v, _ in items], any(used for _, used in items)
-    return copy.deepcopy(value), False
+    return _copy(value), False
 
 
 def new_task(
