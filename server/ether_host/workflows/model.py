@@ -241,7 +241,7 @@ def error_result(
     )
 
 
-@dataclass
+@dataclass(slots=True)  # a map keeps every task's record: no __dict__ for the collector to walk
 class TaskRecord:
     """One task of a run."""
 
@@ -415,7 +415,7 @@ class RunRecord:
         return {**self.api(), "resume_requests": self.resume_requests, "next_task": self.next_task}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RunEvent:
     """One event of a run: ``kind`` names the StreamRunEventsResponse oneof member, ``body`` is its JSON."""
 
