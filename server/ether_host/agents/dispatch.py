@@ -19,7 +19,7 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
@@ -45,6 +45,9 @@ from ether_host.link import SHUTTING_DOWN, AgentConnection, LinkClosed, Pending,
 from ether_host.reasons import Reason
 from ether_host.supervisor import ActionInfo, ManagedAgent, Replica, Supervisor
 from ether_host.telemetry import Span, Tracing, trace_id_of
+
+if TYPE_CHECKING:
+    from ether_host.agents.batch import Batch, DispatcherSide
 
 log = structlog.get_logger("ether.agents")
 
@@ -138,6 +141,10 @@ class Dispatcher:
         # main.py), in Redis in a cluster (set at join); None: no cache at all.
         self.result_cache: ResultCache | None = None
         self._tg: anyio.abc.TaskGroup | None = None
+        # The loop run() runs on, passed to asyncio where it would look it up: that lookup
+        # is a getpid(2) each time, several times per task. None before run().
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._batch: tuple[type[Batch], DispatcherSide] | None = None  # execute_batch's, made once
         supervisor.serve_calls_with(self._calls.handle)
 
     async def run(
@@ -146,6 +153,7 @@ class Dispatcher:
         """Own the background work of tasks (cancel watchers) until cancelled."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
+            self._loop = asyncio.get_running_loop()
             task_status.started()
             await anyio.sleep_forever()
 
@@ -184,7 +192,7 @@ class Dispatcher:
         if task.budget.max_time is not None:
             deadline = min(deadline or math.inf, time.monotonic() + task.budget.max_time)
         record = RunningTask(task, agent=agent.name, deadline=deadline)
-        record.owner = asyncio.current_task()
+        record.owner = asyncio.current_task(self._loop)
         if self.task_ended is not None:
             record.began = time.perf_counter()
         task.root_task = task.root_task or task.task_id
@@ -261,22 +269,28 @@ class Dispatcher:
         answered from the link's read callback, without a coroutine each (agents/batch.py).
         Returns once every task was answered; cancelled (the caller went away), every task still
         running gets its cancel frame. CancelTask (``cancel``) finds each task by its id."""
-        # batch.py builds on this module (its records, errors and types): imported here.
-        from ether_host.agents.batch import Batch, DispatcherSide
+        made = self._batch
+        if made is None:
+            # batch.py builds on this module (its records, errors and types): imported here,
+            # and its view of the dispatcher made once, not per batch: a Pipe stream sending one
+            # task per message runs a batch per message.
+            from ether_host.agents.batch import Batch, DispatcherSide
 
-        side = DispatcherSide(
-            self._admit,
-            self._task_frame,
-            self._running,
-            self._by_frame,
-            self._abandon,
-            self._task_failed,
-            self._retry_delay,
-            self._attempt,
-            _left,
-            _refused,
-        )
-        await Batch(self, side, answer, on_event).run(tasks)
+            side = DispatcherSide(
+                self._admit,
+                self._task_frame,
+                self._running,
+                self._by_frame,
+                self._abandon,
+                self._task_failed,
+                self._retry_delay,
+                self._attempt,
+                _left,
+                _refused,
+            )
+            made = self._batch = (Batch, side)
+        batch, side = made
+        await batch(self, side, answer, on_event).run(tasks)
 
     async def _cached(self, key: str, task: TaskInput) -> TaskResult | None:
         """The cached answer to ``task``, or None: nothing kept under ``key`` (or expired)."""
@@ -460,7 +474,7 @@ class Dispatcher:
             timed_out = False
             try:
                 await connection.send_task(pending, frame)
-                timed_out = not await pending.wait(deadline)
+                timed_out = not await pending.wait(deadline, self._loop)
             except asyncio.CancelledError:
                 reason = record.cancel_reason or "caller went away"
                 handed_over = self._abandon(connection, replica, pending, reason)
@@ -528,14 +542,12 @@ class Dispatcher:
         attempt: int,
     ) -> dict[str, Any]:
         left = _left(deadline)
-        budget = {
-            k: v
-            for k, v in (
-                ("max_cost", task.budget.max_cost),
-                ("max_iterations", task.budget.max_iterations),
-            )
-            if v is not None
-        }
+        limits = task.budget
+        budget: dict[str, Any] = {}  # the limits the agent watches itself, those set
+        if limits.max_cost is not None:
+            budget["max_cost"] = limits.max_cost
+        if limits.max_iterations is not None:
+            budget["max_iterations"] = limits.max_iterations
         return {
             "type": "task",
             "id": frame_id,

@@ -20,8 +20,9 @@ finished, so the answers of a fast batch share a message instead of taking one e
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterable, Awaitable, Callable, Coroutine, Iterable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 In = TypeVar("In")  # a message of the stream, in the front's own terms
 Task = TypeVar("Task")  # one task a message carries
@@ -62,18 +63,21 @@ async def run_pipe(
     that have a slot (all of them, unless the stream's limit is reached midway) and calls
     ``answer`` once for each, in any order, before it returns.
     """
-    # asyncio's TaskGroup, Queue and Semaphore rather than anyio's: this is the host's
-    # hottest loop, and anyio's per-task bookkeeping was a quarter of its CPU per message
-    # (bench/RESULTS.md). The structure is the same: every task ends with the stream.
-    finished: asyncio.Queue[Out | None] = asyncio.Queue()
-    slots = asyncio.Semaphore(DEFAULT_IN_FLIGHT)
+    # asyncio's TaskGroup rather than anyio's, and a count of slots and a deque of answers
+    # rather than a Semaphore and a Queue: this is the host's hottest loop, and anyio's per-task
+    # bookkeeping was a quarter of its CPU per message (bench/RESULTS.md); taking a free slot or
+    # an answer waiting is then a plain step, not a coroutine. The structure is the same: every
+    # task ends with the stream.
+    loop = asyncio.get_running_loop()
+    slots = _Slots(DEFAULT_IN_FLIGHT, loop)
+    finished = _Answers[Out](loop)
     unwritten = 0  # tasks started whose answer is not written yet
     reading = True
     together = False  # answers written in batches (the first message asked for it)
 
     async def run_one(task: Task) -> None:
         assert run is not None  # given when run_batch is not
-        finished.put_nowait(await run(task))
+        finished.put(await run(task))
 
     async def read_inputs(tg: asyncio.TaskGroup) -> None:
         nonlocal slots, unwritten, reading, together
@@ -82,41 +86,100 @@ async def run_pipe(
             if first:
                 first = False
                 limit = in_flight_limit(requested_in_flight(message), most_in_flight)
-                slots = asyncio.Semaphore(limit)
+                slots = _Slots(limit, loop)
                 together = batched(message)
             if run_batch is None:
                 for task in tasks_of(message):
-                    await slots.acquire()
+                    if not slots.free:
+                        await slots.freed()
+                    slots.free -= 1
                     unwritten += 1
                     tg.create_task(run_one(task), name="pipe task")
                 continue
             group: list[Task] = []
             for task in tasks_of(message):
-                if group and slots.locked():  # the next slot needs a wait: start these first
-                    tg.create_task(run_batch(group, finished.put_nowait), name="pipe batch")
-                    group = []
-                await slots.acquire()
+                if not slots.free:
+                    if group:  # the next slot needs a wait: start these first
+                        tg.create_task(run_batch(group, finished.put), name="pipe batch")
+                        group = []
+                    await slots.freed()
+                slots.free -= 1
                 unwritten += 1
                 group.append(task)
             if group:
-                tg.create_task(run_batch(group, finished.put_nowait), name="pipe batch")
+                tg.create_task(run_batch(group, finished.put), name="pipe batch")
         reading = False
-        if not unwritten:
-            finished.put_nowait(None)
+        finished.wake()  # the writer ends the stream once every answer was written
 
     async with asyncio.TaskGroup() as tg:
         tg.create_task(read_inputs(tg), name="pipe reader")
-        while (answer := await finished.get()) is not None:
-            answers = [answer]
-            # Everything already finished goes in the same write. The None that ends the
-            # stream is queued only once every answer was written, so none is here.
-            while together and len(answers) < MAX_ANSWERS_PER_WRITE and not finished.empty():
-                more = finished.get_nowait()
-                if more is not None:
-                    answers.append(more)
+        ready = finished.ready
+        while reading or unwritten:
+            if not ready:
+                await finished.arrival()
+                continue
+            # Everything already finished goes in the same write, in a batched stream.
+            if together and len(ready) > 1:
+                count = min(len(ready), MAX_ANSWERS_PER_WRITE)
+                answers = [ready.popleft() for _ in range(count)]
+            else:
+                answers = [ready.popleft()]
             await write(answers)
             unwritten -= len(answers)
-            for _ in answers:
-                slots.release()
-            if not reading and not unwritten:
-                break
+            slots.give(len(answers))
+
+
+class _Slots:
+    """A stream's free in-flight slots, and the reader's wait for one (one reader only)."""
+
+    __slots__ = ("_loop", "_room", "free")
+
+    def __init__(self, free: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.free = free
+        self._loop = loop
+        self._room: asyncio.Future[None] | None = None
+
+    async def freed(self) -> None:
+        """Return once a slot is free (the caller then takes it: ``free -= 1``)."""
+        while not self.free:
+            self._room = self._loop.create_future()
+            try:
+                await self._room
+            finally:
+                self._room = None
+
+    def give(self, count: int) -> None:
+        self.free += count
+        room = self._room
+        if room is not None and not room.done():
+            room.set_result(None)
+
+
+class _Answers(Generic[Out]):
+    """The answers finished and not written yet, in the order they finished, and the
+    writer's wait for the next (one writer only)."""
+
+    __slots__ = ("_arrived", "_loop", "ready")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.ready: deque[Out] = deque()
+        self._loop = loop
+        self._arrived: asyncio.Future[None] | None = None
+
+    def put(self, answer: Out) -> None:
+        self.ready.append(answer)
+        self.wake()
+
+    def wake(self) -> None:
+        """Wake the writer: an answer came, or the reading ended."""
+        arrived = self._arrived
+        if arrived is not None and not arrived.done():
+            arrived.set_result(None)
+
+    async def arrival(self) -> None:
+        """Return once woken (an answer may have come)."""
+        self._arrived = self._loop.create_future()
+        try:
+            await self._arrived
+        finally:
+            self._arrived = None

@@ -21,6 +21,7 @@ from ether_host.link import LinkClosed, Pending
 # it watches its own copy, which can fire a moment before the host's timer does.
 DEADLINE_SLACK = 0.05
 _STATUSES = {"ok": SUCCESS, "partial": PARTIAL}
+_NOTHING: dict[str, Any] = {}  # an answer with no frame (read only)
 
 
 def task_result(
@@ -45,13 +46,19 @@ def task_result(
         return TaskResult(
             task_id, ERROR, agent, action, error=TaskErrorInfo(code, message), metadata=metadata
         )
-    frame = pending.result or {}
-    reported = frame.get("metadata") or {}
-    metadata.cost = float(reported.get("cost") or 0.0)
-    metadata.model = str(reported.get("model") or "")
-    metadata.extra = dict(reported.get("extra") or {})
+    frame = pending.result or _NOTHING
+    # Read only when the agent reported something: most answers carry no metadata, and
+    # ``metadata`` holds the defaults (0 cost, no model, an empty extra) already.
+    reported = frame.get("metadata")
+    if reported:
+        metadata.cost = float(reported.get("cost") or 0.0)
+        metadata.model = str(reported.get("model") or "")
+        extra = reported.get("extra")
+        if extra:
+            metadata.extra = dict(extra)
     metadata.cost += spent_cost
-    status = _STATUSES.get(str(frame.get("status")), ERROR)
+    status = frame.get("status")
+    status = _STATUSES.get(status, ERROR) if type(status) is str else ERROR
     error = _error_of(frame.get("error")) if status != SUCCESS else None
     if status == ERROR and error is None:
         error = TaskErrorInfo("error", f"agent answered status {frame.get('status')!r}")
@@ -71,7 +78,7 @@ def task_result(
         data=data,
         error=error,
         metadata=metadata,
-        next_actions=list(frame.get("next_actions") or []),
+        next_actions=list(proposed) if (proposed := frame.get("next_actions")) else [],
     )
 
 

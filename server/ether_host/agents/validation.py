@@ -28,6 +28,13 @@ def check_task_id(task_id: str) -> None:
 
 
 def check_budget(budget: Budget) -> None:
+    if (
+        budget.max_cost is None
+        and budget.max_time is None
+        and budget.max_iterations is None
+        and budget.max_tasks is None
+    ):
+        return  # no limits (most tasks): nothing to check, and no list built per task
     violations = [
         FieldViolation(f"input.context.budget.{name}", "must not be negative")
         for name in ("max_cost", "max_time", "max_iterations", "max_tasks")

@@ -282,6 +282,8 @@ class AgentConnection:
         scope = anyio.CancelScope()
         self._own_calls[call_id] = scope
         if pending is not None:
+            if pending.calls is None:
+                pending.calls = set()
             pending.calls.add(scope)
 
         async def serve() -> None:
@@ -303,7 +305,7 @@ class AgentConnection:
                 )
             finally:
                 self._own_calls.pop(call_id, None)
-                if pending is not None:
+                if pending is not None and pending.calls is not None:
                     pending.calls.discard(scope)
             with contextlib.suppress(LinkClosed):
                 await self.send(reply)
@@ -461,7 +463,7 @@ class AgentConnection:
     def forget(self, frame_id: str) -> None:
         """Stop waiting for a task; a late result is then logged and dropped."""
         pending = self._pending.pop(frame_id, None)
-        if pending is not None:
+        if pending is not None and not pending.finished:  # answered: no failure to make
             pending.finish(
                 failure=TaskFailure("abandoned", "the host stopped waiting for this task")
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -43,7 +43,9 @@ class Pending:
     finished: bool = False
     result: dict[str, Any] | None = None
     failure: Exception | None = None
-    calls: set[anyio.CancelScope] = field(default_factory=set)
+    # The agent's host calls made for this task, cancelled when it ends. None until the first:
+    # most tasks make none, and a set per task is an allocation on the hottest path.
+    calls: set[anyio.CancelScope] | None = None
     # True once the frame was handed to the pipe whole: from then on the agent
     # runs the task even if the sender is cancelled, so it must be cancelled too.
     sent: bool = False
@@ -53,7 +55,8 @@ class Pending:
     trace_id: str = ""
     # Bare asyncio futures, not an Event and asyncio.timeout: this is once per task on the
     # hottest path, and an Event plus a timeout context cost several times a future and a timer.
-    _waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    # None until someone waits (the batch path never does).
+    _waiters: list[asyncio.Future[None]] | None = None
     # Called once, by finish(), when nobody awaits the task (the dispatcher's batch path,
     # agents/batch.py): a callback instead of a waiting coroutine per task.
     on_finish: Callable[[Pending], None] | None = None
@@ -65,20 +68,29 @@ class Pending:
             return
         self.finished = True
         self.result, self.failure = result, failure
-        for scope in self.calls:
-            scope.cancel()
-        for waiter in self._waiters:
-            _wake(waiter)
+        if self.calls:
+            for scope in self.calls:
+                scope.cancel()
+        if self._waiters:
+            for waiter in self._waiters:
+                _wake(waiter)
         if self.on_finish is not None:
             self.on_finish(self)
 
-    async def wait(self, deadline: float | None = None) -> bool:
+    async def wait(
+        self, deadline: float | None = None, loop: asyncio.AbstractEventLoop | None = None
+    ) -> bool:
         """Wait for the answer; False when ``deadline`` (time.monotonic()) passed first.
+        ``loop``: the running loop, when the caller knows it (asyncio's lookup of the running
+        loop is a getpid(2) each time, on the hottest path).
 
         uvloop's timers have millisecond resolution and may fire a little early: the deadline
         counts as passed only once time.monotonic() says so, as callers (workflow budgets) check.
         """
-        loop = asyncio.get_running_loop()
+        if loop is None:
+            loop = asyncio.get_running_loop()
+        if self._waiters is None:
+            self._waiters = []
         while not self.finished:
             waiter: asyncio.Future[None] = loop.create_future()
             timer = None

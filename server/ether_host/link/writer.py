@@ -37,6 +37,9 @@ class StdinWriter:
         self._closed = False
         self._out: list[bytes] = []  # lines queued for the next write (see _queue_line)
         self._flush_scheduled = False
+        # The loop stdin's transport runs on, looked up once: asyncio's lookup of the running
+        # loop is a getpid(2) each time, and this is once per task frame.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def write_line(self, data: bytes, pending: Pending | None = None) -> None:
         """Queue ``data`` (one line, newline included); sets ``pending.sent`` once it is
@@ -91,7 +94,10 @@ class StdinWriter:
         elif not self._flush_scheduled:
             self._flush()
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
+            loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
