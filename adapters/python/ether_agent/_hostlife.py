@@ -7,7 +7,6 @@ so no grandchild outlives the host.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import sys
@@ -16,10 +15,10 @@ import time
 from typing import NoReturn
 
 from ._io import diag
+from ._libc import set_parent_death_signal
 
 COOKIE = "ether-agent-v1"
 EXIT_FATAL = 78
-PR_SET_PDEATHSIG = 1
 POLL_S = 1.0
 
 _host_dead = threading.Event()
@@ -57,12 +56,7 @@ class HostWatch:
     def arm(self) -> None:
         """Call from the main thread: the parent-death signal is held per thread."""
         if sys.platform.startswith("linux"):
-            try:
-                libc = ctypes.CDLL(None, use_errno=True)
-                if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
-                    diag(f"prctl(PR_SET_PDEATHSIG) failed: errno {ctypes.get_errno()}")
-            except (OSError, AttributeError) as exc:
-                diag(f"prctl unavailable: {exc}")
+            set_parent_death_signal(signal.SIGTERM)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the host owns Ctrl-C
         signal.signal(signal.SIGTERM, self._early_sigterm)
         threading.Thread(target=self._poll, name="ether-hostwatch", daemon=True).start()

@@ -18,7 +18,6 @@ import select
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -47,8 +46,11 @@ _LONG_NUMBER = b"0" * 20
 # One read's most bytes. Reads land in a buffer kept for the life of the reader: a fresh
 # os.read(fd, READ_CHUNK) would malloc (mmap) a block this size per read, shrink it (mremap)
 # and free it (munmap) -- three syscalls and page faults per frame, which on a VM cost more
-# than the frame itself.
+# than the frame itself. The buffer starts at FIRST_READ_CHUNK and grows to READ_CHUNK the
+# first time a read fills it: an idle agent reads a few short frames, and a READ_CHUNK buffer
+# from the start (zeroed, so every page touched) was 0.25 MiB of its private memory.
 READ_CHUNK = 256 * 1024
+FIRST_READ_CHUNK = 16 * 1024
 _ID_RE = re.compile(rb'"id"\s*:\s*"((?:[^"\\]|\\.){1,256})"')
 _TYPE_RE = re.compile(rb'"type"\s*:\s*"([a-z_]{1,32})"')
 
@@ -97,7 +99,8 @@ def _default(value: Any) -> Any:
         return dataclasses.asdict(value)
     if isinstance(value, set | frozenset):
         return list(value)
-    if isinstance(value, uuid.UUID):  # as orjson writes them
+    uuid = sys.modules.get("uuid")  # not imported for this: a UUID exists only once it is
+    if uuid is not None and isinstance(value, uuid.UUID):  # as orjson writes them
         return str(value)
     if isinstance(value, enum.Enum):
         return value.value
@@ -291,7 +294,7 @@ class FrameReader:
         self._on_eof = on_eof
         self.skipped = 0
         self._buf = bytearray()
-        self._chunk = bytearray(READ_CHUNK)
+        self._chunk = bytearray(FIRST_READ_CHUNK)
         self._discarding: Oversize | None = None
         self._dropped = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -317,8 +320,10 @@ class FrameReader:
                     self._end()
                     return
                 self._feed(bytes(memoryview(self._chunk)[:count]))
-                if count < READ_CHUNK:
+                if count < len(self._chunk):
                     return  # drained: the next data wakes us again
+                if len(self._chunk) < READ_CHUNK:
+                    self._chunk = bytearray(READ_CHUNK)  # a busy link: bigger reads from now on
         except Exception as exc:  # the reader must not die silently
             diag(f"frame reader failed: {exc!r}")
             self._end()
