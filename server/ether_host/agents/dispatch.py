@@ -473,7 +473,11 @@ class Dispatcher:
                 pending.trace_id = self._traced_frame(record.span, frame, replica, attempt)
             timed_out = False
             try:
-                await connection.send_task(pending, frame)
+                if connection.sends_nowait:  # queued at once; a wait only past the high-water
+                    if connection.send_task_nowait(pending, frame):  # mark (no coroutines)
+                        await connection.drain()
+                else:
+                    await connection.send_task(pending, frame)
                 timed_out = not await pending.wait(deadline, self._loop)
             except asyncio.CancelledError:
                 reason = record.cancel_reason or "caller went away"

@@ -95,8 +95,10 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
         message = _required_input(request.input)
         _may_execute(message)
         task = convert.task_input(message, convert.rpc_time_left(context.time_remaining()))
-        notify = request.notify if request.HasField("notify") else None
-        result = await self._execute(task, notify)  # here, or on a host that runs the agent
+        if request.HasField("notify"):
+            result = await self._execute(task, request.notify)
+        else:  # the dispatcher straight away: one coroutine less per call
+            result = await self._dispatcher.execute(task)  # here, or on a host that runs it
         response = agent_io_pb2.ExecuteResponse()
         convert.fill_agent_output(response.output, result, convert.wants_json(message))
         return response
