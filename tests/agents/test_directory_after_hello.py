@@ -1,7 +1,7 @@
-"""The directory follows the agent: the host keeps each agent's AgentInfo, without its live
-fields, as a ready-made message between ListAgents calls (transport/convert.py, ``_template``),
-and an agent whose code changed and restarted must show its new actions and version, and one
-scaled its new replica count, not the kept ones."""
+"""The directory follows the agent: the host keeps each agent's AgentInfo encoded between
+ListAgents calls (transport/agent_entries.py), and an agent whose code changed and restarted
+must show its new actions and version, and one scaled its new replica count, not the kept
+ones."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import platform
 from collections import deque
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 log = structlog.get_logger("ether.supervisor")
 
 LOG_HISTORY = 5000
+# One count for every agent: an agent deployed again under the same name never repeats a
+# revision its predecessor had, whatever the two went through.
+_REVISIONS = itertools.count()
 LEGACY_ACTION = "run"
 # Agent-level state when replicas disagree: the most useful one wins.
 _PRECEDENCE = (
@@ -74,6 +78,12 @@ class ManagedAgent:
         self.reason = ""
         self.logs: History[LogLine] = History(LOG_HISTORY)
         self.queued = 0
+        # Moves on every change to what the directory shows of this agent except its load and
+        # its replicas' readiness, which are read live (``load``): its hello (version,
+        # description, actions, tags, kind, max_concurrency), the replicas wanted, its state.
+        # The transport keeps each agent's encoded AgentInfo until it moves: a change that
+        # does not move it is a stale ListAgents.
+        self.revision = next(_REVISIONS)
         self._installing = False
         self._install_failed = False
         self._active = False
@@ -120,7 +130,23 @@ class ManagedAgent:
             r.assigned for r in self._retiring.values()
         )
 
+    def _revise(self) -> None:
+        self.revision = next(_REVISIONS)
+
+    def load(self) -> tuple[int, int]:
+        """``ready_replicas`` and ``in_flight`` in one pass: what ListAgents reads of each agent
+        on every call (its entry's other fields are kept until ``revision`` moves)."""
+        ready = in_flight = 0
+        for replica in self.replicas:
+            in_flight += replica.assigned
+            if replica.ready:
+                ready += 1
+        for replica in self._retiring.values():  # empty unless a scale-down is still stopping
+            in_flight += replica.assigned
+        return ready, in_flight
+
     def _notify(self) -> None:
+        self._revise()  # every replica's state change and the agent's own come through here
         self._changed.set()
         self._changed = anyio.Event()
         waiters, self._slot_waiters = self._slot_waiters, deque()
@@ -197,6 +223,7 @@ class ManagedAgent:
         }
 
     def accept_hello(self, hello: dict[str, Any] | None) -> None:
+        self._revise()
         if hello is None:
             self.actions = [
                 ActionInfo(LEGACY_ACTION, "Runs the agent's single task handler (seeds' envelope).")
@@ -255,6 +282,7 @@ class ManagedAgent:
         self._active = True
         self._done = anyio.Event()
         self._install_failed = False
+        self._revise()
         try:
             with anyio.CancelScope() as scope:
                 self._scope = scope
@@ -263,6 +291,7 @@ class ManagedAgent:
                 async with anyio.create_task_group() as tg:
                     self._replica_group = tg
                     self.replicas = [Replica(self, i, self.host) for i in range(self.spec.replicas)]
+                    self._revise()
                     for replica in self.replicas:
                         tg.start_soon(self._run_replica, replica)
         finally:
@@ -291,6 +320,7 @@ class ManagedAgent:
             self.publish_state(None, State.INSTALLING, self.reason)
             return False
         self._installing = False
+        self._revise()
         missing = self._sandbox_missing()
         if missing:
             self._install_failed = True
@@ -360,6 +390,7 @@ class ManagedAgent:
         adds a new replica at that index instead of counting the stopping one.
         """
         self.spec.replicas = replicas
+        self._revise()
         group = self._replica_group
         if group is None:  # not running: run() starts spec.replicas fresh ones
             if not self._active:

@@ -22,7 +22,7 @@ from ether_host.errors import EtherError, FieldViolation, InvalidArgument
 from ether_host.notifications import Notifier
 from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
-from ether_host.transport import cluster_convert, convert, validation
+from ether_host.transport import agent_entries, cluster_convert, convert, validation
 from ether_host.transport.convert import dict_to_struct, timestamp
 from ether_host.transport.interceptors import current_identity
 
@@ -73,10 +73,7 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
                 next_page_token=found.next_page_token,
             )
         page = self._supervisor.list_agents(request.page_size, request.page_token, **filters)
-        response = agent_io_pb2.ListAgentsResponse(next_page_token=page.next_page_token)
-        for agent in page.items:  # filled in place: no second copy of each AgentInfo
-            convert.fill_agent_info(response.agents.add(), agent)
-        return response
+        return agent_entries.list_response(page.items, page.next_page_token)
 
     async def GetAgent(
         self, request: agent_io_pb2.GetAgentRequest, context: grpc.aio.ServicerContext
@@ -86,7 +83,7 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
             agent = cluster_convert.agent_info(view.get(request.name), view)
             return agent_io_pb2.GetAgentResponse(agent=agent)
         return agent_io_pb2.GetAgentResponse(
-            agent=convert.agent_info(self._supervisor.get(request.name))
+            agent=agent_entries.agent_info(self._supervisor.get(request.name))
         )
 
     async def Execute(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ether.v1 import agent_io_pb2, supervisor_pb2
 from ether_host.cluster import AgentOnHost, ClusterStatus, ClusterView, RemoteAgent
 from ether_host.supervisor import ManagedAgent
-from ether_host.transport import convert
+from ether_host.transport import agent_entries, convert
 
 
 def _state(value: str) -> int:
@@ -61,7 +61,7 @@ def agent_info(agent: ManagedAgent | RemoteAgent, view: ClusterView) -> agent_io
     without a cluster, plus the hosts that run it."""
     if isinstance(agent, RemoteAgent):
         return remote_agent_info(agent)
-    info = convert.agent_info(agent)
+    info = agent_entries.agent_info(agent)
     info.hosts.extend(agent_host(h) for h in view.hosts_of(agent.name))
     return info
 

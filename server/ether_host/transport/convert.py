@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 import math
 import time
-import weakref
 from typing import Any
 
 import orjson
@@ -346,60 +345,6 @@ def action_specs(agent: ManagedAgent) -> list[agent_io_pb2.ActionSpec]:
         )
         for a in agent.actions
     ]
-
-
-# Each agent's AgentInfo without its live fields (state, ready replicas, load), made again only
-# when what it holds changes: building every params schema's Struct and every field on each
-# call was most of ListAgents' time with 500 agents (bench/RESULTS.md, "Scale on one host").
-# The actions are compared by identity (a hello replaces the list, never changes it).
-_templates: weakref.WeakKeyDictionary[
-    ManagedAgent, tuple[tuple[Any, ...], agent_io_pb2.AgentInfo]
-] = weakref.WeakKeyDictionary()
-
-
-def _template(agent: ManagedAgent) -> agent_io_pb2.AgentInfo:
-    spec = agent.spec
-    key = (
-        agent.actions,
-        agent.version,
-        agent.description,
-        spec.kind,
-        spec.language,
-        spec.replicas,
-        agent.capability_tags,
-        agent.max_concurrency,
-    )
-    cached = _templates.get(agent)
-    if cached is not None and cached[0][0] is key[0] and cached[0][1:] == key[1:]:
-        return cached[1]
-    template = agent_io_pb2.AgentInfo(
-        name=agent.name,
-        type=KINDS[spec.kind],
-        language=language(spec.language),
-        version=agent.version,
-        description=agent.description,
-        actions=action_specs(agent),
-        capabilities=agent.capability_tags,
-        replicas=spec.replicas,
-        max_concurrency=agent.max_concurrency,
-    )
-    _templates[agent] = (key, template)
-    return template
-
-
-def fill_agent_info(info: agent_io_pb2.AgentInfo, agent: ManagedAgent) -> None:
-    """Write the agent into ``info`` (a new message, or one just added to a response)."""
-    info.CopyFrom(_template(agent))
-    info.state = _STATE_NUMBERS[agent.state]  # type: ignore[assignment]
-    info.ready_replicas = agent.ready_replicas
-    info.in_flight = agent.in_flight
-    info.queued = agent.queued
-
-
-def agent_info(agent: ManagedAgent) -> agent_io_pb2.AgentInfo:
-    info = agent_io_pb2.AgentInfo()
-    fill_agent_info(info, agent)
-    return info
 
 
 def rpc_time_left(time_remaining: float | None) -> float | None:

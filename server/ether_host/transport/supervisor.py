@@ -20,7 +20,7 @@ from ether_host.supervisor import (
     Replica,
     Supervisor,
 )
-from ether_host.transport import cluster_convert, convert
+from ether_host.transport import agent_entries, cluster_convert, convert
 from ether_host.transport.terminal_forward import PeerChannels, forwarded
 
 _RESTART = {
@@ -287,7 +287,7 @@ def process_info(replica: Replica) -> supervisor_pb2.ProcessInfo:
 
 def agent_status(agent: ManagedAgent) -> supervisor_pb2.AgentStatus:
     return supervisor_pb2.AgentStatus(
-        info=convert.agent_info(agent),
+        info=agent_entries.agent_info(agent),
         spec=_spec_message(agent.spec),
         processes=[process_info(r) for r in agent.replicas],
         reason=agent.status_reason(),
