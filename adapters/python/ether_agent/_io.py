@@ -50,7 +50,7 @@ _LONG_NUMBER = b"0" * 20
 # first time a read fills it: an idle agent reads a few short frames, and a READ_CHUNK buffer
 # from the start (zeroed, so every page touched) was 0.25 MiB of its private memory.
 READ_CHUNK = 256 * 1024
-FIRST_READ_CHUNK = 16 * 1024
+FIRST_READ_CHUNK = 4 * 1024
 _ID_RE = re.compile(rb'"id"\s*:\s*"((?:[^"\\]|\\.){1,256})"')
 _TYPE_RE = re.compile(rb'"type"\s*:\s*"([a-z_]{1,32})"')
 
@@ -62,12 +62,14 @@ def diag(message: str) -> None:
         os.write(2, f"ether_agent: {message}\n".encode(errors="backslashreplace"))
 
 
-@dataclasses.dataclass(frozen=True)
 class Channel:
     """The private fds of the link: frames are read from ``in_fd`` and written to ``out_fd``."""
 
-    in_fd: int
-    out_fd: int
+    __slots__ = ("in_fd", "out_fd")
+
+    def __init__(self, in_fd: int, out_fd: int) -> None:
+        self.in_fd = in_fd
+        self.out_fd = out_fd
 
 
 def take_stdio() -> Channel:
@@ -262,13 +264,15 @@ class FrameWriter:
 # --- reader ------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
 class Oversize:
     """A line longer than the max frame: discarded; its id and type, if readable from its start."""
 
-    size: int
-    id: str | None
-    type: str | None
+    __slots__ = ("id", "size", "type")
+
+    def __init__(self, size: int, id: str | None, type: str | None) -> None:
+        self.size = size
+        self.id = id
+        self.type = type
 
 
 class FrameReader:
@@ -333,7 +337,7 @@ class FrameReader:
             self._loop.remove_reader(self._fd)
             self._loop = None
         if self._discarding is not None:
-            self._on_oversize(dataclasses.replace(self._discarding, size=self._dropped))
+            self._on_oversize(Oversize(self._dropped, self._discarding.id, self._discarding.type))
             self._discarding = None
         elif self._buf:
             self._line(bytes(self._buf))
@@ -363,7 +367,9 @@ class FrameReader:
             if nl < 0:
                 break
             if self._discarding is not None:
-                self._on_oversize(dataclasses.replace(self._discarding, size=self._dropped))
+                self._on_oversize(
+                    Oversize(self._dropped, self._discarding.id, self._discarding.type)
+                )
                 self._discarding = None
             else:
                 self._line(bytes(buf))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import gc
 import itertools
 import os
@@ -69,17 +68,19 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
-@dataclasses.dataclass(eq=False, slots=True, weakref_slot=True)
 class _Run:
     """One task in flight."""
 
-    id: str
-    ctx: TaskContext
-    task: asyncio.Task[None] | None = None
-    started: bool = False
-    reason: str | None = None
-    message: str = ""
-    done: bool = False
+    __slots__ = ("__weakref__", "ctx", "done", "id", "message", "reason", "started", "task")
+
+    def __init__(self, id: str, ctx: TaskContext) -> None:
+        self.id = id
+        self.ctx = ctx
+        self.task: asyncio.Task[None] | None = None
+        self.started = False
+        self.reason: str | None = None
+        self.message = ""
+        self.done = False
 
     def running(self) -> bool:
         return not self.done
