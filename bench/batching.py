@@ -17,10 +17,12 @@ params_json, data_json back) with at most ``WINDOW`` tasks in flight (the agent'
 max_concurrency, so no task waits in the host's queue). Rounds run every target once, the order
 reversed every other round; a verdict uses the median of a ratio's per-round values.
 
-Then the workflow comparison: a 10,000-task one-stage map (WorkflowService: the engine runs
-the stage's tasks through the core's batched pipe and persists them in batches) against the same
-10,000 tasks through batched Pipe, both at 64 in flight, per-task wall time side by side; and
-the 100,000-task map on a fresh host with its memory (bench/map_scale.py).
+Then the workflow comparison: a 10,000-task one-stage map (WorkflowService: the engine sends
+the stage's tasks through the dispatcher's batch path, Dispatcher.execute_batch, and persists
+them in batches) against the same 10,000 tasks through batched Pipe, both at 64 in flight,
+per-task wall time side by side; a py-spy profile of the host during map stages
+(bench/map_profile.py); and the 100,000-task map on a fresh host with its memory
+(bench/map_scale.py).
 
     python -m bench --only batching [--quick]
     python -m bench.batching --map-only [--quick]   # only the map parts, only their lines
@@ -40,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import map_scale
+from bench import map_profile, map_scale
 from bench.agents_profile import areas
 from bench.common import (
     LOCAL,
@@ -267,13 +269,24 @@ def main(quick: bool = False) -> int:
             print("batching: profiling the host during batched Pipe", file=sys.stderr)
             profile = _profile(host.pid, timing | targets["ether"], out / "host-batched-pipe.txt")
         maps = _map_rounds(host, agent_pid, ours, map_tasks, map_rounds)
+        map_profiled = {} if quick else _map_profile(host, out)
     finally:
         if host is not None:
             host.stop()
         stop_process(bare)
         stop_process(floor)
     big = _big_map(quick)
-    body = _report(runs, maps, profile, facts, quick, time.perf_counter() - began, map_tasks, big)
+    body = _report(
+        runs,
+        maps,
+        profile,
+        facts,
+        quick,
+        time.perf_counter() - began,
+        map_tasks,
+        big,
+        map_profiled,
+    )
     write_section("Batching", body)
     print(body, file=sys.stderr)
     return 0
@@ -300,6 +313,20 @@ def _map_rounds(
     return maps
 
 
+def _map_profile(host: EtherHost, out: Path) -> dict[str, Any]:
+    """py-spy on the host while 10,000-task map stages run back to back."""
+    print("batching: profiling the host during map stages", file=sys.stderr)
+
+    def one_map() -> int:
+        asyncio.run(_map_stage(host.address, MAP_TASKS))
+        return MAP_TASKS
+
+    try:
+        return map_profile.measure(host.pid, one_map, out / "host-map-stage.txt")
+    except Exception as error:  # reported in the section, the rest of it stands
+        return {"failed": f"{type(error).__name__}: {error}"[:300]}
+
+
 def _big_map(quick: bool) -> dict[str, Any]:
     """The 100,000-task map on a fresh host (10,000 tasks with --quick)."""
     inputs = BIG_MAP_INPUTS // 10 if quick else BIG_MAP_INPUTS
@@ -322,6 +349,7 @@ def main_map_only(quick: bool = False) -> int:
         maps = _map_rounds(
             host, agent_pid, [os.getpid(), host.pid, agent_pid], map_tasks, map_rounds
         )
+        map_profiled = {} if quick else _map_profile(host, out)
     finally:
         host.stop()
     big = _big_map(quick)
@@ -332,7 +360,7 @@ def main_map_only(quick: bool = False) -> int:
         + (", `--quick`: a smoke check, not a measurement" if quick else "")
         + ")."
     )
-    _replace_map_lines([stamp, "", *_map_lines(maps, map_tasks, big)])
+    _replace_map_lines([stamp, "", *_map_lines(maps, map_tasks, big, map_profiled)])
     return 0
 
 
@@ -383,6 +411,7 @@ def _report(
     wall: float,
     map_tasks: int,
     big: dict[str, Any],
+    map_profiled: dict[str, Any],
 ) -> str:
     rounds = range(len(runs["unary"]))
 
@@ -517,7 +546,7 @@ def _report(
         ),
         "",
         *_profile_lines(profile),
-        *_map_lines(maps, map_tasks, big),
+        *_map_lines(maps, map_tasks, big, map_profiled),
         f"- Machine: {facts['nproc']} vCPUs ({facts['cpu']}), {facts['kernel']}, {facts['memory']}; "
         f"Python {facts['python']}; {facts['packages']}.",
         f"- Load from other processes during the measured windows: median {fmt(median(loads), 2)} cores, "
@@ -531,7 +560,10 @@ def _report(
 
 
 def _map_lines(
-    maps: list[dict[str, dict[str, float]]], map_tasks: int, big: dict[str, Any]
+    maps: list[dict[str, dict[str, float]]],
+    map_tasks: int,
+    big: dict[str, Any],
+    profiled: dict[str, Any],
 ) -> list[str]:
     """The map stage against batched Pipe, and the 100,000-task map, for the report."""
     map_ratio = [m["map"]["us_per_task"] / m["pipe"]["us_per_task"] for m in maps]
@@ -555,9 +587,10 @@ def _map_lines(
     return [
         f"### Workflow map stage against batched Pipe ({map_tasks:,} tasks, {MAP_IN_FLIGHT} in flight)",
         "",
-        "The stage's tasks run through the core's batched pipe (agents/pipe.py, what a batched Pipe "
-        "stream runs on; no protobuf per task), and the run's task rows and events go to the store "
-        "in batches (workflows/writes.py). Per-task wall time from CreateRun to the run's end, "
+        "The stage's tasks go through the dispatcher's batch path, as batched Pipe's do "
+        "(Dispatcher.execute_batch: no coroutine per task, no protobuf per task; each task's start "
+        "and end recorded from callbacks), and the run's task rows and events go to the store in "
+        "batches (workflows/writes.py). Per-task wall time from CreateRun to the run's end, "
         "against the same tasks through batched Pipe, side by side:",
         "",
         markdown_table(
@@ -590,6 +623,7 @@ def _map_lines(
             ["round", "path", "µs/task", "host CPU µs/task", "other load (cores)"], map_rows
         ),
         "",
+        *map_profile.lines(profiled, pipe_cpu),
         *map_scale.lines(big, pipe_us, pipe_cpu),
     ]
 
