@@ -48,6 +48,101 @@ async function waitTerminalLine(page, line) {
   );
 }
 
+/** Two animation frames after the page's pending work: its layout, and the shifts it caused, are
+ * reported (the Layout Instability API reports a frame's shifts after the frame). */
+async function settled(page) {
+  await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))));
+}
+
+/** From now on, every layout shift the page reports (buffered: shifts of frames not yet
+ * reported are not lost), with the elements that moved and where from and to. */
+async function watchShifts(page) {
+  await page.evaluate(() => {
+    const from = performance.now();
+    const describe = (node) => {
+      if (!node) return "?";
+      const element = node.nodeType === 1 ? node : node.parentElement;
+      if (!element) return "?";
+      const id = element.id ? `#${element.id}` : "";
+      const classes = typeof element.className === "string" && element.className ? `.${element.className.trim().split(/\s+/).join(".")}` : "";
+      return `${element.tagName.toLowerCase()}${id}${classes} "${(element.textContent ?? "").trim().slice(0, 40)}"`;
+    };
+    const box = (r) => [Math.round(r.x), Math.round(r.y), Math.round(r.width), Math.round(r.height)];
+    window.etherShifts = [];
+    new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) {
+        if (entry.startTime < from) continue;
+        window.etherShifts.push({
+          value: entry.value,
+          hadRecentInput: entry.hadRecentInput,
+          sources: entry.sources.map((s) => ({ node: describe(s.node), from: box(s.previousRect), to: box(s.currentRect) })),
+        });
+      }
+    }).observe({ type: "layout-shift", buffered: true });
+  });
+}
+
+async function shiftsSince(page) {
+  return page.evaluate(() => window.etherShifts);
+}
+
+/** What a person would see wrong on the page as it is: the page scrolling sideways; one of
+ * ``selectors`` (the heading, the main controls) missing, outside the window's width, cut off by
+ * a scrolling or clipping box around it, or covered by something else; an element whose content
+ * overflows its box (a table too wide for its container must scroll in it, not spill out). */
+async function layoutProblems(page, selectors) {
+  const problems = [];
+  const overall = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+  if (overall[0] > overall[1]) problems.push(`the page scrolls sideways: ${overall[0]} px wide in a ${overall[1]} px window`);
+  for (const selector of selectors) {
+    const element = page.locator(selector).first();
+    if ((await element.count()) === 0) {
+      problems.push(`${selector}: not on the page`);
+      continue;
+    }
+    await element.evaluate((el) => el.scrollIntoView({ block: "center", inline: "nearest" }));
+    const problem = await element.evaluate((el) => {
+      const width = window.innerWidth;
+      const r = el.getBoundingClientRect();
+      if (r.width === 0 || r.height === 0) return "not shown";
+      if (r.left < -0.5 || r.right > width + 0.5) return `outside the window: ${Math.round(r.left)}..${Math.round(r.right)} of ${width} px`;
+      for (let up = el.parentElement; up && up !== document.documentElement; up = up.parentElement) {
+        const style = getComputedStyle(up);
+        if (style.overflowX === "visible" && style.overflowY === "visible") continue;
+        const around = up.getBoundingClientRect();
+        if (r.left < around.left - 0.5 || r.right > around.right + 0.5) {
+          return `cut off by ${up.tagName.toLowerCase()}.${up.className}: ${Math.round(r.left)}..${Math.round(r.right)} in ${Math.round(around.left)}..${Math.round(around.right)}`;
+        }
+      }
+      // Covered: what is at the middle of the element's part in the window is not it.
+      const top = Math.max(r.top, 0);
+      const bottom = Math.min(r.bottom, window.innerHeight);
+      const x = (r.left + r.right) / 2;
+      const y = (top + bottom) / 2;
+      const hit = document.elementFromPoint(x, y);
+      if (!hit || !(el === hit || el.contains(hit))) return `covered at (${Math.round(x)}, ${Math.round(y)}) by ${hit ? hit.tagName.toLowerCase() + "." + hit.className : "nothing"}`;
+      return "";
+    });
+    if (problem) problems.push(`${selector}: ${problem}`);
+  }
+  const spills = await page.evaluate(() => {
+    const found = [];
+    for (const el of document.querySelectorAll("body *")) {
+      if (el.closest(".xterm")) continue; // xterm.js lays out its own rows
+      const style = getComputedStyle(el);
+      if (style.display === "inline" || style.display === "none" || style.display === "contents") continue;
+      if (style.overflowX !== "visible") continue; // a scrolling box: wide content scrolls in it
+      if (el.clientWidth === 0) continue;
+      if (el.scrollWidth > el.clientWidth + 1) {
+        const classes = typeof el.className === "string" && el.className ? `.${el.className.trim().split(/\s+/).join(".")}` : "";
+        found.push(`${el.tagName.toLowerCase()}${el.id ? `#${el.id}` : ""}${classes}: content ${el.scrollWidth} px wide in a ${el.clientWidth} px box ("${(el.textContent ?? "").trim().slice(0, 50)}")`);
+      }
+    }
+    return found;
+  });
+  return [...problems, ...spills];
+}
+
 const scenarios = {
   // bench/console.py: from navigation to the agents page showing config.count agents RUNNING,
   // in a fresh context (cold) and on a reload (warm), config.rounds times each. The time is
@@ -646,6 +741,85 @@ const scenarios = {
     await other.waitForFunction(() => location.hash.startsWith("#/sign-in"), null, { timeout: budget });
     return { refusal, status, stored, otherTab: await other.evaluate(() => location.hash) };
   },
+  // Every page opened by its URL in a fresh browser at each config.sizes ([width, height]):
+  // what a person sees checked by layoutProblems (no sideways scrolling, the heading and the
+  // page's main controls inside the window and not covered or cut off, no text out of its box).
+  // config.pages: [{name, hash, ready (a selector the page shows once its data is in), controls}].
+  async layout(browser) {
+    const found = {};
+    for (const [width, height] of config.sizes) {
+      for (const { name, hash, ready, controls } of config.pages) {
+        const context = await browser.newContext({ viewport: { width, height } });
+        const page = await context.newPage();
+        await page.goto(`${config.base}/${hash}`);
+        await page.locator(ready).first().waitFor({ timeout: budget });
+        await settled(page);
+        found[`${name}@${width}`] = await layoutProblems(page, ["main h1", ...controls]);
+        await page.evaluate(() => window.scrollTo(0, 0));
+        await shot(page, `${name}-${width}`, false);
+        await context.close();
+      }
+    }
+    return { problems: found };
+  },
+
+  // The agents page stays still while agents change state: the page is open while the test
+  // changes agents, one config.steps entry at a time ({agent: [state, replicas]} the page then
+  // shows): READY, the test makes the change, the page shows it, READY again. Chromium's Layout
+  // Instability API reports every shift from the first READY on.
+  async shift_agents(browser) {
+    const [width, height] = config.size;
+    const page = await browser.newPage({ viewport: { width, height } });
+    await page.goto(`${config.base}/#/agents`);
+    for (const name of config.agents) {
+      await page.locator(`tr[data-agent="${name}"] td.state`).filter({ hasText: "RUNNING" }).waitFor({ timeout: budget });
+    }
+    await settled(page);
+    await watchShifts(page);
+    for (const expect of config.steps) {
+      process.stdout.write("READY\n");
+      await page.waitForFunction(
+        (expect) =>
+          Object.entries(expect).every(([name, [state, replicas]]) => {
+            const row = document.querySelector(`tr[data-agent="${name}"]`);
+            return row?.querySelector("td.state")?.textContent === state && row.children[3]?.textContent === replicas;
+          }),
+        expect,
+        { timeout: budget },
+      );
+    }
+    await settled(page);
+    await shot(page, `agents-after-${width}`, false);
+    return {
+      shifts: await shiftsSince(page),
+      rows: await page.$$eval("tbody tr[data-agent]", (trs) => trs.map((tr) => tr.dataset.agent)),
+    };
+  },
+
+  // A run's page stays still while its tasks complete: open (READY) while the run's first stage
+  // waits for the test; then every stage runs, the page follows StreamRunEvents to the end and
+  // renders the report; the shifts from READY on, as the Layout Instability API reports them.
+  async shift_run(browser) {
+    const [width, height] = config.size;
+    const page = await browser.newPage({ viewport: { width, height } });
+    await page.goto(`${config.base}/#/workflows/${encodeURIComponent(config.run)}`);
+    await page.locator("#run-state[data-state=RUNNING]").waitFor({ timeout: budget });
+    await settled(page);
+    await watchShifts(page);
+    process.stdout.write("READY\n");
+    await page.locator("#run-state[data-state=SUCCEEDED]").waitFor({ timeout: budget });
+    await page.locator("#report h1").waitFor({ timeout: budget });
+    await settled(page);
+    await shot(page, `run-after-${width}`, false);
+    return {
+      shifts: await shiftsSince(page),
+      tasksShown: await page.locator("ol[aria-label='Completed tasks'] li").count(),
+      stages: await page.$$eval("[data-stage]", (sections) =>
+        sections.map((section) => [section.dataset.stage, section.querySelector(".progress-label")?.dataset.percent]),
+      ),
+    };
+  },
+
 };
 
 const browser = await chromium.launch({

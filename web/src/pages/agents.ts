@@ -15,7 +15,8 @@ export const agentsPage: Page = (main, signal) => {
   const body = h("tbody");
   const table = h(
     "table",
-    { "aria-label": "Agents" },
+    { "aria-label": "Agents", class: "fixed" },
+    // Fixed column widths (style.css): a state or count changing its width moves no column.
     h(
       "thead",
       {},
@@ -23,11 +24,11 @@ export const agentsPage: Page = (main, signal) => {
         "tr",
         {},
         h("th", { scope: "col" }, "Agent"),
-        h("th", { scope: "col" }, "State"),
-        h("th", { scope: "col", class: "hide-narrow" }, "Language"),
-        h("th", { scope: "col", class: "num" }, "Replicas"),
-        h("th", { scope: "col", class: "num" }, "In flight"),
-        h("th", { scope: "col", class: "num" }, "Restarts"),
+        h("th", { scope: "col", class: "col-state" }, "State"),
+        h("th", { scope: "col", class: "hide-narrow col-language" }, "Language"),
+        h("th", { scope: "col", class: "num col-count" }, "Replicas"),
+        h("th", { scope: "col", class: "num col-count" }, "In flight"),
+        h("th", { scope: "col", class: "num col-count hide-narrow" }, "Restarts"),
       ),
     ),
     body,
@@ -47,7 +48,7 @@ export const agentsPage: Page = (main, signal) => {
           language: cell({ class: "hide-narrow" }),
           replicas: cell({ class: "num" }),
           inFlight: cell({ class: "num" }),
-          restarts: cell({ class: "num" }),
+          restarts: cell({ class: "num hide-narrow" }),
         };
         const tr = h(
           "tr",
@@ -61,6 +62,10 @@ export const agentsPage: Page = (main, signal) => {
         );
         row = { row: tr, cells };
         rows.set(agent.name, row);
+        // Rows stay where they are while the page is open (ListAgents' name order on the first
+        // render, then a new agent joins at the bottom): a row put between others would push
+        // every row below it down under the reader's eyes. A reload sorts them again.
+        body.appendChild(tr);
       }
       const state = stateName(agent.state);
       setText(row.cells.state, state);
@@ -69,7 +74,6 @@ export const agentsPage: Page = (main, signal) => {
       setText(row.cells.replicas, `${agent.readyReplicas}/${agent.replicas}`);
       setText(row.cells.inFlight, String(agent.inFlight));
       setText(row.cells.restarts, String(restarts.get(agent.name) ?? 0));
-      body.appendChild(row.row); // keeps name order; moving a node in place does not reflow others
     }
     for (const [name, row] of rows) {
       if (!seen.has(name)) {

@@ -36,7 +36,9 @@ export const runDetailPage: Page = (main, signal, runId = "") => {
   const state = h("p", { role: "status", id: "run-state" });
   const problem = h("p", { class: "error", role: "alert" });
   const stages = h("div", { class: "stages" });
-  const tasks = h("ol", { class: "mono", "aria-label": "Completed tasks", reversed: true });
+  const tasks = h("ol", { class: "mono tasks", "aria-label": "Completed tasks", tabindex: "0" });
+  const tasksSection = h("section", { "aria-label": "Tasks" }, h("h2", {}, "Tasks as they complete"), tasks);
+  const reportTitle = h("h2", { hidden: true }, "Report");
   const report = h("article", { class: "card report", id: "report", "aria-label": "Report", hidden: true });
   const cancel = h("button", { type: "button", id: "cancel-run", hidden: true }, "Cancel run");
   const resume = h("button", { type: "button", id: "resume-run", hidden: true }, "Resume run");
@@ -48,7 +50,7 @@ export const runDetailPage: Page = (main, signal, runId = "") => {
     if (!row) {
       const bar = h("progress", { max: 1, value: 0, "aria-label": `${name} progress` });
       const label = h("span", { class: "progress-label" });
-      const stageState = h("span", { class: "state" });
+      const stageState = h("span", { class: "state stage-state" });
       const section = h("div", { class: "card", "data-stage": name }, h("div", { class: "row" }, h("strong", {}, name), stageState, label), bar);
       stages.appendChild(section);
       row = { bar, label, state: stageState };
@@ -80,6 +82,7 @@ export const runDetailPage: Page = (main, signal, runId = "") => {
       const found = await workflows.getRunReport({ runId: run.id, format: ReportFormat.MARKDOWN }, { signal });
       report.replaceChildren(renderMarkdown(found.content));
       report.hidden = false;
+      reportTitle.hidden = false;
     }
   };
   cancel.addEventListener("click", async () => {
@@ -93,6 +96,7 @@ export const runDetailPage: Page = (main, signal, runId = "") => {
     try {
       reportShown = false;
       report.hidden = true;
+      reportTitle.hidden = true;
       const resumed = await workflows.resumeRun({ runId }, { signal });
       if (resumed.run) await showRun(resumed.run);
       void follow(resumed.run?.lastSequence ?? 0n);
@@ -110,8 +114,11 @@ export const runDetailPage: Page = (main, signal, runId = "") => {
         else if (event.case === "stageCompleted") showStage(event.value.stage, event.value.tasks, event.value.state);
         else if (event.case === "taskCompleted" && event.value.task) {
           const task = event.value.task;
-          tasks.prepend(h("li", {}, `${task.stage} · ${task.agent}.${task.action} · ${(RunTaskState[task.state] ?? "").replace("RUN_TASK_STATE_", "").toLowerCase()}`));
-          while (tasks.childElementCount > MAX_TASK_LINES) tasks.lastElementChild?.remove();
+          // At the bottom, so nothing shown moves; the box follows the newest unless scrolled up.
+          const atBottom = tasks.scrollTop + tasks.clientHeight >= tasks.scrollHeight - 4;
+          tasks.appendChild(h("li", {}, `${task.stage} · ${task.agent}.${task.action} · ${(RunTaskState[task.state] ?? "").replace("RUN_TASK_STATE_", "").toLowerCase()}`));
+          while (tasks.childElementCount > MAX_TASK_LINES) tasks.firstElementChild?.remove();
+          if (atBottom) tasks.scrollTop = tasks.scrollHeight;
         } else if (event.case === "runCompleted" || event.case === "runStarted" || event.case === "runResumed") {
           const found = (await workflows.getRun({ runId }, { signal })).run;
           if (found) await showRun(found);
@@ -138,13 +145,14 @@ export const runDetailPage: Page = (main, signal, runId = "") => {
       title,
       state,
       problem,
-      h("div", { class: "row" }, cancel, resume),
+      h("div", { class: "row run-controls" }, cancel, resume),
       h("h2", {}, "Stages"),
       stages,
-      h("h2", {}, "Report"),
+      // Tasks only while there are tasks to come; the report last, where its arrival pushes
+      // nothing down.
+      ENDED.has(run.state) && run.state !== RunState.INTERRUPTED ? null : tasksSection,
+      reportTitle,
       report,
-      h("h2", {}, "Tasks as they complete"),
-      tasks,
     );
     try {
       await showRun(run);
