@@ -38,7 +38,7 @@ from ether_host.supervisor.agent import ManagedAgent
 from ether_host.supervisor.manifest import MANIFEST, MARKERS, AgentSpec, build_spec
 from ether_host.supervisor.records import LifecycleEvent, LogLine
 from ether_host.supervisor.replica import Replica
-from ether_host.supervisor.store import AgentStore, SavedAgent, spec_json
+from ether_host.supervisor.store import AgentStore, SavedAgent, StoreClosed, spec_json
 
 if TYPE_CHECKING:
     from ether_host.link import AgentConnection
@@ -100,7 +100,11 @@ class Supervisor:
                 await anyio.sleep_forever()
         finally:
             self._tg = None
-            self.store.close()
+            # Closed once no change is being written: a RemoveAgent answered while the host
+            # stops is recorded, or refused as the host stopping, never cut off mid-write.
+            with anyio.CancelScope(shield=True):
+                async with self._recording:
+                    self.store.close()
 
     # -- operations ----------------------------------------------------------------------
 
@@ -184,6 +188,8 @@ class Supervisor:
     def _deploy(self, request: dict[str, Any], *, configured: bool = False) -> ManagedAgent:
         spec = build_spec(request)
         narrow(self.resources.settings.agents, spec.limits)  # FAILED_PRECONDITION above the host's
+        if self._tg is None:
+            raise _stopping(f"agent {spec.name} was not deployed")
         if spec.name in self.agents:
             raise AlreadyExists(
                 f"an agent named {spec.name!r} is already deployed; remove it first",
@@ -221,6 +227,8 @@ class Supervisor:
                 )
                 try:
                     await anyio.to_thread.run_sync(self.store.put, name, row)
+                except StoreClosed:
+                    raise _stopping(f"agent {name}: the change was not recorded") from None
                 except sqlite3.Error as error:
                     log.error("agent change not recorded", agent=name, error=str(error))
                     raise Unavailable(
@@ -231,7 +239,8 @@ class Supervisor:
                     ) from None
 
     def _start(self, agent: ManagedAgent) -> None:
-        assert self._tg is not None, "supervisor is not running"
+        if self._tg is None:
+            raise _stopping(f"agent {agent.name} was not started")
         # Not in the context of the RPC that deployed or started it: the agent outlives it.
         start_detached(self._tg, agent.run, name=f"agent {agent.name}")
 
@@ -349,3 +358,12 @@ def _configured_requests(entries: list[dict[str, Any]], agents_dir: str) -> list
             if any((folder / m).exists() for m in markers):
                 requests.append({"path": str(folder.absolute())})
     return requests
+
+
+def _stopping(what: str) -> Unavailable:
+    """The refusal of a change that comes while the supervisor is not running (the host is
+    starting or stopping)."""
+    return Unavailable(
+        f"{what}: the host is stopping (or not started yet); try again on a running host",
+        reason=Reason.HOST_STOPPING,
+    )

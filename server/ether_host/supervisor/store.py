@@ -69,6 +69,10 @@ def spec_from_json(text: str) -> AgentSpec:
     return AgentSpec(**body)
 
 
+class StoreClosed(Exception):
+    """The store is not open: the supervisor has not started, or has stopped."""
+
+
 class AgentStore:
     """SQLite persistence of the deployed agents (blocking: call from worker threads, one
     at a time)."""
@@ -96,8 +100,10 @@ class AgentStore:
         return saved
 
     def put(self, name: str, row: tuple[str, bool] | None) -> None:
-        """Record ``name`` as (spec JSON, running), or forget it (``None``); committed."""
-        assert self._connection is not None, "agent store is not open"
+        """Record ``name`` as (spec JSON, running), or forget it (``None``); committed.
+        Raises StoreClosed before open() and after close()."""
+        if self._connection is None:
+            raise StoreClosed(f"the agent store {self.path} is closed")
         with self._connection:
             if row is None:
                 self._connection.execute("DELETE FROM agents WHERE name = ?", (name,))
