@@ -84,6 +84,18 @@ class ClusterView:
         self._supervisor = supervisor
         self._this = this
         self._peers = sorted(peers, key=lambda p: p.name)
+        self._index: dict[str, list[tuple[HostEntry, PublishedAgent]]] | None = None
+
+    def _elsewhere(self) -> dict[str, list[tuple[HostEntry, PublishedAgent]]]:
+        """Each agent the other hosts run, with those hosts in name order: made once per view,
+        so a listing of N agents reads the directory once, not once per agent (N x N)."""
+        if self._index is None:
+            index: dict[str, list[tuple[HostEntry, PublishedAgent]]] = {}
+            for peer in self._peers:
+                for agent in peer.agents:
+                    index.setdefault(agent.name, []).append((peer, agent))
+            self._index = index
+        return self._index
 
     def hosts_of(self, name: str) -> list[AgentOnHost]:
         """The hosts that run ``name``, this one first when it does."""
@@ -91,10 +103,7 @@ class ClusterView:
         local = self._supervisor.agents.get(name)
         if local is not None:
             found.append(_on_host(self._this, PublishedAgent.of(local), True))
-        for peer in self._peers:
-            for agent in peer.agents:
-                if agent.name == name:
-                    found.append(_on_host(peer, agent, False))
+        found += [_on_host(peer, agent, False) for peer, agent in self._elsewhere().get(name, ())]
         return found
 
     def remote(self, name: str) -> RemoteAgent | None:
@@ -104,18 +113,17 @@ class ClusterView:
         hosts = self.hosts_of(name)
         if not hosts:
             return None
-        first = next(a for p in self._peers for a in p.agents if a.name == name)
+        first = self._elsewhere()[name][0][1]
         return RemoteAgent(first, tuple(hosts))
 
     def actions_elsewhere(self) -> dict[str, list[str]]:
         """The agents only other hosts run, each with its actions' names as the first of its
         hosts describes them (a workflow's stages are checked against them)."""
-        found: dict[str, list[str]] = {}
-        for peer in self._peers:
-            for agent in peer.agents:
-                if agent.name not in self._supervisor.agents:
-                    found.setdefault(agent.name, [a.name for a in agent.actions])
-        return found
+        return {
+            name: [a.name for a in on_hosts[0][1].actions]
+            for name, on_hosts in self._elsewhere().items()
+            if name not in self._supervisor.agents
+        }
 
     def get(self, name: str) -> ManagedAgent | RemoteAgent:
         """GetAgent across the cluster: this host's agent, else one another host runs."""
@@ -145,9 +153,7 @@ class ClusterView:
         agents: list[ManagedAgent | RemoteAgent] = [
             a for a in self._supervisor.agents.values() if _matches(a, capability, language, kind)
         ]
-        remote_names = sorted(
-            {a.name for p in self._peers for a in p.agents} - set(self._supervisor.agents)
-        )
+        remote_names = sorted(set(self._elsewhere()) - set(self._supervisor.agents))
         for name in remote_names:
             remote = self.remote(name)
             if remote is not None and _matches(remote.info, capability, language, kind):
