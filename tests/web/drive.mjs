@@ -820,6 +820,63 @@ const scenarios = {
     };
   },
 
+  // Live pages across a host restart: the agents page (WatchEvents), an agent's page (StreamLogs)
+  // and a run's page (StreamRunEvents) open in one browser. READY: the test stops the host; each
+  // page says it is reconnecting; READY: the test starts the host again on the same address and
+  // has the agent log config.line; each page catches up by itself (no reload: a mark left in
+  // each page's window before the restart is still there).
+  async live_restart(browser) {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const open = async (hash) => {
+      const page = await context.newPage();
+      await page.goto(`${config.base}/${hash}`);
+      return page;
+    };
+    const agents = await open("#/agents");
+    const agent = await open(`#/agents/${encodeURIComponent(config.agent)}`);
+    const run = await open(`#/workflows/${encodeURIComponent(config.run)}`);
+    await agents.locator(`tr[data-agent="${config.agent}"] td.state`).filter({ hasText: "RUNNING" }).waitFor({ timeout: budget });
+    await agents.locator("main p[role=status][data-live=true]").waitFor({ timeout: budget });
+    await agent.locator("#log-status[data-live=true]").waitFor({ timeout: budget });
+    await run.locator("#run-state[data-state=RUNNING]").waitFor({ timeout: budget });
+    await run.locator("#run-live[data-live=true]").waitFor({ timeout: budget });
+    for (const page of [agents, agent, run]) await page.evaluate(() => (window.etherNotReloaded = true));
+    process.stdout.write("READY\n"); // the test stops the host
+    const lost = {
+      agents: agents.locator("main p[role=status][data-live=false]"),
+      agent: agent.locator("#log-status[data-live=false]"),
+      run: run.locator("#run-live[data-live=false]"),
+    };
+    const said = {};
+    for (const [name, locator] of Object.entries(lost)) {
+      await locator.filter({ hasText: "reconnecting" }).waitFor({ timeout: budget });
+      said[name] = await locator.textContent();
+    }
+    await shot(agents, "agents-reconnecting", false);
+    await shot(run, "run-reconnecting", false);
+    process.stdout.write("READY\n"); // the test starts the host again and has the agent log
+    await agents.locator("main p[role=status][data-live=true]").waitFor({ timeout: budget });
+    await agents.locator(`tr[data-agent="${config.agent}"] td.state`).filter({ hasText: "RUNNING" }).waitFor({ timeout: budget });
+    await agent.locator("#log-status[data-live=true]").waitFor({ timeout: budget });
+    await agent.waitForFunction((line) => (document.querySelector("pre.log")?.textContent ?? "").includes(line), config.line, { timeout: budget });
+    await run.locator("#run-state[data-state=INTERRUPTED]").waitFor({ timeout: budget });
+    await shot(agents, "agents-caught-up", false);
+    await shot(agent, "agent-caught-up", false);
+    await shot(run, "run-caught-up", false);
+    const notReloaded = [];
+    for (const page of [agents, agent, run]) notReloaded.push(await page.evaluate(() => window.etherNotReloaded === true));
+    return {
+      said,
+      notReloaded,
+      agentsStatus: await agents.locator("main p[role=status]").textContent(),
+      logStatus: await agent.locator("#log-status").textContent(),
+      log: await agent.locator("pre.log").textContent(),
+      runState: await run.locator("#run-state").getAttribute("data-state"),
+      resume: await run.locator("#resume-run").isVisible(),
+      runLive: await run.locator("#run-live").textContent(),
+    };
+  },
+
 };
 
 const browser = await chromium.launch({

@@ -1,7 +1,8 @@
 // One agent: its actions with their schemas, its processes, and its log following live.
 import { agents, errorText, isCancel, supervisor } from "../api.js";
-import { h, show } from "../dom.js";
+import { h, setText, show } from "../dom.js";
 import { languageName, pretty, stateName } from "../format.js";
+import { followLive } from "../live.js";
 import type { Page } from "../router.js";
 
 const MAX_LOG_LINES = 2000;
@@ -19,6 +20,7 @@ export const agentPage: Page = (main, signal, name = "") => {
     if (!info) return;
     const processes = h("tbody");
     const log = h("pre", { class: "log", "aria-label": `${name} log`, "aria-live": "off", tabindex: "0" });
+    const logStatus = h("p", { class: "muted", role: "status", id: "log-status" }, "Connecting…");
     show(
       main,
       h("h1", {}, info.name),
@@ -82,12 +84,13 @@ export const agentPage: Page = (main, signal, name = "") => {
         ),
       ),
       h("h2", {}, "Log (live)"),
+      logStatus,
       log,
     );
-    try {
+    const showProcesses = async () => {
       const listed = await supervisor.listProcesses({ agent: name, pageSize: 1000 }, { signal });
-      for (const p of listed.processes) {
-        processes.appendChild(
+      processes.replaceChildren(
+        ...listed.processes.map((p) =>
           h(
             "tr",
             {},
@@ -98,14 +101,44 @@ export const agentPage: Page = (main, signal, name = "") => {
             h("td", { class: "num" }, p.restarts),
             h("td", { class: "hide-narrow" }, p.reason),
           ),
-        );
-      }
-      for await (const line of supervisor.streamLogs({ agent: name, tailLines: 200, follow: true }, { signal })) {
-        const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
-        log.appendChild(document.createTextNode(`[${line.replica}] ${line.level ? `${line.level} ` : ""}${line.message}\n`));
-        while (log.childNodes.length > MAX_LOG_LINES) log.firstChild?.remove();
-        if (atBottom) log.scrollTop = log.scrollHeight;
-      }
+        ),
+      );
+    };
+    // The log follows for as long as the page is open. Broken (the host restarted), the stream is
+    // opened again with the last 200 lines, and those already shown (read at or before the last
+    // shown line's time) are skipped: the lines written meanwhile appear once.
+    let lastTime = -1n;
+    let atLastTime = new Set<string>();
+    const nanos = (time: { seconds: bigint; nanos: number } | undefined) =>
+      time ? time.seconds * 1_000_000_000n + BigInt(time.nanos) : 0n;
+    try {
+      await followLive({
+        signal,
+        catchUp: showProcesses,
+        open: () => supervisor.streamLogs({ agent: name, tailLines: 200, follow: true }, { signal }),
+        each: (line) => {
+          const at = nanos(line.time);
+          const key = `${line.pid} ${line.source} ${line.message}`;
+          if (at < lastTime || (at === lastTime && atLastTime.has(key))) return;
+          if (at > lastTime) {
+            lastTime = at;
+            atLastTime = new Set();
+          }
+          atLastTime.add(key);
+          const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+          log.appendChild(document.createTextNode(`[${line.replica}] ${line.level ? `${line.level} ` : ""}${line.message}\n`));
+          while (log.childNodes.length > MAX_LOG_LINES) log.firstChild?.remove();
+          if (atBottom) log.scrollTop = log.scrollHeight;
+        },
+        live: () => {
+          logStatus.dataset.live = "true";
+          setText(logStatus, "Following");
+        },
+        lost: (attempt) => {
+          logStatus.dataset.live = "false";
+          setText(logStatus, `Connection lost; reconnecting (attempt ${attempt})…`);
+        },
+      });
     } catch (error) {
       if (!isCancel(error)) log.appendChild(h("span", { class: "error" }, `${errorText(error)}\n`));
     }

@@ -3,6 +3,7 @@
 import { agents, errorText, isCancel, supervisor, type AgentInfo } from "../api.js";
 import { h, setText, show } from "../dom.js";
 import { languageName, stateName } from "../format.js";
+import { followLive } from "../live.js";
 import type { Page } from "../router.js";
 
 interface Row {
@@ -35,6 +36,7 @@ export const agentsPage: Page = (main, signal) => {
   );
   show(main, h("h1", {}, "Agents"), status, h("div", { class: "table-wrap" }, table));
   const rows = new Map<string, Row>();
+  let live = false; // WatchEvents is open; while it is not, the status says it is reconnecting
 
   const render = (list: AgentInfo[], restarts: Map<string, number>) => {
     const seen = new Set<string>();
@@ -81,7 +83,7 @@ export const agentsPage: Page = (main, signal) => {
         rows.delete(name);
       }
     }
-    setText(status, list.length ? `${list.length} agents, live` : "No agents on this host.");
+    if (live) setText(status, list.length ? `${list.length} agents, live` : "No agents on this host.");
   };
 
   let refreshing: Promise<void> | null = null;
@@ -115,16 +117,30 @@ export const agentsPage: Page = (main, signal) => {
   }, 2000);
   signal.addEventListener("abort", () => clearInterval(poll));
 
-  (async () => {
-    try {
+  // WatchEvents for as long as the page is open: broken (the host restarted), it is opened again
+  // and the rows re-read, so the page catches up without a reload.
+  followLive({
+    signal,
+    catchUp: async () => {
       await refresh();
-      for await (const _event of supervisor.watchEvents({ afterSequence: -1n }, { signal })) {
-        void refresh().catch((error: unknown) => {
-          if (!isCancel(error)) status.replaceChildren(h("span", { class: "error" }, errorText(error)));
-        });
-      }
-    } catch (error) {
-      if (!isCancel(error)) status.replaceChildren(h("span", { class: "error" }, errorText(error)));
-    }
-  })();
+    },
+    open: () => supervisor.watchEvents({ afterSequence: -1n }, { signal }),
+    each: () => {
+      void refresh().catch((error: unknown) => {
+        if (!isCancel(error)) status.replaceChildren(h("span", { class: "error" }, errorText(error)));
+      });
+    },
+    live: () => {
+      live = true;
+      status.dataset.live = "true";
+      setText(status, rows.size ? `${rows.size} agents, live` : "No agents on this host.");
+    },
+    lost: (attempt) => {
+      live = false;
+      status.dataset.live = "false";
+      setText(status, `Connection lost; reconnecting (attempt ${attempt})…`);
+    },
+  }).catch((error: unknown) => {
+    if (!isCancel(error)) status.replaceChildren(h("span", { class: "error" }, errorText(error)));
+  });
 };

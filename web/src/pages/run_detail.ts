@@ -13,6 +13,7 @@ import {
 } from "../api.js";
 import { h, setText, show } from "../dom.js";
 import { renderMarkdown } from "../markdown.js";
+import { followLive } from "../live.js";
 import type { Page } from "../router.js";
 import { runStateName } from "./workflows.js";
 
@@ -42,6 +43,8 @@ export const runDetailPage: Page = (main, signal, runId = "") => {
   const report = h("article", { class: "card report", id: "report", "aria-label": "Report", hidden: true });
   const cancel = h("button", { type: "button", id: "cancel-run", hidden: true }, "Cancel run");
   const resume = h("button", { type: "button", id: "resume-run", hidden: true }, "Resume run");
+  // Whether the run's events are followed, or being reconnected to; empty once the run ended.
+  const live = h("span", { class: "muted run-live", role: "status", id: "run-live" });
   const rows = new Map<string, StageRow>();
   let reportShown = false;
 
@@ -105,25 +108,58 @@ export const runDetailPage: Page = (main, signal, runId = "") => {
     }
   });
 
+  // The run's events for as long as it runs and the page is open. Broken (the host restarted),
+  // the stream is opened again: first the run as it is now (a restart leaves it INTERRUPTED),
+  // then its events after the last one shown.
   const follow = async (after: bigint) => {
+    let last = after;
+    let reopened = false;
     try {
-      for await (const item of workflows.streamRunEvents({ runId, afterSequence: after }, { signal })) {
-        const event = item.event;
-        if (event.case === "stageStarted") showStage(event.value.stage, undefined, StageState.RUNNING);
-        else if (event.case === "stageProgress") showStage(event.value.stage, event.value.tasks);
-        else if (event.case === "stageCompleted") showStage(event.value.stage, event.value.tasks, event.value.state);
-        else if (event.case === "taskCompleted" && event.value.task) {
-          const task = event.value.task;
-          // At the bottom, so nothing shown moves; the box follows the newest unless scrolled up.
-          const atBottom = tasks.scrollTop + tasks.clientHeight >= tasks.scrollHeight - 4;
-          tasks.appendChild(h("li", {}, `${task.stage} · ${task.agent}.${task.action} · ${(RunTaskState[task.state] ?? "").replace("RUN_TASK_STATE_", "").toLowerCase()}`));
-          while (tasks.childElementCount > MAX_TASK_LINES) tasks.firstElementChild?.remove();
-          if (atBottom) tasks.scrollTop = tasks.scrollHeight;
-        } else if (event.case === "runCompleted" || event.case === "runStarted" || event.case === "runResumed") {
+      await followLive({
+        signal,
+        catchUp: async () => {
+          if (!reopened) {
+            reopened = true;
+            return false;
+          }
           const found = (await workflows.getRun({ runId }, { signal })).run;
-          if (found) await showRun(found);
-          if (event.case === "runCompleted") return;
-        }
+          if (!found) return false;
+          await showRun(found);
+          return ENDED.has(found.state);
+        },
+        open: () => workflows.streamRunEvents({ runId, afterSequence: last }, { signal }),
+        each: async (item) => {
+          last = item.sequence;
+          const event = item.event;
+          if (event.case === "stageStarted") showStage(event.value.stage, undefined, StageState.RUNNING);
+          else if (event.case === "stageProgress") showStage(event.value.stage, event.value.tasks);
+          else if (event.case === "stageCompleted") showStage(event.value.stage, event.value.tasks, event.value.state);
+          else if (event.case === "taskCompleted" && event.value.task) {
+            const task = event.value.task;
+            // At the bottom, so nothing shown moves; the box follows the newest unless scrolled up.
+            const atBottom = tasks.scrollTop + tasks.clientHeight >= tasks.scrollHeight - 4;
+            tasks.appendChild(h("li", {}, `${task.stage} · ${task.agent}.${task.action} · ${(RunTaskState[task.state] ?? "").replace("RUN_TASK_STATE_", "").toLowerCase()}`));
+            while (tasks.childElementCount > MAX_TASK_LINES) tasks.firstElementChild?.remove();
+            if (atBottom) tasks.scrollTop = tasks.scrollHeight;
+          } else if (event.case === "runCompleted" || event.case === "runStarted" || event.case === "runResumed") {
+            const found = (await workflows.getRun({ runId }, { signal })).run;
+            if (found) await showRun(found);
+            if (event.case === "runCompleted") return true;
+          }
+          return false;
+        },
+        live: () => {
+          live.dataset.live = "true";
+          setText(live, "Following");
+        },
+        lost: (attempt) => {
+          live.dataset.live = "false";
+          setText(live, `Connection lost; reconnecting (attempt ${attempt})…`);
+        },
+      });
+      if (!signal.aborted) {
+        delete live.dataset.live;
+        setText(live, "");
       }
     } catch (error) {
       if (!isCancel(error)) setText(problem, errorText(error));
@@ -145,7 +181,7 @@ export const runDetailPage: Page = (main, signal, runId = "") => {
       title,
       state,
       problem,
-      h("div", { class: "row run-controls" }, cancel, resume),
+      h("div", { class: "row run-controls" }, cancel, resume, live),
       h("h2", {}, "Stages"),
       stages,
       // Tasks only while there are tasks to come; the report last, where its arrival pushes

@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from ether_agent import Agent
+from ether_agent import Agent, TaskContext
 
 agent = Agent("latch", version="1.0.0", description="Holds a task until the test writes to a FIFO.")
 
@@ -18,6 +18,12 @@ async def wait(marker: str, input: Any = None) -> dict[str, Any]:
     # ``marker`` is a named pipe: reading it blocks until the test writes to it (no polling).
     await asyncio.to_thread(Path(marker).read_text)
     return {"passed": input}
+
+
+@agent.action(description="Write `text` to the agent's log.", idempotent=True)
+def say(text: str, ctx: TaskContext) -> dict[str, Any]:
+    ctx.log.info(text)
+    return {"said": text}
 
 
 if __name__ == "__main__":
