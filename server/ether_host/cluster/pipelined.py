@@ -7,8 +7,11 @@ per remote task (py-spy of bench/cluster.py: ``_send_packed_command`` and ``writ
 of the calling host's samples, 20 % of the running host's). The calls the loop's tasks make
 before it next polls go out together: one write, one read, each caller woken with its own
 answer. A call made while no other is queued or on its way goes out at once from its caller's
-own task, as a plain EVALSHA: a sequential caller pays no extra turn of the loop and no task
-for the flush (bench/cluster.py's remote p50); calls made meanwhile gather into the next batch.
+own task, as a plain EVALSHA on a connection kept for it (direct.py): a sequential caller pays
+no extra turn of the loop and no task for the flush (bench/cluster.py's remote p50); calls made
+meanwhile gather into the next batch. At 64 tasks in flight most calls still go alone (one
+per task arrives per turn of the loop, and the last is answered before the next: 1.04 calls
+per write on a calling host in bench/cluster.py), so the lone call's cost is the one to cut.
 
 The scripts are sent by their SHA (EVALSHA) and loaded with SCRIPT LOAD when Redis says it does
 not know them (at the first call, and after Redis restarts), rather than through redis-py's
@@ -23,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
+
+from ether_host.cluster.direct import DirectConnection
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -42,6 +47,7 @@ class PipelinedScripts:
 
     def __init__(self, redis: Redis) -> None:
         self._redis = redis
+        self._alone = DirectConnection(redis)  # one lone call at a time: see call()
         self._queued: list[tuple[Script, list[Any], asyncio.Future[Any]]] = []
         self._wake = asyncio.Event()
         self._batches: anyio.abc.TaskGroup | None = None  # run()'s, while it runs
@@ -63,6 +69,8 @@ class PipelinedScripts:
             from redis.exceptions import ConnectionError as RedisConnectionError
 
             self._batches = None
+            with anyio.CancelScope(shield=True):
+                await self._alone.close()
             calls, self._queued = self._queued, []
             for _, _, answer in calls:  # never sent: their callers hear why
                 if not answer.done():
@@ -72,9 +80,12 @@ class PipelinedScripts:
         """The script's answer, or the error Redis or the connection gave."""
         command = [script.sha, len(keys), *keys, *args]
         if self._batches is None or (not self._queued and not self._on_the_way):
+            # The kept connection serves one call at a time: the only one on its way, while
+            # run() runs (before it starts and after it ends, calls share the client's pool).
+            kept = self._batches is not None and not self._on_the_way
             self._on_the_way += 1
             try:
-                return await self._call_alone(script, command)
+                return await self._call_alone(script, command, kept)
             finally:
                 self._on_the_way -= 1
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -82,14 +93,15 @@ class PipelinedScripts:
         self._wake.set()
         return await answer
 
-    async def _call_alone(self, script: Script, command: list[Any]) -> Any:
+    async def _call_alone(self, script: Script, command: list[Any], kept: bool) -> Any:
         from redis.exceptions import NoScriptError
 
+        send = self._alone.command if kept else self._redis.execute_command
         try:
-            return await self._redis.evalsha(*command)
+            return await send("EVALSHA", *command)
         except NoScriptError:  # its first call, or Redis restarted: load it, send it again
             await self._redis.script_load(script.source)
-            return await self._redis.evalsha(*command)
+            return await send("EVALSHA", *command)
 
     async def _flush(self, calls: list[tuple[Script, list[Any], asyncio.Future[Any]]]) -> None:
         try:
