@@ -163,7 +163,7 @@ check-proto: setup
 
 check-breaking: setup
 	@if git rev-parse -q --verify refs/heads/main >/dev/null \
-		&& git ls-tree -r --name-only main -- proto | grep -q '\.proto$$'; then \
+		&& git ls-tree -r --name-only main -- proto | grep '\.proto$$' >/dev/null; then \
 		echo "buf breaking --against '.git#branch=main'"; \
 		buf breaking --against '.git#branch=main'; \
 	else \
@@ -187,7 +187,9 @@ check-generated: setup
 test: setup ## Run the test suite (the Go and TypeScript adapters' unit tests, then pytest over tests/; TEST_TIMEOUT=seconds per test, PYTEST_ARGS=...)
 	cd adapters/go && go test ./...
 	cd adapters/typescript && npm test --silent
-	@if ! find tests -name 'test_*.py' 2>/dev/null | grep -q .; then \
+	@# No `find | grep -q` here: under pipefail, find killed by SIGPIPE once grep -q has its
+	@# match fails the pipeline (its output passed 4 KiB this session) and no test would run.
+	@if [ -z "$$(find tests -name 'test_*.py' -print -quit 2>/dev/null)" ]; then \
 		echo "test: no test files under tests/ yet (nothing run)"; \
 	else \
 		$(PY) -m pytest -p no:cacheprovider --timeout=$(TEST_TIMEOUT) tests adapters/python/tests $(PYTEST_ARGS); \
