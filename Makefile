@@ -187,8 +187,8 @@ check-generated: setup
 test: setup ## Run the test suite (the Go and TypeScript adapters' unit tests, then pytest over tests/; TEST_TIMEOUT=seconds per test, PYTEST_ARGS=...)
 	cd adapters/go && go test ./...
 	cd adapters/typescript && npm test --silent
-	@# No `find | grep -q` here: under pipefail, find killed by SIGPIPE once grep -q has its
-	@# match fails the pipeline (its output passed 4 KiB this session) and no test would run.
+	@# No `find | grep -q` here: under pipefail, find killed by SIGPIPE when grep -q exits
+	@# before find has written all of its list fails the pipeline, and no test would run.
 	@if [ -z "$$(find tests -name 'test_*.py' -print -quit 2>/dev/null)" ]; then \
 		echo "test: no test files under tests/ yet (nothing run)"; \
 	else \
