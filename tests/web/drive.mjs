@@ -3,14 +3,21 @@
 // ({base, screenshots, ...}); prints one JSON line of what the page showed. Every wait is on
 // something the page shows, with a budget (config.budget_ms); a missed wait fails the scenario
 // with what the page showed instead.
+import { createInterface } from "node:readline";
 import { chromium } from "playwright-core";
 
 const scenario = process.argv[2];
-const config = JSON.parse(await new Promise((resolve) => {
-  let text = "";
-  process.stdin.on("data", (chunk) => (text += chunk));
-  process.stdin.on("end", () => resolve(text));
-}));
+// stdin: the config as the first line, then "DONE" each time the test has finished the step a
+// READY asked for (tests/web/support.py), for scenarios that must wait for it (stepDone()).
+const input = createInterface({ input: process.stdin });
+const stdinLines = input[Symbol.asyncIterator]();
+const config = JSON.parse((await stdinLines.next()).value);
+/** Print READY and wait until the test says its step is done. */
+async function stepDone() {
+  process.stdout.write("READY\n");
+  const { value, done } = await stdinLines.next();
+  if (done || value.trim() !== "DONE") throw new Error(`the test ended its step with ${JSON.stringify(value)}`);
+}
 const budget = config.budget_ms ?? 60000;
 const shots = [];
 
@@ -877,6 +884,127 @@ const scenarios = {
     };
   },
 
+  // The other live views across a host restart, in one browser: the terminal list
+  // (WatchTerminals), a session's chat (Converse over the bridge) and context (WatchContext), the
+  // audit (WatchAudit), a running action (ExecuteStream) and an agent's page (its header). READY:
+  // the test stops the host; each view says it lost the connection; then every call of the
+  // pages to the host is refused (held) while the test starts the host again and changes what
+  // each view shows (READY, until DONE); let go, each view must catch up by itself, without a
+  // reload. Each view's outcome is reported on its own (a view that never catches up fails its
+  // wait, the others still report).
+  async live_restart_views(browser) {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    let held = false;
+    await context.routeWebSocket(/\/rpc-ws\//, (socket) => {
+      if (held) socket.close({ code: 4000, reason: "test: held" });
+      else socket.connectToServer();
+    });
+    const open = async (hash) => {
+      const page = await context.newPage();
+      await page.goto(`${config.base}/${hash}`);
+      return page;
+    };
+    const wait = (locator) => locator.waitFor({ timeout: budget });
+    const terminalsPage = await open("#/terminals");
+    const session = await open(`#/sessions/${encodeURIComponent(config.session)}`);
+    const audit = await open("#/audit");
+    const agent = await open(`#/agents/${encodeURIComponent(config.agent)}`);
+    const action = await open(`#/run/${encodeURIComponent(config.agent)}/wait`);
+    // Live, each showing what it should before the restart.
+    await wait(terminalsPage.locator(`tr[data-terminal="${config.before_terminal}"]`));
+    await wait(terminalsPage.locator("#terminals-status[data-live=true]"));
+    await wait(session.locator("#chat-status[data-live=true]"));
+    await wait(session.locator("#context-version[data-live=true]"));
+    await session.locator("#message").fill("hello");
+    await session.locator("#message").press("Enter");
+    await wait(session.locator("#chat li .chat-text").filter({ hasText: "echo: hello" }));
+    await session.locator("#message").fill("hold"); // held by the agent until the host stops
+    await session.locator("#message").press("Enter");
+    await wait(session.locator("#chat-status").filter({ hasText: "Thinking" }));
+    await wait(audit.locator("#audit-status[data-live=true]"));
+    await wait(audit.locator("tr[data-audit]"));
+    await wait(agent.locator("#log-status[data-live=true]"));
+    await wait(agent.locator("#agent-replicas").filter({ hasText: "1/1 replicas" }));
+    await action.fill('[name="marker"]', config.marker);
+    await action.click("button[type=submit]");
+    await wait(action.locator(".progress-label").filter({ hasText: "Running (task" }));
+    const taskLine = await action.locator(".progress-label").textContent();
+    const pages = { terminals: terminalsPage, session, audit, agent, action };
+    for (const page of Object.values(pages)) await page.evaluate(() => (window.etherNotReloaded = true));
+    await stepDone(); // the test stopped the host
+    await Promise.all([
+      wait(terminalsPage.locator("#terminals-status[data-live=false]").filter({ hasText: "reconnecting" })),
+      wait(session.locator("#chat-status[data-live=false]").filter({ hasText: "reconnecting" })),
+      wait(session.locator("#context-version[data-live=false]").filter({ hasText: "reconnecting" })),
+      wait(audit.locator("#audit-status[data-live=false]").filter({ hasText: "reconnecting" })),
+      wait(agent.locator("#log-status[data-live=false]")),
+      wait(action.locator(".progress-label[data-lost=true]")),
+    ]);
+    const lostAction = await action.locator(".progress-label").textContent();
+    held = true;
+    await context.route(/\/rpc\//, (route) => route.abort());
+    await stepDone(); // the test started the host again and changed what each view shows
+    await context.unroute(/\/rpc\//);
+    held = false;
+    const outcome = async (name, check) => {
+      try {
+        await check();
+        return [name, true];
+      } catch (error) {
+        return [name, String(error?.message ?? error).split("\n")[0]];
+      }
+    };
+    const views = Object.fromEntries(
+      await Promise.all([
+        outcome("terminals", async () => {
+          await wait(terminalsPage.locator("tr[data-terminal]").filter({ hasText: config.after_name }));
+          await wait(terminalsPage.locator("#terminals-status[data-live=true]"));
+        }),
+        outcome("chat", async () => {
+          await wait(session.locator("#chat li.chat-error").filter({ hasText: "host_restarted" }));
+          await wait(session.locator("#chat li .chat-text").filter({ hasText: "echo: while-away" }));
+          await wait(session.locator("#chat-status[data-live=true]").filter({ hasText: "Ready" }));
+          await session.locator("#message").fill("after");
+          await session.locator("#message").press("Enter");
+          await wait(session.locator("#chat li .chat-text").filter({ hasText: "echo: after" }));
+        }),
+        outcome("context", async () => {
+          await wait(session.locator("#context-version[data-live=true]"));
+          await session.waitForFunction((key) => (document.querySelector("#context")?.textContent ?? "").includes(key), config.context_key, { timeout: budget });
+        }),
+        outcome("audit", async () => {
+          await wait(audit.locator("#audit-status[data-live=true]"));
+          await wait(audit.locator("tr[data-audit]").nth(1));
+        }),
+        outcome("agent", async () => {
+          await wait(agent.locator("#log-status[data-live=true]"));
+          await wait(agent.locator("#agent-replicas").filter({ hasText: "2/2 replicas" }));
+          await wait(agent.locator("#agent-state").filter({ hasText: "RUNNING" }));
+        }),
+        outcome("action", async () => {
+          await wait(action.locator(".progress-label[data-restarted=true]"));
+        }),
+      ]),
+    );
+    for (const [name, page] of Object.entries(pages)) await shot(page, `${name}-caught-up`, false);
+    const notReloaded = {};
+    for (const [name, page] of Object.entries(pages)) notReloaded[name] = await page.evaluate(() => window.etherNotReloaded === true);
+    return {
+      views,
+      notReloaded,
+      taskLine,
+      lostAction,
+      terminals: await terminalsPage.$$eval("tr[data-terminal]", (trs) => trs.map((tr) => tr.dataset.terminal)),
+      terminalsStatus: await terminalsPage.locator("#terminals-status").textContent(),
+      chat: await session.$$eval("#chat li", (items) => items.map((li) => [li.querySelector(".chat-who")?.textContent, li.querySelector(".chat-text")?.textContent])),
+      context: await session.locator("#context").textContent(),
+      contextVersion: await session.locator("#context-version").textContent(),
+      audit: await audit.$$eval("tr[data-audit]", (trs) => trs.map((tr) => tr.dataset.audit)),
+      header: await agent.locator("#agent-replicas").textContent(),
+      action: await action.locator(".progress-label").textContent(),
+    };
+  },
+
 };
 
 const browser = await chromium.launch({
@@ -909,4 +1037,6 @@ try {
   process.exitCode = 1;
 } finally {
   await browser.close();
+  input.close();
+  process.stdin.destroy(); // the test keeps stdin open for its DONE lines
 }

@@ -44,7 +44,8 @@ def drive(
 ) -> dict[str, Any]:
     """Run one scenario of drive.mjs; what the page showed, or a failure naming what it did.
     ``when_ready``: called when the scenario prints READY (its page is following a stream), for
-    the test to make the change the page should then show."""
+    the test to make the change the page should then show; the driver is then told DONE (a
+    scenario may wait for it)."""
     assert BUNDLE.is_file(), "the console is not built: `make setup` bundles web/ into web/dist"
     assert (HERE / "node_modules" / "playwright-core").is_dir(), "`make setup` installs tests/web"
     folder = SCREENSHOTS / scenario
@@ -65,12 +66,18 @@ def drive(
     )
     try:
         assert process.stdin is not None and process.stdout is not None
-        process.stdin.write(json.dumps(settings))
-        process.stdin.close()
+        # The config as one line; stdin stays open for a DONE after each step the test makes.
+        process.stdin.write(json.dumps(settings) + "\n")
+        process.stdin.flush()
         lines = []
         for line in process.stdout:  # ends when the driver exits (its own waits have budgets)
             if line.strip() == "READY" and when_ready is not None:
                 when_ready()
+                try:
+                    process.stdin.write("DONE\n")
+                    process.stdin.flush()
+                except BrokenPipeError:
+                    pass  # the driver ended meanwhile: its last line says why
             else:
                 lines.append(line)
         # The whole scenario's budget: the waits inside it, browser start and stop on a loaded CI.
@@ -80,7 +87,7 @@ def drive(
         if process.poll() is None:
             process.kill()
             process.wait()
-        for stream in (process.stdout, process.stderr):
+        for stream in (process.stdin, process.stdout, process.stderr):
             if stream is not None:
                 stream.close()
     assert lines, f"{scenario}: the driver printed nothing\n{stderr[-4000:]}"

@@ -82,3 +82,50 @@ export function openBidi<I extends DescMessage, O extends DescMessage>(
     },
   };
 }
+
+/** A bidi call whose responses are read as a stream (for followLive): ``messages`` yields each
+ * response and ends when the host ends the call, throwing its error if it failed (the socket's
+ * loss is UNAVAILABLE, which followLive retries). Aborting ``signal`` closes the socket. */
+export function openBidiStream<I extends DescMessage, O extends DescMessage>(
+  method: string,
+  input: I,
+  output: O,
+  signal: AbortSignal,
+): { call: BidiCall<I>; messages: AsyncIterable<MessageShape<O>> } {
+  const queue: MessageShape<O>[] = [];
+  let done = false;
+  let failure: ConnectError | undefined;
+  let wake: (() => void) | null = null;
+  const call = openBidi(method, input, output, {
+    message(message) {
+      queue.push(message);
+      wake?.();
+    },
+    end(error) {
+      done = true;
+      failure = error;
+      wake?.();
+    },
+  });
+  const stop = () => {
+    call.close(); // ends the call without an end() callback: wake the reader here
+    done = true;
+    wake?.();
+  };
+  signal.addEventListener("abort", stop);
+  async function* messages(): AsyncGenerator<MessageShape<O>> {
+    try {
+      for (;;) {
+        while (queue.length) yield queue.shift() as MessageShape<O>;
+        if (done) break;
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = null;
+      }
+      if (failure) throw failure;
+    } finally {
+      signal.removeEventListener("abort", stop);
+      call.close();
+    }
+  }
+  return { call, messages: messages() };
+}

@@ -17,6 +17,11 @@ const FINAL = new Set([
   Code.Unauthenticated,
 ]);
 
+/** A refusal another try would only repeat (not a broken connection or a host going away). */
+export function isFinal(error: unknown): boolean {
+  return FINAL.has(ConnectError.from(error).code);
+}
+
 export interface Following<T> {
   signal: AbortSignal;
   /** Before each (re)opening: catch up (re-read what the stream does not replay). True: the
@@ -48,7 +53,7 @@ export async function followLive<T>(following: Following<T>): Promise<void> {
       // Ended by the host without an error (it was shutting down): open it again.
     } catch (error) {
       if (signal.aborted) return;
-      if (FINAL.has(ConnectError.from(error).code)) throw error;
+      if (isFinal(error)) throw error;
     }
     if (signal.aborted) return;
     attempt += 1;

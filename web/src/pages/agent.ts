@@ -1,5 +1,5 @@
 // One agent: its actions with their schemas, its processes, and its log following live.
-import { agents, errorText, isCancel, supervisor } from "../api.js";
+import { agents, errorText, isCancel, supervisor, type AgentInfo } from "../api.js";
 import { h, setText, show } from "../dom.js";
 import { languageName, pretty, stateName } from "../format.js";
 import { followLive } from "../live.js";
@@ -21,16 +21,27 @@ export const agentPage: Page = (main, signal, name = "") => {
     const processes = h("tbody");
     const log = h("pre", { class: "log", "aria-label": `${name} log`, "aria-live": "off", tabindex: "0" });
     const logStatus = h("p", { class: "muted", role: "status", id: "log-status" }, "Connecting…");
+    // The header's state and replicas: re-read when the log's stream reopens (a restart or a
+    // scale meanwhile changes them; the page follows no agent events of its own).
+    const stateBadge = h("span", { id: "agent-state" });
+    const replicas = h("span", { id: "agent-replicas" });
+    const showHeader = (found: AgentInfo) => {
+      stateBadge.className = `state state-${stateName(found.state)}`;
+      setText(stateBadge, stateName(found.state));
+      setText(replicas, `${found.readyReplicas}/${found.replicas} replicas`);
+    };
+    showHeader(info);
     show(
       main,
       h("h1", {}, info.name),
       h(
         "p",
         {},
-        h("span", { class: `state state-${stateName(info.state)}` }, stateName(info.state)),
+        stateBadge,
         ` · ${languageName(info.language)}`,
         info.version ? ` · ${info.version}` : "",
-        ` · ${info.readyReplicas}/${info.replicas} replicas`,
+        " · ",
+        replicas,
       ),
       info.description ? h("p", {}, info.description) : null,
       h("h2", {}, "Actions"),
@@ -107,6 +118,7 @@ export const agentPage: Page = (main, signal, name = "") => {
     // The log follows for as long as the page is open. Broken (the host restarted), the stream is
     // opened again with the last 200 lines, and those already shown (read at or before the last
     // shown line's time) are skipped: the lines written meanwhile appear once.
+    let opened = false; // the header was read with the page; re-read on each reopening
     let lastTime = -1n;
     let atLastTime = new Set<string>();
     const nanos = (time: { seconds: bigint; nanos: number } | undefined) =>
@@ -114,7 +126,14 @@ export const agentPage: Page = (main, signal, name = "") => {
     try {
       await followLive({
         signal,
-        catchUp: showProcesses,
+        catchUp: async () => {
+          if (opened) {
+            const found = (await agents.getAgent({ name }, { signal })).agent;
+            if (found) showHeader(found);
+          }
+          opened = true;
+          await showProcesses();
+        },
         open: () => supervisor.streamLogs({ agent: name, tailLines: 200, follow: true }, { signal }),
         each: (line) => {
           const at = nanos(line.time);

@@ -2,6 +2,7 @@
 // from the newest id shown, so none is missed or shown twice).
 import { AuditDecision, errorText, gateway, isCancel, type AuditRecord } from "../api.js";
 import { h, setText, show } from "../dom.js";
+import { followLive } from "../live.js";
 import type { Page } from "../router.js";
 
 const MAX_ROWS = 500;
@@ -52,20 +53,36 @@ export const auditPage: Page = (main, signal) => {
       ),
     ),
   );
-  (async () => {
-    try {
+  // The newest decisions, then WatchAudit from the newest id shown for as long as the page is
+  // open. Broken (the host restarted), it is opened again from that id: the host replays what was
+  // recorded meanwhile (the audit log survives a restart), and nothing shown comes twice.
+  let newest = -1n; // not read yet
+  let count = 0;
+  followLive({
+    signal,
+    catchUp: async () => {
+      if (newest >= 0n) return;
       const listed = await gateway.listAudit({ pageSize: 100 }, { signal });
       body.replaceChildren(...listed.records.map(row));
-      const newest = listed.records[0]?.id ?? 0n;
-      setText(status, `${listed.records.length ? `${listed.records.length} newest decisions` : "No decisions yet"}; new ones appear at the top as they are made`);
+      count = listed.records.length;
+      newest = listed.records[0]?.id ?? 0n;
+    },
+    open: () => gateway.watchAudit({ afterId: newest }, { signal }),
+    each: (item) => {
+      if (!item.record || item.record.id <= newest) return;
+      newest = item.record.id;
+      body.prepend(row(item.record));
+      while (body.childElementCount > MAX_ROWS) body.lastElementChild?.remove();
+    },
+    live: () => {
       status.dataset.live = "true";
-      for await (const item of gateway.watchAudit({ afterId: newest }, { signal })) {
-        if (!item.record) continue;
-        body.prepend(row(item.record));
-        while (body.childElementCount > MAX_ROWS) body.lastElementChild?.remove();
-      }
-    } catch (error) {
-      if (!isCancel(error)) status.replaceChildren(h("span", { class: "error" }, errorText(error)));
-    }
-  })();
+      setText(status, `${count ? `${count} newest decisions` : "No decisions yet"}; new ones appear at the top as they are made`);
+    },
+    lost: (attempt) => {
+      status.dataset.live = "false";
+      setText(status, `Connection lost; reconnecting (attempt ${attempt})…`);
+    },
+  }).catch((error: unknown) => {
+    if (!isCancel(error)) status.replaceChildren(h("span", { class: "error" }, errorText(error)));
+  });
 };

@@ -2,9 +2,10 @@
 // as they come, and the output as JSON with a copy button.
 import { toJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
-import { agents, errorText, isCancel, TaskStatus } from "../api.js";
+import { agents, errorText, isCancel, supervisor, TaskStatus } from "../api.js";
 import { h, setText, show } from "../dom.js";
 import { pretty } from "../format.js";
+import { followLive, isFinal } from "../live.js";
 import type { Page } from "../router.js";
 import { buildField } from "../schema_form.js";
 
@@ -80,6 +81,10 @@ export const runPage: Page = (main, signal, agentName = "", actionName = "") => 
       log.replaceChildren();
       bar.removeAttribute("value");
       setText(progressLabel, "Starting…");
+      delete progressLabel.dataset.lost;
+      // When the host started: after a broken stream, a later start means it restarted.
+      const hostStarted = await hostStartedAt(signal);
+      let taskId = "";
       try {
         const stream = agents.executeStream(
           { input: { agent: agentName, action: actionName, params: params as Record<string, never> } },
@@ -87,6 +92,7 @@ export const runPage: Page = (main, signal, agentName = "", actionName = "") => 
         );
         for await (const item of stream) {
           const event = item.event;
+          taskId = item.taskId || taskId;
           if (event.case === "started") {
             setText(progressLabel, `Running (task ${item.taskId}, pid ${event.value.pid})`);
           } else if (event.case === "progress") {
@@ -122,7 +128,8 @@ export const runPage: Page = (main, signal, agentName = "", actionName = "") => 
         }
       } catch (error) {
         setText(progressLabel, "");
-        setText(summary, errorText(error));
+        if (running?.signal.aborted || isFinal(error)) setText(summary, errorText(error));
+        else await lostTask(taskId, hostStarted, error, progressLabel, running?.signal ?? signal);
       } finally {
         signal.removeEventListener("abort", stop);
         run.disabled = false;
@@ -141,3 +148,62 @@ export const runPage: Page = (main, signal, agentName = "", actionName = "") => 
     formElement.querySelector<HTMLElement>("input, select, textarea")?.focus();
   })();
 };
+
+function millis(time: { seconds: bigint; nanos: number } | undefined): bigint | undefined {
+  return time ? time.seconds * 1000n + BigInt(Math.floor(time.nanos / 1e6)) : undefined;
+}
+
+async function hostStartedAt(signal: AbortSignal): Promise<bigint | undefined> {
+  try {
+    return millis((await supervisor.getHostInfo({}, { signal })).host?.startedAt);
+  } catch {
+    return undefined; // no agent.read right: the page cannot tell a restart
+  }
+}
+
+/** The stream of a running task broke. An Execute cannot be resumed: this page waits for the
+ * host to answer again (live.ts's back-off) and says what it knows — the task's id, and whether
+ * the host restarted meanwhile — not how the task ended, which it cannot know. */
+async function lostTask(
+  taskId: string,
+  hostStarted: bigint | undefined,
+  error: unknown,
+  label: HTMLElement,
+  signal: AbortSignal,
+): Promise<void> {
+  const task = taskId ? `task ${taskId}` : "the task (its id had not come yet)";
+  label.dataset.lost = "true";
+  setText(label, `Connection lost while ${task} ran (${errorText(error)}); waiting for the host…`);
+  try {
+    await followLive({
+      signal,
+      catchUp: async () => {
+        let now: bigint | undefined;
+        try {
+          now = millis((await supervisor.getHostInfo({}, { signal })).host?.startedAt);
+        } catch (failure) {
+          if (!isFinal(failure)) throw failure; // not back yet: followLive tries again
+          now = undefined; // it answers, but not this caller (no agent.read)
+        }
+        const restarted = now !== undefined && hostStarted !== undefined && now !== hostStarted;
+        const at = now === undefined ? "" : ` at ${new Date(Number(now)).toLocaleTimeString()}`;
+        label.dataset.restarted = String(restarted);
+        setText(
+          label,
+          restarted
+            ? `The host restarted${at} while ${task} ran. An Execute cannot be resumed, and this page cannot tell how the task ended; run it again if that is safe.`
+            : `The connection was lost while ${task} ran${hostStarted === undefined ? "" : "; the host did not restart"}. An Execute cannot be resumed, and this page cannot tell how the task ended.`,
+        );
+        return true;
+      },
+      open: () => {
+        throw new Error("unreachable: catchUp ends the following");
+      },
+      each: () => true,
+      live: () => undefined,
+      lost: (attempt) => setText(label, `Connection lost while ${task} ran; waiting for the host (attempt ${attempt})…`),
+    });
+  } catch (failure) {
+    if (!isCancel(failure)) setText(label, `Connection lost while ${task} ran: ${errorText(failure)}`);
+  }
+}

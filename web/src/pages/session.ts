@@ -2,10 +2,11 @@
 // context shown live as it changes (WatchContext).
 import { toJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
-import { ConverseRequestSchema, ConverseResponseSchema, errorText, gateway, isCancel } from "../api.js";
-import { openBidi, type BidiCall } from "../bridge.js";
+import { ConverseRequestSchema, ConverseResponseSchema, errorText, gateway, isCancel, type ConverseResponse } from "../api.js";
+import { openBidiStream, type BidiCall } from "../bridge.js";
 import { h, setText, show } from "../dom.js";
 import { pretty } from "../format.js";
+import { followLive } from "../live.js";
 import type { Page } from "../router.js";
 
 export const sessionPage: Page = (main, signal, sessionId = "") => {
@@ -27,43 +28,83 @@ export const sessionPage: Page = (main, signal, sessionId = "") => {
     log.appendChild(h("li", { class: `chat-${who} ${kind}` }, h("span", { class: "chat-who" }, who), h("span", { class: "chat-text" }, body)));
     log.lastElementChild?.scrollIntoView({ block: "nearest" });
   };
+  // Converse for as long as the page is open. Broken (the host restarted), it is opened again
+  // with after_sequence = the last event shown: the host replays what happened meanwhile (a turn
+  // the restart cut short ends with its `host_restarted` error), so nothing is missed or shown
+  // twice (docs/gateway.md, "What survives a restart"). Messages sent whose `accepted` had not
+  // come are sent again with the same client_message_id: the session runs each id once.
   let call: BidiCall<typeof ConverseRequestSchema> | null = null;
   let counter = 0;
-  call = openBidi("ether.v1.GatewayService/Converse", ConverseRequestSchema, ConverseResponseSchema, {
-    message(response) {
-      const event = response.event;
-      if (event.case === "reply") {
-        const data = event.value.data ? toJson(ValueSchema, event.value.data) : null;
-        say(event.value.agent || "agent", event.value.text || pretty(data), event.value.partial ? "partial" : "");
-      } else if (event.case === "accepted") {
-        setText(state, event.value.queuedAhead ? `Queued behind ${event.value.queuedAhead} turns…` : "Thinking…");
-      } else if (event.case === "progress") {
-        setText(state, event.value.message || event.value.step);
-      } else if (event.case === "error") {
-        say("error", `${event.value.error?.message ?? "the turn failed"} (${event.value.error?.code ?? ""})`, "error");
-      } else if (event.case === "turnCompleted") {
-        setText(state, "Ready");
-        log.dataset.turns = String(response.turn);
-      } else if (event.case === "sessionClosed") {
-        setText(state, `The session is closed: ${event.value.reason}`);
-        send.disabled = true;
-      }
-    },
-    end(error) {
-      call = null;
-      if (signal.aborted) return;
+  let lastSequence = 0n;
+  const unaccepted = new Map<string, string>(); // client_message_id -> text
+  send.disabled = true;
+  const onEvent = (response: ConverseResponse): boolean => {
+    if (response.sequence <= lastSequence) return false;
+    lastSequence = response.sequence;
+    log.dataset.sequence = String(lastSequence);
+    const event = response.event;
+    if (event.case === "reply") {
+      const data = event.value.data ? toJson(ValueSchema, event.value.data) : null;
+      say(event.value.agent || "agent", event.value.text || pretty(data), event.value.partial ? "partial" : "");
+    } else if (event.case === "accepted") {
+      unaccepted.delete(event.value.clientMessageId);
+      setText(state, event.value.queuedAhead ? `Queued behind ${event.value.queuedAhead} turns…` : "Thinking…");
+    } else if (event.case === "progress") {
+      setText(state, event.value.message || event.value.step);
+    } else if (event.case === "error") {
+      say("error", `${event.value.error?.message ?? "the turn failed"} (${event.value.error?.code ?? ""})`, "error");
+    } else if (event.case === "turnCompleted") {
+      setText(state, "Ready");
+      log.dataset.turns = String(response.turn);
+    } else if (event.case === "sessionClosed") {
+      setText(state, `The session is closed: ${event.value.reason}`);
       send.disabled = true;
-      state.className = error ? "error" : "muted";
-      setText(state, error ? errorText(error) : "The conversation ended.");
+      return true;
+    }
+    return false;
+  };
+  followLive({
+    signal,
+    open: () => {
+      const opened = openBidiStream("ether.v1.GatewayService/Converse", ConverseRequestSchema, ConverseResponseSchema, signal);
+      call = opened.call;
+      call.send({ kind: { case: "start", value: { sessionId, afterSequence: lastSequence } } });
+      for (const [id, message] of unaccepted) call.send({ kind: { case: "message", value: { text: message, clientMessageId: id } } });
+      return opened.messages;
     },
-  });
-  call.send({ kind: { case: "start", value: { sessionId, afterSequence: 0n } } });
-  setText(state, "Ready");
+    each: onEvent,
+    live: () => {
+      state.className = "muted";
+      state.dataset.live = "true";
+      send.disabled = false;
+      setText(state, "Ready");
+    },
+    lost: (attempt) => {
+      call = null;
+      state.dataset.live = "false";
+      send.disabled = true;
+      setText(state, `Connection lost; reconnecting (attempt ${attempt})…`);
+    },
+  })
+    .then(() => {
+      if (signal.aborted || send.disabled) return;
+      send.disabled = true;
+      setText(state, "The conversation ended.");
+    })
+    .catch((error: unknown) => {
+      if (isCancel(error) || signal.aborted) return;
+      send.disabled = true;
+      state.className = "error";
+      delete state.dataset.live;
+      setText(state, errorText(error));
+    });
   const submit = () => {
     const message = text.value.trim();
-    if (!message || !call) return;
+    if (!message || !call || send.disabled) return;
     say("you", message);
-    call.send({ kind: { case: "message", value: { text: message, clientMessageId: `console-${Date.now()}-${++counter}` } } });
+    const id = `console-${Date.now()}-${++counter}`;
+    unaccepted.set(id, message);
+    call.send({ kind: { case: "message", value: { text: message, clientMessageId: id } } });
     text.value = "";
   };
   form.addEventListener("submit", (event) => {
@@ -76,28 +117,51 @@ export const sessionPage: Page = (main, signal, sessionId = "") => {
       submit();
     }
   });
-  signal.addEventListener("abort", () => call?.close());
-  (async () => {
-    try {
-      for await (const item of gateway.watchContext({ sessionId }, { signal })) {
-        const event = item.event;
-        if (event.case === "snapshot") {
-          setText(context, pretty(event.value.context ?? {}));
-          setText(contextVersion, `version ${event.value.version}`);
-        } else if (event.case === "change") {
-          const current = JSON.parse(context.textContent || "{}") as Record<string, unknown>;
-          for (const key of event.value.keys) {
-            const values = (event.value.values ?? {}) as Record<string, unknown>;
-            if (key in values) current[key] = values[key];
-            else delete current[key];
-          }
-          setText(context, pretty(current));
-          setText(contextVersion, `version ${event.value.version}${event.value.author ? ` · by ${event.value.author}` : ""}`);
+  // The context: read, then followed from its version (WatchContext after_version). Broken, it
+  // is read again and followed from the version read: what changed meanwhile shows.
+  let current: Record<string, unknown> = {};
+  let version = 0n;
+  followLive({
+    signal,
+    catchUp: async () => {
+      const read = await gateway.getContext({ sessionId }, { signal });
+      current = (read.context ?? {}) as Record<string, unknown>;
+      version = read.version;
+      setText(context, pretty(current));
+      setText(contextVersion, `version ${version}`);
+    },
+    open: () => gateway.watchContext({ sessionId, afterVersion: version }, { signal }),
+    each: (item) => {
+      const event = item.event;
+      if (event.case === "snapshot") {
+        current = (event.value.context ?? {}) as Record<string, unknown>;
+        version = event.value.version;
+        setText(context, pretty(current));
+        setText(contextVersion, `version ${version}`);
+      } else if (event.case === "change") {
+        if (event.value.version <= version) return;
+        const values = (event.value.values ?? {}) as Record<string, unknown>;
+        for (const key of event.value.keys) {
+          if (key in values) current[key] = values[key];
+          else delete current[key];
         }
+        version = event.value.version;
+        setText(context, pretty(current));
+        setText(contextVersion, `version ${version}${event.value.author ? ` · by ${event.value.author}` : ""}`);
+      } else if (event.case === "sessionClosed") {
+        return true;
       }
-    } catch (error) {
-      if (!isCancel(error)) setText(contextVersion, errorText(error));
-    }
-  })();
+      return false;
+    },
+    live: () => {
+      contextVersion.dataset.live = "true";
+    },
+    lost: (attempt) => {
+      contextVersion.dataset.live = "false";
+      setText(contextVersion, `version ${version} · connection lost; reconnecting (attempt ${attempt})…`);
+    },
+  }).catch((error: unknown) => {
+    if (!isCancel(error)) setText(contextVersion, errorText(error));
+  });
   text.focus();
 };

@@ -1,6 +1,7 @@
 // Terminals: the list, live from WatchTerminals, and a form to create one.
 import { errorText, isCancel, terminals, TerminalState, type Terminal } from "../api.js";
 import { h, setText, show } from "../dom.js";
+import { followLive } from "../live.js";
 import { go, type Page } from "../router.js";
 
 function stateOf(terminal: Terminal): string {
@@ -8,7 +9,7 @@ function stateOf(terminal: Terminal): string {
 }
 
 export const terminalsPage: Page = (main, signal) => {
-  const status = h("p", { class: "muted", role: "status" }, "Loading terminals…");
+  const status = h("p", { class: "muted", role: "status", id: "terminals-status" }, "Loading terminals…");
   const body = h("tbody");
   const command = h("input", { type: "text", id: "new-command", name: "command", value: "bash", autocomplete: "off" });
   const name = h("input", { type: "text", id: "new-name", name: "name", autocomplete: "off" });
@@ -78,14 +79,33 @@ export const terminalsPage: Page = (main, signal) => {
         ),
       ),
     );
-    setText(status, listed.terminals.length ? `${listed.terminals.length} terminals, live` : "No terminals yet.");
+    if (live) setText(status, listed.terminals.length ? `${listed.terminals.length} terminals, live` : "No terminals yet.");
+    return listed.terminals.length;
   };
-  (async () => {
-    try {
-      await refresh();
-      for await (const _change of terminals.watchTerminals({}, { signal })) await refresh();
-    } catch (error) {
-      if (!isCancel(error)) status.replaceChildren(h("span", { class: "error" }, errorText(error)));
-    }
-  })();
+  // WatchTerminals for as long as the page is open: broken (the host restarted), it is opened
+  // again and the list re-read first (terminals do not survive a restart; new ones may be there).
+  let live = false;
+  let count = 0;
+  followLive({
+    signal,
+    catchUp: async () => {
+      count = await refresh();
+    },
+    open: () => terminals.watchTerminals({}, { signal }),
+    each: async () => {
+      count = await refresh();
+    },
+    live: () => {
+      live = true;
+      status.dataset.live = "true";
+      setText(status, count ? `${count} terminals, live` : "No terminals yet.");
+    },
+    lost: (attempt) => {
+      live = false;
+      status.dataset.live = "false";
+      setText(status, `Connection lost; reconnecting (attempt ${attempt})…`);
+    },
+  }).catch((error: unknown) => {
+    if (!isCancel(error)) status.replaceChildren(h("span", { class: "error" }, errorText(error)));
+  });
 };
