@@ -6,14 +6,16 @@ Pure functions with no process boundary, so the table calls them directly.
 
 from __future__ import annotations
 
+import collections
 import datetime
 import decimal
+import enum
 import math
 import pathlib
 from typing import Any
 
 import pytest
-from google.protobuf import struct_pb2
+from google.protobuf import json_format, struct_pb2
 
 from ether_host.transport import convert
 
@@ -71,6 +73,55 @@ def test_value_round_trip(value: Any, expected: Any) -> None:
     assert _types(back) == _types(expected)
     wrapped = convert.struct_to_dict(convert.dict_to_struct({"k": value}))
     assert wrapped == {"k": expected} and _types(wrapped["k"]) == _types(expected)
+    # A value as an item of a list, and in a dict in a list: each container reads and writes
+    # its items in its own loop (transport/struct_values.py), so each position is checked.
+    listed = convert.value_to_python(convert.to_value([value, {"k": value}, [value]]))
+    assert listed == [expected, {"k": expected}, [expected]]
+    assert _types(listed) == _types([expected, {"k": expected}, [expected]])
+
+
+def test_what_clients_send_reads_as_json_format_reads_it() -> None:
+    """A Struct as a client builds it (here with protobuf's own json_format, as grpcurl's -d
+    does) reads back as that JSON, with integral numbers as ints, at every depth."""
+    document = {
+        "s": "é ✓",
+        "n": [1, -2.5, 1e300, 0],
+        "b": [True, False],
+        "z": None,
+        "o": {"": {}, "l": [[], [{}], [None, "x"]]},
+    }
+    message = json_format.ParseDict(document, struct_pb2.Struct())
+    assert convert.struct_to_dict(message) == document
+    assert _types(convert.struct_to_dict(message)) == _types(document)
+    # and what the host writes is what json_format writes for the same value
+    assert convert.dict_to_struct(document) == message
+    assert convert.to_value(document) == json_format.ParseDict(document, struct_pb2.Value())
+
+
+def test_an_unset_value_in_a_container_reads_as_null() -> None:
+    """A Value with no kind set (a client may send one) reads as null inside a Struct and a
+    list too, not as an error or a missing key."""
+    message = struct_pb2.Struct()
+    message.fields["unset"].SetInParent()
+    message.fields["items"].list_value.values.add()
+    assert convert.struct_to_dict(message) == {"unset": None, "items": [None]}
+
+
+def test_subclasses_and_tuples_nested_take_the_general_path() -> None:
+    """An IntEnum, a str or dict subclass and a tuple are written as their JSON kind wherever
+    they sit (the fast path matches exact types only)."""
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    class Name(str):
+        pass
+
+    value = {"a": [Level.HIGH, Name("x"), collections.OrderedDict(b=(1, True)), ()]}
+    value["d"] = collections.OrderedDict()
+    expected = {"a": [3, "x", {"b": [1, True]}, []], "d": {}}
+    assert convert.struct_to_dict(convert.dict_to_struct(value)) == expected
+    assert convert.value_to_python(convert.to_value(value)) == expected
 
 
 def test_nan_round_trips_as_nan() -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import datetime
 import math
 import time
 from typing import Any
 
 import orjson
-from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
+from google.protobuf import duration_pb2, timestamp_pb2
 
 from ether.v1 import agent_io_pb2, common_pb2
 from ether_host.agents import Budget, TaskInput, TaskResult
@@ -17,118 +16,16 @@ from ether_host.notifications import Notify
 from ether_host.reasons import Reason
 from ether_host.supervisor import ManagedAgent, State
 
-MAX_EXACT = 2**53
+# Struct <-> Python values live in struct_values; the servicers import them from here.
+from ether_host.transport.struct_values import dict_to_struct as dict_to_struct
+from ether_host.transport.struct_values import fill_struct, fill_value
+from ether_host.transport.struct_values import integral as integral
+from ether_host.transport.struct_values import struct_to_dict as struct_to_dict
+from ether_host.transport.struct_values import to_value as to_value
+from ether_host.transport.struct_values import value_to_python as value_to_python
+
 RPC_DEADLINE_MARGIN = 0.05  # seconds the host's deadline answer needs to reach the caller
 NANOS = 1_000_000_000
-
-
-def integral(value: Any) -> Any:
-    """JSON numbers arrive as doubles in Struct; give integral ones back as ints."""
-    if isinstance(value, float):
-        return int(value) if value.is_integer() and abs(value) < MAX_EXACT else value
-    if isinstance(value, dict):
-        return {k: integral(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [integral(v) for v in value]
-    return value
-
-
-# Hand-written conversions: json_format costs ~140 us per call on this machine
-# (research/perf-baselines.md), more than the whole stdio hop.
-
-
-def value_to_python(message: struct_pb2.Value) -> Any:
-    # Kinds in the order JSON payloads hold them most; a Struct's fields read by key, since
-    # the map's items() is a Python generator (collections.abc) on upb.
-    kind = message.WhichOneof("kind")
-    if kind == "string_value":
-        return message.string_value
-    if kind == "number_value":
-        number = message.number_value
-        return int(number) if number.is_integer() and abs(number) < MAX_EXACT else number
-    if kind == "struct_value":
-        fields = message.struct_value.fields
-        return {key: value_to_python(fields[key]) for key in fields}
-    if kind == "list_value":
-        return [value_to_python(item) for item in message.list_value.values]
-    if kind == "bool_value":
-        return message.bool_value
-    return None
-
-
-def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
-    fields = message.fields
-    return {key: value_to_python(fields[key]) for key in fields}
-
-
-def _fill(target: struct_pb2.Value, value: Any) -> None:
-    # Exact types first, by identity (a third cheaper than an isinstance chain on a 1 KB
-    # payload); subclasses (an IntEnum, an OrderedDict) and dates take the general path.
-    kind = type(value)
-    if kind is str:
-        target.string_value = value
-    elif kind is dict:
-        struct = target.struct_value
-        struct.SetInParent()  # an empty object is still an object, not null
-        _fill_struct(struct, value)
-    elif kind is int or kind is float:
-        target.number_value = value
-    elif kind is bool:
-        target.bool_value = value
-    elif value is None:
-        target.null_value = struct_pb2.NULL_VALUE
-    elif kind is list:
-        values = target.list_value
-        values.SetInParent()  # an empty list is still a list, not null
-        add = values.values.add
-        for item in value:
-            _fill(add(), item)
-    else:
-        _fill_other(target, value)
-
-
-def _fill_other(target: struct_pb2.Value, value: Any) -> None:
-    if isinstance(value, bool):
-        target.bool_value = value
-    elif isinstance(value, int | float):
-        target.number_value = value
-    elif isinstance(value, str):
-        target.string_value = value
-    elif isinstance(value, dict):
-        target.struct_value.SetInParent()
-        _fill_struct(target.struct_value, value)
-    elif isinstance(value, list | tuple):
-        target.list_value.SetInParent()
-        values = target.list_value.values
-        for item in value:
-            _fill(values.add(), item)
-    elif isinstance(value, datetime.date | datetime.time):
-        # TOML dates (an agent's config) as the RFC 3339 text orjson gives agents
-        target.string_value = value.isoformat()
-    else:
-        raise TypeError(
-            f"a {type(value).__name__} has no protobuf Struct form: only null, bool, numbers, "
-            "strings, lists and dicts (and TOML dates, as text) do"
-        )
-
-
-def _fill_struct(target: struct_pb2.Struct, value: dict[str, Any]) -> None:
-    fields = target.fields
-    for key, item in value.items():
-        _fill(fields[key if type(key) is str else str(key)], item)
-
-
-def dict_to_struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
-    message = struct_pb2.Struct()
-    if value:
-        _fill_struct(message, value)
-    return message
-
-
-def to_value(value: Any) -> struct_pb2.Value:
-    message = struct_pb2.Value()
-    _fill(message, value)
-    return message
 
 
 def seconds(duration: duration_pb2.Duration) -> float:
@@ -269,19 +166,19 @@ def fill_agent_output(
     if meta.cached:
         metadata.cached = True
     if meta.extra:
-        _fill_struct(metadata.extra, meta.extra)
+        fill_struct(metadata.extra, meta.extra)
     if result.data is not None:
         if as_json:
             output.data_json = orjson.dumps(result.data, option=orjson.OPT_NON_STR_KEYS)
         else:
-            _fill(output.data, result.data)
+            fill_value(output.data, result.data)
     if result.error is not None:
         error = output.error
         error.code = result.error.code
         error.message = result.error.message
         error.retryable = result.error.retryable
         if result.error.details:
-            _fill_struct(error.details, result.error.details)
+            fill_struct(error.details, result.error.details)
     for proposal in result.next_actions:
         output.next_actions.add(
             agent=str(proposal.get("agent") or ""),

@@ -1,0 +1,219 @@
+"""google.protobuf Struct / Value <-> Python values, on the hot path of every call that sends
+params as a Struct or asks for its result as a Value (what grpcurl and most clients do).
+
+Hand-written: json_format costs ~140 us per call on this machine (research/perf-baselines.md),
+more than the whole stdio hop. What each piece here saves was measured on the bench's 1 KB
+params (bench/RESULTS.md, "Ether against the floor"); the rules are those of JSON in a double:
+
+- a number is a double; an integral one below 2^53 in magnitude is read back as an int;
+- NaN and the infinities pass as doubles; an unset Value reads as null;
+- an empty object or list stays an object or list (never null);
+- a dict key that is not text is written as its ``str()``; a value with no Struct form raises
+  TypeError (OverflowError for an int no double holds), never its ``str()``.
+
+Each container's items are read or written in one loop with the common leaf kinds handled in
+line, rather than one call per value: a Python call is a quarter of a leaf's cost here.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from google.protobuf import struct_pb2
+
+MAX_EXACT = 2**53
+_NULL = struct_pb2.NULL_VALUE
+# Called unbound: saves making a bound method per value (about a tenth of reading a Struct).
+_which = struct_pb2.Value.WhichOneof
+
+
+def integral(value: Any) -> Any:
+    """JSON numbers arrive as doubles in Struct; give integral ones back as ints."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) < MAX_EXACT else value
+    if isinstance(value, dict):
+        return {k: integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [integral(v) for v in value]
+    return value
+
+
+# --- reading ---------------------------------------------------------------------------------
+# Kinds in the order JSON payloads hold them most. A Struct's fields are read by key, since the
+# map's items() is a Python generator (collections.abc) on upb.
+
+
+def value_to_python(message: struct_pb2.Value) -> Any:
+    kind = _which(message, "kind")
+    if kind == "string_value":
+        return message.string_value
+    if kind == "number_value":
+        number = message.number_value
+        return int(number) if number.is_integer() and abs(number) < MAX_EXACT else number
+    if kind == "struct_value":
+        return _read_fields(message.struct_value.fields)
+    if kind == "list_value":
+        return _read_values(message.list_value.values)
+    if kind == "bool_value":
+        return message.bool_value
+    return None
+
+
+def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
+    return _read_fields(message.fields)
+
+
+def _read_fields(fields: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in fields:
+        value = fields[key]
+        kind = _which(value, "kind")
+        if kind == "string_value":
+            out[key] = value.string_value
+        elif kind == "number_value":
+            number = value.number_value
+            out[key] = int(number) if number.is_integer() and abs(number) < MAX_EXACT else number
+        elif kind == "struct_value":
+            out[key] = _read_fields(value.struct_value.fields)
+        elif kind == "list_value":
+            out[key] = _read_values(value.list_value.values)
+        elif kind == "bool_value":
+            out[key] = value.bool_value
+        else:
+            out[key] = None
+    return out
+
+
+def _read_values(values: Any) -> list[Any]:
+    out: list[Any] = []
+    append = out.append
+    for value in values:
+        kind = _which(value, "kind")
+        if kind == "string_value":
+            append(value.string_value)
+        elif kind == "number_value":
+            number = value.number_value
+            append(int(number) if number.is_integer() and abs(number) < MAX_EXACT else number)
+        elif kind == "struct_value":
+            append(_read_fields(value.struct_value.fields))
+        elif kind == "list_value":
+            append(_read_values(value.list_value.values))
+        elif kind == "bool_value":
+            append(value.bool_value)
+        else:
+            append(None)
+    return out
+
+
+# --- writing ---------------------------------------------------------------------------------
+# Exact types first, by identity (a third cheaper than an isinstance chain on a 1 KB payload);
+# subclasses (an IntEnum, an OrderedDict) and dates take the general path (_fill_other). An
+# empty object or list is marked present with SetInParent, else it would read as null.
+
+
+def fill_value(target: struct_pb2.Value, value: Any) -> None:
+    """Write ``value`` into an empty Value in place (such as a response's field: passing a
+    built message into another copies it)."""
+    kind = type(value)
+    if kind is str:
+        target.string_value = value
+    elif kind is dict:
+        _fill_object(target.struct_value, value)
+    elif kind is int or kind is float:
+        target.number_value = value
+    elif kind is bool:
+        target.bool_value = value
+    elif value is None:
+        target.null_value = _NULL
+    elif kind is list:
+        _fill_list(target.list_value, value)
+    else:
+        _fill_other(target, value)
+
+
+def fill_struct(target: struct_pb2.Struct, value: dict[str, Any]) -> None:
+    """Write a dict's items into a Struct in place."""
+    fields = target.fields
+    for key, item in value.items():
+        if type(key) is not str:
+            key = str(key)
+        kind = type(item)
+        if kind is str:
+            fields[key].string_value = item
+        elif kind is int or kind is float:
+            fields[key].number_value = item
+        elif kind is dict:
+            _fill_object(fields[key].struct_value, item)
+        elif kind is bool:
+            fields[key].bool_value = item
+        elif item is None:
+            fields[key].null_value = _NULL
+        elif kind is list:
+            _fill_list(fields[key].list_value, item)
+        else:
+            _fill_other(fields[key], item)
+
+
+def _fill_object(target: struct_pb2.Struct, value: dict[Any, Any]) -> None:
+    if value:
+        fill_struct(target, value)
+    else:
+        target.SetInParent()
+
+
+def _fill_list(target: struct_pb2.ListValue, items: list[Any] | tuple[Any, ...]) -> None:
+    if not items:
+        target.SetInParent()
+        return
+    add = target.values.add
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            add().string_value = item
+        elif kind is int or kind is float:
+            add().number_value = item
+        elif kind is dict:
+            _fill_object(add().struct_value, item)
+        elif kind is bool:
+            add().bool_value = item
+        elif item is None:
+            add().null_value = _NULL
+        elif kind is list:
+            _fill_list(add().list_value, item)
+        else:
+            _fill_other(add(), item)
+
+
+def _fill_other(target: struct_pb2.Value, value: Any) -> None:
+    if isinstance(value, bool):
+        target.bool_value = value
+    elif isinstance(value, int | float):
+        target.number_value = value
+    elif isinstance(value, str):
+        target.string_value = value
+    elif isinstance(value, dict):
+        _fill_object(target.struct_value, value)
+    elif isinstance(value, list | tuple):
+        _fill_list(target.list_value, value)
+    elif isinstance(value, datetime.date | datetime.time):
+        # TOML dates (an agent's config) as the RFC 3339 text orjson gives agents
+        target.string_value = value.isoformat()
+    else:
+        raise TypeError(
+            f"a {type(value).__name__} has no protobuf Struct form: only null, bool, numbers, "
+            "strings, lists and dicts (and TOML dates, as text) do"
+        )
+
+
+def dict_to_struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    if value:
+        fill_struct(message, value)
+    return message
+
+
+def to_value(value: Any) -> struct_pb2.Value:
+    message = struct_pb2.Value()
+    fill_value(message, value)
+    return message
