@@ -59,6 +59,12 @@ def join_traces(span_ids: Callable[[], dict[str, str] | None]) -> None:
     _span_ids = span_ids
 
 
+def joins_traces() -> bool:
+    """Whether lines carry the running span's ids (join_traces was called): a line logged a
+    moment after its span ended must then be handed to log_later while the span runs."""
+    return _span_ids is not None
+
+
 def _add_trace_ids(
     logger: Any, method: str, event: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:

@@ -191,7 +191,7 @@ class FrameWriter:
             if threading.get_ident() == self._loop_thread:
                 # The first frame of a loop turn goes out now (no extra turn of latency);
                 # frames sent later in the same turn wait for the end of it, together.
-                self._flush()
+                self._write_first()
                 with self._lock:
                     self._scheduled = True
                 self._loop.call_soon(self._flush)
@@ -210,6 +210,28 @@ class FrameWriter:
     def _flush(self) -> None:
         self._take()
         self._write_some()
+
+    def _write_first(self) -> None:
+        """``_flush`` of the first frame of a loop turn, the one a sequential caller waits
+        for: written straight from the queue when nothing is left over from before (one
+        write(2), without the copy through ``_unsent``)."""
+        if self._unsent or self.broken:
+            self._flush()
+            return
+        with self._lock:
+            self._scheduled = False
+            queued, self._queued = self._queued, []
+        data = queued[0] if len(queued) == 1 else b"".join(queued)
+        try:
+            n = os.write(self._fd, data)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        except OSError as exc:  # EPIPE: the host closed our stdout
+            self._broke(exc)
+            return
+        if n < len(data):  # the pipe is full: the rest when it is writable again
+            self._unsent += memoryview(data)[n:]
+            self._write_some()
 
     def _write_some(self) -> None:
         if self.broken:

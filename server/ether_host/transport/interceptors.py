@@ -25,7 +25,7 @@ from google.protobuf.message import DecodeError, Message
 from ether_host import rights
 from ether_host.auth import LOCAL, Identity, TokenTable, bearer_identity, both
 from ether_host.errors import DeadlineExceeded, EtherError, InvalidArgument, Unauthenticated
-from ether_host.logs import log_later
+from ether_host.logs import joins_traces, log_later
 from ether_host.reasons import Reason
 from ether_host.telemetry import Tracing, carrier_of
 from ether_host.transport import convert, validation
@@ -136,9 +136,25 @@ def _raise_rejected(behavior: Behavior, method: str, streaming: bool) -> Behavio
 
         return stream_behavior
 
-    async def unary_behavior(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    # A plain function returning the method's coroutine, not a coroutine of its own: one frame
+    # less to create and resume on every call. The layers around it await what it returns (and
+    # catch what it raises) as they would a coroutine's; _awaitable keeps the outermost async.
+    def unary_behavior(request: Any, context: grpc.aio.ServicerContext) -> Any:
         if type(request) is _Rejected:
             raise request.error
+        return behavior(request, context)
+
+    return unary_behavior
+
+
+def _awaitable(behavior: Behavior, method: str, streaming: bool) -> Behavior:
+    """The outermost unary behaviour as a coroutine function: grpc.aio runs a plain function in
+    a thread pool. The decorators' own are (RpcLogging's always is); this is for a server
+    registered without any."""
+    if streaming or inspect.iscoroutinefunction(behavior):
+        return behavior
+
+    async def unary_behavior(request: Any, context: grpc.aio.ServicerContext) -> Any:
         return await behavior(request, context)
 
     return unary_behavior
@@ -169,6 +185,8 @@ class RpcLogging:
 
     def __init__(self, rpc_ended: Callable[[str, str, float], None] | None = None) -> None:
         self._rpc_ended = rpc_ended
+        # The loop the server runs on, looked up once (asyncio's lookup is a getpid(2)).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
         if streaming:
@@ -189,7 +207,7 @@ class RpcLogging:
                 response = await behavior(request, context)
             except BaseException as error:
                 await self._fail(error, method, context, started)
-            self._end(method, context, started, None)
+            self._end_after_response(method, context, started)
             return response
 
         return unary_behavior
@@ -215,6 +233,30 @@ class RpcLogging:
         # Rendered a moment later with the lines of other calls, in this call's context: never
         # before grpc sends the response, and at a fraction of the cost of one line at a time.
         log_later(log.info, "rpc", fields)
+
+    def _end_after_response(
+        self, method: str, context: grpc.aio.ServicerContext, started: float
+    ) -> None:
+        """``_end`` of a unary call that returned, told a turn of the loop later: grpc writes
+        the response as the method returns, in this same step of the loop, so the line's fields
+        and the metrics stay off the call's latency (the call's duration and code are read
+        now; the callback runs in a copy of the call's context, with its bound fields). With
+        tracing on, the line takes the RPC span's ids, which only a running span gives: then
+        it is told now, as other calls' are."""
+        if joins_traces():
+            self._end(method, context, started, None)
+            return
+        seconds = time.perf_counter() - started
+        code = _code_name(context, "OK")
+        loop = self._loop
+        if loop is None or not loop.is_running():  # once per loop, not once per call
+            loop = self._loop = asyncio.get_running_loop()
+        loop.call_soon(self._ended, method, code, seconds)
+
+    def _ended(self, method: str, code: str, seconds: float) -> None:
+        if self._rpc_ended is not None:
+            self._rpc_ended(method, code, seconds)
+        log_later(log.info, "rpc", {"code": code, "duration_ms": round(seconds * 1000, 3)})
 
     async def _fail(
         self, error: BaseException, method: str, context: grpc.aio.ServicerContext, started: float
@@ -411,9 +453,14 @@ class DefaultDeadline:
             return behavior
         seconds = self.seconds
 
-        async def unary_behavior(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def unary_behavior(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            # A call with a deadline of its own gets the method's coroutine as is (no frame of
+            # this layer to create and resume on every call); one without runs bounded().
             if convert.rpc_time_left(context.time_remaining()) is not None:
-                return await behavior(request, context)
+                return behavior(request, context)
+            return bounded(request, context)
+
+        async def bounded(request: Any, context: grpc.aio.ServicerContext) -> Any:
             try:
                 async with asyncio.timeout(seconds) as scope:
                     return await behavior(request, context)
@@ -452,7 +499,7 @@ class MethodTableServer(grpc.aio.Server):
         handler = _checked_requests(handler, method)
         for decorate in self._decorators:
             handler = _rewrap(handler, method, decorate)
-        return handler
+        return _rewrap(handler, method, _awaitable)
 
     def handlers(self) -> Mapping[str, grpc.RpcMethodHandler]:
         """Every registered method's wrapped handler, by full method name (a live view): what
