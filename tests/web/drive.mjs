@@ -932,20 +932,6 @@ const scenarios = {
     const pages = { terminals: terminalsPage, session, audit, agent, action };
     for (const page of Object.values(pages)) await page.evaluate(() => (window.etherNotReloaded = true));
     await stepDone(); // the test stopped the host
-    await Promise.all([
-      wait(terminalsPage.locator("#terminals-status[data-live=false]").filter({ hasText: "reconnecting" })),
-      wait(session.locator("#chat-status[data-live=false]").filter({ hasText: "reconnecting" })),
-      wait(session.locator("#context-version[data-live=false]").filter({ hasText: "reconnecting" })),
-      wait(audit.locator("#audit-status[data-live=false]").filter({ hasText: "reconnecting" })),
-      wait(agent.locator("#log-status[data-live=false]")),
-      wait(action.locator(".progress-label[data-lost=true]")),
-    ]);
-    const lostAction = await action.locator(".progress-label").textContent();
-    held = true;
-    await context.route(/\/rpc\//, (route) => route.abort());
-    await stepDone(); // the test started the host again and changed what each view shows
-    await context.unroute(/\/rpc\//);
-    held = false;
     const outcome = async (name, check) => {
       try {
         await check();
@@ -954,6 +940,22 @@ const scenarios = {
         return [name, String(error?.message ?? error).split("\n")[0]];
       }
     };
+    const lost = Object.fromEntries(
+      await Promise.all([
+        outcome("terminals", () => wait(terminalsPage.locator("#terminals-status[data-live=false]").filter({ hasText: "reconnecting" }))),
+        outcome("chat", () => wait(session.locator("#chat-status[data-live=false]").filter({ hasText: "reconnecting" }))),
+        outcome("context", () => wait(session.locator("#context-version[data-live=false]").filter({ hasText: "reconnecting" }))),
+        outcome("audit", () => wait(audit.locator("#audit-status[data-live=false]").filter({ hasText: "reconnecting" }))),
+        outcome("agent", () => wait(agent.locator("#log-status[data-live=false]"))),
+        outcome("action", () => wait(action.locator(".progress-label[data-lost=true]"))),
+      ]),
+    );
+    const lostAction = await action.locator(".progress-label").textContent();
+    held = true;
+    await context.route(/\/rpc\//, (route) => route.abort());
+    await stepDone(); // the test started the host again and changed what each view shows
+    await context.unroute(/\/rpc\//);
+    held = false;
     const views = Object.fromEntries(
       await Promise.all([
         outcome("terminals", async () => {
@@ -990,6 +992,7 @@ const scenarios = {
     const notReloaded = {};
     for (const [name, page] of Object.entries(pages)) notReloaded[name] = await page.evaluate(() => window.etherNotReloaded === true);
     return {
+      lost,
       views,
       notReloaded,
       taskLine,

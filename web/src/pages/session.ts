@@ -161,7 +161,9 @@ export const sessionPage: Page = (main, signal, sessionId = "") => {
       setText(contextVersion, `version ${version} · connection lost; reconnecting (attempt ${attempt})…`);
     },
   }).catch((error: unknown) => {
-    if (!isCancel(error)) setText(contextVersion, errorText(error));
+    if (isCancel(error)) return;
+    delete contextVersion.dataset.live;
+    setText(contextVersion, errorText(error));
   });
   text.focus();
 };

@@ -106,6 +106,8 @@ export const terminalsPage: Page = (main, signal) => {
       setText(status, `Connection lost; reconnecting (attempt ${attempt})…`);
     },
   }).catch((error: unknown) => {
-    if (!isCancel(error)) status.replaceChildren(h("span", { class: "error" }, errorText(error)));
+    if (isCancel(error)) return;
+    delete status.dataset.live;
+    status.replaceChildren(h("span", { class: "error" }, errorText(error)));
   });
 };
