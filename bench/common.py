@@ -454,6 +454,10 @@ class EtherHost:
             supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=name), timeout=60)
             response = supervisor.DeployAgent(request, timeout=30)
         agent = response.agent.info.name
+        # The answer's status first: it and its event_sequence are one snapshot, taken once the
+        # deploy is recorded, by when a fast agent may already run (no RUNNING event follows).
+        if response.agent.info.state == agent_io_pb2.AGENT_STATE_RUNNING:
+            return agent
         events = supervisor.WatchEvents(
             supervisor_pb2.WatchEventsRequest(
                 agent=agent, after_sequence=response.agent.event_sequence

@@ -13,7 +13,7 @@ import pytest
 from google.protobuf import duration_pb2
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
-from tests.support.agents import AGENTS, deploy, state_name, watch_until
+from tests.support.agents import AGENTS, deploy, state_name, until, watch_until
 from tests.support.calls import data, execute, struct
 from tests.support.host import HostProcess
 from tests.workflows.test_restart import restart
@@ -160,7 +160,7 @@ def test_an_agent_whose_folder_went_away_comes_back_fatal(tmp_path: Path) -> Non
         started = host.supervisor.StartAgent(
             supervisor_pb2.StartAgentRequest(name="moving"), timeout=60
         ).agent
-        watch_until(host, "moving", {"RUNNING"}, after=started.event_sequence)
+        until(host, started, {"RUNNING"})
         assert data(execute(host, "moving", "echo", {"n": 2})) == {"n": 2}
     finally:
         host.stop()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
-from tests.support.agents import deploy, watch_until
+from tests.support.agents import deploy, until
 from tests.support.host import HostProcess
 
 MANIFEST = 'name = "shifting"\nlanguage = "python"\n'
@@ -56,7 +56,7 @@ def test_list_and_get_show_the_actions_of_the_agents_new_code(
         restarted = host.supervisor.RestartAgent(
             supervisor_pb2.RestartAgentRequest(name="shifting"), timeout=30
         )
-        watch_until(host, "shifting", {"RUNNING"}, after=restarted.agent.event_sequence)
+        until(host, restarted.agent, {"RUNNING"})
 
         listed = _listed(host)
         assert [a.name for a in listed.actions] == ["after"]
@@ -86,7 +86,7 @@ def test_list_shows_a_scaled_agents_replicas_and_their_readiness(
             supervisor_pb2.ScaleAgentRequest(name="shifting", replicas=2), timeout=30
         )
         assert _listed(host).replicas == 2
-        watch_until(host, "shifting", {"RUNNING"}, after=scaled.agent.event_sequence, replica=1)
+        until(host, scaled.agent, {"RUNNING"}, replica=1)
         after = _listed(host)
         assert (after.replicas, after.ready_replicas) == (2, 2)
         assert after.state == agent_io_pb2.AGENT_STATE_RUNNING

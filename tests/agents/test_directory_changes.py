@@ -16,7 +16,7 @@ import grpc
 import pytest
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
-from tests.support.agents import deploy, watch_until
+from tests.support.agents import deploy, until
 from tests.support.calls import agent_input
 from tests.support.host import HostProcess
 
@@ -98,8 +98,8 @@ def test_a_stop_a_start_and_a_scale_show_in_the_next_listing(
         started = host.supervisor.StartAgent(
             supervisor_pb2.StartAgentRequest(name=NAME), timeout=60
         )
-        watch_until(host, NAME, {"RUNNING"}, after=started.agent.event_sequence, replica=0)
-        watch_until(host, NAME, {"RUNNING"}, after=started.agent.event_sequence, replica=1)
+        until(host, started.agent, {"RUNNING"}, replica=0)
+        until(host, started.agent, {"RUNNING"}, replica=1)
         again = _both(host)
         assert again.state == agent_io_pb2.AGENT_STATE_RUNNING
         assert (again.replicas, again.ready_replicas) == (2, 2)

@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from ether.v1 import agent_io_pb2, supervisor_pb2, terminal_pb2
-from tests.support.agents import AGENTS, deploy, state_name, watch_until
+from tests.support.agents import AGENTS, deploy, state_name, until, watch_until
 from tests.support.calls import data, execute, struct
 from tests.support.host import HostProcess
 from tests.support.procs import host_pid, path_without, wait_gone
@@ -109,7 +109,7 @@ def test_operator_restart_leaves_fatal(host: HostProcess) -> None:
     restarted = host.supervisor.RestartAgent(
         supervisor_pb2.RestartAgentRequest(name="revive"), timeout=30
     )
-    event = watch_until(host, "revive", {"FATAL", "RUNNING"}, after=restarted.agent.event_sequence)
+    event = until(host, restarted.agent, {"FATAL", "RUNNING"})
     assert state_name(event.state) == "FATAL"  # still exits 78: FATAL again, once
 
 
@@ -180,7 +180,7 @@ def test_replicas_share_the_load(host: HostProcess) -> None:
         supervisor_pb2.ScaleAgentRequest(name="scaled", replicas=3), timeout=10
     )
     for replica in (1, 2):
-        watch_until(host, "scaled", {"RUNNING"}, after=scaled.agent.event_sequence, replica=replica)
+        until(host, scaled.agent, {"RUNNING"}, replica=replica)
     outputs = [
         host.agents.Execute.future(
             agent_io_pb2.ExecuteRequest(

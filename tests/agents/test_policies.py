@@ -15,7 +15,7 @@ import pytest
 from google.protobuf import duration_pb2
 
 from ether.v1 import agent_io_pb2, common_pb2, supervisor_pb2
-from tests.support.agents import AGENTS, deploy, state_name, watch_until
+from tests.support.agents import AGENTS, deploy, state_name, until, watch_until
 from tests.support.calls import agent_input, budget, data, details, execute
 from tests.support.host import HostProcess
 from tests.support.procs import thread_policies, wait_gone
@@ -24,14 +24,16 @@ ROGUE = AGENTS / "rogue"
 
 
 def _deploy_rogue(host: HostProcess, name: str, **spec: Any) -> int:
-    """Deploy the rogue agent as ``name``; returns the event sequence to watch from."""
-    response = host.supervisor.DeployAgent(
+    """Deploy the rogue agent as ``name`` (a name new to this module's host); returns the event
+    sequence to watch from: 0, every event of the name, since the answer's own sequence is
+    taken once the deploy is recorded, and the agent may have run (and exited) by then."""
+    host.supervisor.DeployAgent(
         supervisor_pb2.DeployAgentRequest(
             spec=supervisor_pb2.AgentSpec(name=name, path=str(ROGUE), **spec)
         ),
         timeout=30,
     )
-    return int(response.agent.event_sequence)
+    return 0
 
 
 def _rogue_folder(folder: Path, settings: str) -> Path:
@@ -185,7 +187,7 @@ def test_deploy_settings_override_agent_toml_and_the_status_shows_those_in_effec
     assert spec.protocol == supervisor_pb2.LINK_PROTOCOL_AUTO
     assert spec.ping_timeout.ToTimedelta().total_seconds() == 10
     assert spec.restart_period.ToTimedelta().total_seconds() == 300
-    watch_until(host, "tuned", {"RUNNING"}, after=response.agent.event_sequence)
+    until(host, response.agent, {"RUNNING"})
     assert _agent(host, "tuned").description == "from the request"
     assert set(thread_policies(_agent_pid(host, "tuned")).values()) == {os.SCHED_IDLE}
     _remove(host, "tuned")
@@ -410,15 +412,15 @@ def test_restarts_back_off_up_to_the_cap_then_too_many_is_fatal(
         "backoff_base = 0.2\nbackoff_cap = 0.8\nstable_after = 0.01\n"
         'max_restarts = 4\nrestart_period = 120\n[env]\nROGUE_EXIT_AFTER_WELCOME = "3"\n',
     )
-    response = host.supervisor.DeployAgent(
+    host.supervisor.DeployAgent(
         supervisor_pb2.DeployAgentRequest(spec=supervisor_pb2.AgentSpec(path=str(folder))),
         timeout=30,
     )
     delays: list[float] = []
+    # Every event of the name (new to this host), not those after the answer's sequence: the
+    # first restart may come before the deploy's answer (taken once the deploy is recorded).
     stream = host.supervisor.WatchEvents(
-        supervisor_pb2.WatchEventsRequest(
-            agent="flaky", after_sequence=response.agent.event_sequence
-        ),
+        supervisor_pb2.WatchEventsRequest(agent="flaky", after_sequence=0),
         timeout=60,
     )
     try:

@@ -9,7 +9,7 @@ import signal
 from typing import Any
 
 from ether.v1 import supervisor_pb2
-from tests.support.agents import AGENTS, deploy, watch_until
+from tests.support.agents import AGENTS, deploy, until, watch_until
 from tests.support.host import HostProcess
 from tests.terminals.support import create as create_terminal
 from tests.terminals.support import wait_exit
@@ -32,7 +32,7 @@ def test_background_work_logs_without_the_call_that_started_it(fresh_host: HostP
     status = host.supervisor.ScaleAgent(
         supervisor_pb2.ScaleAgentRequest(name=name, replicas=2), timeout=60
     ).agent
-    added = watch_until(host, name, {"RUNNING"}, after=status.event_sequence, replica=1)
+    added = until(host, status, {"RUNNING"}, replica=1)
     os.kill(added.pid, signal.SIGKILL)  # the restart loop logs too
     watch_until(host, name, {"RUNNING"}, after=added.sequence, replica=1)
     run_to_end(host, "name: ctx\nstages:\n  - {name: a, agent: ctx, action: echo}\n")

@@ -42,6 +42,51 @@ def watch_until(
     raise AssertionError(f"{agent} never reached {states}")
 
 
+def until(
+    host: HostProcess,
+    status: supervisor_pb2.AgentStatus,
+    states: set[str],
+    *,
+    replica: int | None = None,
+    timeout: float = 120.0,
+    metadata: Sequence[tuple[str, str]] = (),
+) -> supervisor_pb2.WatchEventsResponse:
+    """The agent (or one replica) in one of ``states``, from an answer's AgentStatus on: at once
+    when the status already shows it, else its event after the status's event_sequence.
+
+    A status and its event_sequence are one snapshot (proto: AgentStatus.event_sequence), so
+    what the status shows never comes again as an event: a deploy, start, restart or scale
+    answered after its replica already ran (the answer waits for the agent store's write, and a
+    fast agent runs meanwhile) would otherwise be waited for until the timeout (seen under
+    load: a deploy that 'stalled' for 120 s). What `ether agents deploy --wait` does too."""
+    name = status.info.name
+    if replica is None:
+        now, reason = status.info.state, status.reason
+        running = [p.pid for p in status.processes if p.pid > 0]
+        pid = running[0] if running else 0
+    else:
+        found = [p for p in status.processes if p.replica == replica]
+        now, reason, pid = (found[0].state, found[0].reason, found[0].pid) if found else (0, "", 0)
+    if state_name(now) in states:
+        return supervisor_pb2.WatchEventsResponse(
+            sequence=status.event_sequence,
+            agent=name,
+            replica=-1 if replica is None else replica,
+            state=now,
+            reason=reason,
+            pid=pid,
+        )
+    return watch_until(
+        host,
+        name,
+        states,
+        after=status.event_sequence,
+        timeout=timeout,
+        replica=replica,
+        metadata=metadata,
+    )
+
+
 def deploy(
     host: HostProcess,
     path: Path,
@@ -62,27 +107,13 @@ def deploy(
     )
     agent = response.agent.info.name
     if wait:
-        # The status was taken right after registration: events from before
-        # the deploy call are skipped, the install and start are not.
-        event = watch_until(
-            host,
-            agent,
-            {"RUNNING", "FATAL"},
-            after=response.agent.event_sequence,
-            metadata=metadata,
-        )
+        # From the answer's status on: what it shows, then the events after it.
+        event = until(host, response.agent, {"RUNNING", "FATAL"}, metadata=metadata)
         assert state_name(event.state) == "RUNNING", f"{agent}: {event.reason}\n" + "\n".join(
             event.stderr_tail
         )
         # The agent runs once one replica does (any of them); the others may still be starting.
         replicas = int(spec.get("replicas") or 1)
         for replica in range(replicas if replicas > 1 else 0):
-            watch_until(
-                host,
-                agent,
-                {"RUNNING"},
-                after=response.agent.event_sequence,
-                replica=replica,
-                metadata=metadata,
-            )
+            until(host, response.agent, {"RUNNING"}, replica=replica, metadata=metadata)
     return agent

@@ -16,7 +16,7 @@ import yaml
 
 from ether.v1 import supervisor_pb2, terminal_pb2
 from tests.gateway._support import Conversation, open_session
-from tests.support.agents import AGENTS, EXAMPLES, deploy, watch_until
+from tests.support.agents import AGENTS, EXAMPLES, deploy, until
 from tests.support.calls import execute
 from tests.support.host import ROOT, HostProcess
 from tests.web.support import drive
@@ -163,7 +163,7 @@ def test_the_agents_page_stays_still_while_agents_change(
         scaled = host.supervisor.ScaleAgent(
             supervisor_pb2.ScaleAgentRequest(name=name, replicas=2), timeout=30
         )
-        watch_until(host, name, {"RUNNING"}, replica=1, after=scaled.agent.event_sequence)
+        until(host, scaled.agent, {"RUNNING"}, replica=1)
 
     def stop_it() -> None:
         host.supervisor.StopAgent(supervisor_pb2.StopAgentRequest(name=name), timeout=60)
