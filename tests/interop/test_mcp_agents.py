@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
-from tests.support.agents import AGENTS, deploy, state_name, watch_until
+from tests.support.agents import AGENTS, deploy, state_name, until, watch_until
 from tests.support.calls import agent_input, budget, data, details, execute
 from tests.support.host import HostProcess
 from tests.support.wheel import build_wheel
@@ -56,7 +56,7 @@ def deploy_running(host: HostProcess, path: Path, name: str, **spec: Any) -> int
         ),
         timeout=30,
     )
-    event = watch_until(host, name, {"RUNNING", "FATAL"}, after=response.agent.event_sequence)
+    event = until(host, response.agent, {"RUNNING", "FATAL"})
     assert state_name(event.state) == "RUNNING", event.reason
     return event.sequence
 
@@ -308,9 +308,8 @@ def test_deploy_agent_fields_alone_and_replicas(host: HostProcess, tmp_path: Pat
     assert response.agent.spec.protocol == supervisor_pb2.LINK_PROTOCOL_MCP
     assert list(response.agent.spec.command) == ["python", "server.py"]
     assert response.agent.spec.max_concurrency == 4
-    after = response.agent.event_sequence
     for replica in (0, 1):
-        watch_until(host, "bare", {"RUNNING"}, replica=replica, after=after)
+        until(host, response.agent, {"RUNNING"}, replica=replica)
     info = host.agents.GetAgent(agent_io_pb2.GetAgentRequest(name="bare"), timeout=10).agent
     assert (info.max_concurrency, info.ready_replicas) == (4, 2)
     pids = {execute(host, "bare", "sleep", {"seconds": 0.01}).metadata.pid for _ in range(2)}
