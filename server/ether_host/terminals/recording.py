@@ -12,8 +12,11 @@ count from the header's moment on the monotonic clock, so they never go backward
 decoded as UTF-8 incrementally (a character split across two reads is written whole) with
 invalid bytes replaced, as asciicast's text must be valid UTF-8.
 
-The file is bounded by ``limit`` bytes: the event that would pass it is not written and the
-recording stops ("size_limit"), leaving a valid cast of everything before it.
+The file is bounded by ``limit`` bytes: the output event that would pass it is cut to the
+characters that fit (a resize that would pass it is left out) and the recording stops
+("size_limit"), leaving a valid cast of everything up to there. Cut, not dropped: one read of
+a flood can be larger than the whole limit (up to the terminal's read size, 256 KiB), and the
+cast would then hold none of it.
 """
 
 from __future__ import annotations
@@ -131,10 +134,10 @@ class Recorder:
 
     def _event(self, kind: str, text: str) -> None:
         seconds = round(time.monotonic() - self._clock, 6)
-        self._write(orjson.dumps([seconds, kind, text]) + b"\n")
-
-    def _write(self, line: bytes) -> None:
+        line = orjson.dumps([seconds, kind, text]) + b"\n"
         if self._size + len(line) > self.limit:
+            if kind == "o":
+                self._write(self._fitting(seconds, text))
             log.warning(
                 "terminal recording reached its size limit; stopped",
                 terminal=self._terminal_id,
@@ -142,6 +145,25 @@ class Recorder:
             )
             self.stop(SIZE_LIMIT)
             return
+        self._write(line)
+
+    def _fitting(self, seconds: float, text: str) -> bytes:
+        """The longest ``[seconds, "o", text[:n]]`` line that fits in what is left under the
+        limit (empty when not one character does), found by halving: once per recording, at
+        its end."""
+        room = self.limit - self._size
+        best, low, high = b"", 1, len(text)
+        while low <= high:
+            middle = (low + high) // 2
+            line = orjson.dumps([seconds, "o", text[:middle]]) + b"\n"
+            if len(line) <= room:
+                best, low = line, middle + 1
+            else:
+                high = middle - 1
+        return best
+
+    def _write(self, line: bytes) -> None:
+        """Append ``line`` (the caller has checked the limit)."""
         try:
             view = memoryview(line)
             while view:  # a regular file takes it whole unless the disk is full
