@@ -154,8 +154,11 @@ def test_resize_signal_and_close_through_b(host_a: HostProcess, host_b: HostProc
     )
     assert (resized.rows, resized.cols) == (20, 70)
     assert (get(host_a, terminal.id).rows, get(host_a, terminal.id).cols) == (20, 70)
-    write(host_b, terminal.id, "sleep 600\r")
-    wait_output(host_b, terminal.id, "sleep 600", after=0)
+    # The foreground job says it runs (its own output, not the typed line's echo): a SIGINT sent
+    # while bash has the line but has not started the job yet reaches bash, and the sleep that
+    # then starts would never end.
+    write(host_b, terminal.id, "sh -c 'echo sleeping; exec sleep 600'\r")
+    wait_output(host_b, terminal.id, "^sleeping", after=0)
     before = get(host_a, terminal.id).output_offset
     sent = host_b.terminals.SendSignal(
         pb.SendSignalRequest(terminal_id=terminal.id, signal="INT", foreground=True), timeout=30
