@@ -163,7 +163,9 @@ def test_a_recording_stops_at_the_size_limit_and_stays_valid(host: HostProcess) 
         command="head -c 200000 /dev/zero | tr '\\0' x; echo; echo flood-done; sleep 600",
         record=True,
     )
-    wait_output(host, terminal.id, "flood-done")
+    # From offset 0: unset means output after the call starts, and the whole flood (its last
+    # line too) may be out before WaitFor arrives (1 run in 4 under load waited 30 s for it).
+    wait_output(host, terminal.id, "flood-done", after=0)
     cast, recording = download(host, terminal.id, piece=1024 * 1024)
     assert not recording.active and recording.stopped_reason == "size_limit"
     assert len(cast) == recording.size <= LIMIT
