@@ -233,3 +233,73 @@ stages:
             assert after[task_id].output.metadata.pid == task.output.metadata.pid
     finally:
         (second or first).stop()
+
+
+def _event_rows(state_dir: Path, run_id: str) -> list[tuple[int, float, str, str]]:
+    path = state_dir / "workflows" / "runs.sqlite3"
+    with sqlite3.connect(path, timeout=10) as connection:
+        return connection.execute(
+            "SELECT sequence, time, kind, body FROM events WHERE run_id = ? ORDER BY sequence",
+            (run_id,),
+        ).fetchall()
+
+
+def test_a_maps_events_share_rows_and_a_store_of_one_row_per_event_still_reads(
+    tmp_path: Path,
+) -> None:
+    """A map's events reach the store several to a row (a run's events committed together);
+    a follower reads them one by one, from any sequence number. A store written before that
+    (one row per event, as the previous version wrote) reads the same after a restart."""
+    first = HostProcess(tmp_path / "state", shared=(tmp_path,))
+    second: HostProcess | None = None
+    try:
+        first.wait_serving()
+        deploy(first, AGENTS / "flow")
+        run = create(
+            first,
+            f"""\
+name: rows
+stages:
+  - name: map
+    agent: flow
+    action: double
+    inputs: {json.dumps(list(range(300)))}
+    parallel: true
+    max_concurrency: 16
+""",
+        )
+        assert state(wait(first, run.id)) == "SUCCEEDED"
+        seen = events(first, run.id)
+        assert [e.sequence for e in seen] == list(range(1, len(seen) + 1))
+        assert kinds(seen).count("task_completed") == 300
+        for after in (1, 7, len(seen) // 2, len(seen) - 1):  # inside a row of several, too
+            assert events(first, run.id, after=after) == seen[after:]
+        assert first.stop() == 0
+        rows = _event_rows(first.state_dir, run.id)
+        assert len(rows) < len(seen) / 4  # several events to a row
+
+        path = first.state_dir / "workflows" / "runs.sqlite3"
+        with sqlite3.connect(path, timeout=10) as connection:  # the previous version's rows
+            connection.execute("DELETE FROM events WHERE run_id = ?", (run.id,))
+            for sequence, at, kind, body in rows:
+                held = json.loads(body) if kind.startswith("+") else [[sequence, at, kind, body]]
+                for item_sequence, item_at, item_kind, item_body in held:
+                    connection.execute(
+                        "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+                        (
+                            run.id,
+                            item_sequence,
+                            item_at,
+                            item_kind,
+                            item_body if isinstance(item_body, str) else json.dumps(item_body),
+                        ),
+                    )
+        assert len(_event_rows(first.state_dir, run.id)) == len(seen)
+
+        second = HostProcess(tmp_path / "state", shared=(tmp_path,))
+        second.wait_serving()
+        assert events(second, run.id) == seen
+        assert events(second, run.id, after=len(seen) // 2) == seen[len(seen) // 2 :]
+        assert len(tasks(second, run.id)) == 300
+    finally:
+        (second or first).stop()

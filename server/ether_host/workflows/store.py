@@ -7,6 +7,14 @@ batch (``put_batch``) rather than one item each, so a batch is never split
 across transactions. Reads run in worker threads on their own connection (WAL
 mode, so they never wait for the writer). ``flush()`` waits until everything
 queued so far is committed.
+
+Events of one run committed together with consecutive sequence numbers (a live
+run's, handed over in batches) share one row of ``events``: its kind is
+``EVENTS_ROW``, its sequence and time those of the last event in it, its body the
+JSON list of ``[sequence, time, kind, body]``. A map stage writes two events per
+task; a row each cost the writer more than their JSON did (bench/RESULTS.md,
+"Batching"). Rows of one event each (an event written alone, and every event of a
+store written before this) read as they always did.
 """
 
 from __future__ import annotations
@@ -60,6 +68,9 @@ CREATE TABLE IF NOT EXISTS events (
 # the store was versioned.
 MIGRATIONS = (SCHEMA,)
 BATCH = 5000
+# The kind of a row of ``events`` holding several events: no event kind (a
+# StreamRunEventsResponse oneof member name) starts with "+".
+EVENTS_ROW = "+events"
 ENDED = tuple(sorted(f"RUN_STATE_{state}" for state in RunState.ENDED))
 
 
@@ -216,7 +227,7 @@ class RunStore:
             (run_id, int(t["seq"]), t["task_id"], t["stage"], t["state"], _json(t))
             for run_id, t in tasks
         ]
-        event_rows = [(run_id, e.sequence, e.time, e.kind, _json(e.body)) for run_id, e in events]
+        event_rows = _event_rows(events)
         if not (run_rows or task_rows or event_rows or deleted):
             return
         connection.execute("BEGIN")
@@ -335,15 +346,28 @@ class RunStore:
         self, run_id: str, after: int, upto: int | None = None, limit: int = 1000
     ) -> list[RunEvent]:
         """Events of a run with after < sequence (<= upto), in order, at most ``limit``."""
-        sql, args = (
-            "SELECT sequence, time, kind, body FROM events WHERE run_id = ? AND sequence > ?",
-            [run_id, after],
-        )
-        if upto is not None:
-            sql += " AND sequence <= ?"
-            args.append(upto)
-        rows = self._query(sql + " ORDER BY sequence LIMIT ?", (*args, limit))
-        return [RunEvent(row[0], row[1], row[2], json.loads(row[3])) for row in rows]
+        # A row of several events is keyed by its last one: every row past ``after`` holds
+        # events past it, the first may hold some before it too; rows are read in order until
+        # ``limit`` events, or one past ``upto``, are found.
+        assert self._read is not None, "run store is not open"
+        found: list[RunEvent] = []
+        with self._read_lock:
+            cursor = self._read.execute(
+                "SELECT sequence, time, kind, body FROM events WHERE run_id = ? AND sequence > ? "
+                "ORDER BY sequence",
+                (run_id, after),
+            )
+            try:
+                while rows := cursor.fetchmany(64):
+                    for event in (e for row in rows for e in _row_events(*row)):
+                        if event.sequence <= after:
+                            continue
+                        if len(found) >= limit or (upto is not None and event.sequence > upto):
+                            return found
+                        found.append(event)
+            finally:
+                cursor.close()
+        return found
 
 
 def _size(item: tuple[str, Any] | None) -> int:
@@ -353,7 +377,36 @@ def _size(item: tuple[str, Any] | None) -> int:
     return 1
 
 
-def _json(body: dict[str, Any]) -> str:
+def _event_rows(events: list[tuple[str, RunEvent]]) -> list[tuple[str, int, float, str, str]]:
+    """Rows of ``events``: a run's events with consecutive sequence numbers in one row
+    (``EVENTS_ROW``), an event without such a neighbour in a row of its own."""
+    groups: list[tuple[str, list[RunEvent]]] = []
+    for run_id, event in events:
+        if groups:
+            last_run, group = groups[-1]
+            if last_run == run_id and group[-1].sequence + 1 == event.sequence:
+                group.append(event)
+                continue
+        groups.append((run_id, [event]))
+    rows = []
+    for run_id, group in groups:
+        last = group[-1]
+        if len(group) == 1:
+            rows.append((run_id, last.sequence, last.time, last.kind, _json(last.body)))
+        else:
+            items = [[e.sequence, e.time, e.kind, e.body] for e in group]
+            rows.append((run_id, last.sequence, last.time, EVENTS_ROW, _json(items)))
+    return rows
+
+
+def _row_events(sequence: int, at: float, kind: str, body: str) -> list[RunEvent]:
+    """The events a row of ``events`` holds: itself, or the list of an ``EVENTS_ROW``."""
+    if kind != EVENTS_ROW:
+        return [RunEvent(sequence, at, kind, json.loads(body))]
+    return [RunEvent(*item) for item in json.loads(body)]
+
+
+def _json(body: Any) -> str:
     """``body`` as JSON text. orjson is several times faster than json, and this thread holds
     the GIL while it encodes, against the event loop; json writes what orjson refuses (an
     integer past 64 bits)."""
