@@ -40,6 +40,7 @@ from ether_host.workflows.model import (
     StageState,
     TaskRecord,
     TaskState,
+    encoded,
     error_result,
 )
 from ether_host.workflows.spec import STOP, RetrySpec, StageSpec
@@ -115,7 +116,7 @@ class RunExecution:
 
     # -- recording -----------------------------------------------------------------------
 
-    def emit(self, kind: str, body: dict[str, Any]) -> None:
+    def emit(self, kind: str, body: dict[str, Any] | bytes) -> None:
         self.record.last_sequence += 1
         self.events.append(RunEvent(self.record.last_sequence, time.time(), kind, body))
 
@@ -616,7 +617,7 @@ class RunExecution:
             task.started_at = task.started_at or event.time
             if task.state != TaskState.RUNNING:
                 self._move(stage.record, task, TaskState.RUNNING)
-            self.emit("task_started", {"task": task.api(with_output=False)})
+            self.emit("task_started", encoded({"task": task.api(with_output=False)}))
             return
         self.emit("task_progress", detail_body(task.task_id, task.stage, event.kind, event.payload))
 
@@ -625,9 +626,8 @@ class RunExecution:
         if state in TaskState.FINISHED:
             task.ended_at = time.time()
         self._move(stage.record, task, state, save=False)
-        body = task.api()  # built once: the event's task and the task's row
-        self.emit("task_completed", {"task": body})
-        self.writes.task_row(task, {**body, "seq": task.seq, "depth": task.depth})
+        # Built and encoded once: the event's task and the task's row.
+        self.emit("task_completed", self.writes.task_completed(task, task.api()))
         now = time.monotonic()
         if now - stage.last_progress >= PROGRESS_EVERY:
             stage.last_progress = now

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import orjson
 
 from ether_host.agents import ERROR, SUCCESS, Metadata, TaskErrorInfo, TaskResult
 from ether_host.workflows.spec import WorkflowSpec, duration_json
@@ -417,20 +418,36 @@ class RunRecord:
 
 @dataclass(frozen=True, slots=True)
 class RunEvent:
-    """One event of a run: ``kind`` names the StreamRunEventsResponse oneof member, ``body`` is its JSON."""
+    """One event of a run: ``kind`` names the StreamRunEventsResponse oneof member, ``body`` is its
+    JSON, as values or (a task's events, two per task of a map) encoded once (``encoded``): held
+    so in the live run's memory, one object the cyclic collector does not walk instead of four or
+    five dicts, and written to the store as it is; decoded only for a follower."""
 
     sequence: int
     time: float
     kind: str
-    body: dict[str, Any]
+    body: dict[str, Any] | bytes
+
+    def data(self) -> dict[str, Any]:
+        body = self.body
+        return orjson.loads(body) if isinstance(body, bytes) else body
 
     def api(self, run_id: str) -> dict[str, Any]:
         return {
             "sequence": str(self.sequence),
             "run_id": run_id,
             "time": rfc3339(self.time),
-            self.kind: self.body,
+            self.kind: self.data(),
         }
+
+
+def encoded(body: dict[str, Any]) -> dict[str, Any] | bytes:
+    """``body`` as JSON bytes, or ``body`` itself when orjson refuses it (an integer past 64
+    bits: the store's json writes it). What orjson wrote, it reads back the same."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:
+        return body
 
 
 DETAIL_KINDS = frozenset({"task_progress"})

@@ -25,7 +25,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import orjson
@@ -72,6 +72,17 @@ BATCH = 5000
 # StreamRunEventsResponse oneof member name) starts with "+".
 EVENTS_ROW = "+events"
 ENDED = tuple(sorted(f"RUN_STATE_{state}" for state in RunState.ENDED))
+
+
+class TaskRow(NamedTuple):
+    """A task's row with its body encoded already (a finished task of a live run: the JSON of
+    its task_completed event's task, with ``seq`` and ``depth``)."""
+
+    seq: int
+    task_id: str
+    stage: str
+    state: str
+    body: bytes
 
 
 class _Barrier:
@@ -134,7 +145,9 @@ class RunStore:
     def add_event(self, run_id: str, event: RunEvent) -> None:
         self._queue.put(("event", (run_id, event)))
 
-    def put_batch(self, run_id: str, tasks: list[dict[str, Any]], events: list[RunEvent]) -> None:
+    def put_batch(
+        self, run_id: str, tasks: list[dict[str, Any] | TaskRow], events: list[RunEvent]
+    ) -> None:
         """Task rows and events of one run, committed in the same transaction."""
         self._rows_queued += len(tasks) + len(events)
         self._queue.put(("batch", (run_id, tasks, events)))
@@ -168,7 +181,7 @@ class RunStore:
                 batch.append(more)
                 size += _size(more)
             runs: dict[str, dict[str, Any]] = {}
-            tasks: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}
+            tasks: dict[tuple[str, int], tuple[str, dict[str, Any] | TaskRow]] = {}
             events: list[tuple[str, RunEvent]] = []
             deleted: list[str] = []
             barriers: list[_Barrier] = []
@@ -188,7 +201,8 @@ class RunStore:
                     run_id, rows, more_events = payload
                     batched += len(rows) + len(more_events)
                     for row in rows:
-                        tasks[(run_id, int(row["seq"]))] = (run_id, row)
+                        seq = row.seq if isinstance(row, TaskRow) else int(row["seq"])
+                        tasks[(run_id, seq)] = (run_id, row)
                     events.extend((run_id, event) for event in more_events)
                 elif kind == "delete":
                     deleted.extend(payload)
@@ -208,7 +222,7 @@ class RunStore:
     def _commit(
         connection: sqlite3.Connection,
         runs: Iterable[dict[str, Any]],
-        tasks: Iterable[tuple[str, dict[str, Any]]],
+        tasks: Iterable[tuple[str, dict[str, Any] | TaskRow]],
         events: list[tuple[str, RunEvent]],
         deleted: list[str],
     ) -> None:
@@ -224,7 +238,9 @@ class RunStore:
             for r in runs
         ]
         task_rows = [
-            (run_id, int(t["seq"]), t["task_id"], t["stage"], t["state"], _json(t))
+            (run_id, t.seq, t.task_id, t.stage, t.state, t.body.decode())
+            if isinstance(t, TaskRow)
+            else (run_id, int(t["seq"]), t["task_id"], t["stage"], t["state"], _json(t))
             for run_id, t in tasks
         ]
         event_rows = _event_rows(events)
@@ -392,11 +408,27 @@ def _event_rows(events: list[tuple[str, RunEvent]]) -> list[tuple[str, int, floa
     for run_id, group in groups:
         last = group[-1]
         if len(group) == 1:
-            rows.append((run_id, last.sequence, last.time, last.kind, _json(last.body)))
+            body = last.body
+            text = body.decode() if isinstance(body, bytes) else _json(body)
+            rows.append((run_id, last.sequence, last.time, last.kind, text))
         else:
-            items = [[e.sequence, e.time, e.kind, e.body] for e in group]
-            rows.append((run_id, last.sequence, last.time, EVENTS_ROW, _json(items)))
+            rows.append((run_id, last.sequence, last.time, EVENTS_ROW, _events_json(group)))
     return rows
+
+
+def _events_json(group: list[RunEvent]) -> str:
+    """The body of an ``EVENTS_ROW``: bodies encoded already go in as they are."""
+    try:
+        return orjson.dumps(
+            [
+                [e.sequence, e.time, e.kind, orjson.Fragment(e.body)]
+                if isinstance(e.body, bytes)
+                else [e.sequence, e.time, e.kind, e.body]
+                for e in group
+            ]
+        ).decode()
+    except TypeError:  # an integer past 64 bits: json writes it
+        return json.dumps([[e.sequence, e.time, e.kind, e.data()] for e in group])
 
 
 def _row_events(sequence: int, at: float, kind: str, body: str) -> list[RunEvent]:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ether_host.workflows.model import RunEvent, TaskRecord
-from ether_host.workflows.store import RunStore
+from ether_host.workflows.model import RunEvent, TaskRecord, encoded
+from ether_host.workflows.store import RunStore, TaskRow
 
 FLUSH_AFTER = 0.02  # seconds a change may wait for the next batch
 
@@ -32,7 +32,7 @@ class PendingWrites:
         self.run_id = run_id
         self._store = store
         # seq -> the task (its row is built at the flush) or its row, built already
-        self._tasks: dict[int, TaskRecord | dict[str, Any]] = {}
+        self._tasks: dict[int, TaskRecord | dict[str, Any] | TaskRow] = {}
         self._events: list[RunEvent] = []
         self._timer: asyncio.TimerHandle | None = None
 
@@ -41,10 +41,24 @@ class PendingWrites:
         self._tasks[task.seq] = task
         self._schedule()
 
-    def task_row(self, task: TaskRecord, row: dict[str, Any]) -> None:
-        """Write ``row``, built already (``task.stored()`` at its end), for ``task``."""
+    def task_completed(self, task: TaskRecord, body: dict[str, Any]) -> dict[str, Any] | bytes:
+        """Write ``body`` (``task.api()`` as the attempt ended) as the task's row; the body of its
+        task_completed event, encoded once for both (``encoded``)."""
+        text = encoded(body)
+        if isinstance(text, bytes):
+            row: dict[str, Any] | TaskRow = TaskRow(
+                task.seq,
+                task.task_id,
+                task.stage,
+                body["state"],
+                b'%b,"seq":%d,"depth":%d}' % (text[:-1], task.seq, task.depth),
+            )
+            event: dict[str, Any] | bytes = b'{"task":%b}' % text
+        else:
+            row, event = {**body, "seq": task.seq, "depth": task.depth}, {"task": body}
         self._tasks[task.seq] = row
         self._schedule()
+        return event
 
     def event(self, event: RunEvent) -> None:
         self._events.append(event)

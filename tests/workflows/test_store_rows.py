@@ -1,0 +1,89 @@
+"""The run store's rows for a live run's events and finished tasks (workflows/store.py,
+writes.py), on a real SQLite file: events handed over together share rows and read back one by
+one, their bodies as values or as JSON encoded once; what orjson refuses (an integer past 64
+bits) is written by json and reads back exact."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from ether_host.workflows.model import RunEvent, TaskRecord, encoded
+from ether_host.workflows.store import EVENTS_ROW, RunStore
+from ether_host.workflows.writes import PendingWrites
+
+HUGE = 2**70
+
+
+def _stored(path: Path, run_id: str) -> tuple[list[RunEvent], list[dict[str, Any]], list[str]]:
+    store = RunStore(path)
+    store.open()
+    try:
+        kinds = [
+            row[0] for row in store._query("SELECT kind FROM events WHERE run_id = ?", (run_id,))
+        ]
+        return store.events(run_id, 0), store.tasks(run_id), kinds
+    finally:
+        store.close()
+
+
+def _written(path: Path, run_id: str, write: Any) -> None:
+    async def main() -> None:
+        store = RunStore(path)
+        store.open()
+        try:
+            write(PendingWrites(run_id, store))
+            await store.flush()
+        finally:
+            store.close()
+
+    asyncio.run(main())
+
+
+def _task(seq: int) -> TaskRecord:
+    task = TaskRecord(seq, f"run-x-{seq}", "map", seq - 1, 0, "a", "b", {"input": seq})
+    task.state, task.attempts = "SUCCEEDED", 1
+    return task
+
+
+def test_events_of_both_shapes_and_a_huge_integer_read_back_exact(tmp_path: Path) -> None:
+    bodies = [
+        {"task": {"task_id": "run-x-1", "n": 1}},
+        {"task": {"task_id": "run-x-2", "n": HUGE}},  # orjson refuses it: kept as values
+        {"stage": "map", "tasks": {"total": 2}},
+    ]
+    events = [RunEvent(i + 1, 1.5 + i, "task_started", encoded(b)) for i, b in enumerate(bodies)]
+    assert isinstance(events[0].body, bytes) and isinstance(events[1].body, dict)
+
+    def write(writes: PendingWrites) -> None:
+        for event in events:
+            writes.event(event)
+        writes.flush()
+
+    _written(tmp_path / "runs.db", "run-x", write)
+    read, _, kinds = _stored(tmp_path / "runs.db", "run-x")
+    assert kinds == [EVENTS_ROW]  # three events, one row
+    assert [(e.sequence, e.time, e.kind, e.data()) for e in read] == [
+        (i + 1, 1.5 + i, "task_started", b) for i, b in enumerate(bodies)
+    ]
+    assert read[1].data()["task"]["n"] == HUGE
+
+
+def test_a_finished_tasks_row_is_its_completed_event_with_seq_and_depth(tmp_path: Path) -> None:
+    tasks = [_task(1), _task(2)]
+    tasks[1].params = {"input": HUGE}
+
+    def write(writes: PendingWrites) -> None:
+        for number, task in enumerate(tasks, 1):
+            body = writes.task_completed(task, task.api())
+            writes.event(RunEvent(number, 2.0, "task_completed", body))
+        writes.flush()
+
+    _written(tmp_path / "runs.db", "run-x", write)
+    read, rows, _ = _stored(tmp_path / "runs.db", "run-x")
+    for task, event, row in zip(tasks, read, rows, strict=True):
+        assert event.data() == {"task": task.api()}
+        assert row == {**task.api(), "seq": task.seq, "depth": task.depth}
+        assert TaskRecord.from_stored(row).params == task.params
+    assert rows[1]["params"]["input"] == HUGE
