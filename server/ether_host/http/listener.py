@@ -20,6 +20,8 @@ import uvicorn
 from anyio.abc import TaskStatus
 from starlette.types import ASGIApp
 
+from ether_host.http.ws_deflate import FastDeflateWSProtocol
+
 log = structlog.get_logger("ether.http")
 
 
@@ -78,12 +80,12 @@ class HttpListener:
         config = uvicorn.Config(
             app,
             http="h11",
-            ws="wsproto",  # the web console's bridge for bidi streams (transport/console_ws.py)
-            # permessage-deflate stays on although wsproto compresses in Python on the event
-            # loop (~70 % of the host's samples during a 20 MB terminal flood to the console):
-            # Chromium's WebSocket receive, not the host, bounds that flood, and deflate cuts
-            # its bytes 4-5 x (interleaved runs: 8.8-9.9 MiB/s into xterm.js with it, 4.6-9.7
-            # without, and more output skipped for lag; bench/RESULTS.md "Web console").
+            # The web console's bridge for bidi streams (transport/console_ws.py): uvicorn's
+            # wsproto protocol, its permessage-deflate at zlib's fastest level (ws_deflate.py).
+            # Deflate stays on: it cuts a terminal flood's bytes through Chromium's WebSocket
+            # receive 3.5-4.5 x (off, the flood to xterm.js was slower: bench/RESULTS.md
+            # "Web console"); at the default level it took ~70 % of the host's samples.
+            ws=FastDeflateWSProtocol,
             ws_per_message_deflate=True,
             lifespan="off",
             log_config=None,
