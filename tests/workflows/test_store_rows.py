@@ -10,20 +10,22 @@ from pathlib import Path
 from typing import Any
 
 from ether_host.workflows.model import RunEvent, TaskRecord, encoded
-from ether_host.workflows.store import EVENTS_ROW, RunStore
+from ether_host.workflows.store import EVENTS_PER_ROW, EVENTS_ROW, RunStore
 from ether_host.workflows.writes import PendingWrites
 
 HUGE = 2**70
 
 
-def _stored(path: Path, run_id: str) -> tuple[list[RunEvent], list[dict[str, Any]], list[str]]:
+def _stored(
+    path: Path, run_id: str, after: int = 0, upto: int | None = None, limit: int = 1000
+) -> tuple[list[RunEvent], list[dict[str, Any]], list[str]]:
     store = RunStore(path)
     store.open()
     try:
         kinds = [
             row[0] for row in store._query("SELECT kind FROM events WHERE run_id = ?", (run_id,))
         ]
-        return store.events(run_id, 0), store.tasks(run_id), kinds
+        return store.events(run_id, after, upto, limit), store.tasks(run_id), kinds
     finally:
         store.close()
 
@@ -87,3 +89,26 @@ def test_a_finished_tasks_row_is_its_completed_event_with_seq_and_depth(tmp_path
         assert row == {**task.api(), "seq": task.seq, "depth": task.depth}
         assert TaskRecord.from_stored(row).params == task.params
     assert rows[1]["params"]["input"] == HUGE
+
+
+def test_a_row_holds_at_most_events_per_row_and_reads_from_inside_a_row(tmp_path: Path) -> None:
+    count = 2 * EVENTS_PER_ROW + 88
+    events = [RunEvent(i, float(i), "task_started", encoded({"n": i})) for i in range(1, count + 1)]
+
+    def write(writes: PendingWrites) -> None:
+        for event in events:
+            writes.event(event)
+        writes.flush()
+
+    path = tmp_path / "runs.db"
+    _written(path, "run-x", write)
+    read, _, kinds = _stored(path, "run-x")
+    assert kinds == [EVENTS_ROW] * 3
+    assert [e.data()["n"] for e in read] == list(range(1, count + 1))
+    inside = EVENTS_PER_ROW + 10  # in the second row, past its first event
+    assert [e.sequence for e in _stored(path, "run-x", inside, limit=100)[0]] == list(
+        range(inside + 1, inside + 101)
+    )
+    assert [e.sequence for e in _stored(path, "run-x", 5, upto=EVENTS_PER_ROW + 3)[0]] == list(
+        range(6, EVENTS_PER_ROW + 4)
+    )

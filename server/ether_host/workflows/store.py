@@ -9,9 +9,9 @@ mode, so they never wait for the writer). ``flush()`` waits until everything
 queued so far is committed.
 
 Events of one run committed together with consecutive sequence numbers (a live
-run's, handed over in batches) share one row of ``events``: its kind is
-``EVENTS_ROW``, its sequence and time those of the last event in it, its body the
-JSON list of ``[sequence, time, kind, body]``. A map stage writes two events per
+run's, handed over in batches) share rows of ``events``, up to ``EVENTS_PER_ROW``
+to a row: its kind is ``EVENTS_ROW``, its sequence and time those of the last
+event in it, its body the JSON list of ``[sequence, time, kind, body]``. A map stage writes two events per
 task; a row each cost the writer more than their JSON did (bench/RESULTS.md,
 "Batching"). Rows of one event each (an event written alone, and every event of a
 store written before this) read as they always did.
@@ -71,6 +71,9 @@ BATCH = 5000
 # The kind of a row of ``events`` holding several events: no event kind (a
 # StreamRunEventsResponse oneof member name) starts with "+".
 EVENTS_ROW = "+events"
+# At most this many events to a row: a reader from a sequence inside a row decodes the whole row,
+# and a page of events read holds one row's events beyond it.
+EVENTS_PER_ROW = 256
 ENDED = tuple(sorted(f"RUN_STATE_{state}" for state in RunState.ENDED))
 
 
@@ -374,8 +377,8 @@ class RunStore:
                 (run_id, after),
             )
             try:
-                while rows := cursor.fetchmany(64):
-                    for event in (e for row in rows for e in _row_events(*row)):
+                for row in cursor:  # one row at a time: a row holds up to EVENTS_PER_ROW
+                    for event in _row_events(*row):
                         if event.sequence <= after:
                             continue
                         if len(found) >= limit or (upto is not None and event.sequence > upto):
@@ -400,7 +403,11 @@ def _event_rows(events: list[tuple[str, RunEvent]]) -> list[tuple[str, int, floa
     for run_id, event in events:
         if groups:
             last_run, group = groups[-1]
-            if last_run == run_id and group[-1].sequence + 1 == event.sequence:
+            if (
+                last_run == run_id
+                and group[-1].sequence + 1 == event.sequence
+                and len(group) < EVENTS_PER_ROW
+            ):
                 group.append(event)
                 continue
         groups.append((run_id, [event]))
