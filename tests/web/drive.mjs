@@ -650,6 +650,24 @@ const scenarios = {
     return { ...flood, aloneSeconds: alone };
   },
 
+  // A flood (`read go; seq ...`, started with Enter) shown whole: every byte the page was given,
+  // xterm.js's whole buffer once it has parsed them, its rows and scrollback.
+  async flood_whole(browser) {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await page.goto(`${config.base}/#/terminals/${encodeURIComponent(config.terminal)}`);
+    await page.locator("#terminal[data-attached=true]").waitFor({ timeout: budget });
+    await page.locator("#terminal .xterm").click();
+    await page.keyboard.press("Enter");
+    await page.locator("#terminal-status").filter({ hasText: "The program ended" }).waitFor({ timeout: budget });
+    await page.evaluate(() => new Promise((resolve) => window.etherTerminal.write("", resolve)));
+    return {
+      bytes: await page.evaluate(() => window.etherTerminalStats.bytes),
+      rows: await page.evaluate(() => window.etherTerminal.rows),
+      scrollback: await page.evaluate(() => window.etherTerminal.options.scrollback),
+      text: await terminalText(page),
+    };
+  },
+
   // The bridge takes WebSockets from the console's own origin only: a page served from another
   // origin (here the same host named localhost) cannot open one; the same page can on its own.
   async origin(browser) {

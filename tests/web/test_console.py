@@ -213,6 +213,32 @@ def test_a_dropped_terminal_connection_resumes_from_the_last_offset(host: HostPr
         host.terminals.CloseTerminal(terminal_pb2.CloseTerminalRequest(terminal_id=terminal.id))
 
 
+def test_a_flood_reaches_the_terminal_page_whole_and_in_order(host: HostProcess) -> None:
+    """`seq` floods a terminal the page shows (through the bridge, deflated): xterm.js is given
+    every byte, and its buffer ends with the last lines in order and keeps 2000 lines of
+    scrollback above the screen. The flood (1.5 MB) is under attach_lag (2 MiB), so the host
+    never skips output for a slow page."""
+    last = 200_000
+    made = host.terminals.CreateTerminal(
+        terminal_pb2.CreateTerminalRequest(
+            command_line=f"read go; seq 1 {last}", cwd="/tmp", rows=24, cols=90
+        ),
+        timeout=30,
+    ).terminal
+    try:
+        shown = drive("flood_whole", base=host.http_address, terminal=made.id)
+    finally:
+        host.terminals.CloseTerminal(terminal_pb2.CloseTerminalRequest(terminal_id=made.id))
+    echo = 2  # the Enter that starts it, echoed as \r\n
+    assert shown["bytes"] == echo + sum(len(str(n)) + 2 for n in range(1, last + 1))
+    lines = [line.strip() for line in shown["text"].splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    assert len(lines) == shown["scrollback"] + shown["rows"] - 1  # one row left for the cursor
+    assert shown["scrollback"] == 2000
+    assert lines == [str(n) for n in range(last - len(lines) + 1, last + 1)]
+
+
 def test_one_turn_with_the_concierge_through_converse(host: HostProcess) -> None:
     shown = drive(
         "session",

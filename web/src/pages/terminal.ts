@@ -36,7 +36,11 @@ export const terminalPage: Page = (main, signal, id = "") => {
     convertEol: false,
     fontFamily: "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace",
     fontSize: 14,
-    scrollback: 5000,
+    // 2000 lines, more than xterm.js's default 1000: a flood's every line scrolls the whole
+    // ring (a line's cells recycled per line), and at 5000 lines of ~150 columns (9 MB) that
+    // ring stops fitting the CPU's caches: xterm.js parsed the console bench's corpus ~35 %
+    // slower than at 2000 (bench/RESULTS.md "Web console").
+    scrollback: 2000,
     theme: dark ? undefined : { background: "#000000" },
   });
   const fit = new FitAddon();
