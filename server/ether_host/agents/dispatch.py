@@ -44,7 +44,7 @@ from ether_host.errors import (
 from ether_host.link import SHUTTING_DOWN, AgentConnection, LinkClosed, Pending, TaskFailure
 from ether_host.reasons import Reason
 from ether_host.supervisor import ActionInfo, ManagedAgent, Replica, Supervisor
-from ether_host.telemetry import Span, Tracing, trace_id_of
+from ether_host.telemetry import Span, Tracing
 
 if TYPE_CHECKING:
     from ether_host.agents.batch import Batch, DispatcherSide
@@ -580,7 +580,7 @@ class Dispatcher:
         """Put the task span's W3C context in the task frame, and note a retry on the span (the
         last attempt's pid and number are its attributes); the trace id, for the agent's log
         lines."""
-        Tracing.inject(span, frame)
+        trace_id = Tracing.inject_task(span, frame)
         if attempt > 1:
             span.add_event(
                 "ether.retried",
@@ -590,7 +590,7 @@ class Dispatcher:
                     "ether.attempt": attempt,
                 },
             )
-        return trace_id_of(span)
+        return trace_id
 
     def _abandon(
         self, connection: AgentConnection, replica: Replica, pending: Pending, reason: str

@@ -4,11 +4,12 @@
     python -m ether_host.telemetry.relay_child ENDPOINT [--insecure]
 
 Reads one JSON line per batch on stdin (batches.py writes them through relay.RelayExporter),
-makes each row (spans.Row) the OTLP ``Span`` message the SDK's encoder makes of a span (same
-fields, kinds, flags and attribute values; opentelemetry-proto's messages, upb underneath), and
-exports them with the maintained ``OTLPSpanExporter`` (its channel, TLS, compression, retries).
+writes each row (spans.Row) as the OTLP ``Span`` the SDK's encoder makes of a span (same
+fields, kinds, flags and attribute values: otlp_wire.py, which says why bytes), and exports
+them with the maintained ``OTLPSpanExporter`` (its channel, TLS, compression, retries).
 Measured: rebuilding the SDK's ReadableSpans for its encoder took ~32 µs of this process's CPU
-per span, on a machine where the host, its agents and the relay share two cores. Reading never
+per span, on a machine where the host, its agents and the relay share two cores; making
+opentelemetry-proto's messages of them, ~15 µs. Reading never
 waits for an export: batches wait in a bounded queue (a
 batch that finds it full is dropped, and the log says so once). At EOF -- the host's stop
 closed the pipe, or the host died -- it exports what it holds within ``FINAL_BUDGET`` and
@@ -32,20 +33,8 @@ from typing import Any
 import orjson
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import (
-    AnyValue,
-    ArrayValue,
-    InstrumentationScope,
-    KeyValue,
-)
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource
-from opentelemetry.proto.trace.v1.trace_pb2 import (
-    ResourceSpans,
-    ScopeSpans,
-    Span,
-    SpanFlags,
-    Status,
-)
+
+from ether_host.telemetry.otlp_wire import SpanWriter, export_request
 
 # At EOF: the export of what is left gets this long, then the process exits regardless (a
 # collector out of reach would otherwise hold it through the exporter's retries).
@@ -75,106 +64,22 @@ class _ToHost(logging.Handler):
         say(record.name, record.levelname.lower(), record.getMessage())
 
 
-_HAS_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK
-_IS_REMOTE = SpanFlags.SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
-
-
-def _value(value: Any) -> AnyValue:
-    """An attribute value as OTLP's AnyValue (bool before int: a bool is an int in Python)."""
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    if isinstance(value, list):
-        return AnyValue(array_value=ArrayValue(values=[_value(v) for v in value]))
-    return AnyValue(string_value=str(value))
-
-
-# Attributes already made, by (key, value, type): most repeat from span to span (the agent's
-# name, the action, the RPC's method), and copying a made KeyValue into a span costs less than
-# making it again. Emptied when full: task ids and pids never repeat.
-_MADE: dict[tuple[str, Any, type], KeyValue] = {}
-_MADE_MOST = 4096
-
-
-def _attributes(found: dict[str, Any] | None) -> list[KeyValue] | None:
-    if not found:
-        return None
-    made = []
-    for key, value in found.items():
-        known = (key, value, type(value)) if not isinstance(value, list) else None
-        pair = _MADE.get(known) if known is not None else None
-        if pair is None:
-            pair = KeyValue(key=key, value=_value(value))
-            if known is not None:
-                if len(_MADE) >= _MADE_MOST:
-                    _MADE.clear()
-                _MADE[known] = pair
-        made.append(pair)
-    return made
-
-
-def _flags(is_remote: bool) -> int:
-    """What the SDK's encoder writes: whether the parent (or a link) came from another process."""
-    return _HAS_IS_REMOTE | _IS_REMOTE if is_remote else _HAS_IS_REMOTE
-
-
-def encode(row: list[Any]) -> Span:
-    """A span as the host's spans.HostSpan.end wrote it (spans.Row, same order) as OTLP's Span."""
-    (trace_hex, span_id, _, state, parent_id, parent_remote, name, kind) = row[:8]
-    (start, end, attributes, code, description, events, links) = row[8:]
-    return Span(
-        trace_id=bytes.fromhex(trace_hex),
-        span_id=span_id.to_bytes(8, "big"),
-        trace_state=state,
-        parent_span_id=parent_id.to_bytes(8, "big") if parent_id else b"",
-        name=name,
-        kind=kind + 1,  # SpanKind.INTERNAL (0) is SPAN_KIND_INTERNAL (1), and so on
-        start_time_unix_nano=start,
-        end_time_unix_nano=end,
-        attributes=_attributes(attributes),
-        events=[
-            Span.Event(name=n, time_unix_nano=t, attributes=_attributes(a))
-            for n, t, a in events or ()
-        ],
-        links=[
-            Span.Link(
-                trace_id=bytes.fromhex(t),
-                span_id=i.to_bytes(8, "big"),
-                trace_state=s,
-                attributes=_attributes(a),
-                flags=_flags(r),
-            )
-            for t, i, _, s, r, a in links or ()
-        ],
-        status=Status(code=code, message=description or ""),
-        flags=_flags(parent_remote),
-    )
-
-
 class RowExporter(OTLPSpanExporter):
-    """The SDK's OTLP/gRPC exporter, given OTLP Span messages instead of ReadableSpans: only
-    its translation step (``_translate_data``, what its ``export`` calls) is ours."""
+    """The SDK's OTLP/gRPC exporter, given serialized OTLP spans (otlp_wire.SpanWriter) instead
+    of ReadableSpans: only its translation step (``_translate_data``, what its ``export``
+    calls) is ours, one parse of the whole request by upb."""
 
-    resource = Resource()
+    resource = b""  # a serialized Resource and InstrumentationScope (the host's first batch)
     resource_schema = ""
-    scope = InstrumentationScope()
+    scope = b""
 
     def _translate_data(self, data: Sequence[Any]) -> ExportTraceServiceRequest:
-        return ExportTraceServiceRequest(
-            resource_spans=[
-                ResourceSpans(
-                    resource=self.resource,
-                    scope_spans=[ScopeSpans(scope=self.scope, spans=data)],
-                    schema_url=self.resource_schema,
-                )
-            ]
+        return ExportTraceServiceRequest.FromString(
+            export_request(self.resource, self.scope, self.resource_schema, data)
         )
 
 
-def _export_loop(exporter: RowExporter, pending: queue.Queue[list[Span] | None]) -> None:
+def _export_loop(exporter: RowExporter, pending: queue.Queue[list[bytes] | None]) -> None:
     """Export the batches as they come, several at once when they waited; None ends it."""
     while True:
         spans = pending.get()
@@ -190,8 +95,8 @@ def _export_loop(exporter: RowExporter, pending: queue.Queue[list[Span] | None])
                 ending = True
                 break
             spans.extend(more)
-        # Messages, not the ReadableSpans its signature names (RowExporter); a failure is
-        # logged by the exporter itself.
+        # Serialized spans, not the ReadableSpans its signature names (RowExporter); a failure
+        # is logged by the exporter itself.
         exporter.export(spans)  # type: ignore[arg-type]
         if ending:
             return
@@ -208,7 +113,8 @@ def main(argv: list[str] | None = None) -> None:
     library.propagate = False
 
     exporter = RowExporter(endpoint=args.endpoint, insecure=args.insecure)
-    pending: queue.Queue[list[Span] | None] = queue.Queue(QUEUE_BATCHES)
+    writer = SpanWriter()
+    pending: queue.Queue[list[bytes] | None] = queue.Queue(QUEUE_BATCHES)
     worker = threading.Thread(target=_export_loop, args=(exporter, pending), daemon=True)
     worker.start()
     dropped = 0
@@ -216,11 +122,11 @@ def main(argv: list[str] | None = None) -> None:
         batch = orjson.loads(line)
         if "resource" in batch:  # the first batch: the same for every later one
             attributes, schema_url = batch["resource"]
-            exporter.resource = Resource(attributes=_attributes(attributes))
+            exporter.resource = writer.resource(attributes)
             exporter.resource_schema = schema_url or ""
             name, version, _ = batch["scope"]
-            exporter.scope = InstrumentationScope(name=name, version=version or "")
-        spans = [encode(row) for row in batch["spans"]]
+            exporter.scope = writer.scope(name, version)
+        spans = [writer.span(row) for row in batch["spans"]]
         try:
             pending.put_nowait(spans)
         except queue.Full:

@@ -296,13 +296,14 @@ class RpcTracing:
     def decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
         if method.startswith(rights.OPEN_PREFIXES):
             return behavior
-        service, _, name = method.lstrip("/").partition("/")
+        full_name = method.lstrip("/")
+        service, _, name = full_name.partition("/")
         attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": name}
         tracing = self._tracing
 
         async def traced_behavior(request: Any, context: grpc.aio.ServicerContext) -> Any:
             carrier = carrier_of(context.invocation_metadata() or ())
-            span, token = tracing.start_server_span(method.lstrip("/"), carrier, attributes)
+            span, token = tracing.start_server_span(full_name, carrier, attributes)
             default = "OK"
             try:
                 return await behavior(request, context)
@@ -314,12 +315,16 @@ class RpcTracing:
                 raise
             finally:
                 code = _code_name(context, default)
-                span.set_attribute("rpc.grpc.status_code", grpc.StatusCode[code].value[0])
+                span.set_attribute("rpc.grpc.status_code", _STATUS_NUMBERS[code])
                 details = context.details() if code != "OK" else None
                 error = None if code == "OK" else (f"{code}: {details}" if details else code)
                 tracing.end_server_span(span, token, error)
 
         return traced_behavior
+
+
+# A status code's number by its name (rpc.grpc.status_code), looked up once, not per call.
+_STATUS_NUMBERS = {code.name: code.value[0] for code in grpc.StatusCode}
 
 
 def _code_name(context: grpc.aio.ServicerContext, default: str) -> str:
