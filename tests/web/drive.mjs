@@ -55,6 +55,30 @@ async function waitTerminalLine(page, line) {
   );
 }
 
+/** Seconds xterm.js on `page` takes to parse the file at `path` written from the page itself in
+ * 512 KiB writes, its newlines made CRLF as the terminal's line discipline does: the flood's own
+ * bytes without the host or the bridge (bench/console.py). */
+async function parseAlone(page, path) {
+  const { readFile } = await import("node:fs/promises");
+  const text = (await readFile(path)).toString("latin1").replaceAll("\n", "\r\n");
+  await page.evaluate(() => (window.benchCorpus = []));
+  const piece = 1 << 20;
+  for (let at = 0; at < text.length; at += piece) {
+    const base64 = Buffer.from(text.slice(at, at + piece), "latin1").toString("base64");
+    await page.evaluate((data) => window.benchCorpus.push(Uint8Array.from(atob(data), (c) => c.charCodeAt(0))), base64);
+  }
+  return page.evaluate(
+    () =>
+      new Promise((resolve) => {
+        const started = performance.now();
+        for (const part of window.benchCorpus) {
+          for (let at = 0; at < part.length; at += 512 * 1024) window.etherTerminal.write(part.subarray(at, at + 512 * 1024));
+        }
+        window.etherTerminal.write("", () => resolve((performance.now() - started) / 1000));
+      }),
+  );
+}
+
 /** Two animation frames after the page's pending work: its layout, and the shifts it caused, are
  * reported (the Layout Instability API reports a frame's shifts after the frame). */
 async function settled(page) {
@@ -636,6 +660,7 @@ const scenarios = {
         ),
     );
     // xterm.js alone, for comparison: as many bytes of text written from the page itself.
+    const aloneCorpus = config.corpus ? await parseAlone(page, config.corpus) : null;
     const alone = await page.evaluate(
       (bytes) =>
         new Promise((resolve) => {
@@ -647,7 +672,7 @@ const scenarios = {
         }),
       flood.bytes,
     );
-    return { ...flood, aloneSeconds: alone };
+    return { ...flood, aloneSeconds: alone, aloneCorpusSeconds: aloneCorpus };
   },
 
   // A flood (`read go; seq ...`, started with Enter) shown whole: every byte the page was given,
