@@ -373,8 +373,12 @@ def _replace_map_lines(new: list[str]) -> None:
     _, body = section
     lines = body.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(MAP_HEADING))
-    if start >= 2 and lines[start - 2].startswith("Map parts rerun on"):
-        start -= 2
+    # The stamp of an earlier map-only run, and any note written under it, go too.
+    stamp = next(
+        (i for i in range(start - 1, -1, -1) if lines[i].startswith("Map parts rerun")), -1
+    )
+    if stamp >= 0 and not any(line.startswith("#") for line in lines[stamp:start]):
+        start = stamp
     end = next(i for i, line in enumerate(lines) if line.startswith("- Machine:"))
     lines[start:end] = new
     write_section("Batching", "\n".join(lines))
@@ -590,7 +594,9 @@ def _map_lines(
         "The stage's tasks go through the dispatcher's batch path, as batched Pipe's do "
         "(Dispatcher.execute_batch: no coroutine per task, no protobuf per task; each task's start "
         "and end recorded from callbacks), and the run's task rows and events go to the store in "
-        "batches (workflows/writes.py). Per-task wall time from CreateRun to the run's end, "
+        "batches (workflows/writes.py): a batch's events share rows of the events table "
+        "(workflows/store.py), and a task's events and its finished row are encoded to JSON "
+        "once, on the event loop (writes.py). Per-task wall time from CreateRun to the run's end, "
         "against the same tasks through batched Pipe, side by side:",
         "",
         markdown_table(

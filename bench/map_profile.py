@@ -112,7 +112,11 @@ def lines(profile: dict[str, Any], pipe_cpu_us: float) -> list[str]:
         f"SQLite and JSON, most of it), against {fmt(pipe_cpu_us, 1)} µs of host CPU per task "
         f"for batched Pipe above. py-spy cannot see the cyclic collector: its time lands in the "
         f"frames that allocated when it ran. Samples by area (the innermost frame under the event "
-        f"loop that names one) and the top functions by own time; raw stacks: `{profile['path']}`.",
+        f"loop that names one) and the top functions by own time; raw stacks: `{profile['path']}`. "
+        "Per task the writer commits its row twice (pending, with its stage's whole plan, then "
+        "finished) and its two events in rows shared with the rest of their batch; the main "
+        "thread builds those two events and encodes each to JSON once (the finished row is the "
+        "task_completed event's task).",
         "",
         markdown_table(["area", "% of samples"], [[n, fmt(p, 1)] for n, p in profile["areas"]]),
         "",
