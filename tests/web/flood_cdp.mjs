@@ -119,7 +119,12 @@ try {
   process.stdout.write(JSON.stringify({ ok: false, error: String(error?.stack ?? error) }) + "\n");
   process.exitCode = 1;
 } finally {
-  browser.kill();
-  await new Promise((resolve) => (browser.exitCode !== null ? resolve() : browser.once("exit", resolve)));
-  await rm(profile, { recursive: true, force: true });
+  // Browser.close lets Chromium end its processes and stop writing its profile; a kill after 10 s
+  // if it has not. Then the profile goes (retried: a child may still be closing a file in it).
+  const exited = new Promise((resolve) => (browser.exitCode !== null ? resolve() : browser.once("exit", resolve)));
+  send("Browser.close").catch(() => {});
+  const killer = setTimeout(() => browser.kill("SIGKILL"), 10_000);
+  await exited;
+  clearTimeout(killer);
+  await rm(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
 }
