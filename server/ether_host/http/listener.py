@@ -20,7 +20,7 @@ import uvicorn
 from anyio.abc import TaskStatus
 from starlette.types import ASGIApp
 
-from ether_host.http.ws_deflate import FastDeflateWSProtocol
+from ether_host.http.ws_deflate import PeerDeflateWSProtocol
 
 log = structlog.get_logger("ether.http")
 
@@ -81,11 +81,10 @@ class HttpListener:
             app,
             http="h11",
             # The web console's bridge for bidi streams (transport/console_ws.py): uvicorn's
-            # wsproto protocol, its permessage-deflate at zlib's fastest level (ws_deflate.py).
-            # Deflate stays on: it cuts a terminal flood's bytes through Chromium's WebSocket
-            # receive 3.5-4.5 x (off, the flood to xterm.js was slower: bench/RESULTS.md
-            # "Web console"); at the default level it took ~70 % of the host's samples.
-            ws=FastDeflateWSProtocol,
+            # wsproto protocol with permessage-deflate for remote peers only, at zlib's fastest
+            # level (ws_deflate.py says why: on loopback a flood reached xterm.js faster without
+            # it; at the default level it took ~70 % of the host's samples).
+            ws=PeerDeflateWSProtocol,
             ws_per_message_deflate=True,
             lifespan="off",
             log_config=None,

@@ -1,17 +1,27 @@
-"""uvicorn's wsproto WebSocket protocol with permessage-deflate at zlib's fastest level.
+"""uvicorn's wsproto WebSocket protocol with permessage-deflate for remote peers only, at zlib's
+fastest level.
 
-The console's bridge (transport/console_ws.py) keeps permessage-deflate on: it cuts a terminal
-flood's bytes through Chromium's WebSocket receive 3.5-4.5 x. But uvicorn only turns deflate on
-or off, and wsproto then compresses every outgoing message at zlib's default level (6), in
-Python on the host's event loop: on the console benchmark's corpus (source text) that is about
-22 MiB/s on one core of this machine, the host's main cost during a flood. Level 1 compresses
-the same text about 7 x faster, to 3.6 x smaller instead of 4.4 x (bench/RESULTS.md,
-"Web console"). Only what the host sends changes; what it receives is inflated as before.
+The console's bridge (transport/console_ws.py) carries a terminal flood to the browser. uvicorn
+only turns permessage-deflate on or off, for every peer, and wsproto then compresses every
+outgoing message at zlib's default level (6), in Python on the host's event loop: on the console
+benchmark's corpus (source text) about 22 MiB/s on one core of this machine, slower than the rest
+of the path. So:
+
+- A peer on loopback (the console's default, `make run`) gets no permessage-deflate: there the
+  bytes cost nothing to move, and compressing and inflating cost the host and Chromium CPU. In
+  interleaved runs of the console bench the flood reached xterm.js at 22.9 and 24.2 MiB/s without
+  it against 22.2 and 21.1 with it at level 1, using 10-20 % less CPU.
+- Any other peer gets it at level 1: about 7 x faster than level 6 and still 3.6 x smaller for
+  text (4.4 x at level 6), for a browser whose bandwidth is worth saving.
+
+bench/RESULTS.md "Web console" has the figures. What the host receives is inflated as before.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import ipaddress
 import zlib
 from typing import Any
 
@@ -45,23 +55,46 @@ class FastDeflate(PerMessageDeflate):
         return super().frame_outbound(proto, opcode, rsv, data, fin)
 
 
-class _FastDeflateConnection(wsproto.WSConnection):
-    """A server connection that accepts FastDeflate where uvicorn offers PerMessageDeflate
-    (uvicorn builds the accept's extensions inside its send; this is where they pass)."""
+class _PeerDeflateConnection(wsproto.WSConnection):
+    """A server connection whose accept takes FastDeflate where uvicorn offers PerMessageDeflate,
+    or no permessage-deflate at all for a loopback peer (uvicorn builds the accept's extensions
+    inside its send; this is where they pass)."""
+
+    loopback_peer = False  # set once the connection is made
 
     def send(self, event: wsproto.events.Event) -> bytes:
         if isinstance(event, wsproto.events.AcceptConnection):
             extensions = [
                 FastDeflate() if type(extension) is PerMessageDeflate else extension
                 for extension in event.extensions
+                if not (self.loopback_peer and isinstance(extension, PerMessageDeflate))
             ]
             event = dataclasses.replace(event, extensions=extensions)
         return super().send(event)
 
 
-class FastDeflateWSProtocol(WSProtocol):
-    """uvicorn's wsproto protocol (its config's ``ws``) accepting with FastDeflate."""
+class PeerDeflateWSProtocol(WSProtocol):
+    """uvicorn's wsproto protocol (its config's ``ws``): permessage-deflate at level 1 for a
+    remote peer, none for a loopback one."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.conn = _FastDeflateConnection(connection_type=wsproto.ConnectionType.SERVER)
+        self._connection = _PeerDeflateConnection(connection_type=wsproto.ConnectionType.SERVER)
+        self.conn = self._connection
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._connection.loopback_peer = is_loopback(self.client[0] if self.client else None)
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether a peer's address is this machine's own (no address: a Unix socket, also local)."""
+    if host is None:
+        return True
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
