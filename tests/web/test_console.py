@@ -214,9 +214,9 @@ def test_a_dropped_terminal_connection_resumes_from_the_last_offset(host: HostPr
 
 
 def test_a_flood_reaches_the_terminal_page_whole_and_in_order(host: HostProcess) -> None:
-    """`seq` floods a terminal the page shows (through the bridge, deflated): xterm.js is given
-    every byte, and its buffer ends with the last lines in order and keeps 2000 lines of
-    scrollback above the screen. The flood (1.5 MB) is under attach_lag (2 MiB), so the host
+    """`seq` floods a terminal the page shows (through the bridge): xterm.js is given every
+    byte, and its buffer ends with the last lines in order and keeps 2000 lines of scrollback
+    above the screen. The flood (1.5 MB) is under attach_lag (2 MiB), so the host
     never skips output for a slow page."""
     last = 200_000
     made = host.terminals.CreateTerminal(
