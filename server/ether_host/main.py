@@ -75,7 +75,6 @@ from ether_host.transport.interceptors import (
     DefaultDeadline,
     MethodTableServer,
     RpcLogging,
-    RpcTracing,
 )
 from ether_host.transport.limits import StreamQuota, server_options
 from ether_host.transport.listen import (
@@ -407,9 +406,8 @@ async def run_host(
 
     core = build_core(config)
     metrics = _metrics(config, core)
-    decorators = [RpcLogging(None if metrics is None else metrics.rpc_ended).decorate]
-    if core.tracing is not None:  # outermost: the span covers the whole call
-        decorators.insert(0, RpcTracing(core.tracing).decorate)
+    # Outermost: the call's line and, with tracing on, its span cover the whole call.
+    decorators = [RpcLogging(None if metrics is None else metrics.rpc_ended, core.tracing).decorate]
     if authenticate is not None:
         decorators.append(authenticate.decorate)
     decorators.append(DefaultDeadline(config.default_deadline).decorate)

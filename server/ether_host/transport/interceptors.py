@@ -27,7 +27,7 @@ from ether_host.auth import LOCAL, Identity, TokenTable, bearer_identity, both
 from ether_host.errors import DeadlineExceeded, EtherError, InvalidArgument, Unauthenticated
 from ether_host.logs import joins_traces, log_later
 from ether_host.reasons import Reason
-from ether_host.telemetry import Tracing, carrier_of
+from ether_host.telemetry import Span, Tracing, carrier_of
 from ether_host.transport import convert, validation
 from ether_host.transport.status import internal_status, status_of
 
@@ -181,14 +181,23 @@ async def _stream(behavior: Behavior, request: Any, context: grpc.aio.ServicerCo
 
 class RpcLogging:
     """Logs one line per RPC and maps domain errors to statuses; with ``rpc_ended`` (the host's
-    metrics, when on) also tells it each call's method, code and seconds."""
+    metrics, when on) also tells it each call's method, code and seconds; with ``tracing`` (when
+    on) makes each call's SERVER span (_RpcSpans) in the same wrapper: as a wrapper of its own,
+    a span cost every call another coroutine frame and another read of its status."""
 
-    def __init__(self, rpc_ended: Callable[[str, str, float], None] | None = None) -> None:
+    def __init__(
+        self,
+        rpc_ended: Callable[[str, str, float], None] | None = None,
+        tracing: Tracing | None = None,
+    ) -> None:
         self._rpc_ended = rpc_ended
+        self._tracing = tracing
         # The loop the server runs on, looked up once (asyncio's lookup is a getpid(2)).
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
+        if self._tracing is not None and not method.startswith(rights.OPEN_PREFIXES):
+            return self._traced(behavior, method, streaming, _RpcSpans(self._tracing, method))
         if streaming:
 
             async def stream_behavior(request: Any, context: grpc.aio.ServicerContext) -> None:
@@ -211,6 +220,49 @@ class RpcLogging:
             return response
 
         return unary_behavior
+
+    def _traced(
+        self, behavior: Behavior, method: str, streaming: bool, spans: _RpcSpans
+    ) -> Behavior:
+        """decorate's wrappers with the call's span around them: current while the method
+        runs (the tasks it starts are its children), the call's line told while it runs (the
+        line carries its ids)."""
+        if streaming:
+
+            async def traced_stream(request: Any, context: grpc.aio.ServicerContext) -> None:
+                started = self._begin(method, context)
+                span, token = spans.open(context)
+                try:
+                    await _stream(behavior, request, context)
+                except BaseException as error:
+                    try:
+                        await self._fail(error, method, context, started)
+                    except BaseException as raised:
+                        spans.close(span, token, context, raised)
+                        raise
+                code = _code_name(context, "OK")
+                self._end(method, context, started, code)
+                spans.close(span, token, context, None, code)
+
+            return traced_stream
+
+        async def traced_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            started = self._begin(method, context)
+            span, token = spans.open(context)
+            try:
+                response = await behavior(request, context)
+            except BaseException as error:
+                try:
+                    await self._fail(error, method, context, started)
+                except BaseException as raised:
+                    spans.close(span, token, context, raised)
+                    raise
+            code = _code_name(context, "OK")
+            self._end(method, context, started, code)
+            spans.close(span, token, context, None, code)
+            return response
+
+        return traced_unary
 
     @staticmethod
     def _begin(method: str, context: grpc.aio.ServicerContext) -> float:
@@ -282,45 +334,45 @@ class RpcLogging:
         await context.abort_with_status(internal_status(correlation_id))
 
 
-class RpcTracing:
-    """A SERVER span around every RPC (OpenTelemetry's RPC conventions: named after the full
-    method, ``rpc.system`` grpc, ``rpc.service``, ``rpc.method``, ``rpc.grpc.status_code``),
-    current while the method runs, so the tasks it starts are its children. A W3C
-    ``traceparent`` (and ``tracestate``) in the call's metadata continues the caller's trace.
-    Registered only when tracing is on: off, an RPC pays nothing for it. Health checks are not
-    traced: a load balancer probing every second would fill the collector with them."""
+class _RpcSpans:
+    """The SERVER span of each call of one method (OpenTelemetry's RPC conventions: named
+    after the full method, ``rpc.system`` grpc, ``rpc.service``, ``rpc.method``,
+    ``rpc.grpc.status_code``). A W3C ``traceparent`` (and ``tracestate``) in the call's metadata
+    continues the caller's trace. Made only when tracing is on: off, an RPC pays nothing for
+    it. Health checks are not traced: a load balancer probing every second would fill the
+    collector with them."""
 
-    def __init__(self, tracing: Tracing) -> None:
+    def __init__(self, tracing: Tracing, method: str) -> None:
         self._tracing = tracing
+        self._name = method.lstrip("/")
+        service, _, name = self._name.partition("/")
+        self._attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": name}
 
-    def decorate(self, behavior: Behavior, method: str, streaming: bool) -> Behavior:
-        if method.startswith(rights.OPEN_PREFIXES):
-            return behavior
-        full_name = method.lstrip("/")
-        service, _, name = full_name.partition("/")
-        attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": name}
-        tracing = self._tracing
+    def open(self, context: grpc.aio.ServicerContext) -> tuple[Span, object]:
+        """The call's span, made current, and the token that ends its being current."""
+        carrier = carrier_of(context.invocation_metadata() or ())
+        return self._tracing.start_server_span(self._name, carrier, self._attributes)
 
-        async def traced_behavior(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            carrier = carrier_of(context.invocation_metadata() or ())
-            span, token = tracing.start_server_span(full_name, carrier, attributes)
+    def close(
+        self,
+        span: Span,
+        token: object,
+        context: grpc.aio.ServicerContext,
+        raised: BaseException | None,
+        code: str | None = None,
+    ) -> None:
+        """End the span with the call's status: the one set on the call (RpcLogging has set a
+        domain error's or a crash's); unset, a cancellation or the client going away."""
+        if code is None:
             default = "OK"
-            try:
-                return await behavior(request, context)
-            except BaseException as raised:
-                # RpcLogging (inside) has set the status of a domain error or a crash; what
-                # is left unset is a cancellation or the client going away.
+            if raised is not None:
                 default = "UNKNOWN" if isinstance(raised, Exception) else "CANCELLED"
                 default = "CANCELLED" if _client_gone(raised) else default
-                raise
-            finally:
-                code = _code_name(context, default)
-                span.set_attribute("rpc.grpc.status_code", _STATUS_NUMBERS[code])
-                details = context.details() if code != "OK" else None
-                error = None if code == "OK" else (f"{code}: {details}" if details else code)
-                tracing.end_server_span(span, token, error)
-
-        return traced_behavior
+            code = _code_name(context, default)
+        span.set_attribute("rpc.grpc.status_code", _STATUS_NUMBERS[code])
+        details = context.details() if code != "OK" else None
+        error = None if code == "OK" else (f"{code}: {details}" if details else code)
+        self._tracing.end_server_span(span, token, error)
 
 
 # A status code's number by its name (rpc.grpc.status_code), looked up once, not per call.
