@@ -10,6 +10,7 @@ whose chain runs as coroutines on every call.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import time
 import uuid
@@ -226,31 +227,15 @@ class RpcLogging:
     ) -> Behavior:
         """decorate's wrappers with the call's span around them: current while the method
         runs (the tasks it starts are its children), the call's line told while it runs (the
-        line carries its ids)."""
-        if streaming:
+        line carries its ids). A streaming method is run by _stream, as the untraced wrapper
+        runs it, and answers None."""
+        run: Behavior = functools.partial(_stream, behavior) if streaming else behavior
 
-            async def traced_stream(request: Any, context: grpc.aio.ServicerContext) -> None:
-                started = self._begin(method, context)
-                span, token = spans.open(context)
-                try:
-                    await _stream(behavior, request, context)
-                except BaseException as error:
-                    try:
-                        await self._fail(error, method, context, started)
-                    except BaseException as raised:
-                        spans.close(span, token, context, raised)
-                        raise
-                code = _code_name(context, "OK")
-                self._end(method, context, started, code)
-                spans.close(span, token, context, None, code)
-
-            return traced_stream
-
-        async def traced_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def traced(request: Any, context: grpc.aio.ServicerContext) -> Any:
             started = self._begin(method, context)
             span, token = spans.open(context)
             try:
-                response = await behavior(request, context)
+                response = await run(request, context)
             except BaseException as error:
                 try:
                     await self._fail(error, method, context, started)
@@ -262,7 +247,7 @@ class RpcLogging:
             spans.close(span, token, context, None, code)
             return response
 
-        return traced_unary
+        return traced
 
     @staticmethod
     def _begin(method: str, context: grpc.aio.ServicerContext) -> float:
