@@ -3,7 +3,7 @@ HTTP listener (docs/telemetry.md, "Metrics").
 
 Off by default (``[telemetry] metrics``). When off nothing here exists: the RPC wrapper and the
 dispatcher hold ``None`` and pay one ``is None`` check per call. When on, the hot path records
-two things only, each into a label child looked up once per label set and kept: an RPC's end
+two things only, each into plain lists (tallies.py) exposed when scraped: an RPC's end
 (``rpc_ended``: a counter by method and code, a latency histogram by method) and a task's end
 (``task_ended``: a counter by agent, action and status, a duration histogram by agent and
 action). Everything else (agents and replicas, terminals, gateway, workflow runs) is read from
@@ -35,6 +35,7 @@ from ether_host.cluster import Cluster
 from ether_host.gateway import Gateway
 from ether_host.lifecycle import Lifecycle
 from ether_host.metrics.scrape import HostCollector
+from ether_host.metrics.tallies import Tallies
 from ether_host.supervisor import State, Supervisor
 from ether_host.terminals import TerminalManager
 from ether_host.workflows import Workflows
@@ -84,33 +85,37 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=False)
         self._supervisor = supervisor
         self._lifecycle = lifecycle
-        self._rpcs = Counter(
-            "ether_rpcs",
-            "gRPC calls the host answered, by full method name and status code.",
+        # The two pairs recorded on every call: plain lists, exposed when scraped (tallies.py
+        # says why not prometheus_client's Counter and Histogram for these).
+        self._rpcs = Tallies(
+            (
+                "ether_rpcs",
+                "gRPC calls the host answered, by full method name and status code.",
+            ),
+            (
+                "ether_rpc_duration_seconds",
+                "Time from a gRPC call's start to its status, by full method name.",
+            ),
             ["method", "code"],
-            registry=self.registry,
+            LATENCY_BUCKETS,
         )
-        self._rpc_seconds = Histogram(
-            "ether_rpc_duration_seconds",
-            "Time from a gRPC call's start to its status, by full method name.",
-            ["method"],
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
-        )
-        self._tasks = Counter(
-            "ether_tasks",
-            "Tasks that ended, by agent, action and status (SUCCESS, PARTIAL, ERROR, or the "
-            "code of the error that ended them: DEADLINE_EXCEEDED, UNAVAILABLE, CANCELLED, ...).",
+        self.registry.register(self._rpcs)
+        self._tasks = Tallies(
+            (
+                "ether_tasks",
+                "Tasks that ended, by agent, action and status (SUCCESS, PARTIAL, ERROR, or "
+                "the code of the error that ended them: DEADLINE_EXCEEDED, UNAVAILABLE, "
+                "CANCELLED, ...).",
+            ),
+            (
+                "ether_task_duration_seconds",
+                "Time from a task's dispatch (queue wait included) to its end, by agent and "
+                "action.",
+            ),
             ["agent", "action", "status"],
-            registry=self.registry,
+            LATENCY_BUCKETS,
         )
-        self._task_seconds = Histogram(
-            "ether_task_duration_seconds",
-            "Time from a task's dispatch (queue wait included) to its end, by agent and action.",
-            ["agent", "action"],
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
-        )
+        self.registry.register(self._tasks)
         # The calling host's side of tasks sent to another host of the cluster (the host that
         # ran one counts it in ether_tasks): no action label, since the action is the caller's
         # word, not checked here against the agent's list.
@@ -134,10 +139,6 @@ class Metrics:
             ["agent", "action", "outcome"],
             registry=self.registry,
         )
-        # Label children, looked up once per label set: a dict hit on the hot path instead of
-        # prometheus_client's labels() (validation and a lock) on every call.
-        self._rpc_children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
-        self._task_children: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
         # Counted from lifecycle events by ``run``; read at scrape time by the collector.
         self.restarts: Tally[str] = Tally()
         self.fatals: Tally[str] = Tally()
@@ -158,25 +159,10 @@ class Metrics:
     # -- the hot path --------------------------------------------------------------------
 
     def rpc_ended(self, method: str, code: str, seconds: float) -> None:
-        children = self._rpc_children.get((method, code))
-        if children is None:
-            children = self._rpc_children[(method, code)] = (
-                self._rpcs.labels(method, code),
-                self._rpc_seconds.labels(method),
-            )
-        children[0].inc()
-        children[1].observe(seconds)
+        self._rpcs.record((method, code), seconds)
 
     def task_ended(self, agent: str, action: str, status: str, seconds: float) -> None:
-        key = (agent, action, status)
-        children = self._task_children.get(key)
-        if children is None:
-            children = self._task_children[key] = (
-                self._tasks.labels(agent, action, status),
-                self._task_seconds.labels(agent, action),
-            )
-        children[0].inc()
-        children[1].observe(seconds)
+        self._tasks.record((agent, action, status), seconds)
 
     def remote_task_ended(self, agent: str, status: str, seconds: float) -> None:
         self._remote_tasks.labels(agent, status).inc()
