@@ -20,7 +20,10 @@ AREAS = (
     ("stdio link (frames, orjson)", ("ether_host/link/",)),
     ("dispatcher (agents/dispatch.py)", ("ether_host/agents/",)),
     ("supervisor", ("ether_host/supervisor/",)),
-    ("RPC interceptors (transport/interceptors.py)", ("ether_host/transport/interceptors",)),
+    (
+        "RPC wrappers (transport/interceptors.py, rpc_logging.py)",
+        ("ether_host/transport/interceptors", "ether_host/transport/rpc_logging"),
+    ),
     ("AgentIO servicer (transport/agent_io.py)", ("ether_host/transport/agent_io",)),
     ("other ether_host code", ("ether_host/",)),
     ("anyio (task groups, cancel scopes, streams)", ("anyio/",)),

@@ -4,7 +4,7 @@ asyncio copies the caller's ``contextvars.Context`` into every task and loop cal
 creates. Work started from within an RPC that outlives it (an agent's run, a replica added by
 ScaleAgent, a cancel watcher, a workflow run, a terminal's readers, a gateway session or
 mailbox) would otherwise carry that call's structlog fields (``method``, ``peer``, bound by the
-per-RPC wrapper in transport/interceptors.py) and its caller's identity for as long as it
+per-RPC wrapper in transport/rpc_logging.py) and its caller's identity for as long as it
 lives: a line an agent's replica logged while stopping at host shutdown named a DeployAgent
 call that had ended long before.
 """

@@ -74,7 +74,6 @@ from ether_host.transport.interceptors import (
     Authenticate,
     DefaultDeadline,
     MethodTableServer,
-    RpcLogging,
 )
 from ether_host.transport.limits import StreamQuota, server_options
 from ether_host.transport.listen import (
@@ -85,6 +84,7 @@ from ether_host.transport.listen import (
     server_credentials,
     split_host_port,
 )
+from ether_host.transport.rpc_logging import RpcLogging
 from ether_host.transport.supervisor import SupervisorServicer
 from ether_host.transport.terminal import TerminalServicer
 from ether_host.transport.terminal_forward import TerminalForwarder, forward_credentials

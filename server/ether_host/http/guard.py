@@ -1,8 +1,8 @@
 """What wraps every HTTP request: the per-request log line, authentication and rights.
 
-The HTTP twin of transport/interceptors.py (RpcLogging and Authenticate), written as one pure
-ASGI middleware so that it also wraps streamed responses (MCP's server-sent events) without
-buffering them. The policy is the host's, not a copy: identities from auth.py's token table
+The HTTP twin of transport/rpc_logging.py (RpcLogging) and transport/interceptors.py
+(Authenticate), written as one pure ASGI middleware so that it also wraps streamed responses
+(MCP's server-sent events) without buffering them. The policy is the host's, not a copy: identities from auth.py's token table
 (``bearer_identity``, the rule gRPC metadata goes through), the right each route needs from
 rights.py's HTTP_RIGHTS, refusals as the core's errors.
 """

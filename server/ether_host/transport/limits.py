@@ -18,8 +18,8 @@ from ether_host.reasons import Reason
 from ether_host.transport.interceptors import (
     OPEN_METHODS_PREFIX,
     Behavior,
-    _stream,
     current_identity,
+    run_stream,
 )
 
 # The largest request or response message, encoded. grpc answers a larger request
@@ -93,7 +93,7 @@ class StreamQuota:
             caller = current_identity.get().name
             self._admit(caller)
             try:
-                await _stream(behavior, request, context)
+                await run_stream(behavior, request, context)
             finally:
                 self._all -= 1
                 self._open[caller] -= 1
