@@ -6,6 +6,7 @@ not bound the flood."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import zlib
@@ -23,7 +24,7 @@ from wsproto.events import AcceptConnection, BytesMessage, CloseConnection, Ping
 from wsproto.extensions import PerMessageDeflate
 from wsproto.frame_protocol import CloseReason
 
-from ether_host.http.ws_deflate import PeerDeflateWSProtocol
+from ether_host.http.ws_deflate import PeerDeflateWSProtocol, is_loopback
 from tests.support.host import HostProcess
 
 
@@ -46,13 +47,24 @@ SENT = [
 ]
 
 
+class _SeenFromElsewhere(PeerDeflateWSProtocol):
+    """The host's protocol with its peer seen at a documentation address (RFC 5737) instead of
+    loopback's: a browser on another machine, while the test's bytes stay on loopback (tests
+    talk to loopback only). Which addresses count as remote is test_remote_addresses' part."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.client = ("192.0.2.10", self.client[1] if self.client else 0)
+        self._connection.loopback_peer = is_loopback(self.client[0])
+
+
 @pytest.fixture(scope="module")
 def remote_server() -> Iterator[tuple[str, int]]:
-    """uvicorn with the host's WebSocket protocol (http/ws_deflate.py) on this machine's address
-    off loopback, serving one route that sends SENT, each as a binary message: what a browser
+    """uvicorn with the host's WebSocket protocol (http/ws_deflate.py), its peer taken for a
+    remote one, serving one route that sends SENT, each as a binary message: what a browser
     elsewhere meets. (The host refuses to listen off loopback without TLS and tokens; the
     protocol is the listener's, tested here on its own.)"""
-    address = _non_loopback_address()
+    address = "127.0.0.1"
 
     async def send_all(websocket: WebSocket) -> None:
         await websocket.accept()
@@ -64,7 +76,7 @@ def remote_server() -> Iterator[tuple[str, int]]:
     server = uvicorn.Server(
         uvicorn.Config(
             Starlette(routes=[WebSocketRoute("/sent", send_all)]),
-            ws=PeerDeflateWSProtocol,
+            ws=_SeenFromElsewhere,
             lifespan="off",
             log_config=None,
         )
@@ -79,23 +91,31 @@ def remote_server() -> Iterator[tuple[str, int]]:
         listening.close()
 
 
+@pytest.mark.parametrize(
+    ("peer", "local"),
+    [
+        ("127.0.0.1", True),
+        ("127.3.2.1", True),
+        ("::1", True),
+        ("::ffff:127.0.0.1", True),
+        (None, True),  # a Unix socket
+        ("192.0.2.10", False),
+        ("10.1.2.3", False),
+        ("2001:db8::1", False),
+        ("fe80::1%eth0", False),
+        ("::ffff:192.0.2.10", False),
+        ("not an address", False),
+    ],
+)
+def test_remote_addresses(peer: str | None, local: bool) -> None:
+    """Which peers get no permessage-deflate: this machine's own addresses only."""
+    assert is_loopback(peer) is local
+
+
 def _port(host: HostProcess) -> int:
     port = urlsplit(host.http_address).port
     assert port, f"no HTTP listener address logged: {host.http_address!r}"
     return port
-
-
-def _non_loopback_address() -> str:
-    """This machine's address on its default route (a UDP connect sends nothing)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("10.254.254.254", 9))
-        except OSError:
-            pytest.skip("this machine has no route off loopback: no address to connect from")
-        address = str(probe.getsockname()[0])
-    if address.startswith("127."):
-        pytest.skip("this machine has no address off loopback")
-    return address
 
 
 def _handshake(
