@@ -75,6 +75,15 @@ EVENTS_ROW = "+events"
 # and a page of events read holds one row's events beyond it.
 EVENTS_PER_ROW = 256
 ENDED = tuple(sorted(f"RUN_STATE_{state}" for state in RunState.ENDED))
+# A run's task rows of a commit in one statement, unpacked from a JSON array by SQLite, rather
+# than an executemany: the sqlite3 module lets go of the GIL for each row's step and must take
+# it back for the next, and with the event loop busy (a map stage) each take waited for its
+# switch interval, so the writer fell behind the stage and held it back (MAX_BACKLOG,
+# stage_pipe.py). One statement takes the GIL back once.
+TASK_ROWS_SQL = (
+    "INSERT OR REPLACE INTO tasks "
+    "SELECT ?, value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?)"
+)
 
 
 class TaskRow(NamedTuple):
@@ -240,12 +249,7 @@ class RunStore:
             )
             for r in runs
         ]
-        task_rows = [
-            (run_id, t.seq, t.task_id, t.stage, t.state, t.body.decode())
-            if isinstance(t, TaskRow)
-            else (run_id, int(t["seq"]), t["task_id"], t["stage"], t["state"], _json(t))
-            for run_id, t in tasks
-        ]
+        task_rows = _task_rows(tasks)
         event_rows = _event_rows(events)
         if not (run_rows or task_rows or event_rows or deleted):
             return
@@ -254,9 +258,8 @@ class RunStore:
             connection.executemany(
                 "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?)", run_rows
             )
-            connection.executemany(
-                "INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?)", task_rows
-            )
+            for run_id, rows in task_rows.items():
+                connection.execute(TASK_ROWS_SQL, (run_id, rows))
             connection.executemany(
                 "INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?, ?)", event_rows
             )
@@ -394,6 +397,20 @@ def _size(item: tuple[str, Any] | None) -> int:
     if item is not None and item[0] == "batch":
         return 1 + len(item[1][1]) + len(item[1][2])
     return 1
+
+
+def _task_rows(tasks: Iterable[tuple[str, dict[str, Any] | TaskRow]]) -> dict[str, str]:
+    """Task rows by run, each run's as one JSON array of ``[seq, task_id, stage, state, body]``
+    for ``TASK_ROWS_SQL`` (text: SQLite from 3.45 takes a blob for its binary JSON)."""
+    by_run: dict[str, list[tuple[int, str, str, str, str]]] = {}
+    for run_id, t in tasks:
+        row = (
+            (t.seq, t.task_id, t.stage, t.state, t.body.decode())
+            if isinstance(t, TaskRow)
+            else (int(t["seq"]), t["task_id"], t["stage"], t["state"], _json(t))
+        )
+        by_run.setdefault(run_id, []).append(row)
+    return {run_id: orjson.dumps(rows).decode() for run_id, rows in by_run.items()}
 
 
 def _event_rows(events: list[tuple[str, RunEvent]]) -> list[tuple[str, int, float, str, str]]:
