@@ -10,7 +10,10 @@ it ends. A task that runs again (the stage's retry policy) goes on in a coroutin
 
 Before taking more slots, the feeder waits while the store's writer is more than ``MAX_BACKLOG``
 rows behind: rows and events not written yet stay bounded, as a slow client bounds a Pipe
-stream's answers.
+stream's answers. Rows handed over before the stage's tasks start (its plan: a pending row per
+task) do not count: they are as many as the stage's tasks, held in memory anyway, and counted
+they made a stage of more than ``MAX_BACKLOG`` tasks wait for its whole plan to be committed
+before its first task ran (a 10,000-task map waited 70-100 ms in all; under 1 ms since).
 """
 
 from __future__ import annotations
@@ -59,10 +62,12 @@ async def run_stage_tasks(
 ) -> None:
     """Run each of ``todo`` in batches within the stage's ``slots``; returns once every task handed
     over was answered (retries, in the engine's coroutines, may still run)."""
+    writes.flush()
+    planned = store.handed_over()
     async with asyncio.TaskGroup() as tg:
         at = 0
         while at < len(todo) and not calls.halted():
-            while store.backlog() > MAX_BACKLOG:
+            while store.backlog(after=planned) > MAX_BACKLOG:
                 writes.flush()
                 await anyio.sleep(BACKLOG_POLL)
             await slots.acquire()

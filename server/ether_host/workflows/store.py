@@ -164,9 +164,14 @@ class RunStore:
         self._rows_queued += len(tasks) + len(events)
         self._queue.put(("batch", (run_id, tasks, events)))
 
-    def backlog(self) -> int:
-        """Rows of batches handed over and not committed yet: what the writer is behind by."""
-        return self._rows_queued - self._rows_committed
+    def backlog(self, after: int = 0) -> int:
+        """Rows of batches handed over and not committed yet: what the writer is behind by;
+        only those handed over after ``after`` (a ``handed_over()`` of before)."""
+        return self._rows_queued - max(self._rows_committed, after)
+
+    def handed_over(self) -> int:
+        """Rows of batches handed over so far (the writer commits them in order)."""
+        return self._rows_queued
 
     def delete_runs(self, run_ids: list[str]) -> None:
         """Delete runs with their tasks and events (after the writes queued before)."""
