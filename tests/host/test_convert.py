@@ -98,6 +98,56 @@ def test_what_clients_send_reads_as_json_format_reads_it() -> None:
     assert convert.to_value(document) == json_format.ParseDict(document, struct_pb2.Value())
 
 
+# Documents as clients send them, for the converter to read and write exactly as protobuf's own
+# json_format does (what grpcurl and most clients use): edges of text (escapes, astral planes,
+# lengths whose varint takes 1, 2 and 3 bytes), of numbers (0, -0.0, the smallest subnormal,
+# 2^53 and past it, 1e300), of containers (empty, many keys, nesting) and null everywhere.
+_NESTED: Any = "leaf"
+for _ in range(15):
+    _NESTED = {"n": [_NESTED, None]}
+JSON_FORMAT_CORPUS: list[tuple[str, Any]] = [
+    ("scalars", {"s": "x", "t": True, "f": False, "z": None, "n": 1, "neg": -7.25}),
+    ("empty", {}),
+    ("empty key and empty values", {"": "", "o": {}, "l": [], "zero": 0}),
+    (
+        "text edges",
+        {"u": "h\u00e9llo \u2713 \U0001f600", "ctl": '\x00\n\t"\\/', "k\u00e9y \u2713": "v"},
+    ),
+    ("long text", {"a" * 127: "b" * 126, "c" * 128: "d" * 200, "e": "\u00e9" * 9000}),
+    (
+        "numbers",
+        {
+            "l": [0, -0.0, 5e-324, 1e300, -1e300, 2.5, EXACT - 1, EXACT, EXACT + 1, 2**60],
+            "i": 123456789,
+        },
+    ),
+    ("many keys", {f"key {i}": [i, str(i), i % 2 == 0, None] for i in range(300)}),
+    ("lists", {"l": [[], [[]], [{}], [None, [None, {"a": [1, "2", [3.5]]}]]]}),
+    ("nested 15 deep", {"deep": _NESTED}),
+]
+
+
+@pytest.mark.parametrize(
+    "document",
+    [document for _, document in JSON_FORMAT_CORPUS],
+    ids=[name for name, _ in JSON_FORMAT_CORPUS],
+)
+def test_struct_conversion_matches_json_format(document: dict[str, Any]) -> None:
+    """What the host reads from a Struct is what json_format reads (integral doubles below 2^53
+    as ints), and what it writes is the message json_format builds, as a Struct and as a
+    Value, for every document of the corpus."""
+    message = json_format.ParseDict(document, struct_pb2.Struct())
+    expected = convert.integral(json_format.MessageToDict(message))
+    read = convert.struct_to_dict(message)
+    assert read == expected and _types(read) == _types(expected)
+    assert convert.value_to_python(struct_pb2.Value(struct_value=message)) == expected
+    assert convert.dict_to_struct(document) == message
+    assert convert.to_value(document) == json_format.ParseDict(document, struct_pb2.Value())
+    # and through the wire, as a client's bytes reach the host
+    wire = struct_pb2.Struct.FromString(message.SerializeToString())
+    assert convert.struct_to_dict(wire) == expected
+
+
 def test_an_unset_value_in_a_container_reads_as_null() -> None:
     """A Value with no kind set (a client may send one) reads as null inside a Struct and a
     list too, not as an error or a missing key."""
