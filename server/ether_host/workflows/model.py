@@ -13,7 +13,7 @@ import functools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import orjson
@@ -89,11 +89,14 @@ class Counts:
     cancelled: int = 0
 
     def move(self, old: str | None, new: str) -> None:
+        # Through __dict__: a map stage moves each task three times in its stage's counts and
+        # the run's, and getattr/setattr by name cost twice as much.
+        counts = self.__dict__
         if old is None:
-            self.total += 1
+            counts["total"] += 1
         else:
-            setattr(self, _BUCKET[old], getattr(self, _BUCKET[old]) - 1)
-        setattr(self, _BUCKET[new], getattr(self, _BUCKET[new]) + 1)
+            counts[_BUCKET[old]] -= 1
+        counts[_BUCKET[new]] += 1
 
     def api(self) -> dict[str, int]:
         return {k: v for k, v in vars(self).items() if v}
@@ -297,7 +300,10 @@ class TaskRecord:
 
     def stored(self) -> dict[str, Any]:
         """The API shape plus what a resume needs."""
-        return {**self.api(), "seq": self.seq, "depth": self.depth}
+        out = self.api()  # one dict, not a copy: a row per task of a stage's plan
+        out["seq"] = self.seq
+        out["depth"] = self.depth
+        return out
 
     @classmethod
     def from_stored(cls, raw: dict[str, Any]) -> TaskRecord:
@@ -416,12 +422,13 @@ class RunRecord:
         return {**self.api(), "resume_requests": self.resume_requests, "next_task": self.next_task}
 
 
-@dataclass(frozen=True, slots=True)
-class RunEvent:
+class RunEvent(NamedTuple):
     """One event of a run: ``kind`` names the StreamRunEventsResponse oneof member, ``body`` is its
     JSON, as values or (a task's events, two per task of a map) encoded once (``encoded``): held
     so in the live run's memory, one object the cyclic collector does not walk instead of four or
-    five dicts, and written to the store as it is; decoded only for a follower."""
+    five dicts, and written to the store as it is; decoded only for a follower. A named tuple,
+    not a frozen dataclass: two per task of a map, and a frozen dataclass's __init__ sets each
+    field through object.__setattr__."""
 
     sequence: int
     time: float
