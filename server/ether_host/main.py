@@ -511,6 +511,12 @@ async def run_host(
             # ~4 ms instead of ~25 ms (60,000 objects fewer to walk each time).
             gc.collect()
             gc.freeze()
+            # A young generation of 10,000 objects instead of 700: a workflow map keeps a few
+            # objects per finished task (its record, result, metadata) for the run's life, and
+            # the default thresholds walked them again every few hundred tasks. Side by side, a
+            # 10,000-task map stage took ~4 µs of host CPU per task fewer, batched Pipe the same;
+            # a young collection walks at most 10,000 objects (~0.15 ms here).
+            gc.set_threshold(10_000, 10, 10)
             for descriptor, _, _ in services:
                 if descriptor.full_name != AGENT_IO:  # SERVING while some agent runs
                     health_servicer.set(
