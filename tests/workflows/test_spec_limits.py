@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from ether.v1 import agent_io_pb2, workflow_pb2
@@ -221,6 +221,14 @@ stages:
             workflow_pb2.CreateRunRequest(spec=workflow_pb2.WorkflowSpec(name="x", stages=[stage])),
         )
         assert "finite" in violations(error)["spec"]
+        # In a stage's inputs (read apart from the rest of the message), named by its place.
+        stage = workflow_pb2.Stage(name="a", agent="nobody", inputs=[struct_pb2.Value()] * 2)
+        stage.inputs[1].list_value.values.add().number_value = value
+        error = refusal(
+            host,
+            workflow_pb2.CreateRunRequest(spec=workflow_pb2.WorkflowSpec(name="x", stages=[stage])),
+        )
+        assert "finite" in violations(error)["stages[0].inputs[1][0]"]
 
 
 def test_many_stages_are_validated_in_near_linear_time(host: HostProcess) -> None:
