@@ -23,7 +23,7 @@ import json
 import queue
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -79,7 +79,10 @@ ENDED = tuple(sorted(f"RUN_STATE_{state}" for state in RunState.ENDED))
 # than an executemany: the sqlite3 module lets go of the GIL for each row's step and must take
 # it back for the next, and with the event loop busy (a map stage) each take waited for its
 # switch interval, so the writer fell behind the stage and held it back (MAX_BACKLOG,
-# stage_pipe.py). One statement takes the GIL back once.
+# stage_pipe.py). One statement takes the GIL back once. Up to TASK_ROWS_PER_STATEMENT rows to
+# one: the JSON of a 100,000-task map's plan in one piece, with SQLite's parse of it, raised the
+# host's peak RSS by ~90 MiB.
+TASK_ROWS_PER_STATEMENT = 1000
 TASK_ROWS_SQL = (
     "INSERT OR REPLACE INTO tasks "
     "SELECT ?, value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?)"
@@ -239,7 +242,7 @@ class RunStore:
     def _commit(
         connection: sqlite3.Connection,
         runs: Iterable[dict[str, Any]],
-        tasks: Iterable[tuple[str, dict[str, Any] | TaskRow]],
+        tasks: Collection[tuple[str, dict[str, Any] | TaskRow]],
         events: list[tuple[str, RunEvent]],
         deleted: list[str],
     ) -> None:
@@ -254,16 +257,15 @@ class RunStore:
             )
             for r in runs
         ]
-        task_rows = _task_rows(tasks)
         event_rows = _event_rows(events)
-        if not (run_rows or task_rows or event_rows or deleted):
+        if not (run_rows or tasks or event_rows or deleted):
             return
         connection.execute("BEGIN")
         try:
             connection.executemany(
                 "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?)", run_rows
             )
-            for run_id, rows in task_rows.items():
+            for run_id, rows in _task_rows(tasks):
                 connection.execute(TASK_ROWS_SQL, (run_id, rows))
             connection.executemany(
                 "INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?, ?)", event_rows
@@ -404,18 +406,26 @@ def _size(item: tuple[str, Any] | None) -> int:
     return 1
 
 
-def _task_rows(tasks: Iterable[tuple[str, dict[str, Any] | TaskRow]]) -> dict[str, str]:
-    """Task rows by run, each run's as one JSON array of ``[seq, task_id, stage, state, body]``
-    for ``TASK_ROWS_SQL`` (text: SQLite from 3.45 takes a blob for its binary JSON)."""
-    by_run: dict[str, list[tuple[int, str, str, str, str]]] = {}
+def _task_rows(tasks: Iterable[tuple[str, dict[str, Any] | TaskRow]]) -> Iterator[tuple[str, str]]:
+    """Task rows for ``TASK_ROWS_SQL``: (run id, a JSON array of up to ``TASK_ROWS_PER_STATEMENT``
+    of its rows as ``[seq, task_id, stage, state, body]``), built a statement at a time. Text:
+    SQLite from 3.45 takes a blob for its binary JSON."""
+    run: str | None = None
+    rows: list[tuple[int, str, str, str, str]] = []
     for run_id, t in tasks:
-        row = (
+        if rows and (run_id != run or len(rows) >= TASK_ROWS_PER_STATEMENT):
+            assert run is not None
+            yield run, orjson.dumps(rows).decode()
+            rows = []
+        run = run_id
+        rows.append(
             (t.seq, t.task_id, t.stage, t.state, t.body.decode())
             if isinstance(t, TaskRow)
             else (int(t["seq"]), t["task_id"], t["stage"], t["state"], _json(t))
         )
-        by_run.setdefault(run_id, []).append(row)
-    return {run_id: orjson.dumps(rows).decode() for run_id, rows in by_run.items()}
+    if rows:
+        assert run is not None
+        yield run, orjson.dumps(rows).decode()
 
 
 def _event_rows(events: list[tuple[str, RunEvent]]) -> list[tuple[str, int, float, str, str]]:
