@@ -594,10 +594,16 @@ def _map_lines(
         "The stage's tasks go through the dispatcher's batch path, as batched Pipe's do "
         "(Dispatcher.execute_batch: no coroutine per task, no protobuf per task; each task's start "
         "and end recorded from callbacks), and the run's task rows and events go to the store in "
-        "batches (workflows/writes.py): a batch's events share rows of the events table "
-        "(workflows/store.py), and a task's events and its finished row are encoded to JSON "
-        "once, on the event loop (writes.py). Per-task wall time from CreateRun to the run's end, "
-        "against the same tasks through batched Pipe, side by side:",
+        "batches (workflows/writes.py): a batch's events share rows of the events table, a "
+        "run's task rows of a commit go in as statements of up to 1,000 rows (workflows/store.py: "
+        "an executemany took the GIL back for every row, and with the event loop busy each take "
+        "waited its switch interval, so the writer fell behind and the stage waited on it), the "
+        "stage's plan "
+        "does not count in the backlog the stage waits on (stage_pipe.py), and a task's events "
+        "and its finished row are encoded to JSON once, on the event loop (writes.py). The host's "
+        "young GC generation is 10,000 objects (main.py): a map keeps a record, a result and its "
+        "metadata per finished task. Per-task wall time from CreateRun to the run's end, against "
+        "the same tasks through batched Pipe, side by side:",
         "",
         markdown_table(
             [
