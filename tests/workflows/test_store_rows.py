@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ether_host.workflows.model import RunEvent, TaskRecord, encoded
-from ether_host.workflows.store import EVENTS_PER_ROW, EVENTS_ROW, RunStore
+from ether_host.workflows.store import EVENTS_PER_ROW, EVENTS_ROW, TASK_ROWS_PER_STATEMENT, RunStore
 from ether_host.workflows.writes import PendingWrites
 
 HUGE = 2**70
@@ -112,3 +112,35 @@ def test_a_row_holds_at_most_events_per_row_and_reads_from_inside_a_row(tmp_path
     assert [e.sequence for e in _stored(path, "run-x", 5, upto=EVENTS_PER_ROW + 3)[0]] == list(
         range(6, EVENTS_PER_ROW + 4)
     )
+
+
+def test_task_rows_of_two_runs_past_one_statement_each_read_back_whole(tmp_path: Path) -> None:
+    """More task rows than one statement takes (a map's plan), of two runs, planned rows and
+    finished ones: every row of each run reads back, in order, exact."""
+    count = 2 * TASK_ROWS_PER_STATEMENT + 7
+    planned = [_task(seq) for seq in range(1, count + 1)]
+    for task in planned:
+        task.state, task.attempts = "PENDING", 0
+    planned[-1].params = {"input": HUGE, "text": 'é "quoted" \\ back'}
+    finished = [_task(seq) for seq in range(1, TASK_ROWS_PER_STATEMENT + 3)]
+
+    async def main() -> None:
+        store = RunStore(tmp_path / "runs.db")
+        store.open()
+        try:
+            for run_id, tasks in (("run-x", planned), ("run-y", finished)):
+                writes = PendingWrites(run_id, store)
+                for task in tasks:
+                    if task.state == "PENDING":
+                        writes.task(task)
+                    else:
+                        writes.task_completed(task, task.api())
+                writes.flush()
+            await store.flush()
+        finally:
+            store.close()
+
+    asyncio.run(main())
+    for run_id, tasks in (("run-x", planned), ("run-y", finished)):
+        rows = _stored(tmp_path / "runs.db", run_id)[1]
+        assert rows == [{**t.api(), "seq": t.seq, "depth": t.depth} for t in tasks]
