@@ -83,9 +83,12 @@ ENDED = tuple(sorted(f"RUN_STATE_{state}" for state in RunState.ENDED))
 # one: the JSON of a 100,000-task map's plan in one piece, with SQLite's parse of it, raised the
 # host's peak RSS by ~90 MiB.
 TASK_ROWS_PER_STATEMENT = 1000
+# json_extract, not the ->> operator: that needs SQLite 3.38 (2022), and a Python linked to an
+# older library (Ubuntu 22.04's 3.37) would fail every commit of a run.
 TASK_ROWS_SQL = (
-    "INSERT OR REPLACE INTO tasks "
-    "SELECT ?, value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?)"
+    "INSERT OR REPLACE INTO tasks SELECT ?, json_extract(value, '$[0]'), "
+    "json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), "
+    "json_extract(value, '$[4]') FROM json_each(?)"
 )
 
 
