@@ -27,7 +27,7 @@ from ._deadlines import Deadlines
 from ._errors import AgentError, FatalError
 from ._hostlife import EXIT_FATAL, host_died, host_is_dead, kill_group_members
 from ._io import FrameReader, FrameWriter, Oversize, diag, encode
-from ._libc import release_free_memory
+from ._libc import release_free_memory, release_zero_pages
 from ._schema import validate
 
 EOF_GRACE_S = 3.0  # stdin closed without a shutdown frame: in-flight tasks get this long
@@ -64,7 +64,14 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
         except ImportError:
             pass
         else:
-            return uvloop.new_event_loop()
+            loop = uvloop.new_event_loop()
+            # The loop object holds a 256 KiB receive buffer for uvloop's own transports
+            # (sockets, pipes a user's code opens; the link reads its fd itself), zeroed on
+            # allocation, which touched every page: 0.24 MiB of each idle agent's private
+            # memory (bench/scale.py's USS). Its zero pages go back to the OS; the first
+            # reads of a transport fault them in again, zeroed, as they were.
+            release_zero_pages(id(loop), type(loop).__basicsize__)
+            return loop
     return asyncio.new_event_loop()
 
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import hashlib
 import math
+import sys
 import uuid
 from typing import Any
 
 import pytest
 
-from ether_agent import _io
+from ether_agent import _io, _libc
 
 
 @dataclasses.dataclass
@@ -137,3 +139,120 @@ def test_the_loop_is_uvloop_unless_the_agent_asks_for_asyncio(agent: Any) -> Non
         result = child.read()
         assert result["status"] == "ok" and result["result"].split(".")[0] == expected, result
         assert child.close() == 0
+
+
+def _rss_kib_of_mapping(address: int) -> int:
+    """Rss of the mapping of this process that holds ``address`` (/proc/self/smaps)."""
+    inside = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                start, end = (int(part, 16) for part in head.split("-"))
+                inside = start <= address < end
+            elif inside and head == "Rss:":
+                return int(line.split()[1])
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise and /proc are Linux's")
+def test_a_uvloop_loops_idle_receive_buffer_goes_back_to_the_os() -> None:
+    """uvloop's loop object embeds a 256 KiB receive buffer, zeroed (every page touched) when it
+    is made: the runtime hands its zero pages back, and the loop's memory shrinks by them."""
+    import uvloop
+
+    loop = uvloop.new_event_loop()
+    try:
+        address = id(loop) + type(loop).__basicsize__ // 2  # inside the receive buffer
+        before = _rss_kib_of_mapping(address)
+        released = _libc.release_zero_pages(id(loop), type(loop).__basicsize__)
+        after = _rss_kib_of_mapping(address)
+        assert released >= 200 * 1024, released
+        assert before - after >= 200, (before, after)
+    finally:
+        loop.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/pagemap is Linux's")
+def test_an_idle_agents_loop_holds_no_pages_of_its_receive_buffer(agent: Any) -> None:
+    """In a started agent, no page of the middle of its loop's receive buffer is in memory
+    (/proc/self/pagemap's present bit), until a transport of the loop reads into it."""
+    source = """
+        import asyncio, os
+        from ether_agent import Agent
+        agent = Agent("t")
+
+        @agent.action
+        async def present() -> dict:
+            loop = asyncio.get_running_loop()
+            page = os.sysconf("SC_PAGE_SIZE")
+            start = (id(loop) // page + 2) * page
+            end = (id(loop) + type(loop).__basicsize__) // page * page - page
+            fd = os.open("/proc/self/pagemap", os.O_RDONLY)
+            try:
+                present = sum(
+                    int.from_bytes(os.pread(fd, 8, at // page * 8), "little") >> 63
+                    for at in range(start, end, page)
+                )
+            finally:
+                os.close(fd)
+            return {"loop": type(loop).__module__, "pages": (end - start) // page,
+                    "present": present}
+        """
+    child = agent(source)
+    child.send({"type": "task", "id": "h-1", "action": "present", "params": {}})
+    result = child.read()
+    assert result["status"] == "ok", result
+    assert result["result"]["loop"] == "uvloop", result
+    assert result["result"]["pages"] >= 50, result
+    assert result["result"]["present"] == 0, result
+    assert child.close() == 0
+
+
+def test_a_uvloop_transport_reads_whole_after_its_buffer_went_back(agent: Any) -> None:
+    """What a handler reads through uvloop's own transports (its receive buffer's pages were
+    handed back at start) arrives whole and exact, past the buffer's 256 KiB."""
+    source = """
+        import asyncio, hashlib, os, threading
+        from ether_agent import Agent
+        agent = Agent("t")
+
+        def pattern(size):
+            return bytes((i * 7 + i // 251) % 256 for i in range(size))
+
+        @agent.action
+        async def pipe_read(size: int) -> dict:
+            loop = asyncio.get_running_loop()
+            read_fd, write_fd = os.pipe()
+            reader = asyncio.StreamReader(limit=1 << 22)
+            transport, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", 0)
+            )
+
+            def write():
+                with os.fdopen(write_fd, "wb", 0) as out:
+                    out.write(pattern(size))
+
+            writer = threading.Thread(target=write)
+            writer.start()
+            data = await reader.read()
+            writer.join()
+            transport.close()
+            return {
+                "loop": type(loop).__module__,
+                "size": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+            }
+        """
+    size = 1_000_003
+    expected = bytes((i * 7 + i // 251) % 256 for i in range(size))
+    child = agent(source)
+    child.send({"type": "task", "id": "h-1", "action": "pipe_read", "params": {"size": size}})
+    result = child.read(timeout=60)
+    assert result["status"] == "ok", result
+    assert result["result"] == {
+        "loop": "uvloop",
+        "size": size,
+        "sha256": hashlib.sha256(expected).hexdigest(),
+    }
+    assert child.close() == 0
