@@ -368,17 +368,19 @@ PYTHON_STEPS = (
         "import ether_agent.__main__",
     ),
     (
-        "+ uvloop and its loop (the SDK's default)",
-        "import ether_agent.__main__, uvloop\nuvloop.new_event_loop()",
+        "+ uvloop and its loop, made as the SDK makes it (the SDK's default; the loop's zeroed "
+        "receive buffer handed back)",
+        "import ether_agent.__main__, ether_agent._runtime\nether_agent._runtime._new_event_loop()",
     ),
 )
 
 
 # What is left of an idle Python agent above asyncio + uvloop (running echo agents, or processes
-# that import as much and wait; medians of 3-4 run side by side, so shared pages count as shared;
+# that import as much and wait; medians of 3-12 run side by side, so shared pages count as shared;
 # 2026-11-26, on a loaded machine), and what was cut from 13.2 MiB that day.
 WHERE_PYTHON_AGENT_MEMORY_GOES = (
-    "Over asyncio and uvloop with its loop (10.6 MiB): dataclasses and json, which the SDK "
+    "Over asyncio and uvloop with its loop (10.6 MiB; 0.24 MiB of it the loop's receive "
+    "buffer, which the SDK hands back, below): dataclasses and json, which the SDK "
     "needs either way, 0.3 MiB; orjson and what only it imports (datetime, uuid with platform) "
     "0.5 MiB -- an idle echo agent without orjson holds 11.5 MiB, but an echo task of the ~1 KB "
     "params then costs the agent 21 µs of CPU instead of 11.5 µs (its frames decoded and "
@@ -388,9 +390,23 @@ WHERE_PYTHON_AGENT_MEMORY_GOES = (
     "to read the host's command line (-0.6 MiB), the frame reader's buffer starting at 4 KiB "
     "and growing under load (-0.25), prctl and malloc_trim through _ctypes rather than the "
     "ctypes package (-0.15), the link's internal records plain classes rather than "
-    "dataclasses (-0.03). malloc_trim after start-up hands back the compiler's garbage when "
+    "dataclasses (-0.03), and uvloop's loop object, whose 256 KiB receive buffer (for "
+    "uvloop's own transports; the link reads its fd itself) is zeroed when the loop is made, "
+    "so every page was touched: its pages that read as zeros go back to the OS "
+    "(madvise MADV_DONTNEED), and a transport's first reads fault them in again, zeroed "
+    "(-0.22: 12.01 -> 11.80 MiB, 12 echo agents under a host against 12 of the SDK before, "
+    "interleaved, twice). malloc_trim after start-up hands back the compiler's garbage when "
     "bytecode cannot be cached (an agent whose SDK bytecode was stale: 13.3 -> 12.4 MiB); "
-    "with cached bytecode, as here, it frees nothing measurable."
+    "with cached bytecode, as here, it frees nothing measurable. Measured and not kept "
+    "(nothing measurable in a running agent): importlib.util loaded only for a module given "
+    "as a file (0.01-0.03 MiB in a process that imports as much), UV_USE_IO_URING=0 (libuv "
+    "1.52 maps its two rings, 28 KiB, either way), MALLOC_ARENA_MAX=1 for the host-watch "
+    "thread. The largest single block left that holds nothing: the free entries of the "
+    "interpreter's table of interned names, 11,015 names in 32,768 slots (408 KiB, 173 KiB "
+    "of it zeroed free entries; read from the table's header in a running echo agent). It "
+    "doubled when start-up interned its 10,923rd name (16,384 slots hold 10,922): an agent "
+    "whose start-up interned fewer would hold ~0.2 MiB less, one that loads more code holds "
+    "the larger table either way."
 )
 
 
