@@ -215,7 +215,7 @@ def test_a_dropped_terminal_connection_resumes_from_the_last_offset(host: HostPr
 
 def test_a_flood_reaches_the_terminal_page_whole_and_in_order(host: HostProcess) -> None:
     """`seq` floods a terminal the page shows (through the bridge): xterm.js is given every
-    byte, and its buffer ends with the last lines in order and keeps 2000 lines of scrollback
+    byte, and its buffer ends with the last lines in order and keeps 1000 lines of scrollback
     above the screen. The flood (1.5 MB) is under attach_lag (2 MiB), so the host
     never skips output for a slow page."""
     last = 200_000
@@ -235,7 +235,7 @@ def test_a_flood_reaches_the_terminal_page_whole_and_in_order(host: HostProcess)
     while lines and not lines[-1]:
         lines.pop()
     assert len(lines) == shown["scrollback"] + shown["rows"] - 1  # one row left for the cursor
-    assert shown["scrollback"] == 2000
+    assert shown["scrollback"] == 1000
     assert lines == [str(n) for n in range(last - len(lines) + 1, last + 1)]
 
 

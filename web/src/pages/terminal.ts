@@ -36,11 +36,13 @@ export const terminalPage: Page = (main, signal, id = "") => {
     convertEol: false,
     fontFamily: "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace",
     fontSize: 14,
-    // 2000 lines, more than xterm.js's default 1000: a flood's every line scrolls the whole
-    // ring (a line's cells recycled per line), and at 5000 lines of ~150 columns (9 MB) that
-    // ring stops fitting the CPU's caches: xterm.js parsed the console bench's corpus ~35 %
-    // slower than at 2000 (bench/RESULTS.md "Web console").
-    scrollback: 2000,
+    // xterm.js's own default (and VS Code's terminal's): a flood's every line scrolls the whole
+    // ring (a line's cells recycled per line), and the larger the ring the less of it fits the
+    // CPU's caches: the console bench's flood reached the page at 26.6-27.2 MiB/s with 1000
+    // lines against 24.3-25.0 with 2000 (three interleaved pairs), and 5000 parsed ~35 % slower
+    // than 2000 (bench/RESULTS.md "Web console"). The host keeps the terminal's own output and
+    // screen; the page's scrollback is only what this view shows.
+    scrollback: 1000,
     theme: dark ? undefined : { background: "#000000" },
   });
   const fit = new FitAddon();
