@@ -75,6 +75,7 @@ class Supervisor:
         self._stopped: set[str] = set()
         self._saved: list[SavedAgent] = []
         self._recording = anyio.Lock()
+        self._next_commit = _Commit()  # the changes the next write takes (_record)
         self.events: History[LifecycleEvent] = History(EVENT_HISTORY)
         self._call_handler: CallHandler | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -214,29 +215,51 @@ class Supervisor:
 
     async def _record(self, name: str) -> None:
         """Write what is now wanted of ``name`` to the agent store: its spec and whether it
-        runs, or nothing once removed. The row is read under the lock, so concurrent calls
-        commit in turn and the last one leaves the latest state; shielded, so a caller that
-        goes away does not leave a change unrecorded."""
+        runs, or nothing once removed; returns once that is committed. Shielded, so a caller
+        that goes away does not leave a change unrecorded.
+
+        Group commit: each commit is synced to the disk (~10-30 ms on this machine kind), so
+        one commit per call made 500 RemoveAgent calls, 8 at a time, wait ~16 s mostly for
+        syncs taken in turn. The caller that holds the lock writes every change waiting then
+        (rows read under the lock: the latest state of each name); a caller whose change went
+        out in that commit finds it done when its turn comes. The lock is FIFO: no caller
+        writes more than one commit."""
         with anyio.CancelScope(shield=True):
+            mine = self._next_commit
+            mine.names.add(name)
             async with self._recording:
-                agent = self.agents.get(name)
-                row = (
-                    None
-                    if agent is None or name in self._configured
-                    else (spec_json(agent.spec), name not in self._stopped)
+                if not mine.written:
+                    self._next_commit = _Commit()
+                    await self._write(mine)
+            if isinstance(mine.error, StoreClosed):
+                raise _stopping(f"agent {name}: the change was not recorded")
+            if mine.error is not None:
+                raise Unavailable(
+                    f"agent {name}: the change could not be recorded in {self.store.path} "
+                    f"({mine.error}); a restarted host would not know it",
+                    reason=Reason.AGENT_NOT_RECORDED,
+                    resource=("agent", name),
                 )
-                try:
-                    await anyio.to_thread.run_sync(self.store.put, name, row)
-                except StoreClosed:
-                    raise _stopping(f"agent {name}: the change was not recorded") from None
-                except sqlite3.Error as error:
-                    log.error("agent change not recorded", agent=name, error=str(error))
-                    raise Unavailable(
-                        f"agent {name}: the change could not be recorded in {self.store.path} "
-                        f"({error}); a restarted host would not know it",
-                        reason=Reason.AGENT_NOT_RECORDED,
-                        resource=("agent", name),
-                    ) from None
+
+    async def _write(self, commit: _Commit) -> None:
+        """One transaction of the rows of ``commit.names`` (under the lock)."""
+        rows = {}
+        for name in commit.names:
+            agent = self.agents.get(name)
+            rows[name] = (
+                None
+                if agent is None or name in self._configured
+                else (spec_json(agent.spec), name not in self._stopped)
+            )
+        try:
+            await anyio.to_thread.run_sync(self.store.put, rows)
+        except StoreClosed as error:
+            commit.error = error
+        except sqlite3.Error as error:
+            log.error("agent change not recorded", agents=sorted(rows), error=str(error))
+            commit.error = error
+        finally:
+            commit.written = True
 
     def _start(self, agent: ManagedAgent) -> None:
         if self._tg is None:
@@ -358,6 +381,17 @@ def _configured_requests(entries: list[dict[str, Any]], agents_dir: str) -> list
             if any((folder / m).exists() for m in markers):
                 requests.append({"path": str(folder.absolute())})
     return requests
+
+
+class _Commit:
+    """The changes that go to the agent store in one transaction (Supervisor._record)."""
+
+    __slots__ = ("error", "names", "written")
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.written = False
+        self.error: Exception | None = None
 
 
 def _stopping(what: str) -> Unavailable:

@@ -7,9 +7,11 @@ resolved spec and whether it should run), committed before the call answers, and
 started on the same state directory deploys exactly those again. Agents from the host
 config and ``agents_dir`` are the operator's file and are not recorded (docs/agents.md).
 
-Changes are rare (an operator's call, not a task), so each is written at once in a worker
-thread (``anyio.to_thread``) by the supervisor, one at a time, and synced to the disk
-(``synchronous=FULL``): a deployment survives a ``kill -9`` of the host and a power loss.
+Changes are an operator's calls, not tasks, and each is synced to the disk
+(``synchronous=FULL``): a deployment survives a ``kill -9`` of the host and a power loss. The
+supervisor writes them in a worker thread (``anyio.to_thread``), one transaction at a time,
+and the changes of calls that arrived while one was being written go together in the next
+(one sync for all: deployments.py says why).
 """
 
 from __future__ import annotations
@@ -99,20 +101,23 @@ class AgentStore:
                 log.error("recorded agent unreadable; not deployed", agent=name, error=str(error))
         return saved
 
-    def put(self, name: str, row: tuple[str, bool] | None) -> None:
-        """Record ``name`` as (spec JSON, running), or forget it (``None``); committed.
-        Raises StoreClosed before open() and after close()."""
+    def put(self, rows: dict[str, tuple[str, bool] | None]) -> None:
+        """Record each name as (spec JSON, running), or forget it (``None``), in one
+        transaction: committed (and synced) once for all of them. Raises StoreClosed before
+        open() and after close()."""
         if self._connection is None:
             raise StoreClosed(f"the agent store {self.path} is closed")
+        now = time.time()
         with self._connection:
-            if row is None:
-                self._connection.execute("DELETE FROM agents WHERE name = ?", (name,))
-            else:
-                self._connection.execute(
-                    "INSERT OR REPLACE INTO agents (name, running, spec, updated_at) "
-                    "VALUES (?, ?, ?, ?)",
-                    (name, int(row[1]), row[0], time.time()),
-                )
+            for name, row in rows.items():
+                if row is None:
+                    self._connection.execute("DELETE FROM agents WHERE name = ?", (name,))
+                else:
+                    self._connection.execute(
+                        "INSERT OR REPLACE INTO agents (name, running, spec, updated_at) "
+                        "VALUES (?, ?, ?, ?)",
+                        (name, int(row[1]), row[0], now),
+                    )
 
     def close(self) -> None:
         if self._connection is not None:
