@@ -60,13 +60,14 @@ def test_changes_waiting_behind_a_write_share_the_next_commit(tmp_path: Path) ->
             async with anyio.create_task_group() as calls:
                 # The first of these holds the store; the rest queue behind it.
                 calls.start_soon(supervisor.remove, "first")
-                while not store.held.is_set():
-                    await anyio.sleep(0.01)
+                assert await anyio.to_thread.run_sync(store.held.wait, 60)
                 calls.start_soon(supervisor.remove, "a")
                 calls.start_soon(supervisor.stop, "b")
                 calls.start_soon(supervisor.deploy, {"path": str(WORKER), "name": "d"})
                 calls.start_soon(supervisor.scale, "c", 2)
-                while supervisor._recording.statistics().tasks_waiting < 4:
+                # Each of the four waits for the lock once its agent work is done; the lock
+                # has no event for its waiters, so its statistics are polled.
+                while supervisor._recording.statistics().tasks_waiting < 4:  # noqa: ASYNC110
                     await anyio.sleep(0.01)
                 store.release.set()
             assert set(supervisor.agents) == {"b", "c", "d"}
