@@ -144,3 +144,59 @@ def test_task_rows_of_two_runs_past_one_statement_each_read_back_whole(tmp_path:
     for run_id, tasks in (("run-x", planned), ("run-y", finished)):
         rows = _stored(tmp_path / "runs.db", run_id)[1]
         assert rows == [{**t.api(), "seq": t.seq, "depth": t.depth} for t in tasks]
+
+
+def test_a_stages_plan_reads_back_as_pending_tasks_until_each_has_a_row(tmp_path: Path) -> None:
+    """A stage's plan is stored once, not as a row per task (what a resume after a kill -9 and
+    ListTasks of a stored run read): each planned task reads back PENDING, as its pending row
+    did, until a row of its own replaces it; the stage and state filters and a page of sequence
+    numbers see the same tasks, across the plan's rows; a deleted run leaves none of it."""
+    count = TASK_ROWS_PER_STATEMENT + 5
+    planned = [
+        TaskRecord(seq, f"run-x-{seq}", "map", seq - 1, 0, "a", "b", {"input": seq})
+        for seq in range(1, count + 1)
+    ]
+    planned[-2].params = {"input": HUGE}  # orjson refuses it: the plan's row by json
+    finished = {3: _task(3), count: _task(count)}  # one in each of the plan's rows
+    later = TaskRecord(count + 1, f"run-x-{count + 1}", "reduce", 0, 0, "a", "c", {})
+    path = tmp_path / "runs.db"
+
+    def write(writes: PendingWrites) -> None:
+        writes.plan(planned)
+        writes.flush()
+        for task in finished.values():
+            writes.task_completed(task, task.api())
+        writes.task(later)
+        writes.flush()
+
+    _written(path, "run-x", write)
+    expected = [finished[t.seq].stored() if t.seq in finished else t.stored() for t in planned] + [
+        later.stored()
+    ]
+    assert [t["state"] for t in expected].count("RUN_TASK_STATE_PENDING") == count - 1
+    store = RunStore(path)
+    store.open()
+    try:
+        assert store.tasks("run-x") == expected
+        assert store.tasks("run-x", [2, 3, count + 1]) == [expected[1], expected[2], expected[-1]]
+        assert store.task_seqs("run-x", "", "RUN_TASK_STATE_SUCCEEDED") == [3, count]
+        assert store.task_seqs("run-x", "map", "RUN_TASK_STATE_PENDING") == [
+            seq for seq in range(1, count + 1) if seq not in finished
+        ]
+        assert store.task_seqs("run-x", "reduce", "") == [count + 1]
+        assert store.task_seqs("run-x", "", "") == list(range(1, count + 2))
+        assert store.tasks("run-x", [count - 1])[0]["params"]["input"] == HUGE
+    finally:
+        store.close()
+
+    async def delete() -> None:
+        store = RunStore(path)
+        store.open()
+        try:
+            store.delete_runs(["run-x"])
+            await store.flush()
+            assert store.tasks("run-x") == [] and store.task_seqs("run-x", "", "") == []
+        finally:
+            store.close()
+
+    asyncio.run(delete())

@@ -325,7 +325,10 @@ class RunExecution:
                     self.record, spec.name, input_index, action_index, agent, action, params
                 )
                 record.tasks.append(task)
-                self._move(record, task, TaskState.PENDING, new=True)
+                self._move(record, task, TaskState.PENDING, new=True, save=False)
+            # Stored as the stage's plan, not a row per task (writes.py): a resume after a
+            # kill -9 reads it back as the stage's pending tasks.
+            self.writes.plan(record.tasks)
         concurrency = spec.concurrency(self.record.spec.max_concurrency)
         stage = _Stage(index, spec, record, asyncio.Semaphore(concurrency))
         stage.limited = budgets.limited(self.record, spec)

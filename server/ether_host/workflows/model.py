@@ -300,7 +300,7 @@ class TaskRecord:
 
     def stored(self) -> dict[str, Any]:
         """The API shape plus what a resume needs."""
-        out = self.api()  # one dict, not a copy: a row per task of a stage's plan
+        out = self.api()  # one dict, not a copy: a row per task of a resumed stage
         out["seq"] = self.seq
         out["depth"] = self.depth
         return out

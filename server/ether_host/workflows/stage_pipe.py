@@ -10,10 +10,11 @@ it ends. A task that runs again (the stage's retry policy) goes on in a coroutin
 
 Before taking more slots, the feeder waits while the store's writer is more than ``MAX_BACKLOG``
 rows behind: rows and events not written yet stay bounded, as a slow client bounds a Pipe
-stream's answers. Rows handed over before the stage's tasks start (its plan: a pending row per
-task) do not count: they are as many as the stage's tasks, held in memory anyway, and counted
-they made a stage of more than ``MAX_BACKLOG`` tasks wait for its whole plan to be committed
-before its first task ran (a 10,000-task map waited 70-100 ms in all; under 1 ms since).
+stream's answers. What was handed over before the stage's tasks start (its plan, and a resumed
+stage's rows) does not count: as many as the stage's tasks, held in memory anyway; counted, a
+pending row per task made a stage of more than ``MAX_BACKLOG`` tasks wait for its whole plan to
+be committed before its first task ran (a 10,000-task map waited 70-100 ms in all; under 1 ms
+since).
 """
 
 from __future__ import annotations

@@ -8,6 +8,14 @@ across transactions. Reads run in worker threads on their own connection (WAL
 mode, so they never wait for the writer). ``flush()`` waits until everything
 queued so far is committed.
 
+A stage's plan (its tasks as planned, before any runs) is stored once, as rows of ``plans``
+of up to ``TASK_ROWS_PER_STATEMENT`` tasks each (consecutive sequence numbers, the JSON list of
+``[seq, task_id, stage, input_index, action_index, agent, action, params]``), and a task gets its row
+of ``tasks`` only when it changes (starts, ends, is cancelled). Reads put the two together: a
+planned task without a row is PENDING, as its row would have said. A pending row per planned
+task cost the writer more than all the rest of a map stage's writes (bench/map_profile.py).
+Stores written before plans were hold pending rows and read as they did.
+
 Events of one run committed together with consecutive sequence numbers (a live
 run's, handed over in batches) share rows of ``events``, up to ``EVENTS_PER_ROW``
 to a row: its kind is ``EVENTS_ROW``, its sequence and time those of the last
@@ -24,6 +32,7 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -32,7 +41,7 @@ import orjson
 import structlog
 
 from ether_host import sqlite
-from ether_host.workflows.model import RunEvent, RunState, parse_rfc3339
+from ether_host.workflows.model import RunEvent, RunState, TaskRecord, parse_rfc3339
 
 log = structlog.get_logger("ether.workflows")
 
@@ -64,9 +73,19 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (run_id, sequence)
 );
 """
+PLANS = """
+CREATE TABLE IF NOT EXISTS plans (
+    run_id TEXT NOT NULL,
+    first_seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    stage TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (run_id, first_seq)
+);
+"""
 # Schema migrations in order (ether_host/sqlite.py); the first is the schema as it was before
 # the store was versioned.
-MIGRATIONS = (SCHEMA,)
+MIGRATIONS = (SCHEMA, PLANS)
 BATCH = 5000
 # The kind of a row of ``events`` holding several events: no event kind (a
 # StreamRunEventsResponse oneof member name) starts with "+".
@@ -74,6 +93,8 @@ EVENTS_ROW = "+events"
 # At most this many events to a row: a reader from a sequence inside a row decodes the whole row,
 # and a page of events read holds one row's events beyond it.
 EVENTS_PER_ROW = 256
+PLANNED_STATE = "RUN_TASK_STATE_PENDING"  # a planned task's state until it has a row
+_HELD_SQL = "SELECT seq FROM tasks WHERE run_id = ?"
 ENDED = tuple(sorted(f"RUN_STATE_{state}" for state in RunState.ENDED))
 # A run's task rows of a commit in one statement, unpacked from a JSON array by SQLite, rather
 # than an executemany: the sqlite3 module lets go of the GIL for each row's step and must take
@@ -164,11 +185,17 @@ class RunStore:
         self._queue.put(("event", (run_id, event)))
 
     def put_batch(
-        self, run_id: str, tasks: list[dict[str, Any] | TaskRow], events: list[RunEvent]
+        self,
+        run_id: str,
+        tasks: list[dict[str, Any] | TaskRow],
+        events: list[RunEvent],
+        planned: list[TaskRecord] | None = None,
     ) -> None:
-        """Task rows and events of one run, committed in the same transaction."""
+        """Task rows, events and newly planned tasks (as planned: their plan's fields are never
+        changed afterwards, so the writer thread may read them) of one run, committed in the
+        same transaction. Planned tasks are not rows the writer is behind by (``backlog``)."""
         self._rows_queued += len(tasks) + len(events)
-        self._queue.put(("batch", (run_id, tasks, events)))
+        self._queue.put(("batch", (run_id, tasks, events, planned or [])))
 
     def backlog(self, after: int = 0) -> int:
         """Rows of batches handed over and not committed yet: what the writer is behind by;
@@ -206,6 +233,7 @@ class RunStore:
             runs: dict[str, dict[str, Any]] = {}
             tasks: dict[tuple[str, int], tuple[str, dict[str, Any] | TaskRow]] = {}
             events: list[tuple[str, RunEvent]] = []
+            plans: list[tuple[str, list[TaskRecord]]] = []
             deleted: list[str] = []
             barriers: list[_Barrier] = []
             batched = 0
@@ -221,8 +249,10 @@ class RunStore:
                 elif kind == "event":
                     events.append(payload)
                 elif kind == "batch":
-                    run_id, rows, more_events = payload
+                    run_id, rows, more_events, planned = payload
                     batched += len(rows) + len(more_events)
+                    if planned:
+                        plans.append((run_id, planned))
                     for row in rows:
                         seq = row.seq if isinstance(row, TaskRow) else int(row["seq"])
                         tasks[(run_id, seq)] = (run_id, row)
@@ -232,7 +262,7 @@ class RunStore:
                 else:
                     barriers.append(payload)
             try:
-                self._commit(connection, runs.values(), tasks.values(), events, deleted)
+                self._commit(connection, runs.values(), tasks.values(), events, plans, deleted)
             except Exception as error:
                 self.failed = error
                 log.error("run store write failed", error=str(error), path=str(self.path))
@@ -247,6 +277,7 @@ class RunStore:
         runs: Iterable[dict[str, Any]],
         tasks: Collection[tuple[str, dict[str, Any] | TaskRow]],
         events: list[tuple[str, RunEvent]],
+        plans: list[tuple[str, list[TaskRecord]]],
         deleted: list[str],
     ) -> None:
         run_rows = [
@@ -261,13 +292,15 @@ class RunStore:
             for r in runs
         ]
         event_rows = _event_rows(events)
-        if not (run_rows or tasks or event_rows or deleted):
+        plan_rows = _plan_rows(plans)
+        if not (run_rows or tasks or event_rows or plan_rows or deleted):
             return
         connection.execute("BEGIN")
         try:
             connection.executemany(
                 "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?)", run_rows
             )
+            connection.executemany("INSERT OR REPLACE INTO plans VALUES (?, ?, ?, ?, ?)", plan_rows)
             for run_id, rows in _task_rows(tasks):
                 connection.execute(TASK_ROWS_SQL, (run_id, rows))
             connection.executemany(
@@ -275,7 +308,13 @@ class RunStore:
             )
             # Deleted runs have ended: nothing queued before their delete writes them again.
             gone = [(run_id,) for run_id in deleted]
-            for table, column in (("runs", "id"), ("tasks", "run_id"), ("events", "run_id")):
+            tables = (
+                ("runs", "id"),
+                ("tasks", "run_id"),
+                ("plans", "run_id"),
+                ("events", "run_id"),
+            )
+            for table, column in tables:
                 connection.executemany(f"DELETE FROM {table} WHERE {column} = ?", gone)
         except BaseException:
             connection.execute("ROLLBACK")
@@ -347,6 +386,18 @@ class RunStore:
             for row in self._query("SELECT request_id, id FROM runs WHERE request_id != ''")
         }
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """The read connection inside one read transaction: a task's row and its stage's plan
+        read from the same committed state."""
+        assert self._read is not None, "run store is not open"
+        with self._read_lock:
+            self._read.execute("BEGIN")
+            try:
+                yield self._read
+            finally:
+                self._read.execute("COMMIT")
+
     def task_seqs(self, run_id: str, stage: str, state: str) -> list[int]:
         sql, args = "SELECT seq FROM tasks WHERE run_id = ?", [run_id]
         if stage:
@@ -355,20 +406,52 @@ class RunStore:
         if state:
             sql += " AND state = ?"
             args.append(state)
-        return [row[0] for row in self._query(sql + " ORDER BY seq", tuple(args))]
+        plan_sql, plan_args = "SELECT first_seq, last_seq FROM plans WHERE run_id = ?", [run_id]
+        if stage:
+            plan_sql += " AND stage = ?"
+            plan_args.append(stage)
+        with self._snapshot() as read:
+            seqs = [row[0] for row in read.execute(sql + " ORDER BY seq", tuple(args))]
+            if state and state != PLANNED_STATE:
+                return seqs
+            spans = read.execute(plan_sql, tuple(plan_args)).fetchall()
+            if not spans:
+                return seqs
+            held = {row[0] for row in read.execute(_HELD_SQL, (run_id,))}
+        seqs.extend(s for first, last in spans for s in range(first, last + 1) if s not in held)
+        return sorted(seqs)
 
     def tasks(self, run_id: str, seqs: list[int] | None = None) -> list[dict[str, Any]]:
-        """Task bodies of a run in creation order (all of them, or the given ones)."""
-        if seqs is None:
-            rows = self._query("SELECT body FROM tasks WHERE run_id = ? ORDER BY seq", (run_id,))
-        elif not seqs:
+        """Task bodies of a run in creation order (all of them, or the given ones); a planned
+        task without a row of its own as its pending row would have been."""
+        if seqs is not None and not seqs:
             return []
-        else:
-            rows = self._query(
-                f"SELECT body FROM tasks WHERE run_id = ? AND seq IN ({', '.join('?' for _ in seqs)}) ORDER BY seq",
-                (run_id, *seqs),
-            )
-        return [json.loads(row[0]) for row in rows]
+        plan_sql = "SELECT body FROM plans WHERE run_id = ?"
+        plan_args: list[Any] = [run_id]
+        with self._snapshot() as read:
+            if seqs is None:
+                rows = read.execute(
+                    "SELECT seq, body FROM tasks WHERE run_id = ?", (run_id,)
+                ).fetchall()
+            else:
+                rows = read.execute(
+                    f"SELECT seq, body FROM tasks WHERE run_id = ? AND seq IN ({', '.join('?' for _ in seqs)})",
+                    (run_id, *seqs),
+                ).fetchall()
+                plan_sql += " AND last_seq >= ? AND first_seq <= ?"
+                plan_args += [min(seqs), max(seqs)]
+            plans = [row[0] for row in read.execute(plan_sql, tuple(plan_args))]
+        found = {seq: json.loads(body) for seq, body in rows}
+        wanted = None if seqs is None else set(seqs)
+        for plan in plans:
+            for seq, task_id, stage, input_index, action_index, agent, action, params in json.loads(
+                plan
+            ):
+                if seq not in found and (wanted is None or seq in wanted):
+                    found[seq] = TaskRecord(
+                        seq, task_id, stage, input_index, action_index, agent, action, params
+                    ).stored()
+        return [found[seq] for seq in sorted(found)]
 
     def last_event(self, run_id: str) -> int:
         rows = self._query("SELECT MAX(sequence) FROM events WHERE run_id = ?", (run_id,))
@@ -403,9 +486,11 @@ class RunStore:
 
 
 def _size(item: tuple[str, Any] | None) -> int:
-    """Rows a queued item writes: a batch counts as its rows, so a transaction stays bounded."""
+    """Rows a queued item writes: a batch counts as its rows (a plan's as the rows of
+    ``plans`` it makes), so a transaction stays bounded."""
     if item is not None and item[0] == "batch":
-        return 1 + len(item[1][1]) + len(item[1][2])
+        planned = len(item[1][3])
+        return 1 + len(item[1][1]) + len(item[1][2]) + -(-planned // TASK_ROWS_PER_STATEMENT)
     return 1
 
 
@@ -429,6 +514,39 @@ def _task_rows(tasks: Iterable[tuple[str, dict[str, Any] | TaskRow]]) -> Iterato
     if rows:
         assert run is not None
         yield run, orjson.dumps(rows).decode()
+
+
+def _plan_rows(
+    plans: list[tuple[str, list[TaskRecord]]],
+) -> list[tuple[str, int, int, str, str]]:
+    """Rows of ``plans``: (run id, first seq, last seq, stage, the JSON list of its tasks as
+    ``[seq, task_id, stage, input_index, action_index, agent, action, params]``), a row of up
+    to ``TASK_ROWS_PER_STATEMENT`` tasks with consecutive sequence numbers."""
+    rows = []
+    for run_id, planned in plans:
+        chunk: list[TaskRecord] = []
+        for task in planned:
+            if chunk and (
+                len(chunk) >= TASK_ROWS_PER_STATEMENT
+                or task.seq != chunk[-1].seq + 1
+                or task.stage != chunk[0].stage
+            ):
+                rows.append(_plan_row(run_id, chunk))
+                chunk = []
+            chunk.append(task)
+        if chunk:
+            rows.append(_plan_row(run_id, chunk))
+    return rows
+
+
+def _plan_row(run_id: str, chunk: list[TaskRecord]) -> tuple[str, int, int, str, str]:
+    body = _json(
+        [
+            [t.seq, t.task_id, t.stage, t.input_index, t.action_index, t.agent, t.action, t.params]
+            for t in chunk
+        ]
+    )
+    return run_id, chunk[0].seq, chunk[-1].seq, chunk[0].stage, body
 
 
 def _event_rows(events: list[tuple[str, RunEvent]]) -> list[tuple[str, int, float, str, str]]:

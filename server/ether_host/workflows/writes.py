@@ -10,6 +10,9 @@ meanwhile (a task that started and finished inside one window is written once, f
 What the store holds is therefore at most ``FLUSH_AFTER`` behind the run; a ``kill -9`` loses
 at most that much, and a run resumed after it continues from what was committed (a task whose
 end was lost runs again, or, not idempotent, fails ``interrupted`` when its start was kept).
+A stage's plan goes over the same way, once, as the tasks planned (``plan``): the store keeps
+it as its ``plans`` rows, and a planned task gets a row of its own only when it changes.
+
 Everything is handed over before the run's own row is written (``save_run``), so a stored run
 never names an event or a task state the store does not hold, and a run's end is written whole.
 """
@@ -34,6 +37,7 @@ class PendingWrites:
         # seq -> the task (its row is built at the flush) or its row, built already
         self._tasks: dict[int, TaskRecord | dict[str, Any] | TaskRow] = {}
         self._events: list[RunEvent] = []
+        self._planned: list[TaskRecord] = []
         self._timer: asyncio.TimerHandle | None = None
 
     def task(self, task: TaskRecord) -> None:
@@ -60,6 +64,12 @@ class PendingWrites:
         self._schedule()
         return event
 
+    def plan(self, tasks: list[TaskRecord]) -> None:
+        """Store ``tasks``, just planned and PENDING, as their stage's plan at the next flush;
+        a later ``task`` of one of them writes its own row."""
+        self._planned.extend(tasks)
+        self._schedule()
+
     def event(self, event: RunEvent) -> None:
         self._events.append(event)
         self._schedule()
@@ -69,12 +79,13 @@ class PendingWrites:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if not (self._tasks or self._events):
+        if not (self._tasks or self._events or self._planned):
             return
         rows = [t.stored() if isinstance(t, TaskRecord) else t for t in self._tasks.values()]
         events, self._events = self._events, []
+        planned, self._planned = self._planned, []
         self._tasks = {}
-        self._store.put_batch(self.run_id, rows, events)
+        self._store.put_batch(self.run_id, rows, events, planned)
 
     def _schedule(self) -> None:
         if self._timer is None:
