@@ -138,6 +138,18 @@ def children(pid: int) -> Iterator[ProcEntry]:
             yield entry
 
 
+def group_gone(pgid: int) -> bool:
+    """Whether no process at all is left in the group, not even a zombie: one kill(2) of
+    signal 0, where group_members reads every process of the machine in /proc."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # a member that is not ours to signal: still a member
+        return False
+    return False
+
+
 def group_members(pgid: int) -> list[ProcEntry]:
     """Live (non-zombie) processes of a process group."""
     return [p for p in all_processes() if p.pgid == pgid and p.state != "Z"]
