@@ -18,6 +18,7 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
+from ether_host import heap_trim
 from ether_host.agents import Dispatcher
 from ether_host.background import start_detached
 from ether_host.errors import (
@@ -52,6 +53,11 @@ PRUNE_EVERY = 600.0  # seconds between looks for ended runs past keep_days, besi
 SHUTDOWN_GRACE = 10.0
 MAX_REPORT_BYTES = 60 * 1024 * 1024
 REPORT_PAGE = 1000  # tasks read from the store at a time for a report
+# Runs of at least this many tasks trim the heap as they end (heap_trim.py). A 1,000-task map
+# left ~6 MiB in glibc's free lists that a trim returned, a 10,000-task one ~11, a 100,000-task
+# one ~18 (bench/map_scale.py's host, 2026-11-26); a run of fewer tasks leaves little, and
+# trimming after each would lock glibc's arenas for a few ms each time for little.
+TRIM_AFTER_TASKS = 1000
 PRIVATE_KEYS = ("resume_requests", "next_task", "fanned", "seq", "depth")
 
 
@@ -277,6 +283,25 @@ class Workflows:
                 await self.store.flush()
             self._live.pop(execution.record.id, None)
             self._run_ended.set()
+        run_id, tasks = execution.record.id, execution.record.counts.total
+        del execution  # the run's records go with this last reference
+        if tasks >= TRIM_AFTER_TASKS:
+            await self._trim_heap(run_id, tasks)
+
+    @staticmethod
+    async def _trim_heap(run_id: str, tasks: int) -> None:
+        """Hand what glibc's allocator kept of a large run back to the OS (heap_trim.py), in a
+        worker thread: 1-9 ms here after a 100,000-task run, too long for the event loop."""
+        began = time.perf_counter()
+        released = await anyio.to_thread.run_sync(heap_trim.trim)
+        if released is not None:
+            log.info(
+                "heap trimmed after a large run",
+                run_id=run_id,
+                tasks=tasks,
+                released_bytes=released,
+                took_ms=round((time.perf_counter() - began) * 1000, 2),
+            )
 
     # -- read ------------------------------------------------------------------------------
 
