@@ -303,3 +303,55 @@ stages:
         assert len(tasks(second, run.id)) == 300
     finally:
         (second or first).stop()
+
+
+def test_a_map_stage_waits_while_the_run_store_is_behind(host: HostProcess, flow: str) -> None:
+    """A stage hands its tasks to agents no faster than the run store commits what they did:
+    with the store's file locked by another writer, the stage stops starting tasks once the
+    store's writer is stage_pipe.MAX_BACKLOG (10,000) rows behind, and the host says so; once the
+    lock goes, the run goes on to its end with every task stored.
+
+    The lock is held from before CreateRun (which answers once its run is committed, so from a
+    future) until the host's line: ~4,000 echo tasks' rows, well within the 5 s the writer waits
+    on a locked file (its busy_timeout) before it gives up a commit."""
+    count = 8000  # two events per task at least: more than the bound's rows before the end
+    spec = f"""\
+name: store-behind
+stages:
+  - name: map
+    agent: flow
+    action: double
+    inputs: {json.dumps(list(range(count)))}
+    parallel: true
+    max_concurrency: 64
+"""
+    database = host.state_dir / "workflows" / "runs.sqlite3"
+    blocker = sqlite3.connect(database, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")  # the write lock: the host's writer waits on it
+        mark = len(host.records)
+        creating = host.workflows.CreateRun.future(
+            workflow_pb2.CreateRunRequest(spec_text=spec), timeout=60
+        )
+        said = host.wait_for_log(
+            lambda r: r.get("event") in ("stage waits for the run store", "run ended"),
+            after=mark,
+        )
+        assert said["event"] == "stage waits for the run store", said  # not ended unbounded
+        assert said["stage"] == "map" and said["rows_behind"] > said["max_backlog"] == 10_000
+        held = host.workflows.GetRun(
+            workflow_pb2.GetRunRequest(run_id=said["run_id"]), timeout=10
+        ).run
+        assert state(held) == "RUNNING"
+        assert held.tasks.succeeded < count
+    finally:
+        if blocker.in_transaction:
+            blocker.execute("ROLLBACK")
+        blocker.close()
+    run_id = creating.result().run.id
+    assert run_id == said["run_id"]
+    ended = wait(host, run_id, timeout=180)
+    assert state(ended) == "SUCCEEDED"
+    assert ended.tasks.succeeded == count
+    host.workflows.ListRuns(workflow_pb2.ListRunsRequest(), timeout=30)  # commits what is queued
+    assert list(_stored(host.state_dir, run_id).values()) == ["SUCCEEDED"] * count

@@ -65,10 +65,20 @@ async def run_stage_tasks(
     over was answered (retries, in the engine's coroutines, may still run)."""
     writes.flush()
     planned = store.handed_over()
+    waited = False  # the log says once per stage that it waited (a slow disk, a locked file)
     async with asyncio.TaskGroup() as tg:
         at = 0
         while at < len(todo) and not calls.halted():
             while store.backlog(after=planned) > MAX_BACKLOG:
+                if not waited:
+                    waited = True
+                    log.info(
+                        "stage waits for the run store",
+                        run_id=writes.run_id,
+                        stage=todo[at].stage,
+                        rows_behind=store.backlog(after=planned),
+                        max_backlog=MAX_BACKLOG,
+                    )
                 writes.flush()
                 await anyio.sleep(BACKLOG_POLL)
             await slots.acquire()
