@@ -360,7 +360,9 @@ def main_map_only(quick: bool = False) -> int:
         + (", `--quick`: a smoke check, not a measurement" if quick else "")
         + ")."
     )
-    _replace_map_lines([stamp, "", *_map_lines(maps, map_tasks, big, map_profiled)])
+    new = [stamp, "", *_map_lines(maps, map_tasks, big, map_profiled)]
+    print("\n".join(new), file=sys.stderr)
+    _replace_map_lines(new)
     return 0
 
 
