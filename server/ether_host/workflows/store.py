@@ -96,17 +96,21 @@ EVENTS_PER_ROW = 256
 PLANNED_STATE = "RUN_TASK_STATE_PENDING"  # a planned task's state until it has a row
 _HELD_SQL = "SELECT seq FROM tasks WHERE run_id = ?"
 ENDED = tuple(sorted(f"RUN_STATE_{state}" for state in RunState.ENDED))
-# A run's task rows of a commit in one INSERT of many rows (``VALUES (...), (...)``), rather
+# A run's task rows of a commit in one statement, unpacked from a JSON array by SQLite, rather
 # than an executemany: the sqlite3 module lets go of the GIL for each row's step and must take
 # it back for the next, and with the event loop busy (a map stage) each take waited for its
 # switch interval, so the writer fell behind the stage and held it back (MAX_BACKLOG,
-# stage_pipe.py). One statement takes the GIL back once. Each row's values are bound as they
-# are: a JSON array of the rows that SQLite unpacked (json_each, json_extract) instead cost the
-# writer 8.0 µs of CPU per finished row against 5.2 (10,000 rows in commits of 120-260, in
-# isolation; medians of 6). Up to TASK_ROWS_PER_STATEMENT rows to a statement (and to a row of
-# ``plans``), fewer where SQLite takes fewer bound values (999 before 3.32).
+# stage_pipe.py). One statement takes the GIL back once. Up to TASK_ROWS_PER_STATEMENT rows to
+# one: the JSON of a 100,000-task map's plan in one piece, with SQLite's parse of it, raised the
+# host's peak RSS by ~90 MiB.
 TASK_ROWS_PER_STATEMENT = 1000
-TASK_COLUMNS = 6
+# json_extract, not the ->> operator: that needs SQLite 3.38 (2022), and a Python linked to an
+# older library (Ubuntu 22.04's 3.37) would fail every commit of a run.
+TASK_ROWS_SQL = (
+    "INSERT OR REPLACE INTO tasks SELECT ?, json_extract(value, '$[0]'), "
+    "json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), "
+    "json_extract(value, '$[4]') FROM json_each(?)"
+)
 
 
 class TaskRow(NamedTuple):
@@ -307,9 +311,8 @@ class RunStore:
                 "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?)", run_rows
             )
             connection.executemany("INSERT OR REPLACE INTO plans VALUES (?, ?, ?, ?, ?)", plan_rows)
-            most = connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // TASK_COLUMNS
-            for sql, values in _task_rows(tasks, min(TASK_ROWS_PER_STATEMENT, most)):
-                connection.execute(sql, values)
+            for run_id, rows in _task_rows(tasks):
+                connection.execute(TASK_ROWS_SQL, (run_id, rows))
             connection.executemany(
                 "INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?, ?)", event_rows
             )
@@ -501,29 +504,26 @@ def _size(item: tuple[str, Any] | None) -> int:
     return 1
 
 
-def _task_rows(
-    tasks: Iterable[tuple[str, dict[str, Any] | TaskRow]], per_statement: int
-) -> Iterator[tuple[str, list[Any]]]:
-    """``INSERT`` statements of ``tasks``' rows with their values, up to ``per_statement`` rows
-    each, built a statement at a time."""
-    values: list[Any] = []
-    rows = 0
+def _task_rows(tasks: Iterable[tuple[str, dict[str, Any] | TaskRow]]) -> Iterator[tuple[str, str]]:
+    """Task rows for ``TASK_ROWS_SQL``: (run id, a JSON array of up to ``TASK_ROWS_PER_STATEMENT``
+    of its rows as ``[seq, task_id, stage, state, body]``), built a statement at a time. Text:
+    SQLite from 3.45 takes a blob for its binary JSON."""
+    run: str | None = None
+    rows: list[tuple[int, str, str, str, str]] = []
     for run_id, t in tasks:
-        if isinstance(t, TaskRow):
-            values += (run_id, t.seq, t.task_id, t.stage, t.state, t.body.decode())
-        else:
-            values += (run_id, int(t["seq"]), t["task_id"], t["stage"], t["state"], _json(t))
-        rows += 1
-        if rows == per_statement:
-            yield _insert_tasks(rows), values
-            values, rows = [], 0
+        if rows and (run_id != run or len(rows) >= TASK_ROWS_PER_STATEMENT):
+            assert run is not None
+            yield run, orjson.dumps(rows).decode()
+            rows = []
+        run = run_id
+        rows.append(
+            (t.seq, t.task_id, t.stage, t.state, t.body.decode())
+            if isinstance(t, TaskRow)
+            else (int(t["seq"]), t["task_id"], t["stage"], t["state"], _json(t))
+        )
     if rows:
-        yield _insert_tasks(rows), values
-
-
-def _insert_tasks(rows: int) -> str:
-    row = f"({', '.join('?' * TASK_COLUMNS)})"
-    return f"INSERT OR REPLACE INTO tasks VALUES {', '.join([row] * rows)}"
+        assert run is not None
+        yield run, orjson.dumps(rows).decode()
 
 
 def _plan_rows(
