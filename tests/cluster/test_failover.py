@@ -116,6 +116,33 @@ def taken_by_any(hosts: tuple[HostProcess, ...], task_id: str) -> Callable[[], b
     return lambda: any(taken_by(host, {task_id}) for host in hosts)
 
 
+def send_spread(
+    cluster: Cluster, params: dict[str, object], prefix: str, most: int
+) -> tuple[dict[str, str], dict[str, grpc.Future]]:
+    """``tally`` tasks sent through c one at a time, each taken (by a or b) before the next,
+    until a holds a ``mark`` and a ``spend`` and b holds one too (at most ``most`` of each
+    kind); their kinds and calls by task id.
+
+    Not all at once: a batch sent together can go whole to whichever host's blocked read Redis
+    serves first (a consumer group spreads reads, not entries): on fresh clones b took all eight
+    of a batch, and a only the marks of sixteen. One at a time, the hosts waiting on the stream
+    are served in turn; the kinds go mark, spend, spend, mark, ..., since hosts served strictly
+    in turn would otherwise hand a every mark and b every spend."""
+    a, b, c = (cluster.hosts[n] for n in "abc")
+    kinds: dict[str, str] = {}
+    calls: dict[str, grpc.Future] = {}
+    for n in range(most):
+        for action in ("mark", "spend") if n % 2 == 0 else ("spend", "mark"):
+            task_id = f"{prefix}-{action}-{n}"
+            kinds[task_id] = action
+            calls[task_id] = call(c, "tally", action, params | {"n": len(calls)}, task_id)
+            wait_until(f"{task_id} taken", taken_by_any((a, b), task_id))
+        sent = set(calls)
+        if {kinds[t] for t in taken_by(a, sent)} == {"mark", "spend"} and taken_by(b, sent):
+            break
+    return kinds, calls
+
+
 def claimed_by(host: HostProcess) -> list[dict[str, object]]:
     return [r for r in list(host.records) if r.get("event") == "cluster task claimed"]
 
@@ -254,10 +281,8 @@ def test_kill_a_under_load_every_task_is_answered_once(cluster: Cluster) -> None
     others are answered UNAVAILABLE saying a died; nothing is lost, nothing runs twice on b."""
     a, b, c = (cluster.hosts[n] for n in "abc")
     params = {"folder": str(cluster.ledger), "gate": "open-kill"}
-    kinds = {f"kill-{action}-{n}": action for action in ("mark", "spend") for n in range(16)}
+    kinds, calls = send_spread(cluster, params, "kill", 16)
     ids = set(kinds)
-    calls = {t: call(c, "tally", kinds[t], params | {"n": i}, t) for i, t in enumerate(ids)}
-    wait_until("every task taken", lambda: taken_by(a, ids) | taken_by(b, ids) == ids)
     wait_until("every task running", lambda: all(cluster.ran(t) for t in ids))
     on_a = taken_by(a, ids)
     assert {kinds[t] for t in on_a} == {"mark", "spend"}, "a took no task of one kind"
@@ -337,25 +362,11 @@ def test_a_host_stopped_with_tasks_running_leaves_them_to_the_others(cluster: Cl
     """Run last: SIGTERM of a while it runs tasks for c. A clean stop ends the tasks it runs for
     other hosts at once, without answering them, and leaves the directory: b claims them as from
     a dead host (idempotent ones run again on b, the others are UNAVAILABLE)."""
-    a, b, c = (cluster.hosts[n] for n in "abc")
+    a, b = cluster.hosts["a"], cluster.hosts["b"]
     if a.process.poll() is not None:
         pytest.skip("runs after the restart test, with a serving")
     params = {"folder": str(cluster.ledger), "gate": "open-stop"}
-    # One at a time, each taken before the next is sent, until a has taken one of each kind
-    # (at most 8 of each): sent together, a batch can go whole to whichever host's blocked read
-    # Redis serves first (see the restart test above), and on a fresh clone a took only marks of
-    # sixteen sent at once. The kinds go mark, spend, spend, mark, ...: hosts served strictly in
-    # turn would otherwise hand a every mark and b every spend.
-    kinds: dict[str, str] = {}
-    calls: dict[str, grpc.Future] = {}
-    for n in range(8):
-        for action in ("mark", "spend") if n % 2 == 0 else ("spend", "mark"):
-            task_id = f"stop-{action}-{n}"
-            kinds[task_id] = action
-            calls[task_id] = call(c, "tally", action, params | {"n": len(calls)}, task_id)
-            wait_until(f"{task_id} taken", taken_by_any((a, b), task_id))
-        if {kinds[t] for t in taken_by(a, set(calls))} == {"mark", "spend"}:
-            break
+    kinds, calls = send_spread(cluster, params, "stop", 8)
     ids = set(kinds)
     wait_until("every task running", lambda: all(cluster.ran(t) for t in ids))
     on_a = taken_by(a, ids)
