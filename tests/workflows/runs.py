@@ -6,6 +6,7 @@ StreamLogs with follow); nothing sleeps.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,20 @@ from ether.v1 import supervisor_pb2, workflow_pb2
 from tests.support.host import HostProcess
 
 Event = workflow_pb2.StreamRunEventsResponse
+
+
+def map_spec(name: str, count: int, max_concurrency: int) -> str:
+    """A run of one map stage: ``flow.double`` of the inputs 0 .. count-1, side by side."""
+    return f"""\
+name: {name}
+stages:
+  - name: map
+    agent: flow
+    action: double
+    inputs: {json.dumps(list(range(count)))}
+    parallel: true
+    max_concurrency: {max_concurrency}
+"""
 
 
 def create(host: HostProcess, spec_text: str, **fields: Any) -> workflow_pb2.Run:

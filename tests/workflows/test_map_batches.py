@@ -18,6 +18,7 @@ from tests.workflows.runs import (
     follow_until,
     kinds,
     logged,
+    map_spec,
     saw_cancel,
     started,
     state,
@@ -315,16 +316,7 @@ def test_a_map_stage_waits_while_the_run_store_is_behind(host: HostProcess, flow
     future) until the host's line: ~4,000 echo tasks' rows, well within the 5 s the writer waits
     on a locked file (its busy_timeout) before it gives up a commit."""
     count = 8000  # two events per task at least: more than the bound's rows before the end
-    spec = f"""\
-name: store-behind
-stages:
-  - name: map
-    agent: flow
-    action: double
-    inputs: {json.dumps(list(range(count)))}
-    parallel: true
-    max_concurrency: 64
-"""
+    spec = map_spec("store-behind", count, 64)
     database = host.state_dir / "workflows" / "runs.sqlite3"
     blocker = sqlite3.connect(database, isolation_level=None)
     try:

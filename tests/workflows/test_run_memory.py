@@ -5,7 +5,6 @@ OS (workflows/runs.py, heap_trim.py; bench/map_scale.py measures how much)."""
 from __future__ import annotations
 
 import gc
-import json
 import sys
 from pathlib import Path
 
@@ -21,20 +20,7 @@ from ether_host.workflows.model import TaskRecord
 from ether_host.workflows.runs import TRIM_AFTER_TASKS
 from tests.support.agents import AGENTS
 from tests.support.host import HostProcess
-from tests.workflows.runs import run_to_end, state
-
-
-def _map(name: str, count: int) -> str:
-    return f"""\
-name: {name}
-stages:
-  - name: map
-    agent: flow
-    action: double
-    inputs: {json.dumps(list(range(count)))}
-    parallel: true
-    max_concurrency: 16
-"""
+from tests.workflows.runs import map_spec, run_to_end, state
 
 
 def _alive() -> list[object]:
@@ -61,7 +47,7 @@ def test_a_runs_records_are_freed_as_it_ends_not_by_the_cyclic_collector(tmp_pat
             await tg.start(dispatcher.run)
             await tg.start(workflows.run)
             await supervisor.deploy({"path": str(AGENTS / "flow"), "name": "flow"})
-            run = await workflows.create(None, _map("freed", 200))
+            run = await workflows.create(None, map_spec("freed", 200, 16))
             ended = await workflows.wait(run["id"], None)
             assert ended["state"] == "RUN_STATE_SUCCEEDED"
             assert ended["tasks"]["succeeded"] == 200
@@ -84,8 +70,8 @@ def test_the_host_trims_its_heap_after_a_large_run(host: HostProcess, flow: str)
     """A run of TRIM_AFTER_TASKS tasks ends with the host's line saying how many bytes its heap
     trim handed back to the OS; a smaller run before it trims nothing."""
     mark = len(host.records)
-    small = run_to_end(host, _map("small", 10))
-    large = run_to_end(host, _map("large", TRIM_AFTER_TASKS))
+    small = run_to_end(host, map_spec("small", 10, 16))
+    large = run_to_end(host, map_spec("large", TRIM_AFTER_TASKS, 16))
     assert state(small) == state(large) == "SUCCEEDED"
     trimmed = host.wait_for_log(
         lambda r: r.get("event") == "heap trimmed after a large run", after=mark
