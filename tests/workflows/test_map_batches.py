@@ -19,6 +19,7 @@ from tests.workflows.runs import (
     kinds,
     logged,
     map_spec,
+    run_to_end,
     saw_cancel,
     started,
     state,
@@ -347,3 +348,52 @@ def test_a_map_stage_waits_while_the_run_store_is_behind(host: HostProcess, flow
     assert ended.tasks.succeeded == count
     host.workflows.ListRuns(workflow_pb2.ListRunsRequest(), timeout=30)  # commits what is queued
     assert list(_stored(host.state_dir, run_id).values()) == ["SUCCEEDED"] * count
+
+
+def test_a_maps_events_never_show_more_tasks_running_than_its_window(
+    host: HostProcess, flow: str
+) -> None:
+    """A task that succeeded gives its slot to the next task before its end is recorded (so
+    the agent is not kept waiting while the host records), yet the run's events tell the story
+    in order: read in sequence, no more tasks are running at once than max_concurrency and
+    every task starts before it completes, failures among the successes too."""
+    window = 4
+    run = run_to_end(
+        host,
+        f"""\
+name: window-in-order
+stages:
+  - name: work
+    agent: flow
+    inputs: {json.dumps(list(range(150)))}
+    parallel: true
+    max_concurrency: {window}
+    on_failure: continue
+    map:
+      - action: double
+      - action: double
+      - action: explode
+""",
+    )
+    assert state(run) == "PARTIAL", run.error
+    running: set[str] = set()
+    most = 0
+    ended: dict[str, str] = {}
+    for event in events(host, run.id):
+        kind = event.WhichOneof("event")
+        if kind == "task_started":
+            task_id = event.task_started.task.task_id
+            assert task_id not in ended, f"{task_id} started after it completed"
+            running.add(task_id)
+            most = max(most, len(running))
+        elif kind == "task_completed":
+            task = event.task_completed.task
+            assert task.task_id in running, f"{task.task_id} completed before it started"
+            running.discard(task.task_id)
+            ended[task.task_id] = task_state(task)
+        elif kind == "stage_progress":
+            assert event.stage_progress.tasks.running <= window
+    assert most == window  # the window was used, and never passed
+    assert sorted(ended.values()).count("SUCCEEDED") == 300
+    assert sorted(ended.values()).count("FAILED") == 150
+    assert (run.tasks.succeeded, run.tasks.failed, run.tasks.running) == (300, 150, 0)

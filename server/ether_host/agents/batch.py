@@ -119,6 +119,10 @@ class Batch:
         # Retries of tasks whose process died while the batch was being sent: started once
         # the batch's task group is open.
         self._deferred: list[tuple[_Flight, Unavailable]] = []
+        # Tasks sent whose start the caller's on_event has not been told yet, and the links
+        # their frames went to (``_tell_started``).
+        self._untold: list[tuple[int, int]] = []  # (index, pid)
+        self._sent_on: set[AgentConnection] = set()
 
     async def run(self, tasks: Sequence[TaskInput]) -> None:
         loop = asyncio.get_running_loop()
@@ -132,6 +136,8 @@ class Batch:
                         general.append((index, task))
                 except EtherError as refused:
                     self._answer(index, refused)
+            if self._untold:
+                self._tell_started()
             if not general and not full and not self._deferred:
                 # Every task went out on the fast path (or was refused): no coroutine to own,
                 # so no task group yet. Opening one costs about as much as the rest of a task
@@ -250,11 +256,27 @@ class Batch:
             flight.timer = loop.call_later(side.time_left(deadline), self._deadline, flight)
         self._flying.add(flight)
         on_event = self._on_event
-        if on_event is not None:  # sent: the task started (execute tells it before sending)
-            on_event(index, TaskEvent("started", {"pid": replica.pid, "attempt": 1}))
+        if on_event is not None:  # sent: the task started, told once the batch is sent
+            self._untold.append((index, replica.pid))
+            self._sent_on.add(connection)
             pending.on_progress = lambda frame: on_event(index, TaskEvent("progress", frame))
             pending.on_log = lambda frame: on_event(index, TaskEvent("log", frame))
         return True
+
+    def _tell_started(self) -> None:
+        """Tell the caller the start of each task sent, once every frame of the batch is
+        written: a caller that records each start (a workflow stage: its events and rows, a
+        few µs a task) would otherwise hold the frames back until the end of the loop's turn,
+        and the agent would wait for all of that before it could begin. No answer can come in
+        between: answers are read in a later turn."""
+        for connection in self._sent_on:
+            connection.send_queued()
+        self._sent_on.clear()
+        on_event = self._on_event
+        assert on_event is not None
+        untold, self._untold = self._untold, []
+        for index, pid in untold:
+            on_event(index, TaskEvent("started", {"pid": pid, "attempt": 1}))
 
     def _landed(self, flight: _Flight) -> None:
         """The agent answered (or its process died): runs in the link's read callback, so

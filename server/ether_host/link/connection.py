@@ -456,6 +456,10 @@ class AgentConnection:
             self._pending.pop(pending.frame_id, None)
             raise
 
+    def send_queued(self) -> None:
+        """Write the frames ``send_task_nowait`` queued in this turn now, not at its end."""
+        self._writer.flush()
+
     async def drain(self) -> None:
         """Wait for the agent's stdin to take what is queued past its high-water mark."""
         await self._writer.drain()

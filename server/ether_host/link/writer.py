@@ -99,6 +99,12 @@ class StdinWriter:
                 loop = self._loop = asyncio.get_running_loop()
             loop.call_soon(self._flush)
 
+    def flush(self) -> None:
+        """Write the lines queued in this turn now rather than at its end: for a caller with
+        work of its own to do in the turn that the agent should not wait behind (a workflow
+        stage records the start of every task of a batch it just sent)."""
+        self._flush()
+
     def _flush(self) -> None:
         self._flush_scheduled = False
         if not self._out or self._raw is None:

@@ -361,6 +361,7 @@ class RunExecution:
                         lambda task, outcome: self._first_ended(stage, task, outcome),
                         lambda task: self._after(stage, task),
                         self.halted,
+                        successes_later=not stage.limited,
                     ),
                     self.store,
                     self.writes,
