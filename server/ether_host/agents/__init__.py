@@ -1,6 +1,7 @@
 """The task contract: the directory of agents and the dispatch of tasks to them."""
 
-from ether_host.agents.dispatch import Dispatcher, RunningTask
+from ether_host.agents.dispatch import Dispatcher, RunningTask  # isort: skip (batch needs it)
+from ether_host.agents.batch import SentBatches
 from ether_host.agents.model import (
     ERROR,
     PARTIAL,
@@ -31,6 +32,7 @@ __all__ = [
     "OtherHosts",
     "ResultCache",
     "RunningTask",
+    "SentBatches",
     "TaskErrorInfo",
     "TaskEvent",
     "TaskInput",

@@ -99,7 +99,8 @@ class _Flight:
 
 
 class Batch:
-    """One call of ``Dispatcher.execute_batch``."""
+    """One call of ``Dispatcher.execute_batch`` (``run``) or ``Dispatcher.send_batch``
+    (``send``)."""
 
     def __init__(
         self,
@@ -107,11 +108,13 @@ class Batch:
         side: DispatcherSide,
         answer: BatchAnswer,
         on_event: BatchEvents | None,
+        owner: SentBatches | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._side = side
         self._answer = answer
         self._on_event = on_event
+        self._owner = owner  # send's: who holds the batch until every task is answered
         self._flying: set[_Flight] = set()  # sent on the fast path, not answered
         self._others = 0  # tasks in a coroutine of their own (general path, retries), running
         self._all_answered: asyncio.Future[None] | None = None
@@ -172,6 +175,34 @@ class Batch:
             raise
         finally:
             self._tg = None
+
+    def send(self, tasks: Sequence[TaskInput], group: asyncio.TaskGroup) -> set[AgentConnection]:
+        """``run`` without a coroutine of the batch's own, for a caller that owns one already (a
+        Pipe stream's reader): the tasks that can start at once are sent before this returns,
+        the others (the general path, retries) run as tasks of ``group``. The batch's owner
+        holds it until every task is answered, and abandons it if the caller goes away first.
+        Returns the links past their high-water mark: drain them before sending more."""
+        loop = asyncio.get_running_loop()
+        self._tg = group
+        full: set[AgentConnection] = set()
+        for index, task in enumerate(tasks):
+            try:
+                if not self._start(index, task, full, loop):
+                    self._others += 1
+                    group.create_task(self._execute(index, task), name="batch task")
+            except EtherError as refused:
+                self._answer(index, refused)
+        if self._untold:
+            self._tell_started()
+        if (self._flying or self._others) and self._owner is not None:
+            self._owner.add(self)
+        return full
+
+    def abandon(self) -> None:
+        """The caller of ``send`` went away: every task still on an agent gets its cancel frame,
+        as ``run``'s do when it is cancelled (tasks in ``group`` end with it)."""
+        for flight in list(self._flying):
+            self._give_up(flight, "caller went away", None)
 
     # -- the fast path -------------------------------------------------------------------
 
@@ -377,9 +408,13 @@ class Batch:
         self._check_done()
 
     def _check_done(self) -> None:
+        if self._flying or self._others:
+            return
         done = self._all_answered
-        if not self._flying and not self._others and done is not None and not done.done():
+        if done is not None and not done.done():
             done.set_result(None)
+        if self._owner is not None:
+            self._owner.discard(self)
 
     # -- the general path ----------------------------------------------------------------
 
@@ -461,6 +496,36 @@ class Batch:
             outcome = failed
         self._others -= 1
         self._end(flight, outcome)
+
+
+class SentBatches:
+    """The batches a caller sent itself (``Dispatcher.send_batch``) with tasks not answered
+    yet. The caller owns those tasks as ``execute_batch``'s coroutine would: if it goes away
+    first (a Pipe stream cancelled), ``abandon`` sends each task still on an agent its cancel
+    frame."""
+
+    __slots__ = ("_batches",)
+
+    def __init__(self) -> None:
+        self._batches: set[Batch] = set()
+
+    def add(self, batch: Batch) -> None:
+        self._batches.add(batch)
+
+    def discard(self, batch: Batch) -> None:
+        self._batches.discard(batch)
+
+    def abandon(self) -> None:
+        for batch in list(self._batches):
+            batch.abandon()
+
+
+async def drain(links: set[AgentConnection]) -> None:
+    """Wait until each agent's stdin took what is queued past its high-water mark (a process
+    that is gone fails its tasks through its link)."""
+    for link in links:
+        with contextlib.suppress(LinkClosed):
+            await link.drain()
 
 
 def _deadline_exceeded(flight: _Flight) -> DeadlineExceeded:

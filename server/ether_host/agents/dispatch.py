@@ -17,7 +17,7 @@ import platform
 import random
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +47,7 @@ from ether_host.supervisor import ActionInfo, ManagedAgent, Replica, Supervisor
 from ether_host.telemetry import Span, Tracing
 
 if TYPE_CHECKING:
-    from ether_host.agents.batch import Batch, DispatcherSide
+    from ether_host.agents.batch import Batch, DispatcherSide, SentBatches
 
 log = structlog.get_logger("ether.agents")
 
@@ -269,6 +269,31 @@ class Dispatcher:
         answered from the link's read callback, without a coroutine each (agents/batch.py).
         Returns once every task was answered; cancelled (the caller went away), every task still
         running gets its cancel frame. CancelTask (``cancel``) finds each task by its id."""
+        batch, side = self._batch_parts()
+        await batch(self, side, answer, on_event).run(tasks)
+
+    def send_batch(
+        self,
+        tasks: Sequence[TaskInput],
+        answer: BatchAnswer,
+        group: asyncio.TaskGroup,
+        owner: SentBatches,
+    ) -> Awaitable[None] | None:
+        """``execute_batch`` without a coroutine of its own, for a caller that has one (a Pipe
+        stream's reader: a task per message was ~5 µs of its CPU): the tasks that can start at
+        once are sent before this returns, the rest run as tasks of ``group``, and ``owner``
+        holds the batch until every task is answered (the caller abandons what it holds if it
+        goes away first). What it returns, when not None, is to be awaited before sending more:
+        an agent's stdin is past its high-water mark."""
+        batch_type, side = self._batch_parts()
+        full = batch_type(self, side, answer, None, owner).send(tasks, group)
+        if not full:
+            return None
+        from ether_host.agents.batch import drain
+
+        return drain(full)
+
+    def _batch_parts(self) -> tuple[type[Batch], DispatcherSide]:
         made = self._batch
         if made is None:
             # batch.py builds on this module (its records, errors and types): imported here,
@@ -289,8 +314,7 @@ class Dispatcher:
                 _refused,
             )
             made = self._batch = (Batch, side)
-        batch, side = made
-        await batch(self, side, answer, on_event).run(tasks)
+        return made
 
     async def _cached(self, key: str, task: TaskInput) -> TaskResult | None:
         """The cached answer to ``task``, or None: nothing kept under ``key`` (or expired)."""

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterable, Awaitable, Callable, Coroutine, Iterable
-from typing import Any, Generic, TypeVar
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
+from typing import Generic, TypeVar
 
 In = TypeVar("In")  # a message of the stream, in the front's own terms
 Task = TypeVar("Task")  # one task a message carries
@@ -47,7 +47,9 @@ async def run_pipe(
     batched: Callable[[In], bool] = lambda _: False,
     most_in_flight: int = MAX_IN_FLIGHT,
     *,
-    run_batch: Callable[[list[Task], Callable[[Out], None]], Coroutine[Any, Any, None]]
+    run_batch: Callable[
+        [list[Task], Callable[[Out], None], asyncio.TaskGroup], Awaitable[None] | None
+    ]
     | None = None,
 ) -> None:
     """Run ``run`` on each task of each of ``inputs`` and ``write`` the answers, with the flow
@@ -59,9 +61,11 @@ async def run_pipe(
     first message asks for (at most ``most_in_flight`` at once: a workflow stage may ask for
     more than a client's stream). ``write`` gets one answer at a time, or in a batched stream
     every answer finished since its previous call (at most MAX_ANSWERS_PER_WRITE). With
-    ``run_batch``, ``run`` is not used: ``run_batch(tasks, answer)`` runs the tasks of a message
-    that have a slot (all of them, unless the stream's limit is reached midway) and calls
-    ``answer`` once for each, in any order, before it returns.
+    ``run_batch``, ``run`` is not used: ``run_batch(tasks, answer, group)`` starts the tasks of a
+    message that have a slot (all of them, unless the stream's limit is reached midway) without
+    waiting for them, running what must wait as tasks of ``group``, and calls ``answer`` once
+    for each, in any order, before the stream ends; what it returns, when not None, is awaited
+    before the next message is read (the agent's stdin draining).
     """
     # asyncio's TaskGroup rather than anyio's, and a count of slots and a deque of answers
     # rather than a Semaphore and a Queue: this is the host's hottest loop, and anyio's per-task
@@ -100,14 +104,18 @@ async def run_pipe(
             for task in tasks_of(message):
                 if not slots.free:
                     if group:  # the next slot needs a wait: start these first
-                        tg.create_task(run_batch(group, finished.put), name="pipe batch")
+                        draining = run_batch(group, finished.put, tg)
+                        if draining is not None:
+                            await draining
                         group = []
                     await slots.freed()
                 slots.free -= 1
                 unwritten += 1
                 group.append(task)
             if group:
-                tg.create_task(run_batch(group, finished.put), name="pipe batch")
+                draining = run_batch(group, finished.put, tg)
+                if draining is not None:
+                    await draining
         reading = False
         finished.wake()  # the writer ends the stream once every answer was written
 

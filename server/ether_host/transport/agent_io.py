@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -12,6 +13,7 @@ from ether.v1 import agent_io_pb2, agent_io_pb2_grpc, common_pb2
 from ether_host import rights
 from ether_host.agents import (
     Dispatcher,
+    SentBatches,
     TaskEvent,
     TaskInput,
     TaskResult,
@@ -135,7 +137,15 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
         request_iterator: AsyncIterator[agent_io_pb2.PipeRequest],
         context: grpc.aio.ServicerContext,
     ) -> None:
-        async def run_batch(items: list[_PipeTask], answer: Callable[[_Answer], None]) -> None:
+        # The reader sends each message's tasks itself (Dispatcher.send_batch), so the stream
+        # owns the tasks in flight: when it goes away first, their agents get cancel frames.
+        sent = SentBatches()
+
+        def run_batch(
+            items: list[_PipeTask],
+            answer: Callable[[_Answer], None],
+            group: asyncio.TaskGroup,
+        ) -> Awaitable[None] | None:
             """The tasks of a message that have a slot, through the dispatcher's batch path:
             checked and sent together, each answered as it ends. An input that breaks the
             rules, or a task the dispatcher refuses, is answered alone; the others run."""
@@ -169,7 +179,7 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
                 else:  # encoded straight into the response by write()
                     answer((outcome, convert.wants_json(message)))
 
-            await self._dispatcher.execute_batch(tasks, done)
+            return self._dispatcher.send_batch(tasks, done, group, sent)
 
         batched = False  # the first request decides: batches answered in batches
 
@@ -198,15 +208,18 @@ class AgentIOServicer(agent_io_pb2_grpc.AgentIOServiceServicer):
 
         # The flow control (in-flight slots counted in tasks, one write at a time) is the
         # core's: agents/pipe.py.
-        await run_pipe(
-            request_iterator,
-            None,  # every task goes through run_batch
-            write,
-            lambda r: r.max_in_flight,
-            _pipe_tasks,
-            answers_batched,
-            run_batch=run_batch,
-        )
+        try:
+            await run_pipe(
+                request_iterator,
+                None,  # every task goes through run_batch
+                write,
+                lambda r: r.max_in_flight,
+                _pipe_tasks,
+                answers_batched,
+                run_batch=run_batch,
+            )
+        finally:
+            sent.abandon()
 
     async def CancelTask(
         self, request: agent_io_pb2.CancelTaskRequest, context: grpc.aio.ServicerContext
