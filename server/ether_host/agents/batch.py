@@ -447,7 +447,13 @@ class Batch:
             if waiting is not None and not waiting.done():
                 waiting.set_result(None)  # run() opens its task group for the retry
         else:
-            self._tg.create_task(self._retried(flight, error), name="batch task retry")
+            retried = self._retried(flight, error)
+            try:
+                self._tg.create_task(retried, name="batch task retry")
+            except RuntimeError:  # send's caller's group is ending: the caller went away
+                retried.close()
+                self._others -= 1
+                self._end(flight, None)
 
     async def _retried(self, flight: _Flight, error: Unavailable) -> None:
         side, record = self._side, flight.record

@@ -78,46 +78,33 @@ async def run_stage_tasks(
     writes.flush()
     planned = store.handed_over()
     succeeded = _Succeeded(calls, asyncio.get_running_loop())
+    waited = False  # the log says once per stage that it waited (a slow disk, a locked file)
     try:
-        await _feed(todo, slots, dispatcher, calls, store, writes, planned, succeeded)
+        async with asyncio.TaskGroup() as tg:
+            at = 0
+            while at < len(todo) and not calls.halted():
+                while store.backlog(after=planned) > MAX_BACKLOG:
+                    if not waited:
+                        waited = True
+                        log.info(
+                            "stage waits for the run store",
+                            run_id=writes.run_id,
+                            stage=todo[at].stage,
+                            rows_behind=store.backlog(after=planned),
+                            max_backlog=MAX_BACKLOG,
+                        )
+                    writes.flush()
+                    await anyio.sleep(BACKLOG_POLL)
+                await slots.acquire()
+                batch = [todo[at]]
+                at += 1
+                while at < len(todo) and len(batch) < FEED and not slots.locked():
+                    await slots.acquire()  # free: returns at once
+                    batch.append(todo[at])
+                    at += 1
+                _start(batch, slots, dispatcher, calls, tg, succeeded)
     finally:
         succeeded.record()
-
-
-async def _feed(
-    todo: list[TaskRecord],
-    slots: asyncio.Semaphore,
-    dispatcher: Dispatcher,
-    calls: StageCalls,
-    store: RunStore,
-    writes: PendingWrites,
-    planned: int,
-    succeeded: _Succeeded,
-) -> None:
-    waited = False  # the log says once per stage that it waited (a slow disk, a locked file)
-    async with asyncio.TaskGroup() as tg:
-        at = 0
-        while at < len(todo) and not calls.halted():
-            while store.backlog(after=planned) > MAX_BACKLOG:
-                if not waited:
-                    waited = True
-                    log.info(
-                        "stage waits for the run store",
-                        run_id=writes.run_id,
-                        stage=todo[at].stage,
-                        rows_behind=store.backlog(after=planned),
-                        max_backlog=MAX_BACKLOG,
-                    )
-                writes.flush()
-                await anyio.sleep(BACKLOG_POLL)
-            await slots.acquire()
-            batch = [todo[at]]
-            at += 1
-            while at < len(todo) and len(batch) < FEED and not slots.locked():
-                await slots.acquire()  # free: returns at once
-                batch.append(todo[at])
-                at += 1
-            _start(batch, slots, dispatcher, calls, tg, succeeded)
 
 
 class _Succeeded:
