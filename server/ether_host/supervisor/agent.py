@@ -311,6 +311,7 @@ class ManagedAgent:
                 self.spec,
                 self.host.state_dir,
                 lambda line: self.log_line(None, "install", "info", line),
+                self.host.children,
             )
         except InstallError as error:
             self._installing = False

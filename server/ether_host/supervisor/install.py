@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,12 +27,19 @@ from typing import Any
 import anyio
 from anyio.streams.text import TextReceiveStream
 
+from ether_host.procs import ChildRegistry
 from ether_host.supervisor.environment import base_environment, python_path_of_adapter
 from ether_host.supervisor.manifest import AgentSpec
 
 LogSink = Callable[[str], None]
 INSTALL_TIMEOUT = 600.0
 _locks: dict[str, anyio.Lock] = {}
+# The host's registry of its children, for the tools ``prepare`` runs (set for its duration,
+# so the builders below need not carry it): the orphan sweeper reaps any zombie child the
+# registry does not know, and a tool it reaped first was never seen to exit by the event
+# loop, which waits for it (libuv drops an exit it finds already reaped): the install hung,
+# INSTALLING for good, and the host could not stop (a fresh clone's test run, 2026-11-27).
+_children: ContextVar[ChildRegistry | None] = ContextVar("install_children", default=None)
 
 
 class InstallError(Exception):
@@ -123,21 +131,31 @@ async def _run_tool_once(
     argv: list[str], cwd: Path, env: dict[str, str], log: LogSink
 ) -> tuple[int, list[str]]:
     tail: list[str] = []
-    with anyio.fail_after(INSTALL_TIMEOUT):
-        async with await anyio.open_process(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        ) as process:
-            assert process.stdout is not None
-            async for text in TextReceiveStream(process.stdout, errors="replace"):
-                for line in text.splitlines():
-                    log(line)
-                    tail = ([*tail, line])[-30:]
-            code = await process.wait()
+    children = _children.get()
+    spawning = children.spawning() if children is not None else contextlib.nullcontext("")
+    with spawning as spawn_id:
+        try:
+            with anyio.fail_after(INSTALL_TIMEOUT):
+                async with await anyio.open_process(
+                    argv,
+                    cwd=cwd,
+                    # What it leaves running when it ends is an orphan the sweeper kills.
+                    env=env | {"ETHER_SPAWN_ID": spawn_id} if spawn_id else env,
+                    stdin=subprocess.DEVNULL,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                ) as process:
+                    if children is not None:
+                        children.bind(spawn_id, process.pid)
+                    assert process.stdout is not None
+                    async for text in TextReceiveStream(process.stdout, errors="replace"):
+                        for line in text.splitlines():
+                            log(line)
+                            tail = ([*tail, line])[-30:]
+                    code = await process.wait()
+        finally:
+            if children is not None:
+                children.release(spawn_id)  # reaped, or never started
     return code, tail
 
 
@@ -439,11 +457,22 @@ def _linked_packages(path: Path) -> list[Path]:
     return [(path / name).resolve() for name in _linked_package_names(path)]
 
 
-async def prepare(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
-    """Install or build the agent (cached) and return how to launch it.
+async def prepare(
+    spec: AgentSpec, state_dir: Path, log: LogSink, children: ChildRegistry | None = None
+) -> LaunchPlan:
+    """Install or build the agent (cached) and return how to launch it; the tools it runs are
+    ``children`` of the host's (the host's registry: its sweeper leaves them to be waited on).
 
     The whole phase, waits for locks included, ends within the spec's install_timeout: an
     agent never stays INSTALLING for good, it ends FATAL with the reason."""
+    token = _children.set(children)
+    try:
+        return await _prepare(spec, state_dir, log)
+    finally:
+        _children.reset(token)
+
+
+async def _prepare(spec: AgentSpec, state_dir: Path, log: LogSink) -> LaunchPlan:
     if not spec.path.is_dir():  # a recorded agent whose folder went away between runs
         raise InstallError(
             f"the agent folder {spec.path} is gone: put it back and StartAgent, "
