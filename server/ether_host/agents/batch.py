@@ -159,10 +159,7 @@ class Batch:
                 for index, task in general:
                     self._others += 1
                     tg.create_task(self._execute(index, task), name="batch task")
-                for connection in full:
-                    # A process that is gone fails its tasks through the link.
-                    with contextlib.suppress(LinkClosed):
-                        await connection.drain()
+                await drain(full)
                 if self._flying or self._others:
                     await self._all_answered
         except BaseException:
