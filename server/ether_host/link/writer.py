@@ -53,10 +53,7 @@ class StdinWriter:
         if pending is not None:
             pending.sent = True
         if self._raw.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-            try:
-                await self._raw.drain()
-            except (OSError, RuntimeError) as error:
-                raise LinkClosed(f"agent {self._agent}: cannot write to stdin ({error})") from None
+            await self.drain()
 
     @property
     def queues_nowait(self) -> bool:
@@ -79,6 +76,15 @@ class StdinWriter:
         """Wait until the pipe's buffer is below its high-water mark."""
         if self._raw is None:
             return
+        buffered = self._raw.transport.get_write_buffer_size()
+        if buffered > WRITE_HIGH_WATER:
+            # Why a caller (a Pipe stream's reader, an Execute) stops for a while: the agent
+            # does not read its stdin as fast as tasks come. Only past the mark: rare.
+            log.debug(
+                "agent stdin full: waiting for the agent to read",
+                agent=self._agent,
+                buffered=buffered,
+            )
         try:
             await self._raw.drain()
         except (OSError, RuntimeError) as error:

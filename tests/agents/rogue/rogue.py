@@ -7,15 +7,19 @@ ROGUE_EXIT_AFTER_WELCOME=N exits with N once the host's welcome arrives (no task
 ROGUE_CONCURRENCY=N declares N task slots in hello (default 16), ROGUE_PROTOCOL=N asks for
 protocol N in hello and writes the host's welcome to stderr, ROGUE_PING=1 declares ping (and never
 answers one), ROGUE_LINGER=1 stays up after
-stdin ends or a shutdown frame (only a signal it does not ignore ends it).
+stdin ends or a shutdown frame (only a signal it does not ignore ends it). Its "stall" action
+stops reading stdin until a marker file exists.
 """
 
+import array
 import base64
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
+import termios
 import threading
 import time
 
@@ -127,6 +131,17 @@ def handle(task: dict) -> None:
         )
 
 
+def stall(task: dict) -> None:
+    """Stop reading stdin until the marker file the params name exists (the host's pipe to
+    this process fills meanwhile), then answer how many bytes were waiting in it."""
+    marker = (task.get("params") or {})["marker"]
+    while not os.path.exists(marker):
+        time.sleep(0.01)
+    waiting = array.array("i", [0])
+    fcntl.ioctl(sys.stdin.fileno(), termios.FIONREAD, waiting)
+    result(task["id"], {"waiting_bytes": waiting[0]})
+
+
 def main() -> None:
     if os.environ.get("ROGUE_IGNORE_TERM"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -141,7 +156,7 @@ def main() -> None:
     if not os.environ.get("ROGUE_NO_HELLO"):
         actions = [
             *("echo", "sized", "garbage", "hang", "crash", "grandchild", "print"),
-            *("deadline", "nap", "stderr", "give_up", "chatter", "spew"),
+            *("deadline", "nap", "stderr", "give_up", "chatter", "spew", "stall"),
         ]
         send(
             {
@@ -171,7 +186,9 @@ def main() -> None:
             frame = json.loads(line)
         except ValueError:
             continue
-        if frame.get("type") == "task":
+        if frame.get("type") == "task" and frame.get("action") == "stall":
+            stall(frame)  # here, not in a thread: stdin is not read meanwhile
+        elif frame.get("type") == "task":
             threading.Thread(target=handle, args=(frame,), daemon=True).start()
         elif frame.get("type") == "shutdown":
             break
