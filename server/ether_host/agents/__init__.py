@@ -1,6 +1,6 @@
 """The task contract: the directory of agents and the dispatch of tasks to them."""
 
-from ether_host.agents.dispatch import Dispatcher, RunningTask  # isort: skip (batch needs it)
+from ether_host.agents.dispatch import Dispatcher  # isort: skip (batch needs it)
 from ether_host.agents.batch import SentBatches
 from ether_host.agents.model import (
     ERROR,
@@ -18,6 +18,7 @@ from ether_host.agents.pipe import DEFAULT_IN_FLIGHT as PIPE_DEFAULT_IN_FLIGHT
 from ether_host.agents.pipe import MAX_IN_FLIGHT as PIPE_MAX_IN_FLIGHT
 from ether_host.agents.pipe import in_flight_limit, run_pipe
 from ether_host.agents.result_cache import MemoryResultCache, ResultCache
+from ether_host.agents.running import RunningTask
 
 __all__ = [
     "ERROR",

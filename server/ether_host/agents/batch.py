@@ -31,21 +31,23 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
-from ether_host.agents.dispatch import (
+from ether_host.agents.dispatch import Dispatcher
+from ether_host.agents.model import Metadata, TaskEvent, TaskInput, TaskResult
+from ether_host.agents.results import answered_its_deadline, task_result
+from ether_host.agents.running import (
     BatchAnswer,
     BatchEvents,
-    Dispatcher,
     EventSink,
     RunningTask,
     died,
+    refused,
     shutting_down,
+    task_frame,
+    time_left,
 )
-from ether_host.agents.model import Metadata, TaskEvent, TaskInput, TaskResult
-from ether_host.agents.results import answered_its_deadline, task_result
 from ether_host.agents.validation import check_params, resolve_action
 from ether_host.errors import (
     Cancelled,
@@ -67,7 +69,6 @@ class DispatcherSide:
     """What the batch path shares with ``Dispatcher.execute``, handed over by the dispatcher."""
 
     admit: Callable[[TaskInput], None]  # the checks every task passes; gives it an id
-    task_frame: Callable[[str, TaskInput, ActionInfo, float | None, int], dict[str, Any]]
     running: dict[str, RunningTask]  # by task id: what CancelTask finds
     by_frame: dict[tuple[int, str], RunningTask]  # by (link, frame id): whose host calls
     abandon: Callable[[AgentConnection, Replica, Pending, str], bool]  # cancel frame + watcher
@@ -77,8 +78,6 @@ class DispatcherSide:
         [ManagedAgent, RunningTask, ActionInfo | None, int, EventSink | None],
         Awaitable[TaskResult],
     ]
-    time_left: Callable[[float | None], float]
-    refused: Callable[[Pending], bool]  # the agent answered shutting_down
 
 
 @dataclass(eq=False, slots=True)
@@ -246,7 +245,7 @@ class Batch:
         frame_id = connection.next_id()
         pending = connection.register(frame_id)
         pending.task_id = task.task_id
-        frame = side.task_frame(frame_id, task, action, deadline, 1)
+        frame = task_frame(frame_id, task, action, deadline, 1)
         try:
             if connection.send_task_nowait(pending, frame):
                 full.add(connection)
@@ -281,7 +280,7 @@ class Batch:
         )
         pending.on_finish = lambda _: self._landed(flight)
         if deadline is not None:
-            flight.timer = loop.call_later(side.time_left(deadline), self._deadline, flight)
+            flight.timer = loop.call_later(time_left(deadline), self._deadline, flight)
         self._flying.add(flight)
         on_event = self._on_event
         if on_event is not None:  # sent: the task started, told once the batch is sent
@@ -333,7 +332,7 @@ class Batch:
             self._release(flight)
             self._end(flight, _deadline_exceeded(flight))
             return
-        if self._side.refused(pending):
+        if refused(pending):
             self._release(flight)
             self._retry(flight, shutting_down(agent, flight.replica, task.task_id))
             return
@@ -358,7 +357,7 @@ class Batch:
     def _deadline(self, flight: _Flight) -> None:
         if flight.ended:
             return
-        left = self._side.time_left(flight.record.deadline)
+        left = time_left(flight.record.deadline)
         if left > 0:  # uvloop's timers may fire a little early
             flight.timer = asyncio.get_running_loop().call_later(left, self._deadline, flight)
             return

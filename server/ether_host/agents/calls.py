@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from ether_host.agents.model import TaskInput
 from ether_host.errors import EtherError
 from ether_host.link import AgentConnection, TaskFailure
 from ether_host.supervisor import Supervisor
 from ether_host.telemetry import Tracing
 
 if TYPE_CHECKING:
-    from ether_host.agents.dispatch import RunningTask
+    from ether_host.agents.running import RunningTask
 
 # A feature's host-call handler: (the calling task, method, params) -> JSON result.
 CallHandler = Callable[["RunningTask", str, dict[str, Any]], Awaitable[Any]]
@@ -97,3 +98,38 @@ class HostCalls:
         ) as span:
             self._tracing.payload(span, "ether.params", params)
             return await handler(caller, method, params)
+
+
+def child_task(caller: RunningTask, params: dict[str, Any], max_depth: int) -> TaskInput:
+    """The task an ``agent.call`` of ``caller`` asks for: checked against the caller's depth,
+    task count and cost budget (a TaskFailure for the agent when one is used up), and counted
+    against them. It inherits the caller's deadline, session, run and what is left of its cost
+    budget; its id extends the caller's."""
+    parent = caller.task
+    if parent.depth + 1 > max_depth:
+        raise TaskFailure("depth_exceeded", f"agent.call deeper than {max_depth} levels refused")
+    if parent.budget.max_tasks is not None and caller.children >= parent.budget.max_tasks:
+        raise TaskFailure("budget_exceeded", f"budget.max_tasks {parent.budget.max_tasks} used up")
+    remaining_cost = caller.remaining_cost()
+    if remaining_cost is not None and remaining_cost <= 0:
+        raise TaskFailure("budget_exceeded", "budget.max_cost used up by earlier calls")
+    child_params = params.get("params") or {}
+    if not isinstance(child_params, dict):
+        raise TaskFailure("invalid_params", "agent.call params.params must be a JSON object")
+    child = TaskInput(
+        agent=str(params.get("agent") or ""),
+        action=str(params.get("action") or ""),
+        params=child_params,
+        parent_task=parent.task_id,
+        root_task=parent.root_task or parent.task_id,
+        depth=parent.depth + 1,
+        lineage=(*parent.lineage, caller.agent),
+        workflow=parent.workflow,
+        session_id=parent.session_id,
+        deadline=caller.deadline,
+        task_id=f"{parent.task_id}.{caller.children + 1}"[:128],
+        force_refresh=params.get("force_refresh") is True,
+    )
+    child.budget.max_cost = remaining_cost
+    caller.children += 1
+    return child

@@ -15,33 +15,46 @@ import asyncio
 import math
 import platform
 import random
-import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
 
-from ether_host.agents.calls import CallHandler, HostCalls
+from ether_host.agents.calls import CallHandler, HostCalls, child_task
 from ether_host.agents.model import SUCCESS, Metadata, TaskEvent, TaskInput, TaskResult
 from ether_host.agents.other_hosts import OtherHosts
 from ether_host.agents.result_cache import ResultCache, cache_key
 from ether_host.agents.result_cache import decode as cached_result
 from ether_host.agents.result_cache import encode as cache_entry
 from ether_host.agents.results import answered_its_deadline, task_result
+from ether_host.agents.running import (
+    BatchAnswer,
+    BatchEvents,
+    EventSink,
+    NotRun,
+    NotSent,
+    RunningTask,
+    died,
+    forward_events,
+    new_task_id,
+    refused,
+    shutting_down,
+    status_of,
+    task_frame,
+    time_left,
+)
 from ether_host.agents.validation import check_budget, check_params, check_task_id, resolve_action
 from ether_host.background import start_detached
 from ether_host.errors import (
     Cancelled,
     DeadlineExceeded,
-    EtherError,
     InvalidArgument,
     NotFound,
     Unavailable,
 )
-from ether_host.link import SHUTTING_DOWN, AgentConnection, LinkClosed, Pending, TaskFailure
+from ether_host.link import AgentConnection, LinkClosed, Pending, TaskFailure
 from ether_host.reasons import Reason
 from ether_host.supervisor import ActionInfo, ManagedAgent, Replica, Supervisor
 from ether_host.telemetry import Span, Tracing
@@ -51,11 +64,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("ether.agents")
 
-EventSink = Callable[[TaskEvent], None]
-# execute_batch: what each task of a batch ends with, by its index (its result, or the error
-# execute() would have raised), and the events execute() tells its on_event, by index.
-BatchAnswer = Callable[[int, TaskResult | EtherError], None]
-BatchEvents = Callable[[int, TaskEvent], None]
 MAX_DEPTH = 8
 # A task that did not run (never sent, or refused by an agent shutting down), or an idempotent
 # one whose process died under it, is tried again on a live replica (or the restarted one) while
@@ -64,53 +72,6 @@ MAX_DEPTH = 8
 MAX_ATTEMPTS = 5
 RETRY_BACKOFF = 0.025  # before the 2nd attempt; doubled for each next one (jittered)
 RETRY_BACKOFF_CAP = 0.5
-
-
-@dataclass(slots=True)
-class RunningTask:
-    """A task in flight, findable by its public id and by its frame id."""
-
-    task: TaskInput
-    # The asyncio task running execute(): CancelTask cancels it natively. The hot path
-    # uses asyncio primitives, not anyio's (grpc.aio pins asyncio anyway): anyio's
-    # cancel scopes and events cost ~12 % of the host's CPU per Execute (bench/RESULTS.md).
-    owner: asyncio.Task[Any] | None = None
-    cancel_reason: str = ""  # set by cancel(): the owner's next CancelledError is ours
-    # A task of the batch path (agents/batch.py) has no owner to cancel: cancel() calls this
-    # with the reason instead.
-    on_cancel: Callable[[str], None] | None = None
-    spent_cost: float = 0.0  # reported by finished child tasks
-    children: int = 0
-    agent: str = ""
-    # perf_counter at the start when metrics are on (task durations); 0.0 once the end is told.
-    began: float = 0.0
-    deadline: float | None = None
-    span: Span | None = None  # the task's span, when traced: its host calls' parent
-
-    def remaining_cost(self) -> float | None:
-        limit = self.task.budget.max_cost
-        return None if limit is None else max(0.0, limit - self.spent_cost)
-
-
-class _TaskIds:
-    """Unguessable task ids (CancelTask takes one as its only credential), drawn from a block of
-    system randomness fetched 512 ids at a time: one getrandom(2) per task was a syscall on
-    the hot path."""
-
-    ID_BYTES = 8
-
-    def __init__(self) -> None:
-        self._block = b""
-        self._at = 0
-
-    def new(self) -> str:
-        if self._at >= len(self._block):
-            self._block, self._at = secrets.token_bytes(self.ID_BYTES * 512), 0
-        start, self._at = self._at, self._at + self.ID_BYTES
-        return "t-" + self._block[start : self._at].hex()
-
-
-new_task_id = _TaskIds().new
 
 
 class Dispatcher:
@@ -303,15 +264,12 @@ class Dispatcher:
 
             side = DispatcherSide(
                 self._admit,
-                self._task_frame,
                 self._running,
                 self._by_frame,
                 self._abandon,
                 self._task_failed,
                 self._retry_delay,
                 self._attempt,
-                _left,
-                _refused,
             )
             made = self._batch = (Batch, side)
         return made
@@ -386,7 +344,7 @@ class Dispatcher:
             if record.span is not None and tracing is not None:
                 tracing.end_task(record.span, result, raised)
             if self.remote_task_ended is not None:
-                status = result.status if result is not None else _status_of(raised)
+                status = result.status if result is not None else status_of(raised)
                 self.remote_task_ended(task.agent, status, time.perf_counter() - began)
 
     def _task_failed(
@@ -402,7 +360,7 @@ class Dispatcher:
         name = action.name if action is not None else record.task.action
         if action is None and not any(a.name == name for a in agent.actions):
             name = ""
-        self.task_ended(agent.name, name, _status_of(raised), time.perf_counter() - record.began)
+        self.task_ended(agent.name, name, status_of(raised), time.perf_counter() - record.began)
 
     def cancel(self, task_id: str, reason: str) -> None:
         record = self._running.get(task_id)
@@ -433,13 +391,13 @@ class Dispatcher:
         idempotent = (
             task.idempotent if task.idempotent is not None else bool(action and action.idempotent)
         )
-        if not (idempotent or isinstance(error, _NotRun)) or attempt >= MAX_ATTEMPTS:
+        if not (idempotent or isinstance(error, NotRun)) or attempt >= MAX_ATTEMPTS:
             return None
         delay = min(RETRY_BACKOFF_CAP, RETRY_BACKOFF * 2 ** (attempt - 1))
         delay *= random.uniform(0.5, 1.0)
         # No time left for another attempt after the pause: the caller gets this error now, not
         # a DEADLINE_EXCEEDED later that hides what happened.
-        return delay if _left(record.deadline) > delay else None
+        return delay if time_left(record.deadline) > delay else None
 
     # -- one attempt ---------------------------------------------------------------------
 
@@ -457,7 +415,7 @@ class Dispatcher:
         replica = agent.try_acquire(reentrant=reentrant)
         if replica is None:  # every slot is taken: wait in the queue
             queued = None if record.span is None else self._queue_span(record.span)
-            with anyio.move_on_after(_left(deadline)) as waiting:
+            with anyio.move_on_after(time_left(deadline)) as waiting:
                 replica = await agent.acquire(reentrant=reentrant)
             if queued is not None:
                 queued.end()
@@ -473,7 +431,7 @@ class Dispatcher:
         handed_over = False  # an abandoned task's slot is released by its cancel watcher
         try:
             if connection is None:
-                raise _NotSent(
+                raise NotSent(
                     f"agent {agent.name} replica {replica.index} stopped before the task was sent",
                     reason=Reason.AGENT_UNAVAILABLE,
                     retry_after=1.0,
@@ -488,11 +446,11 @@ class Dispatcher:
                 on_event(TaskEvent("started", {"pid": replica.pid, "attempt": attempt}))
             pending = connection.register(
                 frame_id,
-                on_progress=_forward("progress", on_event),
-                on_log=_forward("log", on_event),
+                on_progress=forward_events("progress", on_event),
+                on_log=forward_events("log", on_event),
             )
             pending.task_id = task.task_id  # what the agent's log lines meanwhile are about
-            frame = self._task_frame(frame_id, task, action, deadline, attempt)
+            frame = task_frame(frame_id, task, action, deadline, attempt)
             if record.span is not None:
                 pending.trace_id = self._traced_frame(record.span, frame, replica, attempt)
             timed_out = False
@@ -514,7 +472,7 @@ class Dispatcher:
                     reason=Reason.TASK_DEADLINE_EXCEEDED,
                     resource=("task", task.task_id),
                 )
-            if _refused(pending):
+            if refused(pending):
                 # The agent is draining (an outside SIGTERM, say) and did not run the task; the
                 # link has taken this replica out of the rotation already.
                 raise shutting_down(agent, replica, task.task_id)
@@ -551,7 +509,7 @@ class Dispatcher:
                 # Out of the rotation before the retry below picks a replica: the process's
                 # exit may not be noticed yet, and the dead replica looks the least loaded.
                 replica.link_lost(connection)
-            error = Unavailable if pending is not None and pending.sent else _NotSent
+            error = Unavailable if pending is not None and pending.sent else NotSent
             raise died(error, agent, replica, connection, task.task_id, closed) from None
         finally:
             if connection is not None and frame_id:
@@ -560,39 +518,6 @@ class Dispatcher:
                 agent.release(replica)
                 if connection is not None and frame_id:
                     connection.forget(frame_id)
-
-    def _task_frame(
-        self,
-        frame_id: str,
-        task: TaskInput,
-        action: ActionInfo,
-        deadline: float | None,
-        attempt: int,
-    ) -> dict[str, Any]:
-        left = _left(deadline)
-        limits = task.budget
-        budget: dict[str, Any] = {}  # the limits the agent watches itself, those set
-        if limits.max_cost is not None:
-            budget["max_cost"] = limits.max_cost
-        if limits.max_iterations is not None:
-            budget["max_iterations"] = limits.max_iterations
-        return {
-            "type": "task",
-            "id": frame_id,
-            "action": action.name,
-            "params": task.params,
-            # Rounded up: the agent's copy of the deadline never falls before the host's.
-            "deadline_ms": 0 if left == math.inf else max(1, math.ceil(left * 1000)),
-            "attempt": attempt,
-            "trace": {
-                "root_id": task.root_task,
-                "parent_id": task.parent_task,
-                "depth": task.depth,
-            },
-            "task_id": task.task_id,
-            "session_id": task.session_id,
-            "budget": budget,
-        }
 
     def _queue_span(self, task_span: Span) -> Span | None:
         """The span of a wait for a free slot, under the task's span."""
@@ -652,107 +577,6 @@ class Dispatcher:
 
     async def _agent_call(self, caller: RunningTask, method: str, params: dict[str, Any]) -> Any:
         del method
-        parent = caller.task
-        if parent.depth + 1 > self.max_depth:
-            raise TaskFailure(
-                "depth_exceeded", f"agent.call deeper than {self.max_depth} levels refused"
-            )
-        if parent.budget.max_tasks is not None and caller.children >= parent.budget.max_tasks:
-            raise TaskFailure(
-                "budget_exceeded", f"budget.max_tasks {parent.budget.max_tasks} used up"
-            )
-        remaining_cost = caller.remaining_cost()
-        if remaining_cost is not None and remaining_cost <= 0:
-            raise TaskFailure("budget_exceeded", "budget.max_cost used up by earlier calls")
-        child_params = params.get("params") or {}
-        if not isinstance(child_params, dict):
-            raise TaskFailure("invalid_params", "agent.call params.params must be a JSON object")
-        child = TaskInput(
-            agent=str(params.get("agent") or ""),
-            action=str(params.get("action") or ""),
-            params=child_params,
-            parent_task=parent.task_id,
-            root_task=parent.root_task or parent.task_id,
-            depth=parent.depth + 1,
-            lineage=(*parent.lineage, caller.agent),
-            workflow=parent.workflow,
-            session_id=parent.session_id,
-            deadline=caller.deadline,
-            task_id=f"{parent.task_id}.{caller.children + 1}"[:128],
-            force_refresh=params.get("force_refresh") is True,
-        )
-        child.budget.max_cost = remaining_cost
-        caller.children += 1
-        result = await self.execute(child)
+        result = await self.execute(child_task(caller, params, self.max_depth))
         caller.spent_cost += result.metadata.cost
         return result.as_json()
-
-
-class _NotRun(Unavailable):
-    """The agent did not run the task: trying it again cannot run it twice."""
-
-
-class _NotSent(_NotRun):
-    """The replica was gone before the task frame went out: the agent never saw the task."""
-
-
-class _Refused(_NotRun):
-    """The agent answered ``shutting_down``: it takes no more tasks and did not run this one."""
-
-
-def _refused(pending: Pending) -> bool:
-    result = pending.result
-    if result is None:
-        return False
-    error = result.get("error")
-    return isinstance(error, dict) and error.get("code") == SHUTTING_DOWN
-
-
-def _left(deadline: float | None) -> float:
-    return math.inf if deadline is None else max(0.0, deadline - time.monotonic())
-
-
-def _forward(kind: str, sink: EventSink | None) -> Callable[[dict[str, Any]], None] | None:
-    if sink is None:
-        return None
-    return lambda frame: sink(TaskEvent(kind, frame))
-
-
-def _status_of(raised: BaseException | None) -> str:
-    """The status a task that ended with ``raised`` counts under: its error's code."""
-    if isinstance(raised, EtherError):
-        return raised.code.value
-    if isinstance(raised, asyncio.CancelledError):
-        return "CANCELLED"  # the caller went away
-    return "INTERNAL"
-
-
-def died(
-    error: type[Unavailable],
-    agent: ManagedAgent,
-    replica: Replica,
-    connection: AgentConnection | None,
-    task_id: str,
-    closed: LinkClosed,
-) -> Unavailable:
-    """The error of a task whose agent process died under it. An OOM kill (its own memory limit
-    or the agents' total) is known from the kernel's counters as soon as the link closes: the
-    caller learns which limit."""
-    ran_into = replica.ran_into(connection) if connection is not None else []
-    why = f": {'; '.join(ran_into)}" if ran_into else ""
-    return error(
-        f"agent {agent.name} process {replica.pid or ''} died while running task {task_id}{why} ({closed})",
-        reason=Reason.AGENT_DIED,
-        resource=("agent", agent.name),
-        retry_after=1.0,
-    )
-
-
-def shutting_down(agent: ManagedAgent, replica: Replica, task_id: str) -> _Refused:
-    """The error of a task a draining agent refused (it did not run it: safe to retry)."""
-    return _Refused(
-        f"agent {agent.name} process {replica.pid or ''} is shutting down and refused task {task_id}",
-        reason=Reason.AGENT_SHUTTING_DOWN,
-        resource=("agent", agent.name),
-        retry_after=1.0,
-    )
