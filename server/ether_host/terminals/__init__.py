@@ -8,7 +8,7 @@ patched pyte off the event loop. See docs/terminals.md.
 from ether_host.terminals.attach import AttachItem, Attachment, Exited, Lagged, Output, Snapshot
 from ether_host.terminals.hostcalls import TERMINAL_CALLS, AgentTerminals
 from ether_host.terminals.keys import InputSpec
-from ether_host.terminals.manager import ADMIN, AGENT_RIGHTS, TerminalManager
+from ether_host.terminals.manager import TerminalManager
 from ether_host.terminals.model import (
     Cursor,
     ExitInfo,
@@ -29,6 +29,7 @@ from ether_host.terminals.placement import (
 )
 from ether_host.terminals.recording import RecordingInfo
 from ether_host.terminals.requests import CreateSpec, parse_signal
+from ether_host.terminals.rights import ADMIN, AGENT_RIGHTS
 from ether_host.terminals.settings import TerminalSettings
 from ether_host.terminals.waiting import (
     ExitWait,

@@ -39,10 +39,11 @@ from ether_host.reasons import Reason
 from ether_host.sandbox import Grant, SandboxSettings
 from ether_host.supervisor import State, Supervisor
 from ether_host.terminals.keys import InputSpec
-from ether_host.terminals.manager import AGENT_RIGHTS, TerminalManager
+from ether_host.terminals.manager import TerminalManager
 from ether_host.terminals.matching import HeadTail, OutputMatcher, compile_regex
 from ether_host.terminals.model import ExitInfo, ScreenRequest, ScreenView, TerminalInfo
 from ether_host.terminals.requests import CreateSpec
+from ether_host.terminals.rights import AGENT_RIGHTS
 from ether_host.terminals.terminal import Terminal
 from ether_host.terminals.waiting import (
     ExitWait,

@@ -1,15 +1,12 @@
 """The terminal use cases: create, find, operate, close; limits, ownership and rights.
 
-Every operation names the caller's Identity. A terminal is visible to its
-owner and to callers with the ``terminal.admin`` right; to anyone else it does
-not exist (NOT_FOUND, so ids do not leak). Then each operation checks its own
-right (``terminal.read``, ``terminal.write``, ...).
+Every operation names the caller's Identity and checks it as rights.py says: a terminal is
+visible to its owner and to admins only, and each operation needs its own right. The terminals
+of the host's earlier runs and the records kept for them are former.py's.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
 import functools
 import resource
 import secrets
@@ -46,6 +43,7 @@ from ether_host.telemetry import Tracing, optional_span
 from ether_host.terminals import keys, processes, waiting
 from ether_host.terminals.attach import Attachment
 from ether_host.terminals.buffer import Notifier
+from ether_host.terminals.former import FormerTerminals
 from ether_host.terminals.model import (
     InputAccepted,
     ScreenRequest,
@@ -58,22 +56,23 @@ from ether_host.terminals.placement import TerminalPlacement, new_terminal_id
 from ether_host.terminals.recording import Recorder, RecordingInfo
 from ether_host.terminals.records import FormerTerminal, TerminalRecords
 from ether_host.terminals.requests import CreateSpec, parse_signal, plan_launch, size
+from ether_host.terminals.rights import (
+    ADMIN,
+    ATTACH,
+    CLOSE,
+    CREATE,
+    READ,
+    RESIZE,
+    SIGNAL,
+    WRITE,
+    require,
+    sees,
+)
 from ether_host.terminals.settings import TerminalSettings
 from ether_host.terminals.terminal import Terminal
 
 log = structlog.get_logger("ether.terminals")
 
-ADMIN = "terminal.admin"
-READ, WRITE, ATTACH, RESIZE, SIGNAL, CLOSE, CREATE = (
-    "terminal.read",
-    "terminal.write",
-    "terminal.attach",
-    "terminal.resize",
-    "terminal.signal",
-    "terminal.close",
-    "terminal.create",
-)
-AGENT_RIGHTS = frozenset({READ, WRITE, ATTACH, RESIZE, SIGNAL, CLOSE, CREATE})
 EVENT_HISTORY = 1000
 REQUEST_ID_TTL = 600.0
 MAX_GRACE = 60.0
@@ -105,16 +104,14 @@ class TerminalManager:
             self._client_sandbox
         )
         # Each terminal's record under the state directory, and the terminals of the host's
-        # earlier runs read from there at start (records.py): ids that outlive their PTYs.
-        self._records = (
+        # earlier runs read from there at start (former.py): ids that outlive their PTYs.
+        self._former = FormerTerminals(
             TerminalRecords(state_dir / "terminals" / "terminals.sqlite3")
             if state_dir is not None
             else None
         )
-        self._former: dict[str, FormerTerminal] = {}
         # Terminals' asciicasts (recording.py); a terminal's goes when it closes.
         self._recordings = state_dir / "terminals" / "recordings" if state_dir is not None else None
-        self._started_at = time.time()
         self.sessions: dict[str, Terminal] = {}
         # Bytes in and out of the terminals closed since the host started (the open ones keep
         # their own): the metrics scrape's totals do not drop when a terminal closes.
@@ -141,18 +138,9 @@ class TerminalManager:
         """Expire idle and old terminals until cancelled; owned by the host's task group."""
         self._warn_of_descriptor_limit()
         self._changed = Notifier()
-        self._started_at = time.time()
         if self._recordings is not None:  # casts of an earlier run's terminals, none kept
             await anyio.to_thread.run_sync(shutil.rmtree, self._recordings, True)
-        if self._records is not None:
-            self._former = await anyio.to_thread.run_sync(self._records.open)
-            lost = sum(1 for f in self._former.values() if f.lost)
-            if lost:
-                log.warning(
-                    "terminals were running when the host last stopped without closing them; "
-                    "their ids now answer NOT_FOUND (TERMINAL_LOST_IN_RESTART)",
-                    lost=lost,
-                )
+        await self._former.open()
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -164,9 +152,7 @@ class TerminalManager:
                 finally:
                     self._tg = None
         finally:
-            if self._records is not None:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self._records.close)
+            await self._former.close()
 
     def _warn_of_descriptor_limit(self) -> None:
         limit, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -226,10 +212,6 @@ class TerminalManager:
 
     # -- lookups and rights --------------------------------------------------------------
 
-    @staticmethod
-    def _visible(identity: Identity, session: Terminal) -> bool:
-        return session.owner == identity.name or identity.may(ADMIN)
-
     def find(self, identity: Identity, terminal_id: str, right: str) -> Terminal:
         """The terminal, if the caller may see it and holds ``right``."""
         if not terminal_id:
@@ -240,19 +222,19 @@ class TerminalManager:
             )
         session = self.sessions.get(terminal_id)
         if session is None and terminal_id in self._former:
-            raise self._former_error(identity, terminal_id)
-        if session is None or not self._visible(identity, session):
+            raise self._former.not_found(identity, terminal_id)
+        if session is None or not sees(identity, session.owner):
             raise NotFound(
                 f"no terminal {terminal_id!r} (it may have been closed)",
                 reason=Reason.TERMINAL_NOT_FOUND,
                 resource=("terminal", terminal_id),
             )
-        _require(identity, right, f"terminal {terminal_id}")
+        require(identity, right, f"terminal {terminal_id}")
         return session
 
     def owner_filter(self, identity: Identity, owner: str) -> str | None:
         """The owner to filter on (None: every owner); others' terminals need the admin right."""
-        _require(identity, READ, "terminals")
+        require(identity, READ, "terminals")
         if not owner:
             return identity.name
         if owner != identity.name and not identity.may(ADMIN):
@@ -269,7 +251,7 @@ class TerminalManager:
     async def create(self, identity: Identity, spec: CreateSpec) -> TerminalInfo:
         if self._stopping:
             raise Unavailable("the host is stopping; no new terminals", reason=Reason.HOST_STOPPING)
-        _require(identity, CREATE, "a new terminal")
+        require(identity, CREATE, "a new terminal")
         owner = spec.owner or identity.name
         if owner != identity.name and not identity.may(ADMIN):
             raise PermissionDenied(
@@ -304,7 +286,7 @@ class TerminalManager:
             children=self.children,
             on_exit=self._exited,
             spawn_task=self.spawn,
-            record_exit=self._record_exit if self._records is not None else None,
+            record_exit=self._record_exit if self._former.records is not None else None,
             sandbox=sandbox,
         )
         session.limits = self.resources.for_terminal(session.id)
@@ -320,8 +302,7 @@ class TerminalManager:
                 time.monotonic() + REQUEST_ID_TTL,
             )
         info = session.info()
-        if self._records is not None:  # before the id is given out: it must outlive the host
-            await self._record(self._records.created, info)
+        await self._former.created(info)  # before the id is given out: it must outlive the host
         self.events.append(TerminalEvent("created", info))
         self._announced.add(session.id)
         if session.id in self._early_exits:  # it exited while we waited for it to start
@@ -410,82 +391,13 @@ class TerminalManager:
 
     async def _record_exit(self, session: Terminal, screen: ScreenView) -> None:
         """Commit a program's exit status and last screen (before the exit is reported)."""
-        assert self._records is not None
-        info = dataclasses.replace(session.info(), state=TerminalState.EXITED, exit=screen.exit)
-        await self._record(self._records.exited, info, screen)
-
-    async def _record(self, write: Callable[..., None], *args: Any) -> None:
-        try:
-            await anyio.to_thread.run_sync(write, *args)
-        except Exception:  # e.g. a full disk: the terminal works on, unrecorded
-            log.exception("could not record a terminal under the state directory")
-
-    # -- terminals of the host's earlier runs ---------------------------------------------
+        await self._former.exited(session.info(), screen)
 
     def _former_readable(self, identity: Identity, terminal_id: str) -> FormerTerminal | None:
-        """A terminal that ended before the host restarted, if the caller may read it."""
-        former = self._former.get(terminal_id)
-        if terminal_id in self.sessions or former is None or former.lost:
+        """A terminal of the host's earlier runs the caller may read (not a running one)."""
+        if terminal_id in self.sessions:
             return None
-        if former.info.owner != identity.name and not identity.may(ADMIN):
-            return None
-        _require(identity, READ, f"terminal {terminal_id}")
-        return former
-
-    def _former_error(self, identity: Identity, terminal_id: str) -> NotFound:
-        """NOT_FOUND for the id of a terminal of an earlier run, saying what became of it."""
-        former = self._former[terminal_id]
-        if former.info.owner != identity.name and not identity.may(ADMIN):
-            return NotFound(
-                f"no terminal {terminal_id!r} (it may have been closed)",
-                reason=Reason.TERMINAL_NOT_FOUND,
-                resource=("terminal", terminal_id),
-            )
-        restarted = _iso(self._started_at)
-        metadata = {"host_restarted_at": restarted, "state": former.state}
-        if former.lost:
-            return NotFound(
-                f"terminal {terminal_id} was lost in a host restart: it was still running when "
-                f"the host stopped without closing it (killed or crashed) and its program ended "
-                f"with the host, before a final screen or exit status could be recorded; the "
-                f"host restarted at {restarted}. Terminals do not survive the host: create a "
-                f"new one (close terminals before stopping the host to keep their last screen)",
-                reason=Reason.TERMINAL_LOST_IN_RESTART,
-                metadata=metadata,
-                resource=("terminal", terminal_id),
-            )
-        exit_info = former.info.exit
-        how = []
-        if former.close_reason:
-            how.append(f"closed: {former.close_reason}")
-            metadata["close_reason"] = former.close_reason
-        if exit_info is not None:
-            how.append(exit_info.describe())
-            if exit_info.code is not None:
-                metadata["exit_code"] = str(exit_info.code)
-            else:
-                metadata["signal"] = exit_info.signal_name
-        return NotFound(
-            f"terminal {terminal_id} ended before the host restarted at {restarted} "
-            f"({', '.join(how) or 'exited'}): it takes no more input, signals, resizes or "
-            f"attaches. GetTerminal and ReadScreen still show its last state and screen; "
-            f"create a new terminal to go on",
-            reason=Reason.TERMINAL_ENDED_BEFORE_RESTART,
-            metadata=metadata,
-            resource=("terminal", terminal_id),
-        )
-
-    async def _former_screen(
-        self, identity: Identity, former: FormerTerminal, request: ScreenRequest
-    ) -> ScreenView:
-        assert self._records is not None
-        view = await anyio.to_thread.run_sync(self._records.screen, former.info.id)
-        if view is None:  # closed without an exit on record (its record could not be written)
-            raise self._former_error(identity, former.info.id)
-        if request.keep_trailing_spaces:
-            return view
-        # Recorded with every cell; styles and scrollback are not recorded.
-        return dataclasses.replace(view, lines=[line.rstrip(" ") for line in view.lines])
+        return self._former.readable(identity, terminal_id)
 
     def get(self, identity: Identity, terminal_id: str) -> TerminalInfo:
         former = self._former_readable(identity, terminal_id)
@@ -558,8 +470,7 @@ class TerminalManager:
             self._announced.discard(session.id)
             self._early_exits.discard(session.id)
             info = session.info()
-            if self._records is not None:
-                await self._record(self._records.closed, info, reason)
+            await self._former.closed(info, reason)
             self.events.append(TerminalEvent("closed", info, reason))
             log.info(
                 "terminal closed",
@@ -654,7 +565,7 @@ class TerminalManager:
             )
         former = self._former_readable(identity, terminal_id)
         if former is not None:
-            return await self._former_screen(identity, former, request)
+            return await self._former.screen(identity, former, request)
         return await self.find(identity, terminal_id, READ).screen(request)
 
     def resize(self, identity: Identity, terminal_id: str, rows: int, cols: int) -> tuple[int, int]:
@@ -742,17 +653,4 @@ class TerminalManager:
                 reason=Reason.READ_ONLY_ATTACH,
                 resource=("terminal", attachment.session.id),
             )
-        _require(identity, right, f"terminal {attachment.session.id}")
-
-
-def _iso(when: float) -> str:
-    return datetime.datetime.fromtimestamp(when, datetime.UTC).isoformat(timespec="seconds")
-
-
-def _require(identity: Identity, right: str, what: str) -> None:
-    if not identity.may(right):
-        raise PermissionDenied(
-            f"{identity.name} lacks the {right} right for {what}",
-            reason=Reason.MISSING_RIGHT,
-            metadata={"right": right},
-        )
+        require(identity, right, f"terminal {attachment.session.id}")
