@@ -16,8 +16,9 @@ there too, in ``Dispatcher``'s retry loop from its second attempt, so every feat
 
 The dispatcher runs a batch (``Dispatcher.execute_batch``, what batched Pipe and a workflow's map
 stage call) and hands it ``DispatcherSide``: the few parts of its own state and rules the batch
-shares with ``execute`` (its records of running tasks, its checks, frames, cancel watcher and retry
-rule), so this module reads nothing else of the dispatcher's.
+shares with ``execute`` (its records of running tasks, its checks, cancel watcher and retry
+rule), so this module reads nothing else of the dispatcher's; what needs no dispatcher (a task's
+record and frame, the errors of a failed attempt) both take from running.py.
 
 A caller that wants a task's events (``on_event``: its start, progress and log frames, as
 ``execute``'s ``on_event``; a workflow stage records them) pays for them; Pipe does not ask.
