@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,18 @@ def processes_of(terminal_id: str, pumps: bool = True) -> dict[int, str]:
             pumps or not any(v.startswith(b"ETHER_PUMP=") for v in variables)
         ):
             found[int(name)] = stat[stat.rindex(")") + 2 :].split()[0]
+    return found
+
+
+def processes_at_least(terminal_id: str, count: int, budget: float = 30.0) -> dict[int, str]:
+    """``processes_of`` once it finds at least ``count`` (polled within ``budget`` seconds; what
+    it found last when it never does, for the caller's assertion): a process in the middle of
+    exec hides its environment for a moment, longer on a loaded machine."""
+    end = time.monotonic() + budget
+    found = processes_of(terminal_id)
+    while len(found) < count and time.monotonic() < end:
+        time.sleep(0.02)
+        found = processes_of(terminal_id)
     return found
 
 

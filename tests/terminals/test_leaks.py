@@ -23,11 +23,11 @@ from tests.terminals.conftest import CONFIG, start_host
 from tests.terminals.support import (
     alive,
     close,
+    processes_at_least,
     processes_of,
     seconds,
     shell,
     wait_output,
-    wait_quiet,
     write,
 )
 
@@ -47,8 +47,7 @@ def family(host: HostProcess, terminal_id: str) -> list[int]:
     write(host, terminal_id, GRANDCHILDREN)
     for marker in ("up-1", "up-2", "up-3"):
         wait_output(host, terminal_id, marker, after=0)
-    wait_quiet(host, terminal_id, 0.2)  # a process in the middle of exec hides its environment
-    pids = list(processes_of(terminal_id))
+    pids = list(processes_at_least(terminal_id, 7))
     assert len(pids) >= 7, pids  # bash, setsid, three sleeps, and the host's two I/O pumps
     return pids
 
@@ -166,8 +165,7 @@ def _kill_host_and_check_its_terminals(host: HostProcess) -> None:
     terminal = shell(host)
     write(host, terminal.id, DETACHED)
     wait_output(host, terminal.id, "started", after=0)
-    wait_quiet(host, terminal.id, 0.2)  # a process in the middle of exec hides its environment
-    pids = list(processes_of(terminal.id))
+    pids = list(processes_at_least(terminal.id, 9))
     # bash, six sleeps and the two pumps
     assert len(pids) >= 9, {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in pids}
     host.process.kill()
