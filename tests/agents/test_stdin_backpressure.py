@@ -1,8 +1,8 @@
 """An agent that stops reading its stdin: the host's flow control. Past the link's high-water
 mark (link/writer.py, 1 MiB queued for the agent's pipe) a Pipe stream's reader waits for the
 agent before taking more of the caller's messages, so what the host holds for a slow agent is
-bounded by the mark, not by what callers send; once the agent reads again every task is
-answered, none lost or doubled."""
+bounded by the mark, not by what callers send; an Execute queues its own frame and then
+waits the same way. Once the agent reads again every task is answered, none lost or doubled."""
 
 from __future__ import annotations
 
@@ -92,3 +92,45 @@ def test_a_pipe_waits_for_an_agent_that_stops_reading_and_loses_nothing(
         echoed = data(output)
         assert echoed["n"] == number
         assert echoed["blob"] == f"{number:06d}" + "x" * BLOB
+
+
+def test_executes_to_an_agent_that_stops_reading_wait_and_are_all_answered(
+    host: HostProcess, markers: Path
+) -> None:
+    """Execute's side of the same flow control: each call queues its own frame, and a call
+    that finds the agent's pipe past the high-water mark waits for the agent to read before
+    it waits for its answer. Twelve calls of ~200 kB each (2.4 MB, past the 1 MiB mark) to an
+    agent that has stopped reading: the host says a caller waits for the agent's stdin; once
+    the agent reads again every call is answered with its own params."""
+    agent = deploy(host, AGENTS / "rogue", name="stalled-ex", env={"ROGUE_CONCURRENCY": "64"})
+    marker = markers / "execute-read-again"
+    logged = len(host.records)
+    stall = host.agents.Execute.future(
+        agent_io_pb2.ExecuteRequest(input=agent_input(agent, "stall", {"marker": str(marker)})),
+        timeout=DEADLINE,
+    )
+    calls = []
+    for number in range(12):
+        params = {"n": number, "blob": f"{number:06d}" + "y" * BLOB}
+        request = agent_io_pb2.ExecuteRequest(input=agent_input(agent, "echo", params))
+        calls.append(host.agents.Execute.future(request, timeout=DEADLINE))
+    # The event: an Execute waits for this agent's stdin (without its drain, never logged).
+    host.wait_for_log(
+        lambda r: (
+            r.get("event") == "agent stdin full: waiting for the agent to read"
+            and r.get("agent") == agent
+        ),
+        timeout=DEADLINE,
+        after=logged,
+    )
+    assert not any(call.done() for call in calls), "answered by an agent that does not read"
+    marker.touch()
+    stalled = stall.result().output
+    assert stalled.status == agent_io_pb2.TASK_STATUS_SUCCESS, stalled.error.message
+    assert data(stalled)["waiting_bytes"] > 0
+    for number, call in enumerate(calls):
+        output = call.result().output
+        assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error.message
+        echoed = data(output)
+        assert echoed["n"] == number
+        assert echoed["blob"] == f"{number:06d}" + "y" * BLOB
