@@ -6,12 +6,8 @@ the read path beyond a cheap scan for the few things that cannot wait (mode swit
 change what keys send, and queries a terminal must answer); input is queued and written to
 the input pipe as it takes it. The program's exit is seen through a pidfd, so a grandchild
 holding the PTY open cannot hide it. The emulator is fed only when someone reads the
-screen, in a worker thread.
-
-Ending a terminal: SIGHUP (and SIGCONT) to its process group, its session,
-its descendants and any process carrying its ETHER_SPAWN_ID (so a
-``setsid``/``nohup`` grandchild is found too); SIGKILL to what is left after
-the grace; then the program is reaped.
+screen, in a worker thread (screen_feed.py). Ending one ends every process the program
+started (ending.py).
 """
 
 from __future__ import annotations
@@ -35,7 +31,7 @@ from ether_host.resources import Group
 from ether_host.sandbox import SandboxPolicy
 from ether_host.terminals import processes
 from ether_host.terminals.buffer import Notifier, OutputBuffer
-from ether_host.terminals.emulator import Emulator, ResizeMark
+from ether_host.terminals.ending import ProcessEnding
 from ether_host.terminals.input import InputQueue, interrupt_at
 from ether_host.terminals.model import (
     ExitInfo,
@@ -48,6 +44,7 @@ from ether_host.terminals.model import (
 from ether_host.terminals.policy import Program
 from ether_host.terminals.pumps import Pumps
 from ether_host.terminals.recording import EXITED, Recorder
+from ether_host.terminals.screen_feed import ScreenFeed
 from ether_host.terminals.settings import MAX_SIZE, TerminalSettings
 
 log = structlog.get_logger("ether.terminals")
@@ -56,10 +53,7 @@ READ_SIZE = 256 * 1024
 READS_PER_WAKE = 8  # the output pipe holds up to 1 MiB
 NOTIFY_GAP = 0.005  # during a flood, readers are woken at most this often
 EXIT_SETTLE = 0.1  # after the program exits, how long to wait for the PTY's last bytes
-KILL_WAIT = 5.0
 RECORD_WAIT = 10.0  # how long a close waits for the exit's record before going on without it
-POLL = 0.02
-MAX_MARKS = 256
 
 _PRIVATE_MODES = re.compile(rb"\x1b\[\?([0-9;]+)([hl])")
 _QUERIES = re.compile(rb"\x1b\[(?:0?c|>0?c|5n|\??6n)|\x1bc")
@@ -129,9 +123,7 @@ class Terminal:
         self._spawn_task = spawn_task
         self._record_exit = record_exit
         self._ending = False  # the program is reaped and its exit is being recorded
-        self._emulator = Emulator(rows, cols, scrollback_lines)
-        self._emulator_lock = anyio.Lock()
-        self._marks: list[ResizeMark] = []
+        self._screen = ScreenFeed(self.buffer, rows, cols, scrollback_lines)
         self._input = InputQueue()
         self._eof = False
         self._reaped_status: ExitInfo | None = None
@@ -154,9 +146,6 @@ class Terminal:
         self.limits: Group | None = None  # control groups and rlimits (set by the manager)
         self.recorder: Recorder | None = None  # its asciicast, when recorded (recording.py)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._known: dict[
-            int, int
-        ] = {}  # pid -> start time of every process found in this terminal
 
     # -- start ---------------------------------------------------------------------------
 
@@ -213,7 +202,7 @@ class Terminal:
             program = processes.program_pid(self._process.pid, self._contained)
             if program is not None:
                 self.pid, between = program  # contained: the program inside, not bwrap
-                self._between = {pid: start_time(pid) or 0 for pid in between}
+                self._between.update({pid: start_time(pid) or 0 for pid in between})
                 return
             await anyio.sleep(0.001)
         log.info(
@@ -360,10 +349,7 @@ class Terminal:
 
     async def _answer_cursor_query(self, offset: int) -> None:
         """CPR needs the cursor position at the query's offset: the emulator catches up to it."""
-        async with self._emulator_lock:
-            await self._advance(offset)
-            report = self._emulator.cursor_report()
-        self._reply(report)
+        self._reply(await self._screen.cursor_report(offset))
 
     def _on_eof(self) -> None:
         if self._eof:
@@ -518,9 +504,7 @@ class Terminal:
             self.rows, self.cols = rows, cols
             if self.recorder is not None:
                 self.recorder.resize(rows, cols)
-            self._marks.append(ResizeMark(self.buffer.end, rows, cols))
-            if len(self._marks) > MAX_MARKS:
-                del self._marks[: len(self._marks) - MAX_MARKS]
+            self._screen.resized(rows, cols)
         return rows, cols
 
     def send_signal(self, signum: int, foreground: bool) -> int:
@@ -541,65 +525,13 @@ class Terminal:
 
     async def screen(self, request: ScreenRequest) -> ScreenView:
         """The screen with every byte of output read so far."""
-        async with self._emulator_lock:
-            return await self._render(request, self.exit)
+        return await self._screen.render(request, lambda: self.exit)
 
     async def _final_screen(self, exit_info: ExitInfo) -> ScreenView:
         """The last screen, with every cell (a reader of the record may want them)."""
-        async with self._emulator_lock:
-            return await self._render(ScreenRequest(keep_trailing_spaces=True), exit_info)
-
-    async def _render(self, request: ScreenRequest, exit_info: ExitInfo | None) -> ScreenView:
-        """Feed the emulator all output so far and render it, in one worker-thread call (call
-        with the emulator lock held): while the loop is busy -- many terminals printing --
-        every hop to a thread and back waits for it and for the GIL."""
-        backlog = self._backlog(self.buffer.end)
-        emulator = self._emulator
-
-        def advance_and_render() -> ScreenView:
-            if backlog is not None:
-                emulator.advance(*backlog)
-            return emulator.render(request, exit_info)
-
-        view = await anyio.to_thread.run_sync(advance_and_render)
-        if backlog is not None:
-            self._fed(backlog[2])
-        return view
-
-    async def _advance(self, target: int) -> None:
-        """Feed the emulator up to ``target`` (call with the emulator lock held)."""
-        backlog = self._backlog(target)
-        if backlog is not None:
-            await anyio.to_thread.run_sync(self._emulator.advance, *backlog)
-            self._fed(backlog[2])
-
-    def _backlog(self, target: int) -> tuple[bytes, int, list[ResizeMark]] | None:
-        """What the emulator needs to reach ``target``: the output from its offset (taken on the
-        loop: the worker thread never touches the buffer) and the resizes made meanwhile."""
-        emulator = self._emulator
-        start = max(emulator.offset, self.buffer.start)
-        data = self.buffer.read(start, target - start) if target > start else b""
-        marks = list(self._marks)
-        if not data and not marks and start == emulator.offset:
-            return None
-        return data, start, marks
-
-    def _fed(self, marks: list[ResizeMark]) -> None:
-        """Drop the resize marks the emulator has applied (``marks``, those it was given)."""
-        done = self._emulator.offset
-        self._marks = [m for m in self._marks[: len(marks)] if m.offset > done] + self._marks[
-            len(marks) :
-        ]
-
-    @property
-    def emulator_stats(self) -> dict[str, int]:
-        stats = self._emulator.stats
-        return {
-            "fed": stats.fed,
-            "skipped": stats.skipped,
-            "gaps": stats.gaps,
-            "parse_errors": self._emulator.stream.errors,
-        }
+        return await self._screen.render(
+            ScreenRequest(keep_trailing_spaces=True), lambda: exit_info
+        )
 
     # -- ending --------------------------------------------------------------------------
 
@@ -610,8 +542,12 @@ class Terminal:
             return
         self._terminating = True
         try:
+            wrapper = self._process.pid if self._contained and self._process is not None else None
+            ending = ProcessEnding(
+                self.id, lambda: self.pid, self.spawn_id, wrapper, self._between, self._reaped
+            )
             with anyio.CancelScope(shield=True):
-                await self._kill(grace)
+                await ending.run(grace)
         finally:
             self._release()
             with anyio.CancelScope(shield=True):
@@ -623,61 +559,6 @@ class Terminal:
                     await self._finished.wait()
                 self._publish_exit()
             self._terminated.set()
-
-    async def _kill(self, grace: float) -> None:
-        members = await anyio.to_thread.run_sync(self._members)
-        if not members and self._reaped.is_set():
-            await self._reap_between()
-            return
-        self._signal(members, signal.SIGHUP)
-        self._signal(members, signal.SIGCONT)
-        deadline = time.monotonic() + grace
-        while members or not self._reaped.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            with anyio.move_on_after(min(left, POLL)):
-                await self._reaped.wait()
-            members = await anyio.to_thread.run_sync(self._members)
-        if members:
-            log.info("terminal processes ignored SIGHUP; killing", terminal=self.id, pids=members)
-            self._signal(members, signal.SIGKILL)
-        with anyio.move_on_after(KILL_WAIT):
-            await self._reaped.wait()
-            while members := await anyio.to_thread.run_sync(self._members):
-                self._signal(members, signal.SIGKILL)
-                await anyio.sleep(POLL)
-        self._reap_orphans()
-        await self._reap_between()
-
-    def _signal(self, pids: list[int], signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signum)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signum)
-
-    def _members(self) -> list[int]:
-        """Live processes of this terminal: its group, its session, its descendants, its spawn id."""
-        wrapper = self._process.pid if self._contained and self._process is not None else None
-        found = processes.tree(self.pid, self.spawn_id, skip=wrapper)
-        self._known.update(found)
-        return sorted(found)
-
-    async def _reap_between(self) -> None:
-        """Reap bwrap's init: it dies just after the wrapper (killed with the namespace), and
-        is then re-parented to the host, a subreaper, as a zombie. Bounded; the sweeper reaps
-        what this misses."""
-        if not self._between or not self._reaped.is_set():
-            return  # still the wrapper's child (the wrapper reaps it)
-        for _ in range(int(KILL_WAIT / POLL)):
-            if not processes.reap_orphans(self._between):
-                return
-            await anyio.sleep(POLL)  # dying: the kernel is killing the namespace
-
-    def _reap_orphans(self) -> None:
-        """Collect zombies of this terminal's processes that were re-parented to the host."""
-        processes.reap_orphans(self._known)
 
     def _release(self) -> None:
         """Close the PTY and stop watching the program (the pumps end in terminate)."""
