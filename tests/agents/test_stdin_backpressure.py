@@ -46,6 +46,19 @@ def _in_flight(host: HostProcess, agent: str) -> int:
     return int(info.in_flight)
 
 
+def _wait_stdin_full(host: HostProcess, agent: str, logged: int) -> None:
+    """The event both tests wait on: the host logs (at debug) that a caller waits for
+    ``agent`` to read its stdin; without the flow control, never logged."""
+    host.wait_for_log(
+        lambda r: (
+            r.get("event") == "agent stdin full: waiting for the agent to read"
+            and r.get("agent") == agent
+        ),
+        timeout=DEADLINE,
+        after=logged,
+    )
+
+
 def test_a_pipe_waits_for_an_agent_that_stops_reading_and_loses_nothing(
     host: HostProcess, markers: Path
 ) -> None:
@@ -70,14 +83,7 @@ def test_a_pipe_waits_for_an_agent_that_stops_reading_and_loses_nothing(
         requests.send(agent_io_pb2.PipeRequest(inputs=[task]))
     requests.close()
     # The event: a caller waits for this agent's stdin (without flow control, never logged).
-    host.wait_for_log(
-        lambda r: (
-            r.get("event") == "agent stdin full: waiting for the agent to read"
-            and r.get("agent") == agent
-        ),
-        timeout=DEADLINE,
-        after=logged,
-    )
+    _wait_stdin_full(host, agent, logged)
     # The reader is parked on the drain: nothing more goes to the agent until it reads.
     held = _in_flight(host, agent)
     assert 1 < held < TASKS // 2, f"{held} tasks on an agent that does not read"
@@ -115,14 +121,7 @@ def test_executes_to_an_agent_that_stops_reading_wait_and_are_all_answered(
         request = agent_io_pb2.ExecuteRequest(input=agent_input(agent, "echo", params))
         calls.append(host.agents.Execute.future(request, timeout=DEADLINE))
     # The event: an Execute waits for this agent's stdin (without its drain, never logged).
-    host.wait_for_log(
-        lambda r: (
-            r.get("event") == "agent stdin full: waiting for the agent to read"
-            and r.get("agent") == agent
-        ),
-        timeout=DEADLINE,
-        after=logged,
-    )
+    _wait_stdin_full(host, agent, logged)
     assert not any(call.done() for call in calls), "answered by an agent that does not read"
     marker.touch()
     stalled = stall.result().output
