@@ -20,7 +20,6 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from ether_host import containment
 from ether_host.auth import Identity
 from ether_host.background import run_detached, start_detached
 from ether_host.bus import History
@@ -30,17 +29,15 @@ from ether_host.errors import (
     InvalidArgument,
     NotFound,
     PermissionDenied,
-    QuotaViolation,
-    ResourceExhausted,
     Unavailable,
 )
 from ether_host.paging import Page, paginate
 from ether_host.procs import ChildRegistry
 from ether_host.reasons import Reason
 from ether_host.resources import Resources
-from ether_host.sandbox import Grant, SandboxPolicy, SandboxSettings, runtimes
+from ether_host.sandbox import Grant, SandboxPolicy, SandboxSettings
 from ether_host.telemetry import Tracing, optional_span
-from ether_host.terminals import keys, processes, waiting
+from ether_host.terminals import admission, keys, processes, waiting
 from ether_host.terminals.attach import Attachment
 from ether_host.terminals.buffer import Notifier
 from ether_host.terminals.former import FormerTerminals
@@ -100,8 +97,8 @@ class TerminalManager:
         self._scratch_to_wipe: dict[str, str] = {}
         # What a new terminal of an owner may see (None: no sandbox). Clients' per the
         # [terminals] table; main wires agents' own (terminals/hostcalls.py).
-        self.sandbox_for: Callable[[str], tuple[Grant, SandboxSettings] | None] = (
-            self._client_sandbox
+        self.sandbox_for: Callable[[str], tuple[Grant, SandboxSettings] | None] = lambda owner: (
+            admission.client_sandbox(self.settings)
         )
         # Each terminal's record under the state directory, and the terminals of the host's
         # earlier runs read from there at start (former.py): ids that outlive their PTYs.
@@ -266,7 +263,7 @@ class TerminalManager:
             if earlier is not None and earlier[0] in self.sessions:
                 return self.sessions[earlier[0]].info()
         launch = plan_launch(self.settings, spec)
-        self._check_limits(owner)
+        admission.check_limits(self.settings, (s.owner for s in self.sessions.values()), owner)
         terminal_id = new_terminal_id(secrets.token_hex(8), self.placement.host_name)
         sandbox = await self._sandbox(owner, terminal_id, spec.cwd, launch.cwd)
         session = Terminal(
@@ -315,71 +312,16 @@ class TerminalManager:
     async def _sandbox(
         self, owner: str, terminal_id: str, asked_cwd: str, cwd: str
     ) -> SandboxPolicy | None:
-        """The sandbox of a new terminal of ``owner`` (``sandbox_for``: an agent's terminals
-        like their agent, clients' per ``[terminals] sandbox``), with a scratch directory of
-        its own where it starts unless the caller named a directory it can see."""
+        """The sandbox of a new terminal of ``owner`` (``sandbox_for``), if it gets one."""
         found = self.sandbox_for(owner)
-        if found is None:
+        if found is None or self._state_dir is None:
             return None
-        grant, settings = found
-        if self._state_dir is None:
-            return None
-        scratch = str(
-            await anyio.to_thread.run_sync(
-                settings.scratch, self._state_dir, "terminals", terminal_id
-            )
+        policy, wiped = await admission.sandbox_policy(
+            found, self._state_dir, terminal_id, asked_cwd, cwd
         )
-        if not settings.keep_scratch:  # a terminal id is never reused: wipe it at close instead
-            self._scratch_to_wipe[terminal_id] = scratch
-        if asked_cwd:
-            visible = (*grant.read_only, *grant.read_write, *containment.SYSTEM_READ_ONLY)
-            if not any(cwd == top or cwd.startswith(top.rstrip("/") + "/") for top in visible):
-                raise InvalidArgument(
-                    f"cwd {cwd!r} is not visible in the terminal's sandbox (its scratch "
-                    "directory, the system directories and the paths the host config gives it)",
-                    reason=Reason.INVALID_CWD,
-                    violations=[FieldViolation("cwd", "a directory the sandbox shows")],
-                )
-        return SandboxPolicy(
-            scratch=scratch,
-            cwd=cwd if asked_cwd else scratch,
-            read_only=(*runtimes(), *grant.read_only),
-            read_write=grant.read_write,
-            network=grant.network,
-        )
-
-    def _client_sandbox(self, owner: str) -> tuple[Grant, SandboxSettings] | None:
-        if not self.settings.sandbox:
-            return None
-        grant = Grant("none", self.settings.sandbox_read_only, self.settings.sandbox_read_write)
-        return grant, SandboxSettings()
-
-    def _check_limits(self, owner: str) -> None:
-        settings = self.settings
-        total = len(self.sessions)
-        if total >= settings.max_terminals:
-            raise ResourceExhausted(
-                f"the host runs {total} terminals, its limit (terminals.max_terminals); close one first",
-                reason=Reason.TERMINAL_LIMIT,
-                metadata={"limit": str(settings.max_terminals)},
-                quota_violations=[
-                    QuotaViolation("host", f"at most {settings.max_terminals} terminals")
-                ],
-            )
-        mine = sum(1 for s in self.sessions.values() if s.owner == owner)
-        if mine >= settings.max_terminals_per_owner:
-            raise ResourceExhausted(
-                f"{owner} owns {mine} terminals, the limit per owner (terminals.max_terminals_per_owner); "
-                f"close one first",
-                reason=Reason.TERMINAL_OWNER_LIMIT,
-                metadata={"limit": str(settings.max_terminals_per_owner)},
-                quota_violations=[
-                    QuotaViolation(
-                        f"owner/{owner}",
-                        f"at most {settings.max_terminals_per_owner} terminals per owner",
-                    )
-                ],
-            )
+        if wiped is not None:
+            self._scratch_to_wipe[terminal_id] = wiped
+        return policy
 
     def _exited(self, session: Terminal) -> None:
         if session.id not in self._announced:
