@@ -60,7 +60,10 @@ def test_sessions_per_caller_are_bounded(limited: HostProcess) -> None:
     with pytest.raises(grpc.RpcError) as error:
         open_session(limited, agent="chatter")
     assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert details(error.value)["ErrorInfo"].reason == "TOO_MANY_SESSIONS_FOR_CALLER"
+    found = details(error.value)
+    assert found["ErrorInfo"].reason == "TOO_MANY_SESSIONS_FOR_CALLER"
+    assert found["ErrorInfo"].metadata["setting"] == "max_sessions_per_owner"
+    assert found["QuotaFailure"].violations[0].subject == "owner:local"
     _close(limited, opened[0])
     opened.append(open_session(limited, agent="chatter").id)
     for session_id in opened[1:]:
@@ -81,7 +84,9 @@ def test_a_full_turn_queue_ends_the_stream_and_spares_the_session(limited: HostP
     with pytest.raises(grpc.RpcError) as error:
         talk.rest()
     assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert details(error.value)["ErrorInfo"].reason == "TURN_QUEUE_FULL"
+    found = details(error.value)
+    assert found["ErrorInfo"].reason == "TURN_QUEUE_FULL" and "RetryInfo" in found
+    assert found["QuotaFailure"].violations[0].subject == f"session:{session.id}"
     seen = watcher.until(lambda e: e.WhichOneof("event") == "turn_completed" and e.turn == 2)
     watcher.close()
     assert [r.text for r in of(seen, "reply")] == ["chatter heard: queued"]

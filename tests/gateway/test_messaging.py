@@ -78,6 +78,8 @@ def test_full_mailbox_refuses_and_loses_nothing(host: HostProcess, inbox: str) -
     assert full.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     found = details(full.value)
     assert found["ErrorInfo"].reason == "MAILBOX_FULL" and "RetryInfo" in found
+    assert found["ErrorInfo"].metadata["limit"] == "3"
+    assert found["QuotaFailure"].violations[0].subject == f"agent:{inbox}"
     output = execute(host, inbox, "receive")
     assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
     received = data(output)

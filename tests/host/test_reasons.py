@@ -130,7 +130,7 @@ def test_typed_details_reach_the_status() -> None:
     error = errors.ResourceExhausted(
         "the input queue is full",
         reason=Reason.INPUT_QUEUE_FULL,
-        quota_violations=[errors.QuotaViolation("terminal/t-1", "input queue bytes")],
+        quota_violations=[errors.QuotaViolation("terminal:t-1", "input queue bytes")],
         details=[attached],
     )
     proto = status_pb2.Status.FromString(
@@ -143,7 +143,7 @@ def test_typed_details_reach_the_status() -> None:
     quota = error_details_pb2.QuotaFailure()
     kinds["google.rpc.QuotaFailure"].Unpack(quota)
     assert [(v.subject, v.description) for v in quota.violations] == [
-        ("terminal/t-1", "input queue bytes")
+        ("terminal:t-1", "input queue bytes")
     ]
     failure = terminal_pb2.WaitForFailure()
     kinds["ether.v1.WaitForFailure"].Unpack(failure)

@@ -65,6 +65,7 @@ def details(error: grpc.RpcError) -> dict[str, Any]:
             error_details_pb2.BadRequest,
             error_details_pb2.ResourceInfo,
             error_details_pb2.RetryInfo,
+            error_details_pb2.QuotaFailure,
         ):
             if detail.Is(kind.DESCRIPTOR):
                 message = kind()

@@ -157,14 +157,19 @@ def test_ten_megabytes_of_input_in_one_call_are_queued_and_all_delivered(host: H
     close(host, terminal.id)
 
 
-def test_input_beyond_the_queue_is_resource_exhausted_with_retry_info(host: HostProcess) -> None:
-    """More than the 16 MiB input queue in one call is refused whole, with RetryInfo."""
+def test_input_beyond_the_queue_is_resource_exhausted_naming_the_terminal(
+    host: HostProcess,
+) -> None:
+    """More than the 16 MiB input queue in one call is refused whole (INPUT_TOO_LARGE: no
+    retry helps), with a QuotaFailure naming the terminal."""
     terminal = create(host, ["sleep", "600"])
     code, message, details = code_of(
         lambda: write(host, terminal.id, data=b"y" * (17 * 1024 * 1024))
     )
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "input queue" in message
-    assert "RetryInfo" in details or "QuotaFailure" in details
+    assert details["ErrorInfo"].reason == "INPUT_TOO_LARGE"  # type: ignore[attr-defined]
+    subject = details["QuotaFailure"].violations[0].subject  # type: ignore[attr-defined]
+    assert subject == f"terminal:{terminal.id}"
     close(host, terminal.id)
 
 

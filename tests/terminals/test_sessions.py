@@ -383,7 +383,7 @@ def test_limits_per_owner_are_resource_exhausted_with_quota_details(host: HostPr
     assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     found = error_details(error.value)
     assert found["ErrorInfo"].reason == "TERMINAL_OWNER_LIMIT"
-    assert found["QuotaFailure"].violations[0].subject == "owner/local"
+    assert found["QuotaFailure"].violations[0].subject == "owner:local"
     for terminal in made:
         close(host, terminal.id)
     close(host, create(host, ["sleep", "600"]).id)

@@ -42,7 +42,13 @@ from anyio.abc import TaskStatus
 from ether_host.agents import ERROR, Dispatcher, TaskInput
 from ether_host.background import start_detached
 from ether_host.bus import History
-from ether_host.errors import EtherError, FieldViolation, InvalidArgument, ResourceExhausted
+from ether_host.errors import (
+    EtherError,
+    FieldViolation,
+    InvalidArgument,
+    QuotaViolation,
+    ResourceExhausted,
+)
 from ether_host.gateway.assignment import healthy
 from ether_host.gateway.context import json_size
 from ether_host.gateway.settings import GatewaySettings
@@ -239,7 +245,10 @@ class Messaging:
                 reason=Reason.MAILBOX_FULL,
                 retry_after=1.0,
                 resource=("agent", agent),
-                metadata={"capacity": str(limit)},
+                metadata={"capacity": str(limit), "limit": str(limit)},
+                quota_violations=[
+                    QuotaViolation(f"agent:{agent}", f"at most {limit} messages waiting")
+                ],
             )
         message = Message(
             _message_id(),

@@ -37,6 +37,7 @@ from ether_host.errors import (
     InvalidArgument,
     NotFound,
     OutOfRange,
+    QuotaViolation,
     ResourceExhausted,
     Unavailable,
 )
@@ -250,16 +251,32 @@ class SessionStore:
         open_sessions = [s for s in self.sessions.values() if s.is_open]
         if len(open_sessions) >= self.settings.max_sessions:
             raise ResourceExhausted(
-                f"the host has {len(open_sessions)} open sessions, its limit; close some first",
+                f"the host has {len(open_sessions)} open sessions, its limit "
+                "(gateway.max_sessions); close some first",
                 reason=Reason.TOO_MANY_SESSIONS,
                 retry_after=5.0,
+                metadata={"limit": str(self.settings.max_sessions), "setting": "max_sessions"},
+                quota_violations=[
+                    QuotaViolation("host", f"at most {self.settings.max_sessions} open sessions")
+                ],
             )
         mine = sum(1 for s in open_sessions if s.owner == owner)
         if mine >= self.settings.max_sessions_per_owner:
             raise ResourceExhausted(
-                f"{owner} has {mine} open sessions, the limit per caller; close some first",
+                f"{owner} has {mine} open sessions, the limit per caller "
+                "(gateway.max_sessions_per_owner); close some first",
                 reason=Reason.TOO_MANY_SESSIONS_FOR_CALLER,
                 retry_after=5.0,
+                metadata={
+                    "limit": str(self.settings.max_sessions_per_owner),
+                    "setting": "max_sessions_per_owner",
+                },
+                quota_violations=[
+                    QuotaViolation(
+                        f"owner:{owner}",
+                        f"at most {self.settings.max_sessions_per_owner} open sessions",
+                    )
+                ],
             )
         if notify:
             self._check_notify(notify)
@@ -473,10 +490,17 @@ class SessionStore:
             session.queue.send_nowait(turn)
         except anyio.WouldBlock:
             raise ResourceExhausted(
-                f"session {session.id} has {session.queued} turns queued, the limit; wait for replies",
+                f"session {session.id} has {session.queued} turns queued, the limit "
+                "(gateway.turn_queue); wait for replies",
                 reason=Reason.TURN_QUEUE_FULL,
                 retry_after=1.0,
                 resource=("session", session.id),
+                metadata={"limit": str(self.settings.turn_queue), "setting": "turn_queue"},
+                quota_violations=[
+                    QuotaViolation(
+                        f"session:{session.id}", f"at most {self.settings.turn_queue} turns queued"
+                    )
+                ],
             ) from None
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             # Its worker has stopped with the host: the restarted host takes the message.

@@ -15,7 +15,7 @@ import structlog
 from ether_host import __version__, containment
 from ether_host.background import start_detached
 from ether_host.bus import History
-from ether_host.errors import FailedPrecondition, ResourceExhausted
+from ether_host.errors import FailedPrecondition, QuotaViolation, ResourceExhausted
 from ether_host.link import own_task_fields
 from ether_host.reasons import Reason
 from ether_host.sandbox import Grant, SandboxPolicy
@@ -446,6 +446,12 @@ class ManagedAgent:
                 reason=Reason.AGENT_QUEUE_FULL,
                 retry_after=1.0,
                 resource=("agent", self.name),
+                metadata={"limit": str(self.spec.max_queue)},
+                quota_violations=[
+                    QuotaViolation(
+                        f"agent:{self.name}", f"at most {self.spec.max_queue} tasks queued"
+                    )
+                ],
             )
         self.queued += 1
         try:

@@ -42,7 +42,7 @@ def check_limits(settings: TerminalSettings, owners: Iterable[str], owner: str) 
             metadata={"limit": str(settings.max_terminals_per_owner)},
             quota_violations=[
                 QuotaViolation(
-                    f"owner/{owner}",
+                    f"owner:{owner}",
                     f"at most {settings.max_terminals_per_owner} terminals per owner",
                 )
             ],

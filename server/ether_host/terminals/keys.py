@@ -79,8 +79,16 @@ def ctrl_byte(letter: str) -> bytes:
     )
 
 
-def encode(spec: InputSpec, *, app_cursor: bool, bracketed_paste: bool, max_bytes: int) -> bytes:
-    """The bytes to write for ``spec``, honouring the program's modes."""
+def encode(
+    spec: InputSpec,
+    *,
+    app_cursor: bool,
+    bracketed_paste: bool,
+    max_bytes: int,
+    subject: str = "input",
+) -> bytes:
+    """The bytes to write for ``spec``, honouring the program's modes; past ``max_bytes`` (the
+    input queue) RESOURCE_EXHAUSTED with ``subject`` (the terminal) as its quota's subject."""
     repeat = spec.repeat or 1
     if not 1 <= repeat <= MAX_REPEAT:
         raise InvalidArgument(
@@ -119,6 +127,6 @@ def encode(spec: InputSpec, *, app_cursor: bool, bracketed_paste: bool, max_byte
         raise ResourceExhausted(
             f"{len(one) * repeat} bytes of input exceed the terminal's input queue of {max_bytes} bytes",
             reason=Reason.INPUT_TOO_LARGE,
-            quota_violations=[QuotaViolation("input", f"at most {max_bytes} bytes")],
+            quota_violations=[QuotaViolation(subject, f"at most {max_bytes} bytes")],
         )
     return one * repeat

@@ -494,6 +494,7 @@ class TerminalManager:
             app_cursor=session.app_cursor,
             bracketed_paste=session.bracketed_paste,
             max_bytes=self.settings.input_queue,
+            subject=f"terminal:{session.id}",
         )
 
     async def read_screen(

@@ -459,7 +459,7 @@ class Terminal:
                 reason=Reason.INPUT_QUEUE_FULL,
                 retry_after=1.0,
                 resource=("terminal", self.id),
-                quota_violations=[QuotaViolation(f"terminal/{self.id}", "input queue bytes")],
+                quota_violations=[QuotaViolation(f"terminal:{self.id}", "input queue bytes")],
             )
         self._touch()
         self._input.put(data)

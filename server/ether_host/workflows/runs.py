@@ -27,6 +27,7 @@ from ether_host.errors import (
     InvalidArgument,
     NotFound,
     OutOfRange,
+    QuotaViolation,
     ResourceExhausted,
 )
 from ether_host.paging import Page, paginate
@@ -241,10 +242,11 @@ class Workflows:
         limit = self.settings.max_active_runs
         if active >= limit:
             raise ResourceExhausted(
-                f"{active} runs are active (limit {limit}); wait for one to end",
+                f"{active} runs are active (limit {limit}, workflows.max_active_runs); wait for one to end",
                 reason=Reason.TOO_MANY_RUNS,
                 retry_after=5.0,
-                metadata={"limit": str(limit)},
+                metadata={"limit": str(limit), "setting": "max_active_runs"},
+                quota_violations=[QuotaViolation("host", f"at most {limit} active runs")],
             )
         if request_id and request_id in self._requests:  # created while this request was validating
             return await self.get(self._requests[request_id])
