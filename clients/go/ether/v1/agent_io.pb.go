@@ -740,9 +740,10 @@ type TaskContext struct {
 	Permissions []string `protobuf:"bytes,4,rep,name=permissions,proto3" json:"permissions,omitempty"`
 	// Position in a tree of tasks. Filled by the host.
 	Trace *Trace `protobuf:"bytes,5,opt,name=trace,proto3" json:"trace,omitempty"`
-	// Gateway session the task runs for, if any; host calls such as ctx.get
-	// act on this session's context.
-	// At most 256 characters.
+	// Gateway session the task runs for, if any. Set by the host on the tasks
+	// the gateway starts for a session, whose host calls such as ctx.get act on
+	// its context; set by a client, it grants nothing (ctx.* calls answer
+	// session_not_found). At most 256 characters.
 	SessionId     string `protobuf:"bytes,6,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -361,9 +361,10 @@ export type TaskContext = Message<"ether.v1.TaskContext"> & {
   trace?: Trace | undefined;
 
   /**
-   * Gateway session the task runs for, if any; host calls such as ctx.get
-   * act on this session's context.
-   * At most 256 characters.
+   * Gateway session the task runs for, if any. Set by the host on the tasks
+   * the gateway starts for a session, whose host calls such as ctx.get act on
+   * its context; set by a client, it grants nothing (ctx.* calls answer
+   * session_not_found). At most 256 characters.
    *
    * @generated from field: string session_id = 6;
    */
