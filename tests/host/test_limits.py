@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 import pytest
 from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
 from ether.v1 import terminal_pb2, terminal_pb2_grpc
@@ -79,7 +80,8 @@ def test_streams_open_at_once_are_bounded(
     tmp_path: Path, setting: str, config: str, subject: str
 ) -> None:
     """Three streams open at the limit of three; the fourth is RESOURCE_EXHAUSTED naming the
-    setting, with a QuotaFailure; unary calls still work; a stream that ends frees its place."""
+    setting, with a QuotaFailure (and, host-wide, RetryInfo of 1 s); unary calls still work, and
+    a health Watch still opens (probes are not counted); a stream that ends frees its place."""
     host = _start(tmp_path, config)
     try:
         created = host.terminals.CreateTerminal(
@@ -97,6 +99,15 @@ def test_streams_open_at_once_are_bounded(
             info = details(refused.value)["ErrorInfo"]
             assert info.reason == "TOO_MANY_STREAMS" and info.metadata["limit"] == "3"
             assert _quota_subject(refused.value) == subject
+            if setting == "max_streams":
+                retry = details(refused.value)["RetryInfo"].retry_delay
+                assert (retry.seconds, retry.nanos) == (1, 0)
+            # A load balancer's health Watch is not a counted stream: it opens and answers.
+            probe = health_pb2_grpc.HealthStub(host.channel).Watch(
+                health_pb2.HealthCheckRequest(service=""), timeout=30
+            )
+            assert next(probe).status == health_pb2.HealthCheckResponse.SERVING
+            probe.cancel()
             # The host keeps serving other calls.
             listed = host.terminals.ListTerminals(terminal_pb2.ListTerminalsRequest(), timeout=30)
             assert [t.id for t in listed.terminals] == [created.id]

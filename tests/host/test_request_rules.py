@@ -642,3 +642,26 @@ def test_a_path_too_long_for_the_file_system_is_an_invalid_argument(host: HostPr
     assert [v.field for v in violations] == ["spec.path"]
     assert "too long" in violations[0].description
     _no_crash_logged(host)
+
+
+def test_several_broken_rules_are_told_together_under_one_reason(host: HostProcess) -> None:
+    """Every broken rule of a request is reported in one answer, one violation each, with
+    ErrorInfo.metadata.fields listing the paths: the reason is MISSING_FIELD when each is a
+    missing field, INVALID_FIELD as soon as one is something else (docs/errors.md)."""
+
+    def refused(request: Message) -> grpc.RpcError:
+        with pytest.raises(grpc.RpcError) as error:
+            next(iter(host.supervisor.StreamLogs(request, timeout=10)))
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        return error.value
+
+    mixed = details(refused(supervisor_pb2.StreamLogsRequest(tail_lines=10_001)))
+    assert mixed["ErrorInfo"].reason == "INVALID_FIELD"
+    assert set(mixed["ErrorInfo"].metadata["fields"].split(",")) == {"agent", "tail_lines"}
+    broken = {v.field: v.description for v in mixed["BadRequest"].field_violations}
+    assert set(broken) == {"agent", "tail_lines"}
+    assert broken["agent"].startswith("is required") and "10001" in broken["tail_lines"]
+
+    alone = details(refused(supervisor_pb2.StreamLogsRequest()))
+    assert alone["ErrorInfo"].reason == "MISSING_FIELD"
+    assert alone["ErrorInfo"].metadata["fields"] == "agent"
