@@ -397,3 +397,25 @@ stages:
     assert sorted(ended.values()).count("SUCCEEDED") == 300
     assert sorted(ended.values()).count("FAILED") == 150
     assert (run.tasks.succeeded, run.tasks.failed, run.tasks.running) == (300, 150, 0)
+
+
+def test_list_pages_default_to_100_and_stop_at_1000(host: HostProcess, flow: str) -> None:
+    """A List method's page_size: 0 gives the default page of 100, a size past the maximum
+    gives pages of 1000 (AIP-158: clamped, not refused), and the pages together hold every item
+    once, in order (docs/limits.md). Read on a run of 1,001 tasks."""
+    run = run_to_end(host, map_spec("paging", 1001, 64))
+    assert state(run) == "SUCCEEDED"
+
+    def page(size: int, token: str = "") -> workflow_pb2.ListRunTasksResponse:
+        request = workflow_pb2.ListRunTasksRequest(run_id=run.id, page_size=size, page_token=token)
+        return host.workflows.ListRunTasks(request, timeout=30)  # type: ignore[no-any-return]
+
+    default = page(0)
+    assert len(default.tasks) == 100 and default.next_page_token
+    first = page(5000)
+    assert len(first.tasks) == 1000 and first.next_page_token
+    rest = page(5000, first.next_page_token)
+    assert len(rest.tasks) == 1 and not rest.next_page_token
+    ids = [t.task_id for t in (*first.tasks, *rest.tasks)]
+    assert len(set(ids)) == 1001
+    assert [t.task_id for t in default.tasks] == ids[:100]
