@@ -243,9 +243,13 @@ def test_time_cap(host: HostProcess, web: Recorder) -> None:
     )
 
 
-def test_a_broken_policy_denies_and_is_audited(host: HostProcess, web: Recorder) -> None:
+@pytest.mark.parametrize("broken", [{"rate": -1}, {"max_redirects": -1}, {"max_redirects": 2.5}])
+def test_a_broken_policy_denies_and_is_audited(
+    host: HostProcess, web: Recorder, broken: dict[str, float]
+) -> None:
     """A policy that cannot be read fails closed: denied, with the reason recorded."""
-    agent = fetcher(host, "fetch-broken", allow_hosts="127.0.0.1", rate=-1)
+    name = "fetch-broken-" + "-".join(f"{k}{v}".replace(".", "_") for k, v in broken.items())
+    agent = fetcher(host, name.replace("_", "-"), allow_hosts="127.0.0.1", **broken)
     refused(fetch(host, agent, web.url("/hello")), "policy_error")
     assert web.paths == []
     assert [(r.decision, r.reason) for r in audit(host, agent=agent)] == [(DENIED, "policy_error")]

@@ -179,7 +179,7 @@ def _policy(agent: str, values: Mapping[str, Any], sources: tuple[str, ...]) -> 
         max_response_bytes=int(_positive(values, "max_response_bytes", base.max_response_bytes)),
         max_request_bytes=int(_positive(values, "max_request_bytes", base.max_request_bytes)),
         timeout=_positive(values, "timeout", base.timeout),
-        max_redirects=int(values.get("max_redirects", base.max_redirects)),
+        max_redirects=_count(values, "max_redirects", base.max_redirects),
         resolve=resolve,
         sources=sources,
     )
@@ -197,6 +197,13 @@ def _positive(values: Mapping[str, Any], key: str, default: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise ValueError(f"{key} must be a positive number, got {value!r}")
     return float(value)
+
+
+def _count(values: Mapping[str, Any], key: str, default: int) -> int:
+    value = values.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{key} must be a whole number, 0 or more, got {value!r}")
+    return value
 
 
 class TokenBucket:
