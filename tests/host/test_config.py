@@ -186,15 +186,20 @@ def test_missing_config_file(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize("kind", ["missing", "directory", "empty"])
+@pytest.mark.parametrize("kind", ["missing", "directory", "empty", "short", "shared"])
 def test_unusable_token_file_refuses_to_start(tmp_path: Path, kind: str) -> None:
-    """A token file that cannot be read (or holds no token) stops the host before it serves,
-    naming the file."""
+    """A token file that cannot be read, holds no token, or gives a token under 16 characters
+    (guessable) or one certificate subject to two names stops the host before it serves,
+    naming the file (and the line)."""
     path = tmp_path / "tokens"
     if kind == "directory":
         path.mkdir()
     elif kind == "empty":
         path.write_text("# no tokens yet\n")
+    elif kind == "short":
+        path.write_text("alice alice-token-5f1c9e2a7b3d\nbob short-token-15\n")
+    elif kind == "shared":
+        path.write_text("ci cert:ci.example.com\nops cert:ci.example.com\n")
     result = run_ether(
         "--listen", "127.0.0.1:0", "--state-dir", str(tmp_path / "state"), "--log-format", "json",
         "--auth-tokens-file", str(path), timeout=15,
@@ -203,3 +208,7 @@ def test_unusable_token_file_refuses_to_start(tmp_path: Path, kind: str) -> None
     assert str(path) in result.stderr
     assert '"serving"' not in result.stderr
     assert len(result.stderr.splitlines()) == 1, result.stderr
+    if kind == "short":
+        assert "line 2" in result.stderr and "shorter than 16 characters" in result.stderr
+    if kind == "shared":
+        assert "line 2" in result.stderr and "already 'ci'" in result.stderr

@@ -665,3 +665,18 @@ def test_several_broken_rules_are_told_together_under_one_reason(host: HostProce
     alone = details(refused(supervisor_pb2.StreamLogsRequest()))
     assert alone["ErrorInfo"].reason == "MISSING_FIELD"
     assert alone["ErrorInfo"].metadata["fields"] == "agent"
+
+
+def test_string_lengths_count_characters_not_bytes(host: HostProcess) -> None:
+    """A string's bound counts characters (code points), as its proto comment says: 256 of
+    "é" (512 bytes in UTF-8) pass the check of a name of at most 256 characters -- the agent is
+    just not there -- and 257 are refused naming the field."""
+    fits = agent_io_pb2.GetAgentRequest(name="é" * 256)
+    with pytest.raises(grpc.RpcError) as unknown:
+        host.agents.GetAgent(fits, timeout=10)
+    assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as long:
+        host.agents.GetAgent(agent_io_pb2.GetAgentRequest(name="é" * 257), timeout=10)
+    assert long.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    violation = details(long.value)["BadRequest"].field_violations[0]
+    assert violation.field == "name" and "257 characters" in violation.description
