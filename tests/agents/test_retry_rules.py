@@ -6,8 +6,6 @@ Each new attempt is in the host's log as `retrying task`."""
 
 from __future__ import annotations
 
-import os
-import signal
 import uuid
 from typing import Any
 
@@ -15,7 +13,7 @@ import grpc
 import pytest
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
-from tests.support.agents import AGENTS, deploy
+from tests.support.agents import AGENTS, deploy, kill_once_running
 from tests.support.calls import agent_input, data, details, execute
 from tests.support.host import HostProcess
 
@@ -59,25 +57,6 @@ def _retries_logged(
     ]
 
 
-def _sent_then_killed(stream: Any) -> int:
-    """Wait until the agent has the task (its first log line for it), SIGKILL the process
-    running it, and return that pid: the task was sent, so it may have run."""
-    first = next(stream)
-    assert first.WhichOneof("event") == "started"
-    assert first.started.attempt == 1
-    pid = first.started.pid
-    assert pid > 0  # never os.kill(0, ...): that is our own process group
-    # Before the agent's first log line the task might not be out yet ("never sent"), which
-    # is retried whatever the idempotency: wait until the agent is running it.
-    for event in stream:
-        kind = event.WhichOneof("event")
-        assert kind != "output", f"the task ended before its process was killed: {event}"
-        if kind == "log":
-            break
-    os.kill(pid, signal.SIGKILL)
-    return pid
-
-
 def test_the_callers_not_idempotent_wins_over_the_actions_idempotent(host: HostProcess) -> None:
     """An action the agent declares idempotent, called with `idempotent: false`: when its
     process dies under the task the caller gets UNAVAILABLE (AGENT_DIED) and the task is not
@@ -90,7 +69,7 @@ def test_the_callers_not_idempotent_wins_over_the_actions_idempotent(host: HostP
             input=agent_input(name, "hold", {"tag": task_id}, task_id=task_id, idempotent=False)
         )
         stream = host.agents.ExecuteStream(request, timeout=60)
-        _sent_then_killed(stream)
+        kill_once_running(stream)
         with pytest.raises(grpc.RpcError) as failed:
             for event in stream:
                 assert event.WhichOneof("event") != "started", "the task was sent again"
@@ -114,7 +93,7 @@ def test_the_callers_idempotent_wins_over_the_actions_not_idempotent(host: HostP
             input=agent_input(name, "nap", {"ms": 3000}, task_id=task_id, idempotent=True)
         )
         stream = host.agents.ExecuteStream(request, timeout=60)
-        killed = _sent_then_killed(stream)
+        killed = kill_once_running(stream)
         events = list(stream)
         started = [e.started for e in events if e.WhichOneof("event") == "started"]
         assert [s.attempt for s in started] == [2]

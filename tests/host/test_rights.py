@@ -175,10 +175,17 @@ def test_execute_may_be_granted_for_one_agent(host: Host) -> None:
     )
     codes = sorted(response.output.error.code for response in piped)
     assert codes == ["agent_not_found", "missing_right"], codes
-    # Other methods of the service need the whole right.
+    # Other methods of the service need the whole right: listing, and cancelling a task (a
+    # task id does not say whose agent runs it, so scoped callers cannot cancel any).
     with pytest.raises(grpc.RpcError) as listed:
         agents.ListAgents(agent_io_pb2.ListAgentsRequest(), timeout=30, metadata=metadata)
     assert listed.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    with pytest.raises(grpc.RpcError) as cancelled:
+        agents.CancelTask(
+            agent_io_pb2.CancelTaskRequest(task_id="any-task"), timeout=30, metadata=metadata
+        )
+    assert cancelled.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert details(cancelled.value)["ErrorInfo"].metadata["right"] == "agent.execute"
 
 
 def test_the_documented_table_is_the_codes() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -117,3 +119,23 @@ def deploy(
         for replica in range(replicas if replicas > 1 else 0):
             until(host, response.agent, {"RUNNING"}, replica=replica, metadata=metadata)
     return agent
+
+
+def kill_once_running(stream: Any) -> int:
+    """Given an ExecuteStream call of a task whose agent logs as it starts: wait until the agent
+    has the task (its first log line for it), SIGKILL the process running it, and return that
+    pid. The task was sent, so it may have run: only an idempotent one is tried again."""
+    first = next(stream)
+    assert first.WhichOneof("event") == "started"
+    assert first.started.attempt == 1
+    pid = first.started.pid
+    assert pid > 0  # never os.kill(0, ...): that is our own process group
+    # Before the agent's first log line the task might not be out yet ("never sent"), which
+    # is retried whatever the idempotency: wait until the agent is running it.
+    for event in stream:
+        kind = event.WhichOneof("event")
+        assert kind != "output", f"the task ended before its process was killed: {event}"
+        if kind == "log":
+            break
+    os.kill(pid, signal.SIGKILL)
+    return pid
