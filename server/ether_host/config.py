@@ -226,6 +226,18 @@ def _endpoint(key: str) -> Callable[[Any], str]:
     return parse
 
 
+def _userinfo_hidden(url: str) -> str:
+    """``url`` as an error may show it: what precedes the host's ``@`` (a password, or a
+    user name and password) starred, even in a URL too broken to parse."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if "@" not in authority:
+        return url
+    userinfo, _, where = authority.rpartition("@")
+    user = userinfo.split(":", 1)[0] if ":" in userinfo else ""
+    return f"{scheme}{sep}{user}:***@{where}{slash}{path}"
+
+
 def _redis_url(key: str) -> Callable[[Any], str]:
     """redis://[user:password@]HOST[:PORT][/DB], rediss://... (TLS) or unix:///path: the forms
     redis-py's from_url takes; checked here so a typo stops the start with one line."""
@@ -246,7 +258,7 @@ def _redis_url(key: str) -> Callable[[Any], str]:
             fine = not database or database.isdigit()
         if not fine:
             raise ConfigError(
-                f"{key}: {value!r} is not allowed; use redis://HOST:PORT[/DB] (for example "
+                f"{key}: {_userinfo_hidden(text)!r} is not allowed; use redis://HOST:PORT[/DB] (for example "
                 "redis://127.0.0.1:6379/0), rediss://... or unix:///path/redis.sock, or '' for "
                 "no cluster"
             )
