@@ -12,8 +12,8 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
-from ether.v1 import gateway_pb2
-from tests.support.calls import struct
+from ether.v1 import agent_io_pb2, gateway_pb2
+from tests.support.calls import execute, struct
 from tests.support.host import HostProcess
 
 AGENTS_TIMEOUT = 60.0
@@ -138,6 +138,17 @@ def subscribe(host: HostProcess, after: int | None = None, **source: str) -> Any
 
 def code(error: grpc.RpcError) -> grpc.StatusCode:
     return error.code()  # type: ignore[no-any-return]
+
+
+def fetch(host: HostProcess, agent: str, url: str, **params: Any) -> agent_io_pb2.AgentOutput:
+    """The toolbox agent's `get` action: one net.fetch of ``url`` (``params``: method, body...)."""
+    return execute(host, agent, "get", {"url": url, **params})
+
+
+def audit_of(host: HostProcess, agent: str) -> list[gateway_pb2.AuditRecord]:
+    """The egress audit records of ``agent``, oldest first."""
+    request = gateway_pb2.ListAuditRequest(agent=agent)
+    return list(host.gateway.ListAudit(request, timeout=10).records)[::-1]
 
 
 class Recorder(ThreadingHTTPServer):

@@ -18,10 +18,10 @@ import pytest
 
 from ether.v1 import agent_io_pb2, gateway_pb2
 from tests.support.agents import AGENTS, deploy
-from tests.support.calls import data, execute, struct
+from tests.support.calls import data, struct
 from tests.support.host import HostProcess
 
-from ._support import Recorder
+from ._support import Recorder, audit_of, fetch
 
 TOOLBOX = AGENTS / "toolbox"
 ALLOWED, DENIED = gateway_pb2.AUDIT_DECISION_ALLOWED, gateway_pb2.AUDIT_DECISION_DENIED
@@ -104,15 +104,6 @@ def fetcher(host: HostProcess, name: str, **policy: Any) -> str:
     return deploy(host, TOOLBOX, name=name, config=struct({"egress": {**OPEN, **policy}}))
 
 
-def fetch(host: HostProcess, agent: str, url: str, **params: Any) -> agent_io_pb2.AgentOutput:
-    return execute(host, agent, "get", {"url": url, **params})
-
-
-def audit(host: HostProcess, agent: str) -> list[gateway_pb2.AuditRecord]:
-    request = gateway_pb2.ListAuditRequest(agent=agent)
-    return list(host.gateway.ListAudit(request, timeout=10).records)[::-1]  # oldest first
-
-
 def refused(output: agent_io_pb2.AgentOutput, code: str) -> None:
     assert output.status == agent_io_pb2.TASK_STATUS_ERROR, data(output)
     assert output.error.code == code, output.error.message
@@ -131,7 +122,7 @@ def test_a_body_over_the_policy_cap_is_never_sent(host: HostProcess, web: Record
     assert [(method, path, body) for method, path, _, body in web.requests] == [
         ("POST", "/at-cap", b"y" * 100)
     ]
-    denial, sent = audit(host, agent)
+    denial, sent = audit_of(host, agent)
     assert (denial.decision, denial.reason, denial.method, denial.url) == (
         DENIED,
         "request_too_large",
@@ -160,7 +151,7 @@ def test_a_body_over_the_default_cap_of_one_mib_is_never_sent(
         "request_too_large",
     )
     assert web.paths == []
-    [record] = audit(host, agent)
+    [record] = audit_of(host, agent)
     assert (record.decision, record.reason, record.method, record.request_bytes) == (
         DENIED,
         "request_too_large",
@@ -186,7 +177,7 @@ def test_one_redirect_past_the_limit_is_refused(
     output = fetch(host, agent, chain.url(limit + 1))
     refused(output, "too_many_redirects")
     assert chain.paths == [f"/chain/{n}" for n in range(limit + 1, 0, -1)]
-    records = audit(host, agent)
+    records = audit_of(host, agent)
     assert [(r.decision, r.reason, r.redirect_depth, r.status_code) for r in records] == [
         *[(ALLOWED, "allowed", depth, 302) for depth in range(limit + 1)],
         (DENIED, "too_many_redirects", limit + 1, 0),
@@ -213,7 +204,7 @@ def test_a_chain_of_exactly_the_limit_is_followed(
         chain.url(0),
     )
     assert chain.paths == [f"/chain/{n}" for n in range(limit, -1, -1)]
-    records = audit(host, agent)
+    records = audit_of(host, agent)
     assert [(r.decision, r.redirect_depth, r.status_code) for r in records] == [
         *[(ALLOWED, depth, 302) for depth in range(limit)],
         (ALLOWED, limit, 200),

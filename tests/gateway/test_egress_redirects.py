@@ -14,10 +14,10 @@ import pytest
 
 from ether.v1 import agent_io_pb2, gateway_pb2
 from tests.support.agents import AGENTS, deploy
-from tests.support.calls import data, execute, struct
+from tests.support.calls import data, struct
 from tests.support.host import HostProcess
 
-from ._support import Recorder
+from ._support import Recorder, audit_of, fetch
 
 TOOLBOX = AGENTS / "toolbox"
 ALLOWED, DENIED = gateway_pb2.AUDIT_DECISION_ALLOWED, gateway_pb2.AUDIT_DECISION_DENIED
@@ -53,15 +53,6 @@ def _fresh(first: Recorder, second: Recorder) -> None:
 
 def fetcher(host: HostProcess, name: str, **policy: Any) -> str:
     return deploy(host, TOOLBOX, name=name, config=struct({"egress": {**OPEN, **policy}}))
-
-
-def fetch(host: HostProcess, agent: str, url: str, **params: Any) -> agent_io_pb2.AgentOutput:
-    return execute(host, agent, "get", {"url": url, **params})
-
-
-def audit(host: HostProcess, agent: str) -> list[gateway_pb2.AuditRecord]:
-    request = gateway_pb2.ListAuditRequest(agent=agent)
-    return list(host.gateway.ListAudit(request, timeout=10).records)[::-1]  # oldest first
 
 
 @pytest.mark.parametrize(
@@ -101,7 +92,7 @@ def test_redirect_method_rewriting(
     resent = payload if then == method else b""
     assert body == resent
     assert headers.get("content-length") == (str(len(resent)) if resent else None)
-    records = audit(host, agent)
+    records = audit_of(host, agent)
     assert [(r.method, r.redirect_depth, r.status_code, r.decision) for r in records] == [
         (method, 0, status, ALLOWED),
         (then, 1, 200, ALLOWED),
@@ -186,7 +177,7 @@ def test_policy_is_checked_at_each_hop(
     assert output.status == agent_io_pb2.TASK_STATUS_ERROR, data(output)
     assert output.error.code == reason, output.error.message
     assert len(first.requests) == 1 and second.requests == []
-    records = audit(host, agent)
+    records = audit_of(host, agent)
     assert [(r.decision, r.reason, r.redirect_depth) for r in records] == [
         (ALLOWED, "allowed", 0),
         (DENIED, reason, 1),
@@ -203,6 +194,6 @@ def test_a_location_that_is_not_a_url(host: HostProcess, first: Recorder) -> Non
     assert output.status == agent_io_pb2.TASK_STATUS_ERROR, data(output)
     assert output.error.code == "invalid_redirect", output.error.message
     assert "http://[::1/broken" in output.error.message
-    [record] = audit(host, agent)
+    [record] = audit_of(host, agent)
     assert (record.decision, record.status_code, record.redirect_depth) == (ALLOWED, 302, 0)
     assert "location" in record.error.lower()

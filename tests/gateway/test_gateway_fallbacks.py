@@ -21,10 +21,19 @@ import pytest
 
 from ether.v1 import agent_io_pb2, gateway_pb2, supervisor_pb2
 from tests.support.agents import AGENTS, deploy, until, watch_until
-from tests.support.calls import data, execute, struct
+from tests.support.calls import data, struct
 from tests.support.host import HostProcess, sandbox_grants
 
-from ._support import Conversation, Recorder, kinds, of, open_session, reply_text
+from ._support import (
+    Conversation,
+    Recorder,
+    audit_of,
+    fetch,
+    kinds,
+    of,
+    open_session,
+    reply_text,
+)
 
 ALLOWED, DENIED = gateway_pb2.AUDIT_DECISION_ALLOWED, gateway_pb2.AUDIT_DECISION_DENIED
 NARROW, WIDE, PLAIN = "fetch-narrow", "fetch-wide", "fetch-plain"
@@ -180,16 +189,6 @@ def agents(layered: HostProcess, web: Recorder, other_port: Recorder) -> dict[st
     return names
 
 
-def fetch(ether: HostProcess, agent: str, url: str, **params: Any) -> agent_io_pb2.AgentOutput:
-    return execute(ether, agent, "get", {"url": url, **params})
-
-
-def audit(ether: HostProcess, agent: str) -> list[gateway_pb2.AuditRecord]:
-    """The agent's audit records, oldest first."""
-    request = gateway_pb2.ListAuditRequest(agent=agent)
-    return list(ether.gateway.ListAudit(request, timeout=10).records)[::-1]
-
-
 def answered(output: agent_io_pb2.AgentOutput) -> dict[str, Any]:
     assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
     result: dict[str, Any] = data(output)
@@ -220,7 +219,7 @@ def test_the_hosts_per_agent_section_overrides_the_deployment(
     refused(fetch(layered, agent, web.url("/big")), "response_too_large")
     assert web.paths == [("GET", "/hello"), ("GET", MIDDLE), ("GET", "/big")]
     assert other_port.paths == []
-    records = audit(layered, agent)
+    records = audit_of(layered, agent)
     assert [(r.decision, r.reason, r.method, r.port) for r in records] == [
         (ALLOWED, "allowed", "GET", web.port),
         (ALLOWED, "allowed", "GET", web.port),
@@ -244,7 +243,7 @@ def test_without_a_section_the_deployment_overrides_the_host_defaults(
     assert len(answered(fetch(layered, agent, web.url("/big")))["text"]) == 5000
     assert web.paths == [("POST", "/submit"), ("GET", "/big")]
     assert other_port.paths == [("GET", "/there")]
-    assert [(r.decision, r.reason, r.method) for r in audit(layered, agent)] == [
+    assert [(r.decision, r.reason, r.method) for r in audit_of(layered, agent)] == [
         (ALLOWED, "allowed", "POST"),
         (ALLOWED, "allowed", "GET"),
         (ALLOWED, "allowed", "GET"),
@@ -266,7 +265,7 @@ def test_an_agent_that_asks_nothing_gets_the_host_defaults(
     refused(fetch(layered, agent, web.url(MIDDLE)), "response_too_large")
     assert web.paths == [("GET", "/hello"), ("GET", MIDDLE)]
     assert other_port.paths == [("GET", "/there")]
-    assert [(r.decision, r.reason) for r in audit(layered, agent)] == [
+    assert [(r.decision, r.reason) for r in audit_of(layered, agent)] == [
         (ALLOWED, "allowed"),
         (ALLOWED, "allowed"),
         (DENIED, "method_not_allowed"),
