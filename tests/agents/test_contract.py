@@ -88,24 +88,30 @@ def test_bad_params_json_is_invalid_argument(host: HostProcess) -> None:
     """params_json that is not JSON, not an object, or set along with params is refused with
     a field violation naming input.params_json; schema checks apply to it as to params. An
     output_encoding this host does not know is refused too, not taken for the default."""
-    for raw, words in (
-        (b"{not json", "not valid JSON"),
-        (b"[1, 2]", "must be a JSON object"),
-        (b'{"a": "two", "b": 1}', "input.params.a"),
+    for raw, words, reason in (
+        (b"{not json", "not valid JSON", "INVALID_PARAMS_JSON"),
+        (b"[1, 2]", "must be a JSON object", "INVALID_PARAMS_JSON"),
+        (b'{"a": "two", "b": 1}', "input.params.a", "INVALID_PARAMS"),
     ):
         with pytest.raises(grpc.RpcError) as error:
             execute_json(host, "worker", "add", raw)
         assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        fields = [v.field for v in details(error.value)["BadRequest"].field_violations]
+        found = details(error.value)
+        fields = [v.field for v in found["BadRequest"].field_violations]
         assert words in error.value.details() or words in fields
+        assert found["ErrorInfo"].reason == reason, (raw, found["ErrorInfo"].reason)
     with pytest.raises(grpc.RpcError) as twice:
         execute(host, "worker", "add", {"a": 1, "b": 2}, params_json=b'{"a": 1, "b": 2}')
     assert twice.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "not both" in twice.value.details()
+    assert details(twice.value)["ErrorInfo"].reason == "PARAMS_TWICE"
     with pytest.raises(grpc.RpcError) as encoding:
         execute(host, "worker", "add", {"a": 1, "b": 2}, output_encoding=7)
     assert encoding.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "DATA_ENCODING_JSON" in encoding.value.details()
+    found = details(encoding.value)
+    assert [v.field for v in found["BadRequest"].field_violations] == ["input.output_encoding"]
+    assert found["ErrorInfo"].reason == "INVALID_FIELD"  # an enum number the enum lacks
 
 
 def execute_json(
