@@ -549,12 +549,15 @@ async def run_host(
             agent.logs.wake()
         health_servicer.enter_graceful_shutdown()
         await core.terminals.close_all()
-        if http is not None:
-            http.stop()  # drains alongside the gRPC server, within the same grace
+        # The HTTP listener answers while the gRPC calls drain: probes read 503 "the host is
+        # stopping" (new requests are refused the same way, http/guard.py) instead of finding
+        # the port closed; then its own requests get what is left of the grace.
+        draining = time.monotonic()
         await server.stop(config.shutdown_grace)
         if forwarder is not None:  # its calls ended with the server's
             await forwarder.close()
         if http is not None:
+            http.stop(max(0.5, config.shutdown_grace - (time.monotonic() - draining)))
             await http.stopped.wait()
         await core.supervisor.stop_all()
         if core.cluster_gateway is not None:  # after the last session and message writes

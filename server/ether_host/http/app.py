@@ -76,7 +76,13 @@ def build_http_app(
     # middleware) before HttpGuard could see it: its exception handler turns ours into the JSON
     # error the docstring promises.
     app = Starlette(routes=[*routes, *mounts], exception_handlers={EtherError: _error_response})
-    return HttpGuard(app, tokens, tracing)
+    return HttpGuard(
+        app,
+        tokens,
+        tracing,
+        stopping=lambda: lifecycle.is_stopping,
+        probes=(HEALTH_PATH, READY_PATH),
+    )
 
 
 async def _error_response(request: Request, error: Exception) -> Response:

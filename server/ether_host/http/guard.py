@@ -9,9 +9,10 @@ rights.py's HTTP_RIGHTS, refusals as the core's errors.
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import orjson
@@ -20,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ether_host import rights
 from ether_host.auth import LOCAL, Identity, TokenTable, bearer_identity
-from ether_host.errors import EtherError, Unauthenticated
+from ether_host.errors import EtherError, Unauthenticated, Unavailable
 from ether_host.logs import log_later
 from ether_host.reasons import Reason
 from ether_host.telemetry import Tracing, carrier_of
@@ -98,6 +99,8 @@ async def send_error(send: Send, error: EtherError) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="ether"'))
+    if error.retry_after is not None:  # RFC 9110: whole seconds, as gRPC's RetryInfo says
+        headers.append((b"retry-after", b"%d" % math.ceil(error.retry_after)))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -108,15 +111,26 @@ class HttpGuard:
     whose route's right the caller lacks: 401 without a valid token, 403 naming the right.
     Checked before the route runs, so a refused request starts nothing.
 
-    ``tokens`` is None when auth is off: every caller is ``local`` with every right.
+    ``tokens`` is None when auth is off: every caller is ``local`` with every right. Once
+    ``stopping()`` says the host stops, a new request is 503 (UNAVAILABLE, HOST_STOPPING) but on
+    the ``probes`` paths: the listener stays up while the host drains (main.py), so a load
+    balancer reads "not ready" there rather than a refused connection, and nothing new starts.
     """
 
     def __init__(
-        self, app: ASGIApp, tokens: TokenTable | None, tracing: Tracing | None = None
+        self,
+        app: ASGIApp,
+        tokens: TokenTable | None,
+        tracing: Tracing | None = None,
+        *,
+        stopping: Callable[[], bool] = lambda: False,
+        probes: tuple[str, ...] = (),
     ) -> None:
         self._app = app
         self._tokens = tokens
         self._tracing = tracing
+        self._stopping = stopping
+        self._probes = probes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan is off; websockets are not served
@@ -198,6 +212,13 @@ class HttpGuard:
 
     def _admit(self, scope: Scope) -> EtherError | None:
         """Set the caller on the scope; the error to answer when it is refused."""
+        if self._stopping() and scope["path"] not in self._probes:
+            return Unavailable(
+                "the host is stopping: it takes no new requests; retry on another host or once "
+                "it has restarted",
+                reason=Reason.HOST_STOPPING,
+                retry_after=1.0,
+            )
         entry = rights.route_entry(scope["path"])
         right = rights.HTTP_RIGHTS[entry] if entry is not None else rights.AUTHENTICATED
         if right == rights.OPEN:

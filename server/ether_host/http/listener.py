@@ -122,6 +122,9 @@ class HttpListener:
             self._socket.close()
             self.stopped.set()
 
-    def stop(self) -> None:
-        """Stop accepting; requests in flight get ``grace`` seconds to finish."""
+    def stop(self, grace: float | None = None) -> None:
+        """Stop accepting; requests in flight get ``grace`` seconds to finish (default: the
+        listener's)."""
+        if grace is not None:
+            self._server.config.timeout_graceful_shutdown = grace  # type: ignore[assignment]
         self._server.should_exit = True
