@@ -220,8 +220,8 @@ stages:
 
 def test_params_breaking_the_action_schema_fail_that_task(host: HostProcess, flow: str) -> None:
     """`flow.double` takes a number: the task given a string is accepted by CreateRun, then
-    FAILED when it starts, after one attempt, with an error naming the params and the schema
-    mismatch; under `on_failure: continue` the other tasks succeed and the run goes on
+    FAILED when it starts, after one attempt (a retry policy does not send it again: it would
+    fail the same way), with an error naming the params and the schema mismatch; under `on_failure: continue` the other tasks succeed and the run goes on
     (PARTIAL); under the default policy (stop) the run ends FAILED with that error, the stage's
     remaining task is cancelled and later stages do not run."""
     spec = """\
@@ -232,6 +232,7 @@ stages:
     action: double
     inputs: [1, "two", 3]
     on_failure: {policy}
+    retry: {{max_attempts: 3}}
   - {{name: sum, agent: flow, action: total, reduce: true}}
 """
     tolerant = run_to_end(host, spec.format(policy="continue"))

@@ -27,6 +27,8 @@ def retryable(result: TaskResult, retry: RetrySpec) -> bool:
     error = result.error
     if error is None:
         return not retry.retryable_only
-    if error.code in ("cancelled", "budget_exceeded"):
+    # A cancel or an exhausted budget says stop; params that break the action's schema fail
+    # the same way however often they are sent (each attempt would count against max_tasks).
+    if error.code in ("cancelled", "budget_exceeded", "invalid_params"):
         return False
     return error.retryable or not retry.retryable_only
