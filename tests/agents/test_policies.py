@@ -15,7 +15,7 @@ import pytest
 from google.protobuf import duration_pb2
 
 from ether.v1 import agent_io_pb2, common_pb2, supervisor_pb2
-from tests.support.agents import AGENTS, deploy, state_name, until, watch_until
+from tests.support.agents import AGENTS, deploy, remove_agent, state_name, until, watch_until
 from tests.support.calls import agent_input, budget, data, details, execute
 from tests.support.host import HostProcess
 from tests.support.procs import thread_policies, wait_gone
@@ -44,10 +44,6 @@ def _rogue_folder(folder: Path, settings: str) -> Path:
         'language = "python"\ncommand = ["python3", "rogue.py"]\n' + settings
     )
     return folder
-
-
-def _remove(host: HostProcess, name: str) -> None:
-    host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=name), timeout=30)
 
 
 def _agent(host: HostProcess, name: str) -> agent_io_pb2.AgentInfo:
@@ -86,7 +82,7 @@ def test_the_restart_policy_decides_what_follows_an_exit(
             again = watch_until(host, name, {"RUNNING"}, after=ended.sequence)
             assert again.pid and again.pid != running.pid
     finally:
-        _remove(host, name)
+        remove_agent(host, name)
 
 
 def test_remove_agent_ends_its_processes_and_forgets_it(host: HostProcess) -> None:
@@ -97,7 +93,7 @@ def test_remove_agent_ends_its_processes_and_forgets_it(host: HostProcess) -> No
     )
     pids = [p.pid for p in listed.processes]
     assert len(pids) == 2 and all(pids)
-    _remove(host, name)
+    remove_agent(host, name)
     assert wait_gone(pids, within=10) == []
     with pytest.raises(grpc.RpcError) as error:
         _agent(host, name)
@@ -128,7 +124,7 @@ def test_a_full_queue_is_resource_exhausted_with_retry_info(
     assert "RetryInfo" in details(error.value), error.value.details()
     assert busy.result().output.status == agent_io_pb2.TASK_STATUS_SUCCESS
     assert waiting.result().output.status == agent_io_pb2.TASK_STATUS_SUCCESS
-    _remove(host, name)
+    remove_agent(host, name)
 
 
 def test_an_agent_can_opt_out_of_the_batch_cpu_policy(host: HostProcess, tmp_path: Path) -> None:
@@ -136,7 +132,7 @@ def test_an_agent_can_opt_out_of_the_batch_cpu_policy(host: HostProcess, tmp_pat
     thread of the agent; a policy the host cannot set is refused at deploy, naming the field."""
     name = deploy(host, _rogue_folder(tmp_path / "other", 'cpu_scheduling_policy = "other"\n'))
     assert set(thread_policies(_agent_pid(host, name)).values()) == {os.SCHED_OTHER}
-    _remove(host, name)
+    remove_agent(host, name)
     with pytest.raises(grpc.RpcError) as error:
         deploy(host, _rogue_folder(tmp_path / "fifo", 'cpu_scheduling_policy = "fifo"\n'))
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -190,7 +186,7 @@ def test_deploy_settings_override_agent_toml_and_the_status_shows_those_in_effec
     until(host, response.agent, {"RUNNING"})
     assert _agent(host, "tuned").description == "from the request"
     assert set(thread_policies(_agent_pid(host, "tuned")).values()) == {os.SCHED_IDLE}
-    _remove(host, "tuned")
+    remove_agent(host, "tuned")
 
     with pytest.raises(grpc.RpcError) as error:
         host.supervisor.DeployAgent(
@@ -225,7 +221,7 @@ def test_the_agent_is_told_the_deadline_the_host_enforces(host: HostProcess) -> 
     assert 0 < by_budget <= 3_000
     unbounded = data(execute(host, name, "deadline", timeout=None))
     assert unbounded["deadline_ms"] in (None, 0)
-    _remove(host, name)
+    remove_agent(host, name)
 
 
 def _budget_context(**limits: float) -> agent_io_pb2.TaskContext:
@@ -245,7 +241,7 @@ def test_pipe_never_runs_more_than_max_in_flight(host: HostProcess) -> None:
     assert len(outputs) == 9
     most = max(data(o.output)["most_at_once"] for o in outputs)
     assert 2 <= most <= 3
-    _remove(host, name)
+    remove_agent(host, name)
 
 
 def test_list_agents_filters_by_language_and_type(host: HostProcess) -> None:
@@ -260,7 +256,7 @@ def test_list_agents_filters_by_language_and_type(host: HostProcess) -> None:
     assert name not in names(language=common_pb2.LANGUAGE_GO)
     assert name in names(type=agent_io_pb2.AGENT_TYPE_GENERAL)
     assert name not in names(type=agent_io_pb2.AGENT_TYPE_IO_GATEWAY)
-    _remove(host, name)
+    remove_agent(host, name)
 
 
 def test_agents_in_the_agents_dir_run_when_the_host_starts(tmp_path: Path) -> None:
@@ -295,7 +291,7 @@ def test_stderr_lines_become_records_with_levels_and_fields(host: HostProcess) -
     ):
         assert records[line].level == "error", line
     assert records["back to normal"].level == "info"
-    _remove(host, name)
+    remove_agent(host, name)
 
 
 def test_an_unsupported_protocol_version_is_refused_in_the_welcome(host: HostProcess) -> None:
@@ -308,7 +304,7 @@ def test_an_unsupported_protocol_version_is_refused_in_the_welcome(host: HostPro
     assert "protocol 99" in event.reason, event.reason
     welcome = next(line for line in event.stderr_tail if line.startswith("welcome: "))
     assert "protocol_version_unsupported" in welcome and '"supported":[1]' in welcome
-    _remove(host, name)
+    remove_agent(host, name)
 
 
 def test_a_child_call_inherits_the_parents_remaining_deadline(host: HostProcess) -> None:
@@ -326,8 +322,8 @@ def test_a_child_call_inherits_the_parents_remaining_deadline(host: HostProcess)
     child = data(output)
     assert child["status"] == "SUCCESS", child
     assert 0 < child["data"]["deadline_ms"] <= 4_000
-    _remove(host, told)
-    _remove(host, worker)
+    remove_agent(host, told)
+    remove_agent(host, worker)
 
 
 def test_an_agent_giving_up_at_the_deadline_is_deadline_exceeded(host: HostProcess) -> None:
@@ -347,7 +343,7 @@ def test_an_agent_giving_up_at_the_deadline_is_deadline_exceeded(host: HostProce
     assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     early = execute(host, name, "give_up", timeout=30)
     assert early.status == agent_io_pb2.TASK_STATUS_ERROR and early.error.code == "timeout"
-    _remove(host, name)
+    remove_agent(host, name)
 
 
 def test_progress_for_a_caller_that_went_away_does_not_stop_the_link(host: HostProcess) -> None:
@@ -362,7 +358,7 @@ def test_progress_for_a_caller_that_went_away_does_not_stop_the_link(host: HostP
         assert next(stream).WhichOneof("event") == "progress"
         stream.cancel()
     assert data(execute(host, name, "echo", {"still": "read"}, timeout=10)) == {"still": "read"}
-    _remove(host, name)
+    remove_agent(host, name)
 
 
 def test_a_frame_one_byte_over_the_max_through_one_byte_writes(host: HostProcess) -> None:
@@ -377,7 +373,7 @@ def test_a_frame_one_byte_over_the_max_through_one_byte_writes(host: HostProcess
     fits = execute(host, name, "sized", {"bytes": max_frame + 1, "chunk": 1}, timeout=60)
     assert fits.status == agent_io_pb2.TASK_STATUS_SUCCESS
     assert data(execute(host, name, "echo", {"next": 1})) == {"next": 1}
-    _remove(host, name)
+    remove_agent(host, name)
 
 
 def test_a_stop_whose_caller_gives_up_still_ends_the_process_group(host: HostProcess) -> None:
@@ -391,7 +387,7 @@ def test_a_stop_whose_caller_gives_up_still_ends_the_process_group(host: HostPro
     assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert wait_gone([pid], within=30) == []
     watch_until(host, name, {"STOPPED"})
-    _remove(host, name)
+    remove_agent(host, name)
 
 
 def _agent_pid(host: HostProcess, name: str) -> int:
@@ -437,7 +433,7 @@ def test_restarts_back_off_up_to_the_cap_then_too_many_is_fatal(
     # 0.2, 0.4, 0.8, 0.8 s, each ±20 %, as the reason states them (to 0.1 s)
     assert delays[0] <= 0.25 and delays[1] >= 0.3 and delays[2] >= 0.6
     assert max(delays) <= 1.0  # never past the cap
-    _remove(host, "flaky")
+    remove_agent(host, "flaky")
 
 
 def test_an_agent_that_declares_ping_and_stops_answering_is_restarted(
@@ -454,4 +450,4 @@ def test_an_agent_that_declares_ping_and_stops_answering_is_restarted(
     assert "3 pings unanswered" in restarted.reason, restarted.reason
     again = watch_until(host, name, {"RUNNING"}, after=restarted.sequence)
     assert again.pid and again.pid != first
-    _remove(host, name)
+    remove_agent(host, name)

@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
-from tests.support.agents import AGENTS, state_name, until
+from tests.support.agents import AGENTS, remove_agent, state_name, until
 from tests.support.calls import data, execute
 from tests.support.host import HostProcess
 
@@ -48,10 +48,6 @@ def _deploy_running(host: HostProcess, folder: Path) -> supervisor_pb2.DeployAge
     event = until(host, response.agent, {"RUNNING", "FATAL"})
     assert state_name(event.state) == "RUNNING", f"{event.reason}\n" + "\n".join(event.stderr_tail)
     return response
-
-
-def _remove(host: HostProcess, name: str) -> None:
-    host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=name), timeout=60)
 
 
 def test_silent_child_under_auto_is_run_with_the_seeds_envelope(
@@ -89,7 +85,7 @@ def test_silent_child_under_auto_is_run_with_the_seeds_envelope(
         assert failed.status == agent_io_pb2.TASK_STATUS_ERROR
         assert failed.error.message == "asked to fail"
     finally:
-        _remove(host, "autoseed")
+        remove_agent(host, "autoseed")
 
 
 def test_sdk_child_under_auto_is_spoken_to_with_the_full_protocol(
@@ -127,4 +123,4 @@ def test_sdk_child_under_auto_is_spoken_to_with_the_full_protocol(
             execute(host, "autohello", "run", {"text": "hello"})
         assert missing.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     finally:
-        _remove(host, "autohello")
+        remove_agent(host, "autohello")

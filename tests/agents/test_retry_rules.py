@@ -12,25 +12,14 @@ from typing import Any
 import grpc
 import pytest
 
-from ether.v1 import agent_io_pb2, supervisor_pb2
-from tests.support.agents import AGENTS, deploy, kill_once_running
+from ether.v1 import agent_io_pb2
+from tests.support.agents import AGENTS, agent_pids, deploy, kill_once_running, remove_agent
 from tests.support.calls import agent_input, data, details, execute
 from tests.support.host import HostProcess
 
 FLOW = AGENTS / "flow"
 WORKER = AGENTS / "worker"
 REFUSER = AGENTS / "refuser"
-
-
-def _pids(host: HostProcess, agent: str) -> list[int]:
-    listed = host.supervisor.ListProcesses(
-        supervisor_pb2.ListProcessesRequest(agent=agent), timeout=10
-    )
-    return [p.pid for p in listed.processes]
-
-
-def _remove(host: HostProcess, name: str) -> None:
-    host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=name), timeout=60)
 
 
 def _task_id() -> str:
@@ -77,7 +66,7 @@ def test_the_callers_not_idempotent_wins_over_the_actions_idempotent(host: HostP
         assert details(failed.value)["ErrorInfo"].reason == "AGENT_DIED"
         assert _retries_logged(host, task_id, "ExecuteStream", "UNAVAILABLE", seen) == []
     finally:
-        _remove(host, name)
+        remove_agent(host, name)
 
 
 def test_the_callers_idempotent_wins_over_the_actions_not_idempotent(host: HostProcess) -> None:
@@ -104,11 +93,11 @@ def test_the_callers_idempotent_wins_over_the_actions_not_idempotent(host: HostP
         assert output.metadata.attempt == 2
         assert output.metadata.pid == started[0].pid
         assert output.metadata.pid not in (0, killed)
-        assert output.metadata.pid in _pids(host, name)  # a live replica answered
+        assert output.metadata.pid in agent_pids(host, name)  # a live replica answered
         retries = _retries_logged(host, task_id, "ExecuteStream", "OK", seen)
         assert [(r.get("attempt"), r.get("reason")) for r in retries] == [(2, "AGENT_DIED")]
     finally:
-        _remove(host, name)
+        remove_agent(host, name)
 
 
 def test_a_task_every_attempt_refuses_ends_unavailable_shutting_down(host: HostProcess) -> None:
@@ -128,4 +117,4 @@ def test_a_task_every_attempt_refuses_ends_unavailable_shutting_down(host: HostP
             (attempt, "AGENT_SHUTTING_DOWN") for attempt in (2, 3, 4, 5)
         ]
     finally:
-        _remove(host, name)
+        remove_agent(host, name)

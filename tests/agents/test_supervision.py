@@ -16,23 +16,20 @@ import pytest
 from google.protobuf import duration_pb2
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
-from tests.support.agents import AGENTS, EXAMPLES, deploy, state_name, watch_until
+from tests.support.agents import (
+    AGENTS,
+    EXAMPLES,
+    agent_pids,
+    deploy,
+    remove_agent,
+    state_name,
+    watch_until,
+)
 from tests.support.calls import agent_input, data, details, execute
 from tests.support.host import HostProcess
 from tests.support.procs import wait_gone
 
 WORKER = AGENTS / "worker"
-
-
-def _pids(host: HostProcess, agent: str) -> list[int]:
-    listed = host.supervisor.ListProcesses(
-        supervisor_pb2.ListProcessesRequest(agent=agent), timeout=10
-    )
-    return [p.pid for p in listed.processes]
-
-
-def _remove(host: HostProcess, name: str) -> None:
-    host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=name), timeout=60)
 
 
 def test_an_idempotent_task_whose_replica_is_killed_finishes_on_the_other(
@@ -49,7 +46,7 @@ def test_an_idempotent_task_whose_replica_is_killed_finishes_on_the_other(
         first = next(stream)
         assert first.WhichOneof("event") == "started"
         killed = first.started.pid
-        assert killed in _pids(host, name)
+        assert killed in agent_pids(host, name)
         os.kill(killed, signal.SIGKILL)
         events = list(stream)
         output = events[-1].output
@@ -58,7 +55,7 @@ def test_an_idempotent_task_whose_replica_is_killed_finishes_on_the_other(
         assert output.metadata.attempt == 2
         assert output.metadata.pid not in (0, killed)
     finally:
-        _remove(host, name)
+        remove_agent(host, name)
 
 
 def test_an_idempotent_task_waits_for_the_restart_of_its_only_replica(
@@ -81,9 +78,9 @@ def test_an_idempotent_task_waits_for_the_restart_of_its_only_replica(
         assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error.message
         assert output.metadata.attempt == 2
         assert output.metadata.pid not in (0, killed)
-        assert _pids(host, name) == [output.metadata.pid]
+        assert agent_pids(host, name) == [output.metadata.pid]
     finally:
-        _remove(host, name)
+        remove_agent(host, name)
 
 
 def test_idempotent_calls_all_succeed_while_replicas_are_killed(host: HostProcess) -> None:
@@ -150,7 +147,7 @@ def test_idempotent_calls_all_succeed_while_replicas_are_killed(host: HostProces
                 sequence = 0
                 for round_ in range(4):
                     replica = round_ % 2
-                    pid = _pids(host, name)[replica]
+                    pid = agent_pids(host, name)[replica]
                     assert pid > 0  # never os.kill(0, ...): that is our own process group
                     os.kill(pid, signal.SIGKILL)
                     back = watch_until(host, name, {"RUNNING"}, after=sequence, replica=replica)
@@ -167,7 +164,7 @@ def test_idempotent_calls_all_succeed_while_replicas_are_killed(host: HostProces
         agent = host.agents.GetAgent(agent_io_pb2.GetAgentRequest(name=name), timeout=10).agent
         assert state_name(agent.state) == "RUNNING"
     finally:
-        _remove(host, name)
+        remove_agent(host, name)
 
 
 def test_an_idempotent_task_outlives_both_replicas_dying_in_turn(host: HostProcess) -> None:
@@ -209,7 +206,7 @@ def test_an_idempotent_task_outlives_both_replicas_dying_in_turn(host: HostProce
         # Both replicas were among the dead: the task went from one to the other.
         assert len(set(killed)) == 3
     finally:
-        _remove(host, name)
+        remove_agent(host, name)
 
 
 def test_a_non_idempotent_task_whose_process_died_is_not_retried(host: HostProcess) -> None:
@@ -236,7 +233,7 @@ def test_a_non_idempotent_task_whose_process_died_is_not_retried(host: HostProce
         assert failed.value.code() == grpc.StatusCode.UNAVAILABLE, failed.value.details()
         assert details(failed.value)["ErrorInfo"].reason == "AGENT_DIED"
     finally:
-        _remove(host, name)
+        remove_agent(host, name)
 
 
 def test_a_task_refused_as_shutting_down_runs_on_the_other_replica(host: HostProcess) -> None:
@@ -285,9 +282,9 @@ def test_a_task_refused_as_shutting_down_runs_on_the_other_replica(host: HostPro
             host, name, {"RUNNING"}, after=stopping.sequence, replica=stopping.replica
         )
         assert back.pid not in (0, refused)
-        assert refused not in _pids(host, name)
+        assert refused not in agent_pids(host, name)
     finally:
-        _remove(host, name)
+        remove_agent(host, name)
 
 
 def test_calls_succeed_while_a_replica_drains_after_an_outside_sigterm(host: HostProcess) -> None:
@@ -345,7 +342,7 @@ def test_calls_succeed_while_a_replica_drains_after_an_outside_sigterm(host: Hos
         assert failures == []
         assert all(answered), answered
     finally:
-        _remove(host, name)
+        remove_agent(host, name)
 
 
 @pytest.mark.parametrize(
@@ -366,7 +363,7 @@ def test_an_outside_sigterm_is_restarted_under_on_failure(
     name = deploy(host, folder, name=f"term-{folder.name}")
     try:
         running = watch_until(host, name, {"RUNNING"})
-        assert _pids(host, name) == [running.pid]
+        assert agent_pids(host, name) == [running.pid]
         os.kill(running.pid, signal.SIGTERM)
         ended = watch_until(host, name, {"BACKOFF", "EXITED", "FATAL"}, after=running.sequence)
         assert state_name(ended.state) == "BACKOFF", ended.reason
@@ -376,7 +373,7 @@ def test_an_outside_sigterm_is_restarted_under_on_failure(
         output = execute(host, name, action, params)
         assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error.message
     finally:
-        _remove(host, name)
+        remove_agent(host, name)
 
 
 def _wait_converged(host: HostProcess, name: str, replicas: int, after: int) -> None:
@@ -413,7 +410,7 @@ def test_scaling_down_then_up_converges_to_the_replicas_asked_for(
     name = deploy(host, folder, name=f"scale-{folder.name}")
     try:
         for replicas in (2, 1, 2, 3, 1, 2):
-            scaled_away = _pids(host, name)[replicas:]
+            scaled_away = agent_pids(host, name)[replicas:]
             status = host.supervisor.ScaleAgent(
                 supervisor_pb2.ScaleAgentRequest(name=name, replicas=replicas), timeout=60
             ).agent
@@ -427,4 +424,4 @@ def test_scaling_down_then_up_converges_to_the_replicas_asked_for(
             assert {state_name(p.state) for p in listed} == {"RUNNING"}
             assert len({p.pid for p in listed} - {0}) == replicas
     finally:
-        _remove(host, name)
+        remove_agent(host, name)

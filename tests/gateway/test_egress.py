@@ -7,7 +7,6 @@ fixed name resolutions in a policy, and the point of each such test is that noth
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -23,13 +22,6 @@ from ._support import Recorder
 TOOLBOX = AGENTS / "toolbox"
 LOOPBACK_ONLY = {"allow_hosts": ["127.0.0.1"], "allow_addresses": ["127.0.0.1/32"], "burst": 100}
 ALLOWED, DENIED = gateway_pb2.AUDIT_DECISION_ALLOWED, gateway_pb2.AUDIT_DECISION_DENIED
-
-
-@pytest.fixture(scope="module")
-def web() -> Iterator[Recorder]:
-    server = Recorder()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(autouse=True)

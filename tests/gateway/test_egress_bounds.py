@@ -80,13 +80,6 @@ class _ChainHandler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def web() -> Iterator[Recorder]:
-    server = Recorder()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def chain() -> Iterator[Chain]:
     server = Chain()
     yield server

@@ -124,13 +124,6 @@ def test_a_fatal_lone_agent_gives_no_agent_available(host: HostProcess) -> None:
 
 
 @pytest.fixture(scope="module")
-def web() -> Iterator[Recorder]:
-    server = Recorder()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def other_port() -> Iterator[Recorder]:
     """A second loopback server: another port, which only some policies allow."""
     server = Recorder()

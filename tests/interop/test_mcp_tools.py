@@ -26,7 +26,7 @@ from mcp.shared.subscriptions import ToolsListChanged
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
 from ether_host.mcp_tools import ActionTool, name_tools
-from tests.support.agents import deploy
+from tests.support.agents import deploy, remove_agent
 from tests.support.host import ETHER, HostProcess
 
 from .mcp_clients import SURFACES, mcp_session
@@ -173,7 +173,7 @@ def test_tools_list_changed_when_agents_come_and_go(host: HostProcess, surface: 
             await changed.wait()
             after_deploy = [t.name for t in (await session.list_tools()).tools]
             changed = anyio.Event()
-            await anyio.to_thread.run_sync(lambda: _remove(host, name))
+            await anyio.to_thread.run_sync(lambda: remove_agent(host, name))
             await changed.wait()
             after_remove = [t.name for t in (await session.list_tools()).tools]
             return after_deploy, after_remove
@@ -181,10 +181,6 @@ def test_tools_list_changed_when_agents_come_and_go(host: HostProcess, surface: 
     after_deploy, after_remove = run(followed())
     assert f"{name}__add" in after_deploy
     assert not [tool for tool in after_remove if tool.startswith(f"{name}__")]
-
-
-def _remove(host: HostProcess, name: str) -> None:
-    host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=name), timeout=60)
 
 
 PY_SERVER = Path(__file__).parent / "mcp_servers_py"  # an MCP server deployed as an agent

@@ -139,3 +139,15 @@ def kill_once_running(stream: Any) -> int:
             break
     os.kill(pid, signal.SIGKILL)
     return pid
+
+
+def agent_pids(host: HostProcess, agent: str) -> list[int]:
+    """The pids of ``agent``'s replicas, as ListProcesses gives them."""
+    listed = host.supervisor.ListProcesses(
+        supervisor_pb2.ListProcessesRequest(agent=agent), timeout=10
+    )
+    return [p.pid for p in listed.processes]
+
+
+def remove_agent(host: HostProcess, name: str) -> None:
+    host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=name), timeout=60)
