@@ -7,6 +7,7 @@ full protocol, and what its hello declares is what the directory shows."""
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import grpc
@@ -32,6 +33,31 @@ agent = Agent("autohello", version="3.1.4", description="Says hello, then shouts
 @agent.action(description="Upper-case the text.")
 def shout(text: str) -> dict[str, Any]:
     return {"shouted": text.upper()}
+
+
+if __name__ == "__main__":
+    agent.run()
+'''
+
+
+# An SDK agent slower to start than legacy_after (heavy imports on a loaded machine, here: until
+# the test lets it go): the host takes it for a seeds-style child first, then it says hello.
+LATE_AGENT = '''"""An SDK agent that says hello only once the file named `go` exists."""
+
+import os
+import time
+
+while not os.path.exists({go!r}):
+    time.sleep(0.01)
+
+from ether_agent import Agent  # noqa: E402
+
+agent = Agent("latehello", version="2.0.0", max_concurrency=8)
+
+
+@agent.action(description="Upper-case the text.")
+def shout(text: str) -> dict:
+    return {{"shouted": text.upper()}}
 
 
 if __name__ == "__main__":
@@ -124,3 +150,63 @@ def test_sdk_child_under_auto_is_spoken_to_with_the_full_protocol(
         assert missing.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     finally:
         remove_agent(host, "autohello")
+
+
+def test_sdk_child_that_says_hello_late_becomes_itself(host: HostProcess, tmp_path: Path) -> None:
+    """An SDK agent that says hello after `legacy_after` (docs/protocol.md, "The seeds' minimal
+    envelope") is welcomed then: the directory shows its own actions and concurrency from that
+    moment (a RUNNING -> RUNNING event says so), and a task sent to it meanwhile in the seeds'
+    envelope, which the agent dropped unread before its welcome, is run again on it rather than
+    left waiting forever."""
+    folder = tmp_path / "latehello"
+    folder.mkdir()
+    go = folder / "go"
+    (folder / "agent.py").write_text(LATE_AGENT.format(go=str(go)))
+    (folder / "agent.toml").write_text(
+        'name = "latehello"\nlanguage = "python"\ncommand = ["python3", "agent.py"]\n'
+        'protocol = "auto"\nlegacy_after = 0.2\n'
+    )
+    response = host.supervisor.DeployAgent(
+        supervisor_pb2.DeployAgentRequest(spec=supervisor_pb2.AgentSpec(path=str(folder))),
+        timeout=30,
+    )
+    try:
+        running = until(host, response.agent, {"RUNNING"})
+        assert running.reason == "running with the seeds' envelope"
+        info = host.agents.GetAgent(agent_io_pb2.GetAgentRequest(name="latehello"), timeout=10)
+        assert [a.name for a in info.agent.actions] == ["run"]
+        request = agent_io_pb2.ExecuteRequest(
+            input=agent_io_pb2.AgentInput(agent="latehello", params_json=b'{"text": "late"}')
+        )
+        answer = host.agents.Execute.future(request, timeout=60)
+        deadline = time.monotonic() + 30
+        while info.agent.in_flight == 0:  # the task frame has gone to the silent child
+            assert time.monotonic() < deadline and not answer.done(), answer
+            info = host.agents.GetAgent(agent_io_pb2.GetAgentRequest(name="latehello"), timeout=10)
+
+        go.touch()  # the agent imports the SDK and says hello
+        events = host.supervisor.WatchEvents(
+            supervisor_pb2.WatchEventsRequest(agent="latehello", after_sequence=running.sequence),
+            timeout=60,
+        )
+        try:
+            seen = []
+            for event in events:  # the events of the fallback's RUNNING may come first
+                seen.append((state_name(event.state), event.reason))
+                if event.reason == "hello received after the seeds' fallback":
+                    break
+        finally:
+            events.cancel()
+        assert seen[-1] == ("RUNNING", "hello received after the seeds' fallback"), seen
+        info = host.agents.GetAgent(agent_io_pb2.GetAgentRequest(name="latehello"), timeout=10)
+        assert [a.name for a in info.agent.actions] == ["shout"]
+        assert (info.agent.version, info.agent.max_concurrency) == ("2.0.0", 8)
+
+        # The task the agent dropped ran again, as its own action (the request named none).
+        output = answer.result(timeout=60).output
+        assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output
+        assert output.data_json == b"" and data(output) == {"shouted": "LATE"}
+        assert output.metadata.attempt == 2
+        assert data(execute(host, "latehello", "shout", {"text": "now"})) == {"shouted": "NOW"}
+    finally:
+        remove_agent(host, "latehello")

@@ -49,7 +49,7 @@ from ether_host.agents.running import (
     task_frame,
     time_left,
 )
-from ether_host.agents.validation import check_params, resolve_action
+from ether_host.agents.validation import action_for_retry, check_params, resolve_action
 from ether_host.errors import (
     Cancelled,
     DeadlineExceeded,
@@ -335,7 +335,7 @@ class Batch:
             return
         if refused(pending):
             self._release(flight)
-            self._retry(flight, shutting_down(agent, flight.replica, task.task_id))
+            self._retry(flight, shutting_down(agent, flight.replica, task.task_id, pending))
             return
         metadata = Metadata(
             duration=time.monotonic() - flight.clock,
@@ -479,6 +479,7 @@ class Batch:
                     after=round(delay, 3),
                 )
                 await asyncio.sleep(delay)
+                flight.action = action_for_retry(flight.agent, task, flight.action) or flight.action
                 try:
                     outcome = await side.attempt(
                         flight.agent, record, flight.action, attempt, events

@@ -45,7 +45,13 @@ from ether_host.agents.running import (
     task_frame,
     time_left,
 )
-from ether_host.agents.validation import check_budget, check_params, check_task_id, resolve_action
+from ether_host.agents.validation import (
+    action_for_retry,
+    check_budget,
+    check_params,
+    check_task_id,
+    resolve_action,
+)
 from ether_host.background import start_detached
 from ether_host.errors import (
     Cancelled,
@@ -197,6 +203,7 @@ class Dispatcher:
                     # goes to a live one or waits for the restart. The pause only keeps a task
                     # from spinning through replicas that die as soon as they get it.
                     await asyncio.sleep(delay)
+                    action = action_for_retry(agent, task, action)
         except asyncio.CancelledError as error:
             raised = error
             # Ours only when cancel() asked and nobody else cancels the task as well.
@@ -475,7 +482,7 @@ class Dispatcher:
             if refused(pending):
                 # The agent is draining (an outside SIGTERM, say) and did not run the task; the
                 # link has taken this replica out of the rotation already.
-                raise shutting_down(agent, replica, task.task_id)
+                raise shutting_down(agent, replica, task.task_id, pending)
             metadata = Metadata(
                 duration=time.monotonic() - clock,
                 started_at=started,

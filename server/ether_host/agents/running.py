@@ -15,7 +15,7 @@ from typing import Any
 
 from ether_host.agents.model import TaskEvent, TaskInput, TaskResult
 from ether_host.errors import EtherError, Unavailable
-from ether_host.link import SHUTTING_DOWN, AgentConnection, LinkClosed, Pending
+from ether_host.link import NOT_RUN, SHUTTING_DOWN, AgentConnection, LinkClosed, Pending
 from ether_host.reasons import Reason
 from ether_host.supervisor import ActionInfo, ManagedAgent, Replica
 from ether_host.telemetry import Span
@@ -122,11 +122,13 @@ class Refused(NotRun):
 
 
 def refused(pending: Pending) -> bool:
+    """Whether the agent answered that it did not run the task: it drains (``shutting_down``),
+    or the link knows it dropped the task (``not_run``: see AgentConnection.handshake)."""
     result = pending.result
     if result is None:
         return False
     error = result.get("error")
-    return isinstance(error, dict) and error.get("code") == SHUTTING_DOWN
+    return isinstance(error, dict) and error.get("code") in (SHUTTING_DOWN, NOT_RUN)
 
 
 def time_left(deadline: float | None) -> float:
@@ -169,8 +171,21 @@ def died(
     )
 
 
-def shutting_down(agent: ManagedAgent, replica: Replica, task_id: str) -> Refused:
-    """The error of a task a draining agent refused (it did not run it: safe to retry)."""
+def shutting_down(
+    agent: ManagedAgent, replica: Replica, task_id: str, pending: Pending | None = None
+) -> Refused:
+    """The error of a task the agent refused (see ``refused``: it did not run it, safe to
+    retry)."""
+    error = pending.result.get("error") if pending is not None and pending.result else None
+    if isinstance(error, dict) and error.get("code") == NOT_RUN:
+        return Refused(
+            f"agent {agent.name} process {replica.pid or ''} said hello after the host had "
+            f"taken it for a seeds-style agent, and dropped task {task_id} sent before its "
+            "welcome",
+            reason=Reason.AGENT_UNAVAILABLE,
+            resource=("agent", agent.name),
+            retry_after=1.0,
+        )
     return Refused(
         f"agent {agent.name} process {replica.pid or ''} is shutting down and refused task {task_id}",
         reason=Reason.AGENT_SHUTTING_DOWN,

@@ -66,6 +66,19 @@ def resolve_action(agent: ManagedAgent, task: TaskInput) -> ActionInfo:
     )
 
 
+def action_for_retry(
+    agent: ManagedAgent, task: TaskInput, action: ActionInfo | None
+) -> ActionInfo | None:
+    """The action a retry of ``task`` runs: the one first resolved while the agent still
+    offers it; otherwise the task's action resolved again and its params checked (the agent's
+    actions changed under the task: a hello after the seeds' fallback, a new version)."""
+    if not agent.actions or (action is not None and action in agent.actions):
+        return action
+    again = resolve_action(agent, task)
+    check_params(agent, again, task.params)
+    return again
+
+
 # Keys that do not constrain an object: a schema of only these accepts any params.
 _NOT_CONSTRAINING = {"type", "title", "description", "$schema", "$id", "additionalProperties"}
 # The validator of each schema object, found by identity first: the schema text as a cache key

@@ -2,6 +2,7 @@
 
 from ether_host.link.connection import (
     DEFAULT_MAX_FRAME,
+    NOT_RUN,
     PROTOCOL_VERSIONS,
     SHUTTING_DOWN,
     AgentConnection,
@@ -20,6 +21,7 @@ from ether_host.link.stderr import MAX_STDERR_LINE, StderrParser, own_task_field
 __all__ = [
     "DEFAULT_MAX_FRAME",
     "MAX_STDERR_LINE",
+    "NOT_RUN",
     "PROTOCOL_VERSIONS",
     "SHUTTING_DOWN",
     "AgentConnection",

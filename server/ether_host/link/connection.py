@@ -35,6 +35,9 @@ log = structlog.get_logger("ether.link")
 
 PROTOCOL_VERSIONS = (1,)
 SHUTTING_DOWN = "shutting_down"  # the error code of a task refused because the agent drains
+# The error code of a task sent in the seeds' envelope to an agent that then said hello: an
+# agent drops every frame before its welcome, so it never ran the task (safe to send again).
+NOT_RUN = "not_run"
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 _ID_IN_HEAD = re.compile(rb'"id"\s*:\s*"([^"]{1,64})"')
 
@@ -88,6 +91,10 @@ class AgentConnection:
         self._ids = itertools.count(1)
         self._pending: dict[str, Pending] = {}
         self._hello_seen = anyio.Event()
+        # Set when the seeds' fallback is taken (handshake): how to answer a hello that comes
+        # after it, and whom to tell (the replica) once it is answered.
+        self._late_welcome: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+        self._upgraded: Callable[[dict[str, Any]], None] | None = None
         self._pongs: dict[str, anyio.Event] = {}
         self._own_calls: dict[str, anyio.CancelScope] = {}
         self._calls_group: TaskGroup | None = None
@@ -208,9 +215,10 @@ class AgentConnection:
         elif kind == "progress" or kind == "log":
             self._on_task_event(kind, frame)
         elif kind == "hello":
-            if self.hello is None:
+            if self.hello is None and self.legacy:
+                self._upgrade(frame)
+            elif self.hello is None:
                 self.hello = frame
-                self.legacy = False
                 self._hello_seen.set()
             else:
                 self._violation("second hello", json.dumps(frame)[:200])
@@ -345,12 +353,15 @@ class AgentConnection:
         hello_timeout: float,
         legacy_after: float | None,
         welcome: Callable[[dict[str, Any]], dict[str, Any]],
+        upgraded: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any] | None:
         """Wait for hello and answer welcome. Returns the hello, or None in legacy mode.
 
-        With ``legacy_after`` set, an agent silent for that long is taken as a
-        seeds-style agent that answers bare task envelopes; a hello that still
-        comes later (before any task) upgrades it.
+        With ``legacy_after`` set, an agent silent for that long is taken as a seeds-style
+        agent that answers bare task envelopes. A hello that still comes later is welcomed
+        then (a slow start: heavy imports on a loaded machine), the tasks sent meanwhile in
+        the seeds' envelope end ``not_run`` (an agent drops frames before its welcome), and
+        ``upgraded`` is told the hello, so the agent's actions and concurrency become its own.
         """
         wait_for = legacy_after if legacy_after is not None else hello_timeout
         with anyio.move_on_after(wait_for):
@@ -363,33 +374,74 @@ class AgentConnection:
             if legacy_after is None:
                 raise HandshakeError(f"no hello within {hello_timeout:g}s")
             self.legacy = True
+            self._late_welcome, self._upgraded = welcome, upgraded
             return None
-        protocol = self.hello.get("protocol")
+        answer, accepted = self._welcome_for(self.hello, welcome)
+        await self.send(answer)
+        if not accepted:
+            await self.close_stdin()
+            raise ProtocolMismatch(_mismatch(self.hello))
+        return self.hello
+
+    def _welcome_for(
+        self, hello: dict[str, Any], welcome: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> tuple[dict[str, Any], bool]:
+        """The welcome answering ``hello`` (the frame limit agreed), and whether it accepts
+        it: a hello choosing a protocol this host does not speak gets a refusing one."""
+        protocol = hello.get("protocol")
         if protocol not in PROTOCOL_VERSIONS:
             supported = list(PROTOCOL_VERSIONS)
-            await self.send(
-                {
-                    "type": "welcome",
-                    "protocol": 0,
-                    "error": {
-                        "code": "protocol_version_unsupported",
-                        "message": f"protocol {protocol!r} is not supported; this host speaks {supported}",
-                        "data": {"supported": supported},
-                    },
-                }
-            )
-            await self.close_stdin()
-            raise ProtocolMismatch(
-                f"agent chose protocol {protocol!r}; this host speaks {supported}"
-            )
-        capabilities = self.hello.get("capabilities") or {}
+            refusal = {
+                "code": "protocol_version_unsupported",
+                "message": f"protocol {protocol!r} is not supported; this host speaks {supported}",
+                "data": {"supported": supported},
+            }
+            return {"type": "welcome", "protocol": 0, "error": refusal}, False
+        capabilities = hello.get("capabilities") or {}
         agent_max = int(capabilities.get("max_frame") or DEFAULT_MAX_FRAME)
         self.max_frame = min(self.max_frame, agent_max)
-        await self.send(
-            welcome(self.hello)
-            | {"type": "welcome", "protocol": protocol, "max_frame": self.max_frame}
+        answer = welcome(hello) | {
+            "type": "welcome",
+            "protocol": protocol,
+            "max_frame": self.max_frame,
+        }
+        return answer, True
+
+    def _upgrade(self, hello: dict[str, Any]) -> None:
+        """A hello after the seeds' fallback (see handshake): welcome it before any other frame
+        goes out, end the tasks it was sent in the seeds' envelope ``not_run``, tell the
+        replica. Refused (a protocol this host does not speak), the agent's stdin is closed:
+        it exits, and its restart policy decides what follows."""
+        welcome = self._late_welcome
+        if welcome is None:  # a legacy agent by its manifest: a hello is not its protocol
+            self._violation("hello from an agent run with the seeds' envelope", str(hello)[:200])
+            return
+        answer, accepted = self._welcome_for(hello, welcome)
+        dropped = [pending for pending in self._pending.values() if not pending.finished]
+        log.info(
+            "agent said hello after the seeds' fallback",
+            agent=self.agent,
+            accepted=accepted,
+            tasks_not_run=len(dropped),
         )
-        return self.hello
+        if not accepted:
+            log.warning("agent refused", agent=self.agent, problem=_mismatch(hello))
+        self.hello, self.legacy = hello, False
+        for pending in dropped:
+            error = {"code": NOT_RUN, "message": "sent before the agent's welcome"}
+            pending.finish(
+                result={"type": "result", "id": pending.frame_id, "status": "error", "error": error}
+            )
+        data = orjson.dumps(answer, option=orjson.OPT_APPEND_NEWLINE)
+        if self._writer.queues_nowait:  # queued now: no task frame can go out before it
+            with contextlib.suppress(LinkClosed):
+                self._writer.queue_line(data)
+        else:
+            self._spawn(self.send(answer))
+        if not accepted:
+            self._spawn(self.close_stdin())
+        elif self._upgraded is not None:
+            self._upgraded(hello)
 
     # -- tasks ---------------------------------------------------------------------------
 
@@ -514,6 +566,10 @@ class AgentConnection:
     def fail_all(self, error: Exception) -> None:
         """Fail every task in flight (the process died or is being replaced)."""
         self._fail_all(error)
+
+
+def _mismatch(hello: dict[str, Any]) -> str:
+    return f"agent chose protocol {hello.get('protocol')!r}; this host speaks {list(PROTOCOL_VERSIONS)}"
 
 
 def _error_reply(call_id: str, code: str, message: str) -> dict[str, Any]:

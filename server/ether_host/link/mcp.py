@@ -382,9 +382,10 @@ class McpConnection(AgentConnection):
         hello_timeout: float,
         legacy_after: float | None,
         welcome: Callable[[dict[str, Any]], dict[str, Any]],
+        upgraded: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any] | None:
         """initialize, initialized, tools/list (every page): the agent's hello, made up."""
-        del legacy_after, welcome  # an MCP server has neither
+        del legacy_after, welcome, upgraded  # an MCP server has none of them
         with anyio.move_on_after(hello_timeout) as waited:
             try:
                 answer = await self._request(

@@ -310,6 +310,7 @@ class Replica:
                         hello_timeout=spec.start_timeout,
                         legacy_after=self._legacy_after(),
                         welcome=lambda hello: self.agent.welcome_frame(hello),
+                        upgraded=self._said_hello_late,
                     )
                     outcome["hello"] = True
                     # Again: a runtime (Go, Node) may have started threads before the first call.
@@ -422,6 +423,14 @@ class Replica:
         self.agent.accept_hello(hello)
         names = ", ".join(str(a.get("name")) for a in hello.get("actions") or [])
         self._enter(State.RUNNING, f"tools changed: {names or 'none'}", pid=self.pid)
+
+    def _said_hello_late(self, hello: dict[str, Any]) -> None:
+        """The agent said hello after it was taken for a seeds-style one (a slow start): its
+        own actions and concurrency from now on; WatchEvents shows a RUNNING -> RUNNING event."""
+        if self.state is not State.RUNNING:
+            return
+        self.agent.accept_hello(hello)
+        self._enter(State.RUNNING, "hello received after the seeds' fallback", pid=self.pid)
 
     def _legacy_after(self) -> float | None:
         """How long a silent child may take before it is run with the seeds' envelope.
