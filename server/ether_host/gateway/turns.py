@@ -198,7 +198,9 @@ class TurnRunner:
             agent=agent,
             action=action,
             params=self._params(actions or {}, action, step, turn, outputs, session),
-            task_id=f"{session.id}.{turn.number}.{step.name}",
+            # Unguessable: a caller who knows the session's id could otherwise start a task
+            # under the next turn's id first and make that turn fail DUPLICATE_TASK_ID.
+            task_id=f"{session.id}.{turn.number}.{step.name}.{secrets.token_hex(4)}",
             session_id=session.id,
             deadline=deadline,
         )
