@@ -315,7 +315,12 @@ def _http_listener(
     )
     mounts: list[Any] = [mcp.route, *a2a_http_routes(a2a)]
     if rpc_handlers is not None:  # the web console (docs/console.md): the gRPC port's handlers
-        mounts.extend(console_routes(ConsoleRpc(rpc_handlers), console_ws_route(rpc_handlers)))
+        mounts.extend(
+            console_routes(
+                ConsoleRpc(rpc_handlers),
+                console_ws_route(rpc_handlers, stopping=lambda: core.lifecycle.is_stopping),
+            )
+        )
     if metrics is not None:
         mounts.append(metrics_route(metrics.render))
     app = build_http_app(

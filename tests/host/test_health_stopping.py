@@ -10,14 +10,21 @@ on an answer, a stream event or the host's exit, never on time."""
 
 from __future__ import annotations
 
+import base64
+import json
 import signal
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
+from google.rpc import error_details_pb2
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import AcceptConnection, Request, TextMessage
 
 from ether.v1 import agent_io_pb2
 from tests.support.agents import AGENTS, watch_until
@@ -124,6 +131,16 @@ def test_health_routes_answer_503_while_the_host_stops(tmp_path: Path) -> None:
                 503,
                 503,
             )
+        # Nor does a new call through the console's WebSocket bridge, which calls the gRPC
+        # handlers in process (the draining gRPC port would refuse it): it ends at once.
+        end = _bridge_end(host.http_address, "/rpc-ws/ether.v1.AgentIOService/Pipe")
+        assert end["error"]["code"] == "unavailable", end
+        reasons = [
+            error_details_pb2.ErrorInfo.FromString(base64.b64decode(d["value"])).reason
+            for d in end["error"]["details"]
+            if d["type"] == "google.rpc.ErrorInfo"
+        ]
+        assert reasons == ["HOST_STOPPING"], end
         for thread in threads:
             thread.join(STOP_WITHIN + 30)
             assert not thread.is_alive()
@@ -149,3 +166,21 @@ def test_health_routes_answer_503_while_the_host_stops(tmp_path: Path) -> None:
         assert all(answer == (503, stopping) for answer in poller.answers[first_503:]), (
             poller.summary()
         )
+
+
+def _bridge_end(address: str, target: str) -> Any:
+    """Open the console bridge's socket at ``target`` as a browser would and return the first
+    text frame the host sends (before any of ours: the status a refused call ends with)."""
+    parts = urlsplit(address)
+    assert parts.hostname and parts.port, address
+    with socket.create_connection((parts.hostname, parts.port), timeout=30) as conn:
+        client = WSConnection(ConnectionType.CLIENT)
+        conn.sendall(client.send(Request(host=parts.netloc, target=target)))
+        while True:
+            data = conn.recv(65536)
+            assert data, "the host closed the bridge's socket without a status"
+            client.receive_data(data)
+            for event in client.events():
+                if isinstance(event, TextMessage):
+                    return json.loads(event.data)
+                assert isinstance(event, AcceptConnection), f"refused: {event!r}"

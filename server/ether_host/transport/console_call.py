@@ -110,7 +110,7 @@ class BrowserCall:
         self, code: grpc.StatusCode, details: str = "", trailing_metadata: Any = ()
     ) -> NoReturn:
         self._code, self._details = code, details
-        raise CallAborted(code, details, _details_of(trailing_metadata))
+        raise CallAborted(code, details, details_of(trailing_metadata))
 
     async def abort_with_status(self, status: grpc.Status) -> NoReturn:
         await self.abort(status.code, status.details, status.trailing_metadata)
@@ -130,7 +130,7 @@ class BrowserCall:
         await self._write(self._serialize(message))
 
 
-def _details_of(trailing_metadata: Any) -> list[Any]:
+def details_of(trailing_metadata: Any) -> list[Any]:
     """The google.rpc details of a status, from the trailing metadata status_of() builds."""
     for key, value in trailing_metadata or ():
         if key == DETAILS_KEY and isinstance(value, bytes):

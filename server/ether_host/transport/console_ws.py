@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -30,24 +30,32 @@ import orjson
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ether_host.errors import InvalidArgument
+from ether_host.errors import InvalidArgument, Unavailable
 from ether_host.reasons import Reason
 from ether_host.transport.console_call import (
     BrowserCall,
     CallAborted,
     MethodHandler,
+    details_of,
     metadata_of,
     peer_of,
 )
 from ether_host.transport.console_rpc import SERVED_PREFIXES, connect_error, crashed
+from ether_host.transport.status import status_of
 
 WS_PATH = "/rpc-ws"
 # A WebSocket close code for a refused origin (RFC 6455 7.4.1: policy violation).
 POLICY_VIOLATION = 1008
 
 
-def console_ws_route(handlers: Mapping[str, MethodHandler]) -> WebSocketRoute:
-    """The bridge's route, serving the request-streaming methods of ``handlers``."""
+def console_ws_route(
+    handlers: Mapping[str, MethodHandler], stopping: Callable[[], bool] = lambda: False
+) -> WebSocketRoute:
+    """The bridge's route, serving the request-streaming methods of ``handlers``. Once
+    ``stopping()`` says the host stops, a new call ends at once UNAVAILABLE (HOST_STOPPING), as a
+    new request does on the rest of the listener (HttpGuard, which passes WebSockets through)
+    and a new call on the draining gRPC port: the bridge calls the handlers in process, past
+    the gRPC server's own refusal."""
 
     async def endpoint(websocket: WebSocket) -> None:
         method = "/" + websocket.path_params["method"]
@@ -61,6 +69,9 @@ def console_ws_route(handlers: Mapping[str, MethodHandler]) -> WebSocketRoute:
             return
         if not handler.request_streaming:
             await _end(websocket, "unimplemented", f"{method} takes one request: call it at /rpc")
+            return
+        if stopping():
+            await _end_with(websocket, _host_stopping())
             return
         await _serve(websocket, method, handler)
 
@@ -153,6 +164,18 @@ async def _requests(
             'a text frame after the first must be {"end": true}; requests are binary frames',
             reason=Reason.MALFORMED_REQUEST,
         )
+
+
+def _host_stopping() -> CallAborted:
+    status = status_of(
+        Unavailable(
+            "the host is stopping: it takes no new calls; retry on another host or once it has "
+            "restarted",
+            reason=Reason.HOST_STOPPING,
+            retry_after=1.0,
+        )
+    )
+    return CallAborted(status.code, status.details, details_of(status.trailing_metadata))
 
 
 async def _end_with(websocket: WebSocket, aborted: CallAborted) -> None:
