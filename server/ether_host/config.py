@@ -226,9 +226,10 @@ def _endpoint(key: str) -> Callable[[Any], str]:
     return parse
 
 
-def _userinfo_hidden(url: str) -> str:
-    """``url`` as an error may show it: what precedes the host's ``@`` (a password, or a
-    user name and password) starred, even in a URL too broken to parse."""
+def userinfo_hidden(url: str) -> str:
+    """``url`` as a log line or an error may show it: what precedes the host's ``@`` (a
+    password, or a user name and password) starred, even in a URL too broken to parse; a user
+    name alone is starred too (``redis://SECRET@host`` is a common slip for a password)."""
     scheme, sep, rest = url.partition("://")
     authority, slash, path = rest.partition("/")
     if "@" not in authority:
@@ -258,7 +259,7 @@ def _redis_url(key: str) -> Callable[[Any], str]:
             fine = not database or database.isdigit()
         if not fine:
             raise ConfigError(
-                f"{key}: {_userinfo_hidden(text)!r} is not allowed; use redis://HOST:PORT[/DB] (for example "
+                f"{key}: {userinfo_hidden(text)!r} is not allowed; use redis://HOST:PORT[/DB] (for example "
                 "redis://127.0.0.1:6379/0), rediss://... or unix:///path/redis.sock, or '' for "
                 "no cluster"
             )

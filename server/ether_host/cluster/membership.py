@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import structlog
@@ -28,7 +27,7 @@ from ether_host.cluster.records import HOSTS_KEY, HostEntry, PublishedAgent, hos
 from ether_host.cluster.remote import BLOCK_MS, RemoteTasks
 from ether_host.cluster.result_cache import RedisResultCache
 from ether_host.cluster.view import ClusterView
-from ether_host.config import ConfigError
+from ether_host.config import ConfigError, userinfo_hidden
 from ether_host.errors import NotFound
 from ether_host.lifecycle import Lifecycle
 from ether_host.reasons import Reason
@@ -51,16 +50,6 @@ class ClusterError(Exception):
 def _said(error: BaseException) -> str:
     """An exception as one line: its message, or its type when it has none (a timeout)."""
     return str(error) or type(error).__name__
-
-
-def _hidden_password(url: str) -> str:
-    """The URL as logs and errors may show it: without its password."""
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    user = parts.username or ""
-    where = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{where}"))
 
 
 @dataclass(frozen=True)
@@ -158,7 +147,7 @@ class Cluster:
 
     @property
     def _url(self) -> str:
-        return _hidden_password(self.settings.redis_url)
+        return userinfo_hidden(self.settings.redis_url)
 
     async def join(self, bound: str) -> None:
         """Reach Redis and claim this host's name; ClusterError when either fails, ConfigError
