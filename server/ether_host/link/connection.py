@@ -413,9 +413,7 @@ class AgentConnection:
         replica. Refused (a protocol this host does not speak), the agent's stdin is closed:
         it exits, and its restart policy decides what follows."""
         welcome = self._late_welcome
-        if welcome is None:  # a legacy agent by its manifest: a hello is not its protocol
-            self._violation("hello from an agent run with the seeds' envelope", str(hello)[:200])
-            return
+        assert welcome is not None  # set with ``legacy`` when the fallback is taken
         answer, accepted = self._welcome_for(hello, welcome)
         dropped = [pending for pending in self._pending.values() if not pending.finished]
         log.info(
