@@ -69,7 +69,7 @@ log = structlog.get_logger("ether.agents")
 class DispatcherSide:
     """What the batch path shares with ``Dispatcher.execute``, handed over by the dispatcher."""
 
-    admit: Callable[[TaskInput], None]  # the checks every task passes; gives it an id
+    admit: Callable[[TaskInput], object]  # the checks every task passes; gives it an id
     running: dict[str, RunningTask]  # by task id: what CancelTask finds
     by_frame: dict[tuple[int, str], RunningTask]  # by (link, frame id): whose host calls
     abandon: Callable[[AgentConnection, Replica, Pending, str], bool]  # cancel frame + watcher

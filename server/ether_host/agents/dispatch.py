@@ -130,15 +130,22 @@ class Dispatcher:
 
     # -- public use cases ----------------------------------------------------------------
 
-    async def execute(self, task: TaskInput, on_event: EventSink | None = None) -> TaskResult:
-        """Run a task to its end. A task that ran and failed is a TaskResult with status ERROR."""
+    async def execute(
+        self, task: TaskInput, on_event: EventSink | None = None, *, from_cluster: bool = False
+    ) -> TaskResult:
+        """Run a task to its end. A task that ran and failed is a TaskResult with status ERROR.
+
+        ``from_cluster``: the task came off the cluster's stream (cluster/remote.py), where this
+        host may have claimed a task it sent itself (its caller here, waiting for the answer
+        under the same id, while the host it went to was judged dead): that wait is no
+        duplicate, and CancelTask reaches this run while it lasts."""
         try:
             agent = self.supervisor.get(task.agent)
         except NotFound:
             if self.other_hosts is None:
                 raise
             return await self._execute_elsewhere(task, self.other_hosts, on_event)
-        self._admit(task)
+        waiting = self._admit(task, from_cluster)
         action = resolve_action(agent, task) if agent.actions else None
         cached_as, cache_ttl = "", 0.0
         if action is not None:
@@ -218,7 +225,10 @@ class Dispatcher:
             raised = error
             raise
         finally:
-            self._running.pop(task.task_id, None)
+            if waiting is None:
+                self._running.pop(task.task_id, None)
+            else:
+                self._running[task.task_id] = waiting
             if record.began and raised is not None:
                 # Not told yet: an error ends the task (a result was told where it was made).
                 self._task_failed(agent, record, action, raised)
@@ -295,19 +305,25 @@ class Dispatcher:
         assert self.result_cache is not None
         await self.result_cache.put(key, cache_entry(result), ttl)
 
-    def _admit(self, task: TaskInput) -> None:
+    def _admit(self, task: TaskInput, from_cluster: bool = False) -> RunningTask | None:
         """The checks every task passes here or elsewhere: its budget, and its id (a new one
-        when the caller gave none; a caller's must not name a task running now)."""
+        when the caller gave none; a caller's must not name a task running now). Returns this
+        host's own wait for the task to run elsewhere when the task is that one, come back
+        from the cluster (see ``execute``)."""
         check_budget(task.budget)
         if task.task_id:
             check_task_id(task.task_id)
         else:
             task.task_id = new_task_id()
-        if task.task_id in self._running:
+        running = self._running.get(task.task_id)
+        if running is not None:
+            if from_cluster and running.remote:
+                return running
             raise InvalidArgument(
                 f"task_id {task.task_id!r} is already running; use another id",
                 reason=Reason.DUPLICATE_TASK_ID,
             )
+        return None
 
     async def _execute_elsewhere(
         self, task: TaskInput, other_hosts: OtherHosts, on_event: EventSink | None
@@ -316,7 +332,7 @@ class Dispatcher:
         ``_running`` as a local task is, so CancelTask here cancels it there."""
         self._admit(task)
         task.root_task = task.root_task or task.task_id
-        record = RunningTask(task, agent=task.agent, deadline=task.deadline)
+        record = RunningTask(task, agent=task.agent, deadline=task.deadline, remote=True)
         record.owner = asyncio.current_task()
         tracing = self.tracing
         if tracing is not None:  # the caller's side of the task; the host running it continues it

@@ -47,6 +47,8 @@ class RunningTask:
     began: float = 0.0
     deadline: float | None = None
     span: Span | None = None  # the task's span, when traced: its host calls' parent
+    # The caller's wait for another host to run the task (Dispatcher._execute_elsewhere).
+    remote: bool = False
 
     def remaining_cost(self) -> float | None:
         limit = self.task.budget.max_cost

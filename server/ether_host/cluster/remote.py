@@ -541,7 +541,7 @@ class RemoteTasks:
                     reason=Reason.AGENT_NOT_FOUND,
                 )
             sink = None if events is None else events.put_nowait
-            result = await self._dispatcher.execute(task, sink)
+            result = await self._dispatcher.execute(task, sink, from_cluster=True)
             return {"task_id": task.task_id, "result": _result_json(result)}, result.status
         except EtherError as error:
             return {"task_id": task.task_id, "error": error_json(error)}, error.code.value
