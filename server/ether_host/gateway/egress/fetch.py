@@ -228,7 +228,16 @@ class Egress:
         self.audit = audit
         self._deployment_of = deployment_of  # agent name -> its deployment's egress table (or None)
         self._buckets: dict[str, TokenBucket] = {}
-        build_policy("*", host_table, None)  # a bad host table stops the host at start
+        # A bad host table stops the host at start: its defaults and each agent's own table,
+        # not at the first net.fetch of that agent.
+        build_policy("*", host_table, None)
+        per_agent = host_table.get("agents") or {}
+        if not isinstance(per_agent, Mapping):
+            raise ConfigError("[gateway.egress.agents] must be a table of tables, one per agent")
+        for agent, table in per_agent.items():
+            if not isinstance(table, Mapping):
+                raise ConfigError(f"[gateway.egress.agents.{agent}] must be a table")
+            build_policy(str(agent), host_table, None)
 
     def policy(self, agent: str) -> Policy:
         return build_policy(agent, self.host_table, self._deployment_of(agent))
