@@ -67,6 +67,7 @@ class Notifier:
         self._store = DeliveryStore(state_dir.absolute() / "notifications.sqlite3")
         self._tg: TaskGroup | None = None
         self._running = anyio.Event()  # set once the notifier owns its group
+        self._watched: set[str] = set()  # the runs an _after_run waits for now: one each
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Go on with what the last host left pending, then own every delivery until cancelled
@@ -78,8 +79,8 @@ class Notifier:
                 for delivery in await self._store.pending():
                     log.info("notification resumed", delivery=delivery.id, subject=delivery.subject)
                     start_detached(tg, self._deliver, delivery)
-                for run_id, webhook_url, reply_topic in await self._store.awaited_runs():
-                    start_detached(tg, self._after_run, run_id, Notify(webhook_url, reply_topic))
+                for run_id, webhook_url, reply_topic, told in await self._store.awaited_runs():
+                    self._watch(tg, run_id, Notify(webhook_url, reply_topic), told)
                 task_status.started()
                 self._running.set()
                 await anyio.sleep_forever()
@@ -154,16 +155,36 @@ class Notifier:
     async def watch_run(self, run_id: str, notify: Notify) -> None:
         """Deliver ``run_id`` as GetRun shows it once it ends (kept across a host restart)."""
         if await self._store.await_run(run_id, notify.webhook_url, notify.reply_topic):
-            start_detached(self._group(), self._after_run, run_id, notify)
+            self._watch(self._group(), run_id, notify, False)
 
-    async def _after_run(self, run_id: str, notify: Notify) -> None:
+    async def run_resumed(self, run_id: str) -> None:
+        """ResumeRun continued ``run_id``: when it is awaited, deliver it again once it ends."""
+        awaited = await self._store.awaited_run(run_id)
+        if awaited is not None and run_id not in self._watched:  # not for a repeated ResumeRun
+            await self._store.run_interrupted(run_id, False)
+            self._watch(self._group(), run_id, Notify(*awaited), False)
+
+    def _watch(self, tg: TaskGroup, run_id: str, notify: Notify, told_interrupted: bool) -> None:
+        self._watched.add(run_id)
+        start_detached(tg, self._after_run, run_id, notify, told_interrupted)
+
+    async def _after_run(self, run_id: str, notify: Notify, told_interrupted: bool = False) -> None:
+        """Deliver the run once it ends. INTERRUPTED is told once (someone must resume or
+        cancel it) and the run stays awaited: ResumeRun watches it again (run_resumed)."""
         try:
             run = await self._workflows.wait(run_id, None)
+            if run.get("state") == "RUN_STATE_INTERRUPTED":
+                if not told_interrupted:
+                    await self._notify("run", run_id, notify, {"run": run})
+                    await self._store.run_interrupted(run_id, True)
+                return
             await self._notify("run", run_id, notify, {"run": run})
             await self._store.run_ended(run_id)
         except EtherError as error:  # the run is gone (pruned while the host was down)
             log.warning("notification of a run dropped", run_id=run_id, error=error.message)
             await self._store.run_ended(run_id)
+        finally:
+            self._watched.discard(run_id)
 
     async def _notify(self, kind: str, subject: str, notify: Notify, output: Any) -> None:
         targets = [("webhook", notify.webhook_url), ("topic", notify.reply_topic)]

@@ -49,7 +49,11 @@ CREATE TABLE IF NOT EXISTS awaited_runs (
     reply_topic TEXT NOT NULL
 );
 """
-MIGRATIONS = (SCHEMA,)
+MIGRATIONS = (
+    SCHEMA,
+    # An awaited run that ended INTERRUPTED has been delivered so (once); ResumeRun clears it.
+    "ALTER TABLE awaited_runs ADD COLUMN told_interrupted INTEGER NOT NULL DEFAULT 0;",
+)
 _COLUMNS = [f.name for f in fields(Delivery)]
 
 
@@ -120,9 +124,24 @@ class DeliveryStore:
     async def run_ended(self, run_id: str) -> None:
         await self._run("DELETE FROM awaited_runs WHERE run_id = ?", [run_id])
 
-    async def awaited_runs(self) -> list[tuple[str, str, str]]:
-        rows = await self._rows("SELECT run_id, webhook_url, reply_topic FROM awaited_runs", [])
-        return [(str(a), str(b), str(c)) for a, b, c in rows]
+    async def awaited_runs(self) -> list[tuple[str, str, str, bool]]:
+        """Each awaited run: its id, webhook, topic and whether it was told INTERRUPTED."""
+        rows = await self._rows(
+            "SELECT run_id, webhook_url, reply_topic, told_interrupted FROM awaited_runs", []
+        )
+        return [(str(a), str(b), str(c), bool(d)) for a, b, c, d in rows]
+
+    async def run_interrupted(self, run_id: str, told: bool) -> None:
+        await self._run(
+            "UPDATE awaited_runs SET told_interrupted = ? WHERE run_id = ?", [int(told), run_id]
+        )
+
+    async def awaited_run(self, run_id: str) -> tuple[str, str] | None:
+        """The webhook and topic a run is awaited with, if it is."""
+        rows = await self._rows(
+            "SELECT webhook_url, reply_topic FROM awaited_runs WHERE run_id = ?", [run_id]
+        )
+        return (str(rows[0][0]), str(rows[0][1])) if rows else None
 
     async def _run(self, sql: str, args: list[object]) -> int:
         def write() -> int:

@@ -204,6 +204,8 @@ class WorkflowServicer(workflow_pb2_grpc.WorkflowServiceServicer):
         run = await self._workflows.resume(
             request.run_id, request.include_non_idempotent, request.request_id
         )
+        if self._notifier is not None:
+            await self._notifier.run_resumed(request.run_id)
         return workflow_pb2.ResumeRunResponse(run=_run(run))
 
     async def GetRunReport(
