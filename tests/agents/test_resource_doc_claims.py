@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from ether.v1 import supervisor_pb2
-from tests.support.agents import AGENTS, deploy, state_name
+from tests.support.agents import AGENTS, deploy, reasons_until_restarted
 from tests.support.calls import data, execute
 from tests.support.host import HostProcess, sandbox_grants
 from tests.support.resources import mechanisms
@@ -36,23 +36,6 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
         yield process
     finally:
         process.stop()
-
-
-def reasons_until_running_again(host: HostProcess, agent: str) -> list[str]:
-    """``agent``'s lifecycle events as "STATE: reason", from its first (WatchEvents replays the
-    history) up to its first RUNNING after a BACKOFF: the replica died and came back."""
-    seen: list[str] = []
-    stream = host.supervisor.WatchEvents(
-        supervisor_pb2.WatchEventsRequest(agent=agent), timeout=BUDGET
-    )
-    try:
-        for event in stream:
-            seen.append(f"{state_name(event.state)}: {event.reason}")
-            if state_name(event.state) == "RUNNING" and any(s.startswith("BACKOFF") for s in seen):
-                return seen
-    finally:
-        stream.cancel()
-    raise AssertionError(f"{agent} was never restarted: {seen}")
 
 
 def test_the_host_enforces_file_size_with_rlimit_fsize(host: HostProcess) -> None:
@@ -95,7 +78,7 @@ def test_sigxfsz_ends_an_agent_that_does_not_ignore_it_and_the_reason_names_the_
     with pytest.raises(grpc.RpcError) as died:
         execute(host, agent, "fill_unguarded", {"name": "big", "size": 4 * LIMIT}, timeout=BUDGET)
     assert died.value.code() == grpc.StatusCode.UNAVAILABLE, died.value
-    seen = reasons_until_running_again(host, agent)
+    seen = reasons_until_restarted(host, agent)
     assert any(
         reason.startswith("BACKOFF") and "file size limit 1 MiB exceeded" in reason
         for reason in seen

@@ -22,7 +22,7 @@ import grpc
 import pytest
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
-from tests.support.agents import AGENTS, deploy, state_name
+from tests.support.agents import AGENTS, deploy, reasons_until_restarted
 from tests.support.calls import data, details, execute
 from tests.support.host import HostProcess
 from tests.support.resources import PIDS_ROOT, marked, mechanisms, refused_forks
@@ -98,22 +98,6 @@ def deploy_hog(host: HostProcess, tmp_path: Path, language: str, limits: str, na
     if folder is None:
         return deploy(host, hog(tmp_path, limits, name=name))
     return deploy(host, folder, name=name)
-
-
-def reasons_until_restarted(host: HostProcess, agent: str) -> list[str]:
-    """The reasons of ``agent``'s lifecycle events, up to its first RUNNING after a BACKOFF."""
-    seen = []
-    stream = host.supervisor.WatchEvents(
-        supervisor_pb2.WatchEventsRequest(agent=agent), timeout=BUDGET
-    )
-    try:
-        for event in stream:
-            seen.append(f"{state_name(event.state)}: {event.reason}")
-            if state_name(event.state) == "RUNNING" and any(s.startswith("BACKOFF") for s in seen):
-                return seen
-    finally:
-        stream.cancel()
-    raise AssertionError(f"{agent} was never restarted: {seen}")
 
 
 @pytest.fixture(scope="module")

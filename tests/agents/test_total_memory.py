@@ -20,7 +20,7 @@ import pytest
 
 from ether.v1 import supervisor_pb2
 from tests.host._support import run_ether
-from tests.support.agents import AGENTS, deploy, state_name
+from tests.support.agents import AGENTS, deploy, reasons_until_restarted
 from tests.support.calls import data, execute
 from tests.support.host import HostProcess
 from tests.support.resources import mechanisms
@@ -42,22 +42,6 @@ def hog(tmp_path: Path, name: str) -> Path:
     manifest = folder / "agent.toml"
     manifest.write_text(manifest.read_text().replace('name = "hog"', f'name = "{name}"'))
     return folder
-
-
-def reasons_until_restarted(host: HostProcess, agent: str) -> list[str]:
-    """The reasons of ``agent``'s lifecycle events, up to its first RUNNING after a BACKOFF."""
-    seen = []
-    stream = host.supervisor.WatchEvents(
-        supervisor_pb2.WatchEventsRequest(agent=agent), timeout=BUDGET
-    )
-    try:
-        for event in stream:
-            seen.append(f"{state_name(event.state)}: {event.reason}")
-            if state_name(event.state) == "RUNNING" and any(s.startswith("BACKOFF") for s in seen):
-                return seen
-    finally:
-        stream.cancel()
-    raise AssertionError(f"{agent} was never restarted: {seen}")
 
 
 @pytest.fixture

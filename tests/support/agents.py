@@ -151,3 +151,20 @@ def agent_pids(host: HostProcess, agent: str) -> list[int]:
 
 def remove_agent(host: HostProcess, name: str) -> None:
     host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=name), timeout=60)
+
+
+def reasons_until_restarted(host: HostProcess, agent: str, timeout: float = 60.0) -> list[str]:
+    """``agent``'s lifecycle events as "STATE: reason", from its first (WatchEvents replays the
+    history) up to its first RUNNING after a BACKOFF: the replica died and came back."""
+    seen: list[str] = []
+    stream = host.supervisor.WatchEvents(
+        supervisor_pb2.WatchEventsRequest(agent=agent), timeout=timeout
+    )
+    try:
+        for event in stream:
+            seen.append(f"{state_name(event.state)}: {event.reason}")
+            if state_name(event.state) == "RUNNING" and any(s.startswith("BACKOFF") for s in seen):
+                return seen
+    finally:
+        stream.cancel()
+    raise AssertionError(f"{agent} was never restarted: {seen}")
