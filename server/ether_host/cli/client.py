@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL, EXIT_UNREACHABLE = 0, 1, 2, 3, 4
+HOST_ERROR_DOMAIN = "ether"  # ErrorInfo.domain of the host's own errors (transport/status.py)
 MAX_MESSAGE_BYTES = 64 << 20
 
 Metadata = tuple[tuple[str, str | bytes], ...]
@@ -112,7 +113,12 @@ def report_rpc_error(error: Any, err: TextIO, prog: str) -> int:
     code = error.code()
     print(f"{prog}: {code.name}: {error.details()}", file=err)
     status = rpc_status.from_call(error)
+    answered = False  # by the host itself: its errors carry an ErrorInfo of its domain
     for detail in status.details if status is not None else []:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            answered = answered or info.domain == HOST_ERROR_DOMAIN
         if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
             bad = error_details_pb2.BadRequest()
             detail.Unpack(bad)
@@ -120,7 +126,9 @@ def report_rpc_error(error: Any, err: TextIO, prog: str) -> int:
                 print(f"  {violation.field}: {violation.description}", file=err)
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         return EXIT_USAGE
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+    # UNAVAILABLE the host answered itself (an agent died under the task, the host is
+    # stopping) is a failed call like any other: 4 says only that no host answered.
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) and not answered:
         return EXIT_UNREACHABLE
     return EXIT_FAILED
 

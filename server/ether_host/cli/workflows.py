@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 import uuid
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -140,8 +142,9 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
                 ).run
             view.header(created, "resumed" if args.workflow_command == "resume" else "attached to")
             view.restore(created)
+        following = _follow_in_thread(stub, created.id, after, view, metadata)
         try:
-            final = _follow(stub, created.id, after, view, metadata)
+            final = following.result()
         except KeyboardInterrupt:
             if args.workflow_command != "run":
                 view.stop()
@@ -155,7 +158,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
                 timeout=30,
                 metadata=metadata,
             )
-            final = _follow(stub, created.id, view.last_sequence, view, metadata)
+            final = following.result()  # the same stream shows the cancel through its end
         view.stop()
         ended = stub.GetRun(
             workflow_pb2.GetRunRequest(run_id=created.id), timeout=30, metadata=metadata
@@ -256,6 +259,26 @@ def _table(runs: list[Any], out: TextIO) -> None:
         for r in runs
     ]
     print_table(header, rows, out)
+
+
+def _follow_in_thread(
+    stub: Any, run_id: str, after: int, view: progress.RunView, metadata: Any
+) -> Future[int]:
+    """``_follow`` in a thread of its own, its outcome in the future returned. Ctrl-C raises
+    KeyboardInterrupt in the main thread only, so it lands in the wait for this future, never
+    inside grpc's or rich's code: raised there, it could leave a lock of grpc's channel taken (a
+    later call on the channel then hung; seen about once in twenty Ctrl-Cs timed on an event)
+    or a line printed twice."""
+    outcome: Future[int] = Future()
+
+    def follow() -> None:
+        try:
+            outcome.set_result(_follow(stub, run_id, after, view, metadata))
+        except BaseException as error:  # the main thread reads it from the future
+            outcome.set_exception(error)
+
+    threading.Thread(target=follow, name="ether-workflow-follow", daemon=True).start()
+    return outcome
 
 
 def _follow(stub: Any, run_id: str, after: int, view: progress.RunView, metadata: Any) -> int:
