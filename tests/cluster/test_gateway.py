@@ -186,10 +186,15 @@ def test_a_session_opened_on_a_is_read_on_b_and_continued_there(
     assert open_session(host_b, capability="chat").agent == "chatter"
 
 
-def taken_by(host: HostProcess, task_id: str) -> None:
-    """Wait until ``host`` has taken a task another host sent it (a turn's reply)."""
+def taken_by(host: HostProcess, turn_step: str) -> None:
+    """Wait until ``host`` has taken a task another host sent it: a turn's step, its task id
+    ``<session>.<turn>.<step>.<random>``."""
     host.wait_for_log(
-        lambda r: r.get("event") == "cluster task taken" and r.get("task_id") == task_id, 60
+        lambda r: (
+            r.get("event") == "cluster task taken"
+            and str(r.get("task_id")).startswith(f"{turn_step}.")
+        ),
+        60,
     )
 
 
