@@ -11,7 +11,6 @@ import queue
 import signal
 import subprocess
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -244,15 +243,15 @@ def test_time_before_a_restart_counts_against_max_time(tmp_path: Path, cli: Star
         assert resuming.stderr is not None
         lines = Lines(resuming.stderr)
         lines.wait_for(lambda line: line.startswith(f"resumed run {run.id}"))
-        resumed_at = time.monotonic()
         assert resuming.wait(timeout=60) == 3  # PARTIAL: the gate succeeded, the hold did not
-        # Had the budget started afresh, the hold would have run a full MAX_TIME from here.
-        assert time.monotonic() - resumed_at < MAX_TIME
         ended = wait(second, run.id)
         assert state(ended) == "PARTIAL" and ended.error.code == "budget_exceeded"
         assert f"run budget max_time={MAX_TIME:g}s used up" in ended.error.message
+        # The host's own account of the run, not this test's clock: both segments, one budget.
+        # Had the budget started afresh on resume, the hold would have run a full MAX_TIME after
+        # the first segment's BEFORE or more: a total of MAX_TIME + BEFORE at least.
         total = ended.usage.elapsed.ToTimedelta().total_seconds()
-        assert MAX_TIME <= total < MAX_TIME + BEFORE  # both segments, but only one budget
+        assert MAX_TIME <= total < MAX_TIME + BEFORE
         saw_cancel(second, "flow", {tag})
         lines.wait_for(lambda line: line.startswith(f"run {run.id} PARTIAL"))
     finally:
