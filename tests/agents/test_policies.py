@@ -121,7 +121,12 @@ def test_a_full_queue_is_resource_exhausted_with_retry_info(
     with pytest.raises(grpc.RpcError) as error:
         execute(host, name, "echo", timeout=10)
     assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert "RetryInfo" in details(error.value), error.value.details()
+    found = details(error.value)
+    assert "RetryInfo" in found, error.value.details()
+    # The quota's subject and limit, as every quota carries them (docs/limits.md).
+    assert [v.subject for v in found["QuotaFailure"].violations] == [f"agent:{name}"]
+    assert found["ErrorInfo"].reason == "AGENT_QUEUE_FULL"
+    assert found["ErrorInfo"].metadata["limit"] == "1"
     assert busy.result().output.status == agent_io_pb2.TASK_STATUS_SUCCESS
     assert waiting.result().output.status == agent_io_pb2.TASK_STATUS_SUCCESS
     remove_agent(host, name)

@@ -245,7 +245,11 @@ def test_too_many_active_runs(tmp_path: Path) -> None:
         with pytest.raises(grpc.RpcError) as error:
             create(own, "name: second\nstages:\n  - {name: a, agent: flow, action: echo}\n")
         assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert details(error.value)["RetryInfo"].retry_delay.seconds == 5
+        found = details(error.value)
+        assert found["RetryInfo"].retry_delay.seconds == 5
+        # The quota's subject, limit and setting, as every quota carries them (docs/limits.md).
+        assert [v.subject for v in found["QuotaFailure"].violations] == ["host"]
+        assert dict(found["ErrorInfo"].metadata) == {"limit": "1", "setting": "max_active_runs"}
         own.workflows.CancelRun(workflow_pb2.CancelRunRequest(run_id=busy.id), timeout=10)
         assert state(wait(own, busy.id)) == "CANCELLED"
         assert state(
