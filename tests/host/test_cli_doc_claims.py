@@ -5,19 +5,16 @@ real host: `agents deploy --restart`, `agents restart NAME`, `agents logs NAME -
 from __future__ import annotations
 
 import json
-import os
-import queue
 import signal
 import subprocess
-import threading
 import uuid
 from collections.abc import Callable, Iterator
-from typing import IO
 
 import pytest
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
 from tests.support.agents import AGENTS, agent_pids, deploy, state_name, watch_until
+from tests.support.cli import Commands, Lines
 from tests.support.host import ETHER, ROOT, HostProcess
 from tests.support.procs import wait_gone
 
@@ -32,58 +29,12 @@ def ether(host: HostProcess, *args: str, timeout: float = 120) -> subprocess.Com
     )
 
 
-class Lines:
-    """The lines a child writes to one pipe, read by a thread so a test can wait for one with a
-    budget instead of blocking on readline() forever (a copy of the pattern, not shared)."""
-
-    def __init__(self, pipe: IO[str]) -> None:
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._read, args=(pipe,), daemon=True).start()
-
-    def _read(self, pipe: IO[str]) -> None:
-        for line in pipe:
-            self._lines.put(line.rstrip("\n"))
-        self._lines.put(None)  # end of the pipe: the child closed it (it exited)
-
-    def wait_for(self, wanted: Callable[[str], bool], timeout: float = 60) -> str:
-        while True:
-            try:
-                line = self._lines.get(timeout=timeout)
-            except queue.Empty:
-                raise AssertionError(f"no such line within {timeout}s; saw {self.seen}") from None
-            if line is None:
-                raise AssertionError(f"the output ended without such a line; saw {self.seen}")
-            self.seen.append(line)
-            if wanted(line):
-                return line
-
-
 @pytest.fixture
 def cli() -> Iterator[Callable[..., subprocess.Popen[str]]]:
-    """Starts `ether ...` in the background (its own session, as a shell runs a job); every one
-    still running at the end of the test is killed and reaped, so none is left behind."""
-    started: list[subprocess.Popen[str]] = []
-
-    def start(host: HostProcess, *args: str) -> subprocess.Popen[str]:
-        process = subprocess.Popen(
-            [str(ETHER), *args, "--address", host.address],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-            env=os.environ | {"PYTHONUNBUFFERED": "1"},
-            start_new_session=True,
-        )
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=30)
+    """Starts `ether ...` in the background against a host; none is left behind."""
+    commands = Commands()
+    yield lambda host, *args: commands.start(host.address, *args)
+    commands.close()
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import subprocess
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
 
 import pytest
 from google.protobuf import duration_pb2
@@ -22,75 +19,28 @@ from google.protobuf import duration_pb2
 from ether.v1 import agent_io_pb2, workflow_pb2
 from tests.support.agents import AGENTS, deploy, remove_agent, watch_until
 from tests.support.calls import agent_input
+from tests.support.cli import Commands, Lines
 from tests.support.host import ETHER, ROOT, HostProcess
 from tests.workflows.runs import create, follow_until, logged, saw_cancel, started, state, wait
 
 Start = Callable[..., subprocess.Popen[str]]
 
 
-class Lines:
-    """The lines a child writes to one pipe, read by a thread so a test can wait for one with a
-    budget instead of blocking on readline() forever (a copy of the pattern, not shared)."""
-
-    def __init__(self, pipe: IO[str]) -> None:
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._read, args=(pipe,), daemon=True).start()
-
-    def _read(self, pipe: IO[str]) -> None:
-        for line in pipe:
-            self._lines.put(line.rstrip("\n"))
-        self._lines.put(None)  # end of the pipe: the child closed it (it exited)
-
-    def wait_for(self, wanted: Callable[[str], bool], timeout: float = 60) -> str:
-        while True:
-            try:
-                line = self._lines.get(timeout=timeout)
-            except queue.Empty:
-                raise AssertionError(f"no such line within {timeout}s; saw {self.seen}") from None
-            if line is None:
-                raise AssertionError(f"the output ended without such a line; saw {self.seen}")
-            self.seen.append(line)
-            if wanted(line):
-                return line
-
-
 @pytest.fixture
 def cli() -> Iterator[Start]:
-    """Starts `ether workflow ...` in the background, in a session of its own as a shell runs a
-    job (a SIGINT to it is the Ctrl-C a user types); every one still running at the end of the
-    test is killed and reaped, so none is left behind."""
-    started_: list[subprocess.Popen[str]] = []
-
-    def start(address: str, *args: str) -> subprocess.Popen[str]:
-        process = subprocess.Popen(
-            [str(ETHER), "workflow", *args, "--address", address],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-            env=os.environ | {"PYTHONUNBUFFERED": "1"},
-            start_new_session=True,
-        )
-        started_.append(process)
-        return process
-
-    yield start
-    for process in started_:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=30)
+    """Starts `ether workflow ...` in the background against an address; none is left behind."""
+    commands = Commands()
+    yield lambda address, *args: commands.start(address, "workflow", *args)
+    commands.close()
 
 
 def ctrl_c(process: subprocess.Popen[str]) -> None:
     """The Ctrl-C a user types, sent once the command is past the run's last event so far.
 
-    The command takes Ctrl-C as a KeyboardInterrupt wherever its main thread is. Sent while it
-    is still handling an event, that can land inside grpc's or rich's own code (seen here in
-    ~70 tries sent right as an event arrived: 4 times the command hung after cancelling the run,
-    a lock of grpc's left taken; 3 times it printed a task line again). So the tests send it
-    after an event the command prints, and after one more check of their own."""
+    Until 53090f7 a Ctrl-C that landed inside grpc's own code (as an event arrived) could leave
+    a lock of grpc's taken and the command hung after cancelling the run (4 times in ~70 tries
+    timed on events); the command now follows the events in a thread of its own. The tests
+    still send it after a line the command prints, as a user would."""
     os.kill(process.pid, signal.SIGINT)
 
 
