@@ -104,3 +104,17 @@ def deliveries(host: HostProcess, subject: str) -> list[dict[str, Any]]:
                 )
             ]
     return rows
+
+
+def final_record(host: HostProcess, subject: str) -> dict[str, Any]:
+    """The delivery record of ``subject`` once it left pending (its last attempt is logged)."""
+    host.wait_for_log(
+        lambda r: (
+            r.get("event") == "notification attempt"
+            and r.get("subject") == subject
+            and r.get("state") != "pending"
+        ),
+        BUDGET,
+    )
+    (record,) = deliveries(host, subject)
+    return record

@@ -15,10 +15,9 @@ import pytest
 
 from ether.v1 import agent_io_pb2, common_pb2
 from tests.notifications.support import (
-    BUDGET,
     SECRET,
     Receiver,
-    deliveries,
+    final_record,
     notify_config,
 )
 from tests.support.agents import AGENTS, deploy
@@ -62,15 +61,7 @@ def _notify_webhook(host: HostProcess, receiver: Receiver, path: str) -> str:
 
 def _ended(host: HostProcess, subject: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``subject``'s delivery record once it left `pending`, and its logged attempts."""
-    host.wait_for_log(
-        lambda r: (
-            r.get("event") == "notification attempt"
-            and r.get("subject") == subject
-            and r.get("state") != "pending"
-        ),
-        BUDGET,
-    )
-    (record,) = deliveries(host, subject)
+    record = final_record(host, subject)
     attempts = [
         r
         for r in list(host.records)

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from ether.v1 import agent_io_pb2, common_pb2, workflow_pb2
-from tests.notifications.support import BUDGET, SECRET, deliveries, notify_config
+from tests.notifications.support import BUDGET, SECRET, deliveries, final_record, notify_config
 from tests.support.agents import AGENTS, deploy, watch_until
 from tests.support.calls import agent_input
 from tests.support.host import HostProcess
@@ -109,20 +109,6 @@ def kill_minus_nine(host: HostProcess) -> None:
     host.process.kill()
     host.process.wait()
     host.stop()  # closes the test's channel; the process is gone already
-
-
-def final_record(host: HostProcess, subject: str) -> dict[str, Any]:
-    """The delivery record of ``subject`` once its last attempt is logged (it left pending)."""
-    host.wait_for_log(
-        lambda r: (
-            r.get("event") == "notification attempt"
-            and r.get("subject") == subject
-            and r.get("state") != "pending"
-        ),
-        BUDGET,
-    )
-    (record,) = deliveries(host, subject)
-    return record
 
 
 def test_a_delivery_pending_at_a_kill_minus_nine_is_delivered_by_the_next_host(

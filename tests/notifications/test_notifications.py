@@ -23,7 +23,7 @@ from tests.notifications.support import (
     BUDGET,
     SECRET,
     Receiver,
-    deliveries,
+    final_record,
     notify_config,
 )
 from tests.support.agents import AGENTS, deploy
@@ -69,20 +69,6 @@ def _execute(
     return host.agents.Execute(request, timeout=30).output
 
 
-def _final(host: HostProcess, subject: str) -> dict[str, Any]:
-    """The delivery record of ``subject`` once it left pending (its last attempt is logged)."""
-    host.wait_for_log(
-        lambda r: (
-            r.get("event") == "notification attempt"
-            and r.get("subject") == subject
-            and r.get("state") != "pending"
-        ),
-        BUDGET,
-    )
-    (record,) = deliveries(host, subject)
-    return record
-
-
 def test_a_webhook_gets_the_output_signed_with_the_secret(
     host: HostProcess, receiver: Receiver
 ) -> None:
@@ -97,7 +83,7 @@ def test_a_webhook_gets_the_output_signed_with_the_secret(
     assert body["output"]["status"] == "SUCCESS"
     assert body["output"]["data"] == {"hello": "hook"}
     assert hit.headers["x-ether-delivery"] == body["delivery_id"]
-    record = _final(host, output.task_id)
+    record = final_record(host, output.task_id)
     assert (record["state"], record["attempts"], record["outcomes"]) == (
         "delivered",
         1,
@@ -114,7 +100,7 @@ def test_a_500_is_retried_with_the_same_delivery_until_it_is_taken(
     assert [h.headers["x-ether-attempt"] for h in hits] == ["1", "2", "3"]
     assert len({h.headers["x-ether-delivery"] for h in hits}) == 1
     assert len({h.body for h in hits}) == 1
-    record = _final(host, output.task_id)
+    record = final_record(host, output.task_id)
     assert record["state"] == "delivered" and record["attempts"] == 3
     assert record["outcomes"] == ["http_error", "http_error", "delivered"]
 
@@ -125,7 +111,7 @@ def test_a_webhook_the_egress_policy_refuses_is_recorded_denied_and_audited(
     port = receiver.server.server_address[1]
     url = f"http://localhost:{port}/refused"  # the policy allows 127.0.0.1 only
     output = _execute(host, {"n": 2}, _notify(webhook_url=url))
-    record = _final(host, output.task_id)
+    record = final_record(host, output.task_id)
     assert record["state"] == "denied" and record["attempts"] == 1
     assert "host_not_allowed" in record["last_error"]
     audit = host.gateway.ListAudit(
@@ -236,7 +222,7 @@ def test_a_pending_delivery_goes_on_after_a_host_restart(
     try:
         second.wait_serving()
         delivered = receiver.wait("/later", before + 1)[-1]
-        record = _final(second, output.task_id)
+        record = final_record(second, output.task_id)
     finally:
         second.stop()
     assert delivered.headers["x-ether-delivery"] == failed[0].headers["x-ether-delivery"]
