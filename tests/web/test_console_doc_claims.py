@@ -102,7 +102,10 @@ def test_rpc_refuses_json_with_415_and_serves_proto(bare: HostProcess) -> None:
 def test_without_the_bundle_the_page_says_to_run_make_setup(bare: HostProcess) -> None:
     with httpx.Client(base_url=bare.http_address, timeout=30) as client:
         page = client.get("/")
+        health = client.get("/healthz")
+    assert health.status_code == 200, (health.status_code, health.text)  # the host itself is up
     assert "not built" in page.text and "make setup" in page.text, (page.status_code, page.text)
+    assert page.status_code == 503, page.status_code  # a probe sees the console is not there
     assert page.headers.get("content-type", "").startswith("text/html"), page.headers
     assert "/console/main.js" not in page.text  # not the console's own page
 
