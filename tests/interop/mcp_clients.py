@@ -3,7 +3,7 @@ spawned over stdio (stdio_client), or ``/mcp`` on the HTTP listener (streamable_
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -25,13 +25,15 @@ async def mcp_session(
     *,
     token: str = "",
     message_handler: MessageHandlerFnT | None = None,
+    flags: Sequence[str] = (),
 ) -> AsyncIterator[ClientSession]:
-    """An initialized client session with ``host``'s agents as tools, through ``surface``."""
+    """An initialized client session with ``host``'s agents as tools, through ``surface``
+    (``flags``: more of ``ether mcp``'s, over stdio)."""
     extra: dict[str, Any] = {"message_handler": message_handler} if message_handler else {}
     if surface == "stdio":
         server = StdioServerParameters(
             command=str(ETHER),
-            args=["mcp", "--address", host.address],
+            args=["mcp", "--address", host.address, *flags],
             env={"ETHER_TOKEN": token} if token else None,
         )
         async with stdio_client(server) as (read, write), ClientSession(read, write, **extra) as s:

@@ -2,7 +2,8 @@
 
 A gRPC client of a host like every other command (``--address``, ``--token``, TLS): the tools
 are the actions ListAgents shows, each call is an ExecuteStream (its progress events become
-``notifications/progress``; cancelling the call cancels the task), and WatchEvents says when
+``notifications/progress``; cancelling the call cancels the task; ``--timeout`` gives its task a
+``budget.max_time``: a stream has no default deadline), and WatchEvents says when
 to send ``notifications/tools/list_changed``. The MCP side is ``mcp_tools.ToolServer``, the one
 ``/mcp`` on the HTTP listener serves too. stdout carries MCP only; diagnostics go to stderr.
 """
@@ -32,8 +33,25 @@ def add_parser(commands: Any) -> None:
         description="An MCP server on stdin/stdout: every agent action is a tool named "
         "AGENT__ACTION. Connects to the host given by --address (or $ETHER_ADDRESS).",
     )
+    mcp.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=None,
+        help="end each tool call after SECONDS (the task's budget.max_time; a tool error "
+        "DEADLINE_EXCEEDED). Default: none, a call runs until it ends or the client cancels it",
+    )
     mcp.set_defaults(command_parser=mcp)
     add_connection_arguments(mcp)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < 10**9:  # a Duration's range, and a deadline that can pass
+        raise argparse.ArgumentTypeError(f"expected seconds greater than 0, got {text!r}")
+    return seconds
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,20 +69,23 @@ async def _serve(args: argparse.Namespace) -> None:
 
     channel, metadata = connect(args, aio=True)
     async with channel:
-        source = _HostTools(channel, metadata, args.address)
+        source = _HostTools(channel, metadata, args.address, args.timeout)
         await ToolServer(source, version=version("ether-host")).serve_stdio()
 
 
 class _HostTools:
     """A host's agents as an ``mcp_tools.ToolSource``, over gRPC."""
 
-    def __init__(self, channel: Any, metadata: Metadata, address: str) -> None:
+    def __init__(
+        self, channel: Any, metadata: Metadata, address: str, timeout: float | None = None
+    ) -> None:
         from ether.v1 import agent_io_pb2_grpc, supervisor_pb2_grpc
 
         self._agents = agent_io_pb2_grpc.AgentIOServiceStub(channel)
         self._supervisor = supervisor_pb2_grpc.SupervisorServiceStub(channel)
         self._metadata = metadata
         self._address = address
+        self._timeout = timeout
 
     async def tools(self, caller: Any) -> list[Any]:
         """The tools; a host that cannot list them is an MCP error saying which and why."""
@@ -130,6 +151,11 @@ class _HostTools:
                 output_encoding=agent_io_pb2.DATA_ENCODING_JSON,
             )
         )
+        if self._timeout is not None:
+            # The task's own time limit rather than a gRPC deadline: the host ends the task
+            # and says so in its own words (as /mcp's default_deadline does), where a client
+            # deadline would race it with grpc's bare "Deadline Exceeded".
+            request.input.context.budget.max_time.FromNanoseconds(round(self._timeout * 1e9))
         stream = self._agents.ExecuteStream(request, metadata=self._metadata)
         task_id = ""
         try:
