@@ -111,6 +111,7 @@ def test_watch_events_of_a_host_that_dies_ends_host_unavailable(
             list(stream)  # the replay, then the end
         assert ended.value.code() == grpc.StatusCode.UNAVAILABLE
         assert reason(ended.value) == "HOST_UNAVAILABLE"
+        assert details(ended.value)["ErrorInfo"].metadata["host"] == "doomed"
         message = ended.value.details() or ""
         assert f"host doomed does not answer at its advertised address {doomed.address}" in message
     finally:

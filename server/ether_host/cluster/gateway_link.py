@@ -87,11 +87,13 @@ class GatewayLink:
                 reason=Reason.AGENT_UNAVAILABLE,
                 retry_after=1.0,
             ) from None
-        if found is None:
+        if found is None:  # the host is listed but silent: the error names it, as WatchEvents'
             raise Unavailable(
                 f"host {host} did not answer ({kind}) within {wait:g} s; it may have "
                 "stopped (a host killed leaves the directory within cluster_dropout): retry",
-                reason=Reason.AGENT_UNAVAILABLE,
+                reason=Reason.HOST_UNAVAILABLE,
+                metadata={"host": host},
+                resource=("host", host),
                 retry_after=1.0,
             )
         answer = orjson.loads(found[1])

@@ -120,6 +120,7 @@ class PeerChannels:
                     f"host {host} does not answer at its advertised address {address}: "
                     f"{error.details()}",
                     reason=Reason.HOST_UNAVAILABLE,
+                    metadata={"host": host},
                     resource=("host", host),
                 ) from None
             await _abort_as(error, context)

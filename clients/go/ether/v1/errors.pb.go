@@ -427,8 +427,10 @@ const (
 	ErrorReason_ERROR_REASON_HOST_NOT_FOUND ErrorReason = 127
 	// UNAVAILABLE: the host a call was forwarded to (WatchEventsRequest.host,
 	// or the host of the agent followed) does not answer at its advertised
-	// address (metadata `host`). Retry; GetHostInfo's cluster.unreachable says
-	// whether this host reaches it.
+	// address, or a host asked through the cluster (a gateway session's holder,
+	// the host of an agent's mailbox) did not answer in time (metadata `host`).
+	// Retry; GetHostInfo's cluster.unreachable says whether this host reaches
+	// it.
 	ErrorReason_ERROR_REASON_HOST_UNAVAILABLE ErrorReason = 128
 	// FAILED_PRECONDITION: GetRecording on a terminal that has not been
 	// recorded. Create it with `record` set, or start a recording with

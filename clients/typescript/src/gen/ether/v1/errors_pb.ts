@@ -1060,8 +1060,10 @@ export enum ErrorReason {
   /**
    * UNAVAILABLE: the host a call was forwarded to (WatchEventsRequest.host,
    * or the host of the agent followed) does not answer at its advertised
-   * address (metadata `host`). Retry; GetHostInfo's cluster.unreachable says
-   * whether this host reaches it.
+   * address, or a host asked through the cluster (a gateway session's holder,
+   * the host of an agent's mailbox) did not answer in time (metadata `host`).
+   * Retry; GetHostInfo's cluster.unreachable says whether this host reaches
+   * it.
    *
    * @generated from enum value: ERROR_REASON_HOST_UNAVAILABLE = 128;
    */
