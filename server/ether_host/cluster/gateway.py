@@ -126,7 +126,7 @@ class ClusterGateway:
         assert self._link is not None, "join first"
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._link.serve)
-            tg.start_soon(self._follow_topics)
+            await tg.start(self._follow_topics)
             tg.start_soon(self._sessions.run)
             tg.start_soon(self._watch_for_an_empty_redis)
             task_status.started()
@@ -220,18 +220,23 @@ class ClusterGateway:
                 retry_after=1.0,
             ) from None
 
-    async def _follow_topics(self) -> None:
-        """Keep the messages other hosts publish, in the stream's order."""
-        assert self._redis is not None
-        read_key = topics_read_key(self._host)
+    async def _follow_topics(
+        self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Keep the messages other hosts publish, in the stream's order. Started once the place
+        to read from is known (or Redis did not answer within BLOCK_MS), which is before the
+        host serves: a message published once a subscriber here could see it is kept."""
         last = ""
+        with anyio.move_on_after(BLOCK_MS / 1000):
+            last = await self._topics_start()
+        task_status.started()
         while not self._lifecycle.is_stopping:
             try:
-                if not last:  # where this host's name left off, else from now on
-                    noted: Any = await self._redis.get(read_key)
-                    newest: Any = await self._redis.xrevrange(TOPICS, count=1)
-                    last = noted.decode() if noted else (newest[0][0] if newest else "0-0")
-                found: Any = await self._redis.xread({TOPICS: last}, count=256, block=BLOCK_MS)
+                if not last:
+                    last = await self._topics_start()
+                found: Any = await self._redis_client().xread(
+                    {TOPICS: last}, count=256, block=BLOCK_MS
+                )
             except self._errors:
                 await anyio.sleep(BLOCK_MS / 1000)
                 continue
@@ -260,11 +265,31 @@ class ClusterGateway:
                 continue
             try:
                 await self._gateway.store.durable()  # kept here before noted as read
-                await self._redis.set(read_key, last)
+                await self._redis_client().set(topics_read_key(self._host), last)
             except EtherError as error:
                 log.warning("cluster: topic messages not recorded", error=error.message)
             except self._errors as error:
                 log.warning("cluster: could not note the topics read", error=str(error))
+
+    async def _topics_start(self) -> str:
+        """Where this host's name left off in the topics' stream, else its end (from now on);
+        "" while Redis is out of reach."""
+        redis = self._redis_client()
+        try:
+            noted: Any = await redis.get(topics_read_key(self._host))
+            newest: Any = await redis.xrevrange(TOPICS, count=1)
+        except self._errors:
+            return ""
+        if noted:
+            return str(noted.decode())
+        if not newest:
+            return "0-0"
+        found = newest[0][0]
+        return found.decode() if isinstance(found, bytes) else str(found)
+
+    def _redis_client(self) -> Any:
+        assert self._redis is not None
+        return self._redis
 
     # --- sessions ------------------------------------------------------------------------------
 
