@@ -400,7 +400,7 @@ def _name_the_event_loop() -> None:
 async def run_host(
     config: HostConfig, *, task_status: TaskStatus[list[str]] = anyio.TASK_STATUS_IGNORED
 ) -> None:
-    """Serve until SIGINT or SIGTERM, then drain and stop everything."""
+    """Serve until SIGINT, SIGTERM or SIGHUP, then drain and stop everything."""
     _name_the_event_loop()
     tokens = load_token_file(Path(config.auth_tokens_file)) if config.auth_tokens_file else None
     _check_exposure(config, tokens is not None)
@@ -492,7 +492,9 @@ async def run_host(
         await core.supervisor.deploy_at_start(  # the config's agents, then the recorded ones
             [dict(entry) for entry in config.agents], config.agents_dir
         )
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        # SIGHUP too: the terminal that started the host closing. Its default action ends the
+        # host at once: calls in flight cut, no drain, runs not ended INTERRUPTED, exit -1.
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
             core.lifecycle.info = HostInfo(
                 version=__version__,
                 listeners=(*addresses, *([http.address] if http else [])),

@@ -122,3 +122,20 @@ def test_rpc_longer_than_the_grace_is_cut_off(tmp_path: Path) -> None:
         host.stop()
     assert host.wait_for_log(lambda r: r.get("event") == "stopping")["signal"] == "SIGINT"
     host.wait_for_log(lambda r: r.get("event") == "stopped")
+
+
+def test_sighup_stops_the_host_as_sigterm_does(tmp_path: Path) -> None:
+    """The terminal that started `ether serve` closing (SIGHUP) stops the host cleanly, as
+    SIGTERM does: "stopping" names SIGHUP, the agents are stopped, "stopped", exit 0 (SIGHUP's
+    default action ended the host at once, exit -1, nothing drained)."""
+    host = _start(tmp_path)
+    try:
+        listed = supervisor_pb2.ListProcessesRequest(agent="worker")
+        [worker] = host.supervisor.ListProcesses(listed, timeout=10).processes
+        host.process.send_signal(signal.SIGHUP)
+        assert host.process.wait(timeout=60) == 0
+    finally:
+        host.stop()
+    assert host.wait_for_log(lambda r: r.get("event") == "stopping")["signal"] == "SIGHUP"
+    host.wait_for_log(lambda r: r.get("event") == "stopped")
+    assert not Path(f"/proc/{worker.pid}").exists(), "the agent outlived its host"
