@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import grpc
 import pytest
@@ -139,12 +138,11 @@ def test_kill_minus_nine_mid_task_is_unavailable_and_restarts(host: HostProcess)
         timeout=30,
     )
     assert next(stream).WhichOneof("event") == "started"
-    killed_at = time.monotonic()
     os.kill(pid, signal.SIGKILL)
     with pytest.raises(grpc.RpcError) as error:
         future.result()
+    # UNAVAILABLE, not DEADLINE_EXCEEDED: the death ended the call, not its 30 s deadline.
     assert error.value.code() == grpc.StatusCode.UNAVAILABLE
-    assert time.monotonic() - killed_at < 5  # generous bound; the point is "not the deadline"
     with pytest.raises(grpc.RpcError):
         list(stream)
     event = watch_until(host, "rogue", {"RUNNING"}, after=after + 1)
