@@ -118,7 +118,7 @@ def _readiness(supervisor: Supervisor, lifecycle: Lifecycle) -> Readiness:
     waiting = tuple(
         name
         for name in supervisor.configured_to_run()
-        if (agent := supervisor.agents.get(name)) is not None and not serving(agent)
+        if (agent := supervisor.agents.get(name)) is None or not serving(agent)
     )
     if waiting:
         return Readiness(

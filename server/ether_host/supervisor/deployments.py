@@ -72,6 +72,10 @@ class Supervisor:
         # Names deployed from the host config or agents_dir (the operator's file: not recorded)
         # and names stopped by StopAgent (recorded so; they come back stopped).
         self._configured: set[str] = set()
+        # Config entries the host could not deploy at start (a bad agent.toml, a missing
+        # folder), by the name they would run under: until one of that name is deployed, the
+        # host is not ready (configured_to_run).
+        self._not_deployed: set[str] = set()
         self._stopped: set[str] = set()
         self._saved: list[SavedAgent] = []
         self._recording = anyio.Lock()
@@ -159,9 +163,12 @@ class Supervisor:
         return agent, agent.logs.tail(lines or DEFAULT_TAIL)
 
     def configured_to_run(self) -> list[str]:
-        """The agents the host config (its [[agents]] and agents_dir) deployed and no StopAgent
-        has stopped since: the ones a ready host runs (``/readyz``)."""
-        return sorted(n for n in self._configured - self._stopped if n in self.agents)
+        """The agents the host config (its [[agents]] and agents_dir) names and no StopAgent
+        has stopped since, deployed or not (refused at start): the ones a ready host runs
+        (``/readyz``)."""
+        deployed = (n for n in self._configured - self._stopped if n in self.agents)
+        refused = (n for n in self._not_deployed if n not in self.agents)
+        return sorted({*deployed, *refused})
 
     def get(self, name: str) -> ManagedAgent:
         agent = self.agents.get(name)
@@ -331,6 +338,7 @@ class Supervisor:
                 self._deploy(request, configured=True)
             except (InvalidArgument, AlreadyExists, FailedPrecondition, PermissionDenied) as error:
                 log.error("agent not deployed", path=request.get("path"), error=str(error))
+                self._not_deployed.add(_entry_name(request))
         saved, self._saved = self._saved, []
         for record in saved:
             name = record.spec.name
@@ -366,6 +374,15 @@ class Supervisor:
                 replicas=record.spec.replicas,
                 running=record.running,
             )
+
+
+def _entry_name(request: dict[str, Any]) -> str:
+    """The name a config entry the host could not deploy is known by: its ``name``, else its
+    folder's (an agent's default name)."""
+    name = request.get("name")
+    if isinstance(name, str) and name:
+        return name
+    return Path(str(request.get("path", ""))).name or "(an [[agents]] entry without a path)"
 
 
 def _configured_requests(entries: list[dict[str, Any]], agents_dir: str) -> list[dict[str, Any]]:

@@ -167,6 +167,28 @@ class _Merged:
         value = self.number(key, low, high)
         return default if value is None else value
 
+    def strings(self, key: str, example: str) -> list[str] | None:
+        """A list of strings (numbers are written as text), or None when unset. agent.toml is
+        the user's TOML: a number or a string where a list belongs is refused naming the key,
+        never taken apart (``capabilities = "fs"`` is not three capabilities)."""
+        value = self.values.get(key)
+        if value in (None, "", []):
+            return None
+        if not isinstance(value, list) or not all(
+            isinstance(part, str | int | float) and not isinstance(part, bool) for part in value
+        ):
+            raise _bad(self.field(key), f"{value!r} is not a list of strings, such as {example}")
+        return [str(part) for part in value]
+
+    def table(self, key: str, example: str) -> dict[str, Any]:
+        """A table (``[env]``, ``[config]``), or {} when unset."""
+        value = self.values.get(key)
+        if value in (None, {}):
+            return {}
+        if not isinstance(value, dict):
+            raise _bad(self.field(key), f"{value!r} is not a table, such as {example}")
+        return value
+
 
 def build_spec(request: dict[str, Any]) -> AgentSpec:
     """Merge a deploy request (keys as in AgentSpec) with the folder's agent.toml."""
@@ -208,8 +230,10 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
         )
     replicas = int(merged.setting("replicas", 1, 64, 1))
     command = merged.get("command") or []
-    if isinstance(command, str):
+    if isinstance(command, str):  # "node server.js": split on spaces
         command = command.split()
+    else:
+        command = merged.strings("command", '["node", "server.js"]') or []
     if protocol not in PROTOCOLS:
         raise _bad(merged.field("protocol"), f"{protocol!r} is not auto, legacy or mcp")
     if mcp and not command:
@@ -244,14 +268,16 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
         module=str(merged.get("module") or "agent"),
         function=str(merged.get("function") or ""),
         main=str(merged.get("main") or ""),
-        command=[str(part) for part in command],
+        command=command,
         protocol=protocol,
-        env={str(k): str(v) for k, v in dict(merged.get("env") or {}).items()},
-        config=dict(merged.get("config") or {}),
-        capabilities=[str(c) for c in merged.get("capabilities") or []],
-        allowed_calls=[
-            str(c) for c in merged.get("calls") or merged.get("allowed_calls") or ["agent.call"]
-        ],
+        env={str(k): str(v) for k, v in merged.table("env", '[env] LEVEL = "debug"').items()},
+        config=dict(merged.table("config", "[config] depth = 3")),
+        capabilities=merged.strings("capabilities", '["filesystem"]') or [],
+        allowed_calls=(
+            merged.strings("calls", '["agent.call", "net.fetch"]')
+            or merged.strings("allowed_calls", '["agent.call", "net.fetch"]')
+            or ["agent.call"]
+        ),
         start_timeout=merged.setting("start_timeout", 0.1, 600, 30.0),
         install_timeout=merged.setting("install_timeout", 1, 3600, 600.0),
         stop_grace=merged.setting("stop_grace", 0, 600, 5.0),
