@@ -146,12 +146,17 @@ def test_cancelling_a_call_cancels_the_agents_task(host: HostProcess, surface: s
             tg.cancel_scope.cancel()  # the SDK sends notifications/cancelled
 
     run(cancelled())
+    saw_cancelled(logs, label)
+
+
+def saw_cancelled(logs: Any, label: str) -> None:
+    """Read the calculator's StreamLogs (``logs``, following) until its ``wait LABEL`` task
+    says it was cancelled, then end the stream."""
     try:
         for line in logs:
             if line.message == f"wait {label} was cancelled":
-                break
-        else:
-            raise AssertionError("the agent never saw its task cancelled")
+                return
+        raise AssertionError("the agent never saw its task cancelled")
     finally:
         logs.cancel()
 
