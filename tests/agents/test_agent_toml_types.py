@@ -75,3 +75,16 @@ def test_a_bad_agents_dir_folder_leaves_the_host_up_and_not_ready(tmp_path: Path
         assert ready.json()["waiting_for"] == ["broken"], ready.json()
     finally:
         assert host.stop() == 0
+
+
+def test_a_folders_name_is_folded_to_an_agents_name(host: HostProcess, tmp_path: Path) -> None:
+    """Without a `name`, the folder's is used, lower-cased with dots as dashes (docs/agents.md):
+    `My.Agent` runs as `my-agent`."""
+    folder = folder_with(tmp_path, "My.Agent", "")
+    request = supervisor_pb2.DeployAgentRequest(spec=supervisor_pb2.AgentSpec(path=str(folder)))
+    deployed = host.supervisor.DeployAgent(request, timeout=30)
+    try:
+        assert deployed.agent.info.name == "my-agent"
+    finally:
+        remove = supervisor_pb2.RemoveAgentRequest(name=deployed.agent.info.name)
+        host.supervisor.RemoveAgent(remove, timeout=60)

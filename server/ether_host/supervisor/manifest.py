@@ -204,7 +204,11 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
         raise _bad("spec.path", f"{path} is not a directory")
     merged = _Merged(request, read_manifest(path))
 
-    name = str(merged.get("name") or path.name).lower().replace(".", "-")
+    given = merged.get("name")
+    # A name someone chose is used as written, or refused: folded silently, "Scout" would be
+    # deployed as "scout" and not be found under the name its caller knows. Only a folder's
+    # name, the default, is folded to the pattern ("My.Agent" runs as "my-agent").
+    name = str(given) if given else path.name.lower().replace(".", "-")
     if not NAME_PATTERN.match(name):
         raise _bad(
             merged.field("name"),
