@@ -66,6 +66,15 @@ def _public(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k not in PRIVATE_KEYS}
 
 
+def _beyond_the_end(run_id: str, after: int, last: int) -> OutOfRange:
+    return OutOfRange(
+        f"after_sequence {after} is beyond the last event ({last}) of run {run_id}, "
+        "which has ended",
+        reason=Reason.SEQUENCE_OUT_OF_RANGE,
+        metadata={"last_sequence": str(last)},
+    )
+
+
 def _required(value: str, name: str) -> str:
     if not value:
         raise InvalidArgument(
@@ -453,19 +462,20 @@ class Workflows:
             )
         live = self._live.get(_required(run_id, "run_id"))
         if live is not None:
-            async for event in live.events.follow(after, stop):
+            log = live.events
+            async for event in log.follow(after, stop):
                 if not (exclude_details and event.kind in DETAIL_KINDS):
                     yield event.api(run_id)
+            # A run that has just ended stays live until its store write is done: a sequence
+            # beyond its end is out of range now too, as it is once the run is read from the
+            # store (and for a caller that asked for one before the run ended).
+            if log.closed and after > log.last:
+                raise _beyond_the_end(run_id, after, log.last)
             return
         body = await self._stored(run_id)
         last = int(body.get("last_sequence") or 0)
         if after > last:
-            raise OutOfRange(
-                f"after_sequence {after} is beyond the last event ({last}) of run {run_id}, "
-                "which has ended",
-                reason=Reason.SEQUENCE_OUT_OF_RANGE,
-                metadata={"last_sequence": str(last)},
-            )
+            raise _beyond_the_end(run_id, after, last)
         await self.store.flush()
         cursor = after
         while cursor < last and not stop():
