@@ -75,6 +75,8 @@ class AgentConnection:
     ) -> None:
         self.agent = agent
         self.max_frame = max_frame
+        # stdout's line splitter (run_reader), told the link's max frame once hello lowers it.
+        self._splitter: LineSplitter | None = None
         self.hello: dict[str, Any] | None = None
         self.legacy = False
         self.fatal: dict[str, Any] | None = None
@@ -105,7 +107,7 @@ class AgentConnection:
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Read stdout to EOF, dispatching frames. Ends when the stream ends."""
-        splitter = LineSplitter(self.max_frame)
+        splitter = self._splitter = LineSplitter(self.max_frame)
 
         def on_chunk(chunk: bytes) -> None:
             # Runs in the loop's read callback: nothing may escape it. A frame that fails to
@@ -400,6 +402,8 @@ class AgentConnection:
         capabilities = hello.get("capabilities") or {}
         agent_max = int(capabilities.get("max_frame") or DEFAULT_MAX_FRAME)
         self.max_frame = min(self.max_frame, agent_max)
+        if self._splitter is not None:  # the agent's lines are held to it too (protocol.md 10)
+            self._splitter.max_line = self.max_frame
         answer = welcome(hello) | {
             "type": "welcome",
             "protocol": protocol,
