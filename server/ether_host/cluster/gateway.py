@@ -226,17 +226,17 @@ class ClusterGateway:
         """Keep the messages other hosts publish, in the stream's order. Started once the place
         to read from is known (or Redis did not answer within BLOCK_MS), which is before the
         host serves: a message published once a subscriber here could see it is kept."""
+        assert self._redis is not None
+        redis = self._redis
         last = ""
         with anyio.move_on_after(BLOCK_MS / 1000):
-            last = await self._topics_start()
+            last = await self._topics_start(redis)
         task_status.started()
         while not self._lifecycle.is_stopping:
             try:
                 if not last:
-                    last = await self._topics_start()
-                found: Any = await self._redis_client().xread(
-                    {TOPICS: last}, count=256, block=BLOCK_MS
-                )
+                    last = await self._topics_start(redis)
+                found: Any = await redis.xread({TOPICS: last}, count=256, block=BLOCK_MS)
             except self._errors:
                 await anyio.sleep(BLOCK_MS / 1000)
                 continue
@@ -265,16 +265,15 @@ class ClusterGateway:
                 continue
             try:
                 await self._gateway.store.durable()  # kept here before noted as read
-                await self._redis_client().set(topics_read_key(self._host), last)
+                await redis.set(topics_read_key(self._host), last)
             except EtherError as error:
                 log.warning("cluster: topic messages not recorded", error=error.message)
             except self._errors as error:
                 log.warning("cluster: could not note the topics read", error=str(error))
 
-    async def _topics_start(self) -> str:
+    async def _topics_start(self, redis: Redis) -> str:
         """Where this host's name left off in the topics' stream, else its end (from now on);
         "" while Redis is out of reach."""
-        redis = self._redis_client()
         try:
             noted: Any = await redis.get(topics_read_key(self._host))
             newest: Any = await redis.xrevrange(TOPICS, count=1)
@@ -286,10 +285,6 @@ class ClusterGateway:
             return "0-0"
         found = newest[0][0]
         return found.decode() if isinstance(found, bytes) else str(found)
-
-    def _redis_client(self) -> Any:
-        assert self._redis is not None
-        return self._redis
 
     # --- sessions ------------------------------------------------------------------------------
 
