@@ -6,17 +6,39 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import grpc
 from google.protobuf import json_format
 
 from ether.v1 import agent_io_pb2, gateway_pb2
+from tests.support.agents import AGENTS, deploy
 from tests.support.calls import execute, struct
 from tests.support.host import HostProcess
 
 AGENTS_TIMEOUT = 60.0
+
+
+@contextmanager
+def gateway_host(folder: Path, config: str) -> Iterator[HostProcess]:
+    """A host on ``config`` (TOML text: a [gateway] table) with the chatter agent deployed."""
+    path = folder / "ether.toml"
+    path.write_text(config)
+    host = HostProcess(folder / "state", "--config", str(path))
+    try:
+        host.wait_serving()
+        deploy(host, AGENTS / "chatter")
+        yield host
+    finally:
+        host.stop()
+
+
+def close_session(host: HostProcess, session_id: str) -> gateway_pb2.Session:
+    request = gateway_pb2.CloseSessionRequest(session_id=session_id)
+    return host.gateway.CloseSession(request, timeout=10).session  # type: ignore[no-any-return]
 
 
 def open_session(

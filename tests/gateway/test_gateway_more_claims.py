@@ -20,7 +20,15 @@ from tests.support.agents import AGENTS, deploy
 from tests.support.calls import agent_input, data, details, execute, struct
 from tests.support.host import HostProcess, sandbox_grants
 
-from ._support import Recorder, audit_of, fetch, open_session, subscribe
+from ._support import (
+    Recorder,
+    audit_of,
+    close_session,
+    fetch,
+    gateway_host,
+    open_session,
+    subscribe,
+)
 
 RETENTION = 10  # seconds a closed session stays readable here: room for a loaded machine
 DENIED = gateway_pb2.AUDIT_DECISION_DENIED
@@ -28,26 +36,14 @@ DENIED = gateway_pb2.AUDIT_DECISION_DENIED
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
-    folder = tmp_path_factory.mktemp("gateway-more")
-    config = folder / "ether.toml"
-    config.write_text(
+    config = (
         sandbox_grants()
         + "[gateway]\nmax_sessions = 2\nmax_sessions_per_owner = 100\n"
         + f"retention = {RETENTION}\nmax_context_bytes = 4096\ntopic_retention = 3\n"
         + "mailbox_size = 2\nmax_message_bytes = 2048\n"
     )
-    host = HostProcess(folder / "state", "--config", str(config))
-    try:
-        host.wait_serving()
-        deploy(host, AGENTS / "chatter")
+    with gateway_host(tmp_path_factory.mktemp("gateway-more"), config) as host:
         yield host
-    finally:
-        host.stop()
-
-
-def _close(host: HostProcess, session_id: str) -> gateway_pb2.Session:
-    request = gateway_pb2.CloseSessionRequest(session_id=session_id)
-    return host.gateway.CloseSession(request, timeout=10).session  # type: ignore[no-any-return]
 
 
 def test_max_sessions_bounds_open_sessions_on_the_whole_host(small: HostProcess) -> None:
@@ -62,11 +58,11 @@ def test_max_sessions_bounds_open_sessions_on_the_whole_host(small: HostProcess)
         # Not the per-caller reason: this is the host's limit.
         assert info.reason == "TOO_MANY_SESSIONS", info
         assert (info.metadata["setting"], info.metadata["limit"]) == ("max_sessions", "2")
-        _close(small, opened.pop(0))
+        close_session(small, opened.pop(0))
         opened.append(open_session(small, agent="chatter").id)
     finally:
         for session_id in opened:
-            _close(small, session_id)
+            close_session(small, session_id)
 
 
 def test_a_closed_session_stays_readable_for_the_retention_then_is_gone(
@@ -75,7 +71,7 @@ def test_a_closed_session_stays_readable_for_the_retention_then_is_gone(
     """ "A closed session stays readable for 1 hour" (`retention`, 10 s here): right after
     CloseSession its record and context are there; once the retention passed, NOT_FOUND."""
     session = open_session(small, agent="chatter", context={"kept": "for a while"})
-    _close(small, session.id)
+    close_session(small, session.id)
     get = gateway_pb2.GetSessionRequest(session_id=session.id)
     got = small.gateway.GetSession(get, timeout=10).session
     assert got.state == gateway_pb2.SESSION_STATE_CLOSED
@@ -115,7 +111,7 @@ def test_the_hosts_max_context_bytes_bounds_the_context(small: HostProcess) -> N
         request.set.CopyFrom(struct({"blob": "x" * 3000}))
         assert small.gateway.UpdateContext(request, timeout=10).change.version == 2
     finally:
-        _close(small, session.id)
+        close_session(small, session.id)
 
 
 def test_a_topic_keeps_its_last_messages_and_a_late_subscriber_learns_what_it_missed(

@@ -16,25 +16,14 @@ from tests.support.agents import AGENTS, deploy
 from tests.support.calls import details
 from tests.support.host import HostProcess
 
-from ._support import Conversation, kinds, of, open_session, reply_text
+from ._support import Conversation, close_session, gateway_host, kinds, of, open_session, reply_text
 
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
-    folder = tmp_path_factory.mktemp("gateway-limits")
-    config = folder / "ether.toml"
-    config.write_text("[gateway]\nevent_history = 20\nmax_sessions_per_owner = 3\nturn_queue = 1\n")
-    host = HostProcess(folder / "state", "--config", str(config))
-    try:
-        host.wait_serving()
-        deploy(host, AGENTS / "chatter")
+    config = "[gateway]\nevent_history = 20\nmax_sessions_per_owner = 3\nturn_queue = 1\n"
+    with gateway_host(tmp_path_factory.mktemp("gateway-limits"), config) as host:
         yield host
-    finally:
-        host.stop()
-
-
-def _close(host: HostProcess, session_id: str) -> None:
-    host.gateway.CloseSession(gateway_pb2.CloseSessionRequest(session_id=session_id), timeout=10)
 
 
 def test_resuming_before_the_retained_events_is_out_of_range(limited: HostProcess) -> None:
@@ -52,7 +41,7 @@ def test_resuming_before_the_retained_events_is_out_of_range(limited: HostProces
     resumed = Conversation(limited, session.id, after=first - 1)
     assert resumed.next().sequence == first
     resumed.close()
-    _close(limited, session.id)
+    close_session(limited, session.id)
 
 
 def test_sessions_per_caller_are_bounded(limited: HostProcess) -> None:
@@ -64,10 +53,10 @@ def test_sessions_per_caller_are_bounded(limited: HostProcess) -> None:
     assert found["ErrorInfo"].reason == "TOO_MANY_SESSIONS_FOR_CALLER"
     assert found["ErrorInfo"].metadata["setting"] == "max_sessions_per_owner"
     assert found["QuotaFailure"].violations[0].subject == "owner:local"
-    _close(limited, opened[0])
+    close_session(limited, opened[0])
     opened.append(open_session(limited, agent="chatter").id)
     for session_id in opened[1:]:
-        _close(limited, session_id)
+        close_session(limited, session_id)
 
 
 def test_a_full_turn_queue_ends_the_stream_and_spares_the_session(limited: HostProcess) -> None:
@@ -93,7 +82,7 @@ def test_a_full_turn_queue_ends_the_stream_and_spares_the_session(limited: HostP
     again = Conversation(limited, session.id)
     assert reply_text(again.turn("fine")) == "chatter heard: fine"
     again.close()
-    _close(limited, session.id)
+    close_session(limited, session.id)
 
 
 def test_idle_session_closes_itself(limited: HostProcess) -> None:
