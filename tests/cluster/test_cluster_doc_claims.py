@@ -4,11 +4,12 @@ hosts"); mailbox errors come back through another host as the agent's host gave 
 gateway across hosts"); a turn running on a host whose session another host takes ends with
 ``session_moved`` ("Sessions"); a host judged dead that comes back and finishes has its answer
 dropped ("A slow task on a live host is never run twice"); a session change while Redis is away
-is UNAVAILABLE, STATE_NOT_WRITTEN ("when Redis goes away").
+is UNAVAILABLE, STATE_NOT_WRITTEN ("when Redis goes away"), and a call that needs another host
+then is UNAVAILABLE, CLUSTER_UNAVAILABLE.
 
 Hosts a and b serve the module: a runs the gateway agent "chatter" and the toolbox "inbox-a"
 (a mailbox of one message). The tests run in order: the late-answer test pauses a, and the
-Redis test, last, stops the module's Redis."""
+two Redis tests, last, stop the module's Redis."""
 
 from __future__ import annotations
 
@@ -21,10 +22,10 @@ import grpc
 import pytest
 
 from ether.v1 import agent_io_pb2, gateway_pb2, supervisor_pb2
-from tests.cluster.support import cluster_host, published
+from tests.cluster.support import cluster_host, listed, published
 from tests.gateway._support import Conversation, of, open_session
 from tests.support.agents import AGENTS, deploy
-from tests.support.calls import agent_input, details, struct
+from tests.support.calls import agent_input, details, execute, struct
 from tests.support.host import HostProcess
 from tests.support.redis import RedisServer, redis_server
 
@@ -252,3 +253,48 @@ def test_a_session_change_while_redis_is_away_is_state_not_written(
         talk.close()
         redis_server.start()  # the same port, empty
     logged(a, "cluster recovered", seen)
+
+
+def test_calls_that_need_another_host_while_redis_is_away_are_cluster_unavailable(
+    hosts: Hosts, redis_server: RedisServer
+) -> None:
+    """Redis stopped under c, which trusts what it last read of the directory for a minute: a
+    task for inbox-a (run by a only), a message to inbox-a's mailbox (on a), a Publish and a
+    read of a session a holds each end UNAVAILABLE, CLUSTER_UNAVAILABLE, with a RetryInfo
+    (errors.proto: nothing was sent; retry). (After the other Redis test: it stops Redis too.)"""
+    a = hosts.a
+    went = [i for i, r in enumerate(a.records) if str(r.get("event")).startswith("cluster degr")]
+    if went:  # the test before stopped Redis: it is back
+        logged(a, "cluster recovered", went[-1])
+    c = cluster_host(hosts.folder, redis_server.url, "c", env={"ETHER_CLUSTER_DROPOUT": "60"})
+    try:
+        session = open_session(a, agent="chatter")
+        assert [h.host for h in listed(c)["inbox-a"].hosts] == ["a"]  # read before it served
+        seen = len(c.records)
+        redis_server.stop()
+        try:
+            logged(c, "cluster degraded: serving this host's agents only", seen)
+            message = gateway_pb2.SendMessageRequest(agent="inbox-a", type="note")
+            calls = {
+                "Execute": lambda: execute(c, "inbox-a", "get", {"url": "http://x.test/"}, 60),
+                "SendMessage": lambda: c.gateway.SendMessage(message, timeout=60),
+                "Publish": lambda: c.gateway.Publish(
+                    gateway_pb2.PublishRequest(topic="news", type="note"), timeout=60
+                ),
+                "GetSession": lambda: c.gateway.GetSession(
+                    gateway_pb2.GetSessionRequest(session_id=session.id), timeout=60
+                ),
+            }
+            for name, call in calls.items():
+                with pytest.raises(grpc.RpcError) as refused:
+                    call()
+                said = f"{name}: {refused.value.details()}"
+                assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, said
+                assert reason(refused.value) == "CLUSTER_UNAVAILABLE", said
+                assert "Redis" in said and "out of reach" in said, said
+                assert "RetryInfo" in details(refused.value), said
+        finally:
+            redis_server.start()  # the same port, empty
+        logged(c, "cluster recovered", seen)
+    finally:
+        c.stop()

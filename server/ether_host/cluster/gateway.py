@@ -216,7 +216,7 @@ class ClusterGateway:
             raise Unavailable(
                 f"the message was not published: Redis, which carries topics to the other "
                 f"hosts, is out of reach ({error}); publish it again",
-                reason=Reason.AGENT_UNAVAILABLE,
+                reason=Reason.CLUSTER_UNAVAILABLE,
                 retry_after=1.0,
             ) from None
 

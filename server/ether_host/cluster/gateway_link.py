@@ -84,7 +84,7 @@ class GatewayLink:
         except self._errors as error:
             raise Unavailable(
                 f"host {host} could not be asked ({kind}): Redis is out of reach: {error}",
-                reason=Reason.AGENT_UNAVAILABLE,
+                reason=Reason.CLUSTER_UNAVAILABLE,
                 retry_after=1.0,
             ) from None
         if found is None:  # the host is listed but silent: the error names it, as WatchEvents'
@@ -133,7 +133,8 @@ class GatewayLink:
             if handler is None:
                 raise Unavailable(
                     f"host {self._host} does not answer {kind!r} requests (an older version?)",
-                    reason=Reason.AGENT_UNAVAILABLE,
+                    reason=Reason.HOST_UNAVAILABLE,
+                    metadata={"host": self._host},
                 )
             answer = {"value": await handler(request.get("payload") or {})}
         except EtherError as error:

@@ -377,6 +377,6 @@ def _fenced(batch: list[tuple[int, str, tuple[Any, ...]]], results: list[Any]) -
 def _unreachable(error: BaseException) -> Unavailable:
     return Unavailable(
         f"the cluster's sessions cannot be read: Redis is out of reach ({error}); retry shortly",
-        reason=Reason.STATE_NOT_WRITTEN,
+        reason=Reason.CLUSTER_UNAVAILABLE,
         retry_after=1.0,
     )

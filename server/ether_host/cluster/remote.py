@@ -282,8 +282,9 @@ class RemoteTasks:
             )
         except self._errors as error:
             raise Unavailable(
-                f"agent {task.agent} runs on other hosts only, and Redis is out of reach: {error}",
-                reason=Reason.AGENT_UNAVAILABLE,
+                f"agent {task.agent} runs on other hosts only, and Redis, which carries tasks "
+                f"to them, is out of reach: {error}; the task was not sent",
+                reason=Reason.CLUSTER_UNAVAILABLE,
                 retry_after=1.0,
             ) from None
 

@@ -436,6 +436,14 @@ const (
 	// recorded. Create it with `record` set, or start a recording with
 	// SetRecording, then download it.
 	ErrorReason_ERROR_REASON_NO_RECORDING ErrorReason = 129
+	// UNAVAILABLE: the call needs another host of the cluster, and Redis,
+	// which carries calls between the hosts, is out of reach from this host
+	// (a task for an agent only other hosts run, a message published to a
+	// topic, a message to an agent whose mailbox is on another host, a
+	// session read from the cluster's store). Nothing was sent. Retry after
+	// RetryInfo's delay; GetHostInfo's cluster.degraded says why until
+	// Redis answers again.
+	ErrorReason_ERROR_REASON_CLUSTER_UNAVAILABLE ErrorReason = 130
 )
 
 // Enum value maps for ErrorReason.
@@ -571,6 +579,7 @@ var (
 		127: "ERROR_REASON_HOST_NOT_FOUND",
 		128: "ERROR_REASON_HOST_UNAVAILABLE",
 		129: "ERROR_REASON_NO_RECORDING",
+		130: "ERROR_REASON_CLUSTER_UNAVAILABLE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                   0,
@@ -703,6 +712,7 @@ var (
 		"ERROR_REASON_HOST_NOT_FOUND":                127,
 		"ERROR_REASON_HOST_UNAVAILABLE":              128,
 		"ERROR_REASON_NO_RECORDING":                  129,
+		"ERROR_REASON_CLUSTER_UNAVAILABLE":           130,
 	}
 )
 
@@ -737,7 +747,7 @@ var File_ether_v1_errors_proto protoreflect.FileDescriptor
 
 const file_ether_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15ether/v1/errors.proto\x12\bether.v1*\xbc#\n" +
+	"\x15ether/v1/errors.proto\x12\bether.v1*\xe3#\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aERROR_REASON_MISSING_FIELD\x10\x01\x12\x1e\n" +
@@ -869,7 +879,8 @@ const file_ether_v1_errors_proto_rawDesc = "" +
 	"&ERROR_REASON_TERMINAL_HOST_UNAVAILABLE\x10~\x12\x1f\n" +
 	"\x1bERROR_REASON_HOST_NOT_FOUND\x10\x7f\x12\"\n" +
 	"\x1dERROR_REASON_HOST_UNAVAILABLE\x10\x80\x01\x12\x1e\n" +
-	"\x19ERROR_REASON_NO_RECORDING\x10\x81\x01B\x94\x01\n" +
+	"\x19ERROR_REASON_NO_RECORDING\x10\x81\x01\x12%\n" +
+	" ERROR_REASON_CLUSTER_UNAVAILABLE\x10\x82\x01B\x94\x01\n" +
 	"\fcom.ether.v1B\vErrorsProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03EXX\xaa\x02\bEther.V1\xca\x02\bEther\\V1\xe2\x02\x14Ether\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3"
 
 var (
