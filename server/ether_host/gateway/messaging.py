@@ -240,12 +240,15 @@ class Messaging:
         box = self.mailbox(agent)
         limit = self.capacity(target)
         if len(box.queue) >= limit:
+            # The host's [gateway] mailbox_size, unless the agent's config set its own.
+            own = limit != self.settings.mailbox_size or "mailbox_size" in target.spec.config
             raise ResourceExhausted(
                 f"the mailbox of {agent} is full ({limit} messages waiting); retry later",
                 reason=Reason.MAILBOX_FULL,
                 retry_after=1.0,
                 resource=("agent", agent),
-                metadata={"capacity": str(limit), "limit": str(limit)},
+                metadata={"capacity": str(limit), "limit": str(limit)}
+                | ({} if own else {"setting": "mailbox_size"}),
                 quota_violations=[
                     QuotaViolation(f"agent:{agent}", f"at most {limit} messages waiting")
                 ],

@@ -28,7 +28,7 @@ def check_limits(settings: TerminalSettings, owners: Iterable[str], owner: str) 
         raise ResourceExhausted(
             f"the host runs {total} terminals, its limit (terminals.max_terminals); close one first",
             reason=Reason.TERMINAL_LIMIT,
-            metadata={"limit": str(settings.max_terminals)},
+            metadata={"limit": str(settings.max_terminals), "setting": "terminals.max_terminals"},
             quota_violations=[
                 QuotaViolation("host", f"at most {settings.max_terminals} terminals")
             ],
@@ -39,7 +39,10 @@ def check_limits(settings: TerminalSettings, owners: Iterable[str], owner: str) 
             f"{owner} owns {mine} terminals, the limit per owner (terminals.max_terminals_per_owner); "
             f"close one first",
             reason=Reason.TERMINAL_OWNER_LIMIT,
-            metadata={"limit": str(settings.max_terminals_per_owner)},
+            metadata={
+                "limit": str(settings.max_terminals_per_owner),
+                "setting": "terminals.max_terminals_per_owner",
+            },
             quota_violations=[
                 QuotaViolation(
                     f"owner:{owner}",
