@@ -24,6 +24,9 @@ class Checker:
     def __init__(self, source: Source) -> None:
         self.source = source
         self.violations: list[FieldViolation] = []
+        # The first spec limit passed (its name and value), for ErrorInfo: a `when` past
+        # MAX_WHEN_BYTES or MAX_WHEN_DEPTH (the other limits are checked before the walk).
+        self.limit: tuple[str, int] | None = None
 
     def bad(self, path: str, description: str) -> None:
         where = self.source.where(path)

@@ -44,7 +44,12 @@ _KEYWORDS = {"and", "or", "not", "in", "true", "false", "null", "len"}
 
 
 class ExprError(ValueError):
-    """A ``when`` expression that does not parse or names what it may not."""
+    """A ``when`` expression that does not parse or names what it may not; ``limit``: the
+    bound it passes (MAX_WHEN_BYTES or MAX_WHEN_DEPTH, and its value), when that is why."""
+
+    def __init__(self, message: str, limit: tuple[str, int] | None = None) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,8 @@ class _Parser:
         if self.depth > MAX_WHEN_DEPTH:
             raise ExprError(
                 f"nests more than {MAX_WHEN_DEPTH} levels deep (MAX_WHEN_DEPTH): "
-                "parentheses, not, len(...) and lists each add one"
+                "parentheses, not, len(...) and lists each add one",
+                ("MAX_WHEN_DEPTH", MAX_WHEN_DEPTH),
             )
 
     def peek(self, offset: int = 0) -> tuple[str, str]:
@@ -248,15 +254,18 @@ def parse_condition(text: str) -> Condition:
     """Parse ``text``; ExprError with a message a person can act on."""
     # More characters than the limit are at least as many bytes: no need to encode them.
     if len(text) > MAX_WHEN_BYTES or len(text.encode(errors="surrogatepass")) > MAX_WHEN_BYTES:
-        raise ExprError(f"is longer than {MAX_WHEN_BYTES} bytes (MAX_WHEN_BYTES)")
+        raise ExprError(
+            f"is longer than {MAX_WHEN_BYTES} bytes (MAX_WHEN_BYTES)",
+            ("MAX_WHEN_BYTES", MAX_WHEN_BYTES),
+        )
     parsed = _parse(text)
-    if isinstance(parsed, str):
-        raise ExprError(parsed)
+    if isinstance(parsed, ExprError):  # a new one each time: the cached one keeps no traceback
+        raise ExprError(str(parsed), parsed.limit)
     return parsed
 
 
 @functools.lru_cache(maxsize=256)
-def _parse(text: str) -> Condition | str:
+def _parse(text: str) -> Condition | ExprError:
     """A condition, or why ``text`` is not one (cached: a spec may repeat a condition)."""
     try:
         parser = _Parser(text)
@@ -264,7 +273,7 @@ def _parse(text: str) -> Condition | str:
             raise ExprError("empty expression")
         tree = parser.parse()
     except ExprError as error:
-        return str(error)
+        return ExprError(str(error), error.limit)
     return Condition(text, tree, tuple(parser.refs))
 
 

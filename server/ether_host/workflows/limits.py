@@ -13,8 +13,12 @@ from __future__ import annotations
 
 # spec_text in UTF-8 bytes; a WorkflowSpec message by its encoded (wire) size.
 MAX_SPEC_BYTES = 256 * 1024
-# Nesting of mappings and lists (the top-level mapping is level 1), aliases expanded.
-MAX_SPEC_DEPTH = 64
+# Nesting of mappings and lists (the top-level mapping is level 1), aliases expanded. 32, not
+# more: a run answers with its spec as a Run message, where each level of a stage's params is
+# two protobuf levels (a Struct and its Value), and protobuf decoders stop at 100 levels, the
+# host's own ParseDict and every client's: at 64 a spec deep in its params was stored and run,
+# and then CreateRun, GetRun and ListRuns answered INTERNAL for it.
+MAX_SPEC_DEPTH = 32
 # Mappings, lists and scalars (mapping keys included) after alias expansion.
 MAX_SPEC_NODES = 100_000
 # Characters of all scalars (mapping keys included) after alias expansion: without aliases

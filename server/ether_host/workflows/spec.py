@@ -221,7 +221,7 @@ def parse_spec(source: Source, catalog: Catalog) -> WorkflowSpec:
         _stage(check, catalog, item, f"stages[{i}]", i, layout) for i, item in enumerate(stages_raw)
     ]
     if check.violations:
-        raise _invalid(check.violations)
+        raise _invalid(check.violations, check.limit)
     spec = WorkflowSpec(
         name, description, stages, budget, default_retry, run_cap or DEFAULT_RUN_CONCURRENCY, {}
     )
@@ -270,6 +270,7 @@ def _stage(
             stage.when = parse_condition(when)
         except ExprError as error:
             check.bad(f"{path}.when", f"{error}")
+            check.limit = check.limit or error.limit
         else:
             for ref in stage.when.refs:
                 problem = refused_reference(ref.stage, name, index, layout)
@@ -445,7 +446,9 @@ def _policy(
             stage.follow.allowed_agents = list(allowed)
 
 
-def _invalid(violations: list[FieldViolation]) -> InvalidArgument:
+def _invalid(
+    violations: list[FieldViolation], limit: tuple[str, int] | None = None
+) -> InvalidArgument:
     """The error for ``violations``, the first ones as fit in REPORT_CHARS: the details travel
     in the status trailers, which gRPC clients refuse past 8 KiB by default."""
     kept: list[FieldViolation] = []
@@ -467,6 +470,7 @@ def _invalid(violations: list[FieldViolation]) -> InvalidArgument:
     return InvalidArgument(
         f"invalid workflow spec: {first.field}: {first.description}{more}",
         reason=Reason.INVALID_WORKFLOW,
+        metadata={} if limit is None else {"limit": limit[0], "max": str(limit[1])},
         violations=kept,
     )
 
