@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace.export import SpanExportResult
 
 from ether.v1 import agent_io_pb2
+from ether_host.telemetry.otlp_wire import SpanWriter
+from ether_host.telemetry.relay_child import RowExporter, SerializedTraceStub
 from tests.support.agents import AGENTS, deploy
 from tests.support.calls import execute
 from tests.support.host import HostProcess, sandbox_grants
@@ -119,3 +124,42 @@ def test_a_stuck_relay_does_not_hold_the_hosts_stop(tmp_path: Path, receiver: Ot
         assert host.stop() == 0
     assert any(r.get("event") == "trace relay killed at stop" for r in host.records)
     assert wait_gone([relay], within=10.0) == []
+
+
+def test_the_relay_exports_again_through_the_channel_it_remakes() -> None:
+    """The relay's exporter (relay_child.RowExporter: the SDK's OTLP exporter sending bytes
+    made by otlp_wire) to a collector not yet listening: its first try is UNAVAILABLE, it
+    remakes its channel and stub (the SDK's reconnection), and its retry, through the remade
+    stub, delivers the span once the collector listens."""
+    remade = threading.Event()
+    made: list[object] = []
+
+    class Watched(RowExporter):
+        def _initialize_channel_and_stub(self) -> None:
+            super()._initialize_channel_and_stub()
+            made.append(self._client)
+            if len(made) > 1:  # the first is __init__'s
+                remade.set()
+
+    with socket.socket() as probe:  # a free port, where nothing listens yet
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    writer = SpanWriter()
+    exporter = Watched(endpoint=f"127.0.0.1:{port}", insecure=True)
+    exporter.resource = writer.resource({"service.name": "relay-test"})
+    exporter.scope = writer.scope("ether_host", "0")
+    row = ["ab" * 16, 7, 1, "", 0, False, "late", 1, 1, 2, {"k": "v"}, 0, None, None, None]
+    outcome: list[object] = []
+    sending = threading.Thread(target=lambda: outcome.append(exporter.export([writer.span(row)])))
+    sending.start()
+    try:
+        assert remade.wait(30), "the exporter never remade its channel"
+        with OtlpReceiver(port) as collector:
+            sending.join(60)
+            assert outcome == [SpanExportResult.SUCCESS]
+            assert isinstance(made[-1], SerializedTraceStub)
+            [span] = collector.wait_for(lambda spans: len(spans) == 1, timeout=10)
+            assert (span.name, span.service, span.attributes) == ("late", "relay-test", {"k": "v"})
+    finally:
+        exporter.shutdown()
+        sending.join(60)

@@ -95,16 +95,17 @@ class OtlpReceiver:
     ``endpoint``: ``http://127.0.0.1:PORT`` (what ``[telemetry] otlp_endpoint`` takes);
     ``spans()``: every span received so far; ``wait_for(predicate, timeout)``: the spans once
     ``predicate(spans)`` holds, else AssertionError after ``timeout`` seconds;
-    ``exports``: how many export requests came in.
+    ``exports``: how many export requests came in. ``port``: a given one instead of a free one
+    (a collector that comes up where a host already exports).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self._spans: list[ReceivedSpan] = []
         self._changed = threading.Condition()
         self.exports = 0
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(self), self._server)
-        port = self._server.add_insecure_port("127.0.0.1:0")
+        port = self._server.add_insecure_port(f"127.0.0.1:{port}")
         self.endpoint = f"http://127.0.0.1:{port}"
 
     def __enter__(self) -> OtlpReceiver:

@@ -7,8 +7,8 @@ each ``Span`` message (its kwargs constructor copying every KeyValue, Status and
 half of the relay's CPU, some 15 µs per span; and the relay shares this machine's two cores
 with the host, its agents and the callers, so every µs it spends is taken from them. Here a
 span is a join of byte strings, most of them made once and kept (the attributes that repeat
-from span to span, the span names); the request is parsed back into the message the exporter
-expects by upb, in C, once per export. tests/host/test_otlp_wire.py holds this to what the
+from span to span, the span names); the exporter sends the request's bytes as they are
+(relay_child.SerializedTraceStub). tests/host/test_otlp_wire.py holds this to what the
 message classes make of the same rows, field for field.
 
 The field numbers are opentelemetry-proto's (opentelemetry/proto/trace/v1/trace.proto,
