@@ -57,7 +57,9 @@ def test_a_key_of_the_wrong_kind_is_refused_naming_it(
 
 def test_a_bad_agents_dir_folder_leaves_the_host_up_and_not_ready(tmp_path: Path) -> None:
     """``command = 42`` in one folder of agents_dir: the host serves, logs the refusal naming
-    `command`, runs the good agent, and /readyz names the refused one (503)."""
+    `command`, runs the good agent, and /readyz names the refused one (503) until an agent of
+    that name is deployed (the folder mended, then DeployAgent), and not again once that agent
+    is removed (docs/health.md: waited for "until an agent of that name is deployed")."""
     agents = tmp_path / "agents"
     agents.mkdir()
     folder_with(agents, "broken", "command = 42")
@@ -71,8 +73,17 @@ def test_a_bad_agents_dir_folder_leaves_the_host_up_and_not_ready(tmp_path: Path
         watch_until(host, "good", {"RUNNING"})
         with httpx.Client(base_url=host.http_address, timeout=30) as client:
             ready = client.get("/readyz")
-        assert ready.status_code == 503, ready.text
-        assert ready.json()["waiting_for"] == ["broken"], ready.json()
+            assert ready.status_code == 503, ready.text
+            assert ready.json()["waiting_for"] == ["broken"], ready.json()
+            mended = (agents / "good" / "agent.toml").read_text()  # names no agent: the folder's
+            (agents / "broken" / "agent.toml").write_text(mended)
+            spec = supervisor_pb2.AgentSpec(path=str(agents / "broken"))
+            host.supervisor.DeployAgent(supervisor_pb2.DeployAgentRequest(spec=spec), timeout=30)
+            watch_until(host, "broken", {"RUNNING"})
+            assert client.get("/readyz").status_code == 200
+            remove = supervisor_pb2.RemoveAgentRequest(name="broken")
+            host.supervisor.RemoveAgent(remove, timeout=60)
+            assert client.get("/readyz").status_code == 200
     finally:
         assert host.stop() == 0
 

@@ -206,6 +206,9 @@ class Supervisor:
             )
         agent = ManagedAgent(self, spec, self._grant(spec))
         self.agents[spec.name] = agent
+        # A config entry refused at start is waited for until an agent of its name is
+        # deployed (docs/health.md), not again once that one is removed.
+        self._not_deployed.discard(spec.name)
         if configured:
             self._configured.add(spec.name)
         else:
