@@ -1,7 +1,7 @@
 """Suite "telemetry": what traces and metrics cost an Execute, in one run
 (``make bench ARGS='--only telemetry'``; issue 25).
 
-Five hosts run side by side, each with the Go echo agent (``bench/echo/go``: the agent's own
+Six hosts run side by side, each with the Go echo agent (``bench/echo/go``: the agent's own
 CPU is the least of the three languages', so the host's share shows best):
 
 - before: the host as it was before telemetry existed (``BASELINE_REV``, checked out into a
@@ -13,7 +13,9 @@ CPU is the least of the three languages', so the host's share shows best):
 - full: metrics as above, and every call traced and exported over OTLP/gRPC to a local
   receiver (``bench/echo/otlp_sink.py``, a process of its own; its span count is printed);
 - unsampled: as full, with ``sample_ratio = 0``: tracing on, no call sampled (what a traced
-  host pays for the calls it does not keep; shown, not a target).
+  host pays for the calls it does not keep; shown, not a target);
+- off-again: a second host like "off", compared with it: what the run's noise alone makes of a
+  comparison (an A/A row; shown, not a target), so a verdict inside it reads as what it is.
 
 Every figure comes from a fresh client process (``bench.echo.client``) in rounds whose order
 reverses each time; ratios are medians of per-round ratios. Targets (issue 25): off within 2 %
@@ -62,6 +64,9 @@ TARGETS = (
     ("metrics", "off", 0.05),
     ("full", "off", 0.15),
     ("unsampled", "metrics", None),  # both with metrics: the difference is tracing alone
+    # Two hosts alike: what this run's noise alone makes of a comparison (A/A). A cost within
+    # it is not told apart from none by this run.
+    ("off-again", "off", None),
 )
 LABELS = {
     "before": f"before telemetry ({BASELINE_REV})",
@@ -69,6 +74,7 @@ LABELS = {
     "metrics": "metrics on, /metrics scraped every 1 s",
     "full": "metrics + tracing every call to an OTLP receiver",
     "unsampled": "metrics + tracing on, sample_ratio 0 (no call sampled)",
+    "off-again": "telemetry off, a second host (A/A)",
 }
 
 
@@ -204,6 +210,8 @@ def _run(
                 "sample_ratio = 0",
             ],
         ),
+        # Last: the farthest from "off" in the rounds' order, as far as any compared pair.
+        "off-again": None,
     }
     with contextlib.ExitStack() as stack:
         hosts: dict[str, dict[str, Any]] = {}
@@ -304,10 +312,12 @@ def _write(
     body = f"""\
 {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}{" (--quick: a smoke check, not a measurement)" if quick else ""}.
 `make bench ARGS='--only telemetry'` (bench/telemetry.py): Execute of ~1 KB params to the Go echo
-agent on five hosts run side by side: the host before telemetry existed ({BASELINE_REV}, from a git
+agent on six hosts run side by side: the host before telemetry existed ({BASELINE_REV}, from a git
 worktree), this host with telemetry off, with metrics on, with metrics and tracing of every call
 to a local OTLP receiver ({spans:,} spans received; /metrics scraped {scraper.scrapes} times,
-{scraper.failures} failures), and with tracing on but no call sampled (sample_ratio 0). Fresh
+{scraper.failures} failures), with tracing on but no call sampled (sample_ratio 0), and a second
+host with telemetry off, compared with the first: two hosts alike, so its row is what this run's
+noise alone makes of a comparison (a cost inside it is not told apart from none). Fresh
 client processes, {len(next(iter(rate.values())))} rounds in alternating order; a cost is the
 median of per-round ratios (calls/s lost, p50 added); host CPU per call is not a target, shown
 because it is steadier than calls/s on a shared machine (the trace relay's, a process of its own
