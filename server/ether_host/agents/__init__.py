@@ -18,7 +18,7 @@ from ether_host.agents.pipe import DEFAULT_IN_FLIGHT as PIPE_DEFAULT_IN_FLIGHT
 from ether_host.agents.pipe import MAX_IN_FLIGHT as PIPE_MAX_IN_FLIGHT
 from ether_host.agents.pipe import in_flight_limit, run_pipe
 from ether_host.agents.result_cache import MemoryResultCache, ResultCache
-from ether_host.agents.running import RunningTask
+from ether_host.agents.running import RunningTask, new_task_id
 
 __all__ = [
     "ERROR",
@@ -39,5 +39,6 @@ __all__ = [
     "TaskInput",
     "TaskResult",
     "in_flight_limit",
+    "new_task_id",
     "run_pipe",
 ]

@@ -20,7 +20,7 @@ import orjson
 import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
-from ether_host.agents import Dispatcher, TaskEvent, TaskInput, TaskResult
+from ether_host.agents import Dispatcher, TaskEvent, TaskInput, TaskResult, new_task_id
 from ether_host.background import start_detached
 from ether_host.errors import EtherError
 from ether_host.gateway import SESSION_CLOSED, FetchRefused, FetchRequest, Gateway, SessionNotify
@@ -102,6 +102,8 @@ class Notifier:
         task runs in the notifier's group: a caller that goes away stops waiting for it, not
         the task, and its output is delivered all the same."""
         self.check(notify)
+        if not task.task_id:  # its id now, not at its admission: a task refused before it (an
+            task.task_id = new_task_id()  # agent not found) is delivered under its id too
         tg = self._group()
         ended = anyio.Event()
         outcome: list[TaskResult | EtherError] = []
