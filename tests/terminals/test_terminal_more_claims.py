@@ -104,11 +104,11 @@ def get(host: HostProcess, terminal_id: str) -> pb.Terminal:
 
 def test_input_alone_keeps_a_terminal_from_its_idle_timeout(host: HostProcess) -> None:
     """`idle_timeout`: "closed after this long without input or output". A program that prints
-    nothing is typed at after every 0.5 s of silence for 6 s with an idle timeout of 2 s: it
+    nothing is typed at after every 0.5 s of silence for 6 s with an idle timeout of 3 s: it
     is still running, its output did not move, and once the typing stops it is closed
     `idle_timeout`. (The silences are WaitFor quiet answers, not sleeps.)"""
     terminal = create(
-        host, command="stty -echo; echo ready; exec cat >/dev/null", idle_timeout=seconds(2)
+        host, command="stty -echo; echo ready; exec cat >/dev/null", idle_timeout=seconds(3)
     )
     wait_output(host, terminal.id, "ready", after=0)
     before = get(host, terminal.id).output_offset
