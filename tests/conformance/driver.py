@@ -26,11 +26,9 @@ from .process import EOF, FRAME, NOISE, AgentProcess, agent_env, describe
 VECTORS = Path(__file__).resolve().parent / "vectors"
 DEFAULT_TIMEOUT_MS = 10_000
 WRITE_TIMEOUT_S = 30.0
-STATUS = {
-    "ok": "TASK_STATUS_SUCCESS",
-    "error": "TASK_STATUS_ERROR",
-    "partial": "TASK_STATUS_PARTIAL",
-}
+# A reply's AgentOutput as the host writes it (agents/model.py, TaskResult.as_json): the
+# status's short name, not the proto enum's.
+STATUS = {"ok": "SUCCESS", "error": "ERROR", "partial": "PARTIAL"}
 
 
 class ScenarioFailure(AssertionError):
@@ -360,7 +358,7 @@ class Runner:
         result = self._expect_one(session, {"type": "result", "id": host_id}, timeout)
         output: dict[str, Any] = {
             "task_id": f"t-{host_id}",
-            "status": STATUS.get(result.get("status", ""), "TASK_STATUS_ERROR"),
+            "status": STATUS.get(result.get("status", ""), "ERROR"),
             "agent": target,
             "action": action,
             "metadata": {"pid": session.proc.pid, "attempt": 1},
