@@ -306,12 +306,18 @@ class Replica:
 
                 tg.start_soon(wait_exit)
                 try:
-                    hello = await connection.handshake(
-                        hello_timeout=spec.start_timeout,
-                        legacy_after=self._legacy_after(),
-                        welcome=lambda hello: self.agent.welcome_frame(hello),
-                        upgraded=self._said_hello_late,
-                    )
+                    # A stop does not wait for the hello (up to start_timeout): it ends the
+                    # wait, and the process is stopped as a running one is.
+                    with anyio.CancelScope() as before_hello:
+                        tg.start_soon(_set_and_cancel, self._stop, outcome, "stopped", before_hello)
+                        hello = await connection.handshake(
+                            hello_timeout=spec.start_timeout,
+                            legacy_after=self._legacy_after(),
+                            welcome=lambda hello: self.agent.welcome_frame(hello),
+                            upgraded=self._said_hello_late,
+                        )
+                    if before_hello.cancelled_caught:
+                        raise _StoppedBeforeHello
                     outcome["hello"] = True
                     # Again: a runtime (Go, Node) may have started threads before the first call.
                     set_cpu_policy(process.pid, spec.cpu_scheduling_policy)
@@ -332,6 +338,8 @@ class Replica:
                     self.reason = str(error)
                     outcome["handshake_error"] = str(error)
                     outcome["incompatible"] = isinstance(error, ProtocolMismatch)
+                except _StoppedBeforeHello:
+                    pass
                 self.connection = None
                 with anyio.CancelScope(shield=True):
                     if not exited.is_set():
@@ -535,6 +543,10 @@ def _running_reason(connection: AgentConnection, hello: dict[str, Any] | None) -
     if isinstance(connection, McpConnection):
         return f"MCP initialized (protocol {connection.protocol_version})"
     return "hello received" if hello else "running with the seeds' envelope"
+
+
+class _StoppedBeforeHello(Exception):
+    """A stop came while the process had not said hello yet."""
 
 
 async def _set_and_cancel(
