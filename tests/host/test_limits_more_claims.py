@@ -26,11 +26,13 @@ flow, chatter, stepper, toolbox) and the generated gRPC stubs; every wait is on 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import json_format
 
 from ether.v1 import agent_io_pb2, gateway_pb2, supervisor_pb2
 from ether.v1 import terminal_pb2 as pb
@@ -267,3 +269,39 @@ def test_a_mailbox_full_by_the_hosts_mailbox_size_names_the_setting(host: HostPr
         assert info.metadata.get("setting") == "mailbox_size", info
     finally:
         remove_agent(host, agent)
+
+
+def _nested(levels: int) -> Any:
+    """A list holding a list ... ``levels`` lists in all."""
+    value: Any = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+def test_data_too_deep_for_a_value_is_an_error_and_answered_as_json(host: HostProcess) -> None:
+    """docs/limits.md, "Agents and tasks": data answered as a protobuf Value nests at most 30
+    objects or 45 lists (protobuf decoders stop at 100 levels; the host keeps to 90: 3 for an
+    object, 2 for a list). flow echoes its params: with 43 lists under one key (3 + 86 levels)
+    Execute and Pipe answer the data; one list more (3 + 88) is `TASK_STATUS_ERROR`, code
+    `data_too_deep`, naming the JSON encoding -- and
+    asked for as JSON, the same data is answered in data_json. (Before, the host answered a
+    message the client could not decode.)"""
+    for levels, answered in ((43, True), (44, False)):
+        params = json.dumps({"deep": _nested(levels)}).encode()
+        task = agent_io_pb2.AgentInput(agent="flow", action="echo", params_json=params)
+        executed = host.agents.Execute(agent_io_pb2.ExecuteRequest(input=task), timeout=30).output
+        [piped] = list(host.agents.Pipe(iter([agent_io_pb2.PipeRequest(input=task)])))
+        for output in (executed, piped.output):
+            if answered:
+                assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
+                assert json_format.MessageToDict(output.data) == {"deep": _nested(levels)}
+            else:
+                assert output.status == agent_io_pb2.TASK_STATUS_ERROR
+                assert output.error.code == "data_too_deep", output.error
+                assert "DATA_ENCODING_JSON" in output.error.message
+                assert not output.HasField("data")
+    task.output_encoding = agent_io_pb2.DATA_ENCODING_JSON
+    output = host.agents.Execute(agent_io_pb2.ExecuteRequest(input=task), timeout=30)
+    assert output.output.status == agent_io_pb2.TASK_STATUS_SUCCESS
+    assert json.loads(output.output.data_json) == {"deep": _nested(44)}

@@ -15,10 +15,10 @@ from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.notifications import Notify
 from ether_host.reasons import Reason
 from ether_host.supervisor import ManagedAgent, State
+from ether_host.transport.struct_values import ValueTooDeep, fill_struct, fill_value
 
 # Struct <-> Python values live in struct_values; the servicers import them from here.
 from ether_host.transport.struct_values import dict_to_struct as dict_to_struct
-from ether_host.transport.struct_values import fill_struct, fill_value
 from ether_host.transport.struct_values import integral as integral
 from ether_host.transport.struct_values import struct_to_dict as struct_to_dict
 from ether_host.transport.struct_values import to_value as to_value
@@ -130,6 +130,20 @@ def wants_json(message: agent_io_pb2.AgentInput) -> bool:
     return message.output_encoding == agent_io_pb2.DATA_ENCODING_JSON
 
 
+def _too_deep(output: agent_io_pb2.AgentOutput, result: TaskResult, deep: ValueTooDeep) -> None:
+    """The agent's data cannot travel as a Value: the output says so (ERROR, code
+    ``data_too_deep``) instead of a message no client could decode; as JSON it can."""
+    output.ClearField("data")
+    output.status = agent_io_pb2.TASK_STATUS_ERROR
+    own = result.error
+    output.error.code = "data_too_deep"
+    output.error.message = (
+        f"the data of task {result.task_id} cannot be answered as a Value: {deep}; ask for it "
+        "as JSON (AgentInput.output_encoding DATA_ENCODING_JSON, answered in data_json)"
+        + (f" (the agent's own error: {own.code}: {own.message})" if own is not None else "")
+    )
+
+
 _STATUS = {
     "SUCCESS": agent_io_pb2.TASK_STATUS_SUCCESS,
     "ERROR": agent_io_pb2.TASK_STATUS_ERROR,
@@ -171,7 +185,11 @@ def fill_agent_output(
         if as_json:
             output.data_json = orjson.dumps(result.data, option=orjson.OPT_NON_STR_KEYS)
         else:
-            fill_value(output.data, result.data)
+            try:
+                fill_value(output.data, result.data)
+            except ValueTooDeep as deep:
+                _too_deep(output, result, deep)
+                return
     if result.error is not None:
         error = output.error
         error.code = result.error.code

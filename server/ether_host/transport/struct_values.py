@@ -139,14 +139,35 @@ def _read_values(values: Any) -> list[Any]:
 # empty object or list is marked present with SetInParent, else it would read as null.
 
 
-def fill_value(target: struct_pb2.Value, value: Any) -> None:
+# Protobuf levels one value may take, at most: protobuf decoders -- every client's, and the
+# host's own -- stop at 100, the message that carries the value included (10 are left for it).
+# An object takes 3 (a Struct, its map entry, the entry's Value), a list 2 (a ListValue and its
+# Value): 30 nested objects, or 45 lists. Deeper, the host would write a message no client can
+# read.
+MAX_VALUE_LEVELS = 90
+_OBJECT, _LIST = 3, 2
+
+
+class ValueTooDeep(ValueError):
+    """A value nesting objects and lists past MAX_VALUE_LEVELS: no Value can carry it."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "it nests objects and lists deeper than a protobuf Value can carry to a client "
+            f"(decoders stop at 100 levels, and each object takes {_OBJECT}, each list "
+            f"{_LIST}: at most {MAX_VALUE_LEVELS // _OBJECT} objects or "
+            f"{MAX_VALUE_LEVELS // _LIST} lists, one in another)"
+        )
+
+
+def fill_value(target: struct_pb2.Value, value: Any, depth: int = 0) -> None:
     """Write ``value`` into an empty Value in place (such as a response's field: passing a
-    built message into another copies it)."""
+    built message into another copies it). ValueTooDeep past MAX_VALUE_LEVELS."""
     kind = type(value)
     if kind is str:
         target.string_value = value
     elif kind is dict:
-        _fill_object(target.struct_value, value)
+        _fill_object(target.struct_value, value, depth)
     elif kind is int or kind is float:
         target.number_value = value
     elif kind is bool:
@@ -154,13 +175,17 @@ def fill_value(target: struct_pb2.Value, value: Any) -> None:
     elif value is None:
         target.null_value = _NULL
     elif kind is list:
-        _fill_list(target.list_value, value)
+        _fill_list(target.list_value, value, depth)
     else:
-        _fill_other(target, value)
+        _fill_other(target, value, depth)
 
 
-def fill_struct(target: struct_pb2.Struct, value: dict[str, Any]) -> None:
-    """Write a dict's items into a Struct in place."""
+def fill_struct(target: struct_pb2.Struct, value: dict[str, Any], depth: int = 0) -> None:
+    """Write a dict's items into a Struct in place (``depth``: the protobuf levels above it
+    within the value, 0 at the top). ValueTooDeep past MAX_VALUE_LEVELS."""
+    depth += _OBJECT
+    if depth > MAX_VALUE_LEVELS:
+        raise ValueTooDeep
     fields = target.fields
     for key, item in value.items():
         if type(key) is not str:
@@ -171,25 +196,32 @@ def fill_struct(target: struct_pb2.Struct, value: dict[str, Any]) -> None:
         elif kind is int or kind is float:
             fields[key].number_value = item
         elif kind is dict:
-            _fill_object(fields[key].struct_value, item)
+            _fill_object(fields[key].struct_value, item, depth)
         elif kind is bool:
             fields[key].bool_value = item
         elif item is None:
             fields[key].null_value = _NULL
         elif kind is list:
-            _fill_list(fields[key].list_value, item)
+            _fill_list(fields[key].list_value, item, depth)
         else:
-            _fill_other(fields[key], item)
+            _fill_other(fields[key], item, depth)
 
 
-def _fill_object(target: struct_pb2.Struct, value: dict[Any, Any]) -> None:
+def _fill_object(target: struct_pb2.Struct, value: dict[Any, Any], depth: int) -> None:
     if value:
-        fill_struct(target, value)
+        fill_struct(target, value, depth)
+    elif depth + _OBJECT > MAX_VALUE_LEVELS:
+        raise ValueTooDeep
     else:
         target.SetInParent()
 
 
-def _fill_list(target: struct_pb2.ListValue, items: list[Any] | tuple[Any, ...]) -> None:
+def _fill_list(
+    target: struct_pb2.ListValue, items: list[Any] | tuple[Any, ...], depth: int
+) -> None:
+    depth += _LIST
+    if depth > MAX_VALUE_LEVELS:
+        raise ValueTooDeep
     if not items:
         target.SetInParent()
         return
@@ -201,18 +233,18 @@ def _fill_list(target: struct_pb2.ListValue, items: list[Any] | tuple[Any, ...])
         elif kind is int or kind is float:
             add().number_value = item
         elif kind is dict:
-            _fill_object(add().struct_value, item)
+            _fill_object(add().struct_value, item, depth)
         elif kind is bool:
             add().bool_value = item
         elif item is None:
             add().null_value = _NULL
         elif kind is list:
-            _fill_list(add().list_value, item)
+            _fill_list(add().list_value, item, depth)
         else:
-            _fill_other(add(), item)
+            _fill_other(add(), item, depth)
 
 
-def _fill_other(target: struct_pb2.Value, value: Any) -> None:
+def _fill_other(target: struct_pb2.Value, value: Any, depth: int) -> None:
     if isinstance(value, bool):
         target.bool_value = value
     elif isinstance(value, int | float):
@@ -220,9 +252,9 @@ def _fill_other(target: struct_pb2.Value, value: Any) -> None:
     elif isinstance(value, str):
         target.string_value = value
     elif isinstance(value, dict):
-        _fill_object(target.struct_value, value)
+        _fill_object(target.struct_value, value, depth)
     elif isinstance(value, list | tuple):
-        _fill_list(target.list_value, value)
+        _fill_list(target.list_value, value, depth)
     elif isinstance(value, datetime.date | datetime.time):
         # TOML dates (an agent's config) as the RFC 3339 text orjson gives agents
         target.string_value = value.isoformat()

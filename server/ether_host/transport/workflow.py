@@ -20,7 +20,7 @@ from ether_host.notifications import Notifier
 from ether_host.reasons import Reason
 from ether_host.transport.convert import integral, notify, seconds, value_to_python
 from ether_host.transport.interceptors import current_identity
-from ether_host.transport.struct_values import fill_value
+from ether_host.transport.struct_values import ValueTooDeep, fill_value
 from ether_host.workflows import Workflows, check_spec_size
 
 M = TypeVar("M", bound=Message)
@@ -63,7 +63,11 @@ def _run(body: dict[str, Any]) -> workflow_pb2.Run:
             for item in items:
                 fill_value(add(), item)
     if result is not _ABSENT:
-        fill_value(run.result, result)
+        try:
+            fill_value(run.result, result)
+        except ValueTooDeep as deep:  # said in its place: a Run no client could decode is worse
+            run.result.Clear()
+            run.result.string_value = f"the run's result is not shown here: {deep}"
     return run
 
 
