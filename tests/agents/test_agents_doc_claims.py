@@ -17,7 +17,7 @@ import pytest
 from google.protobuf import duration_pb2
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
-from tests.support.agents import AGENTS, agent_pids, deploy, remove_agent, state_name
+from tests.support.agents import AGENTS, agent_pids, deploy, events_until, remove_agent, state_name
 from tests.support.calls import agent_input, budget, data, details, execute
 from tests.support.host import HostProcess
 
@@ -32,25 +32,6 @@ def rogue_folder(folder: Path, settings: str) -> Path:
         'language = "python"\ncommand = ["python3", "rogue.py"]\n' + settings
     )
     return folder
-
-
-def events_until(
-    host: HostProcess, agent: str, *, after: int, last: Any, timeout: float = 60
-) -> list[supervisor_pb2.WatchEventsResponse]:
-    """``agent``'s lifecycle events after sequence ``after``, up to the first one ``last``
-    accepts (included)."""
-    seen = []
-    stream = host.supervisor.WatchEvents(
-        supervisor_pb2.WatchEventsRequest(agent=agent, after_sequence=after), timeout=timeout
-    )
-    try:
-        for event in stream:
-            seen.append(event)
-            if last(event):
-                return seen
-    finally:
-        stream.cancel()
-    raise AssertionError(f"{agent}: the awaited event never came: {seen}")
 
 
 def is_state(*states: str) -> Any:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -35,7 +34,15 @@ import pytest
 from google.protobuf import duration_pb2
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
-from tests.support.agents import AGENTS, agent_pids, deploy, remove_agent, state_name, until
+from tests.support.agents import (
+    AGENTS,
+    agent_pids,
+    deploy,
+    events_until,
+    remove_agent,
+    state_name,
+    until,
+)
 from tests.support.calls import budget, data, details, execute, struct
 from tests.support.host import HostProcess
 from tests.support.procs import wait_gone
@@ -48,31 +55,6 @@ def seconds(value: float) -> duration_pb2.Duration:
     duration = duration_pb2.Duration()
     duration.FromNanoseconds(int(value * 1e9))
     return duration
-
-
-def events_until(
-    host: HostProcess,
-    agent: str,
-    *,
-    after: int,
-    last: Callable[[supervisor_pb2.WatchEventsResponse], bool],
-    timeout: float = 120,
-) -> list[supervisor_pb2.WatchEventsResponse]:
-    """``agent``'s lifecycle events after sequence ``after``, up to the first one ``last``
-    accepts (tests/agents/test_agents_doc_claims.py has the same; tests/support only the
-    last event)."""
-    seen = []
-    stream = host.supervisor.WatchEvents(
-        supervisor_pb2.WatchEventsRequest(agent=agent, after_sequence=after), timeout=timeout
-    )
-    try:
-        for event in stream:
-            seen.append(event)
-            if last(event):
-                return seen
-    finally:
-        stream.cancel()
-    raise AssertionError(f"{agent}: the awaited event never came: {seen}")
 
 
 def log_lines(host: HostProcess, agent: str) -> list[supervisor_pb2.StreamLogsResponse]:

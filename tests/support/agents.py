@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +168,27 @@ def reasons_until_restarted(host: HostProcess, agent: str, timeout: float = 60.0
     finally:
         stream.cancel()
     raise AssertionError(f"{agent} was never restarted: {seen}")
+
+
+def events_until(
+    host: HostProcess,
+    agent: str,
+    *,
+    after: int,
+    last: Callable[[supervisor_pb2.WatchEventsResponse], bool],
+    timeout: float = 120,
+) -> list[supervisor_pb2.WatchEventsResponse]:
+    """``agent``'s lifecycle events after sequence ``after``, up to the first one ``last``
+    accepts (included); ``until`` gives only that last one."""
+    seen = []
+    stream = host.supervisor.WatchEvents(
+        supervisor_pb2.WatchEventsRequest(agent=agent, after_sequence=after), timeout=timeout
+    )
+    try:
+        for event in stream:
+            seen.append(event)
+            if last(event):
+                return seen
+    finally:
+        stream.cancel()
+    raise AssertionError(f"{agent}: the awaited event never came: {seen}")
