@@ -305,3 +305,30 @@ def test_data_too_deep_for_a_value_is_an_error_and_answered_as_json(host: HostPr
     output = host.agents.Execute(agent_io_pb2.ExecuteRequest(input=task), timeout=30)
     assert output.output.status == agent_io_pb2.TASK_STATUS_SUCCESS
     assert json.loads(output.output.data_json) == {"deep": _nested(44)}
+
+
+@pytest.mark.parametrize("where", ["extra", "details"])
+def test_an_agents_metadata_extra_or_error_details_too_deep_are_a_note_in_their_place(
+    host: HostProcess, where: str
+) -> None:
+    """docs/limits.md, same row: the agent's `metadata.extra` (ctx.cost's fields) or an error's
+    `details` nested past the bound is answered as a Struct whose one field, `not_shown`, says
+    why -- the rest of the output as the agent gave it. (Before, Execute answered INTERNAL.)"""
+    for levels, shown in ((43, True), (50, False)):
+        params = json.dumps({"levels": levels, "where": where}).encode()
+        task = agent_io_pb2.AgentInput(agent="flow", action="nest", params_json=params)
+        output = host.agents.Execute(agent_io_pb2.ExecuteRequest(input=task), timeout=30).output
+        if where == "extra":
+            assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
+            assert json_format.MessageToDict(output.data) == {"nested": levels}
+            struct = output.metadata.extra
+        else:
+            assert output.status == agent_io_pb2.TASK_STATUS_ERROR
+            assert (output.error.code, output.error.message) == ("nested", f"{levels} lists")
+            struct = output.error.details
+        got = json_format.MessageToDict(struct)
+        if shown:
+            assert got == {"deep": _nested(levels)}
+        else:
+            assert list(got) == ["not_shown"], got
+            assert "deeper than a protobuf Value can carry" in got["not_shown"]

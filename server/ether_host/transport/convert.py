@@ -15,7 +15,11 @@ from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.notifications import Notify
 from ether_host.reasons import Reason
 from ether_host.supervisor import ManagedAgent, State
-from ether_host.transport.struct_values import ValueTooDeep, fill_struct, fill_value
+from ether_host.transport.struct_values import (
+    ValueTooDeep,
+    fill_struct_or_note,
+    fill_value,
+)
 
 # Struct <-> Python values live in struct_values; the servicers import them from here.
 from ether_host.transport.struct_values import dict_to_struct as dict_to_struct
@@ -179,8 +183,8 @@ def fill_agent_output(
     metadata.attempt = meta.attempt
     if meta.cached:
         metadata.cached = True
-    if meta.extra:
-        fill_struct(metadata.extra, meta.extra)
+    if meta.extra:  # the agent's: one too deep is a note in its place, as data cannot be
+        fill_struct_or_note(metadata.extra, meta.extra, "the task's metadata.extra")
     if result.data is not None:
         if as_json:
             output.data_json = orjson.dumps(result.data, option=orjson.OPT_NON_STR_KEYS)
@@ -196,14 +200,15 @@ def fill_agent_output(
         error.message = result.error.message
         error.retryable = result.error.retryable
         if result.error.details:
-            fill_struct(error.details, result.error.details)
-    for proposal in result.next_actions:
-        output.next_actions.add(
+            fill_struct_or_note(error.details, result.error.details, "the task's error details")
+    for index, proposal in enumerate(result.next_actions):
+        added = output.next_actions.add(
             agent=str(proposal.get("agent") or ""),
             action=str(proposal.get("action") or ""),
-            params=dict_to_struct(proposal.get("params") or {}),
             reason=str(proposal.get("reason") or ""),
         )
+        what = f"the params of the task's next action {index}"
+        fill_struct_or_note(added.params, proposal.get("params") or {}, what)
 
 
 def error_output(

@@ -265,6 +265,32 @@ def _fill_other(target: struct_pb2.Value, value: Any, depth: int) -> None:
         )
 
 
+# The one field of a Struct that stands in for a value too deep to carry (fill_struct_or_note).
+NOT_SHOWN = "not_shown"
+
+
+def fill_value_or_note(target: struct_pb2.Value, value: Any, what: str) -> None:
+    """fill_value, or, for a value too deep to carry, a text in its place saying so (``what``
+    names it): for stored values a reply must show (a run's result, its tasks' data), where an
+    answer no client can decode, or an INTERNAL for the whole page, would be worse."""
+    try:
+        fill_value(target, value)
+    except ValueTooDeep as deep:
+        target.Clear()
+        target.string_value = f"{what} is not shown here: {deep}"
+
+
+def fill_struct_or_note(target: struct_pb2.Struct, value: dict[str, Any], what: str) -> None:
+    """fill_value_or_note's Struct twin: too deep, the Struct holds one field, ``not_shown``,
+    with the text. The Struct is set even when ``value`` is empty (as ParseDict sets it)."""
+    target.SetInParent()
+    try:
+        fill_struct(target, value)
+    except ValueTooDeep as deep:
+        target.Clear()
+        target.fields[NOT_SHOWN].string_value = f"{what} is not shown here: {deep}"
+
+
 def dict_to_struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
     message = struct_pb2.Struct()
     if value:

@@ -20,7 +20,11 @@ from ether_host.notifications import Notifier
 from ether_host.reasons import Reason
 from ether_host.transport.convert import integral, notify, seconds, value_to_python
 from ether_host.transport.interceptors import current_identity
-from ether_host.transport.struct_values import ValueTooDeep, fill_value
+from ether_host.transport.struct_values import (
+    fill_struct_or_note,
+    fill_value,
+    fill_value_or_note,
+)
 from ether_host.workflows import Workflows, check_spec_size
 
 M = TypeVar("M", bound=Message)
@@ -63,15 +67,70 @@ def _run(body: dict[str, Any]) -> workflow_pb2.Run:
             for item in items:
                 fill_value(add(), item)
     if result is not _ABSENT:
-        try:
-            fill_value(run.result, result)
-        except ValueTooDeep as deep:  # said in its place: a Run no client could decode is worse
-            run.result.Clear()
-            run.result.string_value = f"the run's result is not shown here: {deep}"
+        fill_value_or_note(run.result, result, "the run's result")
     return run
 
 
 _ABSENT = object()
+
+
+def _run_task(body: dict[str, Any], task: workflow_pb2.RunTask) -> workflow_pb2.RunTask:
+    """A task's JSON as a RunTask, filled in place. Its params and its output's Values and
+    Structs (data, metadata.extra, error.details, each proposal's params) come from an agent,
+    so one may nest deeper than protobuf's decoders read: each is filled by the depth-checked
+    writer, and one too deep is replaced in its place by a text saying so
+    (docs/limits.md) -- through ParseDict it made the whole page, or the event stream, INTERNAL."""
+    lean = dict(body)
+    later: list[tuple[Any, Any, str]] = []  # (the field's path, its value, what it is)
+    params = lean.pop("params", None)
+    if isinstance(params, dict):
+        later.append((("params",), params, "the task's params"))
+    output = lean.get("output")
+    if isinstance(output, dict):
+        output = lean["output"] = dict(output)
+        if "data" in output:
+            later.append((("output", "data"), output.pop("data"), "the task's data"))
+        for part, key, what in (
+            ("metadata", "extra", "the task's metadata.extra"),
+            ("error", "details", "the task's error details"),
+        ):
+            inner = output.get(part)
+            if isinstance(inner, dict) and isinstance(inner.get(key), dict):
+                output[part] = dict(inner)
+                later.append(((("output", part, key)), output[part].pop(key), what))
+        proposals = output.get("next_actions")
+        if isinstance(proposals, list):
+            output["next_actions"] = [
+                {k: v for k, v in p.items() if k != "params"} if isinstance(p, dict) else p
+                for p in proposals
+            ]
+            for index, proposal in enumerate(proposals):
+                if isinstance(proposal, dict) and isinstance(proposal.get("params"), dict):
+                    what = f"the params of the task's next action {index}"
+                    path = ("output", "next_actions", index, "params")
+                    later.append((path, proposal["params"], what))
+    _message(lean, task)
+    for path, value, what in later:
+        target: Any = task
+        for step in path:
+            target = target[step] if isinstance(step, int) else getattr(target, step)
+        if path[-1] == "data":
+            fill_value_or_note(target, value, what)
+        else:
+            fill_struct_or_note(target, value, what)
+    return task
+
+
+def _event(body: dict[str, Any]) -> workflow_pb2.StreamRunEventsResponse:
+    """A run event's JSON as a message; a task in it (started, completed) as _run_task fills
+    it."""
+    for kind in ("task_started", "task_completed"):
+        payload = body.get(kind)
+        if isinstance(payload, dict) and isinstance(payload.get("task"), dict):
+            event = _message({**body, kind: {}}, workflow_pb2.StreamRunEventsResponse())
+            _run_task(payload["task"], getattr(event, kind).task)
+            return event
+    return _message(body, workflow_pb2.StreamRunEventsResponse())
 
 
 def _spec(message: workflow_pb2.WorkflowSpec) -> dict[str, Any]:
@@ -164,7 +223,7 @@ class WorkflowServicer(workflow_pb2_grpc.WorkflowServiceServicer):
             request.run_id, request.page_size, request.page_token, request.stage, state
         )
         return workflow_pb2.ListRunTasksResponse(
-            tasks=[_message(t, workflow_pb2.RunTask()) for t in tasks], next_page_token=token
+            tasks=[_run_task(t, workflow_pb2.RunTask()) for t in tasks], next_page_token=token
         )
 
     async def CancelRun(
@@ -200,7 +259,7 @@ class WorkflowServicer(workflow_pb2_grpc.WorkflowServiceServicer):
             lambda: self._lifecycle.is_stopping,
         )
         async for event in events:
-            yield _message(event, workflow_pb2.StreamRunEventsResponse())
+            yield _event(event)
 
     async def ResumeRun(
         self, request: workflow_pb2.ResumeRunRequest, context: grpc.aio.ServicerContext[Any, Any]

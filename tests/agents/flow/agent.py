@@ -24,6 +24,23 @@ def echo(params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
+@agent.action(
+    description="A list holding a list ... `levels` lists in all: as the data, in the "
+    "metadata's extra (`where: extra`), or in an error's details (`where: details`).",
+    idempotent=True,
+)
+def nest(levels: int, ctx: TaskContext, where: str = "data") -> Any:
+    value: Any = []
+    for _ in range(levels - 1):
+        value = [value]
+    if where == "extra":
+        ctx.cost(0.0, deep=value)
+        return {"nested": levels}
+    if where == "details":
+        raise AgentError("nested", f"{levels} lists", {"deep": value})
+    return value
+
+
 @agent.action(description="Double a number.", idempotent=True)
 def double(input: float) -> dict[str, Any]:
     return {"value": input * 2}
