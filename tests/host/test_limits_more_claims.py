@@ -332,3 +332,25 @@ def test_an_agents_metadata_extra_or_error_details_too_deep_are_a_note_in_their_
         else:
             assert list(got) == ["not_shown"], got
             assert "deeper than a protobuf Value can carry" in got["not_shown"]
+
+
+def test_a_log_line_whose_fields_are_too_deep_keeps_the_agents_logs_readable(
+    host: HostProcess,
+) -> None:
+    """docs/limits.md, same row: an agent's JSON log line whose fields nest past the bound is
+    answered by StreamLogs with `fields` holding one `not_shown` note, and the lines around it
+    as they were. (Before, StreamLogs answered INTERNAL for any tail holding that line: the
+    agent's logs could not be read.)"""
+    for levels in (43, 50):
+        params = json.dumps({"levels": levels, "where": "log"}).encode()
+        task = agent_io_pb2.AgentInput(agent="flow", action="nest", params_json=params)
+        output = host.agents.Execute(agent_io_pb2.ExecuteRequest(input=task), timeout=30).output
+        assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
+    request = supervisor_pb2.StreamLogsRequest(agent="flow", tail_lines=10_000)
+    lines = {
+        line.message: json_format.MessageToDict(line.fields)
+        for line in host.supervisor.StreamLogs(request, timeout=30)
+    }
+    assert lines["nested 43"]["deep"] == _nested(43)
+    assert list(lines["nested 50"]) == ["not_shown"], lines["nested 50"]
+    assert "deeper than a protobuf Value can carry" in lines["nested 50"]["not_shown"]

@@ -291,14 +291,19 @@ def fill_struct_or_note(target: struct_pb2.Struct, value: dict[str, Any], what: 
         target.fields[NOT_SHOWN].string_value = f"{what} is not shown here: {deep}"
 
 
-def dict_to_struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
+def dict_to_struct(value: dict[str, Any] | None, what: str = "this value") -> struct_pb2.Struct:
+    """A Struct of ``value`` for a reply; too deep to carry, a note in its place
+    (fill_struct_or_note): what an agent wrote (a log line's fields, a session's context, an
+    event's data) must not turn a read into INTERNAL."""
     message = struct_pb2.Struct()
     if value:
-        fill_struct(message, value)
+        fill_struct_or_note(message, value, what)
     return message
 
 
-def to_value(value: Any) -> struct_pb2.Value:
+def to_value(value: Any, what: str = "this value") -> struct_pb2.Value:
+    """A Value of ``value`` for a reply; too deep to carry, a text in its place
+    (fill_value_or_note)."""
     message = struct_pb2.Value()
-    fill_value(message, value)
+    fill_value_or_note(message, value, what)
     return message

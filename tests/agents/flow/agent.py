@@ -8,6 +8,8 @@ reached the agent.
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,8 @@ def echo(params: dict[str, Any]) -> dict[str, Any]:
 
 @agent.action(
     description="A list holding a list ... `levels` lists in all: as the data, in the "
-    "metadata's extra (`where: extra`), or in an error's details (`where: details`).",
+    "metadata's extra (`where: extra`), in an error's details (`where: details`), or in the "
+    "fields of a log line (`where: log`).",
     idempotent=True,
 )
 def nest(levels: int, ctx: TaskContext, where: str = "data") -> Any:
@@ -38,6 +41,11 @@ def nest(levels: int, ctx: TaskContext, where: str = "data") -> Any:
         return {"nested": levels}
     if where == "details":
         raise AgentError("nested", f"{levels} lists", {"deep": value})
+    if where == "log":  # a JSON line on stderr: the host reads its keys as the record's fields
+        print(
+            json.dumps({"level": "info", "msg": f"nested {levels}", "deep": value}), file=sys.stderr
+        )
+        return {"nested": levels}
     return value
 
 
