@@ -41,6 +41,7 @@ from tests.notifications.support import (
     deliveries,
     final_record,
     notify_config,
+    receiving,
 )
 from tests.support.agents import AGENTS, deploy, watch_until
 from tests.support.calls import agent_input
@@ -54,10 +55,8 @@ DELIVERY_ID = re.compile(r"n-[0-9a-f]{16}")
 
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    server.start()
-    yield server
-    server.stop()
+    with receiving() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

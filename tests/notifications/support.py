@@ -3,8 +3,10 @@ configuration that lets the host's notifier reach it, and the persisted delivery
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -73,6 +75,17 @@ class Receiver:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@contextlib.contextmanager
+def receiving() -> Iterator[Receiver]:
+    """A Receiver listening for the block (each test module's ``receiver`` fixture)."""
+    server = Receiver()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def notify_config(folder: Path, secret: str, max_attempts: int = 4) -> Path:

@@ -19,6 +19,7 @@ from tests.notifications.support import (
     Receiver,
     final_record,
     notify_config,
+    receiving,
 )
 from tests.support.agents import AGENTS, deploy
 from tests.support.calls import agent_input
@@ -29,10 +30,8 @@ MAX_ATTEMPTS = 3  # the host's [notifications] max_attempts (backoff 0.05 s, at 
 
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    server.start()
-    yield server
-    server.stop()
+    with receiving() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

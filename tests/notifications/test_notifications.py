@@ -25,6 +25,7 @@ from tests.notifications.support import (
     Receiver,
     final_record,
     notify_config,
+    receiving,
 )
 from tests.support.agents import AGENTS, deploy
 from tests.support.calls import agent_input, data, execute
@@ -34,10 +35,8 @@ from tests.workflows.runs import create
 
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    server.start()
-    yield server
-    server.stop()
+    with receiving() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

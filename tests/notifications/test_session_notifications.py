@@ -28,6 +28,7 @@ from tests.notifications.support import (
     Receiver,
     deliveries,
     notify_config,
+    receiving,
 )
 from tests.support.agents import AGENTS, deploy, watch_until
 from tests.support.calls import data, execute
@@ -39,10 +40,8 @@ __all__ = ["redis_server"]  # the Redis fixture of the cluster test
 
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[Receiver]:
-    server = Receiver()
-    server.start()
-    yield server
-    server.stop()
+    with receiving() as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
