@@ -305,6 +305,8 @@ class Replica:
                     exited.set()
 
                 tg.start_soon(wait_exit)
+                hello: dict[str, Any] | None = None  # None also in legacy mode (no hello)
+                said_hello = False
                 try:
                     # A stop does not wait for the hello (up to start_timeout): it ends the
                     # wait, and the process is stopped as a running one is.
@@ -316,8 +318,12 @@ class Replica:
                             welcome=lambda hello: self.agent.welcome_frame(hello),
                             upgraded=self._said_hello_late,
                         )
-                    if before_hello.cancelled_caught:
-                        raise _StoppedBeforeHello
+                        said_hello = True
+                except HandshakeError as error:
+                    self.reason = str(error)
+                    outcome["handshake_error"] = str(error)
+                    outcome["incompatible"] = isinstance(error, ProtocolMismatch)
+                if said_hello:  # not a handshake that failed, nor one a stop ended
                     outcome["hello"] = True
                     # Again: a runtime (Go, Node) may have started threads before the first call.
                     set_cpu_policy(process.pid, spec.cpu_scheduling_policy)
@@ -334,12 +340,6 @@ class Replica:
                                 (self._wedged, "wedged"),
                             ):
                                 waits.start_soon(_set_and_cancel, event, outcome, key, watch)
-                except HandshakeError as error:
-                    self.reason = str(error)
-                    outcome["handshake_error"] = str(error)
-                    outcome["incompatible"] = isinstance(error, ProtocolMismatch)
-                except _StoppedBeforeHello:
-                    pass
                 self.connection = None
                 with anyio.CancelScope(shield=True):
                     if not exited.is_set():
@@ -543,10 +543,6 @@ def _running_reason(connection: AgentConnection, hello: dict[str, Any] | None) -
     if isinstance(connection, McpConnection):
         return f"MCP initialized (protocol {connection.protocol_version})"
     return "hello received" if hello else "running with the seeds' envelope"
-
-
-class _StoppedBeforeHello(Exception):
-    """A stop came while the process had not said hello yet."""
 
 
 async def _set_and_cancel(
