@@ -186,6 +186,49 @@ def test_agent_write_over_the_limit_is_refused(host: HostProcess, chatter: str) 
     assert _get(host, session.id) == ({"small": 1}, 1)
 
 
+def _nested(levels: int) -> Any:
+    value: Any = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+def test_a_write_nesting_deeper_than_a_value_carries_is_refused(
+    host: HostProcess, chatter: str
+) -> None:
+    """docs/limits.md, "Gateway": a context value nests at most 90 protobuf levels (the
+    context an object of 3, each list 2: 43 lists under a key), since clients read the context
+    as a Struct. A write past it -- an agent's ctx.put, a client's UpdateContext -- is refused
+    INVALID_ARGUMENT `CONTEXT_TOO_DEEP` naming the key, and nothing changes, so the context
+    stays readable. (Before, the write was kept, and every later GetContext answered a note in
+    place of the whole context: a read-modify-write would have lost it.)"""
+    session = open_session(host, agent=chatter, context={"small": 1})
+    talk = Conversation(host, session.id)
+    kept, refused = talk.turn("nest 43"), talk.turn("nest 44")
+    talk.close()
+    assert reply_text(kept) == "nested at version 2"
+    assert reply_text(refused).startswith("refused: context_too_deep: the context's key 'deep'")
+    assert _get(host, session.id) == ({"small": 1, "deep": _nested(43)}, 2)
+
+    with pytest.raises(grpc.RpcError) as error:
+        _update(host, session.id, merge_patch={"deeper": {"a": _nested(43)}})
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    info = details(error.value)["ErrorInfo"]
+    assert (info.reason, dict(info.metadata)) == (
+        "CONTEXT_TOO_DEEP",
+        {"key": "deeper", "limit": "90"},
+    )
+    assert [v.field for v in details(error.value)["BadRequest"].field_violations] == [
+        "merge_patch.deeper"
+    ]
+    assert _get(host, session.id) == ({"small": 1, "deep": _nested(43)}, 2)
+
+    with pytest.raises(grpc.RpcError) as error:
+        open_session(host, agent=chatter, context={"deep": _nested(44)})
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert details(error.value)["ErrorInfo"].reason == "CONTEXT_TOO_DEEP"
+
+
 def test_closed_session_context_is_read_only(host: HostProcess, chatter: str) -> None:
     session = open_session(host, agent=chatter, context={"kept": "yes"})
     host.gateway.CloseSession(gateway_pb2.CloseSessionRequest(session_id=session.id), timeout=10)

@@ -20,6 +20,7 @@ from typing import Any
 from ether_host.bus import History
 from ether_host.errors import Aborted, FieldViolation, InvalidArgument, ResourceExhausted
 from ether_host.reasons import Reason
+from ether_host.value_levels import MAX_VALUE_LEVELS, OBJECT_LEVELS, nests_too_deep
 
 SET, MERGE_PATCH, REMOVE, REPLACE = "set", "merge_patch", "remove", "replace"
 
@@ -70,6 +71,7 @@ class Context:
     ) -> None:
         if json_size(initial) > max_bytes:
             raise _too_large(json_size(initial), max_bytes)
+        _check_depth(initial, initial, "context")
         self._document = copy.deepcopy(initial)
         self.version = 1
         self.updated_at = time.time()
@@ -134,6 +136,7 @@ class Context:
         size = json_size(new)
         if size > self.max_bytes:
             raise _too_large(size, self.max_bytes)
+        _check_depth(new, changed, kind)
         self._document = new
         self.version += 1
         self.updated_at = time.time()
@@ -210,6 +213,23 @@ def _check_keys(value: Any, what: str) -> None:
             reason=Reason.EMPTY_KEY,
             violations=[FieldViolation(what, "an empty key")],
         )
+
+
+def _check_depth(document: dict[str, Any], keys: Any, field: str) -> None:
+    """INVALID_ARGUMENT when one of ``keys`` of ``document`` nests deeper than a Value can carry:
+    clients read the context as a Struct (GetContext, WatchContext), and one they could not
+    decode would make every later read of the session fail."""
+    for key in keys:
+        if key in document and nests_too_deep(document[key], OBJECT_LEVELS):
+            raise InvalidArgument(
+                f"the context's key {key!r} would nest objects and lists deeper than a protobuf "
+                f"Value can carry to a client (at most {MAX_VALUE_LEVELS} levels: an object "
+                f"takes {OBJECT_LEVELS}, a list 2, the context itself an object); nothing was "
+                "changed: keep the data flatter, or store it as a JSON string",
+                reason=Reason.CONTEXT_TOO_DEEP,
+                metadata={"key": key, "limit": str(MAX_VALUE_LEVELS)},
+                violations=[FieldViolation(f"{field}.{key}", "nests too deep for a Value")],
+            )
 
 
 def _too_large(size: int, limit: int) -> ResourceExhausted:

@@ -30,6 +30,8 @@ from typing import Any
 
 from google.protobuf import struct_pb2
 
+from ether_host.value_levels import LIST_LEVELS, MAX_VALUE_LEVELS, OBJECT_LEVELS
+
 MAX_EXACT = 2**53
 _NULL = struct_pb2.NULL_VALUE
 # Called unbound: saves making a bound method per value (about a tenth of reading a Struct).
@@ -139,13 +141,10 @@ def _read_values(values: Any) -> list[Any]:
 # empty object or list is marked present with SetInParent, else it would read as null.
 
 
-# Protobuf levels one value may take, at most: protobuf decoders -- every client's, and the
-# host's own -- stop at 100, the message that carries the value included (10 are left for it).
-# An object takes 3 (a Struct, its map entry, the entry's Value), a list 2 (a ListValue and its
-# Value): 30 nested objects, or 45 lists. Deeper, the host would write a message no client can
-# read.
-MAX_VALUE_LEVELS = 90
-_OBJECT, _LIST = 3, 2
+# The bound on how deep a Value may nest, and what objects and lists take of it, are the core's
+# (value_levels.py says why): the host's context refuses a write past it, this writer refuses
+# to write one.
+_OBJECT, _LIST = OBJECT_LEVELS, LIST_LEVELS
 
 
 class ValueTooDeep(ValueError):

@@ -4,6 +4,7 @@ remember KEY VALUE    ctx.put                   cas KEY VALUE VERSION   ctx.put 
 emit TYPE             a custom event            chunks N                N reply chunks, then done
 progress              two progress reports      hang                    wait until cancelled
 crash                 exit the process          oversize                a context write over the limit
+nest N                ctx.put of a list N lists deep under "deep"
 anything else         "<agent> heard: <text>"
 """
 
@@ -58,6 +59,15 @@ async def respond(
         return {"text": "progressed"}
     if command == "hang":
         await asyncio.Event().wait()
+    if command == "nest":
+        value: Any = []
+        for _ in range(int(words[1]) - 1):
+            value = [value]
+        try:
+            version = await s.put("deep", value)
+        except AgentError as error:
+            return {"text": f"refused: {error.code}: {error.message}"}
+        return {"text": f"nested at version {version}"}
     if command == "oversize":
         try:
             await s.put("blob", "x" * (2 * 1024 * 1024))

@@ -444,6 +444,12 @@ const (
 	// RetryInfo's delay; GetHostInfo's cluster.degraded says why until
 	// Redis answers again.
 	ErrorReason_ERROR_REASON_CLUSTER_UNAVAILABLE ErrorReason = 130
+	// INVALID_ARGUMENT: the context would hold a value nested deeper than a
+	// protobuf Value can carry to a client (objects and lists, one in
+	// another: 90 protobuf levels, an object taking 3 and a list 2); nothing
+	// was changed. ErrorInfo metadata names the key and the limit. Keep such
+	// data flatter, or as a JSON string.
+	ErrorReason_ERROR_REASON_CONTEXT_TOO_DEEP ErrorReason = 131
 )
 
 // Enum value maps for ErrorReason.
@@ -580,6 +586,7 @@ var (
 		128: "ERROR_REASON_HOST_UNAVAILABLE",
 		129: "ERROR_REASON_NO_RECORDING",
 		130: "ERROR_REASON_CLUSTER_UNAVAILABLE",
+		131: "ERROR_REASON_CONTEXT_TOO_DEEP",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                   0,
@@ -713,6 +720,7 @@ var (
 		"ERROR_REASON_HOST_UNAVAILABLE":              128,
 		"ERROR_REASON_NO_RECORDING":                  129,
 		"ERROR_REASON_CLUSTER_UNAVAILABLE":           130,
+		"ERROR_REASON_CONTEXT_TOO_DEEP":              131,
 	}
 )
 
@@ -747,7 +755,7 @@ var File_ether_v1_errors_proto protoreflect.FileDescriptor
 
 const file_ether_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x15ether/v1/errors.proto\x12\bether.v1*\xe3#\n" +
+	"\x15ether/v1/errors.proto\x12\bether.v1*\x87$\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aERROR_REASON_MISSING_FIELD\x10\x01\x12\x1e\n" +
@@ -880,7 +888,8 @@ const file_ether_v1_errors_proto_rawDesc = "" +
 	"\x1bERROR_REASON_HOST_NOT_FOUND\x10\x7f\x12\"\n" +
 	"\x1dERROR_REASON_HOST_UNAVAILABLE\x10\x80\x01\x12\x1e\n" +
 	"\x19ERROR_REASON_NO_RECORDING\x10\x81\x01\x12%\n" +
-	" ERROR_REASON_CLUSTER_UNAVAILABLE\x10\x82\x01B\x94\x01\n" +
+	" ERROR_REASON_CLUSTER_UNAVAILABLE\x10\x82\x01\x12\"\n" +
+	"\x1dERROR_REASON_CONTEXT_TOO_DEEP\x10\x83\x01B\x94\x01\n" +
 	"\fcom.ether.v1B\vErrorsProtoP\x01Z6github.com/etherhost/ether/clients/go/ether/v1;etherv1\xa2\x02\x03EXX\xaa\x02\bEther.V1\xca\x02\bEther\\V1\xe2\x02\x14Ether\\V1\\GPBMetadata\xea\x02\tEther::V1b\x06proto3"
 
 var (
