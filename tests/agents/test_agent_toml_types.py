@@ -40,6 +40,9 @@ def folder_with(root: Path, name: str, line: str) -> Path:
         ("calls = [[1]]", "calls", "is not a list of strings"),
         ('env = "LEVEL=debug"', "env", "is not a table"),
         ("config = [1, 2]", "config", "is not a table"),
+        # 44 arrays in a table in the config table: 3 + 3 + 88 protobuf levels, past the 90 a
+        # Struct may take in GetAgent's answer (docs/limits.md)
+        ("config = {deep = " + "[" * 44 + "]" * 44 + "}", "config", "nests tables and arrays"),
     ],
 )
 def test_a_key_of_the_wrong_kind_is_refused_naming_it(

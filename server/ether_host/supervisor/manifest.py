@@ -17,6 +17,7 @@ from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.procs import CPU_POLICIES
 from ether_host.reasons import Reason
 from ether_host.resources import agent_limits
+from ether_host.value_levels import MAX_VALUE_LEVELS, nests_too_deep
 
 LANGUAGES = ("python", "go", "typescript")
 KINDS = ("general", "io_gateway")
@@ -261,6 +262,13 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
             "must be a table: [sandbox] with network, read_only, read_write",
         )
     limits = agent_limits(merged.get("limits") or {})  # INVALID_ARGUMENT naming a bad key
+    config = dict(merged.table("config", "[config] depth = 3"))
+    if nests_too_deep(config):  # GetAgent answers it as a Struct: one no client could decode
+        raise _bad(
+            merged.field("config"),
+            "nests tables and arrays deeper than a protobuf Struct can carry to a client "
+            f"(at most {MAX_VALUE_LEVELS} levels: a table takes 3, an array 2)",
+        )
     return AgentSpec(
         name=name,
         path=path,
@@ -275,7 +283,7 @@ def build_spec(request: dict[str, Any]) -> AgentSpec:
         command=command,
         protocol=protocol,
         env={str(k): str(v) for k, v in merged.table("env", '[env] LEVEL = "debug"').items()},
-        config=dict(merged.table("config", "[config] depth = 3")),
+        config=config,
         capabilities=merged.strings("capabilities", '["filesystem"]') or [],
         allowed_calls=(
             merged.strings("calls", '["agent.call", "net.fetch"]')
