@@ -11,7 +11,7 @@ from google.protobuf import json_format
 
 from ether.v1 import gateway_pb2
 from tests.support.agents import AGENTS, deploy
-from tests.support.calls import details, struct
+from tests.support.calls import details, nested, struct
 from tests.support.host import HostProcess
 
 from ._support import Conversation, of, open_session, reply_text
@@ -186,13 +186,6 @@ def test_agent_write_over_the_limit_is_refused(host: HostProcess, chatter: str) 
     assert _get(host, session.id) == ({"small": 1}, 1)
 
 
-def _nested(levels: int) -> Any:
-    value: Any = []
-    for _ in range(levels - 1):
-        value = [value]
-    return value
-
-
 def test_a_write_nesting_deeper_than_a_value_carries_is_refused(
     host: HostProcess, chatter: str
 ) -> None:
@@ -208,10 +201,10 @@ def test_a_write_nesting_deeper_than_a_value_carries_is_refused(
     talk.close()
     assert reply_text(kept) == "nested at version 2"
     assert reply_text(refused).startswith("refused: context_too_deep: the context's key 'deep'")
-    assert _get(host, session.id) == ({"small": 1, "deep": _nested(43)}, 2)
+    assert _get(host, session.id) == ({"small": 1, "deep": nested(43)}, 2)
 
     with pytest.raises(grpc.RpcError) as error:
-        _update(host, session.id, merge_patch={"deeper": {"a": _nested(43)}})
+        _update(host, session.id, merge_patch={"deeper": {"a": nested(43)}})
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     info = details(error.value)["ErrorInfo"]
     assert (info.reason, dict(info.metadata)) == (
@@ -221,10 +214,10 @@ def test_a_write_nesting_deeper_than_a_value_carries_is_refused(
     assert [v.field for v in details(error.value)["BadRequest"].field_violations] == [
         "merge_patch.deeper"
     ]
-    assert _get(host, session.id) == ({"small": 1, "deep": _nested(43)}, 2)
+    assert _get(host, session.id) == ({"small": 1, "deep": nested(43)}, 2)
 
     with pytest.raises(grpc.RpcError) as error:
-        open_session(host, agent=chatter, context={"deep": _nested(44)})
+        open_session(host, agent=chatter, context={"deep": nested(44)})
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert details(error.value)["ErrorInfo"].reason == "CONTEXT_TOO_DEEP"
 

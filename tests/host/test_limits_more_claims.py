@@ -39,7 +39,7 @@ from ether.v1 import terminal_pb2 as pb
 from tests.gateway._support import Conversation, close_session, open_session
 from tests.gateway.test_pipeline import step, steps_run
 from tests.support.agents import AGENTS, deploy, remove_agent, until
-from tests.support.calls import agent_input, details
+from tests.support.calls import agent_input, details, nested
 from tests.support.host import HostProcess, sandbox_grants
 from tests.terminals.support import close, create, wait_output, write
 
@@ -271,14 +271,6 @@ def test_a_mailbox_full_by_the_hosts_mailbox_size_names_the_setting(host: HostPr
         remove_agent(host, agent)
 
 
-def _nested(levels: int) -> Any:
-    """A list holding a list ... ``levels`` lists in all."""
-    value: Any = []
-    for _ in range(levels - 1):
-        value = [value]
-    return value
-
-
 def test_data_too_deep_for_a_value_is_an_error_and_answered_as_json(host: HostProcess) -> None:
     """docs/limits.md, "Agents and tasks": data answered as a protobuf Value nests at most 30
     objects or 45 lists (protobuf decoders stop at 100 levels; the host keeps to 90: 3 for an
@@ -288,14 +280,14 @@ def test_data_too_deep_for_a_value_is_an_error_and_answered_as_json(host: HostPr
     asked for as JSON, the same data is answered in data_json. (Before, the host answered a
     message the client could not decode.)"""
     for levels, answered in ((43, True), (44, False)):
-        params = json.dumps({"deep": _nested(levels)}).encode()
+        params = json.dumps({"deep": nested(levels)}).encode()
         task = agent_io_pb2.AgentInput(agent="flow", action="echo", params_json=params)
         executed = host.agents.Execute(agent_io_pb2.ExecuteRequest(input=task), timeout=30).output
         [piped] = list(host.agents.Pipe(iter([agent_io_pb2.PipeRequest(input=task)])))
         for output in (executed, piped.output):
             if answered:
                 assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
-                assert json_format.MessageToDict(output.data) == {"deep": _nested(levels)}
+                assert json_format.MessageToDict(output.data) == {"deep": nested(levels)}
             else:
                 assert output.status == agent_io_pb2.TASK_STATUS_ERROR
                 assert output.error.code == "data_too_deep", output.error
@@ -304,7 +296,7 @@ def test_data_too_deep_for_a_value_is_an_error_and_answered_as_json(host: HostPr
     task.output_encoding = agent_io_pb2.DATA_ENCODING_JSON
     output = host.agents.Execute(agent_io_pb2.ExecuteRequest(input=task), timeout=30)
     assert output.output.status == agent_io_pb2.TASK_STATUS_SUCCESS
-    assert json.loads(output.output.data_json) == {"deep": _nested(44)}
+    assert json.loads(output.output.data_json) == {"deep": nested(44)}
 
 
 @pytest.mark.parametrize("where", ["extra", "details"])
@@ -328,7 +320,7 @@ def test_an_agents_metadata_extra_or_error_details_too_deep_are_a_note_in_their_
             struct = output.error.details
         got = json_format.MessageToDict(struct)
         if shown:
-            assert got == {"deep": _nested(levels)}
+            assert got == {"deep": nested(levels)}
         else:
             assert list(got) == ["not_shown"], got
             assert "deeper than a protobuf Value can carry" in got["not_shown"]
@@ -351,6 +343,6 @@ def test_a_log_line_whose_fields_are_too_deep_keeps_the_agents_logs_readable(
         line.message: json_format.MessageToDict(line.fields)
         for line in host.supervisor.StreamLogs(request, timeout=30)
     }
-    assert lines["nested 43"]["deep"] == _nested(43)
+    assert lines["nested 43"]["deep"] == nested(43)
     assert list(lines["nested 50"]) == ["not_shown"], lines["nested 50"]
     assert "deeper than a protobuf Value can carry" in lines["nested 50"]["not_shown"]

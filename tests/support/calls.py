@@ -19,6 +19,15 @@ def struct(value: dict[str, Any]) -> struct_pb2.Struct:
     return message
 
 
+def nested(levels: int) -> Any:
+    """A list holding a list ... ``levels`` lists in all: data as deep as a test needs it
+    (each list takes 2 of the 90 protobuf levels a Value may nest, docs/limits.md)."""
+    value: Any = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
 def agent_input(
     agent: str, action: str = "", params: dict[str, Any] | None = None, **fields: Any
 ) -> agent_io_pb2.AgentInput:

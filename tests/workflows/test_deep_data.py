@@ -7,11 +7,10 @@ whole page or stream.)"""
 
 from __future__ import annotations
 
-from typing import Any
-
 from google.protobuf import json_format
 
 from ether.v1 import agent_io_pb2
+from tests.support.calls import nested
 from tests.support.host import HostProcess
 from tests.workflows.runs import events, run_to_end, state, tasks, value
 
@@ -19,13 +18,6 @@ from tests.workflows.runs import events, run_to_end, state, tasks, value
 # Value carries; 50 is past what any reply could hold once its own messages are counted.
 FITS, TOO_DEEP = 45, 50
 NOTE = "is not shown here: it nests objects and lists deeper than a protobuf Value can carry"
-
-
-def _nested(levels: int) -> Any:
-    value: Any = []
-    for _ in range(levels - 1):
-        value = [value]
-    return value
 
 
 def _spec(levels: int) -> str:
@@ -50,16 +42,16 @@ def test_data_within_the_bound_is_shown_as_it_is(host: HostProcess, flow: str) -
     levels = (FITS * 2 - 3) // 2  # `pass` puts the list under an object: 3 levels more
     run = run_to_end(host, _spec(levels))
     assert state(run) == "SUCCEEDED", run
-    assert value(run.result) == {"input": _nested(levels)}
+    assert value(run.result) == {"input": nested(levels)}
     nest, echoed = tasks(host, run.id)
-    assert value(nest.output.data) == _nested(levels)
-    assert value(echoed.params) == {"input": _nested(levels)}
+    assert value(nest.output.data) == nested(levels)
+    assert value(echoed.params) == {"input": nested(levels)}
     completed = [
         e.task_completed.task for e in events(host, run.id) if e.HasField("task_completed")
     ]
     assert [value(t.output.data) for t in completed] == [
-        _nested(levels),
-        {"input": _nested(levels)},
+        nested(levels),
+        {"input": nested(levels)},
     ]
 
 
