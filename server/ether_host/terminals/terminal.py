@@ -267,13 +267,19 @@ class Terminal:
     # -- output --------------------------------------------------------------------------
 
     def _on_readable(self) -> None:
-        # Read until the output pipe is empty (at most READS_PER_WAKE reads).
+        # Read until the output pipe is empty (at most READS_PER_WAKE reads), and never more in
+        # one wake than the ring holds: the recording and the escape scan below take this
+        # wake's bytes from the ring, and a small output_buffer would have overwritten some
+        # (what is left waits in the pipe for the next wake).
         buffer = self.buffer
         fd = self._pumps.output
         began = buffer.end
         for _ in range(READS_PER_WAKE):
+            room = buffer.capacity - (buffer.end - began)
+            if room <= 0:
+                break
             try:
-                if not buffer.read_from(fd, READ_SIZE):
+                if not buffer.read_from(fd, min(READ_SIZE, room)):
                     self._on_eof()
                     break
             except BlockingIOError:
