@@ -26,6 +26,8 @@ from ether_host.agents import ERROR, PARTIAL, TaskResult
 from ether_host.errors import EtherError, InvalidArgument, NotFound
 from ether_host.supervisor import ActionInfo
 from ether_host.transport.convert import to_value, value_to_python
+from ether_host.transport.struct_values import NOT_SHOWN, ValueTooDeep
+from ether_host.value_levels import LIST_LEVELS, OBJECT_LEVELS, nests_too_deep
 
 SKILL_KEY = "skill"  # in Message.metadata or SendMessageRequest.metadata: the action to run
 TEXT_PARAM = "text"  # the parameter text parts fill
@@ -166,10 +168,25 @@ def result_metadata(result: TaskResult) -> dict[str, Any]:
     if meta.model:
         found["model"] = meta.model
     if result.next_actions:
-        found["next_actions"] = result.next_actions
+        found["next_actions"] = [_shown(proposal) for proposal in result.next_actions]
     if result.status == PARTIAL:
         found["partial"] = True
     return found
+
+
+# Protobuf levels above a proposal's params in Task.metadata: the metadata (an object), its
+# "ether" object, the "next_actions" list, the proposal (an object).
+_PARAMS_UNDER = 3 * OBJECT_LEVELS + LIST_LEVELS
+
+
+def _shown(proposal: dict[str, Any]) -> dict[str, Any]:
+    """A proposal as Task.metadata shows it: params too deep for a Struct replaced by a note
+    (docs/limits.md), as every reply does; they would make the whole Task undecodable."""
+    params = proposal.get("params")
+    if nests_too_deep(params, _PARAMS_UNDER):
+        note = f"the params of this next action are not shown here: {ValueTooDeep()}"
+        return {**proposal, "params": {NOT_SHOWN: note}}
+    return proposal
 
 
 def error_data(result: TaskResult) -> dict[str, Any]:
