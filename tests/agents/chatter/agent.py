@@ -5,6 +5,7 @@ emit TYPE             a custom event            chunks N                N reply 
 progress              two progress reports      hang                    wait until cancelled
 crash                 exit the process          oversize                a context write over the limit
 nest N                ctx.put of a list N lists deep under "deep"
+emitdeep N            a custom event and a reply chunk whose data is a list N lists deep
 anything else         "<agent> heard: <text>"
 """
 
@@ -68,6 +69,13 @@ async def respond(
         except AgentError as error:
             return {"text": f"refused: {error.code}: {error.message}"}
         return {"text": f"nested at version {version}"}
+    if command == "emitdeep":
+        value = []
+        for _ in range(int(words[1]) - 1):
+            value = [value]
+        await s.emit("deep", value)
+        await s.reply_chunk("deep ", value)
+        return {"text": f"emitted {words[1]} deep"}
     if command == "oversize":
         try:
             await s.put("blob", "x" * (2 * 1024 * 1024))

@@ -1,7 +1,12 @@
 """Host calls on demand: net.fetch, msg.send/publish/receive/subscribe.
 
 With TOOLBOX_ON_MESSAGE=1 in its environment the agent also has an on_message handler that
-republishes every message it receives on the topic "<name>.received".
+republishes every message it receives on the topic "<name>.received". A message of type
+"host_calls" whose data is a list of [method, params] pairs has the handler make those host
+calls first (ctx.*, msg.*: for the session the message is about, if any) and add their
+"outcomes" to what it publishes: {"result": ...} or {"code": ..., "message": ...} for each.
+
+`send` and `publish` with `nest` N > 0 send, in place of `data`, a list N lists deep.
 """
 
 from __future__ import annotations
@@ -9,16 +14,31 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ether_agent import Agent, TaskContext
-from ether_agent.gateway import MSG_CALLS, NET_CALLS, Message, fetch, messages, on_message
+from ether_agent import Agent, AgentError, TaskContext
+from ether_agent.gateway import (
+    CTX_CALLS,
+    MSG_CALLS,
+    NET_CALLS,
+    Message,
+    fetch,
+    messages,
+    on_message,
+)
 
 agent = Agent(
     "toolbox",
     version="1.0.0",
     description="Test host calls.",
     max_concurrency=8,
-    calls=[*MSG_CALLS, *NET_CALLS],
+    calls=[*MSG_CALLS, *NET_CALLS, *CTX_CALLS],
 )
+
+
+def _nested(levels: int) -> Any:
+    value: Any = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
 
 
 @agent.action(description="Fetch a URL through the host.")
@@ -40,14 +60,18 @@ async def get(
 
 
 @agent.action(description="Send a message to an agent.")
-async def send(to: str, type: str, ctx: TaskContext, data: Any = None) -> dict[str, Any]:
-    message = await messages(ctx).send(to, type, data)
+async def send(
+    to: str, type: str, ctx: TaskContext, data: Any = None, nest: int = 0
+) -> dict[str, Any]:
+    message = await messages(ctx).send(to, type, _nested(nest) if nest > 0 else data)
     return {"id": message.id, "sender": message.sender}
 
 
 @agent.action(description="Publish on a topic.")
-async def publish(topic: str, type: str, ctx: TaskContext, data: Any = None) -> dict[str, Any]:
-    message = await messages(ctx).publish(topic, type, data)
+async def publish(
+    topic: str, type: str, ctx: TaskContext, data: Any = None, nest: int = 0
+) -> dict[str, Any]:
+    message = await messages(ctx).publish(topic, type, _nested(nest) if nest > 0 else data)
     return {"id": message.id, "sender": message.sender, "sequence": message.sequence}
 
 
@@ -71,16 +95,21 @@ if os.environ.get("TOOLBOX_ON_MESSAGE") == "1":
 
     @on_message(agent)
     async def handle(message: Message, ctx: TaskContext) -> None:
-        await messages(ctx).publish(
-            f"{ctx.agent_name}.received",
-            "received",
-            {
-                "id": message.id,
-                "sender": message.sender,
-                "type": message.type,
-                "data": message.data,
-            },
-        )
+        report: dict[str, Any] = {
+            "id": message.id,
+            "sender": message.sender,
+            "type": message.type,
+            "data": message.data,
+        }
+        if message.type == "host_calls":
+            outcomes = []
+            for method, params in message.data:
+                try:
+                    outcomes.append({"result": await ctx.host_call(method, params)})
+                except AgentError as error:
+                    outcomes.append({"code": error.code, "message": error.message})
+            report["outcomes"] = outcomes
+        await messages(ctx).publish(f"{ctx.agent_name}.received", "received", report)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """The egress audit log: one SQLite row per request and decision, under the state directory.
 
 Writes go through a worker thread with one connection. A record that cannot
-be written fails the fetch it describes (fail closed: nothing leaves or
-comes back unrecorded). Readers list newest first with keyset pages, or
+be written fails the fetch it describes, and before a request leaves the log
+is asked whether it can be written now (check_writable): fail closed, so a
+log that cannot be written sends nothing, and an answer whose record could
+not be written never reaches the agent. Readers list newest first with keyset pages, or
 follow new records as they are written.
 """
 
@@ -153,6 +155,23 @@ class AuditLog:
         self._grown.set()
         self._grown = anyio.Event()
         return replace(stored, id=row_id)
+
+    async def check_writable(self) -> None:
+        """Raise (sqlite3.Error, OSError) unless a write could be made now: the log's write lock
+        taken and let go. A fetch asks before its request leaves, so a log that cannot be
+        written (locked past its busy timeout, closed, read-only) refuses it with nothing sent."""
+        await anyio.to_thread.run_sync(self._probe)
+
+    def _probe(self) -> None:
+        with self._lock:
+            if self._db is None:
+                raise sqlite3.OperationalError("the audit log is closed")
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
     def _insert(self, record: AuditRecord) -> int:
         values = asdict(record)

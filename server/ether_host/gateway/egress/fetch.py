@@ -426,6 +426,15 @@ class Egress:
             )
 
         try:
+            await self.audit.check_writable()  # the hop's record must be writable before it leaves
+        except Exception as error:
+            log.error(
+                "audit log not writable; refusing the fetch", agent=record.agent, error=str(error)
+            )
+            raise FetchRefused(
+                "audit_unavailable", "the egress audit log cannot be written; nothing was sent"
+            ) from None
+        try:
             with anyio.fail_after(left):
                 try:
                     response = await client.send(hop, stream=True)
@@ -442,7 +451,8 @@ class Egress:
                             reason="allowed",
                             rule=rule,
                             error=str(error)[:500],
-                        )
+                        ),
+                        sent=True,
                     )
                     raise FetchRefused(
                         "invalid_redirect",
@@ -514,7 +524,7 @@ class Egress:
             await self._write(failed)
             raise FetchRefused("fetch_failed", f"{method} {url.host}: {text}") from None
         done = replace(so_far(), decision=ALLOWED, reason="allowed", rule=rule)
-        stored = await self._write(done)
+        stored = await self._write(done, sent=True)
         return _Response(status, response_headers, bytes(received), following), stored
 
     async def _deny(
@@ -532,16 +542,22 @@ class Egress:
         log.info("egress denied", agent=record.agent, url=record.url, reason=reason)
         raise FetchRefused(reason, f"net.fetch refused ({reason}): {message}", retry_after)
 
-    async def _write(self, record: AuditRecord) -> AuditRecord:
+    async def _write(self, record: AuditRecord, sent: bool = False) -> AuditRecord:
+        """Store ``record``; a failure refuses the fetch (``sent``: the hop's request left, its
+        log checked writable just before, and the answer is withheld)."""
         try:
             return await self.audit.write(record)
         except Exception as error:  # fail closed whatever the store says
             log.error(
                 "audit write failed; refusing the fetch", agent=record.agent, error=str(error)
             )
-            raise FetchRefused(
-                "audit_unavailable", "the egress audit log cannot be written; nothing was fetched"
-            ) from None
+            message = "the egress audit log cannot be written; nothing was fetched"
+            if sent:
+                message = (
+                    "the egress audit log could not be written once the request was answered "
+                    "(it could just before the request was sent): the answer is withheld"
+                )
+            raise FetchRefused("audit_unavailable", message) from None
 
 
 class _TooLarge(Exception):
