@@ -12,6 +12,7 @@ Nothing survives a host restart.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from collections import OrderedDict
@@ -132,8 +133,20 @@ class A2ATask:
             return
         # Followed even when the task ended while the caller held the yield: the history is
         # closed then, and its events after the snapshot come before the follow ends.
-        async for _, event in events.follow(after):
-            yield event
+        while True:
+            async with contextlib.aclosing(events.follow(after)) as held:
+                async for sequence, event in held:
+                    if sequence > after + 1:
+                        # The caller fell further behind than EVENT_HISTORY: the events it
+                        # missed are gone (an artifact's appended chunks among them), so it gets
+                        # the task as it stands instead, and the events after that.
+                        after, caught_up = events.last_sequence, self.snapshot()  # together
+                        break
+                    after = sequence
+                    yield event
+                else:
+                    return
+            yield caught_up
 
 
 class TaskBook:

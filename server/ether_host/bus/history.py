@@ -10,7 +10,7 @@ for a reader.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Generic, TypeVar
 
 import anyio
@@ -72,7 +72,7 @@ class History(Generic[T]):
 
     async def follow(
         self, after: int, *, until: Callable[[], bool] | None = None
-    ) -> AsyncIterator[tuple[int, T]]:
+    ) -> AsyncGenerator[tuple[int, T], None]:
         """Yield held items after ``after``, then new ones as they come.
 
         Ends when the history is closed, or when ``until()`` turns true at a
