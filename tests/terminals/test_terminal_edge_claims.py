@@ -155,7 +155,7 @@ def test_a_failed_write_stops_the_recording_with_write_failed(tmp_path: Path) ->
     """Recording: "A failed write (full disk) stops it with `write_failed`". The host's file-size
     rlimit is lowered to 1 MiB (its writes then fail with EFBIG, as with a full disk) before a
     recorded program prints 3 MB: GetRecording says the recording stopped, `write_failed`, and
-    serves what was written (at most 1 MiB); the host logs a warning naming the terminal; the program runs on
+    serves what was written (at most 1 MiB), a valid file whose last line is whole; the host logs a warning naming the terminal; the program runs on
     and its output is still read. Once the disk takes writes again, SetRecording starts a new
     recording."""
     host = start_host(tmp_path / "state")
@@ -175,6 +175,8 @@ def test_a_failed_write_stops_the_recording_with_write_failed(tmp_path: Path) ->
             assert not recording.active and recording.stopped_reason == "write_failed"
             assert 0 < len(cast) == recording.size <= MIB
             assert cast.startswith(b'{"version":2')
+            # cut back to its last whole line: every line of it reads (a valid file)
+            assert cast.endswith(b"\n") and parse(cast)[1], cast[-200:]
         finally:
             resource.prlimit(host.process.pid, resource.RLIMIT_FSIZE, (soft, hard))
         warning = host.wait_for_log(

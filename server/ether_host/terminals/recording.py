@@ -163,7 +163,10 @@ class Recorder:
         return best
 
     def _write(self, line: bytes) -> None:
-        """Append ``line`` (the caller has checked the limit)."""
+        """Append ``line`` (the caller has checked the limit). A write that fails stops the
+        recording, the part of the line written cut off again: the cast stays a valid file,
+        every line whole."""
+        whole = self._size
         try:
             view = memoryview(line)
             while view:  # a regular file takes it whole unless the disk is full
@@ -176,4 +179,7 @@ class Recorder:
                 terminal=self._terminal_id,
                 error=str(error),
             )
+            with contextlib.suppress(OSError):  # shrinking needs no room on the disk
+                os.ftruncate(self._fd, whole)
+                self._size = whole
             self.stop(WRITE_FAILED)
