@@ -348,6 +348,17 @@ class Replica:
                         grace = (
                             self._stop_grace if self._stop_grace is not None else spec.stop_grace
                         )
+                        if outcome["wedged"]:
+                            # Its other tasks fail as under a process that died (UNAVAILABLE,
+                            # retried when idempotent), before the shutdown frame would have the
+                            # agent answer them "cancelled: shutting down" as if asked to stop.
+                            self.link_lost(connection)
+                            connection.fail_all(
+                                LinkClosed(
+                                    f"agent {spec.name} process {process.pid} restarted: "
+                                    f"{self.reason}"
+                                )
+                            )
                         await self._stop_process(
                             process, connection, grace if not outcome["wedged"] else 0.0
                         )
