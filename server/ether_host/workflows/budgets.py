@@ -50,18 +50,21 @@ def spend(run: RunRecord, stage: StageRecord, cost: float) -> None:
 
 
 def cost_used_up(run: RunRecord, index: int, spec: StageSpec, stage: StageRecord) -> str | None:
-    """Why the run must halt now that a max_cost is spent, while work remains (tasks of this
-    stage pending or running, or stages still to come); None when it may go on."""
+    """Why the run must halt now that a max_cost is spent, while work the budget governs
+    remains: tasks of this stage pending or running, or, for the run's budget, stages still to
+    come (a stage's budget governs its own tasks only, as its max_tasks does); None when it may
+    go on."""
+    counts = stage.counts  # the task that just ended is counted as finished already
+    own_left = counts.pending + counts.running > 0
+    later = any(s.state == StageState.PENDING for s in run.stages[index + 1 :])
     spent = [
         (what, budget, usage)
         for what, budget, usage in _scopes(run, spec, stage)
-        if budget.max_cost is not None and usage.cost >= budget.max_cost
+        if budget.max_cost is not None
+        and usage.cost >= budget.max_cost
+        and (own_left or (later and what == "run"))
     ]
     if not spent:
-        return None
-    counts = stage.counts  # the task that just ended is counted as finished already
-    later = any(s.state == StageState.PENDING for s in run.stages[index + 1 :])
-    if counts.pending + counts.running == 0 and not later:
         return None
     what, budget, usage = spent[0]
     return f"{what} budget max_cost={budget.max_cost:g} used up: spent {usage.cost:g}"
