@@ -96,17 +96,23 @@ class OtlpReceiver:
     ``spans()``: every span received so far; ``wait_for(predicate, timeout)``: the spans once
     ``predicate(spans)`` holds, else AssertionError after ``timeout`` seconds;
     ``exports``: how many export requests came in. ``port``: a given one instead of a free one
-    (a collector that comes up where a host already exports).
+    (a collector that comes up where a host already exports). ``tls``: a PEM private key and
+    certificate chain; the receiver then serves TLS only, at ``https://127.0.0.1:PORT``.
     """
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, *, tls: tuple[bytes, bytes] | None = None) -> None:
         self._spans: list[ReceivedSpan] = []
         self._changed = threading.Condition()
         self.exports = 0
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(self), self._server)
-        port = self._server.add_insecure_port(f"127.0.0.1:{port}")
-        self.endpoint = f"http://127.0.0.1:{port}"
+        if tls is None:
+            port = self._server.add_insecure_port(f"127.0.0.1:{port}")
+            self.endpoint = f"http://127.0.0.1:{port}"
+        else:  # TLS only: a PEM key and certificate chain for 127.0.0.1
+            credentials = grpc.ssl_server_credentials([tls])
+            port = self._server.add_secure_port(f"127.0.0.1:{port}", credentials)
+            self.endpoint = f"https://127.0.0.1:{port}"
 
     def __enter__(self) -> OtlpReceiver:
         self._server.start()
