@@ -43,7 +43,7 @@ from tests.interop.a2a_support import (
 )
 from tests.interop.test_a2a_doc_claims import BINDINGS, client_of
 from tests.interop.test_mcp_doc_claims import deploy_server
-from tests.support.agents import AGENTS, deploy, state_name
+from tests.support.agents import AGENTS, deploy, events_until, state_name
 from tests.support.calls import data, execute, nested
 from tests.support.host import HostProcess
 
@@ -317,17 +317,7 @@ def test_a_silent_mcp_server_is_retried_per_start_retries_then_fatal(host: HostP
         ),
         timeout=30,
     )
-    seen: list[supervisor_pb2.WatchEventsResponse] = []
-    watch = host.supervisor.WatchEvents(
-        supervisor_pb2.WatchEventsRequest(agent="mute"), timeout=120
-    )
-    try:
-        for event in watch:
-            seen.append(event)
-            if state_name(event.state) == "FATAL":
-                break
-    finally:
-        watch.cancel()
+    seen = events_until(host, "mute", after=0, last=lambda e: state_name(e.state) == "FATAL")
     assert [state_name(e.state) for e in seen] == [
         "INSTALLING",
         *("STARTING", "BACKOFF") * 2,
