@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from ether.v1 import agent_io_pb2
@@ -71,3 +72,19 @@ def exited_with(host: HostProcess, timeout: float = 60.0) -> tuple[int, str]:
     code = host.process.wait(timeout)
     host._reader.join(timeout)  # every line it wrote is read once stderr closes
     return code, "\n".join(host.raw_lines)
+
+
+class TallyLedger:
+    """What the tally agent (tests/agents/tally) shares with a test through ``self.ledger``, a
+    folder every host binds: a file per run of a task, and the gates its runs wait for. Each
+    module's ``Hosts`` takes these from here."""
+
+    ledger: Path
+
+    def ran(self, task_id: str) -> Counter[int]:
+        """How often tally ran ``task_id``, by the pid of the host that ran it."""
+        files = self.ledger.glob(f"{task_id}.*.ran")
+        return Counter(int(f.name[len(task_id) + 1 :].split(".")[0]) for f in files)
+
+    def open_gate(self, gate: str) -> None:
+        (self.ledger / gate).write_text("open\n")

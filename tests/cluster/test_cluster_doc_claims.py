@@ -14,7 +14,6 @@ two Redis tests, last, stop the module's Redis."""
 from __future__ import annotations
 
 import signal
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import grpc
 import pytest
 
 from ether.v1 import agent_io_pb2, gateway_pb2, supervisor_pb2
-from tests.cluster.support import cluster_host, listed, published
+from tests.cluster.support import TallyLedger, cluster_host, listed, published
 from tests.gateway._support import Conversation, of, open_session
 from tests.support.agents import AGENTS, deploy
 from tests.support.calls import agent_input, details, execute, struct
@@ -34,21 +33,13 @@ __all__ = ["redis_server"]  # the module's Redis fixture
 CLAIM_IDLE = 1.0  # seconds: ETHER_CLUSTER_CLAIM_IDLE of a and b, so b claims soon after dropout
 
 
-class Hosts:
+class Hosts(TallyLedger):
     """The module's hosts a and b, and the folder tally shares with the test."""
 
     def __init__(self, folder: Path, a: HostProcess, b: HostProcess) -> None:
         self.folder = folder
         self.ledger = folder / "ledger"  # where tally leaves a file per run and waits for gates
         self.a, self.b = a, b
-
-    def ran(self, task_id: str) -> Counter[int]:
-        """How often tally ran ``task_id``, by the pid of the host that ran it."""
-        files = self.ledger.glob(f"{task_id}.*.ran")
-        return Counter(int(f.name[len(task_id) + 1 :].split(".")[0]) for f in files)
-
-    def open_gate(self, gate: str) -> None:
-        (self.ledger / gate).write_text("open\n")
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,6 @@ tests start and kill the hosts that die. The last test stops and restarts the mo
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,7 +28,7 @@ import redis
 from google.protobuf import json_format
 
 from ether.v1 import agent_io_pb2, gateway_pb2
-from tests.cluster.support import cluster_host, hosts_of, listed, published
+from tests.cluster.support import TallyLedger, cluster_host, hosts_of, listed, published
 from tests.cluster.test_cluster_doc_claims import logged, reason, takes_tasks
 from tests.gateway._support import Conversation, open_session
 from tests.support.agents import AGENTS, deploy
@@ -49,7 +48,7 @@ def start(folder: Path, redis_url: str, name: str) -> HostProcess:
     return cluster_host(folder, redis_url, name, env=env, shared=(folder / "ledger",))
 
 
-class Hosts:
+class Hosts(TallyLedger):
     """The module's hosts b, c and d, and the folder tally shares with the test."""
 
     def __init__(self, folder: Path, redis_url: str, started: dict[str, HostProcess]) -> None:
@@ -60,14 +59,6 @@ class Hosts:
 
     def start(self, name: str) -> HostProcess:
         return start(self.folder, self.redis_url, name)
-
-    def ran(self, task_id: str) -> Counter[int]:
-        """How often tally ran ``task_id``, by the pid of the host that ran it."""
-        files = self.ledger.glob(f"{task_id}.*.ran")
-        return Counter(int(f.name[len(task_id) + 1 :].split(".")[0]) for f in files)
-
-    def open_gate(self, gate: str) -> None:
-        (self.ledger / gate).write_text("open\n")
 
 
 @pytest.fixture(scope="module")

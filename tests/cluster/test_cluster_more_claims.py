@@ -24,7 +24,6 @@ tests start the other hosts they need. The last test stops and restarts the modu
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ import redis
 
 from ether.v1 import agent_io_pb2, supervisor_pb2
 from ether.v1 import terminal_pb2 as tpb
-from tests.cluster.support import cluster_host, hosts_of, listed, published
+from tests.cluster.support import TallyLedger, cluster_host, hosts_of, listed, published
 from tests.cluster.test_cluster_doc_claims import logged, reason, takes_tasks
 from tests.gateway._support import send
 from tests.support.agents import AGENTS, deploy
@@ -51,7 +50,7 @@ STOPPED = agent_io_pb2.AGENT_STATE_STOPPED
 SUCCESS = agent_io_pb2.TASK_STATUS_SUCCESS
 
 
-class Hosts:
+class Hosts(TallyLedger):
     """The module's hosts a, b and c, and the folder tally shares with the test."""
 
     def __init__(self, folder: Path, redis_url: str, started: dict[str, HostProcess]) -> None:
@@ -59,14 +58,6 @@ class Hosts:
         self.redis_url = redis_url
         self.ledger = folder / "ledger"  # tally leaves a file per run here and waits for gates
         self.a, self.b, self.c = started["a"], started["b"], started["c"]
-
-    def ran(self, task_id: str) -> Counter[int]:
-        """How often tally ran ``task_id``, by the pid of the host that ran it."""
-        files = self.ledger.glob(f"{task_id}.*.ran")
-        return Counter(int(f.name[len(task_id) + 1 :].split(".")[0]) for f in files)
-
-    def open_gate(self, gate: str) -> None:
-        (self.ledger / gate).write_text("open\n")
 
     def start(self, name: str, env: dict[str, str] | None = None) -> HostProcess:
         return cluster_host(self.folder, self.redis_url, name, env=env, shared=(self.ledger,))

@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from ether.v1 import agent_io_pb2
-from tests.cluster.support import cluster_host, published
+from tests.cluster.support import TallyLedger, cluster_host, published
 from tests.support.agents import AGENTS, deploy
 from tests.support.calls import agent_input, data, details
 from tests.support.host import HostProcess
@@ -33,7 +33,7 @@ CLAIM_IDLE = 1.0  # seconds: ETHER_CLUSTER_CLAIM_IDLE of every host here
 CALL_TIMEOUT = 180  # each call's deadline: generous, a loaded two-core machine is slow
 
 
-class Cluster:
+class Cluster(TallyLedger):
     """The module's hosts; ``a`` is replaced when the test restarts it."""
 
     def __init__(self, folder: Path, redis_url: str) -> None:
@@ -53,14 +53,6 @@ class Cluster:
         )
         self.hosts[name] = host
         return host
-
-    def ran(self, task_id: str) -> Counter[int]:
-        """How often ``task_id`` ran, by the pid of the host that ran it."""
-        files = self.ledger.glob(f"{task_id}.*.ran")
-        return Counter(int(f.name[len(task_id) + 1 :].split(".")[0]) for f in files)
-
-    def open_gate(self, gate: str) -> None:
-        (self.ledger / gate).write_text("open\n")
 
 
 @pytest.fixture(scope="module")
