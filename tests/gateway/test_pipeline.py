@@ -142,6 +142,47 @@ def test_turn_timeout_is_an_error_and_the_session_goes_on(
     assert reply_text(after) == f"{agents[0]} heard: hello again"
 
 
+def test_a_step_past_its_own_timeout_names_itself_and_the_turn_goes_on(
+    host: HostProcess, agents: tuple[str, str]
+) -> None:
+    """A step's `timeout` sooner than the turn's: one `error` `timeout` naming the step, then the
+    reply as usual."""
+    waits = step("waits", params={"label": "waits", "meet": "nobody-comes", "peers": 2}, timeout=1)
+    pipeline = gateway_pb2.PipelineSpec(
+        steps=[waits], turn_timeout=duration_pb2.Duration(seconds=60)
+    )
+    session = open_session(host, agent=agents[0], pipeline=pipeline)
+    talk = Conversation(host, session.id)
+    events = talk.turn("hello")
+    talk.close()
+    assert [(e.step, e.error.code) for e in of(events, "error")] == [("waits", "timeout")]
+    assert reply_text(events) == f"{agents[0]} heard: hello"
+    assert steps_run(events) == ["waits", "reply"]
+
+
+def test_a_turn_past_its_time_says_so_once_whichever_step_was_running(
+    host: HostProcess, agents: tuple[str, str]
+) -> None:
+    """Two parallel steps still running when the turn's time runs out: one `error` `timeout` with
+    no step -- not one per step, whichever of the task's deadline and the turn's timer is seen
+    first -- and the reply step does not run."""
+    meet = {"meet": "too-few", "peers": 3}
+    pipeline = gateway_pb2.PipelineSpec(
+        steps=[
+            step(name, params={"label": name, **meet}, parallel_group="both")
+            for name in ("left", "right")
+        ],
+        turn_timeout=duration_pb2.Duration(seconds=1),
+    )
+    session = open_session(host, agent=agents[0], pipeline=pipeline)
+    talk = Conversation(host, session.id)
+    for number in range(1, 4):
+        events = talk.turn(f"try {number}")
+        assert [(e.step, e.error.code) for e in of(events, "error")] == [("", "timeout")]
+        assert not of(events, "reply") and steps_run(events) == ["left", "right"]
+    talk.close()
+
+
 @pytest.mark.parametrize(
     ("steps", "field"),
     [

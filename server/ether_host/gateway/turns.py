@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import structlog
@@ -41,6 +41,14 @@ HOST_PARAMS = ("message", "turn", "steps", "session")
 # How long a finished turn waits for its notice to be recorded (the notifier starts after the
 # gateway; a host stopping may never start it): past it the notice is dropped, logged.
 NOTICE_BUDGET = 30.0
+
+
+class _TurnLimit(NamedTuple):
+    """A turn's time: its deadline (``time.monotonic()``, as tasks' deadlines are) and the
+    scope that ends the turn when it falls due."""
+
+    deadline: float
+    scope: anyio.CancelScope
 
 
 class TurnRunner:
@@ -106,6 +114,7 @@ class TurnRunner:
         outputs: dict[str, Any] = {}
         steps_run: list[str] = []
         with anyio.move_on_after(timeout) as limit:
+            turn_limit = _TurnLimit(deadline, limit)
             for group in session.pipeline.groups():
                 scope = {
                     "context": session.context.snapshot(),
@@ -117,12 +126,12 @@ class TurnRunner:
                 ]
                 steps_run.extend(s.name for s in chosen)
                 if len(chosen) == 1:
-                    await self._step(session, turn, chosen[0], outputs, deadline)
+                    await self._step(session, turn, chosen[0], outputs, turn_limit)
                 elif chosen:
                     async with anyio.create_task_group() as tg:
                         for step in chosen:
-                            tg.start_soon(self._step, session, turn, step, outputs, deadline)
-        if limit.cancelled_caught:
+                            tg.start_soon(self._step, session, turn, step, outputs, turn_limit)
+        if limit.cancel_called:
             session.emit(
                 ev.ERROR,
                 turn.number,
@@ -164,8 +173,14 @@ class TurnRunner:
             log.warning("turn notice dropped", session=session.id, turn=turn.number)
 
     async def _step(
-        self, session: Session, turn: Turn, step: Step, outputs: dict[str, Any], deadline: float
+        self,
+        session: Session,
+        turn: Turn,
+        step: Step,
+        outputs: dict[str, Any],
+        turn_limit: _TurnLimit,
     ) -> None:
+        """Run one step by the turn's deadline, or by its own timeout if sooner."""
         gateway_step = step.reply and not step.agent
         if gateway_step:
             await self.store.agents.refresh()  # in a cluster: other hosts' gateway agents too
@@ -192,6 +207,7 @@ class TurnRunner:
             actions = await elsewhere.actions_of(agent)  # it runs on other hosts only
         if gateway_step and not action:
             action = self._gateway_action(actions or {})
+        deadline = turn_limit.deadline
         if step.timeout is not None:
             deadline = min(deadline, time.monotonic() + step.timeout)
         task = TaskInput(
@@ -217,6 +233,12 @@ class TurnRunner:
                 turn.number,
                 _completed(step, agent, action, task.task_id, ERROR, latency),
             )
+            if isinstance(error, DeadlineExceeded) and deadline >= turn_limit.deadline:
+                # The turn's time ran out, not the step's: the task's deadline and the turn's
+                # timer fall due together, and either may be seen first. Whichever it is, the
+                # turn says so, once (an `error` with no step), as docs/gateway.md promises.
+                turn_limit.scope.cancel()
+                return
             session.emit(
                 ev.ERROR,
                 turn.number,
