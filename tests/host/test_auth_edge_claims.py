@@ -27,7 +27,6 @@ Real hosts on free ports, grpcio stubs and httpx; every wait is on an answer or 
 
 from __future__ import annotations
 
-import datetime
 import re
 import signal
 from collections.abc import Callable, Iterator
@@ -40,9 +39,6 @@ import httpx
 import pytest
 from a2a.types import a2a_pb2
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from google.protobuf import message_factory
 from google.protobuf.descriptor import MethodDescriptor
 
@@ -55,7 +51,7 @@ from ether.v1 import (
 )
 from ether.v1 import terminal_pb2 as pb
 from tests.support.calls import details
-from tests.support.certs import NOW, Authority, Pair
+from tests.support.certs import Authority, Pair
 from tests.support.host import ROOT, HostProcess
 from tests.support.metrics import METRICS_ON
 
@@ -272,36 +268,6 @@ def example_token(name: str) -> str:
     return found.group(1)
 
 
-class DatedAuthority(Authority):
-    """tests/support/certs.py's CA, which can also sign a certificate not valid yet."""
-
-    def issue_future(self, file_name: str, common_name: str) -> Pair:
-        key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(self._subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(NOW + datetime.timedelta(days=2))
-            .not_valid_after(NOW + datetime.timedelta(days=30))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-            .sign(self._key, hashes.SHA256())
-        )
-        pair = Pair(self.folder / f"{file_name}.pem", self.folder / f"{file_name}.key")
-        pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        pair.key.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-        return pair
-
-
 @dataclass
 class Certified:
     host: Host
@@ -341,7 +307,7 @@ def certified(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Certified]:
     """The doc's example file with TLS and tls.client_ca: ci by common name, ops by e-mail
     alternative name; web by its second alternative name (a line added to the example)."""
     folder = tmp_path_factory.mktemp("auth-edge-certs")
-    authority = DatedAuthority(folder, "ether")
+    authority = Authority(folder, "ether")
     (folder / "impostor").mkdir()
     impostor = Authority(folder / "impostor", "ether")  # the same CA name, another key
     server = authority.issue("server", "ether host", server=True)
@@ -355,7 +321,7 @@ def certified(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Certified]:
         "web": authority.issue("web", "web-cn", alternative=web_names),
         "stranger": authority.issue("stranger", "stranger.example"),
         "impostor": impostor.issue("impostor", "ci.example.com"),
-        "early": authority.issue_future("early", "ci.example.com"),
+        "early": authority.issue("early", "ci.example.com", not_yet_valid=True),
     }
     tokens = folder / "tokens"
     tokens.write_text(doc_example() + "web cert:web.example agent.read\n")

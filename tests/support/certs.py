@@ -69,11 +69,14 @@ class Authority:
         server: bool = False,
         alternative: list[x509.GeneralName] | None = None,
         expired: bool = False,
+        not_yet_valid: bool = False,
     ) -> Pair:
         key = ec.generate_private_key(ec.SECP256R1())
         if expired:
             before = NOW - datetime.timedelta(days=10)
             after = NOW - datetime.timedelta(days=1)
+        elif not_yet_valid:
+            before, after = NOW + datetime.timedelta(days=2), NOW + datetime.timedelta(days=30)
         else:
             before, after = NOW - datetime.timedelta(days=1), NOW + datetime.timedelta(days=30)
         names = list(alternative or [])
