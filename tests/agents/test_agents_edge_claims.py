@@ -82,9 +82,11 @@ def start_work(
 
 
 def stop_with_task_in_flight(
-    host: HostProcess, agent: str, ms: int
-) -> tuple[agent_io_pb2.AgentOutput, supervisor_pb2.WatchEventsResponse]:
-    """StopAgent while `work` for ``ms`` runs: the task's output and the replica's STOPPED event."""
+    host: HostProcess, agent: str, ms: int, ending: str
+) -> agent_io_pb2.AgentOutput:
+    """StopAgent while `work` for ``ms`` runs: the task's output, once the process has exited 0
+    by itself (its STOPPED event: exit code 0, no signal) and the SDK's on_stop hook has run
+    after the task ``ending`` (its stderr line `work <ms> <ending>`), seeing none running."""
     stream = start_work(host, agent, ms)
     stop = host.supervisor.StopAgent.future(
         supervisor_pb2.StopAgentRequest(name=agent), timeout=BUDGET + ms / 1000
@@ -95,7 +97,15 @@ def stop_with_task_in_flight(
     stopped = events_until(
         host, agent, after=0, last=lambda e: e.replica == 0 and state_name(e.state) == "STOPPED"
     )[-1]
-    return events[-1].output, stopped
+    assert stopped.HasField("exit_code") and stopped.exit_code == 0, stopped
+    assert not stopped.HasField("signal"), stopped
+    lines = stderr_lines(host, agent)
+    hooks = [line for line in lines if line.startswith("on_stop")]
+    assert hooks == ["on_stop: 0 work tasks running"], lines
+    task_ended = f"work {ms} {ending}"
+    assert task_ended in lines, lines
+    assert lines.index(task_ended) < lines.index(hooks[0])
+    return events[-1].output
 
 
 def test_a_stop_lets_a_task_in_flight_finish_and_on_stop_runs_after_it(
@@ -107,16 +117,9 @@ def test_a_stop_lets_a_task_in_flight_finish_and_on_stop_runs_after_it(
     STOPPED event: exit code 0, no signal)."""
     name = deploy(host, DRAINER, name="drain-finish", stop_grace=seconds(30))
     try:
-        output, stopped = stop_with_task_in_flight(host, name, 2000)
+        output = stop_with_task_in_flight(host, name, 2000, "finished")
         assert output.status == agent_io_pb2.TASK_STATUS_SUCCESS, output.error
         assert data(output) == {"worked": 2000}
-        assert stopped.HasField("exit_code") and stopped.exit_code == 0, stopped
-        assert not stopped.HasField("signal"), stopped
-        lines = stderr_lines(host, name)
-        hooks = [line for line in lines if line.startswith("on_stop")]
-        assert hooks == ["on_stop: 0 work tasks running"], lines
-        assert "work 2000 finished" in lines, lines
-        assert lines.index("work 2000 finished") < lines.index(hooks[0])
     finally:
         remove_agent(host, name)
 
@@ -130,16 +133,10 @@ def test_a_task_outlasting_stop_grace_is_answered_cancelled_before_the_exit(
     the cancelled task, and the process exits 0."""
     name = deploy(host, DRAINER, name="drain-cancel", stop_grace=seconds(1))
     try:
-        output, stopped = stop_with_task_in_flight(host, name, 600_000)
+        output = stop_with_task_in_flight(host, name, 600_000, "cancelled")
         assert output.status == agent_io_pb2.TASK_STATUS_ERROR, output
         assert output.error.code == "cancelled", output.error
         assert "shutting down" in output.error.message, output.error
-        assert stopped.HasField("exit_code") and stopped.exit_code == 0, stopped
-        lines = stderr_lines(host, name)
-        hooks = [line for line in lines if line.startswith("on_stop")]
-        assert hooks == ["on_stop: 0 work tasks running"], lines
-        assert "work 600000 cancelled" in lines, lines
-        assert lines.index("work 600000 cancelled") < lines.index(hooks[0])
     finally:
         remove_agent(host, name)
 
