@@ -81,44 +81,50 @@ def _run_task(body: dict[str, Any], task: workflow_pb2.RunTask) -> workflow_pb2.
     writer, and one too deep is replaced in its place by a text saying so
     (docs/limits.md) -- through ParseDict it made the whole page, or the event stream, INTERNAL."""
     lean = dict(body)
-    later: list[tuple[Any, Any, str]] = []  # (the field's path, its value, what it is)
     params = lean.pop("params", None)
-    if isinstance(params, dict):
-        later.append((("params",), params, "the task's params"))
     output = lean.get("output")
     if isinstance(output, dict):
-        output = lean["output"] = dict(output)
-        if "data" in output:
-            later.append((("output", "data"), output.pop("data"), "the task's data"))
-        for part, key, what in (
-            ("metadata", "extra", "the task's metadata.extra"),
-            ("error", "details", "the task's error details"),
-        ):
-            inner = output.get(part)
-            if isinstance(inner, dict) and isinstance(inner.get(key), dict):
-                output[part] = dict(inner)
-                later.append(((("output", part, key)), output[part].pop(key), what))
-        proposals = output.get("next_actions")
-        if isinstance(proposals, list):
-            output["next_actions"] = [
-                {k: v for k, v in p.items() if k != "params"} if isinstance(p, dict) else p
-                for p in proposals
-            ]
-            for index, proposal in enumerate(proposals):
-                if isinstance(proposal, dict) and isinstance(proposal.get("params"), dict):
-                    what = f"the params of the task's next action {index}"
-                    path = ("output", "next_actions", index, "params")
-                    later.append((path, proposal["params"], what))
+        lean["output"] = _without_agent_values(output)
     _message(lean, task)
-    for path, value, what in later:
-        target: Any = task
-        for step in path:
-            target = target[step] if isinstance(step, int) else getattr(target, step)
-        if path[-1] == "data":
-            fill_value_or_note(target, value, what)
-        else:
-            fill_struct_or_note(target, value, what)
+    if isinstance(params, dict):
+        fill_struct_or_note(task.params, params, "the task's params")
+    if not isinstance(output, dict):
+        return task
+    if "data" in output:
+        fill_value_or_note(task.output.data, output["data"], "the task's data")
+    extra = _inner(output, "metadata", "extra")
+    if isinstance(extra, dict):
+        fill_struct_or_note(task.output.metadata.extra, extra, "the task's metadata.extra")
+    details = _inner(output, "error", "details")
+    if isinstance(details, dict):
+        fill_struct_or_note(task.output.error.details, details, "the task's error details")
+    proposals = output.get("next_actions")
+    for index, proposal in enumerate(proposals if isinstance(proposals, list) else []):
+        if isinstance(proposal, dict) and isinstance(proposal.get("params"), dict):
+            what = f"the params of the task's next action {index}"
+            fill_struct_or_note(task.output.next_actions[index].params, proposal["params"], what)
     return task
+
+
+def _without_agent_values(output: dict[str, Any]) -> dict[str, Any]:
+    """A task output's JSON without the Values and Structs _run_task fills itself."""
+    lean = {key: value for key, value in output.items() if key != "data"}
+    for part, key in (("metadata", "extra"), ("error", "details")):
+        inner = lean.get(part)
+        if isinstance(inner, dict):
+            lean[part] = {k: v for k, v in inner.items() if k != key}
+    proposals = lean.get("next_actions")
+    if isinstance(proposals, list):
+        lean["next_actions"] = [
+            {k: v for k, v in p.items() if k != "params"} if isinstance(p, dict) else p
+            for p in proposals
+        ]
+    return lean
+
+
+def _inner(output: dict[str, Any], part: str, key: str) -> Any:
+    inner = output.get(part)
+    return inner.get(key) if isinstance(inner, dict) else None
 
 
 def _event(body: dict[str, Any]) -> workflow_pb2.StreamRunEventsResponse:
