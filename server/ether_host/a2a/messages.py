@@ -26,7 +26,7 @@ from ether_host.agents import ERROR, PARTIAL, TaskResult
 from ether_host.errors import EtherError, InvalidArgument, NotFound
 from ether_host.supervisor import ActionInfo
 from ether_host.transport.convert import to_value, value_to_python
-from ether_host.transport.struct_values import NOT_SHOWN, ValueTooDeep
+from ether_host.transport.struct_values import NOT_SHOWN, ValueTooDeep, not_shown_note
 from ether_host.value_levels import LIST_LEVELS, OBJECT_LEVELS, nests_too_deep
 
 SKILL_KEY = "skill"  # in Message.metadata or SendMessageRequest.metadata: the action to run
@@ -184,7 +184,7 @@ def _shown(proposal: dict[str, Any]) -> dict[str, Any]:
     (docs/limits.md), as every reply does; they would make the whole Task undecodable."""
     params = proposal.get("params")
     if nests_too_deep(params, _PARAMS_UNDER):
-        note = f"the params of this next action are not shown here: {ValueTooDeep()}"
+        note = not_shown_note("the params of this next action", ValueTooDeep())
         return {**proposal, "params": {NOT_SHOWN: note}}
     return proposal
 

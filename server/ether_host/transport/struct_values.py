@@ -268,6 +268,11 @@ def _fill_other(target: struct_pb2.Value, value: Any, depth: int) -> None:
 NOT_SHOWN = "not_shown"
 
 
+def not_shown_note(what: str, deep: ValueTooDeep) -> str:
+    """The text a value too deep to carry is replaced by, ``what`` naming it."""
+    return f"{what} is not shown here: {deep}"
+
+
 def fill_value_or_note(target: struct_pb2.Value, value: Any, what: str) -> None:
     """fill_value, or, for a value too deep to carry, a text in its place saying so (``what``
     names it): for stored values a reply must show (a run's result, its tasks' data), where an
@@ -276,7 +281,7 @@ def fill_value_or_note(target: struct_pb2.Value, value: Any, what: str) -> None:
         fill_value(target, value)
     except ValueTooDeep as deep:
         target.Clear()
-        target.string_value = f"{what} is not shown here: {deep}"
+        target.string_value = not_shown_note(what, deep)
 
 
 def fill_struct_or_note(target: struct_pb2.Struct, value: dict[str, Any], what: str) -> None:
@@ -287,7 +292,7 @@ def fill_struct_or_note(target: struct_pb2.Struct, value: dict[str, Any], what: 
         fill_struct(target, value)
     except ValueTooDeep as deep:
         target.Clear()
-        target.fields[NOT_SHOWN].string_value = f"{what} is not shown here: {deep}"
+        target.fields[NOT_SHOWN].string_value = not_shown_note(what, deep)
 
 
 def dict_to_struct(value: dict[str, Any] | None, what: str = "this value") -> struct_pb2.Struct:
