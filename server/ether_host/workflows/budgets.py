@@ -49,25 +49,29 @@ def spend(run: RunRecord, stage: StageRecord, cost: float) -> None:
     stage.usage.cost += cost
 
 
-def cost_used_up(run: RunRecord, index: int, spec: StageSpec, stage: StageRecord) -> str | None:
-    """Why the run must halt now that a max_cost is spent, while work the budget governs
-    remains: tasks of this stage pending or running, or, for the run's budget, stages still to
-    come (a stage's budget governs its own tasks only, as its max_tasks does); None when it may
-    go on."""
+def cost_used_up(run: RunRecord, spec: StageSpec, stage: StageRecord) -> str | None:
+    """Why the run must halt now that a max_cost is spent while tasks of this stage are pending
+    or running; None when it may go on. Stages still to come are left to run_cost_used_up, once
+    this stage has ended: a stage that ran all its tasks within the budget ends as they did."""
     counts = stage.counts  # the task that just ended is counted as finished already
-    own_left = counts.pending + counts.running > 0
-    later = any(s.state == StageState.PENDING for s in run.stages[index + 1 :])
-    spent = [
-        (what, budget, usage)
-        for what, budget, usage in _scopes(run, spec, stage)
-        if budget.max_cost is not None
-        and usage.cost >= budget.max_cost
-        and (own_left or (later and what == "run"))
-    ]
-    if not spent:
+    if counts.pending + counts.running == 0:
         return None
-    what, budget, usage = spent[0]
-    return f"{what} budget max_cost={budget.max_cost:g} used up: spent {usage.cost:g}"
+    for what, budget, usage in _scopes(run, spec, stage):
+        if budget.max_cost is not None and usage.cost >= budget.max_cost:
+            return f"{what} budget max_cost={budget.max_cost:g} used up: spent {usage.cost:g}"
+    return None
+
+
+def run_cost_used_up(run: RunRecord, index: int) -> str | None:
+    """Why the run must halt after stage ``index`` ended: the run's max_cost is spent and
+    stages are still to come (a stage's own budget governs its own tasks only, as its max_tasks
+    does); None when it may go on."""
+    budget, usage = run.spec.budget, run.usage
+    if budget.max_cost is None or usage.cost < budget.max_cost:
+        return None
+    if not any(s.state == StageState.PENDING for s in run.stages[index + 1 :]):
+        return None
+    return f"run budget max_cost={budget.max_cost:g} used up: spent {usage.cost:g}"
 
 
 def task_budget(run: RunRecord, spec: StageSpec, stage: StageRecord) -> Budget:

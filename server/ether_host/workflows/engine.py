@@ -68,7 +68,6 @@ class Halt:
 class _Stage:
     """A stage while it runs."""
 
-    index: int
     spec: StageSpec
     record: StageRecord
     # Held by every task of the stage while it runs, retries and followed next actions
@@ -330,7 +329,7 @@ class RunExecution:
             # kill -9 reads it back as the stage's pending tasks.
             self.writes.plan(record.tasks)
         concurrency = spec.concurrency(self.record.spec.max_concurrency)
-        stage = _Stage(index, spec, record, asyncio.Semaphore(concurrency))
+        stage = _Stage(spec, record, asyncio.Semaphore(concurrency))
         stage.limited = budgets.limited(self.record, spec)
         stage.followed = sum(1 for t in record.tasks if t.proposed_by)
         record.state = StageState.RUNNING
@@ -374,6 +373,11 @@ class RunExecution:
             failed = next(t for t in record.tasks if t.state == TaskState.FAILED)
             self.stop(FAILED, "stage_failed", f"stage {spec.name!r}: task {failed.task_id} failed")
         self._end_stage(stage)
+        # Checked once the stage has ended, not as its last task does: a stage whose tasks all
+        # ran within the run's max_cost ends as they did, and the run stops before the next.
+        reason = budgets.run_cost_used_up(self.record, index)
+        if reason is not None:
+            self.stop(BUDGET, "budget_exceeded", reason)
 
     def _end_stage(self, stage: _Stage) -> None:
         record, halt = stage.record, self.halt
@@ -567,10 +571,10 @@ class RunExecution:
         return refusal is None
 
     def _check_cost(self, stage: _Stage) -> None:
-        """Halt once a max_cost is spent and work remains (tasks running or to come)."""
+        """Halt once a max_cost is spent and tasks of the stage remain (pending or running)."""
         if not stage.limited:
             return
-        reason = budgets.cost_used_up(self.record, stage.index, stage.spec, stage.record)
+        reason = budgets.cost_used_up(self.record, stage.spec, stage.record)
         if reason is not None:
             self.stop(BUDGET, "budget_exceeded", reason)
 
