@@ -19,6 +19,7 @@ from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.gateway.conditions import Condition, ConditionError
 from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
+from ether_host.value_levels import MAX_VALUE_LEVELS, OBJECT_LEVELS, nests_too_deep
 
 STEP_NAME = re.compile(r"^[a-z0-9_-]{1,64}$")
 REPLY_STEP = "reply"
@@ -193,6 +194,15 @@ def _step(
     if not isinstance(params, dict):
         problems.append(FieldViolation(f"{where}.params", "a JSON object"))
         params = {}
+    elif nests_too_deep(params):  # GetSession shows them as a Struct: one no client could decode
+        problems.append(
+            FieldViolation(
+                f"{where}.params",
+                "nests objects and lists deeper than a protobuf Struct can carry to a client "
+                f"(at most {MAX_VALUE_LEVELS} levels: an object takes {OBJECT_LEVELS}, a list 2, "
+                "the params themselves an object)",
+            )
+        )
     return Step(
         name=name,
         agent=agent_name,

@@ -53,6 +53,7 @@ from ether_host.gateway.store import SavedSession
 from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
 from ether_host.telemetry import Link, Tracing
+from ether_host.value_levels import MAX_VALUE_LEVELS, OBJECT_LEVELS, nests_too_deep
 
 log = structlog.get_logger("ether.gateway")
 
@@ -212,6 +213,20 @@ def rebuild(stored: SavedSession, settings: GatewaySettings) -> Session:
     return session
 
 
+def _metadata_too_deep() -> InvalidArgument:
+    """GetSession and ListSessions show a session's metadata as a Struct: metadata no client
+    could decode would be shown as a note in its place on every read, so it is refused here."""
+    return InvalidArgument(
+        "metadata nests objects and lists deeper than a protobuf Struct can carry to a client "
+        f"(at most {MAX_VALUE_LEVELS} levels: an object takes {OBJECT_LEVELS}, a list 2, the "
+        "metadata itself an object); no session was opened: keep it flatter, or send such "
+        "data as a JSON string",
+        reason=Reason.INVALID_FIELD,
+        metadata={"limit": str(MAX_VALUE_LEVELS)},
+        violations=[FieldViolation("metadata", "nests too deep for a Struct")],
+    )
+
+
 class SessionStore:
     """Every session of this host, by id, and the agents serving them."""
 
@@ -289,6 +304,8 @@ class SessionStore:
                 reason=Reason.INVALID_IDLE_TIMEOUT,
                 violations=[FieldViolation("idle_timeout", "more than 0 seconds")],
             )
+        if metadata and nests_too_deep(metadata):
+            raise _metadata_too_deep()
         session = Session(
             f"ses-{secrets.token_hex(8)}",
             owner,
