@@ -84,6 +84,39 @@ def test_yaml_syntax_error_names_line_and_column(host: HostProcess, flow: str) -
     assert violations["spec_text"].startswith("line 5, column 11:")
 
 
+@pytest.mark.parametrize(
+    ("where", "key", "read"),
+    [
+        ("stage", "on", "the boolean true"),
+        ("params", "yes", "the boolean true"),
+        ("inputs", "2", "a number"),
+        ("top", "~", "null"),
+    ],
+)
+def test_a_key_yaml_does_not_read_as_text_says_to_quote_it(
+    host: HostProcess, flow: str, where: str, key: str, read: str
+) -> None:
+    """YAML 1.1 reads a bare `on`, `yes`, `2` or `~` as a boolean, a number or null, where every
+    key of a spec is text: the error names the key as written, what YAML made of it, its line and
+    column, and the fix (quote it) -- not `unknown field True` or `expected a mapping of
+    parameter names to values, got a mapping`. Quoted, the same spec runs."""
+    lines = {
+        "stage": f"  - {{name: a, agent: flow, action: echo, {key}: x}}",
+        "params": f"  - {{name: a, agent: flow, action: echo, params: {{{key}: 1}}}}",
+        "inputs": f"  - {{name: a, agent: flow, action: echo, inputs: [{{{key}: 1}}]}}",
+        "top": f"{key}: x",
+    }
+    text = "name: keys\nstages:\n  - {name: b, agent: flow, action: echo}\n" + lines[where] + "\n"
+    violations = rejected(host, text)
+    assert list(violations) == ["spec_text"]
+    line = 4
+    column = lines[where].rindex(f"{key}:") + 1
+    assert violations["spec_text"] == (
+        f"line {line}, column {column}: the key {key} is read by YAML as {read}, not as text: "
+        f'quote it ("{key}"); every key in a spec is text'
+    )
+
+
 def test_paths_and_conditions_that_name_nothing(host: HostProcess, flow: str) -> None:
     """input_from must be <stage>.data[...] of an earlier stage; `when` must parse and name earlier stages."""
     violations = rejected(

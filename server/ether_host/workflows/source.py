@@ -15,6 +15,7 @@ message, a stored run) gets the same bounds from ``check_shape``.
 from __future__ import annotations
 
 import datetime
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -435,6 +436,10 @@ def _build(
                 raise yaml.MarkedYAMLError(
                     None, None, "a mapping key must be a plain value", key_node.start_mark
                 )
+            if not isinstance(key, str):
+                raise yaml.MarkedYAMLError(
+                    None, None, _key_not_text(key_node, key), key_node.start_mark
+                )
             if key in out and key not in inherited:
                 raise yaml.MarkedYAMLError(
                     None, None, f"duplicate key {key!r}", key_node.start_mark
@@ -469,6 +474,21 @@ def _build(
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     return value
+
+
+def _key_not_text(node: Node, key: Any) -> str:
+    """Every key of a spec is text (it is JSON); YAML 1.1 reads a bare `on`, `yes`, `2` or `~`
+    as a boolean, a number or null. Quoting is the fix, where `unknown field True` (or
+    `expected a mapping of parameter names`, for params) left the user to guess."""
+    if isinstance(key, bool):
+        read = f"the boolean {str(key).lower()}"
+    else:
+        read = "null" if key is None else "a number"
+    written = str(node.value)
+    return (
+        f"the key {written} is read by YAML as {read}, not as text: quote it "
+        f"({json.dumps(written)}); every key in a spec is text"
+    )
 
 
 def _construct(loader: SafeConstructor, node: Node) -> Any:
