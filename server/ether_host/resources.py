@@ -231,6 +231,12 @@ class Group:
                 found.append(f"pids limit {self.limits.pids} reached ({refused} forks refused)")
         return found
 
+    @property
+    def has_signal_limits(self) -> bool:
+        """Whether the child runs under a limit that only its exit signal tells (``explain``):
+        CPU time or file size."""
+        return bool(self.limits.cpu_time or self.limits.file_size)
+
     def explain(self, signum: int | None) -> list[str]:
         """``exceeded``, and the rlimit a death by ``signum`` means (SIGXCPU, SIGXFSZ)."""
         found = self.exceeded()

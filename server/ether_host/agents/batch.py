@@ -465,6 +465,15 @@ class Batch:
                 reason=Reason.TASK_CANCELLED,
             )
         try:
+            failure = flight.pending.failure
+            if outcome is None and isinstance(failure, LinkClosed):
+                # As dispatch.py's: a process killed for its CPU time or file size limit is
+                # known by its exit signal, a moment after its stdout closed (which failed
+                # this task in the link's read callback, which cannot wait): the error names
+                # the limit once it is known.
+                await flight.replica.exit_known(flight.connection, time_left(record.deadline))
+                replica, connection = flight.replica, flight.connection
+                error = died(Unavailable, flight.agent, replica, connection, task.task_id, failure)
             while outcome is None:
                 delay = side.retry_delay(record, flight.action, attempt, error)
                 if delay is None:

@@ -532,6 +532,9 @@ class Dispatcher:
                 # Out of the rotation before the retry below picks a replica: the process's
                 # exit may not be noticed yet, and the dead replica looks the least loaded.
                 replica.link_lost(connection)
+                # A process killed for its CPU time or file size limit is known by its exit
+                # signal, a moment after its stdout closed: the error names the limit then.
+                await replica.exit_known(connection, time_left(deadline))
             error = Unavailable if pending is not None and pending.sent else NotSent
             raise died(error, agent, replica, connection, task.task_id, closed) from None
         finally:

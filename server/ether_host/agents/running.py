@@ -160,9 +160,10 @@ def died(
     task_id: str,
     closed: LinkClosed,
 ) -> Unavailable:
-    """The error of a task whose agent process died under it. An OOM kill (its own memory limit
-    or the agents' total) is known from the kernel's counters as soon as the link closes: the
-    caller learns which limit."""
+    """The error of a task whose agent process died under it, naming the limit that killed it:
+    an OOM kill (its own memory limit or the agents' total) is known from the kernel's counters
+    as soon as the link closes; a CPU time or file size limit from its exit signal, once the
+    caller has waited for it (``Replica.exit_known``)."""
     ran_into = replica.ran_into(connection) if connection is not None else []
     why = f": {'; '.join(ran_into)}" if ran_into else ""
     return error(

@@ -17,7 +17,7 @@ import signal
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -53,6 +53,18 @@ TERM_WAIT = 3.0
 STDERR_TAIL = 200
 PINGS_MISSED_LIMIT = 3
 STDERR_AFTER_EXIT = 2.0  # seconds to finish reading a dead process's pipes
+EXIT_AFTER_LINK = 2.0  # seconds a task waits, once the link closed, to learn the exit signal
+
+
+@dataclass
+class ProcessLimits:
+    """One process's link, its control groups and rlimits, and the signal that ended it (once
+    it has exited), for ``Replica.ran_into``."""
+
+    connection: AgentConnection
+    limits: Group
+    exited: anyio.Event = field(default_factory=anyio.Event)
+    signal: int | None = None
 
 
 @dataclass
@@ -99,8 +111,8 @@ class Replica:
         self.connection: AgentConnection | None = None
         self.assigned = 0  # tasks the dispatcher placed here and not yet finished
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL)
-        # The current process's link and its control groups, for ``ran_into``.
-        self._limits_of: tuple[AgentConnection, Group] | None = None
+        # The current process's link, its control groups and how it ended, for ``ran_into``.
+        self._limits_of: ProcessLimits | None = None
         self._stop = anyio.Event()
         self._stop_grace: float | None = None
         self._wedged = anyio.Event()
@@ -144,11 +156,29 @@ class Replica:
 
     def ran_into(self, connection: AgentConnection) -> list[str]:
         """The limits the process behind ``connection`` ran into, in the words of its exit
-        reason ("memory limit 64 MiB exceeded", "agents' total memory limit 1 GiB exceeded"),
-        for the error of a task it died under; empty once another process has replaced it."""
-        if self._limits_of is None or self._limits_of[0] is not connection:
+        reason ("memory limit 64 MiB exceeded", "agents' total memory limit 1 GiB exceeded",
+        and once it has exited "CPU time limit 2 s exceeded", "file size limit 1 MiB
+        exceeded"), for the error of a task it died under; empty once another process has
+        replaced it."""
+        if self._limits_of is None or self._limits_of.connection is not connection:
             return []
-        return self._limits_of[1].exceeded()
+        return self._limits_of.limits.explain(self._limits_of.signal)
+
+    async def exit_known(self, connection: AgentConnection, within: float) -> None:
+        """Wait until the process behind ``connection`` has exited, when it runs under a limit
+        that only its exit signal tells (SIGXCPU, SIGXFSZ): then ``ran_into`` names that limit
+        too, as the exit reason does. Its stdout reaches EOF, failing its tasks, a moment
+        before its exit is reaped, and a process may close stdout and live on: so at most
+        ``within`` seconds (and EXIT_AFTER_LINK)."""
+        limits_of = self._limits_of
+        if (
+            limits_of is None
+            or limits_of.connection is not connection
+            or not limits_of.limits.has_signal_limits
+        ):
+            return
+        with anyio.move_on_after(min(within, EXIT_AFTER_LINK)):
+            await limits_of.exited.wait()
 
     def request_stop(self, grace: float | None = None) -> None:
         self._stop_grace = grace
@@ -281,7 +311,7 @@ class Replica:
         self.pid, self.started_at = process.pid, time.time()
         pgid = process.pid  # recorded now: getpgid() fails once the leader is reaped
         connection = self._connect(stdio.stdin, stdio.stdout)
-        self._limits_of = (connection, limits)
+        limits_of = self._limits_of = ProcessLimits(connection, limits)
         self._enter(State.STARTING, f"spawned {os.path.basename(plan.argv[0])}", pid=process.pid)
         exited = anyio.Event()
         stderr_done = anyio.Event()
@@ -298,6 +328,10 @@ class Replica:
 
                 async def wait_exit() -> None:
                     await process.wait()
+                    # Before its tasks fail: a task that failed at stdout's EOF may be waiting
+                    # for it (``exit_known``).
+                    limits_of.signal = describe_exit(process.returncode)[1]
+                    limits_of.exited.set()
                     self.link_lost(connection)  # before its tasks fail: a retry goes elsewhere
                     connection.fail_all(
                         LinkClosed(f"agent {spec.name} process {process.pid} exited")
