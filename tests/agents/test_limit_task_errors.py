@@ -13,7 +13,6 @@ The agents are copies of tests/agents/drainer (`spin` burns CPU) and tests/agent
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,16 +60,6 @@ CASES = {
         {"written": 1024, "error": "", "on_disk": 1024},
     ),
 }
-
-
-@pytest.fixture(scope="module")
-def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
-    process = HostProcess(tmp_path_factory.mktemp("limit-errors"))
-    try:
-        process.wait_serving()
-        yield process
-    finally:
-        process.stop()
 
 
 def deploy_limited(host: HostProcess, tmp_path: Path, case: Case, name: str) -> str:
