@@ -42,6 +42,7 @@ from tests.support.agents import (
     remove_agent,
     state_name,
     until,
+    watch_until,
 )
 from tests.support.calls import budget, data, details, execute, struct
 from tests.support.host import HostProcess
@@ -295,7 +296,7 @@ def test_scaling_up_returns_before_the_new_replicas_run(host: HostProcess, tmp_p
         ).agent
         assert status.spec.replicas == 2
         # Replica 1 is listed, and has not run: it cannot say hello before the file exists
-        # (the answer shows it STOPPED, the state a replica has before its first spawn).
+        # (the answer shows it STARTING: tests/agents/test_scale_answer_states.py).
         states = {p.replica: (state_name(p.state), p.pid) for p in status.processes}
         assert states[0][0] == "RUNNING" and states[1][0] != "RUNNING", states
         (folder / "go").write_text("")
@@ -414,7 +415,7 @@ def test_a_stop_ends_a_replica_that_has_not_said_hello_yet(
     )
     name = response.agent.info.name
     try:
-        starting = until(host, response.agent, {"STARTING"}, replica=0)
+        starting = watch_until(host, name, {"STARTING"}, replica=0)  # its spawn, with the pid
         stopped = host.supervisor.StopAgent(
             supervisor_pb2.StopAgentRequest(name=name), timeout=30
         ).agent

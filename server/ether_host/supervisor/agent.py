@@ -388,7 +388,10 @@ class ManagedAgent:
 
         The agent's replicas are then exactly ``0 .. replicas-1``: a replica scaled away leaves
         the list at once (its stop goes on in the background of this call), so a later scale up
-        adds a new replica at that index instead of counting the stopping one.
+        adds a new replica at that index instead of counting the stopping one. A replica added
+        is STARTING at once (Replica), in this call's answer too. An agent not running gets
+        none added (run() makes them when it starts): a stopped one keeps showing the replicas
+        it had, STOPPED, rather than ones nothing is starting.
         """
         self.spec.replicas = replicas
         self._revise()

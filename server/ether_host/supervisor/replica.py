@@ -101,7 +101,12 @@ class Replica:
         self.agent = agent
         self.host = host
         self.index = index
-        self.state = State.STOPPED
+        # A replica is made only to be run (ManagedAgent.run, a scale up of a running agent):
+        # STARTING from the moment it is listed, through its wait for a predecessor still
+        # stopping at its index and its spawn, as a process supervisor shows a program it is
+        # starting. Being added is no event: its first is its spawn's, STARTING -> STARTING
+        # with the pid, as each spawn after a BACKOFF is the one BACKOFF -> STARTING event.
+        self.state = State.STARTING
         self.pid = 0
         self.started_at: float | None = None
         self.restarts = 0
