@@ -186,3 +186,44 @@ def agent_processes(host: HostProcess, name: str) -> list[supervisor_pb2.Process
         supervisor_pb2.ListProcessesRequest(agent=name), timeout=10
     )
     return list(listed.processes)
+
+
+def test_a_scale_up_while_the_agent_stops_adds_no_replica_and_the_stop_ends(
+    fresh_host: HostProcess,
+) -> None:
+    """StopAgent of an agent whose replica takes its time to stop (it ignores the shutdown
+    frame and SIGTERM: stop_grace 1 s, then SIGKILL 3 s on), and a ScaleAgent to 3 while it
+    stops: the scale adds no replica (nothing is started under a stop), the StopAgent answers
+    once its replica is down, with the agent STOPPED and no process left, and the next
+    StartAgent runs the three asked for. (Before, the scale started two replicas the stop had
+    not asked to stop, and the stop -- and a RemoveAgent, or the host's own stop, after it --
+    waited for them for ever.)"""
+    host = fresh_host
+    name = deploy(
+        host,
+        ROGUE,
+        name="stopping",
+        env={"ROGUE_LINGER": "1", "ROGUE_IGNORE_TERM": "1"},
+        stop_grace=seconds(1),
+    )
+    stop = host.supervisor.StopAgent.future(supervisor_pb2.StopAgentRequest(name=name), timeout=60)
+    stopping = events_until(
+        host, name, after=0, last=lambda e: e.replica == 0 and state_name(e.state) == "STOPPING"
+    )[-1]
+    scaled = host.supervisor.ScaleAgent(
+        supervisor_pb2.ScaleAgentRequest(name=name, replicas=3), timeout=30
+    ).agent
+    assert scaled.spec.replicas == 3
+    assert sorted(processes(scaled)) == [0], processes(scaled)
+    stopped = stop.result().agent
+    assert state_name(stopped.info.state) == "STOPPED", stopped.info
+    assert [state_name(p.state) for p in agent_processes(host, name)] == ["STOPPED"]
+    after = events_until(
+        host, name, after=stopping.sequence, last=lambda e: state_name(e.state) == "STOPPED"
+    )
+    assert {e.replica for e in after} == {0}, after
+
+    host.supervisor.StartAgent(supervisor_pb2.StartAgentRequest(name=name), timeout=60)
+    seen = by_replica(events_until(host, name, after=stopped.event_sequence, last=all_running(3)))
+    assert sorted(r for r in seen if r >= 0) == [0, 1, 2], seen
+    remove_agent(host, name)

@@ -87,6 +87,9 @@ class ManagedAgent:
         self._installing = False
         self._install_failed = False
         self._active = False
+        # Set by stop() until the next run(): a scale up meanwhile adds no replica, which the
+        # stop, having asked the ones it saw, would wait for forever.
+        self._stopping = False
         self._changed = anyio.Event()
         # acquire() calls waiting for a slot, oldest first: a freed slot wakes one of them, not
         # all (with hundreds queued behind a batched Pipe, waking all made each release cost
@@ -280,6 +283,7 @@ class ManagedAgent:
     async def run(self) -> None:
         """Install, then keep the replicas running until stopped. Owned by the supervisor."""
         self._active = True
+        self._stopping = False
         self._done = anyio.Event()
         self._install_failed = False
         self._revise()
@@ -366,6 +370,7 @@ class ManagedAgent:
     async def stop(self, grace: float | None = None) -> None:
         """Stop every replica (three-phase, shielded) and wait until they are down."""
         with anyio.CancelScope(shield=True):
+            self._stopping = True
             if self._installing and self._scope is not None:
                 self._scope.cancel()
             for replica in self.replicas:
@@ -389,14 +394,14 @@ class ManagedAgent:
         The agent's replicas are then exactly ``0 .. replicas-1``: a replica scaled away leaves
         the list at once (its stop goes on in the background of this call), so a later scale up
         adds a new replica at that index instead of counting the stopping one. A replica added
-        is STARTING at once (Replica), in this call's answer too. An agent not running gets
-        none added (run() makes them when it starts): a stopped one keeps showing the replicas
-        it had, STOPPED, rather than ones nothing is starting.
+        is STARTING at once (Replica), in this call's answer too. An agent not running, or
+        stopping, gets none added (run() makes them when it starts): a stopped one keeps
+        showing the replicas it had, STOPPED, rather than ones nothing is starting.
         """
         self.spec.replicas = replicas
         self._revise()
         group = self._replica_group
-        if group is None:  # not running: run() starts spec.replicas fresh ones
+        if group is None or self._stopping:  # not running: run() starts spec.replicas fresh ones
             if not self._active:
                 self.replicas = self.replicas[:replicas]
             return
