@@ -280,14 +280,27 @@ class ManagedAgent:
     def active(self) -> bool:
         return self._active
 
-    async def run(self) -> None:
-        """Install, then keep the replicas running until stopped. Owned by the supervisor."""
+    async def stop_finished(self) -> None:
+        """Wait until a stop under way has ended the agent's run (at once when none is)."""
+        if self._stopping:
+            with anyio.CancelScope(shield=True):  # as stop(): the caller starts it next
+                await self._done.wait()
+
+    def begin(self) -> None:
+        """Running from now, before run() (scheduled next) takes its first step: a second
+        start then starts nothing, and a stop waits for run(), which ends at once."""
         self._active = True
         self._stopping = False
         self._done = anyio.Event()
         self._install_failed = False
+
+    async def run(self) -> None:
+        """Install, then keep the replicas running until stopped. Owned by the supervisor,
+        which calls begin() first."""
         self._revise()
         try:
+            if self._stopping:  # stopped before its first step
+                return
             with anyio.CancelScope() as scope:
                 self._scope = scope
                 if not await self._install():

@@ -273,15 +273,22 @@ class Supervisor:
             commit.written = True
 
     def _start(self, agent: ManagedAgent) -> None:
+        """Run ``agent`` unless it runs already (two starts racing start one run)."""
         if self._tg is None:
             raise _stopping(f"agent {agent.name} was not started")
+        if agent.active:
+            return
+        agent.begin()
         # Not in the context of the RPC that deployed or started it: the agent outlives it.
         start_detached(self._tg, agent.run, name=f"agent {agent.name}")
 
     async def start(self, name: str) -> ManagedAgent:
+        """Start a stopped agent; one a stop is under way for is started once that stop has
+        ended (a start asked later than a stop wins, as in the record)."""
         agent = self.get(name)
         self._stopped.discard(name)
-        if not agent.active:
+        await agent.stop_finished()
+        if name not in self._stopped:  # no stop asked for since
             self._start(agent)
         await self._record(name)
         return agent

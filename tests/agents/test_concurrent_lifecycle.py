@@ -1,0 +1,102 @@
+"""Lifecycle calls for one agent that overlap (docs/agents.md, "States and restarts"): a stop
+that takes its time (the rogue agent ignores the shutdown frame and SIGTERM, so its stop lasts
+stop_grace + 3 s) with a ScaleAgent or a StartAgent arriving while it runs.
+
+Before, a scale up while the agent stopped started replicas the stop had not asked to stop,
+and the stop -- and a RemoveAgent, or the host's own stop, after it -- waited for them for
+ever; a StartAgent while it stopped answered STOPPING and was lost: the agent ended STOPPED,
+though no longer recorded as stopped (a host restart would have started it).
+"""
+
+from __future__ import annotations
+
+from ether.v1 import supervisor_pb2
+from tests.agents.test_agents_more_claims import ROGUE, seconds
+from tests.agents.test_scale_answer_states import (
+    agent_processes,
+    all_running,
+    by_replica,
+    processes,
+)
+from tests.support.agents import deploy, events_until, remove_agent, state_name
+from tests.support.host import HostProcess
+
+
+def slow_to_stop(host: HostProcess, name: str) -> tuple[object, supervisor_pb2.WatchEventsResponse]:
+    """A rogue agent deployed as ``name``, a StopAgent of it under way (its future), and its
+    replica's STOPPING event."""
+    deploy(
+        host,
+        ROGUE,
+        name=name,
+        env={"ROGUE_LINGER": "1", "ROGUE_IGNORE_TERM": "1"},
+        stop_grace=seconds(1),
+    )
+    stop = host.supervisor.StopAgent.future(supervisor_pb2.StopAgentRequest(name=name), timeout=60)
+    stopping = events_until(
+        host, name, after=0, last=lambda e: e.replica == 0 and state_name(e.state) == "STOPPING"
+    )[-1]
+    return stop, stopping
+
+
+def test_a_scale_up_while_the_agent_stops_adds_no_replica_and_the_stop_ends(
+    fresh_host: HostProcess,
+) -> None:
+    """A ScaleAgent to 3 while the agent stops: the scale adds no replica (nothing is started
+    under a stop), the StopAgent answers once its replica is down, with the agent STOPPED and
+    no process left, and the next StartAgent runs the three asked for."""
+    host = fresh_host
+    stop, stopping = slow_to_stop(host, "scaled-stopping")
+    scaled = host.supervisor.ScaleAgent(
+        supervisor_pb2.ScaleAgentRequest(name="scaled-stopping", replicas=3), timeout=30
+    ).agent
+    assert scaled.spec.replicas == 3
+    assert sorted(processes(scaled)) == [0], processes(scaled)
+    stopped = stop.result().agent
+    assert state_name(stopped.info.state) == "STOPPED", stopped.info
+    assert [state_name(p.state) for p in agent_processes(host, "scaled-stopping")] == ["STOPPED"]
+    after = events_until(
+        host,
+        "scaled-stopping",
+        after=stopping.sequence,
+        last=lambda e: state_name(e.state) == "STOPPED",
+    )
+    assert {e.replica for e in after} == {0}, after
+
+    request = supervisor_pb2.StartAgentRequest(name="scaled-stopping")
+    host.supervisor.StartAgent(request, timeout=60)
+    seen = by_replica(
+        events_until(host, "scaled-stopping", after=stopped.event_sequence, last=all_running(3))
+    )
+    assert sorted(r for r in seen if r >= 0) == [0, 1, 2], seen
+    remove_agent(host, "scaled-stopping")
+
+
+def test_a_start_while_the_agent_stops_runs_it_once_the_stop_has_ended(
+    fresh_host: HostProcess,
+) -> None:
+    """A StartAgent while the agent stops answers once the stop has ended and the agent runs
+    again (a start asked after a stop wins): the StopAgent answers, the StartAgent with the
+    agent starting, and the agent's events show the old process STOPPED, then one
+    new process RUNNING; ListProcesses shows that one alone."""
+    host = fresh_host
+    stop, stopping = slow_to_stop(host, "started-stopping")
+    started = host.supervisor.StartAgent(
+        supervisor_pb2.StartAgentRequest(name="started-stopping"), timeout=60
+    ).agent
+    stop.result()  # answered: the stop ended (its answer shows the agent as it is by then)
+    assert state_name(started.info.state) in ("INSTALLING", "STARTING", "RUNNING"), started.info
+    after = events_until(
+        host,
+        "started-stopping",
+        after=stopping.sequence,
+        last=lambda e: e.replica == 0 and state_name(e.state) == "RUNNING",
+    )
+    ends = [(state_name(e.state), e.pid) for e in after if e.replica == 0]
+    assert ends[0][0] == "STOPPED" and ends[-1][0] == "RUNNING", ends
+    assert ends[-1][1] not in (0, stopping.pid), ends
+    listed = agent_processes(host, "started-stopping")
+    assert [(p.replica, state_name(p.state), p.pid) for p in listed] == [
+        (0, "RUNNING", ends[-1][1])
+    ]
+    remove_agent(host, "started-stopping")
