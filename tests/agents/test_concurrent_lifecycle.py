@@ -10,7 +10,10 @@ though no longer recorded as stopped (a host restart would have started it).
 
 from __future__ import annotations
 
-from ether.v1 import supervisor_pb2
+import grpc
+import pytest
+
+from ether.v1 import agent_io_pb2, supervisor_pb2
 from tests.agents.test_agents_more_claims import ROGUE, seconds
 from tests.agents.test_scale_answer_states import (
     agent_processes,
@@ -20,6 +23,7 @@ from tests.agents.test_scale_answer_states import (
 )
 from tests.support.agents import deploy, events_until, remove_agent, state_name
 from tests.support.host import HostProcess
+from tests.support.procs import wait_gone
 
 
 def slow_to_stop(host: HostProcess, name: str) -> tuple[object, supervisor_pb2.WatchEventsResponse]:
@@ -100,3 +104,27 @@ def test_a_start_while_the_agent_stops_runs_it_once_the_stop_has_ended(
         (0, "RUNNING", ends[-1][1])
     ]
     remove_agent(host, "started-stopping")
+
+
+def test_a_start_racing_a_removal_is_refused_and_nothing_runs_behind_it(
+    fresh_host: HostProcess,
+) -> None:
+    """A StartAgent and a RemoveAgent while the agent stops: the removal wins whichever came
+    first -- the start is refused NOT_FOUND (`is being removed`), the removal answers, and
+    the agent is gone from the directory with no process of it left. (A start that waited
+    for the stop, then ran the agent, would leave it running out of the directory.)"""
+    host = fresh_host
+    name = "removed-stopping"
+    stop, stopping = slow_to_stop(host, name)
+    start = host.supervisor.StartAgent.future(
+        supervisor_pb2.StartAgentRequest(name=name), timeout=60
+    )
+    host.supervisor.RemoveAgent(supervisor_pb2.RemoveAgentRequest(name=name), timeout=60)
+    with pytest.raises(grpc.RpcError) as refused:
+        start.result()
+    assert refused.value.code() == grpc.StatusCode.NOT_FOUND, refused.value
+    assert "is being removed" in (refused.value.details() or "")
+    stop.result()
+    listed = host.agents.ListAgents(agent_io_pb2.ListAgentsRequest(), timeout=10).agents
+    assert name not in [a.name for a in listed]
+    assert wait_gone([stopping.pid], within=0) == []

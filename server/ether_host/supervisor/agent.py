@@ -90,6 +90,7 @@ class ManagedAgent:
         # Set by stop() until the next run(): a scale up meanwhile adds no replica, which the
         # stop, having asked the ones it saw, would wait for forever.
         self._stopping = False
+        self.removing = False  # a RemoveAgent is under way: nothing starts it again
         self._changed = anyio.Event()
         # acquire() calls waiting for a slot, oldest first: a freed slot wakes one of them, not
         # all (with hundreds queued behind a batched Pipe, waking all made each release cost

@@ -181,6 +181,18 @@ class Supervisor:
             )
         return agent
 
+    @staticmethod
+    def _not_removing(agent: ManagedAgent) -> ManagedAgent:
+        """``agent``, unless a RemoveAgent is under way for it: a start or restart racing the
+        removal's stop must not run it again behind it (it would run, out of the directory)."""
+        if agent.removing:
+            raise NotFound(
+                f"agent {agent.name!r} is being removed",
+                reason=Reason.AGENT_NOT_FOUND,
+                resource=("agent", agent.name),
+            )
+        return agent
+
     async def deploy(self, request: dict[str, Any]) -> ManagedAgent:
         """Deploy and start an agent; recorded before this returns."""
         agent = self._deploy(request)
@@ -285,11 +297,11 @@ class Supervisor:
     async def start(self, name: str) -> ManagedAgent:
         """Start a stopped agent; one a stop is under way for is started once that stop has
         ended (a start asked later than a stop wins, as in the record)."""
-        agent = self.get(name)
+        agent = self._not_removing(self.get(name))
         self._stopped.discard(name)
         await agent.stop_finished()
         if name not in self._stopped:  # no stop asked for since
-            self._start(agent)
+            self._start(self._not_removing(agent))
         await self._record(name)
         return agent
 
@@ -302,15 +314,16 @@ class Supervisor:
         return agent
 
     async def restart(self, name: str) -> ManagedAgent:
-        agent = self.get(name)
+        agent = self._not_removing(self.get(name))
         await agent.stop()
         self._stopped.discard(name)
-        self._start(agent)
+        self._start(self._not_removing(agent))
         await self._record(name)
         return agent
 
     async def remove(self, name: str) -> None:
         agent = self.get(name)
+        agent.removing = True
         await agent.stop()
         if self.agents.get(name) is agent:
             del self.agents[name]
