@@ -190,15 +190,21 @@ class WorkflowServicer(workflow_pb2_grpc.WorkflowServiceServicer):
         notifier = self._notifier if wanted else None
         if notifier is not None:
             notifier.check(wanted)  # a bad notify creates no run
+
+        async def watch(run_id: str) -> None:
+            # Only for the run this request created: a repeat of its request_id keeps the first
+            # request's notify, and watched again, a run that had ended was delivered again.
+            if notifier is not None:
+                await notifier.watch_run(run_id, wanted)
+
         run = await self._workflows.create(
             spec,
             request.spec_text if source == "spec_text" else None,
             request_id=request.request_id,
             validate_only=request.validate_only,
             creator=current_identity.get().name,
+            on_created=watch,
         )
-        if notifier is not None and not request.validate_only:
-            await notifier.watch_run(str(run["id"]), wanted)
         return workflow_pb2.CreateRunResponse(run=_run(run))
 
     async def GetRun(
@@ -270,11 +276,16 @@ class WorkflowServicer(workflow_pb2_grpc.WorkflowServiceServicer):
     async def ResumeRun(
         self, request: workflow_pb2.ResumeRunRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> workflow_pb2.ResumeRunResponse:
+        notifier = self._notifier
+
+        async def watch_again() -> None:
+            # Only when this request resumed the run, not for a repeat of its request_id.
+            if notifier is not None:
+                await notifier.run_resumed(request.run_id)
+
         run = await self._workflows.resume(
-            request.run_id, request.include_non_idempotent, request.request_id
+            request.run_id, request.include_non_idempotent, request.request_id, watch_again
         )
-        if self._notifier is not None:
-            await self._notifier.run_resumed(request.run_id)
         return workflow_pb2.ResumeRunResponse(run=_run(run))
 
     async def GetRunReport(

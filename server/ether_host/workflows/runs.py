@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,9 @@ class Workflows:
         self.settings = parse_settings(settings or {})
         self._live: dict[str, RunExecution] = {}
         self._requests: dict[str, str] = {}
+        # The request ids of CreateRuns under way (checking their spec, committing their run): a
+        # repeat arriving meanwhile waits for the first, then answers as a repeat does.
+        self._creating: dict[str, anyio.Event] = {}
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
         self._stopping = False
@@ -204,12 +207,47 @@ class Workflows:
         request_id: str = "",
         validate_only: bool = False,
         creator: str = "",
+        on_created: Callable[[str], Awaitable[None]] | None = None,
     ) -> dict[str, Any]:
-        """Validate a spec and start a run of it; the run is returned at once, PENDING."""
+        """Validate a spec and start a run of it; the run is returned at once, PENDING.
+
+        A repeated ``request_id`` answers with the run the first request created, whatever the
+        spec says, and once that run is committed; ``on_created`` is awaited with the id of a
+        run this request created (never for a repeat), before the answer and before a repeat
+        that came meanwhile answers: the servicer has the run watched with its notify there, so
+        the first request's notify holds."""
         if request_id:
             _check_request_id(request_id)
-            if request_id in self._requests and not validate_only:
-                return await self.get(self._requests[request_id])
+        if not request_id or validate_only:
+            return await self._create(
+                spec, spec_text, request_id, validate_only, creator, on_created
+            )
+        # A repeat waits for a CreateRun of its request_id still under way (checking the spec,
+        # committing the run), then answers as a repeat. Checked as a new run instead, it was
+        # refused RESOURCE_EXHAUSTED at max_active_runs (the first's run counting) or
+        # INVALID_ARGUMENT for a spec of its own, or told of the run before it was committed.
+        while (underway := self._creating.get(request_id)) is not None:
+            await underway.wait()
+        if request_id in self._requests:
+            return await self.get(self._requests[request_id])
+        done = self._creating[request_id] = anyio.Event()
+        try:
+            return await self._create(
+                spec, spec_text, request_id, validate_only, creator, on_created
+            )
+        finally:
+            del self._creating[request_id]
+            done.set()
+
+    async def _create(
+        self,
+        spec: dict[str, Any] | None,
+        spec_text: str | None,
+        request_id: str,
+        validate_only: bool,
+        creator: str,
+        on_created: Callable[[str], Awaitable[None]] | None,
+    ) -> dict[str, Any]:
         if spec_text is None and spec is None:
             raise InvalidArgument(
                 "give the workflow as spec or spec_text",
@@ -257,8 +295,6 @@ class Workflows:
                 metadata={"limit": str(limit), "setting": "max_active_runs"},
                 quota_violations=[QuotaViolation("host", f"at most {limit} active runs")],
             )
-        if request_id and request_id in self._requests:  # created while this request was validating
-            return await self.get(self._requests[request_id])
         record.id = f"run-{secrets.token_hex(8)}"
         if request_id:
             self._requests[request_id] = record.id
@@ -268,6 +304,8 @@ class Workflows:
         # kill -9 of the host an instant later. A fresh clone saw one lost: the writer thread
         # had not committed it yet when the host was killed with the run's tasks already held.
         await self.store.flush()
+        if on_created is not None:
+            await on_created(record.id)
         log.info(
             "run created",
             run_id=record.id,
@@ -488,8 +526,16 @@ class Workflows:
                     yield event.api(run_id)
 
     async def resume(
-        self, run_id: str, include_non_idempotent: bool, request_id: str
+        self,
+        run_id: str,
+        include_non_idempotent: bool,
+        request_id: str,
+        on_resumed: Callable[[], Awaitable[None]] | None = None,
     ) -> dict[str, Any]:
+        """Continue an interrupted run. ``on_resumed`` is awaited once this request resumed it
+        (never for a repeat of its request_id), before the answer and before any other resume
+        or cancel of a run is looked at: the servicer has the run watched again there, and two
+        repeats at once each had it watched, its end delivered twice."""
         if request_id:
             _check_request_id(request_id)
         async with self._lock:
@@ -527,6 +573,8 @@ class Workflows:
             self._start(execution)
             resumed = execution.record.api()
             await self.store.flush()  # the resume is on disk before the caller hears of it
+            if on_resumed is not None:
+                await on_resumed()
             log.info("run resumed", run_id=run_id, **execution.resumed or {})
             return resumed
 
