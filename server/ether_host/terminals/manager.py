@@ -13,6 +13,7 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ from ether_host.terminals.model import (
 from ether_host.terminals.placement import TerminalPlacement, new_terminal_id
 from ether_host.terminals.recording import Recorder, RecordingInfo
 from ether_host.terminals.records import FormerTerminal, TerminalRecords
-from ether_host.terminals.requests import CreateSpec, parse_signal, plan_launch, size
+from ether_host.terminals.requests import CreateSpec, LaunchPlan, parse_signal, plan_launch, size
 from ether_host.terminals.rights import (
     ADMIN,
     ATTACH,
@@ -77,6 +78,14 @@ DEFAULT_WAIT = 30.0  # seconds a wait without a timeout lasts
 DEADLINE_MARGIN = 0.1  # a wait answers this long before its caller's deadline
 REASONS = ("closed", "idle_timeout", "max_lifetime", "owner_gone", "shutdown")
 MAX_RECORDING_READ = 1024 * 1024  # GetRecording's largest piece (well under gRPC's 4 MiB)
+
+
+@dataclass
+class _Closing:
+    """A close under way, which every caller closing the terminal meanwhile waits for."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: Exception | None = None
 
 
 class TerminalManager:
@@ -116,7 +125,12 @@ class TerminalManager:
         self.closed_output_bytes = 0
         self.events: History[TerminalEvent] = History(EVENT_HISTORY)
         self._request_ids: dict[tuple[str, str], tuple[str, float]] = {}
-        self._closing: set[str] = set()
+        # Creates under way: the owner of each new terminal by id (it counts against the limits
+        # from its check on, though it joins `sessions` only after an await), and the request
+        # ids they hold (a create repeating one waits for the first's answer).
+        self._starting: dict[str, str] = {}
+        self._creating: dict[tuple[str, str], anyio.Event] = {}
+        self._closing: dict[str, _Closing] = {}  # closes under way, by terminal id
         self._stopping = False
         self._tg: TaskGroup | None = None
         self._changed: Notifier | None = None
@@ -246,8 +260,7 @@ class TerminalManager:
     # -- use cases -----------------------------------------------------------------------
 
     async def create(self, identity: Identity, spec: CreateSpec) -> TerminalInfo:
-        if self._stopping:
-            raise Unavailable("the host is stopping; no new terminals", reason=Reason.HOST_STOPPING)
+        self._refuse_if_stopping()
         require(identity, CREATE, "a new terminal")
         owner = spec.owner or identity.name
         if owner != identity.name and not identity.may(ADMIN):
@@ -256,16 +269,60 @@ class TerminalManager:
                 reason=Reason.MISSING_RIGHT,
                 metadata={"right": ADMIN},
             )
-        if spec.request_id:
-            now = time.monotonic()
-            self._request_ids = {k: v for k, v in self._request_ids.items() if v[1] > now}
-            earlier = self._request_ids.get((owner, spec.request_id))
-            if earlier is not None and earlier[0] in self.sessions:
-                return self.sessions[earlier[0]].info()
+        key = (owner, spec.request_id) if spec.request_id else None
+        if key is not None:
+            earlier = await self._created_for(key)
+            if earlier is not None:
+                return earlier.info()
+            self._refuse_if_stopping()  # it may have waited for a create under way
         launch = plan_launch(self.settings, spec)
-        admission.check_limits(self.settings, (s.owner for s in self.sessions.values()), owner)
+        admission.check_limits(self.settings, self._owners(), owner)
         terminal_id = new_terminal_id(secrets.token_hex(8), self.placement.host_name)
+        # From its check to its answer the terminal holds its place under the limits and its
+        # request_id: making its sandbox (a worker thread) and starting its program take
+        # awaits, and creates checked meanwhile must count it, or wait for it.
+        self._starting[terminal_id] = owner
+        if key is not None:
+            self._creating[key] = anyio.Event()
+        try:
+            return await self._launch(terminal_id, owner, spec, launch, key)
+        finally:
+            del self._starting[terminal_id]
+            if key is not None:
+                self._creating.pop(key).set()
+
+    def _refuse_if_stopping(self) -> None:
+        if self._stopping:
+            raise Unavailable("the host is stopping; no new terminals", reason=Reason.HOST_STOPPING)
+
+    def _owners(self) -> list[str]:
+        """The owner of every terminal open or being created (admission.check_limits)."""
+        starting = [o for t, o in self._starting.items() if t not in self.sessions]
+        return [*(s.owner for s in self.sessions.values()), *starting]
+
+    async def _created_for(self, key: tuple[str, str]) -> Terminal | None:
+        """The open terminal a create with this (owner, request_id) made within REQUEST_ID_TTL;
+        one under way is waited for (its repeat gets its terminal, not a second one)."""
+        while (under_way := self._creating.get(key)) is not None:
+            await under_way.wait()
+        now = time.monotonic()
+        self._request_ids = {k: v for k, v in self._request_ids.items() if v[1] > now}
+        earlier = self._request_ids.get(key)
+        return self.sessions.get(earlier[0]) if earlier is not None else None
+
+    async def _launch(
+        self,
+        terminal_id: str,
+        owner: str,
+        spec: CreateSpec,
+        launch: LaunchPlan,
+        key: tuple[str, str] | None,
+    ) -> TerminalInfo:
+        """Start the terminal ``create`` admitted; its info once recorded and announced."""
         sandbox = await self._sandbox(owner, terminal_id, spec.cwd, launch.cwd)
+        if self._stopping:  # the host's closing began meanwhile: it closes only what it found
+            await self._wipe_scratch(terminal_id)
+            self._refuse_if_stopping()
         session = Terminal(
             terminal_id=terminal_id,
             name=spec.name,
@@ -293,11 +350,8 @@ class TerminalManager:
         run_detached(session.start)
         self.sessions[session.id] = session
         await session.established()
-        if spec.request_id:
-            self._request_ids[(owner, spec.request_id)] = (
-                session.id,
-                time.monotonic() + REQUEST_ID_TTL,
-            )
+        if key is not None:
+            self._request_ids[key] = (session.id, time.monotonic() + REQUEST_ID_TTL)
         info = session.info()
         await self._former.created(info)  # before the id is given out: it must outlive the host
         self.events.append(TerminalEvent("created", info))
@@ -322,6 +376,11 @@ class TerminalManager:
         if wiped is not None:
             self._scratch_to_wipe[terminal_id] = wiped
         return policy
+
+    async def _wipe_scratch(self, terminal_id: str) -> None:
+        scratch = self._scratch_to_wipe.pop(terminal_id, None)
+        if scratch is not None:
+            await anyio.to_thread.run_sync(functools.partial(shutil.rmtree, scratch, True))
 
     def _exited(self, session: Terminal) -> None:
         if session.id not in self._announced:
@@ -394,16 +453,38 @@ class TerminalManager:
         )
 
     async def _close(self, session: Terminal, grace: float, reason: str) -> TerminalInfo:
-        self._closing.add(session.id)
+        """Close ``session`` (the `closed` event gives ``reason``); its info once closed.
+
+        The close runs in the manager's task group, to its end whoever waits for it: a
+        CloseTerminal whose client goes during the grace (its deadline passes, it cancels)
+        leaves it running -- the program still gets its SIGKILL, the terminal is still
+        forgotten. A close of the terminal asked for meanwhile waits for this one."""
+        closing = self._closing.get(session.id)
+        if closing is None:
+            closing = self._closing[session.id] = _Closing()
+            if self._tg is None:  # not running (the host's start or end): nothing to outlive
+                await self._end(session, grace, reason, closing)
+            else:
+                start_detached(self._tg, self._end, session, grace, reason, closing)
+        await closing.done.wait()
+        if closing.error is not None:
+            raise closing.error
+        return session.info()
+
+    async def _end(self, session: Terminal, grace: float, reason: str, closing: _Closing) -> None:
         try:
-            await session.terminate(grace)
+            await self._end_session(session, grace, reason)
+        except Exception as error:  # for the callers waiting; the task group goes on
+            closing.error = error
         finally:
-            self._closing.discard(session.id)
+            self._closing.pop(session.id, None)
+            closing.done.set()
+
+    async def _end_session(self, session: Terminal, grace: float, reason: str) -> None:
+        await session.terminate(grace)
         if session.recorder is not None:
             await anyio.to_thread.run_sync(session.recorder.remove)
-        scratch = self._scratch_to_wipe.pop(session.id, None)
-        if scratch is not None:
-            await anyio.to_thread.run_sync(functools.partial(shutil.rmtree, scratch, True))
+        await self._wipe_scratch(session.id)
         if not session.closed:
             session.closed = True
             self.sessions.pop(session.id, None)
@@ -421,7 +502,6 @@ class TerminalManager:
                 owner=session.owner,
                 status=session.exit.describe() if session.exit else "",
             )
-        return session.info()
 
     def set_recording(self, identity: Identity, terminal_id: str, record: bool) -> RecordingInfo:
         """Start a new recording of the terminal's output, or stop the current one."""
