@@ -12,9 +12,10 @@ call that had ended long before.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar, TypeVarTuple
 
+import anyio
 from anyio.abc import TaskGroup
 
 Args = TypeVarTuple("Args")
@@ -35,3 +36,40 @@ def run_detached(function: Callable[[*Args], Result], *args: *Args) -> Result:
     """Call ``function(*args)`` in an empty context: the loop callbacks it registers (readers,
     timers) and the tasks they start run in that context, not the caller's."""
     return contextvars.Context().run(function, *args)
+
+
+class Abandoned(RuntimeError):
+    """Work run by run_to_the_end ended with its task group (the host stopping), unfinished."""
+
+
+async def run_to_the_end(
+    tg: TaskGroup | None, function: Callable[[*Args], Awaitable[Result]], *args: *Args
+) -> Result:
+    """``await function(*args)``, run as a task of ``tg`` so that it goes on to its end when
+    the caller is cancelled, and the caller's cancellation ends only its own wait. An RPC's
+    work that must not stop half-way needs this, not an anyio shield: grpc.aio cancels a call
+    whose client went (or whose deadline passed) with its asyncio task's own ``cancel()``,
+    which anyio's shielded scopes do not hold off (tests/agents/test_concurrent_lifecycle.py).
+    Its error is the caller's; Abandoned when ``tg`` ended first. Without ``tg``, awaited
+    here."""
+    if tg is None:
+        return await function(*args)
+    done = anyio.Event()
+    value: list[Result] = []
+    error: list[Exception] = []
+
+    async def run() -> None:
+        try:
+            value.append(await function(*args))
+        except Exception as raised:
+            error.append(raised)
+        finally:
+            done.set()
+
+    tg.start_soon(run)
+    await done.wait()
+    if error:
+        raise error[0]
+    if not value:
+        raise Abandoned("ended before it finished")
+    return value[0]

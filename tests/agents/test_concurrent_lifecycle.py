@@ -10,6 +10,8 @@ though no longer recorded as stopped (a host restart would have started it).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grpc
 import pytest
 
@@ -24,6 +26,7 @@ from tests.agents.test_scale_answer_states import (
 from tests.support.agents import deploy, events_until, remove_agent, state_name
 from tests.support.host import HostProcess
 from tests.support.procs import wait_gone
+from tests.workflows.test_restart import restart
 
 
 def slow_to_stop(host: HostProcess, name: str) -> tuple[object, supervisor_pb2.WatchEventsResponse]:
@@ -128,3 +131,31 @@ def test_a_start_racing_a_removal_is_refused_and_nothing_runs_behind_it(
     listed = host.agents.ListAgents(agent_io_pb2.ListAgentsRequest(), timeout=10).agents
     assert name not in [a.name for a in listed]
     assert wait_gone([stopping.pid], within=0) == []
+
+
+def test_a_stop_whose_caller_gives_up_still_ends_stopped_and_recorded(tmp_path: Path) -> None:
+    """A StopAgent whose deadline passes while the agent stops (its caller gone): the stop
+    runs to its end all the same -- the agent ends STOPPED -- and is recorded, so a host
+    restarted on the same state directory brings the agent back STOPPED, not running. (grpc
+    cancels a handler's task itself, which anyio's shield does not hold off: the stop's
+    record was skipped, and the restarted host ran the agent again.)"""
+    host = HostProcess(tmp_path / "state")
+    try:
+        host.wait_serving()
+        name = "stop-abandoned"
+        deploy(
+            host,
+            ROGUE,
+            name=name,
+            env={"ROGUE_LINGER": "1", "ROGUE_IGNORE_TERM": "1"},
+            stop_grace=seconds(1),
+        )
+        with pytest.raises(grpc.RpcError) as gave_up:
+            host.supervisor.StopAgent(supervisor_pb2.StopAgentRequest(name=name), timeout=0.5)
+        assert gave_up.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, gave_up.value
+        events_until(host, name, after=0, last=lambda e: state_name(e.state) == "STOPPED")
+        host = restart(host, kill=False)
+        listed = host.agents.ListAgents(agent_io_pb2.ListAgentsRequest(), timeout=10).agents
+        assert [(a.name, state_name(a.state)) for a in listed] == [(name, "STOPPED")], listed
+    finally:
+        host.stop()

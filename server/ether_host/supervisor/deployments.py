@@ -11,13 +11,13 @@ import contextlib
 import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import structlog
 from anyio.abc import TaskStatus
 
-from ether_host.background import start_detached
+from ether_host.background import Abandoned, run_to_the_end, start_detached
 from ether_host.bus import History
 from ether_host.errors import (
     AlreadyExists,
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ether_host.link import AgentConnection
 
 log = structlog.get_logger("ether.supervisor")
+Done = TypeVar("Done")
 
 EVENT_HISTORY = 1000
 DEFAULT_TAIL = 100  # log lines a StreamLogs without tail_lines starts with
@@ -181,6 +182,17 @@ class Supervisor:
             )
         return agent
 
+    async def _to_the_end(self, function: Callable[..., Awaitable[Done]], *args: Any) -> Done:
+        """Run a change of what is wanted (deploy, start, stop, restart, remove, scale) to its
+        end and its record, whether or not its caller waits that long: a StopAgent whose
+        deadline passed while the agent stopped was otherwise not recorded, and a host
+        restarted after it ran the agent again (background.run_to_the_end says why a shield
+        does not do)."""
+        try:
+            return await run_to_the_end(self._tg, function, *args)
+        except Abandoned:
+            raise _stopping("the change was not finished") from None
+
     @staticmethod
     def _not_removing(agent: ManagedAgent) -> ManagedAgent:
         """``agent``, unless a RemoveAgent is under way for it: a start or restart racing the
@@ -195,6 +207,9 @@ class Supervisor:
 
     async def deploy(self, request: dict[str, Any]) -> ManagedAgent:
         """Deploy and start an agent; recorded before this returns."""
+        return await self._to_the_end(self._deploy_recorded, request)
+
+    async def _deploy_recorded(self, request: dict[str, Any]) -> ManagedAgent:
         agent = self._deploy(request)
         try:
             await self._record(agent.name)
@@ -297,6 +312,9 @@ class Supervisor:
     async def start(self, name: str) -> ManagedAgent:
         """Start a stopped agent; one a stop is under way for is started once that stop has
         ended (a start asked later than a stop wins, as in the record)."""
+        return await self._to_the_end(self._start_recorded, name)
+
+    async def _start_recorded(self, name: str) -> ManagedAgent:
         agent = self._not_removing(self.get(name))
         self._stopped.discard(name)
         await agent.stop_finished()
@@ -307,6 +325,9 @@ class Supervisor:
 
     async def stop(self, name: str, grace: float | None = None) -> ManagedAgent:
         """Stop an agent; it stays stopped, across a host restart too, until started."""
+        return await self._to_the_end(self._stop_recorded, name, grace)
+
+    async def _stop_recorded(self, name: str, grace: float | None) -> ManagedAgent:
         agent = self.get(name)
         self._stopped.add(name)
         await agent.stop(grace)
@@ -314,6 +335,9 @@ class Supervisor:
         return agent
 
     async def restart(self, name: str) -> ManagedAgent:
+        return await self._to_the_end(self._restart_recorded, name)
+
+    async def _restart_recorded(self, name: str) -> ManagedAgent:
         agent = self._not_removing(self.get(name))
         await agent.stop()
         self._stopped.discard(name)
@@ -322,6 +346,9 @@ class Supervisor:
         return agent
 
     async def remove(self, name: str) -> None:
+        await self._to_the_end(self._remove_recorded, name)
+
+    async def _remove_recorded(self, name: str) -> None:
         agent = self.get(name)
         agent.removing = True
         await agent.stop()
@@ -336,6 +363,9 @@ class Supervisor:
 
     async def scale(self, name: str, replicas: int) -> ManagedAgent:
         """Set the replicas; returns once the replicas scaled away are down."""
+        return await self._to_the_end(self._scale_recorded, name, replicas)
+
+    async def _scale_recorded(self, name: str, replicas: int) -> ManagedAgent:
         if not 1 <= replicas <= 64:
             raise InvalidArgument(
                 f"replicas: {replicas} is out of range 1..64", reason=Reason.INVALID_REPLICAS
