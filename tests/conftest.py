@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.notifications.support import Receiver, receiving
 from tests.support.host import HostProcess
 
 
@@ -20,6 +21,14 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
         yield process
     finally:
         process.stop()
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[Receiver]:
+    """A webhook receiver on loopback for the tests of one module (tests/notifications/support.py);
+    a module with a receiver of another kind (an OTLP one) defines its own."""
+    with receiving() as server:
+        yield server
 
 
 @pytest.fixture

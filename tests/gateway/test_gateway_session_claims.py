@@ -41,7 +41,6 @@ from tests.notifications.support import (
     deliveries,
     final_record,
     notify_config,
-    receiving,
 )
 from tests.support.agents import AGENTS, deploy, watch_until
 from tests.support.calls import agent_input
@@ -51,12 +50,6 @@ from ._support import Conversation, close_session, kinds, of, open_session, subs
 
 MAX_ATTEMPTS = 3  # the notifying host's [notifications] max_attempts
 DELIVERY_ID = re.compile(r"n-[0-9a-f]{16}")
-
-
-@pytest.fixture(scope="module")
-def receiver() -> Iterator[Receiver]:
-    with receiving() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -19,19 +19,12 @@ from tests.notifications.support import (
     Receiver,
     final_record,
     notify_config,
-    receiving,
 )
 from tests.support.agents import AGENTS, deploy
 from tests.support.calls import agent_input
 from tests.support.host import HostProcess
 
 MAX_ATTEMPTS = 3  # the host's [notifications] max_attempts (backoff 0.05 s, at most 0.2 s)
-
-
-@pytest.fixture(scope="module")
-def receiver() -> Iterator[Receiver]:
-    with receiving() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -25,18 +25,11 @@ from tests.notifications.support import (
     Receiver,
     final_record,
     notify_config,
-    receiving,
 )
 from tests.support.agents import AGENTS, deploy
 from tests.support.calls import agent_input, data, execute
 from tests.support.host import HostProcess
 from tests.workflows.runs import create
-
-
-@pytest.fixture(scope="module")
-def receiver() -> Iterator[Receiver]:
-    with receiving() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,6 @@ from tests.notifications.support import (
     Receiver,
     deliveries,
     notify_config,
-    receiving,
 )
 from tests.support.agents import AGENTS, deploy, watch_until
 from tests.support.calls import data, execute
@@ -36,12 +35,6 @@ from tests.support.host import HostProcess
 from tests.support.redis import RedisServer, redis_server
 
 __all__ = ["redis_server"]  # the Redis fixture of the cluster test
-
-
-@pytest.fixture(scope="module")
-def receiver() -> Iterator[Receiver]:
-    with receiving() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

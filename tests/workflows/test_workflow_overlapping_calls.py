@@ -22,19 +22,13 @@ import grpc
 import pytest
 
 from ether.v1 import common_pb2, workflow_pb2
-from tests.notifications.support import BUDGET, SECRET, Hit, Receiver, notify_config, receiving
+from tests.notifications.support import BUDGET, SECRET, Hit, Receiver, notify_config
 from tests.notifications.test_notification_doc_claims import kill_minus_nine
 from tests.support.agents import AGENTS, deploy, watch_until
 from tests.support.host import HostProcess
 from tests.workflows.runs import create, logged, state, wait
 
 PARSE_SLOWLY = list(range(20_000))  # a spec of ~130 KB: its check takes ~0.2 s in a worker thread
-
-
-@pytest.fixture(scope="module")
-def receiver() -> Iterator[Receiver]:
-    with receiving() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
