@@ -29,16 +29,23 @@ from tests.support.procs import wait_gone
 from tests.workflows.test_restart import restart
 
 
-def slow_to_stop(host: HostProcess, name: str) -> tuple[object, supervisor_pb2.WatchEventsResponse]:
-    """A rogue agent deployed as ``name``, a StopAgent of it under way (its future), and its
-    replica's STOPPING event."""
-    deploy(
+def deploy_slow_to_stop(host: HostProcess, name: str) -> str:
+    """A rogue agent deployed as ``name`` whose stop lasts stop_grace (1 s) + 3 s."""
+    return deploy(
         host,
         ROGUE,
         name=name,
         env={"ROGUE_LINGER": "1", "ROGUE_IGNORE_TERM": "1"},
         stop_grace=seconds(1),
     )
+
+
+def slow_to_stop(
+    host: HostProcess, name: str
+) -> tuple[grpc.Future, supervisor_pb2.WatchEventsResponse]:
+    """deploy_slow_to_stop's agent, a StopAgent of it under way (its future), and its
+    replica's STOPPING event."""
+    deploy_slow_to_stop(host, name)
     stop = host.supervisor.StopAgent.future(supervisor_pb2.StopAgentRequest(name=name), timeout=60)
     stopping = events_until(
         host, name, after=0, last=lambda e: e.replica == 0 and state_name(e.state) == "STOPPING"
@@ -142,14 +149,7 @@ def test_a_stop_whose_caller_gives_up_still_ends_stopped_and_recorded(tmp_path: 
     host = HostProcess(tmp_path / "state")
     try:
         host.wait_serving()
-        name = "stop-abandoned"
-        deploy(
-            host,
-            ROGUE,
-            name=name,
-            env={"ROGUE_LINGER": "1", "ROGUE_IGNORE_TERM": "1"},
-            stop_grace=seconds(1),
-        )
+        name = deploy_slow_to_stop(host, "stop-abandoned")
         with pytest.raises(grpc.RpcError) as gave_up:
             host.supervisor.StopAgent(supervisor_pb2.StopAgentRequest(name=name), timeout=0.5)
         assert gave_up.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, gave_up.value
