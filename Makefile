@@ -83,8 +83,15 @@ terminal-tools:
 # --- Python -----------------------------------------------------------------------------------
 # Editable installs in compat mode: a plain path in a .pth, so packages that appear after the
 # install (generated code, new modules) import too. --no-deps: every dependency is in the lock.
-$(VENV)/.stamp: Makefile requirements-dev.txt tools/versions.mk clients/python/pyproject.toml server/pyproject.toml adapters/python/pyproject.toml
+# The host's one C extension (server/setup.py: the Struct converter) needs a C compiler: as root
+# with apt-get, Debian's gcc is installed when there is none; elsewhere the install goes on and
+# the host runs its Python converter (tests/host/test_struct_wire.py then says it was not built).
+$(VENV)/.stamp: Makefile requirements-dev.txt tools/versions.mk clients/python/pyproject.toml server/pyproject.toml adapters/python/pyproject.toml server/setup.py server/ether_host/transport/_struct_wire.c
 	@echo "setup: Python venv ($(VENV))"
+	@if ! command -v cc >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "setup: apt-get install gcc (no C compiler)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc >/dev/null; \
+	fi
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q pip==$(PIP_VERSION)
 	$(PY) -m pip install -q -r requirements-dev.txt
@@ -216,3 +223,4 @@ clean: ## Remove installed tools, dependencies and caches (generated code is kep
 	rm -rf $(VENV) $(TOOLS) node_modules $(foreach d,clients/typescript clients/examples/typescript adapters/typescript,$(d)/node_modules $(d)/dist)
 	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +
 	rm -rf .mypy_cache .ruff_cache .pytest_cache
+	rm -f server/ether_host/transport/_struct_wire.*.so

@@ -1,7 +1,9 @@
 """protobuf Struct <-> Python values (transport/convert.py): what survives the trip, what is
 rounded the way a double rounds, and what is refused.
 
-Pure functions with no process boundary, so the table calls them directly.
+Pure functions with no process boundary, so the table calls them directly. Every test runs
+twice: with the C converter the host uses (transport/_struct_wire.c) and with the Python one it
+falls back to where that cannot be built (struct_values.py), so the two give the same values.
 """
 
 from __future__ import annotations
@@ -17,9 +19,25 @@ from typing import Any
 import pytest
 from google.protobuf import json_format, struct_pb2
 
-from ether_host.transport import convert
+from ether_host.transport import convert, struct_values
+from ether_host.value_levels import LIST_LEVELS, MAX_VALUE_LEVELS, OBJECT_LEVELS
 
 EXACT = 2**53
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def converter(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The converter under test, put where the host's code finds it (struct_values' names,
+    which its helpers call, and convert's, which the servicers call)."""
+    chosen = struct_values.NATIVE if request.param == "c" else struct_values.PYTHON
+    if chosen is None:
+        pytest.fail("the C converter was not built: `make setup` builds it (server/setup.py)")
+    for name, function in chosen._asdict().items():
+        monkeypatch.setattr(struct_values, name, function)
+        if hasattr(convert, name):
+            monkeypatch.setattr(convert, name, function)
+    return str(request.param)
+
 
 # (name, value going in, value coming back)
 ROUND_TRIPS: list[tuple[str, Any, Any]] = [
@@ -214,6 +232,47 @@ def test_values_without_a_struct_form_are_refused(value: Any, error: type[Except
         convert.to_value(value)
     with pytest.raises(error):
         convert.dict_to_struct({"k": value})
+
+
+def _objects(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+def _lists(levels: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+def test_nesting_is_written_up_to_the_bound_and_refused_past_it() -> None:
+    """A value as deep as a Value can carry to a client is written (and reads back the same);
+    one object or list deeper raises ValueTooDeep, from any starting depth, empty or not."""
+    most_objects = MAX_VALUE_LEVELS // OBJECT_LEVELS
+    most_lists = MAX_VALUE_LEVELS // LIST_LEVELS
+    for fits, too_deep in [
+        (_objects(most_objects), _objects(most_objects + 1)),
+        (_lists(most_lists), _lists(most_lists + 1)),
+        ({"x": _objects(most_objects - 1)}, {"x": _objects(most_objects)}),
+    ]:
+        assert convert.value_to_python(convert.to_value(fits)) == fits
+        target = struct_pb2.Value()
+        with pytest.raises(struct_values.ValueTooDeep):
+            struct_values.fill_value(target, too_deep, 0)
+    # a Struct is the dict's own object level
+    as_struct = struct_pb2.Struct()
+    struct_values.fill_struct(as_struct, _objects(most_objects), 0)
+    assert convert.struct_to_dict(as_struct) == _objects(most_objects)
+    with pytest.raises(struct_values.ValueTooDeep):
+        struct_values.fill_struct(struct_pb2.Struct(), _objects(most_objects + 1), 0)
+    with pytest.raises(struct_values.ValueTooDeep):  # already ``depth`` levels down
+        struct_values.fill_value(struct_pb2.Value(), [], MAX_VALUE_LEVELS - LIST_LEVELS + 1)
+    # too deep to carry, a stored value reads as a note saying so, never an error
+    note = convert.value_to_python(convert.to_value(_objects(most_objects + 1), "the data"))
+    assert note.startswith("the data is not shown here: it nests objects and lists deeper")
 
 
 def test_integral_walks_nested_values() -> None:
