@@ -234,6 +234,28 @@ def test_values_without_a_struct_form_are_refused(value: Any, error: type[Except
         convert.dict_to_struct({"k": value})
 
 
+def test_a_repeated_value_field_is_read_and_filled_in_one_step() -> None:
+    """A map stage's inputs (a repeated Value field) read back as the list that filled them,
+    every kind of value in it; filling appends after what the field holds; an item with no
+    Struct form, or too deep, raises as a single Value would; other fields are untouched."""
+    from ether.v1 import workflow_pb2
+
+    items: list[Any] = [None, True, 0, -2.5, "é", [], {}, [1, {"a": [None]}], {"k": "v"}]
+    items += [{"n": i} for i in range(300)]  # lengths past one varint byte, and many items
+    stage = workflow_pb2.Stage(name="map", agent="echo")
+    struct_values.fill_values(stage, "inputs", items)
+    assert struct_values.values_of(stage, "inputs") == items
+    assert stage.name == "map" and stage.agent == "echo"
+    assert list(stage.inputs) == [convert.to_value(item) for item in items]
+    struct_values.fill_values(stage, "inputs", ("more",))
+    assert struct_values.values_of(stage, "inputs")[-2:] == [{"n": 299}, "more"]
+    assert struct_values.values_of(workflow_pb2.Stage(), "inputs") == []
+    with pytest.raises(TypeError):
+        struct_values.fill_values(workflow_pb2.Stage(), "inputs", [1, object()])
+    with pytest.raises(struct_values.ValueTooDeep):
+        struct_values.fill_values(workflow_pb2.Stage(), "inputs", [_lists(100)])
+
+
 def _objects(levels: int) -> dict[str, Any]:
     value: dict[str, Any] = {}
     for _ in range(levels - 1):

@@ -34,6 +34,14 @@ def test_bytes_are_read_by_protobuf_rules_and_malformed_ones_refused() -> None:
     ]:
         with pytest.raises(ValueError):
             _struct_wire.struct_to_dict(malformed)
+        # the same Struct as an item's struct_value, in a repeated Value field (number 6)
+        item = b"\x2a" + bytes([len(malformed)]) + malformed
+        with pytest.raises(ValueError):
+            _struct_wire.repeated_values(b"\x32" + bytes([len(item)]) + item, 6)
+    # the field's number is checked, not written as a broken tag
+    for number in (0, -1, 2**29):
+        with pytest.raises(ValueError):
+            _struct_wire.repeated_value_bytes(["x"], number)
 
 
 def test_it_is_built_and_the_host_uses_it() -> None:

@@ -310,10 +310,11 @@ static void put_varint(uint8_t *at, uint64_t value) {
 /* A length-delimited field is written as: its tag, one byte kept for the length, the body;
  * then the length is put in, moving the body when it needs more than one byte (a body of
  * 128 bytes or more: the move costs less than measuring every body first). */
-static Py_ssize_t open_field(Buffer *b, uint8_t tag) {
-    if (reserve(b, 2) < 0)
+static Py_ssize_t open_field(Buffer *b, uint32_t tag) {
+    if (reserve(b, 6) < 0)
         return -1;
-    b->data[b->size++] = tag;
+    put_varint(b->data + b->size, tag);
+    b->size += varint_size(tag);
     b->size++;
     return b->size;
 }
@@ -531,6 +532,86 @@ static PyObject *struct_bytes(PyObject *module, PyObject *const *args, Py_ssize_
     return finish(&b, write_struct_body(&b, args[0], depth));
 }
 
+/* The tag of a repeated Value field of a message, from the field's number. */
+static int value_field_tag(PyObject *number, uint32_t *tag) {
+    long field = PyLong_AsLong(number);
+    if (field == -1 && PyErr_Occurred())
+        return -1;
+    if (field < 1 || field > 536870911) {
+        PyErr_SetString(PyExc_ValueError, "a field number is 1 to 2^29 - 1");
+        return -1;
+    }
+    *tag = ((uint32_t)field << 3) | 2;
+    return 0;
+}
+
+static PyObject *repeated_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    uint32_t wanted;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "repeated_values(message_bytes, field_number)");
+        return NULL;
+    }
+    if (value_field_tag(args[1], &wanted) < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Reader r = {view.buf, (const uint8_t *)view.buf + view.len};
+    PyObject *out = PyList_New(0);
+    while (out != NULL && r.p < r.end) {
+        uint64_t tag;
+        const uint8_t *start;
+        Py_ssize_t length;
+        if (read_varint(&r, &tag) < 0)
+            goto fail;
+        if (tag != wanted) {
+            if (skip_field(&r, (uint32_t)(tag & 7)) < 0)
+                goto fail;
+            continue;
+        }
+        if (read_bytes(&r, &start, &length) < 0)
+            goto fail;
+        PyObject *item = read_value(start, length, 0);
+        if (item == NULL)
+            goto fail;
+        int failed = PyList_Append(out, item);
+        Py_DECREF(item);
+        if (failed < 0)
+            goto fail;
+    }
+    PyBuffer_Release(&view);
+    return out;
+fail:
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static PyObject *repeated_value_bytes(PyObject *module, PyObject *const *args,
+                                      Py_ssize_t nargs) {
+    uint32_t tag;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "repeated_value_bytes(items, field_number)");
+        return NULL;
+    }
+    if (value_field_tag(args[1], &tag) < 0 || !configured())
+        return NULL;
+    PyObject *items = PySequence_Fast(args[0], "repeated_value_bytes: items must be a sequence");
+    if (items == NULL)
+        return NULL;
+    Buffer b = {NULL, 0, 0};
+    int failed = 0;
+    for (Py_ssize_t i = 0; !failed && i < PySequence_Fast_GET_SIZE(items); i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(items, i);
+        Py_INCREF(item); /* a list may change under a hook's Python code */
+        Py_ssize_t body = open_field(&b, tag);
+        failed = body < 0 || write_value_body(&b, item, 0) < 0 || close_field(&b, body) < 0;
+        Py_DECREF(item);
+    }
+    Py_DECREF(items);
+    return finish(&b, failed);
+}
+
 static PyObject *configure(PyObject *module, PyObject *args) {
     PyObject *exception, *hook;
     if (!PyArg_ParseTuple(args, "iiiOO", &object_levels, &list_levels, &max_levels, &exception,
@@ -549,6 +630,10 @@ static PyMethodDef methods[] = {
      "value_bytes(value, depth=0): the wire bytes of a Value holding `value`."},
     {"struct_bytes", (PyCFunction)(void (*)(void))struct_bytes, METH_FASTCALL,
      "struct_bytes(dict, depth=0): the wire bytes of a Struct holding the dict's items."},
+    {"repeated_values", (PyCFunction)(void (*)(void))repeated_values, METH_FASTCALL,
+     "repeated_values(message_bytes, field_number): a repeated Value field's items."},
+    {"repeated_value_bytes", (PyCFunction)(void (*)(void))repeated_value_bytes, METH_FASTCALL,
+     "repeated_value_bytes(items, field_number): the items as a repeated Value field's bytes."},
     {"configure", configure, METH_VARARGS,
      "configure(object_levels, list_levels, max_levels, too_deep, other)."},
     {NULL, NULL, 0, NULL},

@@ -18,12 +18,13 @@ from ether_host.errors import FieldViolation, InvalidArgument
 from ether_host.lifecycle import Lifecycle
 from ether_host.notifications import Notifier
 from ether_host.reasons import Reason
-from ether_host.transport.convert import integral, notify, seconds, value_to_python
+from ether_host.transport.convert import integral, notify, seconds
 from ether_host.transport.interceptors import current_identity
 from ether_host.transport.struct_values import (
     fill_struct_or_note,
-    fill_value,
     fill_value_or_note,
+    fill_values,
+    values_of,
 )
 from ether_host.workflows import Workflows, check_spec_size
 
@@ -38,9 +39,9 @@ def _message(body: dict[str, Any], message: M) -> M:
 
 def _run(body: dict[str, Any]) -> workflow_pb2.Run:
     """A run's JSON as a Run message. Its two lists that grow with the run, each stage's inputs
-    and the result, are filled by convert's hand-written Value conversion: through ParseDict they
-    cost ~6 µs per task of a 10,000-task map in CreateRun and WaitRun (bench/RESULTS.md,
-    "Batching"); the rest goes through ParseDict."""
+    and the result, are filled by struct_values' Value conversion (each stage's inputs in one
+    step): through ParseDict they cost ~6 µs per task of a 10,000-task map in CreateRun and
+    WaitRun (bench/RESULTS.md, "Batching"); the rest goes through ParseDict."""
     lean = dict(body)
     result = lean.pop("result", _ABSENT)
     spec = lean.get("spec")
@@ -62,10 +63,7 @@ def _run(body: dict[str, Any]) -> workflow_pb2.Run:
     run = _message(lean, workflow_pb2.Run())
     for stage, items in zip(run.spec.stages, inputs, strict=False):
         if items:
-            # Filled in place: a Value built apart, then copied in, cost a third more.
-            add = stage.inputs.add
-            for item in items:
-                fill_value(add(), item)
+            fill_values(stage, "inputs", items)
     if result is not _ABSENT:
         fill_value_or_note(run.result, result, "the run's result")
     return run
@@ -141,8 +139,8 @@ def _event(body: dict[str, Any]) -> workflow_pb2.StreamRunEventsResponse:
 
 def _spec(message: workflow_pb2.WorkflowSpec) -> dict[str, Any]:
     """A spec message as the core's JSON. Each stage's inputs (a 10,000-task map's 10,000
-    Values) are read by convert's hand-written Value conversion, ~4 x faster than through
-    MessageToDict; the rest goes through MessageToDict. An input that is NaN or infinite is
+    Values) are read by struct_values' Value conversion in one step, many times faster than
+    through MessageToDict; the rest goes through MessageToDict. An input that is NaN or infinite is
     then refused by the spec's checks, naming it (``stages[0].inputs[3]``)."""
     whole = not any(stage.inputs for stage in message.stages)
     lean = message if whole else workflow_pb2.WorkflowSpec()
@@ -157,7 +155,7 @@ def _spec(message: workflow_pb2.WorkflowSpec) -> dict[str, Any]:
         return spec
     for raw, stage in zip(spec.get("stages") or [], message.stages, strict=True):
         if stage.inputs:
-            raw["inputs"] = [value_to_python(item) for item in stage.inputs]
+            raw["inputs"] = values_of(stage, "inputs")
     return spec
 
 
