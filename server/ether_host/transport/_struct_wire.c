@@ -206,59 +206,56 @@ static int read_entry(PyObject *out, const uint8_t *p, Py_ssize_t size, int dept
     return failed;
 }
 
-static PyObject *read_struct(const uint8_t *p, Py_ssize_t size, int depth) {
+/* Calls `each` with the body of every field of tag `wanted` in [p, p + size), in order,
+ * skipping the others: a Struct's map entries, a ListValue's values, a repeated Value field. */
+typedef int (*EachField)(PyObject *out, const uint8_t *p, Py_ssize_t size, int depth);
+
+static int for_each_field(const uint8_t *p, Py_ssize_t size, uint64_t wanted, EachField each,
+                          PyObject *out, int depth) {
     Reader r = {p, p + size};
-    PyObject *out = PyDict_New();
-    if (out == NULL)
-        return NULL;
     while (r.p < r.end) {
         uint64_t tag;
         const uint8_t *start;
         Py_ssize_t length;
         if (read_varint(&r, &tag) < 0)
-            goto fail;
-        if (tag == ((1 << 3) | 2)) { /* fields: a map entry */
-            if (read_bytes(&r, &start, &length) < 0 || read_entry(out, start, length, depth) < 0)
-                goto fail;
+            return -1;
+        if (tag == wanted) {
+            if (read_bytes(&r, &start, &length) < 0 || each(out, start, length, depth) < 0)
+                return -1;
         } else if (skip_field(&r, (uint32_t)(tag & 7)) < 0) {
-            goto fail;
+            return -1;
         }
     }
+    return 0;
+}
+
+static PyObject *read_struct(const uint8_t *p, Py_ssize_t size, int depth) {
+    PyObject *out = PyDict_New();
+    if (out != NULL && for_each_field(p, size, (1 << 3) | 2, read_entry, out, depth) < 0)
+        Py_CLEAR(out);
     return out;
-fail:
-    Py_DECREF(out);
-    return NULL;
+}
+
+static int append_value(PyObject *out, const uint8_t *p, Py_ssize_t size, int depth) {
+    PyObject *item = read_value(p, size, depth);
+    if (item == NULL)
+        return -1;
+    int failed = PyList_Append(out, item);
+    Py_DECREF(item);
+    return failed;
+}
+
+/* Every Value of the field whose tag is `wanted` (a ListValue's values: 1; a message's repeated
+ * Value field), in order, as a list. */
+static PyObject *read_values(const uint8_t *p, Py_ssize_t size, uint64_t wanted, int depth) {
+    PyObject *out = PyList_New(0);
+    if (out != NULL && for_each_field(p, size, wanted, append_value, out, depth) < 0)
+        Py_CLEAR(out);
+    return out;
 }
 
 static PyObject *read_list(const uint8_t *p, Py_ssize_t size, int depth) {
-    Reader r = {p, p + size};
-    PyObject *out = PyList_New(0);
-    if (out == NULL)
-        return NULL;
-    while (r.p < r.end) {
-        uint64_t tag;
-        const uint8_t *start;
-        Py_ssize_t length;
-        if (read_varint(&r, &tag) < 0)
-            goto fail;
-        if (tag == ((1 << 3) | 2)) { /* values */
-            if (read_bytes(&r, &start, &length) < 0)
-                goto fail;
-            PyObject *item = read_value(start, length, depth);
-            if (item == NULL)
-                goto fail;
-            int failed = PyList_Append(out, item);
-            Py_DECREF(item);
-            if (failed < 0)
-                goto fail;
-        } else if (skip_field(&r, (uint32_t)(tag & 7)) < 0) {
-            goto fail;
-        }
-    }
-    return out;
-fail:
-    Py_DECREF(out);
-    return NULL;
+    return read_values(p, size, (1 << 3) | 2, depth);
 }
 
 /* ---- writing ------------------------------------------------------------------------------ */
@@ -454,17 +451,22 @@ static int write_struct_body(Buffer *b, PyObject *dict, int depth) {
     return 0;
 }
 
-static int write_list_body(Buffer *b, PyObject *list, int depth) {
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
-        PyObject *item = PyList_GET_ITEM(list, i);
+/* Each item of a list or tuple as a Value in a field of tag `tag` (a ListValue's values: 1). */
+static int write_values(Buffer *b, PyObject *items, uint32_t tag, int depth) {
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(items, i);
         Py_INCREF(item); /* the list may change under a hook's Python code */
-        Py_ssize_t body = open_field(b, (1 << 3) | 2);
+        Py_ssize_t body = open_field(b, tag);
         int failed = body < 0 || write_value_body(b, item, depth) < 0 || close_field(b, body) < 0;
         Py_DECREF(item);
         if (failed)
             return -1;
     }
     return 0;
+}
+
+static int write_list_body(Buffer *b, PyObject *list, int depth) {
+    return write_values(b, list, (1 << 3) | 2, depth);
 }
 
 static PyObject *finish(Buffer *b, int failed) {
@@ -556,35 +558,9 @@ static PyObject *repeated_values(PyObject *module, PyObject *const *args, Py_ssi
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    Reader r = {view.buf, (const uint8_t *)view.buf + view.len};
-    PyObject *out = PyList_New(0);
-    while (out != NULL && r.p < r.end) {
-        uint64_t tag;
-        const uint8_t *start;
-        Py_ssize_t length;
-        if (read_varint(&r, &tag) < 0)
-            goto fail;
-        if (tag != wanted) {
-            if (skip_field(&r, (uint32_t)(tag & 7)) < 0)
-                goto fail;
-            continue;
-        }
-        if (read_bytes(&r, &start, &length) < 0)
-            goto fail;
-        PyObject *item = read_value(start, length, 0);
-        if (item == NULL)
-            goto fail;
-        int failed = PyList_Append(out, item);
-        Py_DECREF(item);
-        if (failed < 0)
-            goto fail;
-    }
+    PyObject *out = read_values(view.buf, view.len, wanted, 0);
     PyBuffer_Release(&view);
     return out;
-fail:
-    Py_XDECREF(out);
-    PyBuffer_Release(&view);
-    return NULL;
 }
 
 static PyObject *repeated_value_bytes(PyObject *module, PyObject *const *args,
@@ -600,14 +576,7 @@ static PyObject *repeated_value_bytes(PyObject *module, PyObject *const *args,
     if (items == NULL)
         return NULL;
     Buffer b = {NULL, 0, 0};
-    int failed = 0;
-    for (Py_ssize_t i = 0; !failed && i < PySequence_Fast_GET_SIZE(items); i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(items, i);
-        Py_INCREF(item); /* a list may change under a hook's Python code */
-        Py_ssize_t body = open_field(&b, tag);
-        failed = body < 0 || write_value_body(&b, item, 0) < 0 || close_field(&b, body) < 0;
-        Py_DECREF(item);
-    }
+    int failed = write_values(&b, items, tag, 0);
     Py_DECREF(items);
     return finish(&b, failed);
 }
