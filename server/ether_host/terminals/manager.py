@@ -22,7 +22,7 @@ import structlog
 from anyio.abc import TaskGroup, TaskStatus
 
 from ether_host.auth import Identity
-from ether_host.background import run_detached, start_detached
+from ether_host.background import run_detached, run_to_the_end, start_detached
 from ether_host.bus import History
 from ether_host.errors import (
     FailedPrecondition,
@@ -284,12 +284,11 @@ class TerminalManager:
         self._starting[terminal_id] = owner
         if key is not None:
             self._creating[key] = anyio.Event()
-        try:
-            return await self._launch(terminal_id, owner, spec, launch, key)
-        finally:
-            del self._starting[terminal_id]
-            if key is not None:
-                self._creating.pop(key).set()
+        # The start runs to its end in the manager's task group, whoever waits for it: a
+        # CreateTerminal whose client goes while its program starts (it cancels, its deadline
+        # passes) would otherwise leave the terminal running unannounced, its request_id not
+        # remembered (a retry made a second one).
+        return await run_to_the_end(self._tg, self._start, terminal_id, owner, spec, launch, key)
 
     def _refuse_if_stopping(self) -> None:
         if self._stopping:
@@ -309,6 +308,24 @@ class TerminalManager:
         self._request_ids = {k: v for k, v in self._request_ids.items() if v[1] > now}
         earlier = self._request_ids.get(key)
         return self.sessions.get(earlier[0]) if earlier is not None else None
+
+    async def _start(
+        self,
+        terminal_id: str,
+        owner: str,
+        spec: CreateSpec,
+        launch: LaunchPlan,
+        key: tuple[str, str] | None,
+    ) -> TerminalInfo:
+        """``_launch``, then the place and the request_id ``create`` held for it let go. They
+        are taken there, in the step of its checks, not here: this task runs a step later, and
+        a create checked in between must count this one, or wait for it."""
+        try:
+            return await self._launch(terminal_id, owner, spec, launch, key)
+        finally:
+            del self._starting[terminal_id]
+            if key is not None:
+                self._creating.pop(key).set()
 
     async def _launch(
         self,
