@@ -239,9 +239,18 @@ class WorkflowServicer(workflow_pb2_grpc.WorkflowServiceServicer):
     async def CancelRun(
         self, request: workflow_pb2.CancelRunRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> workflow_pb2.CancelRunResponse:
-        return workflow_pb2.CancelRunResponse(
-            run=_run(await self._workflows.cancel(request.run_id, request.reason))
-        )
+        notifier = self._notifier
+
+        async def deliver_the_end() -> None:
+            # Only when this request cancelled a run a host restart had left INTERRUPTED:
+            # nothing here waits for that run's end any more (its watch ended at INTERRUPTED),
+            # and the next host to start delivered it. Watched again (run_resumed), it is
+            # delivered CANCELLED now and its notify let go: no later host delivers it again.
+            if notifier is not None:
+                await notifier.run_resumed(request.run_id)
+
+        run = await self._workflows.cancel(request.run_id, request.reason, deliver_the_end)
+        return workflow_pb2.CancelRunResponse(run=_run(run))
 
     async def WaitRun(
         self, request: workflow_pb2.WaitRunRequest, context: grpc.aio.ServicerContext[Any, Any]

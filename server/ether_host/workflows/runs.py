@@ -20,7 +20,7 @@ from anyio.abc import TaskStatus
 
 from ether_host import heap_trim
 from ether_host.agents import Dispatcher
-from ether_host.background import start_detached
+from ether_host.background import Abandoned, run_to_the_end, start_detached
 from ether_host.errors import (
     FailedPrecondition,
     FieldViolation,
@@ -215,13 +215,13 @@ class Workflows:
         spec says, and once that run is committed; ``on_created`` is awaited with the id of a
         run this request created (never for a repeat), before the answer and before a repeat
         that came meanwhile answers: the servicer has the run watched with its notify there, so
-        the first request's notify holds."""
+        the first request's notify holds. Once the spec is checked, the run's start, commit and
+        ``on_created`` go on to their end when the caller goes away (``_start_checked``)."""
         if request_id:
             _check_request_id(request_id)
         if not request_id or validate_only:
-            return await self._create(
-                spec, spec_text, request_id, validate_only, creator, on_created
-            )
+            record = await self._checked(spec, spec_text, request_id, creator)
+            return record.api() if validate_only else await self._start_checked(record, on_created)
         # A repeat waits for a CreateRun of its request_id still under way (checking the spec,
         # committing the run), then answers as a repeat. Checked as a new run instead, it was
         # refused RESOURCE_EXHAUSTED at max_active_runs (the first's run counting) or
@@ -230,24 +230,24 @@ class Workflows:
             await underway.wait()
         if request_id in self._requests:
             return await self.get(self._requests[request_id])
-        done = self._creating[request_id] = anyio.Event()
+        self._creating[request_id] = anyio.Event()
         try:
-            return await self._create(
-                spec, spec_text, request_id, validate_only, creator, on_created
-            )
-        finally:
-            del self._creating[request_id]
-            done.set()
+            record = await self._checked(spec, spec_text, request_id, creator)
+        except BaseException:
+            self._created(request_id)
+            raise
+        # Let go by the run's start once that ended, not here: it goes on when the caller goes
+        # away, and a repeat let by meanwhile was answered before the run was watched.
+        return await self._start_checked(record, on_created, underway=True)
 
-    async def _create(
-        self,
-        spec: dict[str, Any] | None,
-        spec_text: str | None,
-        request_id: str,
-        validate_only: bool,
-        creator: str,
-        on_created: Callable[[str], Awaitable[None]] | None,
-    ) -> dict[str, Any]:
+    def _created(self, request_id: str) -> None:
+        """The CreateRun of ``request_id`` is no longer under way: its repeats go on."""
+        self._creating.pop(request_id).set()
+
+    async def _checked(
+        self, spec: dict[str, Any] | None, spec_text: str | None, request_id: str, creator: str
+    ) -> RunRecord:
+        """The run of a spec, checked, not started (no id yet)."""
         if spec_text is None and spec is None:
             raise InvalidArgument(
                 "give the workflow as spec or spec_text",
@@ -270,7 +270,7 @@ class Workflows:
         # A spec at the size bound (workflows/limits.py) takes 0.2-0.4 s to load and check; in a
         # worker thread that time no longer stalls every other RPC on the event loop.
         parsed = await anyio.to_thread.run_sync(parse)
-        record = RunRecord(
+        return RunRecord(
             "",
             parsed,
             spec_text or "",
@@ -278,40 +278,71 @@ class Workflows:
             request_id=request_id,
             stages=[StageRecord(s.name) for s in parsed.stages],
         )
-        if validate_only:
-            return record.api()
-        if self._stopping:
+
+    async def _start_checked(
+        self,
+        record: RunRecord,
+        on_created: Callable[[str], Awaitable[None]] | None,
+        underway: bool = False,
+    ) -> dict[str, Any]:
+        """Start the checked run, commit it and await ``on_created``, as a task of the service's
+        group that the caller only waits for (background.run_to_the_end): grpc.aio cancels the
+        handler of a caller that went away between the run's start and ``on_created``'s end,
+        and the run went on unwatched, its notify never delivered. ``underway``: the request's
+        id is in ``_creating``, to be let go once this ends."""
+        try:
+            return await run_to_the_end(
+                self._tg, self._start_and_watch, record, on_created, underway
+            )
+        except Abandoned:
             raise FailedPrecondition(
                 "the host is shutting down; create the run after it restarts",
                 reason=Reason.HOST_STOPPING,
-            )
-        active = sum(1 for execution in self._live.values() if not execution.done.is_set())
-        limit = self.settings.max_active_runs
-        if active >= limit:
-            raise ResourceExhausted(
-                f"{active} runs are active (limit {limit}, workflows.max_active_runs); wait for one to end",
-                reason=Reason.TOO_MANY_RUNS,
-                retry_after=5.0,
-                metadata={"limit": str(limit), "setting": "max_active_runs"},
-                quota_violations=[QuotaViolation("host", f"at most {limit} active runs")],
-            )
-        record.id = f"run-{secrets.token_hex(8)}"
-        if request_id:
-            self._requests[request_id] = record.id
-        self._start(RunExecution(record, self.store, self.dispatcher, self.supervisor, {}))
-        created = record.api()  # as it was created (PENDING), not as it runs after the flush
-        # Committed before the answer (docs/restarts.md): a run a client was told of survives a
-        # kill -9 of the host an instant later. A fresh clone saw one lost: the writer thread
-        # had not committed it yet when the host was killed with the run's tasks already held.
-        await self.store.flush()
-        if on_created is not None:
-            await on_created(record.id)
+            ) from None
+
+    async def _start_and_watch(
+        self,
+        record: RunRecord,
+        on_created: Callable[[str], Awaitable[None]] | None,
+        underway: bool,
+    ) -> dict[str, Any]:
+        """The run as it was created, once it started, was committed and ``on_created`` ended."""
+        try:
+            if self._stopping:
+                raise FailedPrecondition(
+                    "the host is shutting down; create the run after it restarts",
+                    reason=Reason.HOST_STOPPING,
+                )
+            active = sum(1 for execution in self._live.values() if not execution.done.is_set())
+            limit = self.settings.max_active_runs
+            if active >= limit:
+                raise ResourceExhausted(
+                    f"{active} runs are active (limit {limit}, workflows.max_active_runs); wait for one to end",
+                    reason=Reason.TOO_MANY_RUNS,
+                    retry_after=5.0,
+                    metadata={"limit": str(limit), "setting": "max_active_runs"},
+                    quota_violations=[QuotaViolation("host", f"at most {limit} active runs")],
+                )
+            record.id = f"run-{secrets.token_hex(8)}"
+            if record.request_id:
+                self._requests[record.request_id] = record.id
+            self._start(RunExecution(record, self.store, self.dispatcher, self.supervisor, {}))
+            created = record.api()  # as it was created (PENDING), not as it runs after the flush
+            # Committed before the answer (docs/restarts.md): a run a client was told of survives
+            # a kill -9 of the host an instant later. A fresh clone saw one lost: the writer
+            # thread had not committed it yet when the host was killed with the run's tasks held.
+            await self.store.flush()
+            if on_created is not None:
+                await on_created(record.id)
+        finally:
+            if underway:
+                self._created(record.request_id)
         log.info(
             "run created",
             run_id=record.id,
             name=record.name,
             stages=len(record.stages),
-            creator=creator,
+            creator=record.creator,
         )
         return created
 
@@ -435,7 +466,29 @@ class Workflows:
 
     # -- control ---------------------------------------------------------------------------
 
-    async def cancel(self, run_id: str, reason: str) -> dict[str, Any]:
+    async def cancel(
+        self,
+        run_id: str,
+        reason: str,
+        on_cancelled: Callable[[], Awaitable[None]] | None = None,
+    ) -> dict[str, Any]:
+        """Cancel a pending, running or interrupted run. ``on_cancelled`` is awaited once this
+        request turned a stored INTERRUPTED run CANCELLED (never for a live run, whose end is
+        told as it comes, nor for one cancelled already), before the answer and before any
+        other resume or cancel of a run is looked at: the servicer has the run's end delivered
+        to its notify there; it was otherwise delivered only by the next host to start. The
+        cancel goes on to its end, ``on_cancelled`` included, when its caller goes away
+        (background.run_to_the_end says why a shield does not do)."""
+        try:
+            return await run_to_the_end(self._tg, self._cancel, run_id, reason, on_cancelled)
+        except Abandoned:
+            raise FailedPrecondition(
+                "the host is shutting down", reason=Reason.HOST_STOPPING
+            ) from None
+
+    async def _cancel(
+        self, run_id: str, reason: str, on_cancelled: Callable[[], Awaitable[None]] | None
+    ) -> dict[str, Any]:
         async with self._lock:
             live = self._live.get(_required(run_id, "run_id"))
             if live is not None and live.record.state not in RunState.ENDED:
@@ -477,6 +530,8 @@ class Workflows:
             )
             self.store.put_run(body)
             await self.store.flush()
+            if on_cancelled is not None:
+                await on_cancelled()
             return _public(body)
 
     async def wait(self, run_id: str, limit: float | None) -> dict[str, Any]:
