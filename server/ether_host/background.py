@@ -16,7 +16,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar, TypeVarTuple
 
 import anyio
+import structlog
 from anyio.abc import TaskGroup
+
+log = structlog.get_logger(__name__)
 
 Args = TypeVarTuple("Args")
 Result = TypeVar("Result")
@@ -50,24 +53,35 @@ async def run_to_the_end(
     work that must not stop half-way needs this, not an anyio shield: grpc.aio cancels a call
     whose client went (or whose deadline passed) with its asyncio task's own ``cancel()``,
     which anyio's shielded scopes do not hold off (tests/agents/test_concurrent_lifecycle.py).
-    Its error is the caller's; Abandoned when ``tg`` ended first. Without ``tg``, awaited
-    here."""
+    Its error is the caller's (a log line when the caller has gone); Abandoned when ``tg``
+    ended first. Without ``tg``, awaited here."""
     if tg is None:
         return await function(*args)
     done = anyio.Event()
     value: list[Result] = []
     error: list[Exception] = []
+    waited = [True]  # the caller still waits for it
 
     async def run() -> None:
         try:
             value.append(await function(*args))
         except Exception as raised:
             error.append(raised)
+            if not waited[0]:  # no one is left to answer with it: the log is its only trace
+                log.warning(
+                    "work its caller left failed at its end",
+                    work=getattr(function, "__qualname__", repr(function)),
+                    error_type=type(raised).__name__,
+                    error=str(getattr(raised, "message", raised)),
+                )
         finally:
             done.set()
 
     tg.start_soon(run)
-    await done.wait()
+    try:
+        await done.wait()
+    finally:
+        waited[0] = False
     if error:
         raise error[0]
     if not value:
