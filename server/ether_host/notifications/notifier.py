@@ -68,6 +68,9 @@ class Notifier:
         self._tg: TaskGroup | None = None
         self._running = anyio.Event()  # set once the notifier owns its group
         self._watched: set[str] = set()  # the runs an _after_run waits for now: one each
+        # Watched runs that ResumeRun or CancelRun changed meanwhile (run_resumed): their
+        # _after_run may have read them INTERRUPTED before, and looks at them again.
+        self._look_again: set[str] = set()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Go on with what the last host left pending, then own every delivery until cancelled
@@ -160,11 +163,18 @@ class Notifier:
             self._watch(self._group(), run_id, notify, False)
 
     async def run_resumed(self, run_id: str) -> None:
-        """ResumeRun continued ``run_id``: when it is awaited, deliver it again once it ends."""
+        """ResumeRun continued ``run_id``, or CancelRun ended it from INTERRUPTED: when it is
+        awaited, deliver it again once it ends. When its watch is still at it (a host just
+        started, telling it INTERRUPTED or finding it told), that watch looks at it again
+        instead: one watch a run, so its end is delivered once."""
         awaited = await self._store.awaited_run(run_id)
-        if awaited is not None and run_id not in self._watched:  # not for a repeated ResumeRun
-            await self._store.run_interrupted(run_id, False)
-            self._watch(self._group(), run_id, Notify(*awaited), False)
+        if awaited is None:
+            return
+        if run_id in self._watched:
+            self._look_again.add(run_id)
+            return
+        await self._store.run_interrupted(run_id, False)
+        self._watch(self._group(), run_id, Notify(*awaited), False)
 
     def _watch(self, tg: TaskGroup, run_id: str, notify: Notify, told_interrupted: bool) -> None:
         self._watched.add(run_id)
@@ -172,14 +182,24 @@ class Notifier:
 
     async def _after_run(self, run_id: str, notify: Notify, told_interrupted: bool = False) -> None:
         """Deliver the run once it ends. INTERRUPTED is told once (someone must resume or
-        cancel it) and the run stays awaited: ResumeRun watches it again (run_resumed)."""
+        cancel it) and the run stays awaited: ResumeRun and CancelRun watch it again
+        (run_resumed), or have this watch look at it again when they came while it was at it."""
         try:
-            run = await self._workflows.wait(run_id, None)
-            if run.get("state") == "RUN_STATE_INTERRUPTED":
+            while True:
+                run = await self._workflows.wait(run_id, None)
+                if run.get("state") != "RUN_STATE_INTERRUPTED":
+                    break
                 if not told_interrupted:
                     await self._notify("run", run_id, notify, {"run": run})
                     await self._store.run_interrupted(run_id, True)
-                return
+                # Checked with no await before the return: a run_resumed after this check
+                # finds the run no longer watched, and watches it itself.
+                if run_id not in self._look_again:
+                    return
+                self._look_again.discard(run_id)
+                # As run_resumed does: INTERRUPTED again later (a host stop) is told again.
+                await self._store.run_interrupted(run_id, False)
+                told_interrupted = False
             await self._notify("run", run_id, notify, {"run": run})
             await self._store.run_ended(run_id)
         except EtherError as error:  # the run is gone (pruned while the host was down)
@@ -187,6 +207,7 @@ class Notifier:
             await self._store.run_ended(run_id)
         finally:
             self._watched.discard(run_id)
+            self._look_again.discard(run_id)
 
     async def _notify(self, kind: str, subject: str, notify: Notify, output: Any) -> None:
         targets = [("webhook", notify.webhook_url), ("topic", notify.reply_topic)]
