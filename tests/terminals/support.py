@@ -1,9 +1,14 @@
-"""Helpers for the terminal tests: create, type, wait, read, and look at /proc."""
+"""Helpers for the terminal tests: create, type, wait, read, look at /proc, and hold the host's
+terminal records (a create held mid-start)."""
 
 from __future__ import annotations
 
 import os
+import select
+import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +177,29 @@ def processes_at_least(terminal_id: str, count: int, budget: float = 30.0) -> di
 def alive(pids: list[int]) -> list[int]:
     """The pids of ``pids`` that still exist (zombies included: they are leaks until reaped)."""
     return [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+
+
+@contextmanager
+def records_held(host: HostProcess) -> Iterator[None]:
+    """A write transaction on the host's terminal records, for as long as the block runs: the
+    host's writes of them wait meanwhile (up to its busy timeout, 5 s), and so does what it
+    reports only once they are committed (a create's answer and `created` event)."""
+    db = sqlite3.connect(
+        host.state_dir / "terminals" / "terminals.sqlite3", isolation_level=None, timeout=30
+    )
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        yield
+    finally:
+        db.close()  # rolls the transaction back
+
+
+def read_fifo(path: Path, within: float = 30.0) -> str:
+    """What a writer of the FIFO at ``path`` writes first (opened before the writer starts)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        ready, _, _ = select.select([fd], [], [], within)
+        assert ready, f"nothing was written to {path} within {within}s"
+        return os.read(fd, 4096).decode().strip()
+    finally:
+        os.close(fd)

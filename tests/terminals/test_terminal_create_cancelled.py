@@ -17,11 +17,7 @@ call has ended; the tests wait on those, never on time.
 from __future__ import annotations
 
 import os
-import select
-import sqlite3
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -30,32 +26,7 @@ import pytest
 from ether.v1 import terminal_pb2 as pb
 from tests.support.host import HostProcess
 from tests.support.procs import wait_gone
-from tests.terminals.support import close, create, processes_of
-
-
-@contextmanager
-def records_held(host: HostProcess) -> Iterator[None]:
-    """A write transaction on the host's terminal records, for as long as the block runs: the
-    host's writes of them wait meanwhile."""
-    db = sqlite3.connect(
-        host.state_dir / "terminals" / "terminals.sqlite3", isolation_level=None, timeout=30
-    )
-    try:
-        db.execute("BEGIN IMMEDIATE")
-        yield
-    finally:
-        db.close()  # rolls the transaction back
-
-
-def read_fifo(path: Path, within: float = 30.0) -> str:
-    """What a writer of the FIFO at ``path`` writes first (opened before the writer starts)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        ready, _, _ = select.select([fd], [], [], within)
-        assert ready, f"nothing was written to {path} within {within}s"
-        return os.read(fd, 4096).decode().strip()
-    finally:
-        os.close(fd)
+from tests.terminals.support import close, create, processes_of, read_fifo, records_held
 
 
 @pytest.mark.parametrize("goes", ["cancels", "deadline"])

@@ -135,7 +135,8 @@ class TerminalManager:
         self._tg: TaskGroup | None = None
         self._changed: Notifier | None = None
         self._background: list[Callable[[], Coroutine[Any, Any, None]]] = []
-        # Terminals whose "created" event went out, and exits seen before it did.
+        # Terminals whose "created" event went out (only they are listed), and exits seen
+        # before it did.
         self._announced: set[str] = set()
         self._early_exits: set[str] = set()
 
@@ -426,11 +427,19 @@ class TerminalManager:
     def list(
         self, identity: Identity, owner: str = "", state: TerminalState | None = None
     ) -> list[TerminalInfo]:
+        """The terminals the caller may see whose start has ended (their `created` event out).
+
+        One still starting (its program runs, its record is being committed) is left out: a
+        watch opened meanwhile (WatchTerminals' include_existing) would send it as it was
+        then and skip its own `created`, which the start sends once its record is committed,
+        describing it as CreateTerminal answers."""
         wanted = self.owner_filter(identity, owner)
         return [
             s.info()
             for s in self.sessions.values()
-            if (wanted is None or s.owner == wanted) and (state is None or s.state is state)
+            if s.id in self._announced
+            and (wanted is None or s.owner == wanted)
+            and (state is None or s.state is state)
         ]
 
     def list_page(
