@@ -459,3 +459,19 @@ def test_a_former_screen_keeps_trailing_spaces_when_asked(tmp_path: Path) -> Non
         assert info.reason == "TERMINAL_ENDED_BEFORE_RESTART"
     finally:
         host.stop()
+
+
+def test_the_host_logs_each_terminal_it_starts(host: HostProcess) -> None:
+    """An operator reading the host's log finds each terminal's start, with the program's pid
+    as CreateTerminal answered it (it was written only when the program exited at once or never
+    led its session)."""
+    mark = len(host.records)
+    terminal = create(host, ["sleep", "600"])
+    try:
+        started = host.wait_for_log(
+            lambda r: r.get("event") == "terminal started" and r.get("terminal") == terminal.id,
+            after=mark,
+        )
+        assert started["pid"] == terminal.pid and started["argv"] == ["sleep", "600"]
+    finally:
+        close(host, terminal.id, grace=0)

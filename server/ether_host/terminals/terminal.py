@@ -203,7 +203,7 @@ class Terminal:
             if program is not None:
                 self.pid, between = program  # contained: the program inside, not bwrap
                 self._between.update({pid: start_time(pid) or 0 for pid in between})
-                return
+                break
             await anyio.sleep(0.001)
         log.info(
             "terminal started",
