@@ -421,6 +421,8 @@ async def run_host(
         options=server_options(config), maximum_concurrent_rpcs=config.max_concurrent_rpcs
     )
     server = MethodTableServer(grpc_server, decorators)
+    if core.tracing is not None:  # each RPC's span looks for a traceparent in its metadata
+        server.keep_call_metadata()
 
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -20,7 +20,7 @@ from ether_host import rights
 from ether_host.errors import EtherError
 from ether_host.logs import joins_traces, log_later
 from ether_host.telemetry import Span, Tracing, carrier_of
-from ether_host.transport.interceptors import Behavior, run_stream
+from ether_host.transport.interceptors import Behavior, run_stream, take_call_metadata
 from ether_host.transport.status import internal_status, status_of
 
 log = structlog.get_logger("ether.rpc")
@@ -181,7 +181,7 @@ class _RpcSpans:
 
     def open(self, context: grpc.aio.ServicerContext) -> tuple[Span, object]:
         """The call's span, made current, and the token that ends its being current."""
-        carrier = carrier_of(context.invocation_metadata() or ())
+        carrier = carrier_of(take_call_metadata(context))
         return self._tracing.start_server_span(self._name, carrier, self._attributes)
 
     def close(
