@@ -7,7 +7,7 @@ run's events are replayed through StreamRunEvents and its JSON report is asked f
 hold every event or task in memory. A 10,000-task run before it on the same host says what the
 memory grows by per task. RSS is /proc/<pid>/status VmRSS sampled every 20 ms (the peak is the
 highest sample; VmHWM, the kernel's high-water mark, is shown too). "After it ended" is sampled
-once the host logged that it handed the run's freed memory back (workflows/runs.py trims the
+once the host logged that it handed the run's freed memory back (workflows/live_runs.py trims the
 heap after a run of TRIM_AFTER_TASKS or more; its log line says how much and how long it took),
 or TRIM_WAIT s after the run's end where no such line comes.
 

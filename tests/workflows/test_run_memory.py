@@ -1,6 +1,6 @@
 """A run's memory goes back when it ends: its records are freed at once (not left to the
 cyclic collector), and after a large run the host hands what glibc's allocator kept back to the
-OS (workflows/runs.py, heap_trim.py; bench/map_scale.py measures how much)."""
+OS (workflows/live_runs.py, heap_trim.py; bench/map_scale.py measures how much)."""
 
 from __future__ import annotations
 
