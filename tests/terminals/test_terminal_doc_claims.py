@@ -161,12 +161,18 @@ def test_closing_the_request_side_only_ends_input_and_cancelling_detaches(
     viewer.done()  # cancels the viewer's call
     run(host, terminal.id, "echo after-$((3+4))")  # the terminal runs on after both
     write(host, terminal.id, "exit 4\r")
-    seen, ending = b"", None
+    seen, screen, ending = b"", "", None
     for message in half_closed:  # ends OK: the iteration would raise on an error status
         kind = message.WhichOneof("kind")
         seen += message.output.data if kind == "output" else b""
+        if kind == "snapshot":
+            screen = "\n".join(line.rstrip() for line in message.snapshot.screen.lines)
         ending = message.exit.exit_status.code if kind == "exit" else ending
-    assert b"typed-5\r\n" in seen and b"after-7\r\n" in seen and ending == 4
+    # Its own input may be echoed before its snapshot is taken (the stream's requests are read
+    # beside its start, and a loaded machine lets the shell answer first): then the snapshot,
+    # which holds all output before its offset, shows it, and the output after does not.
+    assert b"typed-5\r\n" in seen or "\ntyped-5" in f"\n{screen}", (seen, screen)
+    assert b"after-7\r\n" in seen and ending == 4
     assert get(host, terminal.id).attached_clients == 0
     close(host, terminal.id)
 
