@@ -252,30 +252,14 @@ def _fill_list(
 
 
 def _fill_other(target: struct_pb2.Value, value: Any, depth: int) -> None:
-    if isinstance(value, bool):
-        target.bool_value = value
-    elif isinstance(value, int | float):
-        target.number_value = value
-    elif isinstance(value, str):
-        target.string_value = value
-    elif isinstance(value, dict):
-        _fill_object(target.struct_value, value, depth)
-    elif isinstance(value, list | tuple):
-        _fill_list(target.list_value, value, depth)
-    elif isinstance(value, datetime.date | datetime.time):
-        # TOML dates (an agent's config) as the RFC 3339 text orjson gives agents
-        target.string_value = value.isoformat()
-    else:
-        raise TypeError(
-            f"a {type(value).__name__} has no protobuf Struct form: only null, bool, numbers, "
-            "strings, lists and dicts (and TOML dates, as text) do"
-        )
+    _fill_value_py(target, _plain(value), depth)
 
 
 def _plain(value: Any) -> Any:
-    """What the C converter writes for a value of a type it does not know (a subclass, a
-    tuple, a date): its plain form, by _fill_other's rules."""
-    if isinstance(value, bool):
+    """A value of a type the exact-type paths do not take (a subclass such as an IntEnum or an
+    OrderedDict, a tuple, a date) in its plain form, which both converters then write; a value
+    with no Struct form raises TypeError, never its ``str()``."""
+    if isinstance(value, bool):  # before int, its base
         return bool(value)
     if isinstance(value, int):
         return int(value)
@@ -288,6 +272,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return list(value)
     if isinstance(value, datetime.date | datetime.time):
+        # TOML dates (an agent's config) as the RFC 3339 text orjson gives agents
         return value.isoformat()
     raise TypeError(
         f"a {type(value).__name__} has no protobuf Struct form: only null, bool, numbers, "
