@@ -102,6 +102,20 @@ def notify_config(folder: Path, secret: str, max_attempts: int = 4) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def notifying_host(folder: Path, extra_config: str = "") -> Iterator[HostProcess]:
+    """A serving host that signs notifications with SECRET and may deliver them to loopback
+    (notify_config, then ``extra_config``), stopped when the block ends."""
+    config = notify_config(folder, SECRET)
+    config.write_text(config.read_text() + extra_config)
+    process = HostProcess(folder / "state", env={"ETHER_CONFIG": str(config)})
+    try:
+        process.wait_serving()
+        yield process
+    finally:
+        process.stop()
+
+
 def deliveries(host: HostProcess, subject: str) -> list[dict[str, Any]]:
     """The persisted records of ``subject``'s deliveries, with their attempts."""
     with sqlite3.connect(host.state_dir / "notifications.sqlite3") as db:

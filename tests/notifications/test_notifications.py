@@ -25,6 +25,7 @@ from tests.notifications.support import (
     Receiver,
     final_record,
     notify_config,
+    notifying_host,
 )
 from tests.support.agents import AGENTS, deploy
 from tests.support.calls import agent_input, data, execute
@@ -34,18 +35,11 @@ from tests.workflows.runs import create
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
-    folder = tmp_path_factory.mktemp("notify")
-    process = HostProcess(
-        folder / "state", env={"ETHER_CONFIG": str(notify_config(folder, SECRET))}
-    )
-    try:
-        process.wait_serving()
+    with notifying_host(tmp_path_factory.mktemp("notify")) as process:
         deploy(process, AGENTS / "worker")
         deploy(process, AGENTS / "flow")
         deploy(process, AGENTS / "toolbox", name="listener")
         yield process
-    finally:
-        process.stop()
 
 
 def _notify(**fields: str) -> common_pb2.Notify:

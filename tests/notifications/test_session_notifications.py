@@ -28,6 +28,7 @@ from tests.notifications.support import (
     Receiver,
     deliveries,
     notify_config,
+    notifying_host,
 )
 from tests.support.agents import AGENTS, deploy, watch_until
 from tests.support.calls import data, execute
@@ -39,17 +40,10 @@ __all__ = ["redis_server"]  # the Redis fixture of the cluster test
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
-    folder = tmp_path_factory.mktemp("session-notify")
-    process = HostProcess(
-        folder / "state", env={"ETHER_CONFIG": str(notify_config(folder, SECRET))}
-    )
-    try:
-        process.wait_serving()
+    with notifying_host(tmp_path_factory.mktemp("session-notify")) as process:
         deploy(process, AGENTS / "chatter")
         deploy(process, AGENTS / "toolbox", name="listener")
         yield process
-    finally:
-        process.stop()
 
 
 def _body(hit: Any) -> dict[str, Any]:

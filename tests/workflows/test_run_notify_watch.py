@@ -22,7 +22,14 @@ from pathlib import Path
 import pytest
 
 from ether.v1 import common_pb2, workflow_pb2
-from tests.notifications.support import BUDGET, SECRET, Receiver, deliveries, notify_config
+from tests.notifications.support import (
+    BUDGET,
+    SECRET,
+    Receiver,
+    deliveries,
+    notify_config,
+    notifying_host,
+)
 from tests.notifications.test_notification_doc_claims import kill_minus_nine
 from tests.support.agents import AGENTS, deploy
 from tests.support.host import HostProcess
@@ -34,14 +41,8 @@ CREATE_RUN = "/ether.v1.WorkflowService/CreateRun"
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
     """A host that delivers notifications to loopback."""
-    folder = tmp_path_factory.mktemp("notify-watch")
-    config = notify_config(folder, SECRET)
-    process = HostProcess(folder / "state", env={"ETHER_CONFIG": str(config)})
-    try:
-        process.wait_serving()
+    with notifying_host(tmp_path_factory.mktemp("notify-watch")) as process:
         yield process
-    finally:
-        process.stop()
 
 
 def _told(receiver: Receiver, path: str, count: int) -> list[tuple[str, str]]:

@@ -22,7 +22,14 @@ import grpc
 import pytest
 
 from ether.v1 import common_pb2, workflow_pb2
-from tests.notifications.support import BUDGET, SECRET, Hit, Receiver, notify_config
+from tests.notifications.support import (
+    BUDGET,
+    SECRET,
+    Hit,
+    Receiver,
+    notify_config,
+    notifying_host,
+)
 from tests.notifications.test_notification_doc_claims import kill_minus_nine
 from tests.support.agents import AGENTS, deploy, watch_until
 from tests.support.host import HostProcess
@@ -35,14 +42,8 @@ PARSE_SLOWLY = list(range(20_000))  # a spec of ~130 KB: its check takes ~0.2 s 
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
     """A host that keeps one run active at a time and delivers notifications to loopback."""
     folder = tmp_path_factory.mktemp("overlapping-runs")
-    config = notify_config(folder, SECRET)
-    config.write_text(config.read_text() + "[workflows]\nmax_active_runs = 1\n")
-    process = HostProcess(folder / "state", env={"ETHER_CONFIG": str(config)})
-    try:
-        process.wait_serving()
+    with notifying_host(folder, "[workflows]\nmax_active_runs = 1\n") as process:
         yield process
-    finally:
-        process.stop()
 
 
 def _posted(receiver: Receiver, path: str, done: Callable[[list[Hit]], bool]) -> list[Hit]:
