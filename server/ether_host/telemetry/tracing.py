@@ -41,6 +41,8 @@ TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
 _PROPAGATOR = TraceContextTextMapPropagator()
 _SERVER = SpanKind.SERVER.value
+_INTERNAL = SpanKind.INTERNAL.value
+_CARRIED = frozenset((TRACEPARENT, TRACESTATE))
 # Payloads, when recorded (record_payloads), are cut to this many characters: a span attribute
 # is not a place for a whole document.
 MAX_PAYLOAD_CHARS = 4096
@@ -89,11 +91,11 @@ def _parent_in(carrier: Mapping[str, str]) -> RemoteParent | None:
 
 def carrier_of(pairs: Iterable[tuple[str, Any]]) -> dict[str, str]:
     """The W3C trace-context entries of gRPC metadata or HTTP headers (keys lower-case)."""
-    return {
-        key: value
-        for key, value in pairs
-        if key in (TRACEPARENT, TRACESTATE) and isinstance(value, str)
-    }
+    carrier = {}
+    for key, value in pairs:  # a loop, not a comprehension: half the cost, on every traced RPC
+        if key in _CARRIED and isinstance(value, str):
+            carrier[key] = value
+    return carrier
 
 
 def log_ids() -> dict[str, str] | None:
@@ -189,9 +191,7 @@ class Tracing:
         # Always a trace of its own without a traceparent, whatever span the task serving the
         # call happens to carry.
         parent = _parent_in(carrier) if carrier else None
-        span = self.tracer.start(name, parent, _SERVER)
-        if type(span) is HostSpan:  # the caller keeps ``attributes``: a copy of them
-            span.attributes = dict(attributes)
+        span = self.tracer.start(name, parent, _SERVER, dict(attributes))
         return span, current.set(span)
 
     @staticmethod
@@ -212,42 +212,48 @@ class Tracing:
         *,
         traceparent: str = "",
         tracestate: str = "",
-        **extra: Any,
+        run_id: str = "",
+        remote: bool = False,
     ) -> Span:
         """The span of one task, under the current span (the RPC's, the host call's), else
         under the span ``traceparent`` names (the caller's on another host); not made current:
-        the task's host calls find it on the running task."""
+        the task's host calls find it on the running task. ``run_id``: the workflow run it
+        belongs to; ``remote``: the caller's side of a task another host runs."""
         parent: Parent | None = current.get()
         if parent is None and traceparent:  # a task sent by another host of the cluster
             carrier = {TRACEPARENT: traceparent}
             if tracestate:
                 carrier[TRACESTATE] = tracestate
             parent = _parent_in(carrier)
-        span = self.tracer.start(
-            f"ether.task {agent}.{action}" if action else f"ether.task {agent}", parent
+        # One dict literal, not stores into the span's: this runs for every task, and on a
+        # busy host each step of it costs several times what a micro-benchmark shows.
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": agent,
+            "ether.action": action,
+            "ether.task_id": task_id,
+        }
+        if run_id:
+            attributes["ether.run_id"] = run_id
+        if remote:
+            attributes["ether.remote"] = True
+        if self.record_payloads:
+            attributes["ether.params"] = _payload(params)
+        return self.tracer.start(
+            f"ether.task {agent}.{action}" if action else f"ether.task {agent}",
+            parent,
+            _INTERNAL,
+            attributes,
         )
-        if type(span) is HostSpan:  # an unsampled task pays for none of this
-            # Written out, not merged from a comprehension: this runs for every task, and on a
-            # busy host each step of it costs several times what a micro-benchmark shows.
-            attributes = span.attributes
-            attributes["gen_ai.operation.name"] = "invoke_agent"
-            attributes["gen_ai.agent.name"] = agent
-            attributes["ether.action"] = action
-            attributes["ether.task_id"] = task_id
-            if extra:
-                for key, value in extra.items():
-                    if value:
-                        attributes[f"ether.{key}"] = value
-            if self.record_payloads:
-                attributes["ether.params"] = _payload(params)
-        return span
 
     @staticmethod
     def inject_task(span: Span, frame: dict[str, Any]) -> str:
         """``inject`` for a task frame the host sends (``span`` is the task's: the host's own),
         and the span's trace id, for the agent's log lines."""
         if type(span) is HostSpan or type(span) is UnsampledSpan:
-            frame[TRACEPARENT] = f"00-{span.trace_hex}-{span.span_id:016x}-{span.flags:02x}"
+            # The flags written out, not formatted: a HostSpan is sampled, an UnsampledSpan not.
+            flags = "01" if type(span) is HostSpan else "00"
+            frame[TRACEPARENT] = f"00-{span.trace_hex}-{span.span_id:016x}-{flags}"
             if span.state:
                 frame[TRACESTATE] = span.state
             return span.trace_hex
