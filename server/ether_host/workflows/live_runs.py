@@ -15,7 +15,7 @@ import structlog
 from ether_host import heap_trim
 from ether_host.agents import Dispatcher
 from ether_host.background import start_detached
-from ether_host.errors import FieldViolation, InvalidArgument, NotFound
+from ether_host.errors import FieldViolation, InvalidArgument, NotFound, Unavailable
 from ether_host.reasons import Reason
 from ether_host.supervisor import Supervisor
 from ether_host.workflows.engine import RunExecution
@@ -53,6 +53,14 @@ def check_request_id(request_id: str) -> None:
             reason=Reason.INVALID_REQUEST_ID,
             violations=[FieldViolation("request_id", "at most 128 printable characters")],
         )
+
+
+def host_stopping(then: str) -> Unavailable:
+    """The refusal of a change while the host stops: UNAVAILABLE, HOST_STOPPING, as every
+    service answers it (a retry on the restarted host succeeds); ``then`` says what to do."""
+    return Unavailable(
+        f"the host is stopping; {then}", reason=Reason.HOST_STOPPING, retry_after=1.0
+    )
 
 
 class LiveRuns:

@@ -15,7 +15,13 @@ from ether_host.errors import FailedPrecondition
 from ether_host.reasons import Reason
 from ether_host.workflows import recovery
 from ether_host.workflows.engine import CANCELLED
-from ether_host.workflows.live_runs import LiveRuns, check_request_id, public, required
+from ether_host.workflows.live_runs import (
+    LiveRuns,
+    check_request_id,
+    host_stopping,
+    public,
+    required,
+)
 from ether_host.workflows.model import RunEvent, RunState, rfc3339
 
 log = structlog.get_logger("ether.workflows")
@@ -40,9 +46,7 @@ class RunControl(LiveRuns):
         try:
             return await run_to_the_end(self._tg, self._cancel, run_id, reason, on_cancelled)
         except Abandoned:
-            raise FailedPrecondition(
-                "the host is shutting down", reason=Reason.HOST_STOPPING
-            ) from None
+            raise host_stopping(f"cancel run {run_id} again once it has restarted") from None
 
     async def _cancel(
         self, run_id: str, reason: str, on_cancelled: Callable[[], Awaitable[None]] | None
@@ -126,7 +130,7 @@ class RunControl(LiveRuns):
                     metadata={"state": state},
                 )
             if self._stopping:
-                raise FailedPrecondition("the host is shutting down", reason=Reason.HOST_STOPPING)
+                raise host_stopping(f"resume run {run_id} once it has restarted")
             tasks = await anyio.to_thread.run_sync(self.store.tasks, run_id)
             execution = recovery.rebuild(
                 body,

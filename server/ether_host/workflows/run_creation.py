@@ -13,7 +13,6 @@ import structlog
 
 from ether_host.background import Abandoned, run_to_the_end
 from ether_host.errors import (
-    FailedPrecondition,
     FieldViolation,
     InvalidArgument,
     QuotaViolation,
@@ -21,7 +20,7 @@ from ether_host.errors import (
 )
 from ether_host.reasons import Reason
 from ether_host.workflows.engine import RunExecution
-from ether_host.workflows.live_runs import LiveRuns, check_request_id
+from ether_host.workflows.live_runs import LiveRuns, check_request_id, host_stopping
 from ether_host.workflows.model import RunRecord, StageRecord
 from ether_host.workflows.source import Source, load_text
 from ether_host.workflows.spec import WorkflowSpec, parse_spec
@@ -132,10 +131,7 @@ class RunCreation(LiveRuns):
                 self._tg, self._start_and_watch, record, on_created, underway
             )
         except Abandoned:
-            raise FailedPrecondition(
-                "the host is shutting down; create the run after it restarts",
-                reason=Reason.HOST_STOPPING,
-            ) from None
+            raise host_stopping("create the run again once it has restarted") from None
 
     async def _start_and_watch(
         self,
@@ -146,10 +142,7 @@ class RunCreation(LiveRuns):
         """The run as it was created, once it started, was committed and ``on_created`` ended."""
         try:
             if self._stopping:
-                raise FailedPrecondition(
-                    "the host is shutting down; create the run after it restarts",
-                    reason=Reason.HOST_STOPPING,
-                )
+                raise host_stopping("create the run again once it has restarted")
             active = sum(1 for execution in self._live.values() if not execution.done.is_set())
             limit = self.settings.max_active_runs
             if active >= limit:

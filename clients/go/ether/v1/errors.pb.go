@@ -26,12 +26,12 @@ const (
 // string is the value's name without the ERROR_REASON_ prefix: a call
 // refused with ERROR_REASON_AGENT_NOT_FOUND carries reason
 // "AGENT_NOT_FOUND". Match on the reason, not on the message: messages are
-// for people and may change; a reason, once here, keeps its meaning. A
-// reason may come with more than one status code (HOST_STOPPING is
-// UNAVAILABLE or FAILED_PRECONDITION); the code says how to treat it, the
-// reason says which rule was met. A `Pipe` output answering an input that
-// could not run carries the same reason in its error details, and an
-// agent's host call that fails carries it as its error code in lower case.
+// for people and may change; a reason, once here, keeps its meaning. The
+// status code says how to treat a failure (UNAVAILABLE: retry, here or on
+// another host), the reason says which rule was met. A `Pipe` output
+// answering an input that could not run carries the same reason in its
+// error details, and an agent's host call that fails carries it as its
+// error code in lower case.
 //
 // This enum is the one list: the host declares nothing it does not raise
 // and raises nothing it does not declare here (tests/host/test_reasons.py).
@@ -71,8 +71,8 @@ const (
 	// streams as allowed (max_streams, max_streams_per_caller); QuotaFailure
 	// says which. End a stream, or retry later.
 	ErrorReason_ERROR_REASON_TOO_MANY_STREAMS ErrorReason = 8
-	// UNAVAILABLE or FAILED_PRECONDITION: the host is shutting down and
-	// starts nothing new. Call again once it has restarted.
+	// UNAVAILABLE: the host is shutting down and starts nothing new (every
+	// service, with a RetryInfo). Call again once it has restarted.
 	ErrorReason_ERROR_REASON_HOST_STOPPING ErrorReason = 9
 	// INVALID_ARGUMENT: page_token was not issued by this list call with
 	// these filters. Pass the previous page's next_page_token unchanged, or

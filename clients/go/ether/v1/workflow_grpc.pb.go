@@ -69,8 +69,8 @@ type WorkflowServiceClient interface {
 	// violations naming the field (such as "stages[2].input_from");
 	// RESOURCE_EXHAUSTED when too many runs are active (the host setting
 	// workflows.max_active_runs, default 100; RetryInfo attached);
-	// FAILED_PRECONDITION while the host is shutting down. A repeated
-	// request_id returns the run the first request created.
+	// UNAVAILABLE (HOST_STOPPING) while the host is shutting down. A
+	// repeated request_id returns the run the first request created.
 	CreateRun(ctx context.Context, in *CreateRunRequest, opts ...grpc.CallOption) (*CreateRunResponse, error)
 	// GetRun returns a run with its state, per-stage progress, usage and
 	// result.
@@ -94,7 +94,8 @@ type WorkflowServiceClient interface {
 	// WaitRun to see the end. Cancelling a cancelled run is a no-op.
 	//
 	// Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run has
-	// already ended in another state.
+	// already ended in another state; UNAVAILABLE (HOST_STOPPING) when the
+	// host stopped before the cancel was done.
 	CancelRun(ctx context.Context, in *CancelRunRequest, opts ...grpc.CallOption) (*CancelRunResponse, error)
 	// WaitRun blocks until the run ends or `timeout` passes, then returns
 	// the run as it is; check its state.
@@ -119,7 +120,8 @@ type WorkflowServiceClient interface {
 	//
 	// Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run is
 	// not interrupted, or an agent it still needs is missing or stopped (the
-	// message names it).
+	// message names it); UNAVAILABLE (HOST_STOPPING) while the host is
+	// shutting down.
 	ResumeRun(ctx context.Context, in *ResumeRunRequest, opts ...grpc.CallOption) (*ResumeRunResponse, error)
 	// GetRunReport renders a run as a report: JSON (summary counts, total
 	// cost and time, every task's output, errors with tracebacks -- the
@@ -278,8 +280,8 @@ type WorkflowServiceServer interface {
 	// violations naming the field (such as "stages[2].input_from");
 	// RESOURCE_EXHAUSTED when too many runs are active (the host setting
 	// workflows.max_active_runs, default 100; RetryInfo attached);
-	// FAILED_PRECONDITION while the host is shutting down. A repeated
-	// request_id returns the run the first request created.
+	// UNAVAILABLE (HOST_STOPPING) while the host is shutting down. A
+	// repeated request_id returns the run the first request created.
 	CreateRun(context.Context, *CreateRunRequest) (*CreateRunResponse, error)
 	// GetRun returns a run with its state, per-stage progress, usage and
 	// result.
@@ -303,7 +305,8 @@ type WorkflowServiceServer interface {
 	// WaitRun to see the end. Cancelling a cancelled run is a no-op.
 	//
 	// Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run has
-	// already ended in another state.
+	// already ended in another state; UNAVAILABLE (HOST_STOPPING) when the
+	// host stopped before the cancel was done.
 	CancelRun(context.Context, *CancelRunRequest) (*CancelRunResponse, error)
 	// WaitRun blocks until the run ends or `timeout` passes, then returns
 	// the run as it is; check its state.
@@ -328,7 +331,8 @@ type WorkflowServiceServer interface {
 	//
 	// Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run is
 	// not interrupted, or an agent it still needs is missing or stopped (the
-	// message names it).
+	// message names it); UNAVAILABLE (HOST_STOPPING) while the host is
+	// shutting down.
 	ResumeRun(context.Context, *ResumeRunRequest) (*ResumeRunResponse, error)
 	// GetRunReport renders a run as a report: JSON (summary counts, total
 	// cost and time, every task's output, errors with tracebacks -- the

@@ -144,8 +144,8 @@ class WorkflowServiceServicer:
         violations naming the field (such as "stages[2].input_from");
         RESOURCE_EXHAUSTED when too many runs are active (the host setting
         workflows.max_active_runs, default 100; RetryInfo attached);
-        FAILED_PRECONDITION while the host is shutting down. A repeated
-        request_id returns the run the first request created.
+        UNAVAILABLE (HOST_STOPPING) while the host is shutting down. A
+        repeated request_id returns the run the first request created.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -189,7 +189,8 @@ class WorkflowServiceServicer:
         WaitRun to see the end. Cancelling a cancelled run is a no-op.
 
         Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run has
-        already ended in another state.
+        already ended in another state; UNAVAILABLE (HOST_STOPPING) when the
+        host stopped before the cancel was done.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -229,7 +230,8 @@ class WorkflowServiceServicer:
 
         Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run is
         not interrupted, or an agent it still needs is missing or stopped (the
-        message names it).
+        message names it); UNAVAILABLE (HOST_STOPPING) while the host is
+        shutting down.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -68,8 +68,8 @@ class WorkflowServiceStub:
     violations naming the field (such as "stages[2].input_from");
     RESOURCE_EXHAUSTED when too many runs are active (the host setting
     workflows.max_active_runs, default 100; RetryInfo attached);
-    FAILED_PRECONDITION while the host is shutting down. A repeated
-    request_id returns the run the first request created.
+    UNAVAILABLE (HOST_STOPPING) while the host is shutting down. A
+    repeated request_id returns the run the first request created.
     """
     GetRun: _grpc.UnaryUnaryMultiCallable[_workflow_pb2.GetRunRequest, _workflow_pb2.GetRunResponse]
     """GetRun returns a run with its state, per-stage progress, usage and
@@ -97,7 +97,8 @@ class WorkflowServiceStub:
     WaitRun to see the end. Cancelling a cancelled run is a no-op.
 
     Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run has
-    already ended in another state.
+    already ended in another state; UNAVAILABLE (HOST_STOPPING) when the
+    host stopped before the cancel was done.
     """
     WaitRun: _grpc.UnaryUnaryMultiCallable[_workflow_pb2.WaitRunRequest, _workflow_pb2.WaitRunResponse]
     """WaitRun blocks until the run ends or `timeout` passes, then returns
@@ -125,7 +126,8 @@ class WorkflowServiceStub:
 
     Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run is
     not interrupted, or an agent it still needs is missing or stopped (the
-    message names it).
+    message names it); UNAVAILABLE (HOST_STOPPING) while the host is
+    shutting down.
     """
     GetRunReport: _grpc.UnaryUnaryMultiCallable[_workflow_pb2.GetRunReportRequest, _workflow_pb2.GetRunReportResponse]
     """GetRunReport renders a run as a report: JSON (summary counts, total
@@ -178,8 +180,8 @@ class WorkflowServiceAsyncStub(WorkflowServiceStub):
     violations naming the field (such as "stages[2].input_from");
     RESOURCE_EXHAUSTED when too many runs are active (the host setting
     workflows.max_active_runs, default 100; RetryInfo attached);
-    FAILED_PRECONDITION while the host is shutting down. A repeated
-    request_id returns the run the first request created.
+    UNAVAILABLE (HOST_STOPPING) while the host is shutting down. A
+    repeated request_id returns the run the first request created.
     """
     GetRun: _aio.UnaryUnaryMultiCallable[_workflow_pb2.GetRunRequest, _workflow_pb2.GetRunResponse]  # type: ignore[assignment]
     """GetRun returns a run with its state, per-stage progress, usage and
@@ -207,7 +209,8 @@ class WorkflowServiceAsyncStub(WorkflowServiceStub):
     WaitRun to see the end. Cancelling a cancelled run is a no-op.
 
     Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run has
-    already ended in another state.
+    already ended in another state; UNAVAILABLE (HOST_STOPPING) when the
+    host stopped before the cancel was done.
     """
     WaitRun: _aio.UnaryUnaryMultiCallable[_workflow_pb2.WaitRunRequest, _workflow_pb2.WaitRunResponse]  # type: ignore[assignment]
     """WaitRun blocks until the run ends or `timeout` passes, then returns
@@ -235,7 +238,8 @@ class WorkflowServiceAsyncStub(WorkflowServiceStub):
 
     Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run is
     not interrupted, or an agent it still needs is missing or stopped (the
-    message names it).
+    message names it); UNAVAILABLE (HOST_STOPPING) while the host is
+    shutting down.
     """
     GetRunReport: _aio.UnaryUnaryMultiCallable[_workflow_pb2.GetRunReportRequest, _workflow_pb2.GetRunReportResponse]  # type: ignore[assignment]
     """GetRunReport renders a run as a report: JSON (summary counts, total
@@ -291,8 +295,8 @@ class WorkflowServiceServicer(metaclass=_abc_1.ABCMeta):
         violations naming the field (such as "stages[2].input_from");
         RESOURCE_EXHAUSTED when too many runs are active (the host setting
         workflows.max_active_runs, default 100; RetryInfo attached);
-        FAILED_PRECONDITION while the host is shutting down. A repeated
-        request_id returns the run the first request created.
+        UNAVAILABLE (HOST_STOPPING) while the host is shutting down. A
+        repeated request_id returns the run the first request created.
         """
 
     @_abc_1.abstractmethod
@@ -344,7 +348,8 @@ class WorkflowServiceServicer(metaclass=_abc_1.ABCMeta):
         WaitRun to see the end. Cancelling a cancelled run is a no-op.
 
         Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run has
-        already ended in another state.
+        already ended in another state; UNAVAILABLE (HOST_STOPPING) when the
+        host stopped before the cancel was done.
         """
 
     @_abc_1.abstractmethod
@@ -390,7 +395,8 @@ class WorkflowServiceServicer(metaclass=_abc_1.ABCMeta):
 
         Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run is
         not interrupted, or an agent it still needs is missing or stopped (the
-        message names it).
+        message names it); UNAVAILABLE (HOST_STOPPING) while the host is
+        shutting down.
         """
 
     @_abc_1.abstractmethod

@@ -2115,8 +2115,8 @@ export const WorkflowService: GenService<{
    * violations naming the field (such as "stages[2].input_from");
    * RESOURCE_EXHAUSTED when too many runs are active (the host setting
    * workflows.max_active_runs, default 100; RetryInfo attached);
-   * FAILED_PRECONDITION while the host is shutting down. A repeated
-   * request_id returns the run the first request created.
+   * UNAVAILABLE (HOST_STOPPING) while the host is shutting down. A
+   * repeated request_id returns the run the first request created.
    *
    * @generated from rpc ether.v1.WorkflowService.CreateRun
    */
@@ -2172,7 +2172,8 @@ export const WorkflowService: GenService<{
    * WaitRun to see the end. Cancelling a cancelled run is a no-op.
    *
    * Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run has
-   * already ended in another state.
+   * already ended in another state; UNAVAILABLE (HOST_STOPPING) when the
+   * host stopped before the cancel was done.
    *
    * @generated from rpc ether.v1.WorkflowService.CancelRun
    */
@@ -2221,7 +2222,8 @@ export const WorkflowService: GenService<{
    *
    * Errors: NOT_FOUND (unknown run); FAILED_PRECONDITION when the run is
    * not interrupted, or an agent it still needs is missing or stopped (the
-   * message names it).
+   * message names it); UNAVAILABLE (HOST_STOPPING) while the host is
+   * shutting down.
    *
    * @generated from rpc ether.v1.WorkflowService.ResumeRun
    */

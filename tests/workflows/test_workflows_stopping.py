@@ -1,0 +1,71 @@
+"""A workflow change that reaches the host while it stops (an RPC answered during the server's
+grace, after the runs were interrupted) is refused as every service refuses it: UNAVAILABLE,
+reason HOST_STOPPING, a retry hint, and a message that says what to do (docs/errors.md). It
+was FAILED_PRECONDITION here alone, which a client's retry policy reads as "do not retry". The
+workflows core runs in this process (no gRPC: the refusal is the core's own error, which
+every front maps by one rule), with the real `flow` agent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from ether_host.agents import Dispatcher
+from ether_host.errors import Unavailable
+from ether_host.procs import ChildRegistry
+from ether_host.reasons import Reason
+from ether_host.supervisor import Supervisor
+from ether_host.workflows import Workflows
+from tests.support.agents import AGENTS
+from tests.workflows.runs import map_spec
+
+HOLD = """\
+name: held
+stages:
+  - name: wait
+    agent: flow
+    action: hold
+    params: {tag: held}
+"""
+
+
+def test_creating_and_resuming_runs_while_the_host_stops_is_unavailable(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        with anyio.fail_after(120):
+            await steps()
+
+    async def steps() -> None:
+        state_dir = tmp_path / "state"
+        supervisor = Supervisor(state_dir, ChildRegistry())
+        dispatcher = Dispatcher(supervisor)
+        workflows = Workflows(state_dir, supervisor, dispatcher)
+        async with anyio.create_task_group() as tg:
+            await tg.start(supervisor.run)
+            await tg.start(dispatcher.run)
+            await tg.start(workflows.run)
+            await supervisor.deploy({"path": str(AGENTS / "flow"), "name": "flow"})
+            held = await workflows.create(None, HOLD)
+
+            await workflows.shutdown()  # as the host does first when it stops
+            interrupted = await workflows.get(held["id"])
+            assert interrupted["state"] == "RUN_STATE_INTERRUPTED", interrupted
+
+            with pytest.raises(Unavailable) as created:
+                await workflows.create(None, map_spec("late", 2, 2), request_id="late-1")
+            assert created.value.reason == Reason.HOST_STOPPING
+            assert created.value.retry_after
+            assert "once it has restarted" in created.value.message
+
+            with pytest.raises(Unavailable) as resumed:
+                await workflows.resume(held["id"], False, "")
+            assert resumed.value.reason == Reason.HOST_STOPPING
+            assert held["id"] in resumed.value.message
+
+            runs = await workflows.list_runs(0, "", [], "")
+            assert [run["id"] for run in runs.items] == [held["id"]]  # nothing half-made
+            await supervisor.stop_all()
+            tg.cancel_scope.cancel()
+
+    anyio.run(scenario)
