@@ -5,11 +5,13 @@ trace left of it: the run's notify not watched, a terminal not recorded)."""
 from __future__ import annotations
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import pytest
+from anyio.abc import TaskGroup
 from structlog.testing import capture_logs
 
-from ether_host.background import run_to_the_end
+from ether_host.background import Abandoned, run_to_the_end
 
 FAILED = "work its caller left failed at its end"
 
@@ -56,3 +58,36 @@ def test_a_caller_that_waits_gets_the_error_and_nothing_is_logged() -> None:
     with capture_logs() as logs:
         anyio.run(main)
     assert not [entry for entry in logs if entry["event"] == FAILED]
+
+
+def test_work_asked_for_as_its_group_is_cancelled_cleans_up_and_the_caller_hears_abandoned() -> (
+    None
+):
+    """The host stopping cancels the service's group; a request that asks for work in it at that
+    moment is answered Abandoned at once (the services answer UNAVAILABLE, HOST_STOPPING), not
+    left waiting, and the work's own cleanup (its ``finally``: a request id let go) runs even
+    though the group was cancelled before the work's first step."""
+    cleaned: list[str] = []
+
+    async def main() -> None:
+        async def work() -> None:
+            try:
+                await anyio.lowlevel.checkpoint()
+            finally:
+                cleaned.append("request id let go")
+
+        async def own_group(*, task_status: anyio.abc.TaskStatus[TaskGroup]) -> None:
+            async with anyio.create_task_group() as group:
+                task_status.started(group)
+                await anyio.sleep_forever()
+
+        async with anyio.create_task_group() as host:
+            group = await host.start(own_group)
+            group.cancel_scope.cancel()  # the host stops
+            with anyio.fail_after(5):  # a hang here is the failure
+                with pytest.raises(Abandoned):
+                    await run_to_the_end(group, work)
+            host.cancel_scope.cancel()
+
+    anyio.run(main)
+    assert cleaned == ["request id let go"]
