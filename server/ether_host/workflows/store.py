@@ -1,5 +1,8 @@
 """The run store: runs, their tasks and events in SQLite under the state directory.
 
+``RunStore`` is made of its parts: its lifecycle and writer here, its reads
+(``store_reads.py``), and the rows both lay out (``store_rows.py``).
+
 Writes never block the event loop: they are queued to one writer thread that
 commits them in batches (later writes of the same run or task replace earlier
 ones in a batch). A live run hands its task rows and events over as one queued
@@ -27,23 +30,37 @@ store written before this) read as they always did.
 
 from __future__ import annotations
 
-import json
 import queue
 import sqlite3
 import threading
-from collections.abc import Collection, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Collection, Iterable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import anyio
-import orjson
 import structlog
 
 from ether_host import sqlite
-from ether_host.workflows.model import RunEvent, RunState, TaskRecord, parse_rfc3339
+from ether_host.workflows.model import RunEvent, TaskRecord
+from ether_host.workflows.store_reads import RunStoreReads
+from ether_host.workflows.store_rows import (
+    EVENTS_PER_ROW,
+    EVENTS_ROW,
+    TASK_ROWS_PER_STATEMENT,
+    TASK_ROWS_SQL,
+    TaskRow,
+    json_body,
+    row_epoch,
+    rows_of_events,
+    rows_of_plans,
+    rows_of_tasks,
+)
 
 log = structlog.get_logger("ether.workflows")
+
+# The rows' names are read from here (writes.py, tests/workflows/test_store_rows.py), as before
+# the split.
+__all__ = ["EVENTS_PER_ROW", "EVENTS_ROW", "TASK_ROWS_PER_STATEMENT", "RunStore", "TaskRow"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -87,41 +104,6 @@ CREATE TABLE IF NOT EXISTS plans (
 # the store was versioned.
 MIGRATIONS = (SCHEMA, PLANS)
 BATCH = 5000
-# The kind of a row of ``events`` holding several events: no event kind (a
-# StreamRunEventsResponse oneof member name) starts with "+".
-EVENTS_ROW = "+events"
-# At most this many events to a row: a reader from a sequence inside a row decodes the whole row,
-# and a page of events read holds one row's events beyond it.
-EVENTS_PER_ROW = 256
-PLANNED_STATE = "RUN_TASK_STATE_PENDING"  # a planned task's state until it has a row
-_HELD_SQL = "SELECT seq FROM tasks WHERE run_id = ?"
-ENDED = tuple(sorted(f"RUN_STATE_{state}" for state in RunState.ENDED))
-# A run's task rows of a commit in one statement, unpacked from a JSON array by SQLite, rather
-# than an executemany: the sqlite3 module lets go of the GIL for each row's step and must take
-# it back for the next, and with the event loop busy (a map stage) each take waited for its
-# switch interval, so the writer fell behind the stage and held it back (MAX_BACKLOG,
-# stage_pipe.py). One statement takes the GIL back once. Up to TASK_ROWS_PER_STATEMENT rows to
-# one: the JSON of a 100,000-task map's plan in one piece, with SQLite's parse of it, raised the
-# host's peak RSS by ~90 MiB.
-TASK_ROWS_PER_STATEMENT = 1000
-# json_extract, not the ->> operator: that needs SQLite 3.38 (2022), and a Python linked to an
-# older library (Ubuntu 22.04's 3.37) would fail every commit of a run.
-TASK_ROWS_SQL = (
-    "INSERT OR REPLACE INTO tasks SELECT ?, json_extract(value, '$[0]'), "
-    "json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), "
-    "json_extract(value, '$[4]') FROM json_each(?)"
-)
-
-
-class TaskRow(NamedTuple):
-    """A task's row with its body encoded already (a finished task of a live run: the JSON of
-    its task_completed event's task, with ``seq`` and ``depth``)."""
-
-    seq: int
-    task_id: str
-    stage: str
-    state: str
-    body: bytes
 
 
 class _Barrier:
@@ -129,7 +111,7 @@ class _Barrier:
         self.done = threading.Event()
 
 
-class RunStore:
+class RunStore(RunStoreReads):
     """SQLite persistence of runs, tasks and events."""
 
     def __init__(self, path: Path) -> None:
@@ -293,16 +275,16 @@ class RunStore:
         run_rows = [
             (
                 r["id"],
-                _epoch(r),
+                row_epoch(r),
                 r.get("name", ""),
                 r["state"],
                 r.get("request_id", ""),
-                _json(r),
+                json_body(r),
             )
             for r in runs
         ]
-        event_rows = _event_rows(events)
-        plan_rows = _plan_rows(plans)
+        event_rows = rows_of_events(events)
+        plan_rows = rows_of_plans(plans)
         if not (run_rows or tasks or event_rows or plan_rows or deleted):
             return
         connection.execute("BEGIN")
@@ -311,7 +293,7 @@ class RunStore:
                 "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?)", run_rows
             )
             connection.executemany("INSERT OR REPLACE INTO plans VALUES (?, ?, ?, ?, ?)", plan_rows)
-            for run_id, rows in _task_rows(tasks):
+            for run_id, rows in rows_of_tasks(tasks):
                 connection.execute(TASK_ROWS_SQL, (run_id, rows))
             connection.executemany(
                 "INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?, ?)", event_rows
@@ -331,169 +313,6 @@ class RunStore:
             raise
         connection.execute("COMMIT")
 
-    # -- reads (blocking; run them with anyio.to_thread.run_sync) --------------------------
-
-    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        assert self._read is not None, "run store is not open"
-        with self._read_lock:
-            return self._read.execute(sql, args).fetchall()
-
-    def get_run(self, run_id: str) -> dict[str, Any] | None:
-        rows = self._query("SELECT body FROM runs WHERE id = ?", (run_id,))
-        return json.loads(rows[0][0]) if rows else None
-
-    def run_keys(self, states: list[str], name: str) -> list[tuple[float, int, str]]:
-        """(created_at, rowid, id) of the runs matching the filters, newest first: the sort key
-        ListRuns pages by (rowid breaks ties between runs created in the same instant)."""
-        sql, args = "SELECT created_at, rowid, id FROM runs WHERE 1=1", []
-        if states:
-            sql += f" AND state IN ({', '.join('?' for _ in states)})"
-            args.extend(states)
-        if name:
-            sql += " AND name = ?"
-            args.append(name)
-        sql += " ORDER BY created_at DESC, rowid DESC"
-        return [(row[0], row[1], row[2]) for row in self._query(sql, tuple(args))]
-
-    def runs(self, ids: list[str]) -> list[dict[str, Any]]:
-        if not ids:
-            return []
-        rows = self._query(
-            f"SELECT id, body FROM runs WHERE id IN ({', '.join('?' for _ in ids)})", tuple(ids)
-        )
-        found = {row[0]: json.loads(row[1]) for row in rows}
-        return [found[i] for i in ids if i in found]
-
-    def runs_in_states(self, states: list[str]) -> list[dict[str, Any]]:
-        rows = self._query(
-            f"SELECT body FROM runs WHERE state IN ({', '.join('?' for _ in states)})",
-            tuple(states),
-        )
-        return [json.loads(row[0]) for row in rows]
-
-    def ended_runs_to_delete(self, keep: int, created_before: float) -> list[str]:
-        """Ids of the ended runs past the newest ``keep`` ended ones (0: none is past) or
-        created before ``created_before`` (epoch seconds)."""
-        rows = self._query(
-            f"SELECT id, created_at FROM runs WHERE state IN ({', '.join('?' for _ in ENDED)}) "
-            "ORDER BY created_at DESC, rowid DESC",
-            ENDED,
-        )
-        return [
-            run_id
-            for index, (run_id, created_at) in enumerate(rows)
-            if (keep and index >= keep) or created_at < created_before
-        ]
-
-    def count_by_state(self) -> dict[str, int]:
-        """How many runs are held in each state (RUN_STATE_...), for the metrics scrape."""
-        rows = self._query("SELECT state, count(*) FROM runs GROUP BY state")
-        return {row[0]: int(row[1]) for row in rows}
-
-    def request_ids(self) -> dict[str, str]:
-        return {
-            row[0]: row[1]
-            for row in self._query("SELECT request_id, id FROM runs WHERE request_id != ''")
-        }
-
-    @contextmanager
-    def _snapshot(self) -> Iterator[sqlite3.Connection]:
-        """The read connection inside one read transaction: a task's row and its stage's plan
-        read from the same committed state."""
-        assert self._read is not None, "run store is not open"
-        with self._read_lock:
-            self._read.execute("BEGIN")
-            try:
-                yield self._read
-            finally:
-                self._read.execute("COMMIT")
-
-    def task_seqs(self, run_id: str, stage: str, state: str) -> list[int]:
-        sql, args = "SELECT seq FROM tasks WHERE run_id = ?", [run_id]
-        if stage:
-            sql += " AND stage = ?"
-            args.append(stage)
-        if state:
-            sql += " AND state = ?"
-            args.append(state)
-        plan_sql, plan_args = "SELECT first_seq, last_seq FROM plans WHERE run_id = ?", [run_id]
-        if stage:
-            plan_sql += " AND stage = ?"
-            plan_args.append(stage)
-        with self._snapshot() as read:
-            seqs = [row[0] for row in read.execute(sql + " ORDER BY seq", tuple(args))]
-            if state and state != PLANNED_STATE:
-                return seqs
-            spans = read.execute(plan_sql, tuple(plan_args)).fetchall()
-            if not spans:
-                return seqs
-            held = {row[0] for row in read.execute(_HELD_SQL, (run_id,))}
-        seqs.extend(s for first, last in spans for s in range(first, last + 1) if s not in held)
-        return sorted(seqs)
-
-    def tasks(self, run_id: str, seqs: list[int] | None = None) -> list[dict[str, Any]]:
-        """Task bodies of a run in creation order (all of them, or the given ones); a planned
-        task without a row of its own as its pending row would have been."""
-        if seqs is not None and not seqs:
-            return []
-        plan_sql = "SELECT body FROM plans WHERE run_id = ?"
-        plan_args: list[Any] = [run_id]
-        with self._snapshot() as read:
-            if seqs is None:
-                rows = read.execute(
-                    "SELECT seq, body FROM tasks WHERE run_id = ?", (run_id,)
-                ).fetchall()
-            else:
-                rows = read.execute(
-                    f"SELECT seq, body FROM tasks WHERE run_id = ? AND seq IN ({', '.join('?' for _ in seqs)})",
-                    (run_id, *seqs),
-                ).fetchall()
-                plan_sql += " AND last_seq >= ? AND first_seq <= ?"
-                plan_args += [min(seqs), max(seqs)]
-            plans = [row[0] for row in read.execute(plan_sql, tuple(plan_args))]
-        found = {seq: json.loads(body) for seq, body in rows}
-        wanted = None if seqs is None else set(seqs)
-        for plan in plans:
-            for seq, task_id, stage, input_index, action_index, agent, action, params in json.loads(
-                plan
-            ):
-                if seq not in found and (wanted is None or seq in wanted):
-                    found[seq] = TaskRecord(
-                        seq, task_id, stage, input_index, action_index, agent, action, params
-                    ).stored()
-        return [found[seq] for seq in sorted(found)]
-
-    def last_event(self, run_id: str) -> int:
-        rows = self._query("SELECT MAX(sequence) FROM events WHERE run_id = ?", (run_id,))
-        return int(rows[0][0] or 0) if rows else 0
-
-    def events(
-        self, run_id: str, after: int, upto: int | None = None, limit: int = 1000
-    ) -> list[RunEvent]:
-        """Events of a run with after < sequence (<= upto), in order, at most ``limit``."""
-        # A row of several events is keyed by its last one: every row past ``after`` holds
-        # events past it, the first may hold some before it too; rows are read in order until
-        # ``limit`` events, or one past ``upto``, are found.
-        assert self._read is not None, "run store is not open"
-        found: list[RunEvent] = []
-        with self._read_lock:
-            cursor = self._read.execute(
-                "SELECT sequence, time, kind, body FROM events WHERE run_id = ? AND sequence > ? "
-                "ORDER BY sequence",
-                (run_id, after),
-            )
-            try:
-                for row in cursor:  # one row at a time: a row holds up to EVENTS_PER_ROW
-                    for event in _row_events(*row):
-                        if event.sequence <= after:
-                            continue
-                        if len(found) >= limit or (upto is not None and event.sequence > upto):
-                            return found
-                        found.append(event)
-            finally:
-                cursor.close()
-        return found
-
 
 def _size(item: tuple[str, Any] | None) -> int:
     """Rows a queued item writes: a batch counts as its rows (a plan's as the rows of
@@ -502,121 +321,3 @@ def _size(item: tuple[str, Any] | None) -> int:
         planned = len(item[1][3])
         return 1 + len(item[1][1]) + len(item[1][2]) + -(-planned // TASK_ROWS_PER_STATEMENT)
     return 1
-
-
-def _task_rows(tasks: Iterable[tuple[str, dict[str, Any] | TaskRow]]) -> Iterator[tuple[str, str]]:
-    """Task rows for ``TASK_ROWS_SQL``: (run id, a JSON array of up to ``TASK_ROWS_PER_STATEMENT``
-    of its rows as ``[seq, task_id, stage, state, body]``), built a statement at a time. Text:
-    SQLite from 3.45 takes a blob for its binary JSON."""
-    run: str | None = None
-    rows: list[tuple[int, str, str, str, str]] = []
-    for run_id, t in tasks:
-        if rows and (run_id != run or len(rows) >= TASK_ROWS_PER_STATEMENT):
-            assert run is not None
-            yield run, orjson.dumps(rows).decode()
-            rows = []
-        run = run_id
-        rows.append(
-            (t.seq, t.task_id, t.stage, t.state, t.body.decode())
-            if isinstance(t, TaskRow)
-            else (int(t["seq"]), t["task_id"], t["stage"], t["state"], _json(t))
-        )
-    if rows:
-        assert run is not None
-        yield run, orjson.dumps(rows).decode()
-
-
-def _plan_rows(
-    plans: list[tuple[str, list[TaskRecord]]],
-) -> list[tuple[str, int, int, str, str]]:
-    """Rows of ``plans``: (run id, first seq, last seq, stage, the JSON list of its tasks as
-    ``[seq, task_id, stage, input_index, action_index, agent, action, params]``), a row of up
-    to ``TASK_ROWS_PER_STATEMENT`` tasks with consecutive sequence numbers."""
-    rows = []
-    for run_id, planned in plans:
-        chunk: list[TaskRecord] = []
-        for task in planned:
-            if chunk and (
-                len(chunk) >= TASK_ROWS_PER_STATEMENT
-                or task.seq != chunk[-1].seq + 1
-                or task.stage != chunk[0].stage
-            ):
-                rows.append(_plan_row(run_id, chunk))
-                chunk = []
-            chunk.append(task)
-        if chunk:
-            rows.append(_plan_row(run_id, chunk))
-    return rows
-
-
-def _plan_row(run_id: str, chunk: list[TaskRecord]) -> tuple[str, int, int, str, str]:
-    body = _json(
-        [
-            [t.seq, t.task_id, t.stage, t.input_index, t.action_index, t.agent, t.action, t.params]
-            for t in chunk
-        ]
-    )
-    return run_id, chunk[0].seq, chunk[-1].seq, chunk[0].stage, body
-
-
-def _event_rows(events: list[tuple[str, RunEvent]]) -> list[tuple[str, int, float, str, str]]:
-    """Rows of ``events``: a run's events with consecutive sequence numbers in one row
-    (``EVENTS_ROW``), an event without such a neighbour in a row of its own."""
-    groups: list[tuple[str, list[RunEvent]]] = []
-    for run_id, event in events:
-        if groups:
-            last_run, group = groups[-1]
-            if (
-                last_run == run_id
-                and group[-1].sequence + 1 == event.sequence
-                and len(group) < EVENTS_PER_ROW
-            ):
-                group.append(event)
-                continue
-        groups.append((run_id, [event]))
-    rows = []
-    for run_id, group in groups:
-        last = group[-1]
-        if len(group) == 1:
-            body = last.body
-            text = body.decode() if isinstance(body, bytes) else _json(body)
-            rows.append((run_id, last.sequence, last.time, last.kind, text))
-        else:
-            rows.append((run_id, last.sequence, last.time, EVENTS_ROW, _events_json(group)))
-    return rows
-
-
-def _events_json(group: list[RunEvent]) -> str:
-    """The body of an ``EVENTS_ROW``: bodies encoded already go in as they are."""
-    try:
-        return orjson.dumps(
-            [
-                [e.sequence, e.time, e.kind, orjson.Fragment(e.body)]
-                if isinstance(e.body, bytes)
-                else [e.sequence, e.time, e.kind, e.body]
-                for e in group
-            ]
-        ).decode()
-    except TypeError:  # an integer past 64 bits: json writes it
-        return json.dumps([[e.sequence, e.time, e.kind, e.data()] for e in group])
-
-
-def _row_events(sequence: int, at: float, kind: str, body: str) -> list[RunEvent]:
-    """The events a row of ``events`` holds: itself, or the list of an ``EVENTS_ROW``."""
-    if kind != EVENTS_ROW:
-        return [RunEvent(sequence, at, kind, json.loads(body))]
-    return [RunEvent(*item) for item in json.loads(body)]
-
-
-def _json(body: Any) -> str:
-    """``body`` as JSON text. orjson is several times faster than json, and this thread holds
-    the GIL while it encodes, against the event loop; json writes what orjson refuses (an
-    integer past 64 bits)."""
-    try:
-        return orjson.dumps(body).decode()
-    except TypeError:
-        return json.dumps(body)
-
-
-def _epoch(body: dict[str, Any]) -> float:
-    return parse_rfc3339(body["created_at"]) if body.get("created_at") else 0.0
