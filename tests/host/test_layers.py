@@ -116,7 +116,7 @@ def test_an_agent_and_its_replicas_see_the_host_through_agent_host() -> None:
     """``ManagedAgent`` and ``Replica`` are handed an ``AgentHost`` (supervisor/host.py): they
     neither import the supervisor's module nor reach through ``.supervisor`` to it."""
     reaches = set()
-    for name in ("agent.py", "replica.py"):
+    for name in ("agent.py", "replica.py", "process.py", "stopping.py"):
         path = HOST / "supervisor" / name
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Attribute) and node.attr == "supervisor":

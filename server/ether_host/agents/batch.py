@@ -467,7 +467,7 @@ class Batch:
         try:
             failure = flight.pending.failure
             if outcome is None and isinstance(failure, LinkClosed):
-                # As dispatch.py's: a process killed for its CPU time or file size limit is
+                # As attempts.py's: a process killed for its CPU time or file size limit is
                 # known by its exit signal, a moment after its stdout closed (which failed
                 # this task in the link's read callback, which cannot wait): the error names
                 # the limit once it is known.

@@ -7,6 +7,11 @@ same and then fails the task with DEADLINE_EXCEEDED. An agent that does not
 answer a cancel within ``cancel_grace`` is wedged: its process is restarted. A task that did
 not run (never sent, or refused as ``shutting_down``), or an idempotent one whose process died,
 is tried again on a live replica, a few times, within its deadline (docs/agents.md, "Retries").
+
+``Dispatcher`` gathers the parts: one attempt of a task on a replica is attempts.py's, cancelling
+a task (CancelTask, a task given up on its agent) cancellation.py's, a task sent to another host
+remote_tasks.py's; the use cases, the checks every task passes, the result cache, the retry rule
+and the host calls are here.
 """
 
 from __future__ import annotations
@@ -22,27 +27,22 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
+from ether_host.agents.attempts import TaskAttempts
 from ether_host.agents.calls import CallHandler, HostCalls, child_task
-from ether_host.agents.model import SUCCESS, Metadata, TaskEvent, TaskInput, TaskResult
+from ether_host.agents.model import SUCCESS, TaskInput, TaskResult
 from ether_host.agents.other_hosts import OtherHosts
+from ether_host.agents.remote_tasks import RemoteExecution
 from ether_host.agents.result_cache import ResultCache, cache_key
 from ether_host.agents.result_cache import decode as cached_result
 from ether_host.agents.result_cache import encode as cache_entry
-from ether_host.agents.results import answered_its_deadline, task_result
 from ether_host.agents.running import (
     BatchAnswer,
     BatchEvents,
     EventSink,
     NotRun,
-    NotSent,
     RunningTask,
-    died,
-    forward_events,
     new_task_id,
-    refused,
-    shutting_down,
     status_of,
-    task_frame,
     time_left,
 )
 from ether_host.agents.validation import (
@@ -52,18 +52,11 @@ from ether_host.agents.validation import (
     check_task_id,
     resolve_action,
 )
-from ether_host.background import start_detached
-from ether_host.errors import (
-    Cancelled,
-    DeadlineExceeded,
-    InvalidArgument,
-    NotFound,
-    Unavailable,
-)
-from ether_host.link import AgentConnection, LinkClosed, Pending, TaskFailure
+from ether_host.errors import Cancelled, InvalidArgument, NotFound, Unavailable
+from ether_host.link import AgentConnection
 from ether_host.reasons import Reason
-from ether_host.supervisor import ActionInfo, ManagedAgent, Replica, Supervisor
-from ether_host.telemetry import Span, Tracing
+from ether_host.supervisor import ActionInfo, ManagedAgent, Supervisor
+from ether_host.telemetry import Tracing
 
 if TYPE_CHECKING:
     from ether_host.agents.batch import Batch, DispatcherSide, SentBatches
@@ -80,7 +73,7 @@ RETRY_BACKOFF = 0.025  # before the 2nd attempt; doubled for each next one (jitt
 RETRY_BACKOFF_CAP = 0.5
 
 
-class Dispatcher:
+class Dispatcher(TaskAttempts, RemoteExecution):
     """Runs tasks on supervised agents and answers their host calls."""
 
     def __init__(
@@ -325,51 +318,6 @@ class Dispatcher:
             )
         return None
 
-    async def _execute_elsewhere(
-        self, task: TaskInput, other_hosts: OtherHosts, on_event: EventSink | None
-    ) -> TaskResult:
-        """Run a task for an agent this host does not run on a host that does. Held in
-        ``_running`` as a local task is, so CancelTask here cancels it there."""
-        self._admit(task)
-        task.root_task = task.root_task or task.task_id
-        record = RunningTask(task, agent=task.agent, deadline=task.deadline, remote=True)
-        record.owner = asyncio.current_task()
-        tracing = self.tracing
-        if tracing is not None:  # the caller's side of the task; the host running it continues it
-            record.span = tracing.start_task(
-                task.task_id, task.agent, task.action, task.params, remote=True
-            )
-            carried: dict[str, Any] = {}
-            tracing.inject(record.span, carried)
-            task.traceparent = carried.get("traceparent", "")
-            task.tracestate = carried.get("tracestate", "")
-        result: TaskResult | None = None
-        raised: BaseException | None = None
-        began = time.perf_counter()
-        self._running[task.task_id] = record
-        try:
-            result = await other_hosts.execute_elsewhere(task, on_event)
-            return result
-        except asyncio.CancelledError as error:
-            raised = error
-            if record.cancel_reason and record.owner is not None and record.owner.uncancel() == 0:
-                raised = Cancelled(
-                    f"task {task.task_id} was cancelled: {record.cancel_reason}",
-                    reason=Reason.TASK_CANCELLED,
-                )
-                raise raised from None
-            raise
-        except BaseException as error:
-            raised = error
-            raise
-        finally:
-            self._running.pop(task.task_id, None)
-            if record.span is not None and tracing is not None:
-                tracing.end_task(record.span, result, raised)
-            if self.remote_task_ended is not None:
-                status = result.status if result is not None else status_of(raised)
-                self.remote_task_ended(task.agent, status, time.perf_counter() - began)
-
     def _task_failed(
         self,
         agent: ManagedAgent,
@@ -384,22 +332,6 @@ class Dispatcher:
         if action is None and not any(a.name == name for a in agent.actions):
             name = ""
         self.task_ended(agent.name, name, status_of(raised), time.perf_counter() - record.began)
-
-    def cancel(self, task_id: str, reason: str) -> None:
-        record = self._running.get(task_id)
-        if record is None:
-            raise NotFound(
-                f"no running task {task_id!r} (it may have finished already)",
-                reason=Reason.TASK_NOT_FOUND,
-                resource=("task", task_id),
-            )
-        if record.cancel_reason or (record.owner is None and record.on_cancel is None):
-            return  # already being cancelled
-        record.cancel_reason = reason or "cancelled by CancelTask"
-        if record.on_cancel is not None:
-            record.on_cancel(record.cancel_reason)
-        elif record.owner is not None:
-            record.owner.cancel()
 
     def _retry_delay(
         self, record: RunningTask, action: ActionInfo | None, attempt: int, error: Unavailable
@@ -421,180 +353,6 @@ class Dispatcher:
         # No time left for another attempt after the pause: the caller gets this error now, not
         # a DEADLINE_EXCEEDED later that hides what happened.
         return delay if time_left(record.deadline) > delay else None
-
-    # -- one attempt ---------------------------------------------------------------------
-
-    async def _attempt(
-        self,
-        agent: ManagedAgent,
-        record: RunningTask,
-        action: ActionInfo | None,
-        attempt: int,
-        on_event: EventSink | None,
-    ) -> TaskResult:
-        task = record.task
-        deadline = record.deadline
-        reentrant = agent.name in task.lineage
-        replica = agent.try_acquire(reentrant=reentrant)
-        if replica is None:  # every slot is taken: wait in the queue
-            queued = None if record.span is None else self._queue_span(record.span)
-            with anyio.move_on_after(time_left(deadline)) as waiting:
-                replica = await agent.acquire(reentrant=reentrant)
-            if queued is not None:
-                queued.end()
-            if replica is None or waiting.cancelled_caught:
-                raise DeadlineExceeded(
-                    f"task {task.task_id} waited for a free slot on agent {agent.name} until its deadline",
-                    reason=Reason.DEADLINE_WAITING_FOR_AGENT,
-                    resource=("agent", agent.name),
-                )
-        connection = replica.connection
-        frame_id = ""
-        pending: Pending | None = None
-        handed_over = False  # an abandoned task's slot is released by its cancel watcher
-        try:
-            if connection is None:
-                raise NotSent(
-                    f"agent {agent.name} replica {replica.index} stopped before the task was sent",
-                    reason=Reason.AGENT_UNAVAILABLE,
-                    retry_after=1.0,
-                )
-            if action is None:
-                action = resolve_action(agent, task)
-                check_params(agent, action, task.params)
-            frame_id = connection.next_id()
-            self._by_frame[(id(connection), frame_id)] = record
-            started, clock = time.time(), time.monotonic()
-            if on_event is not None:
-                on_event(TaskEvent("started", {"pid": replica.pid, "attempt": attempt}))
-            pending = connection.register(
-                frame_id,
-                on_progress=forward_events("progress", on_event),
-                on_log=forward_events("log", on_event),
-            )
-            pending.task_id = task.task_id  # what the agent's log lines meanwhile are about
-            frame = task_frame(frame_id, task, action, deadline, attempt)
-            if record.span is not None:
-                pending.trace_id = self._traced_frame(record.span, frame, replica, attempt)
-            timed_out = False
-            try:
-                if connection.sends_nowait:  # queued at once; a wait only past the high-water
-                    if connection.send_task_nowait(pending, frame):  # mark (no coroutines)
-                        await connection.drain()
-                else:
-                    await connection.send_task(pending, frame)
-                timed_out = not await pending.wait(deadline, self._loop)
-            except asyncio.CancelledError:
-                reason = record.cancel_reason or "caller went away"
-                handed_over = self._abandon(connection, replica, pending, reason)
-                raise
-            if timed_out or answered_its_deadline(pending, deadline):
-                handed_over = self._abandon(connection, replica, pending, "deadline exceeded")
-                raise DeadlineExceeded(
-                    f"task {task.task_id} on agent {agent.name} did not finish before its deadline",
-                    reason=Reason.TASK_DEADLINE_EXCEEDED,
-                    resource=("task", task.task_id),
-                )
-            if refused(pending):
-                # The agent is draining (an outside SIGTERM, say) and did not run the task; the
-                # link has taken this replica out of the rotation already.
-                raise shutting_down(agent, replica, task.task_id, pending)
-            metadata = Metadata(
-                duration=time.monotonic() - clock,
-                started_at=started,
-                host=self.host_name,
-                pid=replica.pid,
-                attempt=attempt,
-            )
-            result = task_result(
-                task.task_id,
-                agent.name,
-                action.name,
-                pending,
-                metadata,
-                task.budget,
-                record.spent_cost,
-            )
-            if self.task_ended is not None:  # the task's end: a returned result is not retried
-                self.task_ended(
-                    agent.name, action.name, result.status, time.perf_counter() - record.began
-                )
-                record.began = 0.0
-            return result
-        except TaskFailure as failure:  # the task frame is larger than the link's frame limit
-            raise InvalidArgument(
-                f"task {task.task_id} cannot be sent to agent {agent.name}: {failure.message}",
-                reason=Reason.FRAME_TOO_LARGE,
-                resource=("agent", agent.name),
-            ) from None
-        except LinkClosed as closed:
-            if connection is not None:
-                # Out of the rotation before the retry below picks a replica: the process's
-                # exit may not be noticed yet, and the dead replica looks the least loaded.
-                replica.link_lost(connection)
-                # A process killed for its CPU time or file size limit is known by its exit
-                # signal, a moment after its stdout closed: the error names the limit then.
-                await replica.exit_known(connection, time_left(deadline))
-            error = Unavailable if pending is not None and pending.sent else NotSent
-            raise died(error, agent, replica, connection, task.task_id, closed) from None
-        finally:
-            if connection is not None and frame_id:
-                self._by_frame.pop((id(connection), frame_id), None)
-            if not handed_over:
-                agent.release(replica)
-                if connection is not None and frame_id:
-                    connection.forget(frame_id)
-
-    def _queue_span(self, task_span: Span) -> Span | None:
-        """The span of a wait for a free slot, under the task's span."""
-        assert self.tracing is not None
-        return self.tracing.child_span("ether.queue_wait", task_span)
-
-    @staticmethod
-    def _traced_frame(span: Span, frame: dict[str, Any], replica: Replica, attempt: int) -> str:
-        """Put the task span's W3C context in the task frame, and note a retry on the span (the
-        last attempt's pid and number are its attributes); the trace id, for the agent's log
-        lines."""
-        trace_id = Tracing.inject_task(span, frame)
-        if attempt > 1:
-            span.add_event(
-                "ether.retried",
-                {
-                    "ether.pid": replica.pid,
-                    "ether.replica": replica.index,
-                    "ether.attempt": attempt,
-                },
-            )
-        return trace_id
-
-    def _abandon(
-        self, connection: AgentConnection, replica: Replica, pending: Pending, reason: str
-    ) -> bool:
-        """Send a cancel frame and hand the task's slot to a watcher; True when handed over.
-
-        The watcher runs in the dispatcher's own task group, not in the RPC's
-        task: the caller may be gone (gRPC cancels the handler at the client's
-        deadline), yet a task that ignores its cancel must still be noticed.
-        """
-        if pending.finished or not pending.sent or self._tg is None:
-            return False  # answered, or never sent: nothing runs on the agent
-        # The caller is gone: late progress and log frames have nobody to go to.
-        pending.on_progress = pending.on_log = None
-        start_detached(self._tg, self._watch_cancelled, connection, replica, pending, reason)
-        return True
-
-    async def _watch_cancelled(
-        self, connection: AgentConnection, replica: Replica, pending: Pending, reason: str
-    ) -> None:
-        grace = replica.agent.spec.cancel_grace
-        try:
-            await connection.cancel(pending.frame_id, reason)
-            answered = await pending.wait(time.monotonic() + grace)
-            if not answered and replica.connection is connection:
-                replica.mark_wedged(f"task {pending.frame_id} ignored its cancel for {grace:g}s")
-        finally:
-            connection.forget(pending.frame_id)
-            replica.agent.release(replica)
 
     # -- host calls ----------------------------------------------------------------------
 
