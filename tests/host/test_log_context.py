@@ -41,8 +41,16 @@ def test_background_work_logs_without_the_call_that_started_it(fresh_host: HostP
     assert host.stop() == 0
 
     records = host.records
-    # The calls' own lines do carry them: the context is bound, and must stay with its call.
+    # The calls' own lines do carry them: the context is bound, and must stay with its call;
+    # so does a line the call logs while it runs (CreateTerminal's "terminal started").
     assert any(r.get("event") == "rpc" and r.get("method") == DEPLOY for r in records)
+    started = [
+        r
+        for r in records
+        if r.get("event") == "terminal started" and r.get("terminal") == terminal.id
+    ]
+    assert [r.get("method") for r in started] == ["/ether.v1.TerminalService/CreateTerminal"]
+    assert str(started[0].get("peer")).startswith("ipv4:127.0.0.1:"), started
     agent_lines = [r for r in records if r.get("agent") == name]
     assert any(r.get("state") == "STOPPED" for r in agent_lines)  # its stop at shutdown
     assert any(r.get("state") == "BACKOFF" for r in agent_lines)  # the restart

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ether_host import rights
 from ether_host.auth import LOCAL, Identity, TokenTable, bearer_identity
 from ether_host.errors import EtherError, Unauthenticated, Unavailable
-from ether_host.logs import log_later
+from ether_host.logs import bind_call, log_later
 from ether_host.reasons import Reason
 from ether_host.telemetry import Tracing, carrier_of
 
@@ -168,9 +168,7 @@ class HttpGuard:
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
-        structlog.contextvars.bind_contextvars(
-            method=f"{scope['method']} {scope['path']}", peer=_peer(scope)
-        )
+        bind_call(f"{scope['method']} {scope['path']}", _peer(scope))
         answered: MutableMapping[str, Any] = {"status": 0}
 
         async def tracked_send(message: Message) -> None:

@@ -18,7 +18,7 @@ import structlog
 
 from ether_host import rights
 from ether_host.errors import EtherError
-from ether_host.logs import joins_traces, log_later
+from ether_host.logs import bind_call, joins_traces, log_later
 from ether_host.telemetry import Span, Tracing, carrier_of
 from ether_host.transport.interceptors import Behavior, run_stream, take_call_metadata
 from ether_host.transport.status import internal_status, status_of
@@ -98,8 +98,8 @@ class RpcLogging:
     @staticmethod
     def _begin(method: str, context: grpc.aio.ServicerContext) -> float:
         # Bound for every line logged while the call runs; the call's own line gets them the
-        # same way (merge_contextvars), so it does not repeat them.
-        structlog.contextvars.bind_contextvars(method=method, peer=context.peer())
+        # same way (logs.bind_call), so it does not repeat them.
+        bind_call(method, context.peer())
         return time.perf_counter()
 
     def _end(
