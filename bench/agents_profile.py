@@ -18,7 +18,7 @@ AREAS = (
         ("ether_host/transport/convert", "google/protobuf"),
     ),
     ("stdio link (frames, orjson)", ("ether_host/link/",)),
-    ("dispatcher (agents/dispatch.py)", ("ether_host/agents/",)),
+    ("dispatcher (agents/)", ("ether_host/agents/",)),
     ("supervisor", ("ether_host/supervisor/",)),
     (
         "RPC wrappers (transport/interceptors.py, rpc_logging.py)",
