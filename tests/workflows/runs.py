@@ -7,13 +7,21 @@ StreamLogs with follow); nothing sleeps.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import anyio
 import grpc
 from google.protobuf import json_format
 
 from ether.v1 import supervisor_pb2, workflow_pb2
+from ether_host.agents import Dispatcher
+from ether_host.procs import ChildRegistry
+from ether_host.supervisor import Supervisor
+from ether_host.workflows import Workflows
+from tests.support.agents import AGENTS
 from tests.support.host import HostProcess
 
 Event = workflow_pb2.StreamRunEventsResponse
@@ -31,6 +39,23 @@ stages:
     parallel: true
     max_concurrency: {max_concurrency}
 """
+
+
+@asynccontextmanager
+async def core_with_flow(state_dir: Path) -> AsyncIterator[Workflows]:
+    """The host's workflows core in this process (supervisor, dispatcher, workflows, no gRPC)
+    with the real `flow` agent deployed; its agents stopped and its group ended on exit."""
+    supervisor = Supervisor(state_dir, ChildRegistry())
+    dispatcher = Dispatcher(supervisor)
+    workflows = Workflows(state_dir, supervisor, dispatcher)
+    async with anyio.create_task_group() as tg:
+        await tg.start(supervisor.run)
+        await tg.start(dispatcher.run)
+        await tg.start(workflows.run)
+        await supervisor.deploy({"path": str(AGENTS / "flow"), "name": "flow"})
+        yield workflows
+        await supervisor.stop_all()
+        tg.cancel_scope.cancel()
 
 
 def create(host: HostProcess, spec_text: str, **fields: Any) -> workflow_pb2.Run:

@@ -12,14 +12,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from ether_host.agents import Dispatcher
 from ether_host.errors import Unavailable
-from ether_host.procs import ChildRegistry
 from ether_host.reasons import Reason
-from ether_host.supervisor import Supervisor
-from ether_host.workflows import Workflows
-from tests.support.agents import AGENTS
-from tests.workflows.runs import map_spec
+from tests.workflows.runs import core_with_flow, map_spec
 
 HOLD = """\
 name: held
@@ -37,15 +32,7 @@ def test_creating_and_resuming_runs_while_the_host_stops_is_unavailable(tmp_path
             await steps()
 
     async def steps() -> None:
-        state_dir = tmp_path / "state"
-        supervisor = Supervisor(state_dir, ChildRegistry())
-        dispatcher = Dispatcher(supervisor)
-        workflows = Workflows(state_dir, supervisor, dispatcher)
-        async with anyio.create_task_group() as tg:
-            await tg.start(supervisor.run)
-            await tg.start(dispatcher.run)
-            await tg.start(workflows.run)
-            await supervisor.deploy({"path": str(AGENTS / "flow"), "name": "flow"})
+        async with core_with_flow(tmp_path / "state") as workflows:
             held = await workflows.create(None, HOLD)
 
             await workflows.shutdown()  # as the host does first when it stops
@@ -65,7 +52,5 @@ def test_creating_and_resuming_runs_while_the_host_stops_is_unavailable(tmp_path
 
             runs = await workflows.list_runs(0, "", [], "")
             assert [run["id"] for run in runs.items] == [held["id"]]  # nothing half-made
-            await supervisor.stop_all()
-            tg.cancel_scope.cancel()
 
     anyio.run(scenario)
