@@ -1,14 +1,25 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { closeSync, constants, mkdtempSync, openSync, readFileSync, readSync } from "node:fs";
+import { closeSync, constants, mkdtempSync, openSync, readFileSync, readSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describe, it } from "node:test";
+import { after, describe, it } from "node:test";
 import { FrameWriter } from "./frame-writer.js";
 
 describe("FrameWriter", () => {
+  // Every directory a test makes is removed at the end: a run leaves nothing in /tmp.
+  const made: string[] = [];
+  const scratch = (): string => {
+    const dir = mkdtempSync(join(tmpdir(), "ether-fw-"));
+    made.push(dir);
+    return join(dir, "frames");
+  };
+  after(() => {
+    for (const dir of made) rmSync(dir, { recursive: true, force: true });
+  });
+
   it("writes whole frames in order, batched or not, and flush waits for all of them", async () => {
-    const path = join(mkdtempSync(join(tmpdir(), "ether-fw-")), "frames");
+    const path = scratch();
     const fd = openSync(path, "w");
     const writer = new FrameWriter(fd);
     const expected: string[] = [];
@@ -44,7 +55,7 @@ describe("FrameWriter", () => {
   });
 
   it("puts a frame in a pipe with room before writeLine returns, and keeps order when it is full", async () => {
-    const fifo = join(mkdtempSync(join(tmpdir(), "ether-fw-")), "frames");
+    const fifo = scratch();
     execFileSync("mkfifo", [fifo]);
     const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
     const fd = openSync(fifo, "w");
