@@ -43,6 +43,8 @@ from ether_host.agents.running import (
     BatchEvents,
     EventSink,
     RunningTask,
+    cancel_outcome,
+    cancelled,
     died,
     refused,
     shutting_down,
@@ -277,7 +279,7 @@ class Batch:
         record.on_cancel = lambda reason: self._give_up(
             flight,
             reason,
-            Cancelled(f"task {task.task_id} was cancelled: {reason}", reason=Reason.TASK_CANCELLED),
+            cancelled(task.task_id, reason),
         )
         pending.on_finish = lambda _: self._landed(flight)
         if deadline is not None:
@@ -460,10 +462,7 @@ class Batch:
         outcome: TaskResult | EtherError | None = None
         attempt = 1
         if record.cancel_reason:  # CancelTask came between the failed attempt and now
-            outcome = Cancelled(
-                f"task {task.task_id} was cancelled: {record.cancel_reason}",
-                reason=Reason.TASK_CANCELLED,
-            )
+            outcome = cancelled(task.task_id, record.cancel_reason)
         try:
             failure = flight.pending.failure
             if outcome is None and isinstance(failure, LinkClosed):
@@ -495,16 +494,13 @@ class Batch:
                     )
                 except Unavailable as again:
                     error = again
-        except asyncio.CancelledError:
-            owner = record.owner
-            if not (record.cancel_reason and owner is not None and owner.uncancel() == 0):
+        except asyncio.CancelledError as stopped:
+            ended = cancel_outcome(record, stopped)
+            if not isinstance(ended, Cancelled):
                 self._others -= 1
                 self._end(flight, None)
                 raise
-            outcome = Cancelled(
-                f"task {task.task_id} was cancelled: {record.cancel_reason}",
-                reason=Reason.TASK_CANCELLED,
-            )
+            outcome = ended
         except EtherError as failed:
             outcome = failed
         self._others -= 1

@@ -41,6 +41,7 @@ from ether_host.agents.running import (
     EventSink,
     NotRun,
     RunningTask,
+    cancel_outcome,
     new_task_id,
     status_of,
     time_left,
@@ -52,7 +53,7 @@ from ether_host.agents.validation import (
     check_task_id,
     resolve_action,
 )
-from ether_host.errors import Cancelled, InvalidArgument, NotFound, Unavailable
+from ether_host.errors import InvalidArgument, NotFound, Unavailable
 from ether_host.link import AgentConnection
 from ether_host.reasons import Reason
 from ether_host.supervisor import ActionInfo, ManagedAgent, Supervisor
@@ -205,15 +206,10 @@ class Dispatcher(TaskAttempts, RemoteExecution):
                     await asyncio.sleep(delay)
                     action = action_for_retry(agent, task, action)
         except asyncio.CancelledError as error:
-            raised = error
-            # Ours only when cancel() asked and nobody else cancels the task as well.
-            if record.cancel_reason and record.owner is not None and record.owner.uncancel() == 0:
-                raised = Cancelled(
-                    f"task {task.task_id} was cancelled: {record.cancel_reason}",
-                    reason=Reason.TASK_CANCELLED,
-                )
-                raise raised from None
-            raise
+            raised = cancel_outcome(record, error)
+            if raised is error:
+                raise
+            raise raised from None
         except BaseException as error:
             raised = error
             raise

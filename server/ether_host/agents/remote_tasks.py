@@ -16,9 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ether_host.agents.model import TaskInput, TaskResult
 from ether_host.agents.other_hosts import OtherHosts
-from ether_host.agents.running import EventSink, RunningTask, status_of
-from ether_host.errors import Cancelled
-from ether_host.reasons import Reason
+from ether_host.agents.running import EventSink, RunningTask, cancel_outcome, status_of
 from ether_host.telemetry import Tracing
 
 
@@ -60,14 +58,10 @@ class RemoteExecution:
             result = await other_hosts.execute_elsewhere(task, on_event)
             return result
         except asyncio.CancelledError as error:
-            raised = error
-            if record.cancel_reason and record.owner is not None and record.owner.uncancel() == 0:
-                raised = Cancelled(
-                    f"task {task.task_id} was cancelled: {record.cancel_reason}",
-                    reason=Reason.TASK_CANCELLED,
-                )
-                raise raised from None
-            raise
+            raised = cancel_outcome(record, error)
+            if raised is error:
+                raise
+            raise raised from None
         except BaseException as error:
             raised = error
             raise

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ether_host.agents.model import TaskEvent, TaskInput, TaskResult
-from ether_host.errors import EtherError, Unavailable
+from ether_host.errors import Cancelled, EtherError, Unavailable
 from ether_host.link import NOT_RUN, SHUTTING_DOWN, AgentConnection, LinkClosed, Pending
 from ether_host.reasons import Reason
 from ether_host.supervisor import ActionInfo, ManagedAgent, Replica
@@ -131,6 +131,22 @@ def refused(pending: Pending) -> bool:
         return False
     error = result.get("error")
     return isinstance(error, dict) and error.get("code") in (SHUTTING_DOWN, NOT_RUN)
+
+
+def cancelled(task_id: str, reason: str) -> Cancelled:
+    """The error a task cancelled by cancel() (CancelTask, or its caller gone) ends with."""
+    return Cancelled(f"task {task_id} was cancelled: {reason}", reason=Reason.TASK_CANCELLED)
+
+
+def cancel_outcome(
+    record: RunningTask, error: asyncio.CancelledError
+) -> Cancelled | asyncio.CancelledError:
+    """What a CancelledError that ends ``record``'s task is to its caller: ``Cancelled``
+    (TASK_CANCELLED) when cancel() asked for it and nobody else cancels the task as well (the
+    owner's cancel request is taken back), else ``error`` itself, to be raised on."""
+    if record.cancel_reason and record.owner is not None and record.owner.uncancel() == 0:
+        return cancelled(record.task.task_id, record.cancel_reason)
+    return error
 
 
 def time_left(deadline: float | None) -> float:
