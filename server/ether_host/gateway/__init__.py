@@ -12,7 +12,7 @@ from ether_host.gateway.notices import SESSION_CLOSED, TURN, SessionNotices, Ses
 from ether_host.gateway.pipeline import Pipeline, Step, Trigger
 from ether_host.gateway.pipeline import describe as describe_pipeline
 from ether_host.gateway.records import SessionRecords
-from ether_host.gateway.sessions import CLOSED, OPEN, Session
+from ether_host.gateway.session import CLOSED, OPEN, Session
 from ether_host.gateway.store import GatewayStore, SavedSession
 from ether_host.gateway.usecases import Gateway
 

@@ -27,7 +27,7 @@ from ether_host.reasons import Reason
 from ether_host.supervisor import ManagedAgent, State, Supervisor
 
 if TYPE_CHECKING:
-    from ether_host.gateway.sessions import Session
+    from ether_host.gateway.session import Session
 
 log = structlog.get_logger("ether.gateway")
 

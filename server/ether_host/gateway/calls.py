@@ -29,7 +29,7 @@ from ether_host.gateway import events as ev
 from ether_host.gateway.context import MERGE_PATCH, REMOVE, SET, Change
 from ether_host.gateway.egress.fetch import FetchRefused, FetchRequest
 from ether_host.gateway.messaging import TYPE_PATTERN, Message
-from ether_host.gateway.sessions import Session
+from ether_host.gateway.session import Session
 from ether_host.link import TaskFailure
 from ether_host.telemetry import annotate
 

@@ -30,7 +30,8 @@ from ether_host.gateway.context import SET
 from ether_host.gateway.events import error_data
 from ether_host.gateway.notices import TURN
 from ether_host.gateway.pipeline import REPLY_STEP, Step
-from ether_host.gateway.sessions import Session, SessionStore, Turn
+from ether_host.gateway.session import Session, Turn
+from ether_host.gateway.sessions import SessionStore
 from ether_host.gateway.settings import GatewaySettings
 from ether_host.telemetry import optional_span
 

@@ -40,7 +40,8 @@ from ether_host.gateway.events import SessionEvent, event_record
 from ether_host.gateway.messaging import Message, Messaging, SubscriptionLagged
 from ether_host.gateway.notices import SESSION_CLOSED, SessionNotices
 from ether_host.gateway.records import SessionRecords
-from ether_host.gateway.sessions import Session, SessionStore, Turn, rebuild
+from ether_host.gateway.session import Session, Turn, rebuild
+from ether_host.gateway.sessions import SessionStore
 from ether_host.gateway.settings import GatewaySettings
 from ether_host.gateway.store import GatewayStore, SavedSession
 from ether_host.gateway.turns import TurnRunner

@@ -19,10 +19,8 @@ own cookie jar; the host checks and audits that request as it did the first.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
-import socket
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
@@ -33,7 +31,8 @@ import structlog
 
 from ether_host.config import ConfigError
 from ether_host.gateway.egress.audit import ALLOWED, DENIED, AuditLog, AuditRecord
-from ether_host.gateway.egress.policy import IPAddress, Policy, TokenBucket, build_policy, classify
+from ether_host.gateway.egress.pinned import AddressRefused, PinnedTransport
+from ether_host.gateway.egress.policy import Policy, TokenBucket, build_policy
 
 log = structlog.get_logger("ether.egress")
 
@@ -63,13 +62,6 @@ class FetchRefused(Exception):
         self.retry_after = retry_after
 
 
-class _AddressRefused(Exception):
-    def __init__(self, reason: str, address: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.address = address
-
-
 @dataclass
 class FetchRequest:
     """What an agent asked for."""
@@ -95,129 +87,6 @@ class FetchResponse:
     url: str
     redirects: int
     audit_ids: list[int]
-
-
-class _PinnedBackend(httpcore.AsyncNetworkBackend):
-    """Resolves once, refuses refused address classes, connects to the address it checked."""
-
-    def __init__(self, policy: Policy) -> None:
-        self.policy = policy
-        self.inner = httpcore.AnyIOBackend()
-        self.address = ""
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        addresses = await resolve(host, port, self.policy.resolve)
-        for address in addresses:
-            reason = None if self.policy.address_exempt(address) else classify(address)
-            if reason is not None:
-                self.address = str(address)
-                raise _AddressRefused(reason, str(address))
-        self.address = str(addresses[0])
-        return await self.inner.connect_tcp(
-            self.address, port, timeout, local_address, socket_options
-        )
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise _AddressRefused("invalid_url", path)
-
-    async def sleep(self, seconds: float) -> None:
-        await self.inner.sleep(seconds)
-
-
-class _PinnedTransport(httpx.AsyncBaseTransport):
-    """httpx's requests over httpcore, each on a connection of its own through a fresh
-    ``_PinnedBackend`` (``backend.address`` is the address the last request used)."""
-
-    def __init__(self, policy: Policy) -> None:
-        self.policy = policy
-        self.backend = _PinnedBackend(policy)
-        self.response: httpx.Response | None = None  # the last response, set before any redirect
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        assert isinstance(request.stream, httpx.AsyncByteStream)
-        self.backend = _PinnedBackend(self.policy)
-        self.response = None
-        pool = httpcore.AsyncConnectionPool(
-            network_backend=self.backend, max_connections=1, retries=0
-        )
-        try:
-            answer = await pool.handle_async_request(
-                httpcore.Request(
-                    method=request.method,
-                    url=httpcore.URL(
-                        scheme=request.url.raw_scheme,
-                        host=request.url.raw_host,
-                        port=request.url.port,
-                        target=request.url.raw_path,
-                    ),
-                    headers=request.headers.raw,
-                    content=request.stream,
-                    extensions=request.extensions,
-                )
-            )
-        except BaseException:
-            await pool.aclose()
-            raise
-        self.response = httpx.Response(
-            status_code=answer.status,
-            headers=answer.headers,
-            stream=_PoolStream(answer.stream, pool),
-            extensions=answer.extensions,
-        )
-        return self.response
-
-
-class _PoolStream(httpx.AsyncByteStream):
-    """A response body that closes its connection pool with it."""
-
-    def __init__(self, stream: Any, pool: httpcore.AsyncConnectionPool) -> None:
-        self.stream = stream
-        self.pool = pool
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self.stream:
-            yield chunk
-
-    async def aclose(self) -> None:
-        try:
-            await self.stream.aclose()
-        finally:
-            await self.pool.aclose()
-
-
-async def resolve(host: str, port: int, fixed: Mapping[str, tuple[str, ...]]) -> list[IPAddress]:
-    """Every address ``host`` stands for: a literal, a fixed mapping, or the system resolver's answers."""
-    name = host.strip("[]").lower().rstrip(".")
-    try:
-        return [ipaddress.ip_address(name)]
-    except ValueError:
-        pass
-    if name in fixed:
-        return [ipaddress.ip_address(a) for a in fixed[name]]
-    try:
-        infos = await anyio.getaddrinfo(name, port, type=socket.SOCK_STREAM)
-    except OSError as error:
-        raise httpcore.ConnectError(f"cannot resolve {name}: {error}") from None
-    found: list[IPAddress] = []
-    for *_, sockaddr in infos:
-        address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
-        if address not in found:
-            found.append(address)
-    if not found:
-        raise httpcore.ConnectError(f"cannot resolve {name}: no addresses")
-    return found
 
 
 class Egress:
@@ -275,7 +144,7 @@ class Egress:
         deadline = time.monotonic() + timeout
         audit_ids: list[int] = []
         depth = 0
-        transport = _PinnedTransport(policy)
+        transport = PinnedTransport(policy)
         async with httpx.AsyncClient(
             transport=transport, follow_redirects=False, trust_env=False
         ) as client:
@@ -399,7 +268,7 @@ class Egress:
     async def _send(
         self,
         client: httpx.AsyncClient,
-        transport: _PinnedTransport,
+        transport: PinnedTransport,
         policy: Policy,
         hop: httpx.Request,
         record: AuditRecord,
@@ -469,7 +338,7 @@ class Egress:
                 finally:
                     await response.aclose()
                 following = response.next_request
-        except _AddressRefused as refused:
+        except AddressRefused as refused:
             await self._deny(
                 replace(record, resolved_address=refused.address),
                 refused.reason,
