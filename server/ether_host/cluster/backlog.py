@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ether_host.cluster.remote import GROUP, tasks_stream
+from ether_host.cluster.remote import GROUP
+from ether_host.cluster.task_wire import tasks_stream
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -20,7 +20,7 @@ import anyio
 import orjson
 import structlog
 
-from ether_host.cluster.remote import error_from, error_json
+from ether_host.cluster.task_wire import error_from, error_json
 from ether_host.errors import EtherError, Unavailable
 from ether_host.link import TaskFailure
 from ether_host.reasons import Reason

@@ -23,8 +23,7 @@ import contextlib
 import math
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import replace
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -32,15 +31,7 @@ import anyio.abc
 import orjson
 import structlog
 
-from ether_host.agents import (
-    Budget,
-    Dispatcher,
-    Metadata,
-    TaskErrorInfo,
-    TaskEvent,
-    TaskInput,
-    TaskResult,
-)
+from ether_host.agents import Dispatcher, TaskEvent, TaskInput, TaskResult
 from ether_host.cluster.claims import Claimed, Claims, consumer_name, host_of
 from ether_host.cluster.direct import DirectConnection
 from ether_host.cluster.ledger import (
@@ -48,6 +39,18 @@ from ether_host.cluster.ledger import (
     RECORD_WITHOUT_DEADLINE,
     TaskLedger,
     digest,
+)
+from ether_host.cluster.task_wire import (
+    error_from,
+    error_json,
+    replies_stream,
+    result_from,
+    result_json,
+    streams,
+    task_from,
+    task_json,
+    tasks_stream,
+    text,
 )
 from ether_host.errors import (
     DeadlineExceeded,
@@ -71,83 +74,6 @@ BLOCK_MS = 1000  # a blocking read returns at least this often, to see new agent
 TRIM_EVERY = 1.0  # seconds between trims of this host's reply stream to what it has not read
 STREAM_LENGTH = 100_000  # tasks an agent's stream holds at most (entries are deleted once run)
 LEFT_LOG_EVERY = 10.0  # seconds: "cluster leaves tasks to other hosts" once per busy spell
-
-
-def tasks_stream(agent: str) -> str:
-    return f"ether:tasks:{agent}"
-
-
-def replies_stream(host: str) -> str:
-    return f"ether:replies:{host}"
-
-
-def _streams(reply: Any) -> Iterator[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]]:
-    """An XREAD or XREADGROUP reply as redis-py's client gives it: each stream with its entries,
-    each entry's fields as a dict (a nil reply: nothing). Redis answers a map under RESP3 (the
-    protocol redis-py 8 speaks by default) and a list of pairs under RESP2."""
-    for stream, entries in reply.items() if isinstance(reply, dict) else reply or ():
-        yield stream, [(entry, _fields(flat)) for entry, flat in entries]
-
-
-def _fields(flat: list[bytes] | None) -> dict[bytes, bytes]:
-    if not flat:
-        return {}  # an entry deleted meanwhile (XREADGROUP can name one)
-    pairs = iter(flat)
-    return dict(zip(pairs, pairs, strict=True))
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _task_json(task: TaskInput, reply_to: str, events: bool) -> bytes:
-    """The task as it travels: with its budget and its place in the task tree (root, parent,
-    depth and lineage: depth limits and re-entrant calls hold across hosts)."""
-    left = None if task.deadline is None else task.deadline - time.monotonic()
-    travelling = replace(task, deadline=left)  # seconds left: monotonic clocks differ
-    # orjson writes dataclasses itself: asdict's deep copy was 7 % of a calling host's CPU.
-    return orjson.dumps({"task": travelling, "reply_to": reply_to, "events": events})
-
-
-def _task_from(value: dict[str, Any]) -> TaskInput:
-    fields = dict(value)
-    fields["budget"] = Budget(**fields.get("budget", {}))
-    fields["lineage"] = tuple(fields.get("lineage", ()))
-    left = fields.get("deadline")
-    fields["deadline"] = None if left is None else time.monotonic() + float(left)
-    return TaskInput(**fields)
-
-
-def _result_json(result: TaskResult) -> TaskResult:
-    """The result as orjson writes it (a dataclass: asdict's deep copy was 11 % of a running
-    host's CPU per remote task)."""
-    return result
-
-
-def _result_from(value: dict[str, Any]) -> TaskResult:
-    fields = dict(value)
-    fields["metadata"] = Metadata(**fields.get("metadata", {}))
-    error = fields.get("error")
-    fields["error"] = None if error is None else TaskErrorInfo(**error)
-    return TaskResult(**fields)
-
-
-_ERRORS: dict[str, type[EtherError]] = {cls.__name__: cls for cls in EtherError.__subclasses__()}
-
-
-def error_json(error: EtherError) -> dict[str, Any]:
-    """An EtherError as it travels between hosts (task answers here, gateway requests in
-    gateway_link.py); ``error_from`` makes it again on the other side."""
-    return {"class": type(error).__name__, "message": error.message, "reason": error.reason.value}
-
-
-def error_from(value: dict[str, Any]) -> EtherError:
-    kind = _ERRORS.get(str(value.get("class")), Unavailable)
-    try:
-        reason = Reason(str(value.get("reason")))
-    except ValueError:
-        reason = Reason.AGENT_UNAVAILABLE
-    return kind(str(value.get("message", "")), reason=reason)
 
 
 class RemoteTasks:
@@ -261,7 +187,7 @@ class RemoteTasks:
             self._sinks.pop(task.task_id, None)
         if "error" in answer:
             raise error_from(answer["error"])
-        return _result_from(answer["result"])
+        return result_from(answer["result"])
 
     async def _submit(self, task: TaskInput, deadline: float | None, events: bool) -> str:
         """Put the task on its agent's stream, recorded under its id, or join the task the id
@@ -277,7 +203,7 @@ class RemoteTasks:
                 task_digest=digest(task.agent, task.action, task.params),
                 reply_to=replies_stream(self._host),
                 ttl=ttl,
-                task_json=_task_json(task, replies_stream(self._host), events),
+                task_json=task_json(task, replies_stream(self._host), events),
                 stream_length=STREAM_LENGTH,
             )
         except self._errors as error:
@@ -316,7 +242,7 @@ class RemoteTasks:
             except self._errors:
                 await anyio.sleep(BLOCK_MS / 1000)  # Redis away: the heartbeat says degraded
                 continue
-            for _, entries in _streams(found):
+            for _, entries in streams(found):
                 for entry_id, fields in entries:
                     last = entry_id
                     if b"event" in fields:
@@ -385,12 +311,12 @@ class RemoteTasks:
                     self._groups.clear()  # a restarted Redis has none of them
                     await anyio.sleep(BLOCK_MS / 1000)
                     continue
-                for stream, entries in _streams(found):
-                    held = self._held.setdefault(_text(stream), {})
+                for stream, entries in streams(found):
+                    held = self._held.setdefault(text(stream), {})
                     for entry_id, fields in entries:
                         # This host's from now on: no claim round takes it up meanwhile.
-                        held[_text(entry_id)] = ""
-                        tg.start_soon(self._run, _text(stream), _text(entry_id), fields)
+                        held[text(entry_id)] = ""
+                        tg.start_soon(self._run, text(stream), text(entry_id), fields)
                 if found:
                     await asyncio.sleep(0)  # the tasks just read reach their agents first
             tg.cancel_scope.cancel()
@@ -414,7 +340,7 @@ class RemoteTasks:
         (ledger.py); a task whose caller no longer waits runs to no one, and its entry is
         dropped with its answer."""
         message = orjson.loads(fields[b"task"])
-        task = _task_from(message["task"])
+        task = task_from(message["task"])
         # Every task logs these two lines: rendered in a batch, off its path (logs.py).
         log_later(log.info, "cluster task taken", {"task_id": task.task_id, "agent": task.agent})
         await self._serve_task(stream, entry, task, message)
@@ -484,7 +410,7 @@ class RemoteTasks:
         """A task a dead host held (or this host lost track of): run it here when it never
         started or its action is idempotent; else answer that its host died."""
         message = orjson.loads(claimed.fields[b"task"])
-        task = _task_from(message["task"])
+        task = task_from(message["task"])
         agent = self._supervisor.agents.get(task.agent)
         idempotent = task.idempotent
         if idempotent is None:
@@ -543,7 +469,7 @@ class RemoteTasks:
                 )
             sink = None if events is None else events.put_nowait
             result = await self._dispatcher.execute(task, sink, from_cluster=True)
-            return {"task_id": task.task_id, "result": _result_json(result)}, result.status
+            return {"task_id": task.task_id, "result": result_json(result)}, result.status
         except EtherError as error:
             return {"task_id": task.task_id, "error": error_json(error)}, error.code.value
 
