@@ -68,14 +68,14 @@ def test_a_claim_idle_of_zero_is_refused_naming_its_key() -> None:
     assert str(raised.value) == "cluster_claim_idle: must be more than 0 seconds"
 
 
-def test_a_host_without_a_cluster_imports_no_redis_client() -> None:
+def test_a_host_without_a_cluster_imports_no_redis_client(tmp_path: Path) -> None:
     """The embedded default pays nothing: building a host's core without ``[cluster]`` loads
     neither redis-py nor starts anything of the cluster."""
     script = (
-        "import sys, tempfile, pathlib\n"
+        "import sys, pathlib\n"
         "from ether_host.config import HostConfig\n"
         "from ether_host.main import build_core\n"
-        "core = build_core(HostConfig(state_dir=pathlib.Path(tempfile.mkdtemp())))\n"
+        f"core = build_core(HostConfig(state_dir=pathlib.Path({str(tmp_path)!r})))\n"
         "assert core.cluster is None\n"
         "print(sorted(m for m in sys.modules if m == 'redis' or m.startswith('redis.')))\n"
     )
