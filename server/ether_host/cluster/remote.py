@@ -6,7 +6,8 @@ one of them, which runs it through its own dispatcher (deadline, budget and queu
 local call) and answers on the caller's stream ``ether:replies:<host>``, after the task's
 events (started, progress, log) when the caller follows them (ExecuteStream). A cancel (the caller
 went away, or its deadline passed) is published on ``ether:cancels``; the host running the task
-cancels it. The dispatcher comes here only for an agent its own host does not run.
+cancels it. The dispatcher comes here only for an agent its own host does not run. What goes
+on the streams (their names, the JSON of a task, a result and an error) is task_wire.py's.
 
 Each task sent is recorded in Redis until its answer (ledger.py): the task id is its
 idempotency key across the cluster, and the one answer goes to every caller waiting. A host

@@ -15,6 +15,9 @@ host that is asked to change a session another host holds brings it over
 (``adopt``; the other ``release``s it). A turn that was running or waiting
 when the host stopped did not finish: the restarted host ends it with an
 ``error`` event ``host_restarted`` and its ``turn_completed``.
+
+This module is ``SessionStore``, the use cases over every session of the host; one session's
+state (``Session``, ``Turn``) and its rebuilding from a stored row are session.py's.
 """
 
 from __future__ import annotations
