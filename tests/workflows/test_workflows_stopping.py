@@ -27,7 +27,9 @@ stages:
 """
 
 
-def test_creating_and_resuming_runs_while_the_host_stops_is_unavailable(tmp_path: Path) -> None:
+def test_creating_and_resuming_runs_while_the_host_stops_is_unavailable_cancelling_is_not(
+    tmp_path: Path,
+) -> None:
     async def scenario() -> None:
         with anyio.fail_after(120):
             await steps()
@@ -53,6 +55,10 @@ def test_creating_and_resuming_runs_while_the_host_stops_is_unavailable(tmp_path
 
             runs = await workflows.list_runs(0, "", [], "")
             assert [run["id"] for run in runs.items] == [held["id"]]  # nothing half-made
+
+            # A CancelRun during the grace is carried out: it starts nothing.
+            cancelled = await workflows.cancel(held["id"], "during the grace", None)
+            assert cancelled["state"] == "RUN_STATE_CANCELLED", cancelled
 
     anyio.run(scenario)
 
