@@ -8,6 +8,7 @@ import secrets
 import time
 
 import anyio
+import structlog
 
 from ether_host.auth import Identity
 from ether_host.background import run_detached, run_to_the_end
@@ -24,6 +25,8 @@ from ether_host.terminals.rights import ADMIN, CREATE, require
 from ether_host.terminals.terminal import Terminal
 
 REQUEST_ID_TTL = 600.0
+
+log = structlog.get_logger("ether.terminals")
 
 
 class TerminalCreation(TerminalRegistry):
@@ -58,7 +61,12 @@ class TerminalCreation(TerminalRegistry):
         # CreateTerminal whose client goes while its program starts (it cancels, its deadline
         # passes) would otherwise leave the terminal running unannounced, its request_id not
         # remembered (a retry made a second one).
-        return await run_to_the_end(self._tg, self._start, terminal_id, owner, spec, launch, key)
+        # Only an owner present now can go during the start (an admin's terminal for an agent
+        # not running is its own business: no watcher closes it, and none refuses it).
+        watched = not self.owner_gone(owner)
+        return await run_to_the_end(
+            self._tg, self._start, terminal_id, owner, spec, launch, key, watched
+        )
 
     def _refuse_if_stopping(self) -> None:
         if self._stopping:
@@ -86,12 +94,13 @@ class TerminalCreation(TerminalRegistry):
         spec: CreateSpec,
         launch: LaunchPlan,
         key: tuple[str, str] | None,
+        watched: bool,
     ) -> TerminalInfo:
         """``_launch``, then the place and the request_id ``create`` held for it let go. They
         are taken there, in the step of its checks, not here: this task runs a step later, and
         a create checked in between must count this one, or wait for it."""
         try:
-            return await self._launch(terminal_id, owner, spec, launch, key)
+            return await self._launch(terminal_id, owner, spec, launch, key, watched)
         finally:
             del self._starting[terminal_id]
             if key is not None:
@@ -104,12 +113,23 @@ class TerminalCreation(TerminalRegistry):
         spec: CreateSpec,
         launch: LaunchPlan,
         key: tuple[str, str] | None,
+        watched: bool,
     ) -> TerminalInfo:
         """Start the terminal ``create`` admitted; its info once recorded and announced."""
         sandbox = await self._sandbox(owner, terminal_id, spec.cwd, launch.cwd)
         if self._stopping:  # the host's closing began meanwhile: it closes only what it found
             await self._wipe_scratch(terminal_id)
             self._refuse_if_stopping()
+        # Its owner went meanwhile (an agent's term.create runs on when the agent goes): the
+        # owner watcher closed what it found then, which was not this one yet. Checked in the
+        # step that registers the terminal, so an owner that goes later finds it registered.
+        if watched and self.owner_gone(owner):
+            await self._wipe_scratch(terminal_id)
+            log.info("terminal not started: its owner went away", terminal=terminal_id, owner=owner)
+            raise FailedPrecondition(
+                f"{owner} went away while its terminal was being created; none was started",
+                reason=Reason.AGENT_NOT_RUNNING,
+            )
         session = Terminal(
             terminal_id=terminal_id,
             name=spec.name,

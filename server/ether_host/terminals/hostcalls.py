@@ -95,6 +95,7 @@ class AgentTerminals:
             method: getattr(self, "_" + method.removeprefix("term.")) for method in TERMINAL_CALLS
         }
         manager.run_in_background(self.watch_agents)
+        manager.owner_gone = self._owner_gone
         clients = manager.sandbox_for
         # An agent's terminals get the agent's sandbox (its network and paths, not its folder);
         # none only where the host config turned sandboxes off.
@@ -109,6 +110,13 @@ class AgentTerminals:
         if found is None or found.grant is None:
             return None
         return found.grant, self.supervisor.sandbox
+
+    def _owner_gone(self, owner: str) -> bool:
+        """Whether ``owner`` is an agent that is gone (watch_agents' rule), now."""
+        if not owner.startswith(OWNER_PREFIX):
+            return False
+        agent = self.supervisor.agents.get(owner[len(OWNER_PREFIX) :])
+        return agent is None or agent.state in GONE
 
     async def handle(self, caller: RunningTask, method: str, params: dict[str, Any]) -> Any:
         """The Dispatcher's call handler for ``term.*``."""
@@ -129,11 +137,10 @@ class AgentTerminals:
         async for _, event in events.follow(events.last_sequence):
             if event.state not in GONE:
                 continue
-            agent = self.supervisor.agents.get(event.agent)
-            if agent is None or agent.state in GONE:
-                owner = f"{OWNER_PREFIX}{event.agent}"
-                if any(s.owner == owner for s in self.manager.sessions.values()):
-                    self.manager.spawn(self.manager.close_owner, owner, "owner_gone")
+            owner = f"{OWNER_PREFIX}{event.agent}"
+            mine = any(s.owner == owner for s in self.manager.sessions.values())
+            if mine and self._owner_gone(owner):
+                self.manager.spawn(self.manager.close_owner, owner, "owner_gone")
 
     # -- calls ---------------------------------------------------------------------------
 

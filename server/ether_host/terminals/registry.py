@@ -66,6 +66,10 @@ class TerminalRegistry:
         self.sandbox_for: Callable[[str], tuple[Grant, SandboxSettings] | None] = lambda owner: (
             admission.client_sandbox(self.settings)
         )
+        # Whether a terminal's owner has gone (an agent that stopped, exited for good or went
+        # FATAL; main wires it, terminals/hostcalls.py): a create under way when its owner
+        # went is refused in the step that would register it (creating.py).
+        self.owner_gone: Callable[[str], bool] = lambda owner: False
         # Each terminal's record under the state directory, and the terminals of the host's
         # earlier runs read from there at start (former.py): ids that outlive their PTYs.
         self._former = FormerTerminals(

@@ -1,0 +1,159 @@
+"""An agent that goes away while its term.create is under way leaves no terminal behind.
+
+An agent's term.create runs to its end in the terminal manager even when the agent goes (its
+caller is gone, not the work). The owner watcher closes what an agent owns when it goes; a
+create that had not yet registered its terminal at that moment must not start one for a
+gone owner (or must close it), else the terminal runs on until its idle or lifetime limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import grpc
+import pytest
+
+from ether.v1 import supervisor_pb2
+from ether.v1 import terminal_pb2 as pb
+from ether_host.auth import Identity
+from ether_host.errors import FailedPrecondition
+from ether_host.procs import ChildRegistry
+from ether_host.reasons import Reason
+from ether_host.sandbox import Grant, SandboxSettings
+from ether_host.terminals import AGENT_RIGHTS, TerminalManager, TerminalSettings
+from ether_host.terminals.requests import CreateSpec
+from tests.support.agents import deploy, remove_agent, watch_until
+from tests.support.calls import execute
+from tests.support.host import HostProcess
+from tests.terminals.conftest import start_host
+
+# The agent sends term.create and, once a term.list sent after it is answered (the host has
+# read the create's frame and started it), exits without waiting for the create's reply.
+CREATE_AND_EXIT = '''
+"""Sends a term.create and exits before its reply."""
+import asyncio
+import os
+
+from ether_agent import Agent, TaskContext
+from ether_agent.terminal import TERMINAL_CALLS
+
+agent = Agent(
+    "leaver", version="1.0.0", description="leaves mid-create", calls=list(TERMINAL_CALLS)
+)
+
+
+@agent.action(description="term.create, then exit before its reply.")
+async def create_and_exit(ctx: TaskContext) -> dict[str, str]:
+    asyncio.get_running_loop().create_task(
+        ctx.host_call("term.create", {"argv": ["sleep", "600"]})
+    )
+    await ctx.host_call("term.list", {})  # answered: the host has read the create too
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    agent.run()
+'''
+
+ROUNDS = 2
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
+    process = start_host(tmp_path_factory.mktemp("owner-goes") / "state")
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def leaver_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("leaver")
+    (folder / "agent.py").write_text(CREATE_AND_EXIT)
+    (folder / "agent.toml").write_text(
+        'name = "leaver"\nlanguage = "python"\ncalls = ["term.*"]\nstop_grace = 1\n'
+    )
+    return folder
+
+
+@pytest.mark.parametrize("round_", range(ROUNDS))
+def test_a_create_whose_agent_exits_meanwhile_leaves_no_terminal(
+    host: HostProcess, leaver_folder: Path, round_: int
+) -> None:
+    """The agent exits for good right after sending term.create: either the terminal is not
+    started (the host says so in its log) or it is closed `owner_gone`; the agent owns no
+    terminal afterwards. Several rounds: which of the two happens depends on timing."""
+    name = deploy(
+        host, leaver_folder, name=f"leaver-{round_}", restart=supervisor_pb2.RESTART_POLICY_NEVER
+    )
+    owner = f"agent:{name}"
+    try:
+        before = len(host.records)
+        with pytest.raises(grpc.RpcError) as gone:
+            execute(host, name, "create_and_exit", {}, timeout=60)
+        assert gone.value.code() == grpc.StatusCode.UNAVAILABLE  # the agent exited mid-task
+        watch_until(host, name, {"EXITED"})
+        outcome = host.wait_for_log(
+            lambda r: (
+                r.get("owner") == owner
+                and r.get("event") in ("terminal started", "terminal not started")
+            ),
+            after=before,
+        )
+        if outcome["event"] == "terminal started":
+            closed = host.wait_for_log(
+                lambda r: (
+                    r.get("event") == "terminal closed" and r.get("terminal") == outcome["terminal"]
+                ),
+                after=before,
+            )
+            assert closed["reason"] == "owner_gone"
+        listed = host.terminals.ListTerminals(pb.ListTerminalsRequest(owner=owner), timeout=10)
+        assert [t.id for t in listed.terminals if t.state != pb.TERMINAL_STATE_CLOSED] == []
+    finally:
+        remove_agent(host, name)
+
+
+def test_a_create_whose_owner_goes_while_its_sandbox_is_made_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    """The window the test above reaches only by chance, made certain: the host's terminal
+    manager itself, its owner declared gone (as the supervisor would say) while the create
+    makes the terminal's sandbox. The create is refused FAILED_PRECONDITION, no terminal is
+    registered or started, and its scratch directory is removed."""
+    refused, sessions, scratch = anyio.run(_owner_goes_during_create, tmp_path / "state")
+    assert isinstance(refused, FailedPrecondition), refused
+    assert refused.reason == Reason.AGENT_NOT_RUNNING and "went away" in refused.message
+    assert sessions == []
+    assert scratch == []
+
+
+async def _owner_goes_during_create(
+    state_dir: Path,
+) -> tuple[BaseException | None, list[str], list[str]]:
+    manager = TerminalManager(TerminalSettings(), ChildRegistry(), state_dir)
+    gone: set[str] = set()
+    manager.owner_gone = gone.__contains__  # hostcalls.py wires the supervisor's view here
+
+    def sandbox_for(owner: str) -> tuple[Grant, SandboxSettings]:
+        gone.add(owner)  # the agent goes while its create is under way, here
+        return Grant(), SandboxSettings()
+
+    manager.sandbox_for = sandbox_for
+    identity = Identity("agent:leaver", AGENT_RIGHTS)
+    refused: BaseException | None = None
+    async with anyio.create_task_group() as tg:
+        await tg.start(manager.run)
+        try:
+            await manager.create(identity, CreateSpec(argv=("sleep", "600")))
+        except FailedPrecondition as error:
+            refused = error
+        sessions = list(manager.sessions)
+        await manager.close_all()
+        tg.cancel_scope.cancel()
+    scratch_root = state_dir / "scratch" / "terminals"
+    scratch = [p.name for p in scratch_root.iterdir()] if scratch_root.exists() else []
+    return refused, sessions, scratch
