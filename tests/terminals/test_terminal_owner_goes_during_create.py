@@ -8,7 +8,6 @@ gone owner (or must close it), else the terminal runs on until its idle or lifet
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -27,7 +26,6 @@ from ether_host.terminals.requests import CreateSpec
 from tests.support.agents import deploy, remove_agent, watch_until
 from tests.support.calls import execute
 from tests.support.host import HostProcess
-from tests.terminals.conftest import start_host
 
 # The agent sends term.create and, once a term.list sent after it is answered (the host has
 # read the create's frame and started it), exits without waiting for the create's reply.
@@ -58,15 +56,6 @@ if __name__ == "__main__":
 '''
 
 ROUNDS = 2
-
-
-@pytest.fixture(scope="module")
-def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostProcess]:
-    process = start_host(tmp_path_factory.mktemp("owner-goes") / "state")
-    try:
-        yield process
-    finally:
-        process.stop()
 
 
 @pytest.fixture(scope="module")
