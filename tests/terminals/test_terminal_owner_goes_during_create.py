@@ -74,7 +74,8 @@ def test_a_create_whose_agent_exits_meanwhile_leaves_no_terminal(
 ) -> None:
     """The agent exits for good right after sending term.create: either the terminal is not
     started (the host says so in its log) or it is closed `owner_gone`; the agent owns no
-    terminal afterwards. Several rounds: which of the two happens depends on timing."""
+    terminal afterwards. Several rounds: which of the two happens depends on timing (without
+    the check in the create's registering step, 3 runs of 15 left the terminal running)."""
     name = deploy(
         host, leaver_folder, name=f"leaver-{round_}", restart=supervisor_pb2.RESTART_POLICY_NEVER
     )

@@ -125,7 +125,7 @@ class TerminalCreation(TerminalRegistry):
         # step that registers the terminal, so an owner that goes later finds it registered.
         if watched and self.owner_gone(owner):
             await self._wipe_scratch(terminal_id)
-            log.info("terminal not started: its owner went away", terminal=terminal_id, owner=owner)
+            log.info("terminal not started", terminal=terminal_id, owner=owner, reason="owner_gone")
             raise FailedPrecondition(
                 f"{owner} went away while its terminal was being created; none was started",
                 reason=Reason.AGENT_NOT_RUNNING,
