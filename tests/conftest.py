@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
 from tests.notifications.support import Receiver, receiving
 from tests.support.host import HostProcess
+
+
+def _interrupted(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"stopped by signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A run stopped by SIGTERM (a CI job's time limit, `kill`) ends as Ctrl-C does: the tests'
+    finally blocks and the fixtures stop their hosts, and tests/support/host.py stops any
+    left at exit. Python's default for SIGTERM ends the process at once, hosts left running."""
+    signal.signal(signal.SIGTERM, _interrupted)
 
 
 @pytest.fixture(scope="module")

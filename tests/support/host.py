@@ -7,6 +7,7 @@ a health check. No fixed ports, no sleeps.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
@@ -49,6 +50,28 @@ def sandbox_grants(shared: tuple[Path, ...] = ()) -> str:
     return f'[sandbox]\nread_only = ["{rogue}"]\nread_write = [{writable}]\n' + "".join(
         f'[sandbox.agents.{name}]\nread_only = ["{ROOT}"]\n' for name in READERS
     )
+
+
+# Every host process started, strongly held: at exit, any still running is stopped (a run
+# stopped by SIGTERM or Ctrl-C, a test that lost its HostProcess) -- see stop_leftover_hosts.
+_PROCESSES: list[subprocess.Popen[bytes]] = []
+
+
+def stop_leftover_hosts(grace: float = 10.0) -> None:
+    """SIGTERM every host process still running, then SIGKILL what outlives ``grace``."""
+    running = [p for p in _PROCESSES if p.poll() is None]
+    for process in running:
+        process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for process in running:
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+atexit.register(stop_leftover_hosts)
 
 
 class HostProcess:
@@ -107,6 +130,9 @@ class HostProcess:
             # As a shell starts a foreground job: a Ctrl-C then reaches the host, not pytest.
             process_group=0 if own_process_group else None,
         )
+        # Only the running ones stay held: a Popen keeps its pipes open while it lives.
+        _PROCESSES[:] = [p for p in _PROCESSES if p.poll() is None]
+        _PROCESSES.append(self.process)
         self.records: list[dict[str, Any]] = []
         self.raw_lines: list[str] = []
         self._changed = threading.Condition()
