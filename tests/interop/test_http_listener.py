@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+import structlog.testing
 from starlette.requests import Request
 from starlette.routing import Route
 
@@ -17,6 +18,7 @@ from ether.v1 import supervisor_pb2
 from ether_host.errors import NotFound
 from ether_host.http import build_http_app
 from ether_host.lifecycle import Lifecycle
+from ether_host.logs import flush_logs
 from ether_host.reasons import Reason
 from tests.host._support import run_ether
 from tests.support.certs import Authority
@@ -189,9 +191,13 @@ def test_an_ether_error_a_route_raises_is_answered_as_the_json_error() -> None:
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             return await client.get("/a2a/ghost")
 
-    answer = anyio.run(call)
+    with structlog.testing.capture_logs() as records:
+        answer = anyio.run(call)
+        flush_logs()  # the request line is rendered a moment later (logs.log_later)
     assert answer.status_code == 404, answer.text
     error = answer.json()["error"]
     assert error["code"] == "NOT_FOUND"
     assert error["reason"] == "AGENT_NOT_FOUND"
     assert "ghost" in error["message"]
+    (line,) = [r for r in records if r["event"] == "rpc"]
+    assert line["method"] == "GET /a2a/ghost" and line["code"] == "NOT_FOUND", line
