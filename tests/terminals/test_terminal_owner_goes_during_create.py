@@ -8,20 +8,23 @@ gone owner (or must close it), else the terminal runs on until its idle or lifet
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
 import grpc
 import pytest
+import sniffio
 
 from ether.v1 import supervisor_pb2
 from ether.v1 import terminal_pb2 as pb
 from ether_host.auth import Identity
-from ether_host.errors import FailedPrecondition
+from ether_host.errors import EtherError, FailedPrecondition
 from ether_host.procs import ChildRegistry
 from ether_host.reasons import Reason
 from ether_host.sandbox import Grant, SandboxSettings
 from ether_host.terminals import AGENT_RIGHTS, TerminalManager, TerminalSettings
+from ether_host.terminals.model import TerminalInfo
 from ether_host.terminals.requests import CreateSpec
 from tests.support.agents import deploy, remove_agent, watch_until
 from tests.support.calls import execute
@@ -121,18 +124,29 @@ def test_a_create_whose_owner_goes_while_its_sandbox_is_made_starts_nothing(
     assert scratch == []
 
 
-async def _owner_goes_during_create(
-    state_dir: Path,
-) -> tuple[BaseException | None, list[str], list[str]]:
+def _manager(state_dir: Path, goes_on: int) -> tuple[TerminalManager, list[str]]:
+    """The host's terminal manager, its owners' state wired by the test (hostcalls.py wires
+    the supervisor's there): the owner of the ``goes_on``-th sandbox made goes as it is made.
+    Returns it and the owners of the sandboxes made, in order."""
     manager = TerminalManager(TerminalSettings(), ChildRegistry(), state_dir)
     gone: set[str] = set()
-    manager.owner_gone = gone.__contains__  # hostcalls.py wires the supervisor's view here
+    made: list[str] = []
+    manager.owner_gone = gone.__contains__
 
     def sandbox_for(owner: str) -> tuple[Grant, SandboxSettings]:
-        gone.add(owner)  # the agent goes while its create is under way, here
+        made.append(owner)
+        if len(made) == goes_on:  # the agent goes while this create is under way, here
+            gone.add(owner)
         return Grant(), SandboxSettings()
 
     manager.sandbox_for = sandbox_for
+    return manager, made
+
+
+async def _owner_goes_during_create(
+    state_dir: Path,
+) -> tuple[BaseException | None, list[str], list[str]]:
+    manager, _ = _manager(state_dir, goes_on=1)
     identity = Identity("agent:leaver", AGENT_RIGHTS)
     refused: BaseException | None = None
     async with anyio.create_task_group() as tg:
@@ -147,3 +161,56 @@ async def _owner_goes_during_create(
     scratch_root = state_dir / "scratch" / "terminals"
     scratch = [p.name for p in scratch_root.iterdir()] if scratch_root.exists() else []
     return refused, sessions, scratch
+
+
+def test_a_repeat_of_a_request_id_whose_first_create_failed_makes_the_terminal(
+    tmp_path: Path,
+) -> None:
+    """docs/terminals.md: CreateTerminal calls repeating a `request_id` while the first is
+    under way wait for it, and when it failed, try again themselves. The first (an agent's)
+    fails as its owner goes while its sandbox is made; an admin's create for the same owner and
+    `request_id`, begun while the first was under way, is not answered with that failure: it
+    makes the terminal, the only one."""
+    first, repeat, sessions, made = anyio.run(_repeat_after_a_failure, tmp_path / "state")
+    assert isinstance(first, FailedPrecondition), first
+    assert isinstance(repeat, TerminalInfo), repeat
+    assert sessions == [repeat.id] and repeat.owner == "agent:leaver"
+    assert made == ["agent:leaver", "agent:leaver"]  # the repeat's sandbox after the first's
+
+
+async def _repeat_after_a_failure(
+    state_dir: Path,
+) -> tuple[object, object, list[str], list[str]]:
+    # As the host's composition root does (main.py, _name_the_event_loop): a terminal's output
+    # and exit callbacks run outside any task, where anyio asks sniffio which loop runs.
+    sniffio.thread_local.name = "asyncio"
+    try:
+        return await _repeat_after_a_failure_named(state_dir)
+    finally:
+        sniffio.thread_local.name = None
+
+
+async def _repeat_after_a_failure_named(
+    state_dir: Path,
+) -> tuple[object, object, list[str], list[str]]:
+    manager, made = _manager(state_dir, goes_on=1)
+    spec = CreateSpec(argv=("sleep", "600"), request_id="create-1")
+    outcomes: dict[str, object] = {}
+
+    async def create(name: str, identity: Identity, spec: CreateSpec) -> None:
+        try:
+            outcomes[name] = await manager.create(identity, spec)
+        except EtherError as error:
+            outcomes[name] = error
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(manager.run)
+        async with anyio.create_task_group() as creates:  # the first runs first, then the repeat
+            creates.start_soon(create, "first", Identity("agent:leaver", AGENT_RIGHTS), spec)
+            creates.start_soon(
+                create, "repeat", Identity("admin"), replace(spec, owner="agent:leaver")
+            )
+        sessions = list(manager.sessions)
+        await manager.close_all()
+        tg.cancel_scope.cancel()
+    return outcomes["first"], outcomes["repeat"], sessions, made
