@@ -8,8 +8,10 @@ gone owner (or must close it), else the terminal runs on until its idle or lifet
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import grpc
@@ -59,6 +61,7 @@ if __name__ == "__main__":
 '''
 
 ROUNDS = 2
+Result = TypeVar("Result")
 
 
 @pytest.fixture(scope="module")
@@ -117,11 +120,27 @@ def test_a_create_whose_owner_goes_while_its_sandbox_is_made_starts_nothing(
     manager itself, its owner declared gone (as the supervisor would say) while the create
     makes the terminal's sandbox. The create is refused FAILED_PRECONDITION, no terminal is
     registered or started, and its scratch directory is removed."""
-    refused, sessions, scratch = anyio.run(_owner_goes_during_create, tmp_path / "state")
+    refused, sessions, scratch = _run_named(_owner_goes_during_create, tmp_path / "state")
     assert isinstance(refused, FailedPrecondition), refused
     assert refused.reason == Reason.AGENT_NOT_RUNNING and "went away" in refused.message
     assert sessions == []
     assert scratch == []
+
+
+def _run_named(scenario: Callable[[Path], Awaitable[Result]], state_dir: Path) -> Result:
+    """``anyio.run(scenario, state_dir)`` with the event loop named for sniffio, as the host's
+    composition root names it (main.py, _name_the_event_loop): a terminal's output and exit
+    callbacks run outside any task, where anyio asks sniffio which loop runs."""
+
+    async def named() -> Result:  # named inside the run: anyio.run refuses a named thread
+        before = sniffio.thread_local.name
+        sniffio.thread_local.name = "asyncio"
+        try:
+            return await scenario(state_dir)
+        finally:
+            sniffio.thread_local.name = before
+
+    return anyio.run(named)
 
 
 def _manager(state_dir: Path, goes_on: int) -> tuple[TerminalManager, list[str]]:
@@ -171,7 +190,7 @@ def test_a_repeat_of_a_request_id_whose_first_create_failed_makes_the_terminal(
     fails as its owner goes while its sandbox is made; an admin's create for the same owner and
     `request_id`, begun while the first was under way, is not answered with that failure: it
     makes the terminal, the only one."""
-    first, repeat, sessions, made = anyio.run(_repeat_after_a_failure, tmp_path / "state")
+    first, repeat, sessions, made = _run_named(_repeat_after_a_failure, tmp_path / "state")
     assert isinstance(first, FailedPrecondition), first
     assert isinstance(repeat, TerminalInfo), repeat
     assert sessions == [repeat.id] and repeat.owner == "agent:leaver"
@@ -179,18 +198,6 @@ def test_a_repeat_of_a_request_id_whose_first_create_failed_makes_the_terminal(
 
 
 async def _repeat_after_a_failure(
-    state_dir: Path,
-) -> tuple[object, object, list[str], list[str]]:
-    # As the host's composition root does (main.py, _name_the_event_loop): a terminal's output
-    # and exit callbacks run outside any task, where anyio asks sniffio which loop runs.
-    sniffio.thread_local.name = "asyncio"
-    try:
-        return await _repeat_after_a_failure_named(state_dir)
-    finally:
-        sniffio.thread_local.name = None
-
-
-async def _repeat_after_a_failure_named(
     state_dir: Path,
 ) -> tuple[object, object, list[str], list[str]]:
     manager, made = _manager(state_dir, goes_on=1)
